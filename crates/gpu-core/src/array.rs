@@ -1,0 +1,350 @@
+//! `GpuArray<T, B>`: a typed device array, and views of parts of it.
+
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+use crate::backend::Backend;
+use crate::element::{byte_len, Element};
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+use crate::track::{Alloc, SliceRef};
+
+mod sealed {
+    /// Only the workspace's arrays and views are device memory: ops rely on `&mut` access
+    /// to a [`super::DeviceWrite`] being exclusive.
+    pub trait Sealed {}
+}
+
+/// Device memory an op may read: an array or a view of one.
+pub trait DeviceRead<T: Element, B: Backend>: sealed::Sealed {
+    /// Number of elements.
+    fn len(&self) -> usize;
+    /// Whether there are no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The untyped range, for the safe layer.
+    fn slice_ref(&self) -> SliceRef<'_, B>;
+}
+
+/// Device memory an op may write: an array or a mutable view of one.
+pub trait DeviceWrite<T: Element, B: Backend>: DeviceRead<T, B> {}
+
+/// A typed array in device memory.
+///
+/// Freed on drop; the backend frees it only after the work already queued on it, so
+/// dropping an array that a stream still uses is safe. The element type is fixed here, once:
+/// the backend sees untyped bytes.
+pub struct GpuArray<T: Element, B: Backend> {
+    alloc: Alloc<B>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element, B: Backend> std::fmt::Debug for GpuArray<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuArray")
+            .field("dtype", &T::DTYPE)
+            .field("len", &self.len)
+            .field("context", &self.context_id())
+            .finish()
+    }
+}
+
+fn range_of(
+    op: &'static str,
+    range: impl RangeBounds<usize>,
+    len: usize,
+) -> Result<(usize, usize)> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(s), Some(e)) if s <= e && e <= len => Ok((s, e)),
+        (s, e) => Err(Error::OutOfRange {
+            op,
+            start: s.unwrap_or(usize::MAX),
+            end: e.unwrap_or(usize::MAX),
+            len,
+        }),
+    }
+}
+
+impl<T: Element, B: Backend> GpuArray<T, B> {
+    pub(crate) fn alloc(home: &Stream<B>, len: usize, zeroed: bool) -> Result<Self> {
+        let bytes = byte_len::<T>("alloc", len)?;
+        Ok(GpuArray {
+            alloc: Alloc::new(home, bytes, zeroed)?,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.alloc.bytes
+    }
+
+    /// The id of the context the array belongs to.
+    pub fn context_id(&self) -> u64 {
+        self.alloc.home.context_id()
+    }
+
+    /// The default stream of the array's context.
+    pub fn home_stream(&self) -> &Stream<B> {
+        &self.alloc.home
+    }
+
+    /// Copies the array to a new vector; waits for work queued on it (on any stream).
+    pub fn download(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); self.len];
+        self.download_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Copies the array into `dst`, which must have the same length; waits for the copy.
+    pub fn download_into(&self, dst: &mut [T]) -> Result<()> {
+        self.alloc.home.download_blocking(self, dst)
+    }
+
+    /// Overwrites the array with `src`, which must have the same length; returns once the
+    /// copy is done, after work queued earlier on the array.
+    pub fn upload(&mut self, src: &[T]) -> Result<()> {
+        let home = self.alloc.home.clone();
+        home.upload_blocking(src, self)
+    }
+
+    /// Copies this array into `dst` (same length, same context) on the default stream.
+    pub fn copy_to(&self, dst: &mut impl DeviceWrite<T, B>) -> Result<()> {
+        self.alloc.home.copy(self, dst)
+    }
+
+    /// A read-only view of `range`.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<GpuView<'_, T, B>> {
+        let (start, end) = range_of("GpuArray::slice", range, self.len)?;
+        Ok(GpuView {
+            alloc: &self.alloc,
+            offset: start,
+            len: end - start,
+            _t: PhantomData,
+        })
+    }
+
+    /// A writable view of `range`.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<GpuViewMut<'_, T, B>> {
+        let (start, end) = range_of("GpuArray::slice_mut", range, self.len)?;
+        Ok(GpuViewMut {
+            alloc: &self.alloc,
+            offset: start,
+            len: end - start,
+            _t: PhantomData,
+        })
+    }
+
+    /// The whole array as a writable view.
+    pub fn as_view_mut(&mut self) -> GpuViewMut<'_, T, B> {
+        GpuViewMut {
+            alloc: &self.alloc,
+            offset: 0,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+
+    /// Two writable views, `[0, mid)` and `[mid, len)`.
+    pub fn split_at_mut(
+        &mut self,
+        mid: usize,
+    ) -> Result<(GpuViewMut<'_, T, B>, GpuViewMut<'_, T, B>)> {
+        self.as_view_mut().into_split_at(mid)
+    }
+}
+
+impl<T: Element, B: Backend> DeviceRead<T, B> for GpuArray<T, B> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn slice_ref(&self) -> SliceRef<'_, B> {
+        self.alloc.slice(0, self.alloc.bytes)
+    }
+}
+
+impl<T: Element, B: Backend> DeviceWrite<T, B> for GpuArray<T, B> {}
+impl<T: Element, B: Backend> sealed::Sealed for GpuArray<T, B> {}
+impl<T: Element, B: Backend> sealed::Sealed for GpuView<'_, T, B> {}
+impl<T: Element, B: Backend> sealed::Sealed for GpuViewMut<'_, T, B> {}
+
+/// A read-only view of part of a [`GpuArray`].
+pub struct GpuView<'a, T: Element, B: Backend> {
+    alloc: &'a Alloc<B>,
+    offset: usize,
+    len: usize,
+    _t: PhantomData<&'a [T]>,
+}
+
+impl<T: Element, B: Backend> Clone for GpuView<'_, T, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Element, B: Backend> Copy for GpuView<'_, T, B> {}
+
+impl<'a, T: Element, B: Backend> GpuView<'a, T, B> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Offset of the view's first element in its array.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// A view of `range` of this view.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<GpuView<'a, T, B>> {
+        let (start, end) = range_of("GpuView::slice", range, self.len)?;
+        Ok(GpuView {
+            alloc: self.alloc,
+            offset: self.offset + start,
+            len: end - start,
+            _t: PhantomData,
+        })
+    }
+
+    /// Copies the view to a new vector; waits for work queued on it.
+    pub fn download(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); self.len];
+        self.alloc.home.download_blocking(self, &mut out)?;
+        Ok(out)
+    }
+}
+
+impl<T: Element, B: Backend> DeviceRead<T, B> for GpuView<'_, T, B> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn slice_ref(&self) -> SliceRef<'_, B> {
+        let size = std::mem::size_of::<T>();
+        self.alloc.slice(self.offset * size, self.len * size)
+    }
+}
+
+/// A writable view of part of a [`GpuArray`]; views from `split_at_mut` never overlap.
+pub struct GpuViewMut<'a, T: Element, B: Backend> {
+    alloc: &'a Alloc<B>,
+    offset: usize,
+    len: usize,
+    _t: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T: Element, B: Backend> GpuViewMut<'a, T, B> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Offset of the view's first element in its array.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// A read-only view of the same range.
+    pub fn as_view(&self) -> GpuView<'_, T, B> {
+        GpuView {
+            alloc: self.alloc,
+            offset: self.offset,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+
+    /// A writable view of `range` of this view.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<GpuViewMut<'_, T, B>> {
+        let (start, end) = range_of("GpuViewMut::slice_mut", range, self.len)?;
+        Ok(GpuViewMut {
+            alloc: self.alloc,
+            offset: self.offset + start,
+            len: end - start,
+            _t: PhantomData,
+        })
+    }
+
+    /// Splits into `[0, mid)` and `[mid, len)`.
+    pub fn into_split_at(self, mid: usize) -> Result<(GpuViewMut<'a, T, B>, GpuViewMut<'a, T, B>)> {
+        if mid > self.len {
+            return Err(Error::OutOfRange {
+                op: "GpuViewMut::into_split_at",
+                start: mid,
+                end: mid,
+                len: self.len,
+            });
+        }
+        let left = GpuViewMut {
+            alloc: self.alloc,
+            offset: self.offset,
+            len: mid,
+            _t: PhantomData,
+        };
+        let right = GpuViewMut {
+            alloc: self.alloc,
+            offset: self.offset + mid,
+            len: self.len - mid,
+            _t: PhantomData,
+        };
+        Ok((left, right))
+    }
+
+    /// Overwrites the view with `src` (same length); returns once the copy is done.
+    pub fn upload(&mut self, src: &[T]) -> Result<()> {
+        let home = self.alloc.home.clone();
+        home.upload_blocking(src, self)
+    }
+
+    /// Copies the view to a new vector; waits for work queued on it.
+    pub fn download(&self) -> Result<Vec<T>> {
+        self.as_view().download()
+    }
+}
+
+impl<T: Element, B: Backend> DeviceRead<T, B> for GpuViewMut<'_, T, B> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn slice_ref(&self) -> SliceRef<'_, B> {
+        let size = std::mem::size_of::<T>();
+        self.alloc.slice(self.offset * size, self.len * size)
+    }
+}
+
+impl<T: Element, B: Backend> DeviceWrite<T, B> for GpuViewMut<'_, T, B> {}

@@ -1,0 +1,434 @@
+//! The backend contract: associated types for the objects a device has, and the raw
+//! operations on them, statically dispatched.
+//!
+//! A backend works on untyped buffers and byte offsets; the element type is added once, in
+//! [`crate::GpuArray`]. Everything the safe layer checks (lengths, ranges, contexts, launch
+//! limits, ordering between streams) is checked before a backend method is called, so a
+//! backend can assume:
+//! - every buffer, stream, event and kernel passed in was created by this backend instance;
+//! - every `BufAt` range lies inside its buffer and is non-empty;
+//! - a buffer written by a call is not used by any other work that is not ordered against
+//!   it (the safe layer inserts the waits).
+//!
+//! What a backend must provide in return is written on each method. The CPU backend
+//! (`gpu-cpu`) is the reference implementation of these semantics.
+
+use crate::element::{Float, Numeric};
+use crate::kernel::{KernelDesc, LaunchConfig};
+
+/// How host memory will be used; the backend picks the kind of pinning from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HostUse {
+    /// Written by the host, read by the device: write-combined where the backend has it
+    /// (fast to upload from, slow for the host to read).
+    Upload,
+    /// Written by the device, read by the host: plainly pinned.
+    Download,
+    /// Both directions: plainly pinned.
+    #[default]
+    Both,
+}
+
+/// The limits a launch configuration is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchLimits {
+    /// Most threads in one block.
+    pub max_threads_per_block: u32,
+    /// Most threads along each block dimension.
+    pub max_block_dim: [u32; 3],
+    /// Most blocks along each grid dimension.
+    pub max_grid_dim: [u32; 3],
+    /// Most dynamic shared memory per block, in bytes.
+    pub max_shared_mem_per_block: u32,
+}
+
+impl LaunchLimits {
+    /// The limits of every CUDA device of compute capability 5.0 and later (without the
+    /// opt-in to more than 48 KiB of shared memory). The CPU backend uses them too, so a
+    /// configuration accepted on the CPU is accepted on any such GPU.
+    pub const CUDA_COMMON: LaunchLimits = LaunchLimits {
+        max_threads_per_block: 1024,
+        max_block_dim: [1024, 1024, 64],
+        max_grid_dim: [i32::MAX as u32, 65535, 65535],
+        max_shared_mem_per_block: 48 * 1024,
+    };
+}
+
+/// What a device is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceInfo {
+    /// Marketing name (`NVIDIA H100 80GB HBM3`) or the CPU's model name.
+    pub name: String,
+    /// Device memory in bytes (the host's memory for the CPU backend).
+    pub total_memory: u64,
+    /// CUDA compute capability, `None` for the CPU backend.
+    pub compute_capability: Option<(u32, u32)>,
+    /// Copy engines that can run transfers concurrently with compute.
+    pub copy_engines: u32,
+    /// Processors that run work: SMs on a GPU, cores on the CPU.
+    pub multiprocessors: u32,
+    /// Launch limits.
+    pub limits: LaunchLimits,
+    /// Stream priorities as `(least, greatest)`; numerically lower is more urgent.
+    pub priority_range: (i32, i32),
+}
+
+/// A position inside a backend buffer: the buffer and a byte offset.
+pub struct BufAt<'a, B: Backend> {
+    /// The buffer.
+    pub buf: &'a B::Buffer,
+    /// Offset in bytes from the buffer's start.
+    pub offset: usize,
+}
+
+impl<B: Backend> Clone for BufAt<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for BufAt<'_, B> {}
+
+/// Element-wise binary operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b` (integers: see [`Numeric::div`])
+    Div,
+}
+
+impl BinaryOp {
+    /// Applies the operation with the reference semantics.
+    pub fn apply<T: Numeric>(self, a: T, b: T) -> T {
+        match self {
+            BinaryOp::Add => a.add(b),
+            BinaryOp::Sub => a.sub(b),
+            BinaryOp::Mul => a.mul(b),
+            BinaryOp::Div => a.div(b),
+        }
+    }
+
+    /// Lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+        }
+    }
+}
+
+/// Element-wise math functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `max(x, 0)`
+    Relu,
+    /// `1 / (1 + e^-x)`
+    Sigmoid,
+    /// `tanh(x)`
+    Tanh,
+    /// `e^x`
+    Exp,
+}
+
+impl UnaryOp {
+    /// Applies the operation with the reference semantics.
+    pub fn apply<T: Float>(self, x: T) -> T {
+        match self {
+            UnaryOp::Relu => x.relu(),
+            UnaryOp::Sigmoid => x.sigmoid(),
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Exp => x.exp(),
+        }
+    }
+
+    /// Lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Relu => "relu",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Exp => "exp",
+        }
+    }
+}
+
+/// Reductions to one element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Sum of all elements ([`Numeric::sum`]).
+    Sum,
+    /// Largest element ([`Numeric::maximum`]).
+    Max,
+}
+
+/// A row-major matrix product `C = alpha * op(A) * op(B) + beta * C`.
+///
+/// `op(A)` is `m x k`: `A` is stored `m x k`, or `k x m` when `trans_a`. `op(B)` is `k x n`:
+/// `B` is stored `k x n`, or `n x k` when `trans_b`. `C` is `m x n`. All dense, row-major.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gemm<T> {
+    /// Rows of `op(A)` and `C`.
+    pub m: usize,
+    /// Columns of `op(B)` and `C`.
+    pub n: usize,
+    /// Columns of `op(A)`, rows of `op(B)`.
+    pub k: usize,
+    /// Whether `A` is stored transposed.
+    pub trans_a: bool,
+    /// Whether `B` is stored transposed.
+    pub trans_b: bool,
+    /// Scale of the product.
+    pub alpha: T,
+    /// Scale of `C`'s previous contents (0 ignores them, NaNs included).
+    pub beta: T,
+}
+
+impl<T: Numeric> Gemm<T> {
+    /// `C = A * B` for `A: m x k`, `B: k x n`, no transposes, `alpha = 1`, `beta = 0`.
+    pub fn new(m: usize, n: usize, k: usize) -> Self {
+        Gemm {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+            alpha: T::from_f64(1.0),
+            beta: T::ZERO,
+        }
+    }
+
+    /// Sets whether `A` and `B` are stored transposed.
+    pub fn transpose(mut self, a: bool, b: bool) -> Self {
+        self.trans_a = a;
+        self.trans_b = b;
+        self
+    }
+
+    /// Sets `alpha` and `beta`.
+    pub fn scaled(mut self, alpha: T, beta: T) -> Self {
+        self.alpha = alpha;
+        self.beta = beta;
+        self
+    }
+}
+
+/// One argument of a kernel launch, as the backend sees it.
+pub enum KernelArg<'a, B: Backend> {
+    /// A device range; `at` is `None` for an empty range.
+    Buffer {
+        /// Where the range starts (`None` when `bytes == 0`).
+        at: Option<BufAt<'a, B>>,
+        /// Length in bytes.
+        bytes: usize,
+        /// Whether the kernel may write it.
+        write: bool,
+    },
+    /// A scalar passed by value: its bytes, little-endian as in memory.
+    Scalar {
+        /// The value's bytes; the first `len` are meaningful.
+        bytes: [u8; 16],
+        /// Size of the value.
+        len: usize,
+    },
+}
+
+/// A compute backend: the objects a device has and the raw operations on them.
+///
+/// Implemented by `gpu_cpu::CpuBackend` (the reference) and by the facade's dispatch enum;
+/// the CUDA backend implements it on cudarc. All methods that enqueue work are asynchronous:
+/// they return once the work is queued on the stream.
+pub trait Backend: Send + Sync + Sized + 'static {
+    /// Untyped device memory.
+    type Buffer: Send + Sync;
+    /// Host memory the backend allocated (pinned where the backend pins).
+    type HostMem: Send + Sync;
+    /// A registration of host memory the backend did not allocate.
+    type Registration: Send + Sync;
+    /// An in-order queue of work.
+    type Stream: Send + Sync;
+    /// A position in a stream's queue.
+    type Event: Send + Sync;
+    /// A loaded kernel.
+    type Kernel: Send + Sync;
+
+    /// Short lower-case name: `cpu`, `cuda`.
+    fn name(&self) -> &'static str;
+    /// The device's ordinal within its backend.
+    fn device_id(&self) -> usize;
+    /// What the device is.
+    fn info(&self) -> DeviceInfo;
+
+    /// Allocates `bytes > 0` bytes, aligned to at least 256 bytes, zeroed when `zeroed`.
+    /// Running out is [`crate::Error::OutOfMemory`].
+    fn alloc(&self, bytes: usize, zeroed: bool) -> crate::Result<Self::Buffer>;
+    /// Frees a buffer once the work already queued on `users` (the streams that used it)
+    /// has finished, without blocking the caller where the backend can avoid it.
+    fn free(&self, buf: Self::Buffer, users: &[&Self::Stream]) -> crate::Result<()>;
+
+    /// Allocates `bytes > 0` bytes of zeroed host memory for the given use.
+    fn alloc_host(&self, bytes: usize, usage: HostUse) -> crate::Result<Self::HostMem>;
+    /// The start of a host allocation; valid and unchanged for the allocation's lifetime.
+    fn host_ptr(&self, mem: &Self::HostMem) -> *mut u8;
+    /// Frees host memory no queued work uses any more.
+    fn free_host(&self, mem: Self::HostMem) -> crate::Result<()>;
+    /// Registers existing host memory so that copies from and to it run at pinned speed.
+    ///
+    /// # Safety
+    ///
+    /// - `ptr..ptr + bytes` must be one live allocation of the caller's;
+    /// - it must stay allocated until the registration is passed to `unregister_host`.
+    unsafe fn register_host(&self, ptr: *mut u8, bytes: usize)
+        -> crate::Result<Self::Registration>;
+    /// Ends a registration. No queued work may use the memory any more.
+    fn unregister_host(&self, reg: Self::Registration) -> crate::Result<()>;
+
+    /// Creates a stream; `priority` lies inside [`DeviceInfo::priority_range`].
+    fn create_stream(&self, priority: i32) -> crate::Result<Self::Stream>;
+    /// Destroys a stream; work already queued on it still runs to completion first.
+    /// Errors raised by that work and not yet reported are returned here.
+    fn destroy_stream(&self, stream: Self::Stream) -> crate::Result<()>;
+    /// Blocks until all work queued on the stream has finished, or can never run (after a
+    /// fatal error). Returns the first error raised by that work and not yet reported.
+    fn stream_sync(&self, stream: &Self::Stream) -> crate::Result<()>;
+    /// Whether all work queued on the stream has finished, without blocking.
+    fn stream_query(&self, stream: &Self::Stream) -> crate::Result<bool>;
+    /// Marks the stream's current position; with `timing`, the event also records when
+    /// the stream reached it.
+    fn record_event(&self, stream: &Self::Stream, timing: bool) -> crate::Result<Self::Event>;
+    /// Makes work queued later on `stream` wait until `event` has completed.
+    fn stream_wait(&self, stream: &Self::Stream, event: &Self::Event) -> crate::Result<()>;
+    /// Blocks until the event has completed (with the same guarantee as `stream_sync`).
+    fn event_sync(&self, event: &Self::Event) -> crate::Result<()>;
+    /// Whether the event has completed, without blocking.
+    fn event_query(&self, event: &Self::Event) -> crate::Result<bool>;
+    /// Milliseconds from `start` to `end`; both are timing events that have completed.
+    fn event_elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> crate::Result<f64>;
+    /// Blocks until every stream of the device is idle.
+    fn synchronize(&self) -> crate::Result<()>;
+
+    /// Copies `bytes` from host memory to the device.
+    ///
+    /// # Safety
+    ///
+    /// - `src..src + bytes` must stay readable and unmodified until the stream has passed
+    ///   this copy (the caller waits on an event or syncs the stream).
+    unsafe fn copy_h2d(
+        &self,
+        stream: &Self::Stream,
+        src: *const u8,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> crate::Result<()>;
+    /// Copies `bytes` from the device to host memory.
+    ///
+    /// # Safety
+    ///
+    /// - `dst..dst + bytes` must stay writable and otherwise unaccessed until the stream
+    ///   has passed this copy.
+    unsafe fn copy_d2h(
+        &self,
+        stream: &Self::Stream,
+        src: BufAt<'_, Self>,
+        dst: *mut u8,
+        bytes: usize,
+    ) -> crate::Result<()>;
+    /// Copies `bytes` between device ranges (which may be in the same buffer but do not
+    /// overlap).
+    fn copy_d2d(
+        &self,
+        stream: &Self::Stream,
+        src: BufAt<'_, Self>,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> crate::Result<()>;
+
+    /// Sets `len` elements to `value`.
+    fn fill<T: Numeric>(
+        &self,
+        stream: &Self::Stream,
+        dst: BufAt<'_, Self>,
+        len: usize,
+        value: T,
+    ) -> crate::Result<()>;
+    /// `y = alpha * x + y` over `len` elements.
+    fn axpy<T: Numeric>(
+        &self,
+        stream: &Self::Stream,
+        alpha: T,
+        x: BufAt<'_, Self>,
+        y: BufAt<'_, Self>,
+        len: usize,
+    ) -> crate::Result<()>;
+    /// `x = alpha * x` over `len` elements.
+    fn scale<T: Numeric>(
+        &self,
+        stream: &Self::Stream,
+        alpha: T,
+        x: BufAt<'_, Self>,
+        len: usize,
+    ) -> crate::Result<()>;
+    /// `out = a op b` element-wise over `len` elements.
+    fn binary<T: Numeric>(
+        &self,
+        stream: &Self::Stream,
+        op: BinaryOp,
+        a: BufAt<'_, Self>,
+        b: BufAt<'_, Self>,
+        out: BufAt<'_, Self>,
+        len: usize,
+    ) -> crate::Result<()>;
+    /// `out = op(x)` element-wise over `len` elements.
+    fn unary<T: Float>(
+        &self,
+        stream: &Self::Stream,
+        op: UnaryOp,
+        x: BufAt<'_, Self>,
+        out: BufAt<'_, Self>,
+        len: usize,
+    ) -> crate::Result<()>;
+    /// Writes the reduction of `len >= 1` elements of `x` to the one element at `out`.
+    fn reduce<T: Numeric>(
+        &self,
+        stream: &Self::Stream,
+        op: ReduceOp,
+        x: BufAt<'_, Self>,
+        len: usize,
+        out: BufAt<'_, Self>,
+    ) -> crate::Result<()>;
+    /// Writes the dot product of `len >= 1` elements of `x` and `y` to `out`.
+    fn dot<T: Numeric>(
+        &self,
+        stream: &Self::Stream,
+        x: BufAt<'_, Self>,
+        y: BufAt<'_, Self>,
+        len: usize,
+        out: BufAt<'_, Self>,
+    ) -> crate::Result<()>;
+    /// Row-major matrix product (see [`Gemm`]); `m`, `n` and `k` are all non-zero.
+    fn gemm<T: Float>(
+        &self,
+        stream: &Self::Stream,
+        g: &Gemm<T>,
+        a: BufAt<'_, Self>,
+        b: BufAt<'_, Self>,
+        c: BufAt<'_, Self>,
+    ) -> crate::Result<()>;
+
+    /// Loads (compiles, where needed) a kernel for this device.
+    fn load_kernel(&self, desc: &KernelDesc) -> crate::Result<Self::Kernel>;
+    /// Launches a kernel with a configuration already checked against the device's limits.
+    fn launch(
+        &self,
+        stream: &Self::Stream,
+        kernel: &Self::Kernel,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, Self>],
+    ) -> crate::Result<()>;
+}

@@ -1,0 +1,276 @@
+//! `Context<B>`: one opened device, its default stream, its deferred errors and its pinned
+//! host memory pool.
+
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::array::GpuArray;
+use crate::backend::{Backend, DeviceInfo, HostUse};
+use crate::element::{byte_len, Element};
+use crate::error::{DeferredErrors, Error, Result};
+use crate::host::{HostBuffer, HostPool, HostPoolStats};
+use crate::kernel::{Kernel, KernelSig, KernelSpec};
+use crate::stream::Stream;
+
+static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// State shared by everything a context made: arrays, streams, events, host buffers.
+pub(crate) struct Shared<B: Backend> {
+    pub(crate) backend: B,
+    pub(crate) id: u64,
+    pub(crate) info: DeviceInfo,
+    pub(crate) deferred: DeferredErrors,
+    pub(crate) pool: HostPool<B>,
+    /// Set once a second stream exists; from then on every op records an ordering event so
+    /// that buffers shared between streams wait exactly as long as they must.
+    pub(crate) multi_stream: AtomicBool,
+}
+
+impl<B: Backend> Shared<B> {
+    /// Returns the oldest error deferred from a `Drop`, if any.
+    pub(crate) fn check(&self) -> Result<()> {
+        self.deferred.take()
+    }
+
+    /// Keeps an error that has no caller to return to.
+    pub(crate) fn defer(&self, origin: &'static str, result: Result<()>) {
+        if let Err(e) = result {
+            self.deferred.push(origin, e);
+        }
+    }
+
+    pub(crate) fn same_context(
+        &self,
+        op: &'static str,
+        arg: &'static str,
+        other: u64,
+    ) -> Result<()> {
+        if other == self.id {
+            Ok(())
+        } else {
+            Err(Error::ContextMismatch {
+                op,
+                arg,
+                expected: self.id,
+                got: other,
+            })
+        }
+    }
+}
+
+impl<B: Backend> Drop for Shared<B> {
+    fn drop(&mut self) {
+        for mem in self.pool.drain() {
+            if let Err(e) = self.backend.free_host(mem) {
+                self.deferred.push("HostPool drop", e);
+            }
+        }
+        // Nothing can return these any more: the last handle is gone. Say them loudly.
+        for (origin, error) in self.deferred.drain() {
+            tracing::error!(origin, %error, "error left unreported when the context was dropped");
+            eprintln!(
+                "gpu: context #{} dropped with an unreported error from {origin}: {error}",
+                self.id
+            );
+        }
+    }
+}
+
+/// An opened device.
+///
+/// A context is also its *default stream*: it dereferences to [`Stream`], so every stream
+/// operation (`ctx.add(..)`, `ctx.upload(..)`, `ctx.record_event()`) called on the context
+/// runs on the default stream. Cloning a context is cheap and shares the device.
+///
+/// ```
+/// # fn run<B: gpu_core::Backend>(ctx: gpu_core::Context<B>) -> gpu_core::Result<()> {
+/// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
+/// let b = ctx.alloc_upload(&[4.0f32, 5.0, 6.0])?;
+/// let mut out = ctx.alloc_zeros::<f32>(3)?;
+/// ctx.add(&a, &b, &mut out)?;
+/// assert_eq!(out.download()?, [5.0, 7.0, 9.0]);
+/// # Ok(()) }
+/// ```
+pub struct Context<B: Backend> {
+    default: Stream<B>,
+}
+
+impl<B: Backend> Clone for Context<B> {
+    fn clone(&self) -> Self {
+        Context {
+            default: self.default.clone(),
+        }
+    }
+}
+
+impl<B: Backend> Deref for Context<B> {
+    type Target = Stream<B>;
+
+    fn deref(&self) -> &Stream<B> {
+        &self.default
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Context<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("backend", &self.backend_name())
+            .field("device_id", &self.device_id())
+            .field("id", &self.id())
+            .finish()
+    }
+}
+
+impl<B: Backend> Context<B> {
+    /// Wraps an opened backend and creates its default stream (least urgent priority).
+    pub fn new(backend: B) -> Result<Self> {
+        let info = backend.info();
+        let shared = Arc::new(Shared {
+            id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
+            info,
+            deferred: DeferredErrors::default(),
+            pool: HostPool::new(),
+            multi_stream: AtomicBool::new(false),
+            backend,
+        });
+        let least = shared.info.priority_range.0;
+        let default = Stream::create(shared, least)?;
+        Ok(Context { default })
+    }
+
+    /// The backend, for calls the safe layer does not wrap.
+    pub fn backend(&self) -> &B {
+        &self.shared().backend
+    }
+
+    /// The backend's name: `cpu` or `cuda`.
+    pub fn backend_name(&self) -> &'static str {
+        self.shared().backend.name()
+    }
+
+    /// The device's ordinal within its backend.
+    pub fn device_id(&self) -> usize {
+        self.shared().backend.device_id()
+    }
+
+    /// A number unique to this context within the process.
+    pub fn id(&self) -> u64 {
+        self.shared().id
+    }
+
+    /// What the device is.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.shared().info
+    }
+
+    /// The default stream (also reachable through `Deref`).
+    pub fn default_stream(&self) -> &Stream<B> {
+        &self.default
+    }
+
+    /// Blocks until all work on all streams of the device has finished; returns any error
+    /// raised by that work or deferred from a `Drop`.
+    pub fn sync(&self) -> Result<()> {
+        let s = self.shared();
+        s.check()?;
+        s.backend.synchronize()?;
+        s.check()
+    }
+
+    /// Returns the oldest error deferred from a `Drop` (a dropped transfer whose copy
+    /// failed, say), without waiting for anything.
+    pub fn check(&self) -> Result<()> {
+        self.shared().check()
+    }
+
+    /// Waits for all work and returns every error still pending: the way to end a
+    /// context's life without leaving an error unreported.
+    pub fn close(self) -> Result<()> {
+        self.sync()?;
+        self.default.sync()?;
+        self.check()
+    }
+
+    /// Creates a stream with the default (least urgent) priority.
+    pub fn create_stream(&self) -> Result<Stream<B>> {
+        self.create_stream_with_priority(self.info().priority_range.0)
+    }
+
+    /// Creates a stream with a priority inside [`DeviceInfo::priority_range`]; numerically
+    /// lower is more urgent.
+    pub fn create_stream_with_priority(&self, priority: i32) -> Result<Stream<B>> {
+        let s = self.shared();
+        s.check()?;
+        let (least, greatest) = s.info.priority_range;
+        if priority > least || priority < greatest {
+            return Err(Error::InvalidPriority {
+                priority,
+                greatest,
+                least,
+            });
+        }
+        s.multi_stream.store(true, Ordering::Release);
+        Stream::create(self.default.shared_arc().clone(), priority)
+    }
+
+    /// Allocates `len` elements whose contents are unspecified (but initialized: any
+    /// bit pattern is a valid element).
+    pub fn alloc<T: Element>(&self, len: usize) -> Result<GpuArray<T, B>> {
+        self.shared().check()?;
+        GpuArray::alloc(&self.default, len, false)
+    }
+
+    /// Allocates `len` zeroed elements.
+    pub fn alloc_zeros<T: Element>(&self, len: usize) -> Result<GpuArray<T, B>> {
+        self.shared().check()?;
+        GpuArray::alloc(&self.default, len, true)
+    }
+
+    /// Allocates an array holding a copy of `data`; returns once the copy is done.
+    pub fn alloc_upload<T: Element>(&self, data: &[T]) -> Result<GpuArray<T, B>> {
+        let mut a = self.alloc(data.len())?;
+        a.upload(data)?;
+        Ok(a)
+    }
+
+    /// Takes `len` elements of host memory for the given use from the context's pool,
+    /// pinning fresh memory only when the pool has none of that size. The contents are
+    /// zero for fresh memory and whatever was last written for reused memory.
+    pub fn alloc_host<T: Element>(&self, len: usize, usage: HostUse) -> Result<HostBuffer<T, B>> {
+        self.shared().check()?;
+        byte_len::<T>("alloc_host", len)?;
+        HostBuffer::take(&self.default, len, usage)
+    }
+
+    /// Registers an existing vector with the device so that copies from and to it run at
+    /// pinned speed; [`HostBuffer::into_vec`] gives it back.
+    pub fn register_host<T: Element>(&self, data: Vec<T>) -> Result<HostBuffer<T, B>> {
+        self.shared().check()?;
+        HostBuffer::register(&self.default, data)
+    }
+
+    /// The pinned pool's counters: fresh allocations, reuses, bytes held.
+    pub fn host_pool_stats(&self) -> HostPoolStats {
+        self.shared().pool.stats()
+    }
+
+    /// Sets how many bytes of free host memory the pool keeps for reuse (default 1 GiB).
+    pub fn set_host_pool_limit(&self, bytes: usize) {
+        let freed = self.shared().pool.set_limit(bytes);
+        for mem in freed {
+            self.shared()
+                .defer("HostPool trim", self.shared().backend.free_host(mem));
+        }
+    }
+
+    /// Loads a kernel for this device (compiling it where the backend compiles).
+    pub fn kernel<S: KernelSig>(&self, spec: KernelSpec<S>) -> Result<Kernel<S, B>> {
+        self.shared().check()?;
+        Kernel::load(&self.default, spec)
+    }
+
+    pub(crate) fn shared(&self) -> &Shared<B> {
+        self.default.shared_arc()
+    }
+}

@@ -1,0 +1,317 @@
+//! Element types: what a device array may hold, and the arithmetic the built-in ops use.
+//!
+//! [`Element`] is plain data (any bit pattern valid, no padding) so bytes can move between
+//! host and device without conversion. [`Numeric`] adds the scalar arithmetic that defines
+//! the built-in ops' results on every backend; [`Float`] adds the math functions.
+//!
+//! Integer semantics, identical on every backend: `add`, `sub`, `mul`, `sum` and `dot` wrap;
+//! `div` truncates toward zero, wraps for `MIN / -1` and gives 0 for a division by zero.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The runtime name of an element type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// 64-bit float.
+    F64,
+    /// 32-bit signed integer.
+    I32,
+    /// 32-bit unsigned integer.
+    U32,
+    /// 64-bit signed integer.
+    I64,
+    /// 64-bit unsigned integer.
+    U64,
+    /// 8-bit unsigned integer.
+    U8,
+    /// 8-bit signed integer.
+    I8,
+    /// IEEE half precision (feature `half`).
+    F16,
+    /// bfloat16 (feature `half`).
+    BF16,
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 10] = [
+        DType::F32,
+        DType::F64,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::U8,
+        DType::I8,
+        DType::F16,
+        DType::BF16,
+    ];
+
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::U8 | DType::I8 => 1,
+        }
+    }
+
+    /// The lower-case name used in configuration files and messages (`f32`, `bf16`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+            DType::I64 => "i64",
+            DType::U64 => "u64",
+            DType::U8 => "u8",
+            DType::I8 => "i8",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+        }
+    }
+
+    /// The matching CUDA C type name, for kernels generated per dtype.
+    pub const fn cuda_name(self) -> &'static str {
+        match self {
+            DType::F32 => "float",
+            DType::F64 => "double",
+            DType::I32 => "int",
+            DType::U32 => "unsigned int",
+            DType::I64 => "long long",
+            DType::U64 => "unsigned long long",
+            DType::U8 => "unsigned char",
+            DType::I8 => "signed char",
+            DType::F16 => "__half",
+            DType::BF16 => "__nv_bfloat16",
+        }
+    }
+
+    /// Whether this is a floating-point type.
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for DType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim().to_ascii_lowercase();
+        DType::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = DType::ALL.iter().map(|d| d.name()).collect();
+                format!("unknown dtype {s:?}; expected one of {}", names.join(", "))
+            })
+    }
+}
+
+/// Plain data that can live in device memory.
+///
+/// # Safety
+///
+/// Implementors must guarantee:
+/// - every bit pattern of `size_of::<Self>()` bytes is a valid value;
+/// - the type has no padding bytes and no interior pointers or references;
+/// - `DTYPE` names the type's representation: `DType::F32` means an IEEE-754 binary32 in
+///   native byte order, `DType::I32` a two's-complement 32-bit integer, and so on, so that
+///   backends may treat the memory as that type (`DTYPE.size() == size_of::<Self>()`).
+///
+/// The workspace reinterprets device bytes as `Self` and `Self` as bytes on these grounds.
+pub unsafe trait Element:
+    Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'static
+{
+    /// The runtime name of this type.
+    const DTYPE: DType;
+}
+
+/// An element with arithmetic: the scalar semantics of every built-in op.
+pub trait Numeric: Element + PartialOrd {
+    /// The additive identity.
+    const ZERO: Self;
+    /// `self + rhs` (wrapping for integers).
+    fn add(self, rhs: Self) -> Self;
+    /// `self - rhs` (wrapping for integers).
+    fn sub(self, rhs: Self) -> Self;
+    /// `self * rhs` (wrapping for integers).
+    fn mul(self, rhs: Self) -> Self;
+    /// `self / rhs`; for integers 0 when `rhs == 0` and wrapping for `MIN / -1`.
+    fn div(self, rhs: Self) -> Self;
+    /// The larger of the two; for floats a NaN loses to a number (C's `fmax`).
+    fn maximum(self, rhs: Self) -> Self;
+    /// The sum of a slice. Floats accumulate in f64 and round once; integers wrap.
+    fn sum(xs: &[Self]) -> Self;
+    /// The dot product of two slices of equal length, accumulated as [`Numeric::sum`].
+    fn dot(xs: &[Self], ys: &[Self]) -> Self;
+    /// Lossy conversion to f64 (for references and tolerances).
+    fn to_f64(self) -> f64;
+    /// Conversion from f64: rounding for floats, saturating truncation for integers.
+    fn from_f64(v: f64) -> Self;
+}
+
+/// A floating-point element: the math functions of the built-in unary ops.
+pub trait Float: Numeric {
+    /// `max(x, 0)`.
+    fn relu(self) -> Self;
+    /// `1 / (1 + exp(-x))`.
+    fn sigmoid(self) -> Self;
+    /// Hyperbolic tangent.
+    fn tanh(self) -> Self;
+    /// `e^x`.
+    fn exp(self) -> Self;
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident),* $(,)?) => {$(
+        // SAFETY: a primitive number: every bit pattern is valid, no padding, and its size
+        // matches the dtype's.
+        unsafe impl Element for $t {
+            const DTYPE: DType = DType::$d;
+        }
+    )*};
+}
+
+element!(f32 => F32, f64 => F64, i32 => I32, u32 => U32, i64 => I64, u64 => U64, u8 => U8, i8 => I8);
+
+macro_rules! integer {
+    ($($t:ty),*) => {$(
+        impl Numeric for $t {
+            const ZERO: Self = 0;
+            fn add(self, rhs: Self) -> Self { self.wrapping_add(rhs) }
+            fn sub(self, rhs: Self) -> Self { self.wrapping_sub(rhs) }
+            fn mul(self, rhs: Self) -> Self { self.wrapping_mul(rhs) }
+            fn div(self, rhs: Self) -> Self {
+                if rhs == 0 { 0 } else { self.wrapping_div(rhs) }
+            }
+            fn maximum(self, rhs: Self) -> Self { Ord::max(self, rhs) }
+            fn sum(xs: &[Self]) -> Self { xs.iter().fold(0, |a: Self, &x| a.wrapping_add(x)) }
+            fn dot(xs: &[Self], ys: &[Self]) -> Self {
+                xs.iter().zip(ys).fold(0, |a: Self, (&x, &y)| a.wrapping_add(x.wrapping_mul(y)))
+            }
+            fn to_f64(self) -> f64 { self as f64 }
+            fn from_f64(v: f64) -> Self { v as Self }
+        }
+    )*};
+}
+
+integer!(i32, u32, i64, u64, u8, i8);
+
+macro_rules! float {
+    ($($t:ty),*) => {$(
+        impl Numeric for $t {
+            const ZERO: Self = 0.0;
+            fn add(self, rhs: Self) -> Self { self + rhs }
+            fn sub(self, rhs: Self) -> Self { self - rhs }
+            fn mul(self, rhs: Self) -> Self { self * rhs }
+            fn div(self, rhs: Self) -> Self { self / rhs }
+            fn maximum(self, rhs: Self) -> Self { <$t>::max(self, rhs) }
+            fn sum(xs: &[Self]) -> Self { xs.iter().map(|&x| x as f64).sum::<f64>() as Self }
+            fn dot(xs: &[Self], ys: &[Self]) -> Self {
+                xs.iter().zip(ys).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as Self
+            }
+            fn to_f64(self) -> f64 { self as f64 }
+            fn from_f64(v: f64) -> Self { v as Self }
+        }
+
+        impl Float for $t {
+            fn relu(self) -> Self { if self > 0.0 { self } else { 0.0 } }
+            fn sigmoid(self) -> Self { 1.0 / (1.0 + (-self).exp()) }
+            fn tanh(self) -> Self { <$t>::tanh(self) }
+            fn exp(self) -> Self { <$t>::exp(self) }
+        }
+    )*};
+}
+
+float!(f32, f64);
+
+#[cfg(feature = "half")]
+mod half_types {
+    //! f16 and bf16: stored as 16 bits, computed in f32 (as CUDA's `__half` math does).
+    use super::*;
+    use half::{bf16, f16};
+
+    element!(f16 => F16, bf16 => BF16);
+
+    macro_rules! half_float {
+        ($($t:ty),*) => {$(
+            impl Numeric for $t {
+                const ZERO: Self = <$t>::ZERO;
+                fn add(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() + rhs.to_f32()) }
+                fn sub(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() - rhs.to_f32()) }
+                fn mul(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() * rhs.to_f32()) }
+                fn div(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() / rhs.to_f32()) }
+                fn maximum(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32().max(rhs.to_f32())) }
+                fn sum(xs: &[Self]) -> Self {
+                    <$t>::from_f64(xs.iter().map(|x| x.to_f64()).sum::<f64>())
+                }
+                fn dot(xs: &[Self], ys: &[Self]) -> Self {
+                    <$t>::from_f64(xs.iter().zip(ys).map(|(x, y)| x.to_f64() * y.to_f64()).sum::<f64>())
+                }
+                fn to_f64(self) -> f64 { <$t>::to_f64(self) }
+                fn from_f64(v: f64) -> Self { <$t>::from_f64(v) }
+            }
+
+            impl Float for $t {
+                fn relu(self) -> Self { <$t>::from_f32(self.to_f32().relu()) }
+                fn sigmoid(self) -> Self { <$t>::from_f32(self.to_f32().sigmoid()) }
+                fn tanh(self) -> Self { <$t>::from_f32(self.to_f32().tanh()) }
+                fn exp(self) -> Self { <$t>::from_f32(self.to_f32().exp()) }
+            }
+        )*};
+    }
+
+    half_float!(f16, bf16);
+}
+
+/// Byte length of `len` elements of `T`, or [`crate::Error::SizeOverflow`].
+pub(crate) fn byte_len<T: Element>(op: &'static str, len: usize) -> crate::Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or(crate::Error::SizeOverflow {
+            op,
+            len,
+            elem_bytes: std::mem::size_of::<T>(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_sizes_match_rust_types() {
+        assert_eq!(f32::DTYPE.size(), std::mem::size_of::<f32>());
+        assert_eq!(u8::DTYPE.size(), 1);
+        assert_eq!(i64::DTYPE.size(), 8);
+        for d in DType::ALL {
+            assert_eq!(d.name().parse::<DType>(), Ok(d));
+        }
+        assert!("f33".parse::<DType>().is_err());
+    }
+
+    #[test]
+    fn integer_division_by_zero_is_zero_and_min_wraps() {
+        assert_eq!(Numeric::div(7i32, 0), 0);
+        assert_eq!(Numeric::div(i32::MIN, -1), i32::MIN);
+        assert_eq!(Numeric::div(-7i32, 2), -3);
+    }
+
+    #[test]
+    fn float_maximum_ignores_nan() {
+        assert_eq!(Numeric::maximum(f32::NAN, 1.0), 1.0);
+        assert_eq!(Numeric::maximum(1.0, f32::NAN), 1.0);
+    }
+}

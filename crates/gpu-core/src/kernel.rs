@@ -1,0 +1,522 @@
+//! Custom kernels: a backend-agnostic spec (CUDA C or PTX for GPUs, a Rust closure for the
+//! CPU backend), a typed signature, launch configurations checked against device limits,
+//! and launches that order their array arguments like any other op.
+//!
+//! ```
+//! use gpu_core::{In, KernelSpec, LaunchConfig, Out};
+//!
+//! const SRC: &str = r#"
+//! extern "C" __global__ void vector_add(const float* a, const float* b, float* out, unsigned long long n) {
+//!     unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+//!     if (i < n) out[i] = a[i] + b[i];
+//! }"#;
+//!
+//! // The signature says what each argument is; the CPU closure sees host slices.
+//! type VectorAdd = (In<f32>, In<f32>, Out<f32>, u64);
+//! let spec = KernelSpec::<VectorAdd>::cuda(SRC, "vector_add").cpu(|i, (a, b, out, n)| {
+//!     if (i as u64) < *n {
+//!         out[i] = a[i] + b[i];
+//!     }
+//! });
+//! # fn run<B: gpu_core::Backend>(ctx: gpu_core::Context<B>, spec: KernelSpec<VectorAdd>) -> gpu_core::Result<()> {
+//! let k = ctx.kernel(spec)?;
+//! let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
+//! let b = ctx.alloc_upload(&[10.0f32, 20.0, 30.0])?;
+//! let mut out = ctx.alloc_zeros::<f32>(3)?;
+//! ctx.launch(&k, LaunchConfig::for_elems(3), (&a, &b, &mut out, 3u64))?;
+//! assert_eq!(out.download()?, [11.0, 22.0, 33.0]);
+//! # Ok(()) }
+//! ```
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::array::{DeviceRead, GpuArray, GpuView, GpuViewMut};
+use crate::backend::{Backend, KernelArg, LaunchLimits};
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+use crate::track::{Access, SliceRef};
+
+/// Grid and block dimensions of a launch, and its dynamic shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks along x, y and z.
+    pub grid: [u32; 3],
+    /// Threads per block along x, y and z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// Threads per block used by [`LaunchConfig::for_elems`].
+    pub const DEFAULT_BLOCK: u32 = 256;
+
+    /// One thread per element, 256 to a block; at least one block. A count too large for
+    /// the grid is reported when the launch is checked.
+    pub fn for_elems(n: usize) -> LaunchConfig {
+        let blocks = n.div_ceil(Self::DEFAULT_BLOCK as usize).max(1);
+        LaunchConfig {
+            grid: [u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1],
+            block: [Self::DEFAULT_BLOCK, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// A one-dimensional grid of `blocks` blocks of `threads` threads.
+    pub fn linear(blocks: u32, threads: u32) -> LaunchConfig {
+        LaunchConfig {
+            grid: [blocks, 1, 1],
+            block: [threads, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Threads in one block.
+    pub fn threads_per_block(&self) -> u64 {
+        self.block.iter().map(|&d| d as u64).product()
+    }
+
+    /// Threads in the whole launch.
+    pub fn total_threads(&self) -> u64 {
+        self.grid.iter().map(|&d| d as u64).product::<u64>() * self.threads_per_block()
+    }
+
+    /// Checks the configuration against a device's limits.
+    pub fn validate(&self, kernel: &str, limits: &LaunchLimits) -> Result<()> {
+        let bad = |reason: String| Error::InvalidLaunch {
+            kernel: kernel.to_string(),
+            reason,
+        };
+        const AXES: [&str; 3] = ["x", "y", "z"];
+        for (i, axis) in AXES.iter().enumerate() {
+            if self.grid[i] == 0 {
+                return Err(bad(format!("grid.{axis} is 0")));
+            }
+            if self.block[i] == 0 {
+                return Err(bad(format!("block.{axis} is 0")));
+            }
+            if self.grid[i] > limits.max_grid_dim[i] {
+                return Err(bad(format!(
+                    "grid.{axis} = {} exceeds the device's maximum {}",
+                    self.grid[i], limits.max_grid_dim[i]
+                )));
+            }
+            if self.block[i] > limits.max_block_dim[i] {
+                return Err(bad(format!(
+                    "block.{axis} = {} exceeds the device's maximum {}",
+                    self.block[i], limits.max_block_dim[i]
+                )));
+            }
+        }
+        if self.threads_per_block() > limits.max_threads_per_block as u64 {
+            return Err(bad(format!(
+                "{} threads per block exceed the device's maximum {}",
+                self.threads_per_block(),
+                limits.max_threads_per_block
+            )));
+        }
+        if self.shared_mem_bytes > limits.max_shared_mem_per_block {
+            return Err(bad(format!(
+                "{} bytes of shared memory exceed the device's maximum {}",
+                self.shared_mem_bytes, limits.max_shared_mem_per_block
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// GPU code for a kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelSource {
+    /// CUDA C source, compiled at run time (NVRTC) and cached.
+    CudaC(String),
+    /// PTX assembly, loaded as it is.
+    Ptx(String),
+}
+
+/// A CPU kernel with its arguments erased: runs the whole launch.
+/// An error it returns (or a panic inside it) becomes [`Error::KernelFailed`].
+pub type CpuKernelFn =
+    Arc<dyn Fn(&LaunchConfig, &[RawArg]) -> std::result::Result<(), String> + Send + Sync>;
+
+/// An argument as a CPU kernel receives it before it is typed again.
+#[derive(Debug, Clone, Copy)]
+pub enum RawArg {
+    /// A device range: start and length in bytes (the start is aligned and non-null, also
+    /// when the range is empty).
+    Slice {
+        /// First byte.
+        ptr: *mut u8,
+        /// Length in bytes.
+        bytes: usize,
+    },
+    /// A scalar's bytes.
+    Scalar([u8; 16]),
+}
+
+/// Everything a backend needs to load a kernel, without its type.
+#[derive(Clone)]
+pub struct KernelDesc {
+    /// The kernel's (entry point's) name.
+    pub name: String,
+    /// GPU code, if any.
+    pub source: Option<KernelSource>,
+    /// The CPU implementation, if any.
+    pub cpu: Option<CpuKernelFn>,
+}
+
+impl std::fmt::Debug for KernelDesc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelDesc")
+            .field("name", &self.name)
+            .field("source", &self.source.as_ref().map(|_| ".."))
+            .field("cpu", &self.cpu.is_some())
+            .finish()
+    }
+}
+
+/// A kernel argument read by the kernel: `&[T]` on the CPU, `const T*` in CUDA C.
+pub struct In<T>(PhantomData<T>);
+/// A kernel argument the kernel may write: `&mut [T]` on the CPU, `T*` in CUDA C.
+pub struct Out<T>(PhantomData<T>);
+
+/// One parameter of a kernel signature.
+pub trait KernelParam: 'static {
+    /// What the CPU closure receives for it.
+    type Cpu<'a>;
+    /// Rebuilds the CPU value.
+    ///
+    /// # Safety
+    ///
+    /// - `raw` was made from an argument of this parameter's kind and element type;
+    /// - a slice's memory is live, aligned and not written by anything else for `'a`, and
+    ///   for [`Out`] not read by anything else either.
+    unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a>;
+}
+
+impl<T: Element> KernelParam for In<T> {
+    type Cpu<'a> = &'a [T];
+
+    unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
+        match *raw {
+            // SAFETY: by this function's contract the range is live, aligned, typed `T`
+            // (a whole number of elements) and not written for 'a.
+            RawArg::Slice { ptr, bytes } => unsafe {
+                std::slice::from_raw_parts(ptr.cast::<T>(), bytes / std::mem::size_of::<T>())
+            },
+            RawArg::Scalar(_) => &[],
+        }
+    }
+}
+
+impl<T: Element> KernelParam for Out<T> {
+    type Cpu<'a> = &'a mut [T];
+
+    unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
+        match *raw {
+            // SAFETY: by this function's contract the range is live, aligned, typed `T` and
+            // used by nothing else for 'a.
+            RawArg::Slice { ptr, bytes } => unsafe {
+                std::slice::from_raw_parts_mut(ptr.cast::<T>(), bytes / std::mem::size_of::<T>())
+            },
+            RawArg::Scalar(_) => &mut [],
+        }
+    }
+}
+
+macro_rules! scalar_params {
+    ($($t:ty),*) => {$(
+        impl KernelParam for $t {
+            type Cpu<'a> = $t;
+
+            unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
+                match raw {
+                    // SAFETY: the scalar's bytes were written from a `$t` (16 >= its size);
+                    // any bit pattern is a valid `$t`.
+                    RawArg::Scalar(bytes) => unsafe { bytes.as_ptr().cast::<$t>().read_unaligned() },
+                    RawArg::Slice { .. } => <$t>::default(),
+                }
+            }
+        }
+
+        impl<B: Backend> LaunchArg<B> for $t {
+            type Param = $t;
+
+            fn arg(&self) -> ArgRef<'_, B> {
+                let mut bytes = [0u8; 16];
+                bytes[..std::mem::size_of::<$t>()].copy_from_slice(&self.to_ne_bytes());
+                ArgRef::Scalar { bytes, len: std::mem::size_of::<$t>() }
+            }
+        }
+    )*};
+}
+
+scalar_params!(f32, f64, i32, u32, i64, u64, u8, i8);
+
+/// A kernel's signature: a tuple of [`In`], [`Out`] and scalar types.
+pub trait KernelSig: 'static {
+    /// What the CPU closure receives: the tuple of the parameters' CPU values.
+    type Cpu<'a>;
+    /// Number of parameters.
+    const ARITY: usize;
+    /// Rebuilds the CPU tuple.
+    ///
+    /// # Safety
+    ///
+    /// - `raw` has [`Self::ARITY`] entries, each made from an argument matching its
+    ///   parameter (see [`KernelParam::from_raw`]);
+    /// - no two [`Out`] slices overlap each other or any [`In`] slice.
+    unsafe fn from_raw<'a>(raw: &[RawArg]) -> Self::Cpu<'a>;
+}
+
+/// A launch argument: an array or view (by reference) or a scalar (by value).
+pub trait LaunchArg<B: Backend> {
+    /// The signature parameter it matches.
+    type Param: KernelParam;
+    /// The argument for the safe layer.
+    fn arg(&self) -> ArgRef<'_, B>;
+}
+
+/// A launch argument, resolved.
+pub enum ArgRef<'a, B: Backend> {
+    /// Device memory the kernel reads.
+    Read(SliceRef<'a, B>),
+    /// Device memory the kernel may write.
+    Write(SliceRef<'a, B>),
+    /// A scalar value.
+    Scalar {
+        /// The value's bytes.
+        bytes: [u8; 16],
+        /// Its size.
+        len: usize,
+    },
+}
+
+impl<T: Element, B: Backend> LaunchArg<B> for &GpuArray<T, B> {
+    type Param = In<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Read(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuArray<T, B> {
+    type Param = Out<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Write(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> LaunchArg<B> for GpuView<'_, T, B> {
+    type Param = In<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Read(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> LaunchArg<B> for GpuViewMut<'_, T, B> {
+    type Param = Out<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Write(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuViewMut<'_, T, B> {
+    type Param = Out<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Write(self.slice_ref())
+    }
+}
+
+/// A tuple of launch arguments matching a signature.
+pub trait LaunchArgs<B: Backend> {
+    /// The signature the arguments match.
+    type Sig: KernelSig;
+    /// The resolved arguments, in order.
+    fn args(&self) -> Vec<ArgRef<'_, B>>;
+}
+
+macro_rules! tuples {
+    ($($name:ident $idx:tt),+) => {
+        impl<$($name: KernelParam),+> KernelSig for ($($name,)+) {
+            type Cpu<'a> = ($($name::Cpu<'a>,)+);
+            const ARITY: usize = [$($idx),+].len();
+
+            unsafe fn from_raw<'a>(raw: &[RawArg]) -> Self::Cpu<'a> {
+                // SAFETY: forwarded from the caller, entry by entry.
+                unsafe { ($($name::from_raw(&raw[$idx]),)+) }
+            }
+        }
+
+        impl<B: Backend, $($name: LaunchArg<B>),+> LaunchArgs<B> for ($($name,)+) {
+            type Sig = ($($name::Param,)+);
+
+            fn args(&self) -> Vec<ArgRef<'_, B>> {
+                vec![$(self.$idx.arg()),+]
+            }
+        }
+    };
+}
+
+tuples!(A 0);
+tuples!(A 0, B1 1);
+tuples!(A 0, B1 1, C 2);
+tuples!(A 0, B1 1, C 2, D 3);
+tuples!(A 0, B1 1, C 2, D 3, E 4);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7);
+
+/// A kernel before it is loaded: its name, GPU code and CPU closure, typed by signature `S`.
+pub struct KernelSpec<S: KernelSig> {
+    desc: KernelDesc,
+    _s: PhantomData<fn(S)>,
+}
+
+impl<S: KernelSig> KernelSpec<S> {
+    /// A kernel with no code yet; add CUDA C, PTX or a CPU closure.
+    pub fn named(name: impl Into<String>) -> Self {
+        KernelSpec {
+            desc: KernelDesc {
+                name: name.into(),
+                source: None,
+                cpu: None,
+            },
+            _s: PhantomData,
+        }
+    }
+
+    /// A kernel from CUDA C source; `name` is the `extern "C" __global__` entry point.
+    pub fn cuda(src: impl Into<String>, name: impl Into<String>) -> Self {
+        let mut s = Self::named(name);
+        s.desc.source = Some(KernelSource::CudaC(src.into()));
+        s
+    }
+
+    /// A kernel from PTX; `name` is the entry point.
+    pub fn ptx(ptx: impl Into<String>, name: impl Into<String>) -> Self {
+        let mut s = Self::named(name);
+        s.desc.source = Some(KernelSource::Ptx(ptx.into()));
+        s
+    }
+
+    /// Adds the CPU implementation: called once per thread of the launch, with the thread's
+    /// linear index (`blockIdx.x * blockDim.x + threadIdx.x` for a 1-D launch; x fastest in
+    /// general) and the arguments as host slices. Threads run in index order on the
+    /// stream's worker, so a closure may rely on nothing but its own index, as on a GPU.
+    pub fn cpu<F>(mut self, f: F) -> Self
+    where
+        F: for<'a, 'b> Fn(usize, &'b mut S::Cpu<'a>) + Send + Sync + 'static,
+    {
+        let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
+            if raw.len() != S::ARITY {
+                return Err(format!(
+                    "{} arguments given, the signature has {}",
+                    raw.len(),
+                    S::ARITY
+                ));
+            }
+            // SAFETY: the launcher built `raw` from arguments whose types match `S` (the
+            // `LaunchArgs::Sig = S` bound of `Stream::launch`), keeps every range alive and
+            // ordered for the duration of this call, and Rust's borrow rules at the launch
+            // site forbid an `Out` to alias another argument.
+            let mut args = unsafe { S::from_raw(raw) };
+            let threads = cfg.total_threads();
+            for i in 0..threads {
+                f(i as usize, &mut args);
+            }
+            Ok(())
+        });
+        self.desc.cpu = Some(erased);
+        self
+    }
+
+    /// The untyped description.
+    pub fn desc(&self) -> &KernelDesc {
+        &self.desc
+    }
+}
+
+/// A kernel loaded on a context, typed by its signature.
+pub struct Kernel<S: KernelSig, B: Backend> {
+    raw: B::Kernel,
+    name: String,
+    context: u64,
+    limits: LaunchLimits,
+    _s: PhantomData<fn(S)>,
+}
+
+impl<S: KernelSig, B: Backend> std::fmt::Debug for Kernel<S, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.name)
+            .field("context", &self.context)
+            .finish()
+    }
+}
+
+impl<S: KernelSig, B: Backend> Kernel<S, B> {
+    pub(crate) fn load(home: &Stream<B>, spec: KernelSpec<S>) -> Result<Self> {
+        let raw = home.backend().load_kernel(&spec.desc)?;
+        Ok(Kernel {
+            raw,
+            name: spec.desc.name,
+            context: home.context_id(),
+            limits: home.shared_arc().info.limits,
+            _s: PhantomData,
+        })
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<B: Backend> Stream<B> {
+    /// Launches a kernel with arguments matching its signature, after checking the
+    /// configuration against the device's limits. Array arguments are ordered against other
+    /// streams like any op's: [`In`] as reads, [`Out`] as writes.
+    pub fn launch<A: LaunchArgs<B>>(
+        &self,
+        kernel: &Kernel<A::Sig, B>,
+        cfg: LaunchConfig,
+        args: A,
+    ) -> Result<()> {
+        self.shared_arc()
+            .same_context("launch", "kernel", kernel.context)?;
+        cfg.validate(&kernel.name, &kernel.limits)?;
+        let resolved = args.args();
+        let mut accesses = Vec::with_capacity(resolved.len());
+        for a in &resolved {
+            match a {
+                ArgRef::Read(s) => accesses.push(("kernel argument", s, Access::Read)),
+                ArgRef::Write(s) => accesses.push(("kernel argument", s, Access::Write)),
+                ArgRef::Scalar { .. } => {}
+            }
+        }
+        self.enqueue("launch", &accesses, || {
+            let raw: Vec<KernelArg<'_, B>> = resolved
+                .iter()
+                .map(|a| match a {
+                    ArgRef::Read(s) => KernelArg::Buffer {
+                        at: s.at(),
+                        bytes: s.bytes(),
+                        write: false,
+                    },
+                    ArgRef::Write(s) => KernelArg::Buffer {
+                        at: s.at(),
+                        bytes: s.bytes(),
+                        write: true,
+                    },
+                    ArgRef::Scalar { bytes, len } => KernelArg::Scalar {
+                        bytes: *bytes,
+                        len: *len,
+                    },
+                })
+                .collect();
+            self.backend().launch(self.raw(), &kernel.raw, &cfg, &raw)
+        })
+    }
+}

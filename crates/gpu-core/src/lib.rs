@@ -1,0 +1,78 @@
+//! # gpu-core
+//!
+//! The backend-agnostic heart of the `gpu` workspace. It defines what every backend must do
+//! (the [`Backend`] trait, with associated types for buffers, host memory, streams, events
+//! and kernels, dispatched statically) and builds the safe, typed API on top of it once, for
+//! all backends:
+//!
+//! - [`Context`]: an opened device, which is also its default [`Stream`];
+//! - [`GpuArray`] and its views [`GpuView`] / [`GpuViewMut`]: typed device memory for any
+//!   [`Element`], freed on drop without racing queued work;
+//! - [`HostBuffer`]: pinned (or registered) host memory chosen by [`HostUse`], pooled;
+//! - [`Stream`] and [`Event`]: in-order queues, ordering and timing;
+//! - asynchronous copies that are safe by ownership ([`Stream::upload`] moves the host
+//!   memory into a [`Pending`] that gives it back when the copy is done);
+//! - built-in ops (`fill`, `axpy`, `add`, `relu`, `sum`, `gemm`, ...) and custom kernels
+//!   ([`KernelSpec`], [`Stream::launch`]);
+//! - [`DeviceSpec`] and [`Config`] (`GPU_DEVICE`, `gpu.toml`), and the one [`Error`] type.
+//!
+//! ## Layers
+//!
+//! `cuda-sys -> backends (gpu-cpu, gpu-cuda) -> gpu-core <- gpu-pipeline`, with the `gpu`
+//! facade on top. This crate depends on no GPU library: backends depend on it.
+//!
+//! ## Design choices
+//!
+//! - Backends see untyped buffers and byte offsets; the element type is added once, in
+//!   `GpuArray<T, B>` (as cudarc's `CudaSlice<T>` does).
+//! - Everything a caller can get wrong is checked here, before a backend is called, so a
+//!   rejected call changes nothing and every backend rejects the same inputs the same way.
+//! - Ordering between streams is automatic: each allocation records its last writer and
+//!   readers ([`Stream`] explains the rule). Until a context has a second stream nothing is
+//!   recorded beyond the stream itself, so single-stream programs pay no events.
+//! - Errors raised in `Drop` are kept by the context and returned by its next call (or
+//!   [`Context::check`]); a context dropped with errors still pending prints them.
+//! - Dependencies: `thiserror` for errors, `serde` + `toml` for `gpu.toml`, `tracing` for
+//!   logs, and `half` (feature `half`) for f16/bf16 elements.
+//!
+//! The CPU backend (`gpu-cpu`) is the reference implementation of the semantics written on
+//! each [`Backend`] method; the tests of the `gpu` facade run every behaviour on every
+//! backend against it.
+
+#![warn(unsafe_op_in_unsafe_fn)]
+
+mod array;
+mod backend;
+mod config;
+mod context;
+mod element;
+mod error;
+mod host;
+mod kernel;
+mod ops;
+mod spec;
+mod stream;
+mod track;
+mod transfer;
+
+pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut};
+pub use backend::{
+    Backend, BinaryOp, BufAt, DeviceInfo, Gemm, HostUse, KernelArg, LaunchLimits, ReduceOp, UnaryOp,
+};
+pub use config::{
+    read_device_var, Config, FallbackPolicy, SpecOrigin, CONFIG_FILE, CONFIG_VAR, DEVICE_VAR,
+};
+pub use context::Context;
+pub use element::{DType, Element, Float, Numeric};
+pub use error::{Error, Rejected, Result};
+pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
+pub use kernel::{
+    ArgRef, CpuKernelFn, In, Kernel, KernelDesc, KernelParam, KernelSig, KernelSource, KernelSpec,
+    LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg,
+};
+pub use spec::DeviceSpec;
+pub use stream::{Event, Stream};
+pub use track::SliceRef;
+
+#[cfg(feature = "half")]
+pub use half;

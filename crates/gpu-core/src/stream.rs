@@ -1,0 +1,240 @@
+//! Streams (in-order queues of work) and events (positions in them).
+
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::backend::Backend;
+use crate::context::Shared;
+use crate::error::Result;
+use crate::track::{Access, SliceRef, Use};
+
+static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) struct StreamInner<B: Backend> {
+    raw: ManuallyDrop<B::Stream>,
+    pub(crate) id: u64,
+    priority: i32,
+    pub(crate) shared: Arc<Shared<B>>,
+}
+
+impl<B: Backend> StreamInner<B> {
+    pub(crate) fn raw(&self) -> &B::Stream {
+        &self.raw
+    }
+}
+
+impl<B: Backend> Drop for StreamInner<B> {
+    fn drop(&mut self) {
+        // SAFETY: `raw` is taken exactly once, here, and `self` is never used again.
+        let raw = unsafe { ManuallyDrop::take(&mut self.raw) };
+        let r = self.shared.backend.destroy_stream(raw);
+        self.shared.defer("Stream drop", r);
+    }
+}
+
+/// An in-order queue of work on a device.
+///
+/// Work on one stream runs in the order it was queued; work on different streams may
+/// overlap. Every call returns once the work is queued. Arrays used from several streams
+/// are ordered automatically: a stream that reads an array waits for its last writer, and a
+/// stream that writes it waits for its readers and writer, whichever streams they ran on.
+/// Cloning a stream gives another handle to the same queue.
+pub struct Stream<B: Backend> {
+    pub(crate) inner: Arc<StreamInner<B>>,
+}
+
+impl<B: Backend> Clone for Stream<B> {
+    fn clone(&self) -> Self {
+        Stream {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Stream<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("id", &self.inner.id)
+            .field("priority", &self.inner.priority)
+            .field("context", &self.inner.shared.id)
+            .finish()
+    }
+}
+
+impl<B: Backend> Stream<B> {
+    pub(crate) fn create(shared: Arc<Shared<B>>, priority: i32) -> Result<Self> {
+        let raw = shared.backend.create_stream(priority)?;
+        Ok(Stream {
+            inner: Arc::new(StreamInner {
+                raw: ManuallyDrop::new(raw),
+                id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
+                priority,
+                shared,
+            }),
+        })
+    }
+
+    pub(crate) fn shared_arc(&self) -> &Arc<Shared<B>> {
+        &self.inner.shared
+    }
+
+    pub(crate) fn backend(&self) -> &B {
+        &self.inner.shared.backend
+    }
+
+    pub(crate) fn raw(&self) -> &B::Stream {
+        self.inner.raw()
+    }
+
+    /// A number unique to this stream within the process.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The stream's priority (numerically lower is more urgent).
+    pub fn priority(&self) -> i32 {
+        self.inner.priority
+    }
+
+    /// The id of the context the stream belongs to.
+    pub fn context_id(&self) -> u64 {
+        self.inner.shared.id
+    }
+
+    /// Blocks until all work queued on this stream has finished; returns the first error
+    /// that work raised (or one deferred from a `Drop`).
+    pub fn sync(&self) -> Result<()> {
+        self.inner.shared.check()?;
+        self.backend().stream_sync(self.raw())
+    }
+
+    /// Whether all work queued on this stream has finished, without blocking.
+    pub fn query(&self) -> Result<bool> {
+        self.inner.shared.check()?;
+        self.backend().stream_query(self.raw())
+    }
+
+    /// Marks the stream's current position with a timing event.
+    pub fn record_event(&self) -> Result<Event<B>> {
+        self.inner.shared.check()?;
+        let raw = self.backend().record_event(self.raw(), true)?;
+        Ok(Event {
+            raw: Arc::new(raw),
+            stream: self.clone(),
+        })
+    }
+
+    /// Makes all work queued on this stream from now on wait until `event` has completed.
+    pub fn wait(&self, event: &Event<B>) -> Result<()> {
+        let shared = &self.inner.shared;
+        shared.check()?;
+        shared.same_context("Stream::wait", "event", event.stream.context_id())?;
+        self.backend().stream_wait(self.raw(), &event.raw)
+    }
+
+    /// Queues `f` (which enqueues backend work on this stream) after making the stream wait
+    /// for whatever must come before the given accesses, then records the accesses.
+    pub(crate) fn enqueue<R>(
+        &self,
+        op: &'static str,
+        accesses: &[(&'static str, &SliceRef<'_, B>, Access)],
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let shared = &self.inner.shared;
+        shared.check()?;
+        for (arg, slice, _) in accesses {
+            shared.same_context(op, arg, slice.context_id())?;
+        }
+        for (_, slice, access) in accesses {
+            slice.order_before(self, *access)?;
+        }
+        let r = f()?;
+        let event = if shared.multi_stream.load(Ordering::Acquire) {
+            Some(Arc::new(shared.backend.record_event(self.raw(), false)?))
+        } else {
+            None
+        };
+        for (_, slice, access) in accesses {
+            slice.record(
+                Use {
+                    stream: self.inner.clone(),
+                    event: event.clone(),
+                },
+                *access,
+            );
+        }
+        Ok(r)
+    }
+
+    /// Makes this stream wait for a use of a buffer by (possibly) another stream.
+    pub(crate) fn wait_for_use(&self, u: &Use<B>) -> Result<()> {
+        if u.stream.id == self.inner.id {
+            return Ok(());
+        }
+        let backend = self.backend();
+        match &u.event {
+            Some(e) => backend.stream_wait(self.raw(), e),
+            None => {
+                // The use was recorded before any second stream existed: wait for all of
+                // that stream's work so far (a superset of the use).
+                let e = backend.record_event(u.stream.raw(), false)?;
+                backend.stream_wait(self.raw(), &e)
+            }
+        }
+    }
+}
+
+/// A position in a stream's queue, with the time the stream reached it.
+pub struct Event<B: Backend> {
+    raw: Arc<B::Event>,
+    stream: Stream<B>,
+}
+
+impl<B: Backend> Clone for Event<B> {
+    fn clone(&self) -> Self {
+        Event {
+            raw: self.raw.clone(),
+            stream: self.stream.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Event<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("stream", &self.stream.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> Event<B> {
+    /// Blocks until the stream has passed this event.
+    pub fn sync(&self) -> Result<()> {
+        self.stream.inner.shared.check()?;
+        self.stream.backend().event_sync(&self.raw)
+    }
+
+    /// Whether the stream has passed this event, without blocking.
+    pub fn query(&self) -> Result<bool> {
+        self.stream.inner.shared.check()?;
+        self.stream.backend().event_query(&self.raw)
+    }
+
+    /// Milliseconds from this event to `end`, after waiting for both. Negative when `end`
+    /// was reached first (on another stream).
+    pub fn elapsed_ms(&self, end: &Event<B>) -> Result<f64> {
+        let shared = &self.stream.inner.shared;
+        shared.check()?;
+        shared.same_context("Event::elapsed_ms", "end", end.stream.context_id())?;
+        let backend = self.stream.backend();
+        backend.event_sync(&self.raw)?;
+        backend.event_sync(&end.raw)?;
+        backend.event_elapsed_ms(&self.raw, &end.raw)
+    }
+
+    /// The stream the event was recorded on.
+    pub fn stream(&self) -> &Stream<B> {
+        &self.stream
+    }
+}

@@ -1,0 +1,159 @@
+//! Device allocations and the record of which streams use them.
+//!
+//! Each allocation remembers its last writer and the readers since that write, each as a
+//! stream and (once the context has several streams) an event just after the use. Before
+//! a stream reads an allocation it waits for the last writer; before it writes, it waits for
+//! the writer and all readers. Uses on the stream itself need no wait: a stream is in order.
+//! When the allocation is dropped, the backend frees it after the streams that used it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::backend::{Backend, BufAt};
+use crate::error::Result;
+use crate::stream::{Stream, StreamInner};
+
+/// How an op uses a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// One use of an allocation by a stream.
+pub(crate) struct Use<B: Backend> {
+    pub(crate) stream: Arc<StreamInner<B>>,
+    /// An event recorded just after the use; `None` before the context had a second stream.
+    pub(crate) event: Option<Arc<B::Event>>,
+}
+
+impl<B: Backend> Clone for Use<B> {
+    fn clone(&self) -> Self {
+        Use {
+            stream: self.stream.clone(),
+            event: self.event.clone(),
+        }
+    }
+}
+
+struct Tracker<B: Backend> {
+    writer: Option<Use<B>>,
+    readers: Vec<Use<B>>,
+}
+
+/// A device allocation: the backend buffer (none when empty), its context's default stream
+/// and the record of its uses.
+pub(crate) struct Alloc<B: Backend> {
+    buf: Option<B::Buffer>,
+    pub(crate) bytes: usize,
+    pub(crate) home: Stream<B>,
+    track: Mutex<Tracker<B>>,
+}
+
+impl<B: Backend> Alloc<B> {
+    pub(crate) fn new(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Self> {
+        let buf = if bytes == 0 {
+            None
+        } else {
+            Some(home.backend().alloc(bytes, zeroed)?)
+        };
+        Ok(Alloc {
+            buf,
+            bytes,
+            home: home.clone(),
+            track: Mutex::new(Tracker {
+                writer: None,
+                readers: Vec::new(),
+            }),
+        })
+    }
+
+    fn tracker(&self) -> MutexGuard<'_, Tracker<B>> {
+        // A poisoned lock only means a panic elsewhere; the record itself stays consistent
+        // because it is updated by plain assignments.
+        self.track.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn slice(&self, offset: usize, bytes: usize) -> SliceRef<'_, B> {
+        SliceRef {
+            alloc: self,
+            offset,
+            bytes,
+        }
+    }
+}
+
+impl<B: Backend> Drop for Alloc<B> {
+    fn drop(&mut self) {
+        let Some(buf) = self.buf.take() else { return };
+        let t = self.tracker();
+        let mut users: Vec<&StreamInner<B>> = Vec::with_capacity(1 + t.readers.len());
+        for u in t.writer.iter().chain(&t.readers) {
+            if !users.iter().any(|s| s.id == u.stream.id) {
+                users.push(&u.stream);
+            }
+        }
+        let raws: Vec<&B::Stream> = users.iter().map(|s| s.raw()).collect();
+        let shared = self.home.shared_arc();
+        shared.defer("GpuArray drop", shared.backend.free(buf, &raws));
+    }
+}
+
+/// An untyped range of device memory, taken from an array or a view; what ops and kernel
+/// launches are given.
+pub struct SliceRef<'a, B: Backend> {
+    alloc: &'a Alloc<B>,
+    offset: usize,
+    bytes: usize,
+}
+
+impl<'a, B: Backend> SliceRef<'a, B> {
+    /// Length in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The id of the context the memory belongs to.
+    pub fn context_id(&self) -> u64 {
+        self.alloc.home.context_id()
+    }
+
+    /// Where the range starts; `None` when it is empty.
+    pub(crate) fn at(&self) -> Option<BufAt<'a, B>> {
+        if self.bytes == 0 {
+            return None;
+        }
+        self.alloc.buf.as_ref().map(|buf| BufAt {
+            buf,
+            offset: self.offset,
+        })
+    }
+
+    /// Makes `stream` wait for the uses this access must come after.
+    pub(crate) fn order_before(&self, stream: &Stream<B>, access: Access) -> Result<()> {
+        let t = self.alloc.tracker();
+        if let Some(w) = &t.writer {
+            stream.wait_for_use(w)?;
+        }
+        if access == Access::Write {
+            for r in &t.readers {
+                stream.wait_for_use(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a use that has just been queued.
+    pub(crate) fn record(&self, u: Use<B>, access: Access) {
+        let mut t = self.alloc.tracker();
+        match access {
+            Access::Read => match t.readers.iter_mut().find(|r| r.stream.id == u.stream.id) {
+                Some(r) => *r = u,
+                None => t.readers.push(u),
+            },
+            Access::Write => {
+                t.readers.clear();
+                t.writer = Some(u);
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Copies between host and device and between device ranges, on a stream.
+//!
+//! The asynchronous copies are safe by ownership: the host memory moves into the returned
+//! [`Pending`] and comes back from [`Pending::wait`] once the stream has passed the copy.
+//! The blocking forms borrow host memory and return once the copy is done.
+
+use crate::array::{DeviceRead, DeviceWrite};
+use crate::backend::Backend;
+use crate::element::Element;
+use crate::error::{Error, Rejected, Result};
+use crate::host::{HostSlice, Pending};
+use crate::stream::Stream;
+use crate::track::Access;
+
+fn check_len(op: &'static str, arg: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            op,
+            arg,
+            expected,
+            got,
+        })
+    }
+}
+
+impl<B: Backend> Stream<B> {
+    /// Starts copying `src` (host memory, moved in) into `dst`; lengths must match.
+    ///
+    /// ```
+    /// # fn run<B: gpu_core::Backend>(ctx: gpu_core::Context<B>) -> gpu_core::Result<()> {
+    /// use gpu_core::HostUse;
+    /// let s = ctx.create_stream()?;
+    /// let mut host = ctx.alloc_host::<f32>(4, HostUse::Upload)?;
+    /// host.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+    /// let mut dev = ctx.alloc::<f32>(4)?;
+    /// let pending = s.upload(host, &mut dev)?;   // `host` cannot be touched now ...
+    /// let host = pending.wait()?;                 // ... until the copy is done
+    /// assert_eq!(dev.download()?, &host[..]);
+    /// # Ok(()) }
+    /// ```
+    pub fn upload<T: Element, H: HostSlice<T>>(
+        &self,
+        mut src: H,
+        dst: &mut impl DeviceWrite<T, B>,
+    ) -> Result<Pending<H, B>, Rejected<H>> {
+        let len = src.host_len();
+        if let Err(e) = check_len("Stream::upload", "dst", len, dst.len()) {
+            return Err(Rejected::new(e, src));
+        }
+        let d = dst.slice_ref();
+        let ptr = src.host_ptr().cast::<u8>().cast_const();
+        let queued = self.enqueue("Stream::upload", &[("dst", &d, Access::Write)], || {
+            let Some(at) = d.at() else { return Ok(None) };
+            // SAFETY: `ptr` is `src`'s memory (HostSlice contract: stable and exclusive);
+            // `src` moves into the returned Pending, which keeps it until the event
+            // recorded right after this copy has completed.
+            unsafe { self.backend().copy_h2d(self.raw(), ptr, at, d.bytes())? };
+            self.backend().record_event(self.raw(), false).map(Some)
+        });
+        match queued {
+            Ok(event) => Ok(Pending::new(src, event, self.clone())),
+            Err(e) => Err(Rejected::new(e, src)),
+        }
+    }
+
+    /// Starts copying `src` into `dst` (host memory, moved in); lengths must match.
+    pub fn download<T: Element, H: HostSlice<T>>(
+        &self,
+        src: &impl DeviceRead<T, B>,
+        mut dst: H,
+    ) -> Result<Pending<H, B>, Rejected<H>> {
+        if let Err(e) = check_len("Stream::download", "dst", src.len(), dst.host_len()) {
+            return Err(Rejected::new(e, dst));
+        }
+        let s = src.slice_ref();
+        let ptr = dst.host_ptr().cast::<u8>();
+        let queued = self.enqueue("Stream::download", &[("src", &s, Access::Read)], || {
+            let Some(at) = s.at() else { return Ok(None) };
+            // SAFETY: `ptr` is `dst`'s memory (HostSlice contract: stable and exclusive);
+            // `dst` moves into the returned Pending, which keeps it until the event
+            // recorded right after this copy has completed.
+            unsafe { self.backend().copy_d2h(self.raw(), at, ptr, s.bytes())? };
+            self.backend().record_event(self.raw(), false).map(Some)
+        });
+        match queued {
+            Ok(event) => Ok(Pending::new(dst, event, self.clone())),
+            Err(e) => Err(Rejected::new(e, dst)),
+        }
+    }
+
+    /// Copies between device arrays or views of the same length, asynchronously.
+    pub fn copy<T: Element>(
+        &self,
+        src: &impl DeviceRead<T, B>,
+        dst: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        check_len("copy", "dst", src.len(), dst.len())?;
+        let (s, d) = (src.slice_ref(), dst.slice_ref());
+        self.enqueue(
+            "copy",
+            &[("src", &s, Access::Read), ("dst", &d, Access::Write)],
+            || match (s.at(), d.at()) {
+                (Some(a), Some(b)) => self.backend().copy_d2d(self.raw(), a, b, s.bytes()),
+                _ => Ok(()),
+            },
+        )
+    }
+
+    /// Copies `src` into `dst` and returns once the copy is done.
+    pub fn upload_blocking<T: Element>(
+        &self,
+        src: &[T],
+        dst: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        check_len("upload", "src", dst.len(), src.len())?;
+        let d = dst.slice_ref();
+        self.enqueue("upload", &[("dst", &d, Access::Write)], || {
+            let Some(at) = d.at() else { return Ok(()) };
+            // SAFETY: `src` is borrowed for this whole call, and the stream is synced before
+            // returning: the backend contract says `stream_sync` returns only once the copy
+            // has run or can never run.
+            unsafe {
+                self.backend()
+                    .copy_h2d(self.raw(), src.as_ptr().cast(), at, d.bytes())?
+            };
+            self.backend().stream_sync(self.raw())
+        })
+    }
+
+    /// Copies `src` into `dst` and returns once the copy is done.
+    pub fn download_blocking<T: Element>(
+        &self,
+        src: &impl DeviceRead<T, B>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        check_len("download", "dst", src.len(), dst.len())?;
+        let s = src.slice_ref();
+        self.enqueue("download", &[("src", &s, Access::Read)], || {
+            let Some(at) = s.at() else { return Ok(()) };
+            // SAFETY: `dst` is borrowed mutably for this whole call, and the stream is synced
+            // before returning (see `upload_blocking`).
+            unsafe {
+                self.backend()
+                    .copy_d2h(self.raw(), at, dst.as_mut_ptr().cast(), s.bytes())?
+            };
+            self.backend().stream_sync(self.raw())
+        })
+    }
+}

@@ -1,0 +1,565 @@
+//! # gpu-cpu
+//!
+//! The CPU reference backend of the `gpu` workspace: a complete implementation of
+//! [`gpu_core::Backend`] on the host, and the oracle every other backend is tested against.
+//! It sits beside `gpu-cuda` in the layers (`backends -> gpu-core`), needs nothing but the
+//! standard library and `matrixmultiply`, and runs everywhere, so every program and test of
+//! the workspace also runs on a machine without a GPU.
+//!
+//! ## Semantics (the contract the CUDA backend is tested against)
+//!
+//! - **Device memory** is host memory aligned to 256 bytes, always zero-initialized (so
+//!   `alloc` and `alloc_zeros` differ only in promise). An allocation larger than the
+//!   machine's memory is `OutOfMemory` before the allocator is asked.
+//! - **Streams** are in-order queues, each run by its own worker thread
+//!   (`gpu-cpu-stream-N`). Every copy, op and kernel is a task on its stream's queue and
+//!   really runs asynchronously: the call returns once the task is queued.
+//! - **Events** are positions in a queue; a timing event is a task that stamps the time
+//!   when the worker reaches it. A stream waiting on an event queues a task that blocks
+//!   its worker until the other queue has passed the position. Waits only point at work
+//!   queued earlier, so they cannot deadlock.
+//! - **Copies** are `memcpy`s run by the stream's worker, asynchronous like everything else;
+//!   host memory from `alloc_host` is page-aligned heap memory (a CPU has nothing to pin)
+//!   and registration is accepted and does nothing.
+//! - **Ops** follow `gpu_core::Numeric`/`Float` exactly: element-wise loops; `sum` and `dot`
+//!   accumulate floats in f64; gemm uses `matrixmultiply` (f16/bf16 widened to f32).
+//! - **Kernels** are Rust closures called once per thread index, in index order, on the
+//!   stream's worker. A panicking closure does not take the worker down: the launch's
+//!   outputs are undefined and the stream's next `sync` (or the context's) returns
+//!   `KernelFailed`; the context stays usable.
+//! - **Priorities** are accepted in CUDA's usual range (0 least, -5 most urgent) and
+//!   recorded; the workers all run at the OS's normal priority.
+//! - **Launch limits** are CUDA's common ones ([`gpu_core::LaunchLimits::CUDA_COMMON`]), so
+//!   a launch the CPU accepts is accepted by any recent GPU.
+//!
+//! Dependencies: `matrixmultiply` for gemm (a well-kept, pure-Rust, cache-blocked kernel
+//! that beats a hand-written loop by an order of magnitude), `thiserror` for [`CpuError`].
+
+#![warn(unsafe_op_in_unsafe_fn)]
+
+mod error;
+mod info;
+mod mem;
+mod ops;
+mod queue;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, Weak};
+
+use gpu_core::{
+    Backend, BinaryOp, BufAt, CpuKernelFn, DeviceInfo, Float, Gemm, HostUse, KernelArg, KernelDesc,
+    LaunchConfig, Numeric, RawArg, ReduceOp, Result, UnaryOp,
+};
+
+pub use error::CpuError;
+pub use mem::{CpuBuffer, CpuHostMem, CpuRegistration};
+pub use queue::{CpuEvent, CpuStream};
+
+use mem::{Mem, SendPtr, DEVICE_ALIGN, HOST_ALIGN};
+use ops::{Dst, Src};
+use queue::{panic_message, Queue, Task};
+
+/// A context on the CPU reference backend.
+pub type CpuContext = gpu_core::Context<CpuBackend>;
+
+/// The CPU backend: one "device" (the host).
+pub struct CpuBackend {
+    info: DeviceInfo,
+    /// Every stream's queue, for `synchronize`.
+    queues: Mutex<Vec<Weak<Queue>>>,
+}
+
+/// A kernel on the CPU: its name and closure.
+pub struct CpuKernel {
+    name: String,
+    f: CpuKernelFn,
+}
+
+impl CpuBackend {
+    /// Opens the CPU backend; never fails on a working machine.
+    pub fn new() -> Result<CpuBackend> {
+        Ok(CpuBackend {
+            info: info::host_info(),
+            queues: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Opens a context on the CPU backend.
+    ///
+    /// ```
+    /// let ctx = gpu_cpu::CpuBackend::context()?;
+    /// let a = ctx.alloc_upload(&[1i32, 2, 3])?;
+    /// assert_eq!(ctx.sum(&a)?, 6);
+    /// # Ok::<(), gpu_core::Error>(())
+    /// ```
+    pub fn context() -> Result<CpuContext> {
+        gpu_core::Context::new(CpuBackend::new()?)
+    }
+
+    fn push(&self, stream: &CpuStream, task: Task) -> Result<()> {
+        stream.queue.push(task).map(|_| ())
+    }
+
+    fn limit(&self) -> u64 {
+        self.info.total_memory
+    }
+}
+
+fn src<T: gpu_core::Element>(at: BufAt<'_, CpuBackend>, len: usize) -> (Arc<Mem>, Src<T>) {
+    (at.buf.mem.clone(), Src::new(at.buf.at(at.offset), len))
+}
+
+fn dst<T: gpu_core::Element>(at: BufAt<'_, CpuBackend>, len: usize) -> (Arc<Mem>, Dst<T>) {
+    (at.buf.mem.clone(), Dst::new(at.buf.at(at.offset), len))
+}
+
+/// A zero-sized type whose dangling pointer is 256-aligned: the start of empty ranges.
+#[repr(align(256))]
+struct Align256;
+
+impl Backend for CpuBackend {
+    type Buffer = CpuBuffer;
+    type HostMem = CpuHostMem;
+    type Registration = CpuRegistration;
+    type Stream = CpuStream;
+    type Event = CpuEvent;
+    type Kernel = CpuKernel;
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn device_id(&self) -> usize {
+        0
+    }
+
+    fn info(&self) -> DeviceInfo {
+        self.info.clone()
+    }
+
+    fn alloc(&self, bytes: usize, _zeroed: bool) -> Result<CpuBuffer> {
+        let mem = Mem::new(bytes, DEVICE_ALIGN, self.limit())?;
+        Ok(CpuBuffer { mem: Arc::new(mem) })
+    }
+
+    fn free(&self, buf: CpuBuffer, _users: &[&CpuStream]) -> Result<()> {
+        // Queued tasks hold their own `Arc` of the memory: it is freed after the last one.
+        drop(buf);
+        Ok(())
+    }
+
+    fn alloc_host(&self, bytes: usize, _usage: HostUse) -> Result<CpuHostMem> {
+        Ok(CpuHostMem {
+            mem: Mem::new(bytes, HOST_ALIGN, self.limit())?,
+        })
+    }
+
+    fn host_ptr(&self, mem: &CpuHostMem) -> *mut u8 {
+        mem.mem.ptr()
+    }
+
+    fn free_host(&self, mem: CpuHostMem) -> Result<()> {
+        drop(mem);
+        Ok(())
+    }
+
+    unsafe fn register_host(&self, ptr: *mut u8, bytes: usize) -> Result<CpuRegistration> {
+        if ptr.is_null() {
+            return Err(CpuError::NullHostPointer.into());
+        }
+        Ok(CpuRegistration { bytes })
+    }
+
+    fn unregister_host(&self, reg: CpuRegistration) -> Result<()> {
+        let _ = reg.bytes;
+        Ok(())
+    }
+
+    fn create_stream(&self, priority: i32) -> Result<CpuStream> {
+        let stream = CpuStream::spawn(priority)?;
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        queues.retain(|q| q.strong_count() > 0);
+        queues.push(Arc::downgrade(&stream.queue));
+        Ok(stream)
+    }
+
+    fn destroy_stream(&self, mut stream: CpuStream) -> Result<()> {
+        stream.shutdown()
+    }
+
+    fn stream_sync(&self, stream: &CpuStream) -> Result<()> {
+        stream.queue.wait_for(stream.queue.tail());
+        stream.queue.take_error()
+    }
+
+    fn stream_query(&self, stream: &CpuStream) -> Result<bool> {
+        stream.queue.take_error()?;
+        Ok(stream.queue.is_done(stream.queue.tail()))
+    }
+
+    fn record_event(&self, stream: &CpuStream, timing: bool) -> Result<CpuEvent> {
+        CpuEvent::record(stream, timing)
+    }
+
+    fn stream_wait(&self, stream: &CpuStream, event: &CpuEvent) -> Result<()> {
+        event.wait_on(stream)
+    }
+
+    fn event_sync(&self, event: &CpuEvent) -> Result<()> {
+        event.wait();
+        Ok(())
+    }
+
+    fn event_query(&self, event: &CpuEvent) -> Result<bool> {
+        Ok(event.is_done())
+    }
+
+    fn event_elapsed_ms(&self, start: &CpuEvent, end: &CpuEvent) -> Result<f64> {
+        let (a, b) = (start.time()?, end.time()?);
+        Ok(if b >= a {
+            (b - a).as_secs_f64() * 1e3
+        } else {
+            -((a - b).as_secs_f64() * 1e3)
+        })
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let queues: Vec<Arc<Queue>> = {
+            let q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+            q.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut first = Ok(());
+        for q in queues {
+            q.wait_for(q.tail());
+            if let Err(e) = q.take_error() {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
+    unsafe fn copy_h2d(
+        &self,
+        stream: &CpuStream,
+        src: *const u8,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        let from = SendPtr(src.cast_mut());
+        let keep = dst.buf.mem.clone();
+        let to = dst.buf.at(dst.offset);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = keep;
+                // SAFETY: the caller keeps `src..src + bytes` readable and unmodified until
+                // the stream passes this task (Backend::copy_h2d contract); `to` is inside a
+                // live buffer (held by `_keep`) that gpu-core orders against other access.
+                unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
+                Ok(())
+            }),
+        )
+    }
+
+    unsafe fn copy_d2h(
+        &self,
+        stream: &CpuStream,
+        src: BufAt<'_, Self>,
+        dst: *mut u8,
+        bytes: usize,
+    ) -> Result<()> {
+        let keep = src.buf.mem.clone();
+        let from = src.buf.at(src.offset);
+        let to = SendPtr(dst);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = keep;
+                // SAFETY: the caller keeps `dst..dst + bytes` writable and otherwise
+                // unaccessed until the stream passes this task (Backend::copy_d2h contract);
+                // `from` is inside a live buffer ordered against writers by gpu-core.
+                unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
+                Ok(())
+            }),
+        )
+    }
+
+    fn copy_d2d(
+        &self,
+        stream: &CpuStream,
+        src: BufAt<'_, Self>,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        let keep = (src.buf.mem.clone(), dst.buf.mem.clone());
+        let (from, to) = (src.buf.at(src.offset), dst.buf.at(dst.offset));
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = keep;
+                // SAFETY: both ranges are inside live buffers (held by `_keep`) and do not
+                // overlap (Backend::copy_d2d contract); gpu-core orders both against other
+                // access.
+                unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
+                Ok(())
+            }),
+        )
+    }
+
+    fn fill<T: Numeric>(
+        &self,
+        stream: &CpuStream,
+        d: BufAt<'_, Self>,
+        len: usize,
+        value: T,
+    ) -> Result<()> {
+        let (keep, out) = dst::<T>(d, len);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = keep;
+                // SAFETY: see `Dst::get`: the buffer is held and the write is ordered.
+                ops::fill(unsafe { out.get() }, value);
+                Ok(())
+            }),
+        )
+    }
+
+    fn axpy<T: Numeric>(
+        &self,
+        stream: &CpuStream,
+        alpha: T,
+        x: BufAt<'_, Self>,
+        y: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        let (kx, xs) = src::<T>(x, len);
+        let (ky, ys) = dst::<T>(y, len);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = (kx, ky);
+                // SAFETY: see `Src::get` and `Dst::get`; `y` does not overlap `x` (it is
+                // borrowed mutably at the call site).
+                ops::axpy(alpha, unsafe { xs.get() }, unsafe { ys.get() });
+                Ok(())
+            }),
+        )
+    }
+
+    fn scale<T: Numeric>(
+        &self,
+        stream: &CpuStream,
+        alpha: T,
+        x: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        let (keep, xs) = dst::<T>(x, len);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = keep;
+                // SAFETY: see `Dst::get`.
+                ops::scale(alpha, unsafe { xs.get() });
+                Ok(())
+            }),
+        )
+    }
+
+    fn binary<T: Numeric>(
+        &self,
+        stream: &CpuStream,
+        op: BinaryOp,
+        a: BufAt<'_, Self>,
+        b: BufAt<'_, Self>,
+        out: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        let (ka, sa) = src::<T>(a, len);
+        let (kb, sb) = src::<T>(b, len);
+        let (ko, so) = dst::<T>(out, len);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = (ka, kb, ko);
+                // SAFETY: see `Src::get` and `Dst::get`; `out` overlaps neither input.
+                ops::binary(op, unsafe { sa.get() }, unsafe { sb.get() }, unsafe {
+                    so.get()
+                });
+                Ok(())
+            }),
+        )
+    }
+
+    fn unary<T: Float>(
+        &self,
+        stream: &CpuStream,
+        op: UnaryOp,
+        x: BufAt<'_, Self>,
+        out: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        let (kx, sx) = src::<T>(x, len);
+        let (ko, so) = dst::<T>(out, len);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = (kx, ko);
+                // SAFETY: see `Src::get` and `Dst::get`; `out` does not overlap `x`.
+                ops::unary(op, unsafe { sx.get() }, unsafe { so.get() });
+                Ok(())
+            }),
+        )
+    }
+
+    fn reduce<T: Numeric>(
+        &self,
+        stream: &CpuStream,
+        op: ReduceOp,
+        x: BufAt<'_, Self>,
+        len: usize,
+        out: BufAt<'_, Self>,
+    ) -> Result<()> {
+        let (kx, sx) = src::<T>(x, len);
+        let (ko, so) = dst::<T>(out, 1);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = (kx, ko);
+                // SAFETY: see `Src::get` and `Dst::get`; `len >= 1` (Backend contract).
+                let v = ops::reduce(op, unsafe { sx.get() });
+                // SAFETY: as above.
+                let out = unsafe { so.get() };
+                out[0] = v;
+                Ok(())
+            }),
+        )
+    }
+
+    fn dot<T: Numeric>(
+        &self,
+        stream: &CpuStream,
+        x: BufAt<'_, Self>,
+        y: BufAt<'_, Self>,
+        len: usize,
+        out: BufAt<'_, Self>,
+    ) -> Result<()> {
+        let (kx, sx) = src::<T>(x, len);
+        let (ky, sy) = src::<T>(y, len);
+        let (ko, so) = dst::<T>(out, 1);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = (kx, ky, ko);
+                // SAFETY: see `Src::get` and `Dst::get`.
+                let v = T::dot(unsafe { sx.get() }, unsafe { sy.get() });
+                // SAFETY: as above.
+                let out = unsafe { so.get() };
+                out[0] = v;
+                Ok(())
+            }),
+        )
+    }
+
+    fn gemm<T: Float>(
+        &self,
+        stream: &CpuStream,
+        g: &Gemm<T>,
+        a: BufAt<'_, Self>,
+        b: BufAt<'_, Self>,
+        c: BufAt<'_, Self>,
+    ) -> Result<()> {
+        let g = *g;
+        let (ka, sa) = src::<T>(a, g.m * g.k);
+        let (kb, sb) = src::<T>(b, g.k * g.n);
+        let (kc, sc) = dst::<T>(c, g.m * g.n);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = (ka, kb, kc);
+                // SAFETY: see `Src::get` and `Dst::get`; gpu-core checked the lengths.
+                ops::gemm(&g, unsafe { sa.get() }, unsafe { sb.get() }, unsafe {
+                    sc.get()
+                });
+                Ok(())
+            }),
+        )
+    }
+
+    fn load_kernel(&self, desc: &KernelDesc) -> Result<CpuKernel> {
+        match &desc.cpu {
+            Some(f) => Ok(CpuKernel {
+                name: desc.name.clone(),
+                f: f.clone(),
+            }),
+            None => Err(CpuError::NoCpuKernel {
+                kernel: desc.name.clone(),
+            }
+            .into()),
+        }
+    }
+
+    fn launch(
+        &self,
+        stream: &CpuStream,
+        kernel: &CpuKernel,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, Self>],
+    ) -> Result<()> {
+        let mut keep: Vec<Arc<Mem>> = Vec::with_capacity(args.len());
+        let mut raw: Vec<(SendPtr, Option<usize>, [u8; 16])> = Vec::with_capacity(args.len());
+        for a in args {
+            match a {
+                KernelArg::Buffer {
+                    at: Some(at),
+                    bytes,
+                    ..
+                } => {
+                    keep.push(at.buf.mem.clone());
+                    raw.push((at.buf.at(at.offset), Some(*bytes), [0; 16]));
+                }
+                KernelArg::Buffer { at: None, .. } => {
+                    let empty = std::ptr::NonNull::<Align256>::dangling()
+                        .as_ptr()
+                        .cast::<u8>();
+                    raw.push((SendPtr(empty), Some(0), [0; 16]));
+                }
+                KernelArg::Scalar { bytes, .. } => {
+                    raw.push((SendPtr(std::ptr::null_mut()), None, *bytes));
+                }
+            }
+        }
+        let (f, name, cfg) = (kernel.f.clone(), kernel.name.clone(), *cfg);
+        self.push(
+            stream,
+            Box::new(move || {
+                let _keep = keep;
+                let raw: Vec<RawArg> = raw
+                    .iter()
+                    .map(|(p, bytes, scalar)| match bytes {
+                        Some(bytes) => RawArg::Slice {
+                            ptr: p.get(),
+                            bytes: *bytes,
+                        },
+                        None => RawArg::Scalar(*scalar),
+                    })
+                    .collect();
+                match catch_unwind(AssertUnwindSafe(|| f(&cfg, &raw))) {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(message)) => Err(CpuError::KernelError {
+                        kernel: name,
+                        message,
+                    }
+                    .into()),
+                    Err(panic) => Err(CpuError::KernelPanicked {
+                        kernel: name,
+                        message: panic_message(&*panic),
+                    }
+                    .into()),
+                }
+            }),
+        )
+    }
+}

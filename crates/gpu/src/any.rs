@@ -1,0 +1,389 @@
+//! `AnyBackend`: the backend chosen at run time, as one enum that itself implements
+//! [`Backend`], so the whole safe layer of gpu-core serves it unchanged.
+//!
+//! Adding a backend takes two lines: a `Name => crate::Backend` entry in the `backends!`
+//! invocation below (which generates a variant in every enum and the narrowing functions)
+//! and one arm in `dispatch!`. No method is written per backend.
+
+use gpu_core::{
+    Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
+    LaunchConfig, Numeric, ReduceOp, Result, UnaryOp,
+};
+
+/// A backend that is one of the compiled-in backends.
+///
+/// Objects of one backend never reach another: gpu-core checks that every argument comes
+/// from the calling context. Should one arrive anyway, the call fails with
+/// [`Error::Backend`] rather than misbehaving.
+pub trait Member: Backend {
+    /// This backend's buffer inside an [`AnyBuffer`].
+    fn buffer(x: &AnyBuffer) -> Option<&Self::Buffer>;
+    /// Moves this backend's buffer out of an [`AnyBuffer`].
+    fn into_buffer(x: AnyBuffer) -> Option<Self::Buffer>;
+    /// This backend's host memory inside an [`AnyHostMem`].
+    fn host(x: &AnyHostMem) -> Option<&Self::HostMem>;
+    /// Moves this backend's host memory out of an [`AnyHostMem`].
+    fn into_host(x: AnyHostMem) -> Option<Self::HostMem>;
+    /// Moves this backend's registration out of an [`AnyRegistration`].
+    fn into_registration(x: AnyRegistration) -> Option<Self::Registration>;
+    /// This backend's stream inside an [`AnyStream`].
+    fn stream(x: &AnyStream) -> Option<&Self::Stream>;
+    /// Moves this backend's stream out of an [`AnyStream`].
+    fn into_stream(x: AnyStream) -> Option<Self::Stream>;
+    /// This backend's event inside an [`AnyEvent`].
+    fn event(x: &AnyEvent) -> Option<&Self::Event>;
+    /// This backend's kernel inside an [`AnyKernel`].
+    fn kernel(x: &AnyKernel) -> Option<&Self::Kernel>;
+    /// Wraps a buffer.
+    fn wrap_buffer(x: Self::Buffer) -> AnyBuffer;
+    /// Wraps host memory.
+    fn wrap_host(x: Self::HostMem) -> AnyHostMem;
+    /// Wraps a registration.
+    fn wrap_registration(x: Self::Registration) -> AnyRegistration;
+    /// Wraps a stream.
+    fn wrap_stream(x: Self::Stream) -> AnyStream;
+    /// Wraps an event.
+    fn wrap_event(x: Self::Event) -> AnyEvent;
+    /// Wraps a kernel.
+    fn wrap_kernel(x: Self::Kernel) -> AnyKernel;
+}
+
+macro_rules! backends {
+    ($($variant:ident => $backend:ty),+ $(,)?) => {
+        /// The backend a [`crate::Context`] runs on.
+        pub enum AnyBackend { $(
+            #[doc = concat!("The `", stringify!($backend), "` backend.")]
+            $variant($backend),
+        )+ }
+
+        backends!(@enum AnyBuffer, Buffer, "Device memory of any backend.", $($variant => $backend),+);
+        backends!(@enum AnyHostMem, HostMem, "Host memory of any backend.", $($variant => $backend),+);
+        backends!(@enum AnyRegistration, Registration, "A host registration of any backend.", $($variant => $backend),+);
+        backends!(@enum AnyStream, Stream, "A stream of any backend.", $($variant => $backend),+);
+        backends!(@enum AnyEvent, Event, "An event of any backend.", $($variant => $backend),+);
+        backends!(@enum AnyKernel, Kernel, "A kernel of any backend.", $($variant => $backend),+);
+
+        $(
+        #[allow(unreachable_patterns)]
+        impl Member for $backend {
+            fn buffer(x: &AnyBuffer) -> Option<&Self::Buffer> { match x { AnyBuffer::$variant(v) => Some(v), _ => None } }
+            fn into_buffer(x: AnyBuffer) -> Option<Self::Buffer> { match x { AnyBuffer::$variant(v) => Some(v), _ => None } }
+            fn host(x: &AnyHostMem) -> Option<&Self::HostMem> { match x { AnyHostMem::$variant(v) => Some(v), _ => None } }
+            fn into_host(x: AnyHostMem) -> Option<Self::HostMem> { match x { AnyHostMem::$variant(v) => Some(v), _ => None } }
+            fn into_registration(x: AnyRegistration) -> Option<Self::Registration> { match x { AnyRegistration::$variant(v) => Some(v), _ => None } }
+            fn stream(x: &AnyStream) -> Option<&Self::Stream> { match x { AnyStream::$variant(v) => Some(v), _ => None } }
+            fn into_stream(x: AnyStream) -> Option<Self::Stream> { match x { AnyStream::$variant(v) => Some(v), _ => None } }
+            fn event(x: &AnyEvent) -> Option<&Self::Event> { match x { AnyEvent::$variant(v) => Some(v), _ => None } }
+            fn kernel(x: &AnyKernel) -> Option<&Self::Kernel> { match x { AnyKernel::$variant(v) => Some(v), _ => None } }
+            fn wrap_buffer(x: Self::Buffer) -> AnyBuffer { AnyBuffer::$variant(x) }
+            fn wrap_host(x: Self::HostMem) -> AnyHostMem { AnyHostMem::$variant(x) }
+            fn wrap_registration(x: Self::Registration) -> AnyRegistration { AnyRegistration::$variant(x) }
+            fn wrap_stream(x: Self::Stream) -> AnyStream { AnyStream::$variant(x) }
+            fn wrap_event(x: Self::Event) -> AnyEvent { AnyEvent::$variant(x) }
+            fn wrap_kernel(x: Self::Kernel) -> AnyKernel { AnyKernel::$variant(x) }
+        }
+        )+
+    };
+    (@enum $name:ident, $assoc:ident, $doc:literal, $($variant:ident => $backend:ty),+) => {
+        #[doc = $doc]
+        pub enum $name { $(
+            #[doc = concat!("Of the `", stringify!($backend), "` backend.")]
+            $variant(<$backend as Backend>::$assoc),
+        )+ }
+    };
+}
+
+backends! {
+    Cpu => gpu_cpu::CpuBackend,
+}
+
+/// Runs `$body` with `$b` bound to the concrete backend inside `$any` and `$B` naming its
+/// type. One arm per backend.
+macro_rules! dispatch {
+    ($any:expr, $b:ident : $B:ident => $body:expr) => {
+        match $any {
+            AnyBackend::Cpu($b) => {
+                #[allow(dead_code)]
+                type $B = gpu_cpu::CpuBackend;
+                $body
+            }
+        }
+    };
+}
+
+fn foreign(what: &'static str) -> Error {
+    Error::Backend {
+        backend: "any",
+        call: what,
+        message: "an object of another backend was passed in".into(),
+    }
+}
+
+// Narrowing helpers: the first argument only fixes the backend type.
+fn buf<'a, B: Member>(_: &B, x: &'a AnyBuffer) -> Result<&'a B::Buffer> {
+    B::buffer(x).ok_or_else(|| foreign("buffer"))
+}
+fn at<'a, B: Member>(b: &B, x: BufAt<'a, AnyBackend>) -> Result<BufAt<'a, B>> {
+    Ok(BufAt {
+        buf: buf(b, x.buf)?,
+        offset: x.offset,
+    })
+}
+fn st<'a, B: Member>(_: &B, x: &'a AnyStream) -> Result<&'a B::Stream> {
+    B::stream(x).ok_or_else(|| foreign("stream"))
+}
+fn ev<'a, B: Member>(_: &B, x: &'a AnyEvent) -> Result<&'a B::Event> {
+    B::event(x).ok_or_else(|| foreign("event"))
+}
+
+impl AnyBackend {
+    /// The backend's name without going through `Backend`.
+    pub fn backend_name(&self) -> &'static str {
+        dispatch!(self, b: Be => b.name())
+    }
+}
+
+impl Backend for AnyBackend {
+    type Buffer = AnyBuffer;
+    type HostMem = AnyHostMem;
+    type Registration = AnyRegistration;
+    type Stream = AnyStream;
+    type Event = AnyEvent;
+    type Kernel = AnyKernel;
+
+    fn name(&self) -> &'static str {
+        dispatch!(self, b: Be => b.name())
+    }
+
+    fn device_id(&self) -> usize {
+        dispatch!(self, b: Be => b.device_id())
+    }
+
+    fn info(&self) -> DeviceInfo {
+        dispatch!(self, b: Be => b.info())
+    }
+
+    fn alloc(&self, bytes: usize, zeroed: bool) -> Result<AnyBuffer> {
+        dispatch!(self, b: Be => b.alloc(bytes, zeroed).map(Be::wrap_buffer))
+    }
+
+    fn free(&self, x: AnyBuffer, users: &[&AnyStream]) -> Result<()> {
+        dispatch!(self, b: Be => {
+            let users = users.iter().map(|s| st(b, s)).collect::<Result<Vec<_>>>()?;
+            b.free(Be::into_buffer(x).ok_or_else(|| foreign("free"))?, &users)
+        })
+    }
+
+    fn alloc_host(&self, bytes: usize, usage: HostUse) -> Result<AnyHostMem> {
+        dispatch!(self, b: Be => b.alloc_host(bytes, usage).map(Be::wrap_host))
+    }
+
+    fn host_ptr(&self, mem: &AnyHostMem) -> *mut u8 {
+        dispatch!(self, b: Be => match Be::host(mem) {
+            Some(m) => b.host_ptr(m),
+            None => std::ptr::null_mut(),
+        })
+    }
+
+    fn free_host(&self, mem: AnyHostMem) -> Result<()> {
+        dispatch!(self, b: Be => b.free_host(Be::into_host(mem).ok_or_else(|| foreign("free_host"))?))
+    }
+
+    unsafe fn register_host(&self, ptr: *mut u8, bytes: usize) -> Result<AnyRegistration> {
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.register_host(ptr, bytes) }.map(Be::wrap_registration))
+    }
+
+    fn unregister_host(&self, reg: AnyRegistration) -> Result<()> {
+        dispatch!(self, b: Be => b.unregister_host(Be::into_registration(reg).ok_or_else(|| foreign("unregister_host"))?))
+    }
+
+    fn create_stream(&self, priority: i32) -> Result<AnyStream> {
+        dispatch!(self, b: Be => b.create_stream(priority).map(Be::wrap_stream))
+    }
+
+    fn destroy_stream(&self, s: AnyStream) -> Result<()> {
+        dispatch!(self, b: Be => b.destroy_stream(Be::into_stream(s).ok_or_else(|| foreign("destroy_stream"))?))
+    }
+
+    fn stream_sync(&self, s: &AnyStream) -> Result<()> {
+        dispatch!(self, b: Be => b.stream_sync(st(b, s)?))
+    }
+
+    fn stream_query(&self, s: &AnyStream) -> Result<bool> {
+        dispatch!(self, b: Be => b.stream_query(st(b, s)?))
+    }
+
+    fn record_event(&self, s: &AnyStream, timing: bool) -> Result<AnyEvent> {
+        dispatch!(self, b: Be => b.record_event(st(b, s)?, timing).map(Be::wrap_event))
+    }
+
+    fn stream_wait(&self, s: &AnyStream, e: &AnyEvent) -> Result<()> {
+        dispatch!(self, b: Be => b.stream_wait(st(b, s)?, ev(b, e)?))
+    }
+
+    fn event_sync(&self, e: &AnyEvent) -> Result<()> {
+        dispatch!(self, b: Be => b.event_sync(ev(b, e)?))
+    }
+
+    fn event_query(&self, e: &AnyEvent) -> Result<bool> {
+        dispatch!(self, b: Be => b.event_query(ev(b, e)?))
+    }
+
+    fn event_elapsed_ms(&self, start: &AnyEvent, end: &AnyEvent) -> Result<f64> {
+        dispatch!(self, b: Be => b.event_elapsed_ms(ev(b, start)?, ev(b, end)?))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        dispatch!(self, b: Be => b.synchronize())
+    }
+
+    unsafe fn copy_h2d(
+        &self,
+        s: &AnyStream,
+        src: *const u8,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.copy_h2d(st(b, s)?, src, at(b, dst)?, bytes) })
+    }
+
+    unsafe fn copy_d2h(
+        &self,
+        s: &AnyStream,
+        src: BufAt<'_, Self>,
+        dst: *mut u8,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.copy_d2h(st(b, s)?, at(b, src)?, dst, bytes) })
+    }
+
+    fn copy_d2d(
+        &self,
+        s: &AnyStream,
+        src: BufAt<'_, Self>,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.copy_d2d(st(b, s)?, at(b, src)?, at(b, dst)?, bytes))
+    }
+
+    fn fill<T: Numeric>(
+        &self,
+        s: &AnyStream,
+        dst: BufAt<'_, Self>,
+        len: usize,
+        value: T,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.fill(st(b, s)?, at(b, dst)?, len, value))
+    }
+
+    fn axpy<T: Numeric>(
+        &self,
+        s: &AnyStream,
+        alpha: T,
+        x: BufAt<'_, Self>,
+        y: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.axpy(st(b, s)?, alpha, at(b, x)?, at(b, y)?, len))
+    }
+
+    fn scale<T: Numeric>(
+        &self,
+        s: &AnyStream,
+        alpha: T,
+        x: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.scale(st(b, s)?, alpha, at(b, x)?, len))
+    }
+
+    fn binary<T: Numeric>(
+        &self,
+        s: &AnyStream,
+        op: BinaryOp,
+        a: BufAt<'_, Self>,
+        c: BufAt<'_, Self>,
+        out: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.binary::<T>(st(b, s)?, op, at(b, a)?, at(b, c)?, at(b, out)?, len))
+    }
+
+    fn unary<T: Float>(
+        &self,
+        s: &AnyStream,
+        op: UnaryOp,
+        x: BufAt<'_, Self>,
+        out: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.unary::<T>(st(b, s)?, op, at(b, x)?, at(b, out)?, len))
+    }
+
+    fn reduce<T: Numeric>(
+        &self,
+        s: &AnyStream,
+        op: ReduceOp,
+        x: BufAt<'_, Self>,
+        len: usize,
+        out: BufAt<'_, Self>,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.reduce::<T>(st(b, s)?, op, at(b, x)?, len, at(b, out)?))
+    }
+
+    fn dot<T: Numeric>(
+        &self,
+        s: &AnyStream,
+        x: BufAt<'_, Self>,
+        y: BufAt<'_, Self>,
+        len: usize,
+        out: BufAt<'_, Self>,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.dot::<T>(st(b, s)?, at(b, x)?, at(b, y)?, len, at(b, out)?))
+    }
+
+    fn gemm<T: Float>(
+        &self,
+        s: &AnyStream,
+        g: &Gemm<T>,
+        a: BufAt<'_, Self>,
+        x: BufAt<'_, Self>,
+        c: BufAt<'_, Self>,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => b.gemm(st(b, s)?, g, at(b, a)?, at(b, x)?, at(b, c)?))
+    }
+
+    fn load_kernel(&self, desc: &KernelDesc) -> Result<AnyKernel> {
+        dispatch!(self, b: Be => b.load_kernel(desc).map(Be::wrap_kernel))
+    }
+
+    fn launch(
+        &self,
+        s: &AnyStream,
+        k: &AnyKernel,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, Self>],
+    ) -> Result<()> {
+        dispatch!(self, b: Be => {
+            let kernel = Be::kernel(k).ok_or_else(|| foreign("launch"))?;
+            let args = args
+                .iter()
+                .map(|a| {
+                    Ok(match a {
+                        KernelArg::Buffer { at: x, bytes, write } => KernelArg::Buffer {
+                            at: x.map(|x| at(b, x)).transpose()?,
+                            bytes: *bytes,
+                            write: *write,
+                        },
+                        KernelArg::Scalar { bytes, len } => KernelArg::Scalar { bytes: *bytes, len: *len },
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            b.launch(st(b, s)?, kernel, cfg, &args)
+        })
+    }
+}

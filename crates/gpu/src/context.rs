@@ -1,0 +1,181 @@
+//! `Context`: open the best usable device, or the one asked for, and say why others were
+//! rejected.
+
+use std::ops::Deref;
+
+use gpu_core::{Config, DType, DeviceSpec, Error, FallbackPolicy, Result, SpecOrigin};
+
+use crate::any::AnyBackend;
+
+/// A backend that was considered and not used, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The backend (`cuda`).
+    pub backend: &'static str,
+    /// Why it could not be used.
+    pub reason: Error,
+}
+
+/// How a context's device was chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    /// The device that was asked for.
+    pub requested: DeviceSpec,
+    /// Where the request came from.
+    pub origin: SpecOrigin,
+    /// Backends tried before the one in use, with the reasons they were rejected.
+    pub rejected: Vec<Rejection>,
+    /// The configured default element type.
+    pub dtype: DType,
+}
+
+/// An opened device: CUDA when usable, else the CPU backend.
+///
+/// `Context` dereferences to [`gpu_core::Context`], which dereferences to its default
+/// [`crate::Stream`]: everything in those two types is available here, and stream
+/// operations called on a context run on its default stream.
+///
+/// ```
+/// let ctx = gpu::Context::new(gpu::DeviceSpec::Cpu)?;
+/// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0])?;
+/// let b = ctx.alloc_upload(&[5.0f32, 6.0, 7.0, 8.0])?;
+/// let mut out = ctx.alloc_zeros::<f32>(4)?;
+/// ctx.add(&a, &b, &mut out)?;
+/// assert_eq!(out.download()?, vec![6.0, 8.0, 10.0, 12.0]);
+/// # Ok::<(), gpu::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Context {
+    inner: gpu_core::Context<AnyBackend>,
+    selection: Selection,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("backend", &self.backend_name())
+            .field("device_id", &self.device_id())
+            .field("selection", &self.selection)
+            .finish()
+    }
+}
+
+impl Deref for Context {
+    type Target = gpu_core::Context<AnyBackend>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl Context {
+    /// The device named by `GPU_DEVICE`, else the best usable one (CUDA, then the CPU).
+    /// Never panics; a malformed `GPU_DEVICE`, or a GPU it names that cannot be used, is an
+    /// error. Reads no file (see [`Context::from_config`]).
+    #[allow(clippy::should_implement_trait)] // fallible, so not `Default::default`
+    pub fn default() -> Result<Context> {
+        let env = gpu_core::read_device_var()?;
+        let (cfg, origin) = Config::resolve(None, env.as_deref(), None)?;
+        Context::open(&cfg, origin)
+    }
+
+    /// Exactly the device asked for; an error says why it cannot be used.
+    pub fn new(spec: DeviceSpec) -> Result<Context> {
+        let (cfg, origin) = Config::resolve(Some(spec), None, None)?;
+        Context::open(&cfg, origin)
+    }
+
+    /// The device configured by `gpu.toml` (or the file `GPU_CONFIG` names), overridden by
+    /// `GPU_DEVICE`. A GPU named in the file that cannot be used falls back to the CPU
+    /// when the file says `fallback = "cpu"` (the default); a GPU named in `GPU_DEVICE`
+    /// must be usable.
+    pub fn from_config() -> Result<Context> {
+        let (cfg, origin) = Config::from_env()?;
+        Context::open(&cfg, origin)
+    }
+
+    /// Opens a context for a configuration whose device came from `origin`.
+    pub fn with_config(cfg: &Config, origin: SpecOrigin) -> Result<Context> {
+        Context::open(cfg, origin)
+    }
+
+    fn open(cfg: &Config, origin: SpecOrigin) -> Result<Context> {
+        let mut rejected = Vec::new();
+        let inner = match cfg.device {
+            DeviceSpec::Cpu => open_cpu()?,
+            DeviceSpec::Auto => match open_cuda(None) {
+                Ok(ctx) => ctx,
+                Err(reason) => {
+                    tracing::info!(%reason, "auto: the CUDA backend was rejected; using the CPU backend");
+                    rejected.push(Rejection {
+                        backend: "cuda",
+                        reason,
+                    });
+                    open_cpu()?
+                }
+            },
+            DeviceSpec::Cuda(ordinal) => match open_cuda(ordinal) {
+                Ok(ctx) => ctx,
+                Err(reason) => {
+                    let may_fall_back = matches!(origin, SpecOrigin::File(_))
+                        && cfg.fallback == FallbackPolicy::Cpu;
+                    if !may_fall_back {
+                        return Err(reason);
+                    }
+                    tracing::warn!(%reason, "{}: falling back to the CPU backend", cfg.device);
+                    rejected.push(Rejection {
+                        backend: "cuda",
+                        reason,
+                    });
+                    open_cpu()?
+                }
+            },
+        };
+        Ok(Context {
+            inner,
+            selection: Selection {
+                requested: cfg.device,
+                origin,
+                rejected,
+                dtype: cfg.dtype,
+            },
+        })
+    }
+
+    /// How the device was chosen, with every rejected candidate and why.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
+    /// The element type the configuration asks programs to default to.
+    pub fn default_dtype(&self) -> DType {
+        self.selection.dtype
+    }
+
+    /// The backend-generic context underneath.
+    pub fn core(&self) -> &gpu_core::Context<AnyBackend> {
+        &self.inner
+    }
+
+    /// Waits for all work and returns every error still pending.
+    pub fn close(self) -> Result<()> {
+        self.inner.close()
+    }
+}
+
+fn open_cpu() -> Result<gpu_core::Context<AnyBackend>> {
+    gpu_core::Context::new(AnyBackend::Cpu(gpu_cpu::CpuBackend::new()?))
+}
+
+/// The CUDA arm of the fallback chain. This build has no CUDA backend yet (it arrives with
+/// the gpu-cuda crate); until then every CUDA request is rejected with this reason.
+fn open_cuda(ordinal: Option<usize>) -> Result<gpu_core::Context<AnyBackend>> {
+    let which = ordinal.map_or_else(|| "cuda".to_string(), |n| format!("cuda:{n}"));
+    Err(Error::Unavailable {
+        backend: "cuda",
+        reason: format!(
+            "not compiled in: this build of the gpu workspace has no CUDA backend, so `{which}` \
+             cannot be opened; use `cpu` or `auto`"
+        ),
+    })
+}

@@ -1,0 +1,86 @@
+//! # gpu
+//!
+//! One safe interface to GPU compute: pick a device in one line, move typed arrays to it and
+//! back, launch work on streams, and overlap upload, compute and download.
+//!
+//! ```
+//! use gpu::{Context, HostUse};
+//!
+//! let ctx = Context::default()?;                 // GPU_DEVICE, else CUDA if usable, else CPU
+//! println!("{} device {}", ctx.backend_name(), ctx.device_id());
+//!
+//! let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0])?;
+//! let b = ctx.alloc_upload(&[5.0f32, 6.0, 7.0, 8.0])?;
+//! let mut out = ctx.alloc_zeros::<f32>(4)?;
+//! ctx.add(&a, &b, &mut out)?;                    // a built-in op on the default stream
+//! assert_eq!(out.download()?, vec![6.0, 8.0, 10.0, 12.0]);
+//!
+//! let s = ctx.create_stream()?;
+//! let start = s.record_event()?;
+//! let mut host = ctx.alloc_host::<f32>(4, HostUse::Upload)?;   // pinned where it can be
+//! host.copy_from_slice(&[1.0, 1.0, 1.0, 1.0]);
+//! let pending = s.upload(host, &mut out)?;       // the buffer moves into the copy ...
+//! let host = pending.wait()?;                    // ... and comes back when it is done
+//! let ms = start.elapsed_ms(&s.record_event()?)?;
+//! assert!(ms >= 0.0);
+//! assert_eq!(out.download()?, &host[..]);
+//! # Ok::<(), gpu::Error>(())
+//! ```
+//!
+//! ## Where this crate sits
+//!
+//! `gpu` is the facade users start from. It chooses a backend at run time through
+//! [`AnyBackend`], an enum over the compiled-in backends that implements
+//! [`gpu_core::Backend`] itself, so every type here is gpu-core's generic type instantiated
+//! once (`GpuArray<T> = gpu_core::GpuArray<T, AnyBackend>`). Programs that know their
+//! backend at compile time can use `gpu_core` with `gpu_cpu::CpuBackend` directly.
+//!
+//! The fallback chain is CUDA, then the CPU. This build has no CUDA backend yet: `auto`
+//! records "not compiled in" as the reason CUDA was rejected ([`Context::selection`]), and
+//! `cuda`/`cuda:N` fail with that reason.
+
+#![warn(unsafe_op_in_unsafe_fn)]
+
+mod any;
+mod context;
+
+pub use any::{
+    AnyBackend, AnyBuffer, AnyEvent, AnyHostMem, AnyKernel, AnyRegistration, AnyStream, Member,
+};
+pub use context::{Context, Rejection, Selection};
+
+pub use gpu_core::{
+    BinaryOp, Config, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Element, Error,
+    FallbackPolicy, Float, Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig,
+    LaunchLimits, Numeric, Out, ReduceOp, Rejected, Result, SpecOrigin, UnaryOp,
+};
+
+/// The backend-generic core, for code generic over backends.
+pub use gpu_core as core;
+/// The CPU reference backend.
+pub use gpu_cpu as cpu;
+
+/// A typed array in device memory.
+pub type GpuArray<T> = gpu_core::GpuArray<T, AnyBackend>;
+/// A read-only view of part of a [`GpuArray`].
+pub type GpuView<'a, T> = gpu_core::GpuView<'a, T, AnyBackend>;
+/// A writable view of part of a [`GpuArray`].
+pub type GpuViewMut<'a, T> = gpu_core::GpuViewMut<'a, T, AnyBackend>;
+/// An in-order queue of work.
+pub type Stream = gpu_core::Stream<AnyBackend>;
+/// A position in a stream, with timing.
+pub type Event = gpu_core::Event<AnyBackend>;
+/// Host memory for fast transfers.
+pub type HostBuffer<T> = gpu_core::HostBuffer<T, AnyBackend>;
+/// A copy in flight that owns its host memory.
+pub type Pending<H> = gpu_core::Pending<H, AnyBackend>;
+/// A kernel loaded on a context.
+pub type Kernel<S> = gpu_core::Kernel<S, AnyBackend>;
+
+/// The names most programs use.
+pub mod prelude {
+    pub use crate::{
+        Context, DeviceSpec, Element, Error, Event, Gemm, GpuArray, HostBuffer, HostUse, In,
+        KernelSpec, LaunchConfig, Out, Result, Stream,
+    };
+}
