@@ -1,0 +1,78 @@
+//! Test harness shared by the facade's integration tests: one body per behaviour, run on
+//! every backend.
+//!
+//! `backend_tests! { fn name(ctx) { ...; Ok(()) } }` makes a module `name` with one test per
+//! backend (`name::cpu`, `name::cuda`). Each body gets a `&gpu::Context` and returns
+//! `gpu::Result<()>`. A backend that cannot be opened on this machine prints
+//! `SKIPPED: <reason>` and returns: the test never counts a GPU behaviour as verified, and
+//! never fails because hardware is missing. Adding a backend means adding one function
+//! here and one test in the macro, not new tests.
+
+#![allow(dead_code)]
+
+use gpu::{Context, DeviceSpec};
+
+/// The CPU reference backend: always available.
+pub fn cpu() -> Option<Context> {
+    match Context::new(DeviceSpec::Cpu) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => panic!("the CPU backend must always open: {e}"),
+    }
+}
+
+/// The first CUDA device, or `None` after printing why it cannot be used.
+pub fn cuda() -> Option<Context> {
+    match Context::new(DeviceSpec::Cuda(None)) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            println!("SKIPPED: {e}");
+            None
+        }
+    }
+}
+
+/// Runs a test body and turns an error into a failure that shows the error.
+pub fn run(ctx: Option<Context>, body: impl FnOnce(&Context) -> gpu::Result<()>) {
+    let Some(ctx) = ctx else { return };
+    if let Err(e) = body(&ctx) {
+        panic!("{} backend: {e}", ctx.backend_name());
+    }
+    if let Err(e) = ctx.sync() {
+        panic!("{} backend: error left after the test: {e}", ctx.backend_name());
+    }
+}
+
+/// One test per backend for each body: see the module docs.
+#[macro_export]
+macro_rules! backend_tests {
+    ($( $(#[$meta:meta])* fn $name:ident($ctx:ident) $body:block )*) => {$(
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn body($ctx: &gpu::Context) -> gpu::Result<()> $body
+
+            #[test]
+            fn cpu() {
+                $crate::common::run($crate::common::cpu(), body);
+            }
+
+            #[test]
+            fn cuda() {
+                $crate::common::run($crate::common::cuda(), body);
+            }
+        }
+    )*};
+}
+
+/// Relative-or-absolute closeness for float comparisons against an f64 reference.
+pub fn close(got: f64, want: f64, rel: f64) -> bool {
+    if got.is_nan() || want.is_nan() {
+        return got.is_nan() && want.is_nan();
+    }
+    if got.is_infinite() || want.is_infinite() {
+        return got == want;
+    }
+    (got - want).abs() <= rel * want.abs().max(1.0)
+}
