@@ -1,0 +1,229 @@
+//! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
+//!
+//! fmt, clippy, tidy, test, doc: cheap checks first so a formatting slip fails in seconds.
+//! `.ci/run` calls this on a fresh clone; where rustfmt or clippy is not installed (and
+//! could not be added) their steps are reported as skipped rather than failing the build,
+//! since the tests are what a machine without those components can still verify.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::util::{self, Failure, Result};
+use crate::{tidy, wants_help, USAGE};
+
+/// One CI step, in the order they run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Step {
+    Fmt,
+    Clippy,
+    Tidy,
+    Test,
+    Doc,
+}
+
+impl Step {
+    const ALL: [Step; 5] = [Step::Fmt, Step::Clippy, Step::Tidy, Step::Test, Step::Doc];
+
+    fn name(self) -> &'static str {
+        match self {
+            Step::Fmt => "fmt",
+            Step::Clippy => "clippy",
+            Step::Tidy => "tidy",
+            Step::Test => "test",
+            Step::Doc => "doc",
+        }
+    }
+
+    /// The cargo subcommand that must be installed for this step, if it is optional.
+    fn component(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Step::Fmt => Some(("fmt", "rustfmt")),
+            Step::Clippy => Some(("clippy", "clippy")),
+            Step::Tidy | Step::Test | Step::Doc => None,
+        }
+    }
+
+    fn run(self, root: &Path, test_args: &[String]) -> Result {
+        match self {
+            Step::Fmt => util::run(util::cargo(root).args(["fmt", "--all", "--", "--check"])),
+            Step::Clippy => util::run(util::cargo(root).args([
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ])),
+            Step::Tidy => {
+                util::header("tidy (module docs, SAFETY comments, no unwrap in library code)");
+                tidy::run(root)
+            }
+            Step::Test => util::run(
+                util::cargo(root)
+                    .args(["test", "--workspace"])
+                    .args(test_args),
+            ),
+            Step::Doc => {
+                // Keep flags the caller set and make rustdoc warnings errors on top.
+                let flags = match std::env::var("RUSTDOCFLAGS") {
+                    Ok(flags) if !flags.trim().is_empty() => format!("{flags} -D warnings"),
+                    _ => "-D warnings".to_owned(),
+                };
+                util::run(util::cargo(root).env("RUSTDOCFLAGS", flags).args([
+                    "doc",
+                    "--workspace",
+                    "--no-deps",
+                ]))
+            }
+        }
+    }
+}
+
+/// What became of a step, for the summary line.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Outcome {
+    Ok,
+    Failed,
+    Skipped(&'static str),
+    NotRun,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Ok => f.write_str("ok"),
+            Outcome::Failed => f.write_str("FAILED"),
+            Outcome::Skipped(why) => write!(f, "skipped ({why})"),
+            Outcome::NotRun => f.write_str("not run"),
+        }
+    }
+}
+
+/// Parsed `cargo xtask ci` arguments.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Options {
+    skip: Vec<Step>,
+    test_args: Vec<String>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options> {
+        let mut options = Options::default();
+        let mut iter = args.iter();
+        while let Some(arg) = iter.next() {
+            if arg == "--" {
+                options.test_args.extend(iter.by_ref().cloned());
+                break;
+            }
+            let step = arg
+                .strip_prefix("--skip-")
+                .and_then(|name| Step::ALL.into_iter().find(|step| step.name() == name))
+                .ok_or_else(|| {
+                    Failure::usage(format!(
+                        "unknown argument `{arg}` for `cargo xtask ci` \
+                         (arguments for `cargo test` go after `--`)"
+                    ))
+                })?;
+            options.skip.push(step);
+        }
+        Ok(options)
+    }
+}
+
+/// Runs `cargo xtask ci [--skip-STEP ...] [-- test args]`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    if wants_help(args) {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let options = Options::parse(args)?;
+    let mut outcomes = Vec::new();
+    let mut failure = None;
+    for step in Step::ALL {
+        let outcome = if failure.is_some() {
+            Outcome::NotRun
+        } else if options.skip.contains(&step) {
+            Outcome::Skipped("asked")
+        } else if let Some(missing) = missing_component(root, step) {
+            Outcome::Skipped(missing)
+        } else {
+            match step.run(root, &options.test_args) {
+                Ok(()) => Outcome::Ok,
+                Err(err) => {
+                    failure = Some(err);
+                    Outcome::Failed
+                }
+            }
+        };
+        outcomes.push((step, outcome));
+    }
+    println!("{}", summary(&outcomes));
+    failure.map_or(Ok(()), Err)
+}
+
+/// `Some(why)` when the step needs a rustup component that is not installed.
+fn missing_component(root: &Path, step: Step) -> Option<&'static str> {
+    let (subcommand, component) = step.component()?;
+    if util::succeeds(util::cargo(root).args([subcommand, "--version"])) {
+        return None;
+    }
+    eprintln!(
+        "warning: `cargo {subcommand}` is not available; skipping the {} step \
+         (install it with `rustup component add {component}`)",
+        step.name()
+    );
+    Some("not installed")
+}
+
+fn summary(outcomes: &[(Step, Outcome)]) -> String {
+    let steps: Vec<String> = outcomes
+        .iter()
+        .map(|(step, outcome)| format!("{} {outcome}", step.name()))
+        .collect();
+    format!("==> ci summary: {}", steps.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|arg| arg.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_skips_and_passthrough() {
+        let options = Options::parse(&strings(&[
+            "--skip-fmt",
+            "--skip-doc",
+            "--",
+            "foo",
+            "--",
+            "-q",
+        ]))
+        .unwrap();
+        assert_eq!(options.skip, vec![Step::Fmt, Step::Doc]);
+        assert_eq!(options.test_args, strings(&["foo", "--", "-q"]));
+    }
+
+    #[test]
+    fn rejects_unknown_arguments_with_usage_code() {
+        let err = Options::parse(&strings(&["--skip-everything"])).unwrap_err();
+        assert_eq!(err.code, 2);
+        assert!(err.message.contains("--skip-everything"));
+    }
+
+    #[test]
+    fn summary_lists_every_step() {
+        let line = summary(&[
+            (Step::Fmt, Outcome::Ok),
+            (Step::Clippy, Outcome::Skipped("asked")),
+            (Step::Test, Outcome::Failed),
+            (Step::Doc, Outcome::NotRun),
+        ]);
+        assert_eq!(
+            line,
+            "==> ci summary: fmt ok, clippy skipped (asked), test FAILED, doc not run"
+        );
+    }
+}
