@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::backend::{Backend, HostUse};
 use crate::element::{byte_len, Element};
@@ -373,12 +373,12 @@ impl<T: Element, B: Backend> Drop for HostBuffer<T, B> {
 #[must_use = "a Pending owns the host memory until the copy is done: wait() to get it back"]
 pub struct Pending<H, B: Backend> {
     value: Option<H>,
-    event: Option<B::Event>,
+    event: Option<Arc<B::Event>>,
     home: Stream<B>,
 }
 
 impl<H, B: Backend> Pending<H, B> {
-    pub(crate) fn new(value: H, event: Option<B::Event>, home: Stream<B>) -> Self {
+    pub(crate) fn new(value: H, event: Option<Arc<B::Event>>, home: Stream<B>) -> Self {
         Pending {
             value: Some(value),
             event,

@@ -18,14 +18,14 @@
 //!         out[i] = a[i] + b[i];
 //!     }
 //! });
-//! # fn run<B: gpu_core::Backend>(ctx: gpu_core::Context<B>, spec: KernelSpec<VectorAdd>) -> gpu_core::Result<()> {
+//! # let ctx = gpu_cpu::CpuBackend::context()?;
 //! let k = ctx.kernel(spec)?;
 //! let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 //! let b = ctx.alloc_upload(&[10.0f32, 20.0, 30.0])?;
 //! let mut out = ctx.alloc_zeros::<f32>(3)?;
 //! ctx.launch(&k, LaunchConfig::for_elems(3), (&a, &b, &mut out, 3u64))?;
 //! assert_eq!(out.download()?, [11.0, 22.0, 33.0]);
-//! # Ok(()) }
+//! # Ok::<(), gpu_core::Error>(())
 //! ```
 
 use std::marker::PhantomData;

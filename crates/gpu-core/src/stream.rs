@@ -141,6 +141,18 @@ impl<B: Backend> Stream<B> {
         accesses: &[(&'static str, &SliceRef<'_, B>, Access)],
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
+        self.enqueue_marked(op, accesses, false, f).map(|(r, _)| r)
+    }
+
+    /// [`Stream::enqueue`], also returning an event just after the work when `marked` (or
+    /// when the context has several streams and records one anyway).
+    pub(crate) fn enqueue_marked<R>(
+        &self,
+        op: &'static str,
+        accesses: &[(&'static str, &SliceRef<'_, B>, Access)],
+        marked: bool,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<(R, Option<Arc<B::Event>>)> {
         let shared = &self.inner.shared;
         shared.check()?;
         for (arg, slice, _) in accesses {
@@ -150,7 +162,7 @@ impl<B: Backend> Stream<B> {
             slice.order_before(self, *access)?;
         }
         let r = f()?;
-        let event = if shared.multi_stream.load(Ordering::Acquire) {
+        let event = if marked || shared.multi_stream.load(Ordering::Acquire) {
             Some(Arc::new(shared.backend.record_event(self.raw(), false)?))
         } else {
             None
@@ -164,7 +176,7 @@ impl<B: Backend> Stream<B> {
                 *access,
             );
         }
-        Ok(r)
+        Ok((r, event))
     }
 
     /// Makes this stream wait for a use of a buffer by (possibly) another stream.

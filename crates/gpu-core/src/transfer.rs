@@ -29,7 +29,7 @@ impl<B: Backend> Stream<B> {
     /// Starts copying `src` (host memory, moved in) into `dst`; lengths must match.
     ///
     /// ```
-    /// # fn run<B: gpu_core::Backend>(ctx: gpu_core::Context<B>) -> gpu_core::Result<()> {
+    /// # let ctx = gpu_cpu::CpuBackend::context()?;
     /// use gpu_core::HostUse;
     /// let s = ctx.create_stream()?;
     /// let mut host = ctx.alloc_host::<f32>(4, HostUse::Upload)?;
@@ -38,7 +38,7 @@ impl<B: Backend> Stream<B> {
     /// let pending = s.upload(host, &mut dev)?;   // `host` cannot be touched now ...
     /// let host = pending.wait()?;                 // ... until the copy is done
     /// assert_eq!(dev.download()?, &host[..]);
-    /// # Ok(()) }
+    /// # Ok::<(), gpu_core::Error>(())
     /// ```
     pub fn upload<T: Element, H: HostSlice<T>>(
         &self,
@@ -51,16 +51,16 @@ impl<B: Backend> Stream<B> {
         }
         let d = dst.slice_ref();
         let ptr = src.host_ptr().cast::<u8>().cast_const();
-        let queued = self.enqueue("Stream::upload", &[("dst", &d, Access::Write)], || {
-            let Some(at) = d.at() else { return Ok(None) };
+        let accesses = [("dst", &d, Access::Write)];
+        let queued = self.enqueue_marked("Stream::upload", &accesses, true, || {
+            let Some(at) = d.at() else { return Ok(()) };
             // SAFETY: `ptr` is `src`'s memory (HostSlice contract: stable and exclusive);
             // `src` moves into the returned Pending, which keeps it until the event
             // recorded right after this copy has completed.
-            unsafe { self.backend().copy_h2d(self.raw(), ptr, at, d.bytes())? };
-            self.backend().record_event(self.raw(), false).map(Some)
+            unsafe { self.backend().copy_h2d(self.raw(), ptr, at, d.bytes()) }
         });
         match queued {
-            Ok(event) => Ok(Pending::new(src, event, self.clone())),
+            Ok(((), event)) => Ok(Pending::new(src, event, self.clone())),
             Err(e) => Err(Rejected::new(e, src)),
         }
     }
@@ -76,16 +76,16 @@ impl<B: Backend> Stream<B> {
         }
         let s = src.slice_ref();
         let ptr = dst.host_ptr().cast::<u8>();
-        let queued = self.enqueue("Stream::download", &[("src", &s, Access::Read)], || {
-            let Some(at) = s.at() else { return Ok(None) };
+        let accesses = [("src", &s, Access::Read)];
+        let queued = self.enqueue_marked("Stream::download", &accesses, true, || {
+            let Some(at) = s.at() else { return Ok(()) };
             // SAFETY: `ptr` is `dst`'s memory (HostSlice contract: stable and exclusive);
             // `dst` moves into the returned Pending, which keeps it until the event
             // recorded right after this copy has completed.
-            unsafe { self.backend().copy_d2h(self.raw(), at, ptr, s.bytes())? };
-            self.backend().record_event(self.raw(), false).map(Some)
+            unsafe { self.backend().copy_d2h(self.raw(), at, ptr, s.bytes()) }
         });
         match queued {
-            Ok(event) => Ok(Pending::new(dst, event, self.clone())),
+            Ok(((), event)) => Ok(Pending::new(dst, event, self.clone())),
             Err(e) => Err(Rejected::new(e, dst)),
         }
     }
