@@ -61,6 +61,19 @@ macro_rules! unary_ops {
 }
 
 impl<B: Backend> Stream<B> {
+    /// Checks that every argument belongs to this stream's context, for the shortcuts that
+    /// return before `enqueue` (which checks them otherwise).
+    fn same_contexts<const N: usize>(
+        &self,
+        op: &'static str,
+        args: [(&'static str, u64); N],
+    ) -> Result<()> {
+        for (arg, id) in args {
+            self.shared_arc().same_context(op, arg, id)?;
+        }
+        Ok(())
+    }
+
     /// Sets every element of `dst` to `value`.
     pub fn fill<T: Numeric>(&self, dst: &mut impl DeviceWrite<T, B>, value: T) -> Result<()> {
         let d = dst.slice_ref();
@@ -183,6 +196,13 @@ impl<B: Backend> Stream<B> {
             ReduceOp::Max => "max",
         };
         same_len(name, "out", 1, out.len())?;
+        self.same_contexts(
+            name,
+            [
+                ("x", x.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
         if x.is_empty() {
             return match op {
                 ReduceOp::Sum => self.fill(out, T::ZERO),
@@ -210,6 +230,14 @@ impl<B: Backend> Stream<B> {
     ) -> Result<()> {
         same_len("dot", "y", x.len(), y.len())?;
         same_len("dot", "out", 1, out.len())?;
+        self.same_contexts(
+            "dot",
+            [
+                ("x", x.slice_ref().context_id()),
+                ("y", y.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
         if x.is_empty() {
             return self.fill(out, T::ZERO);
         }
@@ -282,6 +310,14 @@ impl<B: Backend> Stream<B> {
         same_len("gemm", "a", product("gemm", g.m, g.k)?, a.len())?;
         same_len("gemm", "b", product("gemm", g.k, g.n)?, b.len())?;
         same_len("gemm", "c", product("gemm", g.m, g.n)?, c.len())?;
+        self.same_contexts(
+            "gemm",
+            [
+                ("a", a.slice_ref().context_id()),
+                ("b", b.slice_ref().context_id()),
+                ("c", c.slice_ref().context_id()),
+            ],
+        )?;
         if g.m == 0 || g.n == 0 {
             return Ok(());
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::context::Shared;
 use crate::error::Result;
-use crate::track::{Access, SliceRef, Use};
+use crate::track::{Access, SliceRef, Use, Uses};
 
 static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -158,17 +158,36 @@ impl<B: Backend> Stream<B> {
         for (arg, slice, _) in accesses {
             shared.same_context(op, arg, slice.context_id())?;
         }
+        // Lock each allocation once, in address order (no lock-order cycles between
+        // threads), and hold the locks from ordering to recording.
+        let mut keys: Vec<usize> = accesses.iter().map(|(_, s, _)| s.alloc_key()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut locked: Vec<Uses<'_, B>> = keys
+            .iter()
+            .filter_map(|k| accesses.iter().find(|(_, s, _)| s.alloc_key() == *k))
+            .map(|(_, s, _)| s.lock())
+            .collect();
+        let slot = |slice: &SliceRef<'_, B>| keys.binary_search(&slice.alloc_key()).unwrap_or(0);
         for (_, slice, access) in accesses {
-            slice.order_before(self, *access)?;
+            locked[slot(slice)].order_before(self, *access)?;
         }
         let r = f()?;
         let event = if marked || shared.multi_stream.load(Ordering::Acquire) {
-            Some(Arc::new(shared.backend.record_event(self.raw(), false)?))
+            match shared.backend.record_event(self.raw(), false) {
+                Ok(e) => Some(Arc::new(e)),
+                Err(e) => {
+                    // The work is queued but cannot be tracked: finish it before the caller
+                    // gets its memory back with the error.
+                    let _ = shared.backend.stream_sync(self.raw());
+                    return Err(e);
+                }
+            }
         } else {
             None
         };
         for (_, slice, access) in accesses {
-            slice.record(
+            locked[slot(slice)].record(
                 Use {
                     stream: self.inner.clone(),
                     event: event.clone(),

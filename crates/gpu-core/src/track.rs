@@ -128,14 +128,30 @@ impl<'a, B: Backend> SliceRef<'a, B> {
         })
     }
 
-    /// Makes `stream` wait for the uses this access must come after.
+    /// The allocation's identity: `enqueue` locks each allocation once, in this order.
+    pub(crate) fn alloc_key(&self) -> usize {
+        self.alloc as *const Alloc<B> as usize
+    }
+
+    /// Locks the allocation's record of uses.
+    pub(crate) fn lock(&self) -> Uses<'a, B> {
+        Uses(self.alloc.tracker())
+    }
+}
+
+/// The locked record of an allocation's uses. `enqueue` holds it from ordering a new use
+/// to recording it, so that two threads using disjoint views of one allocation cannot both
+/// order before either records (the later record would drop the earlier writer).
+pub(crate) struct Uses<'a, B: Backend>(MutexGuard<'a, Tracker<B>>);
+
+impl<B: Backend> Uses<'_, B> {
+    /// Makes `stream` wait for the uses an access of this kind must come after.
     pub(crate) fn order_before(&self, stream: &Stream<B>, access: Access) -> Result<()> {
-        let t = self.alloc.tracker();
-        if let Some(w) = &t.writer {
+        if let Some(w) = &self.0.writer {
             stream.wait_for_use(w)?;
         }
         if access == Access::Write {
-            for r in &t.readers {
+            for r in &self.0.readers {
                 stream.wait_for_use(r)?;
             }
         }
@@ -143,8 +159,8 @@ impl<'a, B: Backend> SliceRef<'a, B> {
     }
 
     /// Records a use that has just been queued.
-    pub(crate) fn record(&self, u: Use<B>, access: Access) {
-        let mut t = self.alloc.tracker();
+    pub(crate) fn record(&mut self, u: Use<B>, access: Access) {
+        let t = &mut *self.0;
         match access {
             Access::Read => match t.readers.iter_mut().find(|r| r.stream.id == u.stream.id) {
                 Some(r) => *r = u,

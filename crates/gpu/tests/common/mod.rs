@@ -38,7 +38,10 @@ pub fn run(ctx: Option<Context>, body: impl FnOnce(&Context) -> gpu::Result<()>)
         panic!("{} backend: {e}", ctx.backend_name());
     }
     if let Err(e) = ctx.sync() {
-        panic!("{} backend: error left after the test: {e}", ctx.backend_name());
+        panic!(
+            "{} backend: error left after the test: {e}",
+            ctx.backend_name()
+        );
     }
 }
 
