@@ -1,0 +1,122 @@
+//! Custom kernels: launches with arrays, views and scalars; CPU kernel failures and deferred errors.
+
+use super::*;
+
+backend_tests! {
+    fn custom_kernel_vector_add(ctx) {
+        let k = ctx.kernel(vector_add_spec())?;
+        assert_eq!(k.name(), "vector_add");
+        let n = 1000; // not a multiple of the block size
+        let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..n).map(|i| (i * i) as f32 * 0.5).collect();
+        let da = ctx.alloc_upload(&a)?;
+        let db = ctx.alloc_upload(&b)?;
+        let mut out = ctx.alloc_zeros::<f32>(n)?;
+        let s = ctx.create_stream()?;
+        s.launch(&k, LaunchConfig::for_elems(n), (&da, &db, &mut out, n as u64))?;
+        let want: Vec<f64> = a.iter().zip(&b).map(|(x, y)| *x as f64 + *y as f64).collect();
+        assert_close(&out.download()?, &want, 1e-6, "vector_add");
+        // The same kernel again, on the default stream, reading its own output.
+        let mut out2 = ctx.alloc_zeros::<f32>(n)?;
+        ctx.launch(&k, LaunchConfig::linear(4, 256), (&out, &db, &mut out2, n as u64))?;
+        let want2: Vec<f64> = want.iter().zip(&b).map(|(x, y)| x + *y as f64).collect();
+        assert_close(&out2.download()?, &want2, 1e-6, "vector_add twice");
+        Ok(())
+    }
+
+    fn custom_kernel_with_scalars_and_views(ctx) {
+        let k = ctx.kernel(saxpy_spec())?;
+        let n = 300;
+        let x: Vec<f32> = (0..n).map(|i| i as f32 - 100.0).collect();
+        let y: Vec<f32> = (0..n).map(|i| 0.25 * i as f32).collect();
+        let dx = ctx.alloc_upload(&x)?;
+        let mut dy = ctx.alloc_upload(&y)?;
+        ctx.launch(&k, LaunchConfig::for_elems(n), (n as u64, 2.5f32, &dx, &mut dy))?;
+        let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| 2.5 * *a as f64 + *b as f64).collect();
+        assert_close(&dy.download()?, &want, 1e-6, "saxpy");
+
+        // On views: x[10..110] into y[150..250]; the rest of y is untouched.
+        let before = dy.download()?;
+        {
+            let xv = dx.slice(10..110)?;
+            let mut yv = dy.slice_mut(150..250)?;
+            ctx.launch(&k, LaunchConfig::for_elems(100), (100u64, -1.0f32, xv, &mut yv))?;
+        }
+        let got = dy.download()?;
+        for i in 0..n {
+            let want = if (150..250).contains(&i) {
+                before[i] as f64 - x[i - 140] as f64
+            } else {
+                before[i] as f64
+            };
+            assert!(close(got[i] as f64, want, 1e-6), "view saxpy [{i}]: {} vs {want}", got[i]);
+        }
+
+        // Scalars of several types reach the kernel intact.
+        let spec = KernelSpec::<Scalars>::cuda(SCALARS_SRC, "scalars").cpu(
+            |i, (a, b, c, d, out, n)| {
+                if (i as u64) < *n {
+                    out[i] = *a as f64 + *b as f64 + *c + *d as f64 + i as f64;
+                }
+            },
+        );
+        let ks = ctx.kernel(spec)?;
+        let mut out = ctx.alloc_zeros::<f64>(40)?;
+        ctx.launch(&ks, LaunchConfig::linear(1, 64), (-70_000i32, 200u8, 0.125f64, -3i8, &mut out, 40u64))?;
+        let want: Vec<f64> = (0..40).map(|i| -70_000.0 + 200.0 + 0.125 - 3.0 + i as f64).collect();
+        assert_eq!(out.download()?, want);
+        Ok(())
+    }
+
+    fn panicking_cpu_kernel_fails_the_next_sync_and_the_context_survives(ctx) {
+        if cpu_only(ctx, "a panicking kernel closure") {
+            return Ok(());
+        }
+        let k = ctx.kernel(panicking_spec())?;
+        let s = ctx.create_stream()?;
+        let mut out = ctx.alloc_zeros::<f32>(8)?;
+        s.launch(&k, LaunchConfig::for_elems(8), (&mut out,))?; // queued: Ok
+        match s.sync() {
+            Err(gpu::Error::KernelFailed { kernel, message }) => {
+                assert_eq!(kernel, "boom");
+                assert!(message.contains("boom at thread 3"), "{message}");
+            }
+            other => panic!("expected KernelFailed, got {other:?}"),
+        }
+        s.sync()?; // reported once
+        s.fill(&mut out, 2.0)?;
+        s.sync()?;
+        assert_eq!(out.download()?, [2.0; 8]);
+        let a = ctx.alloc_upload(&[1.0f32, 2.0])?;
+        assert_eq!(ctx.sum(&a)?, 3.0);
+        ctx.check()?;
+        Ok(())
+    }
+
+    fn stream_dropped_with_a_failed_kernel_defers_the_error(ctx) {
+        if cpu_only(ctx, "a panicking kernel closure") {
+            return Ok(());
+        }
+        let k = ctx.kernel(panicking_spec())?;
+        let s = ctx.create_stream()?;
+        let mut out = ctx.alloc_zeros::<f32>(8)?;
+        s.launch(&k, LaunchConfig::for_elems(8), (&mut out,))?;
+        // The array's record of its users keeps the stream alive until it goes too.
+        drop(s);
+        drop(out);
+        match ctx.check() {
+            Err(e @ gpu::Error::Deferred { origin: "Stream drop", .. }) => {
+                assert!(
+                    matches!(e.root(), gpu::Error::KernelFailed { kernel, .. } if kernel == "boom"),
+                    "root: {:?}",
+                    e.root()
+                );
+            }
+            other => panic!("expected a deferred KernelFailed from Stream drop, got {other:?}"),
+        }
+        ctx.check()?; // reported once
+        let a = ctx.alloc_upload(&[4i32, 5])?;
+        assert_eq!(ctx.sum(&a)?, 9);
+        Ok(())
+    }
+}
