@@ -187,9 +187,7 @@ impl<B: Backend> Context<B> {
     /// Waits for all work and returns every error still pending: the way to end a
     /// context's life without leaving an error unreported.
     pub fn close(self) -> Result<()> {
-        self.sync()?;
-        self.default.sync()?;
-        self.check()
+        self.sync()
     }
 
     /// Creates a stream with the default (least urgent) priority.

@@ -215,6 +215,25 @@ impl Error {
     }
 }
 
+/// `Ok` when `got == expected`, else [`Error::LengthMismatch`] naming the call and argument.
+pub(crate) fn same_len(
+    op: &'static str,
+    arg: &'static str,
+    expected: usize,
+    got: usize,
+) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            op,
+            arg,
+            expected,
+            got,
+        })
+    }
+}
+
 /// A call refused the value moved into it; the error says why and `value` gives it back.
 ///
 /// Calls that take ownership of host memory (asynchronous copies) return this so that a

@@ -8,22 +8,9 @@
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::{Backend, BinaryOp, Gemm, ReduceOp, UnaryOp};
 use crate::element::{Element, Float, Numeric};
-use crate::error::{Error, Result};
+use crate::error::{same_len, Error, Result};
 use crate::stream::Stream;
 use crate::track::Access;
-
-fn same_len(op: &'static str, arg: &'static str, expected: usize, got: usize) -> Result<()> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            op,
-            arg,
-            expected,
-            got,
-        })
-    }
-}
 
 fn product(op: &'static str, a: usize, b: usize) -> Result<usize> {
     a.checked_mul(b).ok_or(Error::SizeOverflow {

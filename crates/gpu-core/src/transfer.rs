@@ -7,23 +7,10 @@
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::Element;
-use crate::error::{Error, Rejected, Result};
+use crate::error::{same_len, Rejected, Result};
 use crate::host::{HostSlice, Pending};
 use crate::stream::Stream;
 use crate::track::Access;
-
-fn check_len(op: &'static str, arg: &'static str, expected: usize, got: usize) -> Result<()> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            op,
-            arg,
-            expected,
-            got,
-        })
-    }
-}
 
 impl<B: Backend> Stream<B> {
     /// Starts copying `src` (host memory, moved in) into `dst`; lengths must match.
@@ -46,7 +33,7 @@ impl<B: Backend> Stream<B> {
         dst: &mut impl DeviceWrite<T, B>,
     ) -> Result<Pending<H, B>, Rejected<H>> {
         let len = src.host_len();
-        if let Err(e) = check_len("Stream::upload", "dst", len, dst.len()) {
+        if let Err(e) = same_len("Stream::upload", "dst", len, dst.len()) {
             return Err(Rejected::new(e, src));
         }
         let d = dst.slice_ref();
@@ -71,7 +58,7 @@ impl<B: Backend> Stream<B> {
         src: &impl DeviceRead<T, B>,
         mut dst: H,
     ) -> Result<Pending<H, B>, Rejected<H>> {
-        if let Err(e) = check_len("Stream::download", "dst", src.len(), dst.host_len()) {
+        if let Err(e) = same_len("Stream::download", "dst", src.len(), dst.host_len()) {
             return Err(Rejected::new(e, dst));
         }
         let s = src.slice_ref();
@@ -96,7 +83,7 @@ impl<B: Backend> Stream<B> {
         src: &impl DeviceRead<T, B>,
         dst: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        check_len("copy", "dst", src.len(), dst.len())?;
+        same_len("copy", "dst", src.len(), dst.len())?;
         let (s, d) = (src.slice_ref(), dst.slice_ref());
         self.enqueue(
             "copy",
@@ -114,7 +101,7 @@ impl<B: Backend> Stream<B> {
         src: &[T],
         dst: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        check_len("upload", "src", dst.len(), src.len())?;
+        same_len("upload", "src", dst.len(), src.len())?;
         let d = dst.slice_ref();
         self.enqueue("upload", &[("dst", &d, Access::Write)], || {
             let Some(at) = d.at() else { return Ok(()) };
@@ -135,7 +122,7 @@ impl<B: Backend> Stream<B> {
         src: &impl DeviceRead<T, B>,
         dst: &mut [T],
     ) -> Result<()> {
-        check_len("download", "dst", src.len(), dst.len())?;
+        same_len("download", "dst", src.len(), dst.len())?;
         let s = src.slice_ref();
         self.enqueue("download", &[("src", &s, Access::Read)], || {
             let Some(at) = s.at() else { return Ok(()) };
