@@ -8,24 +8,9 @@ mod common;
 
 use std::path::Path;
 
-use gpu::{DeviceSpec, Error, Gemm, HostUse, In, KernelSpec, LaunchConfig, Out};
+use gpu::{DeviceSpec, Error, Gemm, HostUse, KernelSpec, LaunchConfig, Out};
 
-const VECTOR_ADD_SRC: &str = r#"
-extern "C" __global__ void vector_add(const float* a, const float* b, float* out,
-                                      unsigned long long n) {
-    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = a[i] + b[i];
-}"#;
-
-type VectorAdd = (In<f32>, In<f32>, Out<f32>, u64);
-
-fn vector_add_spec() -> KernelSpec<VectorAdd> {
-    KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add").cpu(|i, (a, b, out, n)| {
-        if (i as u64) < *n {
-            out[i] = a[i] + b[i];
-        }
-    })
-}
+use common::{vector_add_spec, VectorAdd, VECTOR_ADD_SRC};
 
 /// A second context, always on the CPU backend: its objects never belong to `ctx`.
 fn other_context() -> gpu::Result<gpu::Context> {

@@ -9,17 +9,10 @@ mod common;
 
 use gpu::{Gemm, HostUse, In, KernelSpec, LaunchConfig, Numeric, Out};
 
-use common::close;
+use common::{close, vector_add_spec};
 
 /// Large enough that unordered work on two streams would visibly race.
 const BIG: usize = 1 << 20;
-
-const VECTOR_ADD_SRC: &str = r#"
-extern "C" __global__ void vector_add(const float* a, const float* b, float* out,
-                                      unsigned long long n) {
-    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = a[i] + b[i];
-}"#;
 
 const SAXPY_SRC: &str = r#"
 extern "C" __global__ void saxpy(unsigned long long n, float alpha, const float* x, float* y) {
@@ -34,17 +27,8 @@ extern "C" __global__ void scalars(int a, unsigned char b, double c, signed char
     if (i < n) out[i] = (double)a + (double)b + c + (double)d + (double)i;
 }"#;
 
-type VectorAdd = (In<f32>, In<f32>, Out<f32>, u64);
 type Saxpy = (u64, f32, In<f32>, Out<f32>);
 type Scalars = (i32, u8, f64, i8, Out<f64>, u64);
-
-fn vector_add_spec() -> KernelSpec<VectorAdd> {
-    KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add").cpu(|i, (a, b, out, n)| {
-        if (i as u64) < *n {
-            out[i] = a[i] + b[i];
-        }
-    })
-}
 
 fn saxpy_spec() -> KernelSpec<Saxpy> {
     KernelSpec::<Saxpy>::cuda(SAXPY_SRC, "saxpy").cpu(|i, (n, alpha, x, y)| {

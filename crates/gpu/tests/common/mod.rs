@@ -10,7 +10,7 @@
 
 #![allow(dead_code)]
 
-use gpu::{Context, DeviceSpec};
+use gpu::{Context, DeviceSpec, In, KernelSpec, Out};
 
 /// The CPU reference backend: always available.
 pub fn cpu() -> Option<Context> {
@@ -78,4 +78,24 @@ pub fn close(got: f64, want: f64, rel: f64) -> bool {
         return got == want;
     }
     (got - want).abs() <= rel * want.abs().max(1.0)
+}
+
+/// CUDA C of the `vector_add` test kernel: `out[i] = a[i] + b[i]` for `i < n`.
+pub const VECTOR_ADD_SRC: &str = r#"
+extern "C" __global__ void vector_add(const float* a, const float* b, float* out,
+                                      unsigned long long n) {
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}"#;
+
+/// The signature of `vector_add`.
+pub type VectorAdd = (In<f32>, In<f32>, Out<f32>, u64);
+
+/// `vector_add` for every backend: CUDA C and the same thing as a CPU closure.
+pub fn vector_add_spec() -> KernelSpec<VectorAdd> {
+    KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add").cpu(|i, (a, b, out, n)| {
+        if (i as u64) < *n {
+            out[i] = a[i] + b[i];
+        }
+    })
 }
