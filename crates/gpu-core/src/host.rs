@@ -3,7 +3,6 @@
 //! owns host memory while a copy uses it.
 
 use std::collections::HashMap;
-use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
@@ -139,12 +138,13 @@ impl<B: Backend> HostPool<B> {
 enum Storage<T: Element, B: Backend> {
     Empty,
     Pooled {
-        mem: ManuallyDrop<B::HostMem>,
+        mem: B::HostMem,
         class: usize,
     },
     Registered {
-        vec: ManuallyDrop<Vec<T>>,
-        reg: ManuallyDrop<B::Registration>,
+        vec: Vec<T>,
+        /// `None` for an empty vector: there is no memory to register.
+        reg: Option<B::Registration>,
     },
 }
 
@@ -200,10 +200,7 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
             ptr,
             len,
             usage,
-            storage: Storage::Pooled {
-                mem: ManuallyDrop::new(mem),
-                class,
-            },
+            storage: Storage::Pooled { mem, class },
             home: home.clone(),
         })
     }
@@ -216,10 +213,7 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
                 ptr: NonNull::dangling(),
                 len,
                 usage: HostUse::Both,
-                storage: Storage::Registered {
-                    vec: ManuallyDrop::new(vec),
-                    reg: ManuallyDrop::new(home.backend().register_host_empty()?),
-                },
+                storage: Storage::Registered { vec, reg: None },
                 home: home.clone(),
             });
         }
@@ -238,8 +232,8 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
             len,
             usage: HostUse::Both,
             storage: Storage::Registered {
-                vec: ManuallyDrop::new(vec),
-                reg: ManuallyDrop::new(reg),
+                vec,
+                reg: Some(reg),
             },
             home: home.clone(),
         })
@@ -275,10 +269,9 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
     pub fn into_vec(mut self) -> Result<Vec<T>> {
         match std::mem::replace(&mut self.storage, Storage::Empty) {
             Storage::Registered { vec, reg } => {
-                let vec = ManuallyDrop::into_inner(vec);
-                self.home
-                    .backend()
-                    .unregister_host(ManuallyDrop::into_inner(reg))?;
+                if let Some(reg) = reg {
+                    self.home.backend().unregister_host(reg)?;
+                }
                 Ok(vec)
             }
             other => {
@@ -286,20 +279,6 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
                 Ok(self.to_vec())
             }
         }
-    }
-}
-
-trait RegisterEmpty: Backend {
-    fn register_host_empty(&self) -> Result<Self::Registration>;
-}
-
-impl<B: Backend> RegisterEmpty for B {
-    /// An empty Vec has no memory to register; a registration of zero bytes at a dangling
-    /// pointer stands in so that `into_vec` has one shape.
-    fn register_host_empty(&self) -> Result<Self::Registration> {
-        // SAFETY: zero bytes at a dangling, aligned pointer: there is nothing to access, and
-        // the backend contract is trivially kept.
-        unsafe { self.register_host(NonNull::<u8>::dangling().as_ptr(), 0) }
     }
 }
 
@@ -350,17 +329,16 @@ impl<T: Element, B: Backend> Drop for HostBuffer<T, B> {
         match std::mem::replace(&mut self.storage, Storage::Empty) {
             Storage::Empty => {}
             Storage::Pooled { mem, class } => {
-                let mem = ManuallyDrop::into_inner(mem);
                 if let Some(mem) = shared.pool.put(mem, class, self.usage) {
                     shared.defer("HostBuffer drop", shared.backend.free_host(mem));
                 }
             }
             Storage::Registered { vec, reg } => {
-                let r = shared
-                    .backend
-                    .unregister_host(ManuallyDrop::into_inner(reg));
-                shared.defer("HostBuffer drop", r);
-                drop(ManuallyDrop::into_inner(vec));
+                if let Some(reg) = reg {
+                    shared.defer("HostBuffer drop", shared.backend.unregister_host(reg));
+                }
+                // Only now may the memory go.
+                drop(vec);
             }
         }
     }
