@@ -163,15 +163,14 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    unsafe fn register_host(&self, ptr: *mut u8, bytes: usize) -> Result<CpuRegistration> {
+    unsafe fn register_host(&self, ptr: *mut u8, _bytes: usize) -> Result<CpuRegistration> {
         if ptr.is_null() {
             return Err(CpuError::NullHostPointer.into());
         }
-        Ok(CpuRegistration { bytes })
+        Ok(CpuRegistration)
     }
 
-    fn unregister_host(&self, reg: CpuRegistration) -> Result<()> {
-        let _ = reg.bytes;
+    fn unregister_host(&self, _reg: CpuRegistration) -> Result<()> {
         Ok(())
     }
 

@@ -81,12 +81,10 @@ pub struct CpuHostMem {
     pub(crate) mem: Mem,
 }
 
-/// A registration of caller-owned host memory: nothing to do on a CPU, kept for the
-/// contract's shape.
+/// A registration of caller-owned host memory: a CPU has nothing to pin, so it holds
+/// nothing; it exists for the contract's shape.
 #[derive(Debug)]
-pub struct CpuRegistration {
-    pub(crate) bytes: usize,
-}
+pub struct CpuRegistration;
 
 /// A raw pointer that a task may carry to its worker thread.
 #[derive(Clone, Copy)]

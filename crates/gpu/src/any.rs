@@ -136,13 +136,6 @@ fn ev<'a, B: Member>(_: &B, x: &'a AnyEvent) -> Result<&'a B::Event> {
     B::event(x).ok_or_else(|| foreign("event"))
 }
 
-impl AnyBackend {
-    /// The backend's name without going through `Backend`.
-    pub fn backend_name(&self) -> &'static str {
-        dispatch!(self, b: Be => b.name())
-    }
-}
-
 impl Backend for AnyBackend {
     type Buffer = AnyBuffer;
     type HostMem = AnyHostMem;
