@@ -51,6 +51,8 @@ pub trait Member: Backend {
 macro_rules! backends {
     ($($variant:ident => $backend:ty),+ $(,)?) => {
         /// The backend a [`crate::Context`] runs on.
+        // One per context, behind its Arc: the variants' sizes do not matter.
+        #[allow(clippy::large_enum_variant)]
         pub enum AnyBackend { $(
             #[doc = concat!("The `", stringify!($backend), "` backend.")]
             $variant($backend),
@@ -95,6 +97,7 @@ macro_rules! backends {
 
 backends! {
     Cpu => gpu_cpu::CpuBackend,
+    Cuda => gpu_cuda::CudaBackend,
 }
 
 /// Runs `$body` with `$b` bound to the concrete backend inside `$any` and `$B` naming its
@@ -105,6 +108,11 @@ macro_rules! dispatch {
             AnyBackend::Cpu($b) => {
                 #[allow(dead_code)]
                 type $B = gpu_cpu::CpuBackend;
+                $body
+            }
+            AnyBackend::Cuda($b) => {
+                #[allow(dead_code)]
+                type $B = gpu_cuda::CudaBackend;
                 $body
             }
         }

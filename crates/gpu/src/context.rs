@@ -167,15 +167,10 @@ fn open_cpu() -> Result<gpu_core::Context<AnyBackend>> {
     gpu_core::Context::new(AnyBackend::Cpu(gpu_cpu::CpuBackend::new()?))
 }
 
-/// The CUDA arm of the fallback chain. This build has no CUDA backend yet (it arrives with
-/// the gpu-cuda crate); until then every CUDA request is rejected with this reason.
+/// The CUDA arm of the fallback chain: device `ordinal` (0 for `auto` and `cuda`) among
+/// those `CUDA_VISIBLE_DEVICES` leaves visible. Fails with the probe's reason (no driver,
+/// too old, no device, no NVRTC, with every path searched) or `InvalidDevice`.
 fn open_cuda(ordinal: Option<usize>) -> Result<gpu_core::Context<AnyBackend>> {
-    let which = ordinal.map_or_else(|| "cuda".to_string(), |n| format!("cuda:{n}"));
-    Err(Error::Unavailable {
-        backend: "cuda",
-        reason: format!(
-            "not compiled in: this build of the gpu workspace has no CUDA backend, so `{which}` \
-             cannot be opened; use `cpu` or `auto`"
-        ),
-    })
+    let backend = gpu_cuda::CudaBackend::new(ordinal.unwrap_or(0))?;
+    gpu_core::Context::new(AnyBackend::Cuda(backend))
 }

@@ -35,9 +35,13 @@
 //! once (`GpuArray<T> = gpu_core::GpuArray<T, AnyBackend>`). Programs that know their
 //! backend at compile time can use `gpu_core` with `gpu_cpu::CpuBackend` directly.
 //!
-//! The fallback chain is CUDA, then the CPU. This build has no CUDA backend yet: `auto`
-//! records "not compiled in" as the reason CUDA was rejected ([`Context::selection`]), and
-//! `cuda`/`cuda:N` fail with that reason.
+//! The fallback chain is CUDA (`gpu-cuda`), then the CPU (`gpu-cpu`). `auto` opens CUDA
+//! device 0 when the probe finds a usable driver, device and NVRTC, and otherwise logs why
+//! CUDA was rejected (`tracing` at info level) and records it in [`Context::selection`];
+//! `cuda` and `cuda:N` fail with that reason instead. Devices are numbered as the driver
+//! numbers them after `CUDA_VISIBLE_DEVICES`, which is left to the driver to apply. Both
+//! backends are always compiled in: the CUDA backend loads its libraries at run time, so
+//! building needs no CUDA toolkit.
 
 #![warn(unsafe_op_in_unsafe_fn)]
 
@@ -59,6 +63,8 @@ pub use gpu_core::{
 pub use gpu_core as core;
 /// The CPU reference backend.
 pub use gpu_cpu as cpu;
+/// The CUDA backend (and its availability probe, `gpu::cuda::probe()`).
+pub use gpu_cuda as cuda;
 
 /// A typed array in device memory.
 pub type GpuArray<T> = gpu_core::GpuArray<T, AnyBackend>;

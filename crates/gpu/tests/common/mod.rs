@@ -21,14 +21,34 @@ pub fn cpu() -> Option<Context> {
 }
 
 /// The first CUDA device, or `None` after printing why it cannot be used.
+///
+/// With `GPU_REQUIRE_CUDA=1` (set by `cargo xtask gpu-test` and the GPU bundle's `run.sh`)
+/// an unusable CUDA backend fails the test instead, so a GPU run can never pass by skipping.
 pub fn cuda() -> Option<Context> {
     match Context::new(DeviceSpec::Cuda(None)) {
-        Ok(ctx) => Some(ctx),
+        Ok(ctx) => {
+            keep_cuda_context_alive(&ctx);
+            Some(ctx)
+        }
+        Err(e) if require_cuda() => panic!("GPU_REQUIRE_CUDA is set but CUDA is unusable: {e}"),
         Err(e) => {
             println!("SKIPPED: {e}");
             None
         }
     }
+}
+
+/// Whether `GPU_REQUIRE_CUDA=1`.
+pub fn require_cuda() -> bool {
+    std::env::var("GPU_REQUIRE_CUDA").is_ok_and(|v| v == "1")
+}
+
+/// Keeps one CUDA context open for the life of the test process, so that the device's
+/// primary context is not torn down and rebuilt between tests (hundreds of milliseconds
+/// each time on a large GPU). Tests still get contexts of their own.
+fn keep_cuda_context_alive(ctx: &Context) {
+    static KEEP: std::sync::OnceLock<gpu::Result<Context>> = std::sync::OnceLock::new();
+    KEEP.get_or_init(|| Context::new(DeviceSpec::Cuda(Some(ctx.device_id()))));
 }
 
 /// Runs a test body and turns an error into a failure that shows the error.

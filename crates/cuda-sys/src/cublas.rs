@@ -1,0 +1,93 @@
+//! cuBLAS, loaded by absolute path for gemm, through the committed declarations in
+//! [`crate::ffi::cublas`].
+//!
+//! cuBLASLt is loaded first, from the same folder as the cuBLAS that will be used where it
+//! is there: cuBLAS needs it (`DT_NEEDED libcublasLt.so.<major>`) and the dynamic loader then
+//! finds the copy already loaded instead of searching `LD_LIBRARY_PATH` for one.
+
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+use crate::discover::{self, Lib, LibError, Loaded};
+use crate::ffi::cublas::{cublasStatus_t, Cublas};
+
+/// What can go wrong loading cuBLAS.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CublasLoadError {
+    /// The library (or cuBLASLt, which it needs) is not installed.
+    #[error("cuBLAS is unavailable: {0}")]
+    Library(LibError),
+    /// The library loaded but lacks an entry point.
+    #[error("cuBLAS at {path} is unusable: {message}")]
+    Symbols {
+        /// The library.
+        path: std::path::PathBuf,
+        /// The loader's message.
+        message: String,
+    },
+}
+
+/// The loaded cuBLAS library.
+pub struct CublasLib {
+    /// Where cuBLAS came from.
+    pub loaded: Loaded,
+    /// Where cuBLASLt came from.
+    pub lt: Loaded,
+    /// The entry points.
+    pub api: Cublas,
+}
+
+impl CublasLib {
+    /// The name and description of a status, as cuBLAS gives them.
+    pub fn status_text(&self, status: cublasStatus_t) -> String {
+        // SAFETY: both calls return static NUL-terminated strings for any status.
+        let (name, text) = unsafe {
+            (
+                self.api.cublasGetStatusName(status),
+                self.api.cublasGetStatusString(status),
+            )
+        };
+        let read = |p: *const std::ffi::c_char| {
+            if p.is_null() {
+                format!("cublasStatus_t {}", status.0)
+            } else {
+                // SAFETY: non-null static NUL-terminated string from cuBLAS.
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            }
+        };
+        format!("{} ({})", read(name), read(text))
+    }
+}
+
+/// cuBLAS, loaded once per process; `max_major` as for [`crate::nvrtc::nvrtc`].
+pub fn cublas(max_major: Option<u32>) -> Result<&'static CublasLib, CublasLoadError> {
+    static LIB: OnceLock<Result<CublasLib, CublasLoadError>> = OnceLock::new();
+    LIB.get_or_init(|| load(max_major))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn load(max_major: Option<u32>) -> Result<CublasLib, CublasLoadError> {
+    // Find cuBLAS's folder first, then take cuBLASLt from it where possible.
+    let dirs = discover::search_dirs(Lib::Cublas);
+    let found = discover::candidates(Lib::Cublas, &dirs);
+    let preferred: Vec<_> = found
+        .iter()
+        .filter_map(|p| p.parent().map(|d| d.to_path_buf()))
+        .chain(dirs.iter().cloned())
+        .collect();
+    let lt = discover::load_from(Lib::CublasLt, &preferred, max_major)
+        .map_err(CublasLoadError::Library)?;
+    let loaded =
+        discover::load_from(Lib::Cublas, &dirs, max_major).map_err(CublasLoadError::Library)?;
+    // SAFETY: `Cublas` is bindgen's translation of cublas_v2.h.
+    let api =
+        unsafe { discover::bind(&loaded, |lib| Cublas::from_library(lib)) }.map_err(|message| {
+            CublasLoadError::Symbols {
+                path: loaded.path.clone(),
+                message,
+            }
+        })?;
+    Ok(CublasLib { loaded, lt, api })
+}

@@ -1,0 +1,93 @@
+//! NVRTC compiles every built-in module, and reports a bad source as a typed error with the
+//! compiler's log. These run wherever libnvrtc can be found (a GPU is not needed: pip's
+//! `nvidia-cuda-nvrtc-cu12` is enough) and print `SKIPPED: <reason>` elsewhere.
+
+use cuda_sys::kernels::{builtin_source, kernel_names, Elem, BUILTIN_OPTIONS};
+use cuda_sys::nvrtc::{nvrtc, NvrtcError, NvrtcLib, Target};
+
+fn lib() -> Option<&'static NvrtcLib> {
+    match nvrtc(None) {
+        Ok(lib) => Some(lib),
+        Err(e) => {
+            println!("SKIPPED: {e}");
+            None
+        }
+    }
+}
+
+/// Every element type's module compiles to SASS for an Ampere and a Hopper GPU, and to PTX
+/// that names every entry point the CUDA backend looks up.
+#[test]
+fn builtin_modules_compile_for_every_element_type() {
+    let Some(lib) = lib() else { return };
+    println!("NVRTC {:?} from {}", lib.version, lib.loaded.path.display());
+    assert!(!lib.archs.is_empty());
+    for elem in Elem::ALL {
+        let src = builtin_source(elem);
+        for cc in [(8, 0), (9, 0)] {
+            let target = lib.target_for(cc);
+            let out = lib.compile(&src, elem.name(), target, BUILTIN_OPTIONS);
+            let out = match out {
+                Ok(out) => out,
+                Err(e) => panic!("{elem:?} for {cc:?} failed: {e}"),
+            };
+            assert!(!out.image.is_empty());
+            if let Target::Sass(..) = target {
+                assert_eq!(&out.image[..4], b"\x7fELF", "a cubin is an ELF file");
+            }
+        }
+        let ptx = match lib.compile(&src, elem.name(), Target::Ptx(8, 0), BUILTIN_OPTIONS) {
+            Ok(out) => String::from_utf8_lossy(&out.image).into_owned(),
+            Err(e) => panic!("{elem:?} to PTX failed: {e}"),
+        };
+        for name in kernel_names(elem) {
+            assert!(
+                ptx.contains(&format!(".entry {name}(")),
+                "{elem:?} lacks {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bad_source_is_a_compile_error_with_the_log() {
+    let Some(lib) = lib() else { return };
+    let src = "extern \"C\" __global__ void k(float *x) { x[0] = undefined_name; }";
+    match lib.compile(src, "bad", Target::Ptx(8, 0), &[]) {
+        Err(NvrtcError::Compile { log }) => {
+            assert!(log.contains("undefined_name"), "{log}");
+            assert!(log.contains("bad.cu"), "{log}");
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    assert_eq!(
+        lib.compile("a\0b", "nul", Target::Ptx(8, 0), &[]).err(),
+        Some(NvrtcError::Nul)
+    );
+}
+
+#[test]
+fn compiled_programs_are_cached() {
+    let Some(lib) = lib() else { return };
+    let src = "extern \"C\" __global__ void k(float *x) { x[threadIdx.x] = 1.0f; }";
+    let a = lib.compile_cached(src, "k", Target::Ptx(8, 0), &[]);
+    let b = lib.compile_cached(src, "k", Target::Ptx(8, 0), &[]);
+    match (a, b) {
+        (Ok(a), Ok(b)) => assert!(std::sync::Arc::ptr_eq(&a, &b)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn targets_follow_the_supported_architectures() {
+    let Some(lib) = lib() else { return };
+    let newest = *lib.archs.last().unwrap_or(&0);
+    // A device newer than anything NVRTC knows gets PTX for the newest architecture.
+    assert_eq!(
+        lib.target_for((99, 9)),
+        Target::Ptx(newest / 10, newest % 10)
+    );
+    if lib.archs.contains(&90) {
+        assert_eq!(lib.target_for((9, 0)), Target::Sass(9, 0));
+    }
+}

@@ -1,0 +1,565 @@
+//! [`CudaBackend`] and its objects: the `gpu_core::Backend` implementation.
+
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use cuda_sys::ffi::cublas::cublasHandle_t;
+use cuda_sys::kernels::MAX_PARTIALS;
+use cudarc::driver::sys::{self, CUresult};
+use gpu_core::{
+    Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
+    LaunchConfig, Numeric, ReduceOp, Result, UnaryOp,
+};
+
+use crate::device::{lock, Device, Raw};
+use crate::error::CudaError;
+use crate::{kernel, loader, ops};
+
+/// The CUDA backend: one device, through its primary context.
+pub struct CudaBackend {
+    pub(crate) dev: Arc<Device>,
+    /// An internal stream for zeroing new allocations.
+    util: Raw<sys::CUstream>,
+    pub(crate) builtins: ops::Builtins,
+}
+
+/// Device memory: `cuMemAlloc`'d bytes.
+#[derive(Debug)]
+pub struct CudaBuffer {
+    pub(crate) ptr: sys::CUdeviceptr,
+    bytes: usize,
+}
+
+impl CudaBuffer {
+    /// The device address of byte `offset`.
+    pub(crate) fn at(&self, offset: usize) -> sys::CUdeviceptr {
+        self.ptr + offset as u64
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// Pinned host memory from `cuMemHostAlloc`.
+#[derive(Debug)]
+pub struct CudaHostMem {
+    ptr: Raw<*mut u8>,
+    bytes: usize,
+}
+
+/// A `cuMemHostRegister` registration.
+#[derive(Debug)]
+pub struct CudaRegistration {
+    ptr: Raw<*mut u8>,
+}
+
+/// A non-blocking CUDA stream with its reduction scratch buffer and cuBLAS handle.
+pub struct CudaStream {
+    pub(crate) raw: Raw<sys::CUstream>,
+    /// `MAX_PARTIALS * 8` bytes for the partial results of reductions.
+    pub(crate) scratch: sys::CUdeviceptr,
+    pub(crate) blas: Mutex<Option<Raw<cublasHandle_t>>>,
+}
+
+/// A CUDA event; ordering events go back to a pool when dropped.
+pub struct CudaEvent {
+    raw: Raw<sys::CUevent>,
+    timing: bool,
+    dev: Arc<Device>,
+}
+
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        self.dev.give_event(self.raw.0, self.timing);
+    }
+}
+
+pub use kernel::CudaKernel;
+
+impl CudaBackend {
+    /// Opens CUDA device `ordinal` (among those `CUDA_VISIBLE_DEVICES` leaves visible).
+    ///
+    /// Fails with [`Error::Unavailable`] and the probe's reason when CUDA cannot be used
+    /// (no driver, too old, no device, no NVRTC), and with [`Error::InvalidDevice`] for an
+    /// ordinal past the last device. Never panics.
+    pub fn new(ordinal: usize) -> Result<CudaBackend> {
+        let probe = cuda_sys::probe().map_err(|e| CudaError::Unavailable(e.to_string()))?;
+        let Some(found) = probe.devices.get(ordinal) else {
+            return Err(Error::InvalidDevice {
+                backend: "cuda",
+                ordinal,
+                count: probe.devices.len(),
+            });
+        };
+        loader::check()?;
+        // NVRTC is needed for every built-in op: a context without it would be a context
+        // whose ops all fail, so its absence makes CUDA unavailable.
+        let nvrtc = cuda_sys::nvrtc::nvrtc(Some(probe.driver_version_pair().0))
+            .map_err(|e| CudaError::Unavailable(e.to_string()))?;
+        let dev = Arc::new(Device::open(
+            ordinal,
+            found.name.clone(),
+            found.total_memory,
+        )?);
+        let mut util: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: the context is current (Device::open bound it); live out-pointer.
+        dev.check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(
+                &mut util,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            )
+        })?;
+        let cc = dev.info.compute_capability.unwrap_or((0, 0));
+        Ok(CudaBackend {
+            builtins: ops::Builtins::new(nvrtc, nvrtc.target_for(cc)),
+            dev,
+            util: Raw(util),
+        })
+    }
+
+    /// Opens a context on CUDA device `ordinal` (see [`CudaBackend::new`]).
+    pub fn context(ordinal: usize) -> Result<crate::CudaContext> {
+        gpu_core::Context::new(CudaBackend::new(ordinal)?)
+    }
+
+    /// Where NVRTC was loaded from and its version, for reports.
+    pub fn nvrtc_info(&self) -> (std::path::PathBuf, (u32, u32)) {
+        (
+            self.builtins.nvrtc.loaded.path.clone(),
+            self.builtins.nvrtc.version,
+        )
+    }
+
+    fn check(&self, call: &'static str, r: CUresult) -> Result<()> {
+        Ok(self.dev.check(call, r)?)
+    }
+
+    fn bind(&self) -> Result<()> {
+        Ok(self.dev.bind()?)
+    }
+
+    /// `cuMemAlloc`, retried once after waiting for deferred frees.
+    fn mem_alloc(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: the context is current; live out-pointer.
+        let mut r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) };
+        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            self.dev.reap(true)?;
+            // SAFETY: as above.
+            r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) };
+        }
+        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            let (free, total) = self.dev.mem_info();
+            return Err(CudaError::OutOfMemory {
+                call: "cuMemAlloc",
+                requested: bytes,
+                free,
+                total,
+            }
+            .into());
+        }
+        self.check("cuMemAlloc", r)?;
+        Ok(ptr)
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        if self.dev.bind().is_ok() {
+            // SAFETY: the internal stream only ever ran memsets that were synchronised.
+            let _ = unsafe { sys::cuStreamDestroy_v2(self.util.0) };
+            self.builtins.unload(&self.dev);
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    type Buffer = CudaBuffer;
+    type HostMem = CudaHostMem;
+    type Registration = CudaRegistration;
+    type Stream = CudaStream;
+    type Event = CudaEvent;
+    type Kernel = CudaKernel;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn device_id(&self) -> usize {
+        self.dev.ordinal
+    }
+
+    fn info(&self) -> DeviceInfo {
+        self.dev.info.clone()
+    }
+
+    fn alloc(&self, bytes: usize, zeroed: bool) -> Result<CudaBuffer> {
+        self.bind()?;
+        self.dev.reap(false)?;
+        let ptr = self.mem_alloc(bytes)?;
+        let buf = CudaBuffer { ptr, bytes };
+        if zeroed {
+            // SAFETY: `ptr..ptr + bytes` is the new allocation; the internal stream is live.
+            let r = unsafe { sys::cuMemsetD8Async(ptr, 0, bytes, self.util.0) };
+            let r = if r == CUresult::CUDA_SUCCESS {
+                // SAFETY: the internal stream is live.
+                unsafe { sys::cuStreamSynchronize(self.util.0) }
+            } else {
+                r
+            };
+            if let Err(e) = self.check("cuMemsetD8Async", r) {
+                let _ = self.free(buf, &[]);
+                return Err(e);
+            }
+        }
+        Ok(buf)
+    }
+
+    fn free(&self, buf: CudaBuffer, users: &[&CudaStream]) -> Result<()> {
+        let mut streams = [std::ptr::null_mut(); 8];
+        if users.len() <= streams.len() {
+            for (slot, s) in streams.iter_mut().zip(users) {
+                *slot = s.raw.0;
+            }
+            Ok(self.dev.free_after(buf.ptr, &streams[..users.len()])?)
+        } else {
+            let streams: Vec<_> = users.iter().map(|s| s.raw.0).collect();
+            Ok(self.dev.free_after(buf.ptr, &streams)?)
+        }
+    }
+
+    fn alloc_host(&self, bytes: usize, usage: HostUse) -> Result<CudaHostMem> {
+        self.bind()?;
+        let flags = match usage {
+            HostUse::Upload => sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_WRITECOMBINED,
+            HostUse::Download | HostUse::Both => sys::CU_MEMHOSTALLOC_PORTABLE,
+        };
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the context is current; live out-pointer.
+        let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) };
+        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return Err(Error::OutOfMemory {
+                backend: "cuda",
+                requested: bytes,
+                detail: "cuMemHostAlloc: the host could not pin that much memory".into(),
+            });
+        }
+        self.check("cuMemHostAlloc", r)?;
+        let p = p.cast::<u8>();
+        // SAFETY: `p` is a fresh allocation of `bytes` bytes that nothing else uses yet.
+        unsafe { std::ptr::write_bytes(p, 0, bytes) };
+        Ok(CudaHostMem { ptr: Raw(p), bytes })
+    }
+
+    fn host_ptr(&self, mem: &CudaHostMem) -> *mut u8 {
+        mem.ptr.0
+    }
+
+    fn free_host(&self, mem: CudaHostMem) -> Result<()> {
+        self.bind()?;
+        let _ = mem.bytes;
+        // SAFETY: the memory came from cuMemHostAlloc and no queued work uses it (contract).
+        self.check("cuMemFreeHost", unsafe {
+            sys::cuMemFreeHost(mem.ptr.0.cast())
+        })
+    }
+
+    unsafe fn register_host(&self, ptr: *mut u8, bytes: usize) -> Result<CudaRegistration> {
+        self.bind()?;
+        // SAFETY: the caller promises `ptr..ptr + bytes` is one live allocation that stays
+        // allocated until it is unregistered.
+        let r = unsafe {
+            sys::cuMemHostRegister_v2(ptr.cast(), bytes, sys::CU_MEMHOSTREGISTER_PORTABLE)
+        };
+        self.check("cuMemHostRegister", r)?;
+        Ok(CudaRegistration { ptr: Raw(ptr) })
+    }
+
+    fn unregister_host(&self, reg: CudaRegistration) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `reg` is a live registration and no queued work uses the memory (contract).
+        self.check("cuMemHostUnregister", unsafe {
+            sys::cuMemHostUnregister(reg.ptr.0.cast())
+        })
+    }
+
+    fn create_stream(&self, priority: i32) -> Result<CudaStream> {
+        self.bind()?;
+        let mut s: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: the context is current; live out-pointer; the priority was range-checked.
+        self.check("cuStreamCreateWithPriority", unsafe {
+            sys::cuStreamCreateWithPriority(
+                &mut s,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+                priority,
+            )
+        })?;
+        match self.mem_alloc(MAX_PARTIALS as usize * 8) {
+            Ok(scratch) => Ok(CudaStream {
+                raw: Raw(s),
+                scratch,
+                blas: Mutex::new(None),
+            }),
+            Err(e) => {
+                // SAFETY: the new stream has no work.
+                let _ = unsafe { sys::cuStreamDestroy_v2(s) };
+                Err(e)
+            }
+        }
+    }
+
+    fn destroy_stream(&self, stream: CudaStream) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a live stream of this context.
+        let synced = self.check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(stream.raw.0)
+        });
+        if let Some(handle) = lock(&stream.blas).take() {
+            ops::destroy_blas(handle);
+        }
+        // SAFETY: the stream has finished its work (or failed for good), so nothing uses the
+        // scratch buffer; the stream is destroyed once.
+        unsafe {
+            sys::cuMemFree_v2(stream.scratch);
+            sys::cuStreamDestroy_v2(stream.raw.0);
+        }
+        synced
+    }
+
+    fn stream_sync(&self, stream: &CudaStream) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a live stream of this context.
+        self.check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(stream.raw.0)
+        })?;
+        Ok(self.dev.reap(false)?)
+    }
+
+    fn stream_query(&self, stream: &CudaStream) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: a live stream of this context.
+        match unsafe { sys::cuStreamQuery(stream.raw.0) } {
+            CUresult::CUDA_SUCCESS => Ok(true),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            r => Err(self.dev.error("cuStreamQuery", r).into()),
+        }
+    }
+
+    fn record_event(&self, stream: &CudaStream, timing: bool) -> Result<CudaEvent> {
+        self.bind()?;
+        let e = self.dev.take_event(timing)?;
+        let event = CudaEvent {
+            raw: Raw(e),
+            timing,
+            dev: Arc::clone(&self.dev),
+        };
+        // SAFETY: an idle event and a live stream, both of this context.
+        self.check("cuEventRecord", unsafe {
+            sys::cuEventRecord(e, stream.raw.0)
+        })?;
+        Ok(event)
+    }
+
+    fn stream_wait(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a live stream and a recorded event of this context.
+        self.check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(stream.raw.0, event.raw.0, 0)
+        })
+    }
+
+    fn event_sync(&self, event: &CudaEvent) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a recorded event of this context.
+        self.check("cuEventSynchronize", unsafe {
+            sys::cuEventSynchronize(event.raw.0)
+        })
+    }
+
+    fn event_query(&self, event: &CudaEvent) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: a recorded event of this context.
+        match unsafe { sys::cuEventQuery(event.raw.0) } {
+            CUresult::CUDA_SUCCESS => Ok(true),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            r => Err(self.dev.error("cuEventQuery", r).into()),
+        }
+    }
+
+    fn event_elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f64> {
+        self.bind()?;
+        if !(start.timing && end.timing) {
+            return Err(Error::Backend {
+                backend: "cuda",
+                call: "cuEventElapsedTime",
+                message: "an event recorded without timing has no time".into(),
+            });
+        }
+        let mut ms = 0f32;
+        // SAFETY: two recorded timing events of this context; live out-pointer.
+        self.check("cuEventElapsedTime", unsafe {
+            sys::cuEventElapsedTime(&mut ms, start.raw.0, end.raw.0)
+        })?;
+        Ok(f64::from(ms))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the context is current.
+        self.check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        Ok(self.dev.reap(true)?)
+    }
+
+    unsafe fn copy_h2d(
+        &self,
+        stream: &CudaStream,
+        src: *const u8,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `dst` lies inside its buffer (gpu-core checked it); the caller keeps `src`
+        // readable and unmodified until the stream passes the copy.
+        self.check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst.buf.at(dst.offset), src.cast(), bytes, stream.raw.0)
+        })
+    }
+
+    unsafe fn copy_d2h(
+        &self,
+        stream: &CudaStream,
+        src: BufAt<'_, Self>,
+        dst: *mut u8,
+        bytes: usize,
+    ) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `src` lies inside its buffer; the caller keeps `dst` writable and otherwise
+        // unaccessed until the stream passes the copy.
+        self.check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(dst.cast(), src.buf.at(src.offset), bytes, stream.raw.0)
+        })
+    }
+
+    fn copy_d2d(
+        &self,
+        stream: &CudaStream,
+        src: BufAt<'_, Self>,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        self.bind()?;
+        // SAFETY: both ranges lie inside their buffers and do not overlap (gpu-core checked);
+        // buffers outlive queued work (freed after their users' events).
+        self.check("cuMemcpyDtoDAsync", unsafe {
+            sys::cuMemcpyDtoDAsync_v2(
+                dst.buf.at(dst.offset),
+                src.buf.at(src.offset),
+                bytes,
+                stream.raw.0,
+            )
+        })
+    }
+
+    fn fill<T: Numeric>(
+        &self,
+        stream: &CudaStream,
+        dst: BufAt<'_, Self>,
+        len: usize,
+        value: T,
+    ) -> Result<()> {
+        ops::fill(self, stream, dst, len, value)
+    }
+
+    fn axpy<T: Numeric>(
+        &self,
+        stream: &CudaStream,
+        alpha: T,
+        x: BufAt<'_, Self>,
+        y: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        ops::axpy(self, stream, alpha, x, y, len)
+    }
+
+    fn scale<T: Numeric>(
+        &self,
+        stream: &CudaStream,
+        alpha: T,
+        x: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        ops::scale(self, stream, alpha, x, len)
+    }
+
+    fn binary<T: Numeric>(
+        &self,
+        stream: &CudaStream,
+        op: BinaryOp,
+        a: BufAt<'_, Self>,
+        b: BufAt<'_, Self>,
+        out: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        ops::binary::<T>(self, stream, op, a, b, out, len)
+    }
+
+    fn unary<T: Float>(
+        &self,
+        stream: &CudaStream,
+        op: UnaryOp,
+        x: BufAt<'_, Self>,
+        out: BufAt<'_, Self>,
+        len: usize,
+    ) -> Result<()> {
+        ops::unary::<T>(self, stream, op, x, out, len)
+    }
+
+    fn reduce<T: Numeric>(
+        &self,
+        stream: &CudaStream,
+        op: ReduceOp,
+        x: BufAt<'_, Self>,
+        len: usize,
+        out: BufAt<'_, Self>,
+    ) -> Result<()> {
+        ops::reduce::<T>(self, stream, op, x, len, out)
+    }
+
+    fn dot<T: Numeric>(
+        &self,
+        stream: &CudaStream,
+        x: BufAt<'_, Self>,
+        y: BufAt<'_, Self>,
+        len: usize,
+        out: BufAt<'_, Self>,
+    ) -> Result<()> {
+        ops::dot::<T>(self, stream, x, y, len, out)
+    }
+
+    fn gemm<T: Float>(
+        &self,
+        stream: &CudaStream,
+        g: &Gemm<T>,
+        a: BufAt<'_, Self>,
+        b: BufAt<'_, Self>,
+        c: BufAt<'_, Self>,
+    ) -> Result<()> {
+        ops::gemm(self, stream, g, a, b, c)
+    }
+
+    fn load_kernel(&self, desc: &KernelDesc) -> Result<CudaKernel> {
+        kernel::load(self, desc)
+    }
+
+    fn launch(
+        &self,
+        stream: &CudaStream,
+        k: &CudaKernel,
+        cfg: &LaunchConfig,
+        args: &[KernelArg<'_, Self>],
+    ) -> Result<()> {
+        kernel::launch(self, stream, k, cfg, args)
+    }
+}

@@ -1,0 +1,370 @@
+//! One opened device: its primary context, the poison flag, deferred frees, the event pool
+//! and the device's description.
+//!
+//! The backend uses the device's *primary* context (`cuDevicePrimaryCtxRetain`), the one the
+//! CUDA runtime, cuBLAS and other libraries use, so memory and streams can be shared with
+//! them. Every call first makes the context current on the calling thread when it is not
+//! already (`cuCtxGetCurrent` is a thread-local read), so any thread may use the backend.
+
+use std::ffi::c_int;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUresult};
+use gpu_core::{DeviceInfo, LaunchLimits};
+
+use crate::error::{describe, is_sticky, CudaError};
+
+/// Most idle non-timing events kept for reuse.
+const EVENT_POOL_MAX: usize = 1024;
+
+/// A raw CUDA handle (context, stream, event, module, function, host pointer).
+///
+/// Handles are plain pointers to driver objects; the driver API may be called on them from
+/// any thread once the owning context is current there, which [`Device::bind`] ensures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Raw<T>(pub T);
+
+// SAFETY: CUDA driver handles are usable from any thread (the driver is thread-safe and the
+// backend makes the owning context current before each call); the pointer is never
+// dereferenced by Rust code.
+unsafe impl<T> Send for Raw<T> {}
+// SAFETY: as above; sharing a handle only lets threads pass it to the driver.
+unsafe impl<T> Sync for Raw<T> {}
+
+/// A free that waits for the streams that used the memory.
+struct PendingFree {
+    ptr: sys::CUdeviceptr,
+    events: Vec<sys::CUevent>,
+}
+
+/// The state of one opened device.
+pub(crate) struct Device {
+    pub ordinal: usize,
+    pub dev: sys::CUdevice,
+    pub ctx: Raw<sys::CUcontext>,
+    pub info: DeviceInfo,
+    poison: OnceLock<String>,
+    frees: Mutex<Vec<Raw<PendingFree>>>,
+    events: Mutex<Vec<Raw<sys::CUevent>>>,
+}
+
+impl Device {
+    /// Opens device `ordinal` (already checked against the probe's count).
+    pub fn open(ordinal: usize, name: String, total_memory: u64) -> Result<Device, CudaError> {
+        let call = |call: &'static str, r: CUresult| -> Result<(), CudaError> {
+            if r == CUresult::CUDA_SUCCESS {
+                Ok(())
+            } else {
+                let (name, message) = describe(r);
+                Err(CudaError::Driver {
+                    call,
+                    name,
+                    message,
+                })
+            }
+        };
+        let mut dev: sys::CUdevice = 0;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: the driver is loaded and initialised (the probe ran cuInit); the ordinal is
+        // below the probe's device count; the out-pointers are live locals.
+        unsafe {
+            call("cuInit", sys::cuInit(0))?;
+            call("cuDeviceGet", sys::cuDeviceGet(&mut dev, ordinal as c_int))?;
+            call(
+                "cuDevicePrimaryCtxRetain",
+                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+            )?;
+        }
+        let mut device = Device {
+            ordinal,
+            dev,
+            ctx: Raw(ctx),
+            info: DeviceInfo {
+                name,
+                total_memory,
+                compute_capability: None,
+                copy_engines: 0,
+                multiprocessors: 0,
+                limits: LaunchLimits::CUDA_COMMON,
+                priority_range: (0, 0),
+            },
+            poison: OnceLock::new(),
+            frees: Mutex::new(Vec::new()),
+            events: Mutex::new(Vec::new()),
+        };
+        // From here on `device` releases the context when dropped.
+        device.bind()?;
+        let attr = |a: Attr| -> Result<u32, CudaError> {
+            let mut v: c_int = 0;
+            // SAFETY: live out-pointer; `dev` is a valid device.
+            call("cuDeviceGetAttribute", unsafe {
+                sys::cuDeviceGetAttribute(&mut v, a, dev)
+            })?;
+            Ok(u32::try_from(v).unwrap_or(0))
+        };
+        let (mut least, mut greatest): (c_int, c_int) = (0, 0);
+        // SAFETY: the context is current; live out-pointers.
+        call("cuCtxGetStreamPriorityRange", unsafe {
+            sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
+        })?;
+        device.info.compute_capability = Some((
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ));
+        device.info.copy_engines = attr(Attr::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)?;
+        device.info.multiprocessors = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        device.info.limits = LaunchLimits {
+            max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_block_dim: [
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            max_grid_dim: [
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+            max_shared_mem_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        };
+        device.info.priority_range = (least, greatest);
+        Ok(device)
+    }
+
+    /// Fails with `Poisoned` once a sticky error has happened.
+    #[inline]
+    pub fn alive(&self) -> Result<(), CudaError> {
+        match self.poison.get() {
+            None => Ok(()),
+            Some(origin) => Err(CudaError::Poisoned {
+                origin: origin.clone(),
+            }),
+        }
+    }
+
+    /// Makes the context current on this thread (if it is not) and checks the poison flag.
+    #[inline]
+    pub fn bind(&self) -> Result<(), CudaError> {
+        self.alive()?;
+        let mut current: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: live out-pointer; reading the current context has no other effect.
+        let r = unsafe { sys::cuCtxGetCurrent(&mut current) };
+        if r == CUresult::CUDA_SUCCESS && current == self.ctx.0 {
+            return Ok(());
+        }
+        // SAFETY: `ctx` is the primary context this device retained and has not released.
+        self.check("cuCtxSetCurrent", unsafe {
+            sys::cuCtxSetCurrent(self.ctx.0)
+        })
+    }
+
+    /// Turns a `CUresult` into a result naming `call`; sticky errors poison the device.
+    #[inline]
+    pub fn check(&self, call: &'static str, r: CUresult) -> Result<(), CudaError> {
+        if r == CUresult::CUDA_SUCCESS {
+            return Ok(());
+        }
+        Err(self.error(call, r))
+    }
+
+    /// The error for a failed call (cold path of [`Device::check`]).
+    #[cold]
+    pub fn error(&self, call: &'static str, r: CUresult) -> CudaError {
+        let (name, message) = describe(r);
+        if is_sticky(r) {
+            let origin = self.poison.get_or_init(|| {
+                format!(
+                    "{call} failed with {name} ({message}) on CUDA device {}",
+                    self.ordinal
+                )
+            });
+            return CudaError::Poisoned {
+                origin: origin.clone(),
+            };
+        }
+        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            let (free, total) = self.mem_info();
+            return CudaError::OutOfMemory {
+                call,
+                requested: 0,
+                free,
+                total,
+            };
+        }
+        CudaError::Driver {
+            call,
+            name,
+            message,
+        }
+    }
+
+    /// `(free, total)` device memory, or zeros when the driver will not say.
+    pub fn mem_info(&self) -> (usize, usize) {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: live out-pointers; the context is current (every caller bound it).
+        let _ = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
+        (free, total)
+    }
+
+    // ----- events ------------------------------------------------------------------------
+
+    /// A non-timing event from the pool, or a new one.
+    pub fn take_event(&self, timing: bool) -> Result<sys::CUevent, CudaError> {
+        if !timing {
+            if let Some(Raw(e)) = lock(&self.events).pop() {
+                return Ok(e);
+            }
+        }
+        let flags = if timing {
+            sys::CUevent_flags::CU_EVENT_DEFAULT as u32
+        } else {
+            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+        };
+        let mut e: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: live out-pointer; the context is current.
+        self.check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut e, flags)
+        })?;
+        Ok(e)
+    }
+
+    /// Returns an event to the pool (non-timing ones) or destroys it.
+    pub fn give_event(&self, e: sys::CUevent, timing: bool) {
+        if !timing {
+            let mut pool = lock(&self.events);
+            if pool.len() < EVENT_POOL_MAX {
+                pool.push(Raw(e));
+                return;
+            }
+        }
+        if self.bind().is_ok() {
+            // SAFETY: `e` is an event of this context that nothing else refers to any more.
+            // Destroying it only fails for an invalid handle, which it is not.
+            let _ = unsafe { sys::cuEventDestroy_v2(e) };
+        }
+    }
+
+    // ----- deferred frees ----------------------------------------------------------------
+
+    /// Frees `ptr` once the work queued so far on `streams` is done: at once when no stream
+    /// used it, otherwise on a later call, when events recorded now have completed.
+    pub fn free_after(
+        &self,
+        ptr: sys::CUdeviceptr,
+        streams: &[sys::CUstream],
+    ) -> Result<(), CudaError> {
+        self.bind()?;
+        if streams.is_empty() {
+            // SAFETY: the buffer is owned by the caller, no queued work uses it.
+            return self.check("cuMemFree", unsafe { sys::cuMemFree_v2(ptr) });
+        }
+        let mut events = Vec::with_capacity(streams.len());
+        for &s in streams {
+            let recorded = self.take_event(false).and_then(|e| {
+                // SAFETY: `e` is an idle event of this context and `s` a live stream of it.
+                let r = unsafe { sys::cuEventRecord(e, s) };
+                match self.check("cuEventRecord", r) {
+                    Ok(()) => Ok(e),
+                    Err(err) => {
+                        self.give_event(e, false);
+                        Err(err)
+                    }
+                }
+            });
+            match recorded {
+                Ok(e) => events.push(e),
+                Err(err) => {
+                    // Could not mark the stream: wait for it instead, then free.
+                    for e in events {
+                        self.give_event(e, false);
+                    }
+                    // SAFETY: `s` is a live stream of this context.
+                    let _ = unsafe { sys::cuStreamSynchronize(s) };
+                    // SAFETY: see above: the streams have passed their uses.
+                    let _ = unsafe { sys::cuMemFree_v2(ptr) };
+                    return Err(err);
+                }
+            }
+        }
+        lock(&self.frees).push(Raw(PendingFree { ptr, events }));
+        self.reap(false)
+    }
+
+    /// Frees the deferred buffers whose streams have passed their uses; with `wait`, waits
+    /// for all of them. Returns the first error (the rest are still freed).
+    pub fn reap(&self, wait: bool) -> Result<(), CudaError> {
+        let mut first: Result<(), CudaError> = Ok(());
+        let ready: Vec<PendingFree> = {
+            let mut frees = lock(&self.frees);
+            if frees.is_empty() {
+                return Ok(());
+            }
+            let mut ready = Vec::new();
+            let mut i = 0;
+            while i < frees.len() {
+                let done = frees[i].0.events.iter().all(|&e| {
+                    // SAFETY: `e` is a live recorded event of this context.
+                    let r = unsafe {
+                        if wait {
+                            sys::cuEventSynchronize(e)
+                        } else {
+                            sys::cuEventQuery(e)
+                        }
+                    };
+                    match r {
+                        CUresult::CUDA_SUCCESS => true,
+                        CUresult::CUDA_ERROR_NOT_READY => false,
+                        // An error in the stream's work: the work will never touch the buffer
+                        // again, so it can go; the error is reported.
+                        other => {
+                            if first.is_ok() {
+                                first = Err(self.error("cuEventQuery", other));
+                            }
+                            true
+                        }
+                    }
+                });
+                if done {
+                    ready.push(frees.swap_remove(i).0);
+                } else {
+                    i += 1;
+                }
+            }
+            ready
+        };
+        for f in ready {
+            for e in f.events {
+                self.give_event(e, false);
+            }
+            // SAFETY: every stream that used the buffer has passed the event recorded after
+            // its last use; nothing else refers to the memory.
+            let r = unsafe { sys::cuMemFree_v2(f.ptr) };
+            if first.is_ok() {
+                first = self.check("cuMemFree", r);
+            }
+        }
+        first
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // Every buffer, stream and kernel holds the device, so none is left but the deferred
+        // frees and pooled events. Errors here have nowhere to go: the safe layer has already
+        // synchronised and reported them.
+        if self.bind().is_ok() {
+            let _ = self.reap(true);
+            for Raw(e) in lock(&self.events).drain(..) {
+                // SAFETY: an idle pooled event of this context.
+                let _ = unsafe { sys::cuEventDestroy_v2(e) };
+            }
+        }
+        // SAFETY: the device retained the primary context once, in `open`.
+        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+    }
+}
+
+/// Locks a mutex whose contents stay consistent even if a holder panicked.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,205 @@
+//! The CUDA backend's own errors, and how every `CUresult` becomes a `gpu_core::Error`.
+//!
+//! Every driver call goes through [`Device::check`](crate::device::Device::check), which
+//! names the call in the error. Errors that leave the context unusable (an illegal address,
+//! a failed launch, an assertion in a kernel: CUDA calls them sticky) poison the backend:
+//! that call and every later one return [`gpu_core::Error::Poisoned`] with the first error
+//! as its origin.
+
+use cudarc::driver::sys::{self, CUresult};
+
+/// What can go wrong inside the CUDA backend.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CudaError {
+    /// CUDA is unusable here: the probe's reason, or a library that would not load.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A driver call failed.
+    #[error("{call}: {name} ({message})")]
+    Driver {
+        /// The call (`cuMemAlloc`, ...).
+        call: &'static str,
+        /// The `CUresult` name.
+        name: String,
+        /// The driver's description.
+        message: String,
+    },
+    /// The device is out of memory.
+    #[error("{call}: {requested} bytes requested, {free} of {total} bytes free")]
+    OutOfMemory {
+        /// The allocating call.
+        call: &'static str,
+        /// Bytes asked for.
+        requested: usize,
+        /// Free device memory when it failed.
+        free: usize,
+        /// Total device memory.
+        total: usize,
+    },
+    /// An earlier error left the context unusable.
+    #[error("{origin}")]
+    Poisoned {
+        /// The first sticky error, with its call.
+        origin: String,
+    },
+    /// A kernel did not compile or load.
+    #[error("kernel `{kernel}`: {log}")]
+    Compile {
+        /// The kernel.
+        kernel: String,
+        /// The compiler's or loader's message.
+        log: String,
+    },
+    /// A launch the device refused.
+    #[error("kernel `{kernel}`: {reason}")]
+    Launch {
+        /// The kernel.
+        kernel: String,
+        /// Why.
+        reason: String,
+    },
+    /// A cuBLAS call failed.
+    #[error("{call}: {message}")]
+    Cublas {
+        /// The call.
+        call: &'static str,
+        /// cuBLAS's status name and description.
+        message: String,
+    },
+}
+
+impl From<CudaError> for gpu_core::Error {
+    fn from(e: CudaError) -> Self {
+        use gpu_core::Error;
+        match e {
+            CudaError::Unavailable(reason) => Error::Unavailable {
+                backend: "cuda",
+                reason,
+            },
+            CudaError::Driver {
+                call,
+                name,
+                message,
+            } => Error::Backend {
+                backend: "cuda",
+                call,
+                message: format!("{name} ({message})"),
+            },
+            CudaError::OutOfMemory {
+                call,
+                requested,
+                free,
+                total,
+            } => Error::OutOfMemory {
+                backend: "cuda",
+                requested,
+                detail: format!("{call}: {free} of {total} bytes free"),
+            },
+            CudaError::Poisoned { origin } => Error::Poisoned { origin },
+            CudaError::Compile { kernel, log } => Error::KernelCompile { kernel, log },
+            CudaError::Launch { kernel, reason } => Error::InvalidLaunch { kernel, reason },
+            CudaError::Cublas { call, message } => Error::Backend {
+                backend: "cuda",
+                call,
+                message,
+            },
+        }
+    }
+}
+
+/// `(name, description)` of a `CUresult`, from the driver.
+pub(crate) fn describe(r: CUresult) -> (String, String) {
+    let mut name: *const std::ffi::c_char = std::ptr::null();
+    let mut text: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: both calls only store a pointer to a static NUL-terminated string (or leave it
+    // null for a code the driver does not know); the driver is loaded (a `Device` exists).
+    unsafe {
+        sys::cuGetErrorName(r, &mut name);
+        sys::cuGetErrorString(r, &mut text);
+    }
+    let read = |p: *const std::ffi::c_char| {
+        if p.is_null() {
+            format!("{r:?}")
+        } else {
+            // SAFETY: non-null static NUL-terminated string from the driver.
+            unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned()
+        }
+    };
+    (read(name), read(text))
+}
+
+/// Whether `r` leaves the context unusable: after one of these every later call on the
+/// context fails, so the backend poisons itself.
+pub(crate) fn is_sticky(r: CUresult) -> bool {
+    matches!(
+        r,
+        CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUresult::CUDA_ERROR_LAUNCH_FAILED
+            | CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUresult::CUDA_ERROR_INVALID_PC
+            | CUresult::CUDA_ERROR_ASSERT
+            | CUresult::CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUresult::CUDA_ERROR_ECC_UNCORRECTABLE
+            | CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
+}
+
+/// Whether a module load failed because of the code itself (not the machine).
+pub(crate) fn is_bad_image(r: CUresult) -> bool {
+    matches!(
+        r,
+        CUresult::CUDA_ERROR_INVALID_PTX
+            | CUresult::CUDA_ERROR_INVALID_IMAGE
+            | CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU
+            | CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+            | CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+            | CUresult::CUDA_ERROR_INVALID_SOURCE
+            | CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_the_core_variants() {
+        let oom: gpu_core::Error = CudaError::OutOfMemory {
+            call: "cuMemAlloc",
+            requested: 10,
+            free: 1,
+            total: 2,
+        }
+        .into();
+        assert!(matches!(
+            oom,
+            gpu_core::Error::OutOfMemory {
+                backend: "cuda",
+                requested: 10,
+                ..
+            }
+        ));
+        let p: gpu_core::Error = CudaError::Poisoned { origin: "x".into() }.into();
+        assert_eq!(p, gpu_core::Error::Poisoned { origin: "x".into() });
+        let l: gpu_core::Error = CudaError::Launch {
+            kernel: "k".into(),
+            reason: "r".into(),
+        }
+        .into();
+        assert!(matches!(l, gpu_core::Error::InvalidLaunch { .. }));
+    }
+
+    #[test]
+    fn sticky_errors_are_the_fatal_ones() {
+        assert!(is_sticky(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        assert!(!is_sticky(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
+        assert!(!is_sticky(CUresult::CUDA_ERROR_INVALID_VALUE));
+        assert!(is_bad_image(CUresult::CUDA_ERROR_INVALID_PTX));
+    }
+}

@@ -1,0 +1,195 @@
+//! Custom kernels: CUDA C through NVRTC or PTX as given, loaded as modules, launched with
+//! arguments packed from gpu-core's [`KernelArg`]s.
+
+use std::ffi::{c_int, c_void, CString};
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUresult};
+use gpu_core::{Error, KernelArg, KernelDesc, KernelSource, LaunchConfig, Result};
+
+use crate::backend::{CudaBackend, CudaStream};
+use crate::device::{Device, Raw};
+use crate::error::{is_bad_image, CudaError};
+
+/// A loaded kernel: its module and entry point.
+pub struct CudaKernel {
+    name: String,
+    module: Raw<sys::CUmodule>,
+    func: Raw<sys::CUfunction>,
+    /// The most threads per block this kernel can run (its registers can lower it below the
+    /// device's limit).
+    max_threads: u32,
+    dev: Arc<Device>,
+}
+
+impl CudaKernel {
+    /// The entry point's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The most threads per block this kernel can be launched with.
+    pub fn max_threads_per_block(&self) -> u32 {
+        self.max_threads
+    }
+}
+
+impl Drop for CudaKernel {
+    fn drop(&mut self) {
+        if self.dev.bind().is_ok() {
+            // SAFETY: the module was loaded for this kernel alone. gpu-core drops a kernel
+            // only when the context has synchronised or the kernel's launches are done: a
+            // `Kernel` is borrowed by each launch and its backend object dropped with the
+            // context (which synchronises first).
+            unsafe { sys::cuModuleUnload(self.module.0) };
+        }
+    }
+}
+
+pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
+    b.dev.bind()?;
+    let compile_err = |log: String| -> Error {
+        CudaError::Compile {
+            kernel: desc.name.clone(),
+            log,
+        }
+        .into()
+    };
+    let image: Vec<u8> = match &desc.source {
+        None => {
+            return Err(Error::KernelUnavailable {
+                kernel: desc.name.clone(),
+                backend: "cuda",
+                hint: "give the spec CUDA C (`KernelSpec::cuda`) or PTX (`KernelSpec::ptx`)",
+            })
+        }
+        Some(KernelSource::CudaC(src)) => {
+            let nvrtc = b.builtins.nvrtc;
+            let cc = b.dev.info.compute_capability.unwrap_or((0, 0));
+            let compiled = nvrtc
+                .compile_cached(src, &desc.name, nvrtc.target_for(cc), &[])
+                .map_err(|e| compile_err(e.to_string()))?;
+            compiled.image.clone()
+        }
+        Some(KernelSource::Ptx(ptx)) => CString::new(ptx.as_str())
+            .map_err(|_| compile_err("the PTX contains a NUL byte".into()))?
+            .into_bytes_with_nul(),
+    };
+    let mut module: sys::CUmodule = std::ptr::null_mut();
+    // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX that lives
+    // across the call; live out-pointer.
+    let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
+    if is_bad_image(r) {
+        let (name, message) = crate::error::describe(r);
+        return Err(compile_err(format!("cuModuleLoadData: {name} ({message})")));
+    }
+    b.dev.check("cuModuleLoadData", r)?;
+    let unload = |e: Error| -> Error {
+        // SAFETY: the module was just loaded and nothing else refers to it.
+        unsafe { sys::cuModuleUnload(module) };
+        e
+    };
+    let c_name = CString::new(desc.name.as_str())
+        .map_err(|_| unload(compile_err("the kernel name contains a NUL byte".into())))?;
+    let mut func: sys::CUfunction = std::ptr::null_mut();
+    // SAFETY: a live module; NUL-terminated name; live out-pointer.
+    let r = unsafe { sys::cuModuleGetFunction(&mut func, module, c_name.as_ptr()) };
+    if r == CUresult::CUDA_ERROR_NOT_FOUND {
+        return Err(unload(compile_err(format!(
+            "the module has no entry point named `{}` (declare it `extern \"C\" __global__` so its name is not mangled)",
+            desc.name
+        ))));
+    }
+    b.dev
+        .check("cuModuleGetFunction", r)
+        .map_err(|e| unload(e.into()))?;
+    let mut max_threads: c_int = 0;
+    // SAFETY: a live function; live out-pointer.
+    let r = unsafe {
+        sys::cuFuncGetAttribute(
+            &mut max_threads,
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            func,
+        )
+    };
+    b.dev
+        .check("cuFuncGetAttribute", r)
+        .map_err(|e| unload(e.into()))?;
+    Ok(CudaKernel {
+        name: desc.name.clone(),
+        module: Raw(module),
+        func: Raw(func),
+        max_threads: u32::try_from(max_threads).unwrap_or(0),
+        dev: Arc::clone(&b.dev),
+    })
+}
+
+/// One argument's bytes, 8-byte aligned as CUDA parameters need.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct Slot([u8; 16]);
+
+pub(crate) fn launch(
+    b: &CudaBackend,
+    stream: &CudaStream,
+    k: &CudaKernel,
+    cfg: &LaunchConfig,
+    args: &[KernelArg<'_, CudaBackend>],
+) -> Result<()> {
+    let threads = cfg.block.iter().map(|&d| u64::from(d)).product::<u64>();
+    if threads > u64::from(k.max_threads) {
+        return Err(Error::InvalidLaunch {
+            kernel: k.name.clone(),
+            reason: format!(
+                "{threads} threads per block exceed this kernel's limit of {} on this device (its register use lowers the device's {})",
+                k.max_threads, b.dev.info.limits.max_threads_per_block
+            ),
+        });
+    }
+    b.dev.bind()?;
+    let mut slots = vec![Slot::default(); args.len()];
+    for (slot, arg) in slots.iter_mut().zip(args) {
+        match arg {
+            KernelArg::Buffer { at, .. } => {
+                let addr: u64 = at.map_or(0, |at| at.buf.at(at.offset));
+                slot.0[..8].copy_from_slice(&addr.to_ne_bytes());
+            }
+            KernelArg::Scalar { bytes, len } => {
+                let len = (*len).min(16);
+                slot.0[..len].copy_from_slice(&bytes[..len]);
+            }
+        }
+    }
+    let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| s.0.as_mut_ptr().cast()).collect();
+    let [gx, gy, gz] = cfg.grid;
+    let [bx, by, bz] = cfg.block;
+    // SAFETY: `func` is a kernel of this context; `params` points at one slot per argument
+    // holding its value (device addresses of ranges gpu-core checked, scalars' bytes); the
+    // signature's types come from the typed KernelSpec, whose CUDA C the user wrote to match;
+    // the configuration was checked against the device's and the kernel's limits.
+    let r = unsafe {
+        sys::cuLaunchKernel(
+            k.func.0,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            cfg.shared_mem_bytes,
+            stream.raw.0,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    };
+    match r {
+        CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES | CUresult::CUDA_ERROR_INVALID_VALUE => {
+            let (name, message) = crate::error::describe(r);
+            Err(Error::InvalidLaunch {
+                kernel: k.name.clone(),
+                reason: format!("cuLaunchKernel: {name} ({message})"),
+            })
+        }
+        r => Ok(b.dev.check("cuLaunchKernel", r)?),
+    }
+}

@@ -1,0 +1,83 @@
+//! # gpu-cuda
+//!
+//! The CUDA backend of the `gpu` workspace: [`gpu_core::Backend`] on NVIDIA GPUs, through
+//! cudarc's driver bindings, with NVRTC and cuBLAS from `cuda-sys`.
+//!
+//! ```no_run
+//! # fn main() -> gpu_core::Result<()> {
+//! let ctx = gpu_cuda::CudaBackend::context(0)?;       // a clear error without a GPU
+//! let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
+//! let mut b = ctx.alloc_zeros::<f32>(3)?;
+//! ctx.add(&a, &a, &mut b)?;                            // an NVRTC-compiled kernel
+//! assert_eq!(b.download()?, vec![2.0, 4.0, 6.0]);
+//! # Ok(()) }
+//! ```
+//!
+//! ## How each part maps onto CUDA
+//!
+//! - **Opening** a device runs `cuda-sys`'s probe first (driver found and loaded by absolute
+//!   path, `cuInit`, devices listed), so a machine without CUDA gets
+//!   [`gpu_core::Error::Unavailable`] with the probe's reason and never reaches cudarc's
+//!   loader, which panics when it finds no library. Before the first cudarc call the backend
+//!   also checks that cudarc, which opens the driver by name, gets the same library. The
+//!   device's primary context is used, so memory can be shared with the CUDA runtime and
+//!   other libraries.
+//! - **Device memory** is `cuMemAlloc` (zeroed on an internal stream when asked). A buffer
+//!   freed while streams still use it is freed later: the backend records an event on each
+//!   of those streams and frees the memory once all have completed, checking on later calls,
+//!   so `free` never blocks. Running out is `OutOfMemory` with the free and total memory,
+//!   after the deferred frees have been waited for and the allocation retried.
+//! - **Pinned host memory** is `cuMemHostAlloc`: write-combined for [`gpu_core::HostUse::Upload`]
+//!   (fast for the device to read over PCIe, slow for the CPU to read), plainly pinned
+//!   otherwise, portable to every context. gpu-core's pool reuses it, so a steady-state
+//!   pipeline pins nothing. Existing memory is registered with `cuMemHostRegister`.
+//! - **Streams** are `CU_STREAM_NON_BLOCKING` streams with the requested priority (they never
+//!   synchronise with the legacy default stream). **Events** are `CUevent`s; ordering events
+//!   (without timing) come from a pool. Copies are `cuMemcpy*Async`.
+//! - **Built-in ops** are the CUDA C in `cuda-sys/kernels/builtin.cu`, compiled by NVRTC once
+//!   per process for each element type on first use (`--fmad=false`, so results equal the
+//!   CPU backend's bit for bit for the element-wise ops), loaded once per context. Every
+//!   kernel is a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM,
+//!   and any length works. `sum`, `max` and `dot` run two launches (per-block partials into a
+//!   per-stream scratch buffer, then one block), accumulating floats in f64.
+//! - **gemm** is cuBLAS (`cublasSgemm`/`cublasDgemm`, `cublasGemmEx` with f32 compute for
+//!   f16/bf16), one handle per stream, created on the stream's first gemm, with cuBLAS's
+//!   default math mode (no TF32 unless `NVIDIA_TF32_OVERRIDE` asks for it). Row-major
+//!   products are computed as the column-major product of the transposes. cuBLAS is loaded
+//!   on the first gemm; without it, gemm is `Unavailable` and everything else works.
+//! - **Custom kernels** from CUDA C go through NVRTC (SASS for the device's architecture when
+//!   NVRTC knows it, PTX otherwise; cached per process), PTX is loaded as is. A launch is
+//!   checked against the device's limits by gpu-core and against the kernel's own
+//!   `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (registers can lower it) here.
+//! - **Errors**: every `CUresult` becomes a [`gpu_core::Error`] naming the failed call.
+//!   A sticky error (illegal address, failed launch, device assertion, ...) poisons the
+//!   backend: that call and every later one return [`gpu_core::Error::Poisoned`] with the
+//!   first error as the origin.
+//!
+//! ## CUDA versions
+//!
+//! cudarc is built with `cuda-12000` and `dynamic-loading`: the driver API as of CUDA 12.0,
+//! resolved symbol by symbol at run time. The probe requires a driver of CUDA 12.0 or newer;
+//! CUDA 13 drivers keep every 12.x entry point, so the same build runs on 12.x and 13.x
+//! drivers. NVRTC and cuBLAS of CUDA 11.2 to 13 are found by `cuda-sys`, preferring a major
+//! version not newer than the driver's.
+//!
+//! Dependencies: `cudarc` (driver API), `cuda-sys` (discovery, probe, NVRTC, cuBLAS,
+//! kernel sources), `libloading` (only to compare cudarc's driver handle with the probe's)
+//! and `thiserror`.
+
+mod backend;
+mod device;
+mod error;
+mod kernel;
+mod loader;
+mod ops;
+
+pub use backend::{
+    CudaBackend, CudaBuffer, CudaEvent, CudaHostMem, CudaKernel, CudaRegistration, CudaStream,
+};
+pub use cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
+pub use error::CudaError;
+
+/// A context on the CUDA backend.
+pub type CudaContext = gpu_core::Context<CudaBackend>;

@@ -1,0 +1,135 @@
+//! Making sure cudarc's driver loader can never panic.
+//!
+//! cudarc (with `dynamic-loading`) opens the driver the first time one of its functions is
+//! called, by trying a list of file names, and panics if none opens or a symbol is missing.
+//! [`check`] runs before any cudarc call: it makes sure every driver symbol the backend calls
+//! exists in the driver the probe loaded, and that the first name on cudarc's list that
+//! opens is that same library (the dynamic loader matches a name against libraries already
+//! loaded, so `libcuda.so.1` finds the probe's copy; a stray `libcuda.so` earlier on the
+//! search path, such as the toolkit's link stub, would not). Then it lets cudarc load,
+//! inside `catch_unwind` for good measure.
+
+use std::sync::OnceLock;
+
+use crate::error::CudaError;
+
+/// Every driver entry point the backend calls through cudarc.
+pub(crate) const DRIVER_SYMBOLS: &[&str] = &[
+    "cuInit",
+    "cuDeviceGet",
+    "cuDeviceGetAttribute",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuCtxSynchronize",
+    "cuCtxGetStreamPriorityRange",
+    "cuGetErrorName",
+    "cuGetErrorString",
+    "cuMemGetInfo_v2",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemsetD8Async",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuMemHostRegister_v2",
+    "cuMemHostUnregister",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyDtoDAsync_v2",
+    "cuStreamCreate",
+    "cuStreamCreateWithPriority",
+    "cuStreamDestroy_v2",
+    "cuStreamSynchronize",
+    "cuStreamQuery",
+    "cuStreamWaitEvent",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventQuery",
+    "cuEventElapsedTime",
+    "cuEventDestroy_v2",
+    "cuModuleLoadData",
+    "cuModuleGetFunction",
+    "cuModuleUnload",
+    "cuFuncGetAttribute",
+    "cuLaunchKernel",
+];
+
+/// Checks once per process that cudarc will load the probe's driver (see the module docs).
+pub(crate) fn check() -> Result<(), CudaError> {
+    static CHECKED: OnceLock<Result<(), CudaError>> = OnceLock::new();
+    CHECKED.get_or_init(run).clone()
+}
+
+fn run() -> Result<(), CudaError> {
+    let drv = cuda_sys::probe::driver().map_err(|e| CudaError::Unavailable(e.to_string()))?;
+    let path = drv.loaded.path.display().to_string();
+    if let Some(missing) = DRIVER_SYMBOLS.iter().find(|s| !drv.has_symbol(s)) {
+        return Err(CudaError::Unavailable(format!(
+            "the CUDA driver at {path} has no `{missing}`: update the NVIDIA driver"
+        )));
+    }
+    let ours = drv.symbol_address("cuInit");
+    // The library cudarc will get: the first of its names that opens, as it tries them.
+    let mut first: Option<(String, Option<usize>)> = None;
+    for name in cudarc::get_lib_name_candidates("cuda") {
+        // SAFETY: opening a library runs its initialisers; every candidate is a name of the
+        // CUDA driver, which cudarc would open anyway. The handle is closed again at once;
+        // the probe's own handle keeps its library loaded.
+        if let Ok(lib) = unsafe { libloading::Library::new(&name) } {
+            // SAFETY: looked up only to compare addresses.
+            let addr = unsafe { lib.get::<*const std::ffi::c_void>(b"cuInit\0") }
+                .ok()
+                .map(|s| *s as usize);
+            first = Some((name, addr));
+            break;
+        }
+    }
+    match first {
+        None => Err(CudaError::Unavailable(format!(
+            "cudarc cannot open the CUDA driver by name although it was loaded from {path}"
+        ))),
+        Some((name, addr)) if addr != ours || addr.is_none() => {
+            Err(CudaError::Unavailable(format!(
+            "cudarc would open `{name}`, which is not the driver loaded from {path} (a stub or \
+             a second driver on the library path?); remove it from LD_LIBRARY_PATH"
+        )))
+        }
+        Some(_) => {
+            // SAFETY: cudarc's loader opens the library just checked; catch_unwind turns an
+            // unexpected panic (in a build that unwinds) into an error.
+            let loaded = std::panic::catch_unwind(|| unsafe {
+                cudarc::driver::sys::culib()
+                    .get::<*const std::ffi::c_void>(b"cuInit\0")
+                    .is_ok()
+            });
+            match loaded {
+                Ok(true) => Ok(()),
+                _ => Err(CudaError::Unavailable(format!(
+                    "cudarc could not load the CUDA driver from {path}"
+                ))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_symbol_is_a_driver_entry_point() {
+        for s in DRIVER_SYMBOLS {
+            assert!(s.starts_with("cu"), "{s}");
+        }
+        let mut sorted = DRIVER_SYMBOLS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            sorted.len(),
+            DRIVER_SYMBOLS.len(),
+            "a symbol is listed twice"
+        );
+    }
+}

@@ -1,0 +1,546 @@
+//! The built-in ops: NVRTC-compiled modules per element type, their launches, and gemm
+//! through cuBLAS.
+
+use std::ffi::c_void;
+use std::sync::{Mutex, OnceLock};
+
+use cuda_sys::cublas::CublasLib;
+use cuda_sys::ffi::cublas::{
+    cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasOperation_t, cublasStatus_t,
+    cudaDataType,
+};
+use cuda_sys::kernels::{
+    builtin_source, kernel_names, Elem, BUILTIN_OPTIONS, MAX_PARTIALS, REDUCE_BLOCK,
+};
+use cuda_sys::nvrtc::{NvrtcLib, Target};
+use cudarc::driver::sys;
+use gpu_core::{BinaryOp, BufAt, DType, Error, Float, Gemm, Numeric, ReduceOp, Result, UnaryOp};
+
+use crate::backend::{CudaBackend, CudaStream};
+use crate::device::{lock, Device, Raw};
+use crate::error::CudaError;
+
+/// Threads per block of the element-wise kernels.
+const BLOCK: u32 = 256;
+/// Blocks per SM the element-wise grids are capped at (grid-stride loops cover the rest).
+const BLOCKS_PER_SM: u32 = 32;
+
+/// One element type's loaded module.
+pub(crate) struct Module {
+    raw: Raw<sys::CUmodule>,
+    fns: Vec<(&'static str, Raw<sys::CUfunction>)>,
+}
+
+impl Module {
+    fn get(&self, name: &'static str) -> Result<sys::CUfunction> {
+        self.fns
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| f.0)
+            .ok_or_else(|| Error::Backend {
+                backend: "cuda",
+                call: "cuModuleGetFunction",
+                message: format!("the built-in module has no `{name}`"),
+            })
+    }
+}
+
+/// The built-in modules of one context, loaded on first use.
+pub(crate) struct Builtins {
+    pub nvrtc: &'static NvrtcLib,
+    target: Target,
+    modules: [OnceLock<Module>; 10],
+    loading: Mutex<()>,
+}
+
+impl Builtins {
+    pub fn new(nvrtc: &'static NvrtcLib, target: Target) -> Self {
+        Builtins {
+            nvrtc,
+            target,
+            modules: Default::default(),
+            loading: Mutex::new(()),
+        }
+    }
+
+    /// The module for `dtype`, compiled (once per process) and loaded (once per context).
+    fn module(&self, dev: &Device, dtype: DType) -> Result<&Module> {
+        let elem = elem(dtype);
+        let slot = &self.modules[Elem::ALL.iter().position(|&e| e == elem).unwrap_or(0)];
+        if let Some(m) = slot.get() {
+            return Ok(m);
+        }
+        let _guard = lock(&self.loading);
+        if let Some(m) = slot.get() {
+            return Ok(m);
+        }
+        let src = builtin_source(elem);
+        let compiled = self
+            .nvrtc
+            .compile_cached(
+                &src,
+                &format!("builtin_{}", elem.name()),
+                self.target,
+                BUILTIN_OPTIONS,
+            )
+            .map_err(|e| CudaError::Compile {
+                kernel: format!("built-in ops for {}", elem.name()),
+                log: e.to_string(),
+            })?;
+        let mut module: sys::CUmodule = std::ptr::null_mut();
+        // SAFETY: the context is current (callers bind); the image is a cubin or NUL-terminated
+        // PTX that lives across the call.
+        dev.check("cuModuleLoadData", unsafe {
+            sys::cuModuleLoadData(&mut module, compiled.image.as_ptr().cast())
+        })?;
+        let mut fns = Vec::new();
+        for name in kernel_names(elem) {
+            let mut f: sys::CUfunction = std::ptr::null_mut();
+            let c_name = format!("{name}\0");
+            // SAFETY: a live module; NUL-terminated name; live out-pointer.
+            let r = unsafe { sys::cuModuleGetFunction(&mut f, module, c_name.as_ptr().cast()) };
+            if let Err(e) = dev.check("cuModuleGetFunction", r) {
+                // SAFETY: the module was just loaded and nothing refers to it.
+                unsafe { sys::cuModuleUnload(module) };
+                return Err(e.into());
+            }
+            fns.push((name, Raw(f)));
+        }
+        let _ = slot.set(Module {
+            raw: Raw(module),
+            fns,
+        });
+        slot.get().ok_or_else(|| Error::Backend {
+            backend: "cuda",
+            call: "cuModuleLoadData",
+            message: "the module cache lost a module".into(),
+        })
+    }
+
+    /// Unloads every module (the context is current; no queued work uses them).
+    pub fn unload(&mut self, _dev: &Device) {
+        for slot in &mut self.modules {
+            if let Some(m) = slot.take() {
+                // SAFETY: the backend is being dropped after every stream was destroyed
+                // (streams are synchronised then), so no launch of this module is pending.
+                unsafe { sys::cuModuleUnload(m.raw.0) };
+            }
+        }
+    }
+}
+
+/// The kernel module element type of a dtype.
+fn elem(d: DType) -> Elem {
+    match d {
+        DType::F32 => Elem::F32,
+        DType::F64 => Elem::F64,
+        DType::F16 => Elem::F16,
+        DType::BF16 => Elem::BF16,
+        DType::I8 => Elem::I8,
+        DType::U8 => Elem::U8,
+        DType::I32 => Elem::I32,
+        DType::U32 => Elem::U32,
+        DType::I64 => Elem::I64,
+        DType::U64 => Elem::U64,
+    }
+}
+
+/// The grid for an element-wise launch over `n` elements.
+fn grid_for(b: &CudaBackend, n: usize) -> u32 {
+    let cap = b.dev.info.multiprocessors.max(1) * BLOCKS_PER_SM;
+    let blocks = n.div_ceil(BLOCK as usize).max(1);
+    u32::try_from(blocks).unwrap_or(u32::MAX).min(cap)
+}
+
+/// Launches built-in `name` for `T` with the given parameters.
+fn run<T: Numeric>(
+    b: &CudaBackend,
+    stream: &CudaStream,
+    name: &'static str,
+    grid: u32,
+    block: u32,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    b.dev.bind()?;
+    let f = b.builtins.module(&b.dev, T::DTYPE)?.get(name)?;
+    // SAFETY: `f` is a kernel of this context whose parameters are, in order, the values the
+    // pointers in `params` point to (each op below builds them from the signature in
+    // builtin.cu); every device range was checked against its buffer by gpu-core and the
+    // buffers outlive the launch (freed only after the stream passes it).
+    let r = unsafe {
+        sys::cuLaunchKernel(
+            f,
+            grid,
+            1,
+            1,
+            block,
+            1,
+            1,
+            0,
+            stream.raw.0,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    };
+    Ok(b.dev.check("cuLaunchKernel", r)?)
+}
+
+/// A pointer to a kernel parameter, as `cuLaunchKernel` wants it.
+fn p<V>(v: &V) -> *mut c_void {
+    (v as *const V).cast_mut().cast()
+}
+
+pub(crate) fn fill<T: Numeric>(
+    b: &CudaBackend,
+    s: &CudaStream,
+    dst: BufAt<'_, CudaBackend>,
+    len: usize,
+    value: T,
+) -> Result<()> {
+    let (out, n) = (dst.buf.at(dst.offset), len as u64);
+    run::<T>(
+        b,
+        s,
+        "fill",
+        grid_for(b, len),
+        BLOCK,
+        &mut [p(&out), p(&value), p(&n)],
+    )
+}
+
+pub(crate) fn axpy<T: Numeric>(
+    b: &CudaBackend,
+    s: &CudaStream,
+    alpha: T,
+    x: BufAt<'_, CudaBackend>,
+    y: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let (xp, yp, n) = (x.buf.at(x.offset), y.buf.at(y.offset), len as u64);
+    run::<T>(
+        b,
+        s,
+        "axpy",
+        grid_for(b, len),
+        BLOCK,
+        &mut [p(&alpha), p(&xp), p(&yp), p(&n)],
+    )
+}
+
+pub(crate) fn scale<T: Numeric>(
+    b: &CudaBackend,
+    s: &CudaStream,
+    alpha: T,
+    x: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let (xp, n) = (x.buf.at(x.offset), len as u64);
+    run::<T>(
+        b,
+        s,
+        "scale",
+        grid_for(b, len),
+        BLOCK,
+        &mut [p(&alpha), p(&xp), p(&n)],
+    )
+}
+
+pub(crate) fn binary<T: Numeric>(
+    b: &CudaBackend,
+    s: &CudaStream,
+    op: BinaryOp,
+    x: BufAt<'_, CudaBackend>,
+    y: BufAt<'_, CudaBackend>,
+    out: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let name = match op {
+        BinaryOp::Add => "add_op",
+        BinaryOp::Sub => "sub_op",
+        BinaryOp::Mul => "mul_op",
+        BinaryOp::Div => "div_op",
+    };
+    let (xp, yp, op_, n) = (
+        x.buf.at(x.offset),
+        y.buf.at(y.offset),
+        out.buf.at(out.offset),
+        len as u64,
+    );
+    run::<T>(
+        b,
+        s,
+        name,
+        grid_for(b, len),
+        BLOCK,
+        &mut [p(&xp), p(&yp), p(&op_), p(&n)],
+    )
+}
+
+pub(crate) fn unary<T: Float>(
+    b: &CudaBackend,
+    s: &CudaStream,
+    op: UnaryOp,
+    x: BufAt<'_, CudaBackend>,
+    out: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let name = match op {
+        UnaryOp::Relu => "relu",
+        UnaryOp::Sigmoid => "sigmoid",
+        UnaryOp::Tanh => "tanh_op",
+        UnaryOp::Exp => "exp_op",
+    };
+    let (xp, op_, n) = (x.buf.at(x.offset), out.buf.at(out.offset), len as u64);
+    run::<T>(
+        b,
+        s,
+        name,
+        grid_for(b, len),
+        BLOCK,
+        &mut [p(&xp), p(&op_), p(&n)],
+    )
+}
+
+/// Blocks of a reduction's first launch.
+fn partial_grid(len: usize) -> u32 {
+    u32::try_from(len.div_ceil(REDUCE_BLOCK as usize).max(1))
+        .unwrap_or(MAX_PARTIALS)
+        .min(MAX_PARTIALS)
+}
+
+pub(crate) fn reduce<T: Numeric>(
+    b: &CudaBackend,
+    s: &CudaStream,
+    op: ReduceOp,
+    x: BufAt<'_, CudaBackend>,
+    len: usize,
+    out: BufAt<'_, CudaBackend>,
+) -> Result<()> {
+    let (partial, final_) = match op {
+        ReduceOp::Sum => ("sum_partial", "sum_final"),
+        ReduceOp::Max => ("max_partial", "max_final"),
+    };
+    let (xp, n, scratch) = (x.buf.at(x.offset), len as u64, s.scratch);
+    let parts = partial_grid(len);
+    run::<T>(
+        b,
+        s,
+        partial,
+        parts,
+        REDUCE_BLOCK,
+        &mut [p(&xp), p(&n), p(&scratch)],
+    )?;
+    let op_ = out.buf.at(out.offset);
+    run::<T>(
+        b,
+        s,
+        final_,
+        1,
+        REDUCE_BLOCK,
+        &mut [p(&scratch), p(&parts), p(&op_)],
+    )
+}
+
+pub(crate) fn dot<T: Numeric>(
+    b: &CudaBackend,
+    s: &CudaStream,
+    x: BufAt<'_, CudaBackend>,
+    y: BufAt<'_, CudaBackend>,
+    len: usize,
+    out: BufAt<'_, CudaBackend>,
+) -> Result<()> {
+    let (xp, yp, n, scratch) = (
+        x.buf.at(x.offset),
+        y.buf.at(y.offset),
+        len as u64,
+        s.scratch,
+    );
+    let parts = partial_grid(len);
+    run::<T>(
+        b,
+        s,
+        "dot_partial",
+        parts,
+        REDUCE_BLOCK,
+        &mut [p(&xp), p(&yp), p(&n), p(&scratch)],
+    )?;
+    let op_ = out.buf.at(out.offset);
+    run::<T>(
+        b,
+        s,
+        "sum_final",
+        1,
+        REDUCE_BLOCK,
+        &mut [p(&scratch), p(&parts), p(&op_)],
+    )
+}
+
+// ----- gemm --------------------------------------------------------------------------
+
+fn blas_lib(b: &CudaBackend) -> Result<&'static CublasLib> {
+    let major = cuda_sys::probe().ok().map(|p| p.driver_version_pair().0);
+    cuda_sys::cublas::cublas(major).map_err(|e| Error::Unavailable {
+        backend: "cuda",
+        reason: format!("gemm needs cuBLAS on CUDA device {}: {e}", b.dev.ordinal),
+    })
+}
+
+fn blas_check(lib: &CublasLib, call: &'static str, st: cublasStatus_t) -> Result<()> {
+    if st == cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        return Ok(());
+    }
+    Err(CudaError::Cublas {
+        call,
+        message: lib.status_text(st),
+    }
+    .into())
+}
+
+/// The stream's cuBLAS handle, created and bound to the stream on first use.
+fn blas_handle(b: &CudaBackend, lib: &CublasLib, s: &CudaStream) -> Result<cublasHandle_t> {
+    let mut slot = lock(&s.blas);
+    if let Some(h) = *slot {
+        return Ok(h.0);
+    }
+    let mut h: cublasHandle_t = std::ptr::null_mut();
+    // SAFETY: the context is current (callers bind); live out-pointer.
+    blas_check(lib, "cublasCreate", unsafe {
+        lib.api.cublasCreate_v2(&mut h)
+    })?;
+    // SAFETY: a live handle and a live stream of the current context; cuBLAS's stream type
+    // is the driver's `CUstream_st *`.
+    let st = unsafe { lib.api.cublasSetStream_v2(h, s.raw.0.cast()) };
+    if let Err(e) = blas_check(lib, "cublasSetStream", st) {
+        // SAFETY: the handle was just created and has no work.
+        unsafe { lib.api.cublasDestroy_v2(h) };
+        return Err(e);
+    }
+    *slot = Some(Raw(h));
+    let _ = b;
+    Ok(h)
+}
+
+/// Destroys a stream's cuBLAS handle (its stream is synchronised).
+pub(crate) fn destroy_blas(h: Raw<cublasHandle_t>) {
+    if let Ok(lib) = cuda_sys::cublas::cublas(None) {
+        // SAFETY: a handle created by `blas_handle`, destroyed once, its stream idle.
+        unsafe { lib.api.cublasDestroy_v2(h.0) };
+    }
+}
+
+/// `C = alpha op(A) op(B) + beta C`, row-major, as the column-major product
+/// `C^T = op(B)^T op(A)^T`: a row-major `r x c` matrix is a column-major `c x r` one.
+pub(crate) fn gemm<T: Float>(
+    b: &CudaBackend,
+    s: &CudaStream,
+    g: &Gemm<T>,
+    a: BufAt<'_, CudaBackend>,
+    bm: BufAt<'_, CudaBackend>,
+    c: BufAt<'_, CudaBackend>,
+) -> Result<()> {
+    b.dev.bind()?;
+    let lib = blas_lib(b)?;
+    let h = blas_handle(b, lib, s)?;
+    let int = |v: usize| -> Result<i32> {
+        i32::try_from(v).map_err(|_| Error::Backend {
+            backend: "cuda",
+            call: "cublasGemm",
+            message: format!("dimension {v} exceeds cuBLAS's 32-bit limit"),
+        })
+    };
+    let (m, n, k) = (int(g.m)?, int(g.n)?, int(g.k)?);
+    // First operand of the column-major product: B (row-major k x n, or n x k if trans_b).
+    let (op_b, ldb) = if g.trans_b {
+        (cublasOperation_t::CUBLAS_OP_T, k)
+    } else {
+        (cublasOperation_t::CUBLAS_OP_N, n)
+    };
+    let (op_a, lda) = if g.trans_a {
+        (cublasOperation_t::CUBLAS_OP_T, m)
+    } else {
+        (cublasOperation_t::CUBLAS_OP_N, k)
+    };
+    let (ap, bp, cp) = (a.buf.at(a.offset), bm.buf.at(bm.offset), c.buf.at(c.offset));
+    // SAFETY: (all three calls) a live handle bound to `s`; device pointers to ranges gpu-core
+    // checked to hold op(A) m x k, op(B) k x n and C m x n with these leading dimensions;
+    // alpha and beta are host scalars of the type the call reads.
+    let st = unsafe {
+        match T::DTYPE {
+            DType::F32 => {
+                let (alpha, beta) = (g.alpha.to_f64() as f32, g.beta.to_f64() as f32);
+                lib.api.cublasSgemm_v2(
+                    h,
+                    op_b,
+                    op_a,
+                    n,
+                    m,
+                    k,
+                    &alpha,
+                    bp as *const f32,
+                    ldb,
+                    ap as *const f32,
+                    lda,
+                    &beta,
+                    cp as *mut f32,
+                    n,
+                )
+            }
+            DType::F64 => {
+                let (alpha, beta) = (g.alpha.to_f64(), g.beta.to_f64());
+                lib.api.cublasDgemm_v2(
+                    h,
+                    op_b,
+                    op_a,
+                    n,
+                    m,
+                    k,
+                    &alpha,
+                    bp as *const f64,
+                    ldb,
+                    ap as *const f64,
+                    lda,
+                    &beta,
+                    cp as *mut f64,
+                    n,
+                )
+            }
+            DType::F16 | DType::BF16 => {
+                let ty = if T::DTYPE == DType::F16 {
+                    cudaDataType::CUDA_R_16F
+                } else {
+                    cudaDataType::CUDA_R_16BF
+                };
+                let (alpha, beta) = (g.alpha.to_f64() as f32, g.beta.to_f64() as f32);
+                lib.api.cublasGemmEx(
+                    h,
+                    op_b,
+                    op_a,
+                    n,
+                    m,
+                    k,
+                    p(&alpha),
+                    bp as *const c_void,
+                    ty,
+                    ldb,
+                    ap as *const c_void,
+                    ty,
+                    lda,
+                    p(&beta),
+                    cp as *mut c_void,
+                    ty,
+                    n,
+                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+            other => {
+                return Err(Error::Backend {
+                    backend: "cuda",
+                    call: "cublasGemm",
+                    message: format!("no gemm for {other}"),
+                })
+            }
+        }
+    };
+    blas_check(lib, "cublasGemm", st)
+}

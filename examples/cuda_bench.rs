@@ -1,0 +1,420 @@
+//! The CUDA backend against raw cudarc, in the same process on the same buffers.
+//!
+//! 1. **Transfers**, 4 KiB to 1 GiB, for pageable (`Vec`), pinned (`HostBuffer`, write-combined
+//!    for upload) and registered (`Context::register_host`) host memory, upload and
+//!    download: the time of `Stream::upload`/`download` between two timing events, against
+//!    `cuMemcpyHtoDAsync`/`cuMemcpyDtoHAsync` on a raw stream of the same context, between
+//!    two raw events, from and to the same host memory. The two alternate run by run; each
+//!    figure is the median of at least 10 runs, and the ratio is raw time / our time
+//!    (1.00 = as fast as raw cudarc; the target is >= 0.97 for pinned copies >= 8 MiB).
+//! 2. **Enqueue cost**: host time to enqueue a built-in op (`ctx.add` on 1024 f32) against
+//!    `cuLaunchKernel` of the very same kernel (the built-in module, compiled by the same
+//!    NVRTC) with the same grid, 256 launches per run, medians of 21 runs (target <= 1.1x).
+//!
+//! ```text
+//! cargo run --release --example cuda_bench -- [--device cuda:N] [--json FILE] [--max-mib N] [--runs N]
+//! ```
+//!
+//! Without a usable GPU it prints `SKIPPED: <the probe's reason>` and exits with status 0
+//! (or 1 with `--require`).
+
+use std::ffi::{c_void, CString};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use cudarc::driver::{result, sys};
+use gpu::{Context, DeviceSpec, HostUse};
+use gpu_examples::{fmt_bytes, gbps, median, to_json, Json};
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+struct Args {
+    device: DeviceSpec,
+    json: Option<String>,
+    max_bytes: usize,
+    runs: usize,
+    require: bool,
+}
+
+fn parse_args() -> Res<Args> {
+    let mut args = Args {
+        device: DeviceSpec::Cuda(None),
+        json: None,
+        max_bytes: 1 << 30,
+        runs: 11,
+        require: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+        match a.as_str() {
+            "--device" => args.device = value("--device")?.parse()?,
+            "--json" => args.json = Some(value("--json")?),
+            "--max-mib" => args.max_bytes = value("--max-mib")?.parse::<usize>()? << 20,
+            "--runs" => args.runs = value("--runs")?.parse::<usize>()?.max(10),
+            "--require" => args.require = true,
+            "-h" | "--help" => {
+                println!("usage: cuda_bench [--device cuda:N] [--json FILE] [--max-mib N] [--runs N] [--require]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+        }
+    }
+    if matches!(args.device, DeviceSpec::Cpu | DeviceSpec::Auto) {
+        args.device = DeviceSpec::Cuda(None);
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("cuda_bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let ctx = match Context::new(args.device) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            println!("SKIPPED: {e}");
+            return if args.require {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match run(&ctx, &args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cuda_bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raw cudarc objects in the same (primary) context: a stream and two timing events.
+struct Raw {
+    stream: sys::CUstream,
+    start: sys::CUevent,
+    end: sys::CUevent,
+}
+
+impl Raw {
+    fn new() -> Res<Raw> {
+        Ok(Raw {
+            stream: result::stream::create(result::stream::StreamKind::NonBlocking)?,
+            start: result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?,
+            end: result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?,
+        })
+    }
+
+    /// Milliseconds `f` takes on the raw stream, between two events.
+    fn time(&self, f: impl FnOnce(sys::CUstream) -> Res) -> Res<f64> {
+        // SAFETY: live events and stream of the current context.
+        unsafe { result::event::record(self.start, self.stream)? };
+        f(self.stream)?;
+        // SAFETY: as above; the elapsed time is read after the end event completed.
+        unsafe {
+            result::event::record(self.end, self.stream)?;
+            result::event::synchronize(self.end)?;
+            Ok(f64::from(result::event::elapsed(self.start, self.end)?))
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        // SAFETY: the stream is idle (every timing synchronised on its end event); each
+        // object is destroyed once.
+        unsafe {
+            let _ = result::event::destroy(self.start);
+            let _ = result::event::destroy(self.end);
+            let _ = result::stream::destroy(self.stream);
+        }
+    }
+}
+
+/// A raw device allocation, freed on drop.
+struct RawBuf(sys::CUdeviceptr);
+
+impl Drop for RawBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by malloc_sync; every copy into it was synchronised.
+        let _ = unsafe { result::free_sync(self.0) };
+    }
+}
+
+/// Median of `runs` alternating timings in milliseconds: `f(false)` is ours, `f(true)` raw.
+fn alternate(runs: usize, mut f: impl FnMut(bool) -> Res<f64>) -> Res<(f64, f64)> {
+    f(false)?;
+    f(true)?;
+    let (mut a, mut b) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for _ in 0..runs {
+        a.push(f(false)?);
+        b.push(f(true)?);
+    }
+    Ok((
+        median(&mut a).unwrap_or(f64::NAN),
+        median(&mut b).unwrap_or(f64::NAN),
+    ))
+}
+
+fn run(ctx: &Context, args: &Args) -> Res {
+    let info = ctx.info();
+    println!(
+        "cuda_bench: {} (device {}, compute capability {:?}, {} copy engines)",
+        info.name,
+        ctx.device_id(),
+        info.compute_capability.unwrap_or((0, 0)),
+        info.copy_engines
+    );
+    let mut records = Vec::new();
+    transfers(ctx, args, &mut records)?;
+    enqueue(ctx, &mut records)?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, to_json(&records)).map_err(|e| format!("cannot write {path}: {e}"))?;
+        println!("wrote {} records to {path}", records.len());
+    }
+    Ok(())
+}
+
+const KINDS: [&str; 3] = ["pageable", "pinned", "registered"];
+
+fn transfers(ctx: &Context, args: &Args, records: &mut Vec<Vec<(&'static str, Json)>>) -> Res {
+    println!(
+        "\ntransfers: raw cudarc time / our time (1.00 = equal), medians of {} runs",
+        args.runs
+    );
+    println!(
+        "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12}",
+        "size", "up page", "up pin", "up reg", "down page", "down pin", "down reg", "pin up GB/s"
+    );
+    let s = ctx.create_stream()?;
+    let raw = Raw::new()?;
+    let mut large: Vec<(String, f64)> = Vec::new();
+    let mut bytes = 4usize << 10;
+    while bytes <= args.max_bytes {
+        let n = bytes / 4;
+        let runs = if bytes >= 256 << 20 { 10 } else { args.runs };
+        let mut dev = ctx.alloc_zeros::<f32>(n)?;
+        // SAFETY: the context is current on this thread (the facade bound it).
+        let raw_dev = RawBuf(unsafe { result::malloc_sync(bytes)? });
+
+        let mut row = Vec::new();
+        let mut pin_up_gbps = 0.0;
+        for dir in ["upload", "download"] {
+            for kind in KINDS {
+                // One host buffer of each kind, used by both sides.
+                let mut host_vec: Option<Vec<f32>> = None;
+                let mut host_buf: Option<gpu::HostBuffer<f32>> = None;
+                match kind {
+                    "pageable" => host_vec = Some(vec![1.0f32; n]),
+                    "pinned" => {
+                        let usage = if dir == "upload" {
+                            HostUse::Upload
+                        } else {
+                            HostUse::Download
+                        };
+                        let mut h = ctx.alloc_host::<f32>(n, usage)?;
+                        h.fill(1.0);
+                        host_buf = Some(h);
+                    }
+                    _ => host_buf = Some(ctx.register_host(vec![1.0f32; n])?),
+                }
+                let (ours, theirs) = alternate(runs, |raw_side| {
+                    if !raw_side {
+                        let start = s.record_event()?;
+                        if dir == "upload" {
+                            if let Some(h) = host_vec.take() {
+                                let p = s.upload(h, &mut dev)?;
+                                let end = s.record_event()?;
+                                host_vec = Some(p.wait()?);
+                                return Ok(start.elapsed_ms(&end)?);
+                            }
+                            let h = host_buf.take().ok_or("host buffer lost")?;
+                            let p = s.upload(h, &mut dev)?;
+                            let end = s.record_event()?;
+                            host_buf = Some(p.wait()?);
+                            Ok(start.elapsed_ms(&end)?)
+                        } else {
+                            if let Some(h) = host_vec.take() {
+                                let p = s.download(&dev, h)?;
+                                let end = s.record_event()?;
+                                host_vec = Some(p.wait()?);
+                                return Ok(start.elapsed_ms(&end)?);
+                            }
+                            let h = host_buf.take().ok_or("host buffer lost")?;
+                            let p = s.download(&dev, h)?;
+                            let end = s.record_event()?;
+                            host_buf = Some(p.wait()?);
+                            Ok(start.elapsed_ms(&end)?)
+                        }
+                    } else {
+                        raw.time(|stream| {
+                            let slice: &mut [f32] = match (&mut host_vec, &mut host_buf) {
+                                (Some(v), _) => &mut v[..],
+                                (None, Some(h)) => &mut h[..],
+                                _ => return Err("host buffer lost".into()),
+                            };
+                            // SAFETY: `raw_dev` holds `bytes` bytes; the host slice has as many
+                            // and stays untouched until `time` has synchronised the stream.
+                            unsafe {
+                                if dir == "upload" {
+                                    result::memcpy_htod_async(raw_dev.0, slice, stream)?;
+                                } else {
+                                    result::memcpy_dtoh_async(slice, raw_dev.0, stream)?;
+                                }
+                            }
+                            Ok(())
+                        })
+                    }
+                })?;
+                let ratio = theirs / ours;
+                if dir == "upload" && kind == "pinned" {
+                    pin_up_gbps = gbps(bytes, ours / 1e3);
+                }
+                row.push(ratio);
+                let name = format!("{dir}_{kind}");
+                if bytes >= 8 << 20 {
+                    large.push((name.clone(), ratio));
+                }
+                records.push(vec![
+                    ("bench", Json::Str("transfer".into())),
+                    ("kind", Json::Str(name)),
+                    ("bytes", Json::Num(bytes as f64)),
+                    ("ours_ms", Json::Num(ours)),
+                    ("raw_ms", Json::Num(theirs)),
+                    ("ratio_vs_raw", Json::Num(ratio)),
+                ]);
+            }
+        }
+        println!(
+            "{:>10} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>12.2}",
+            fmt_bytes(bytes),
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            row[5],
+            pin_up_gbps
+        );
+        bytes *= 4;
+    }
+    if !large.is_empty() {
+        println!("median ratio vs raw cudarc at >= 8 MiB (target >= 0.97 for pinned):");
+        for dir in ["upload", "download"] {
+            for kind in KINDS {
+                let name = format!("{dir}_{kind}");
+                let mut r: Vec<f64> = large
+                    .iter()
+                    .filter(|(k, _)| *k == name)
+                    .map(|(_, r)| *r)
+                    .collect();
+                if let Some(m) = median(&mut r) {
+                    println!("  {name:<20} {m:.3}x");
+                }
+            }
+        }
+    }
+    s.sync()?;
+    Ok(())
+}
+
+/// Launches per timed run of the enqueue benchmark.
+const LAUNCHES: usize = 256;
+
+fn enqueue(ctx: &Context, records: &mut Vec<Vec<(&'static str, Json)>>) -> Res {
+    let n = 1024usize;
+    let a = ctx.alloc_upload(&vec![1.0f32; n])?;
+    let b = ctx.alloc_upload(&vec![2.0f32; n])?;
+    let mut out = ctx.alloc_zeros::<f32>(n)?;
+    ctx.add(&a, &b, &mut out)?; // compiles and loads the f32 module
+    ctx.sync()?;
+
+    // The same kernel, raw: the built-in f32 module compiled by the same NVRTC.
+    let cc = ctx.info().compute_capability.unwrap_or((0, 0));
+    let nvrtc = cuda_sys::nvrtc::nvrtc(None)?;
+    let src = cuda_sys::kernels::builtin_source(cuda_sys::kernels::Elem::F32);
+    let image = nvrtc.compile_cached(
+        &src,
+        "builtin_f32",
+        nvrtc.target_for(cc),
+        cuda_sys::kernels::BUILTIN_OPTIONS,
+    )?;
+    // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX.
+    let module = unsafe { result::module::load_data(image.image.as_ptr().cast())? };
+    // SAFETY: a live module.
+    let func = unsafe { result::module::get_function(module, CString::new("add_op")?)? };
+    let raw = Raw::new()?;
+    // SAFETY: the context is current.
+    let bufs = unsafe {
+        [
+            result::malloc_sync(n * 4)?,
+            result::malloc_sync(n * 4)?,
+            result::malloc_sync(n * 4)?,
+        ]
+    };
+    let bufs = bufs.map(RawBuf);
+    let grid = (n.div_ceil(256) as u32).min(ctx.info().multiprocessors * 32);
+
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for run in 0..22 {
+        let t = Instant::now();
+        for _ in 0..LAUNCHES {
+            ctx.add(&a, &b, &mut out)?;
+        }
+        let t_ours = t.elapsed().as_secs_f64();
+        ctx.sync()?;
+
+        let (pa, pb, po, nn) = (bufs[0].0, bufs[1].0, bufs[2].0, n as u64);
+        let t = Instant::now();
+        for _ in 0..LAUNCHES {
+            let mut params: [*mut c_void; 4] = [
+                (&pa as *const u64).cast_mut().cast(),
+                (&pb as *const u64).cast_mut().cast(),
+                (&po as *const u64).cast_mut().cast(),
+                (&nn as *const u64).cast_mut().cast(),
+            ];
+            // SAFETY: `add_op(const float*, const float*, float*, unsigned long long)` with
+            // three live buffers of n floats; the parameters outlive the call.
+            unsafe {
+                result::launch_kernel(func, (grid, 1, 1), (256, 1, 1), 0, raw.stream, &mut params)?
+            };
+        }
+        let t_raw = t.elapsed().as_secs_f64();
+        // SAFETY: a live stream.
+        unsafe { result::stream::synchronize(raw.stream)? };
+        if run > 0 {
+            ours.push(t_ours / LAUNCHES as f64);
+            theirs.push(t_raw / LAUNCHES as f64);
+        }
+    }
+    let (o, r) = (
+        median(&mut ours).unwrap_or(f64::NAN),
+        median(&mut theirs).unwrap_or(f64::NAN),
+    );
+    if out.download()?.iter().any(|&v| v != 3.0) {
+        return Err("add produced wrong results".into());
+    }
+    println!(
+        "\nenqueue: ctx.add on 1024 f32 {:.2} us, raw cuLaunchKernel {:.2} us: {:.3}x (target <= 1.1x)",
+        o * 1e6,
+        r * 1e6,
+        o / r
+    );
+    records.push(vec![
+        ("bench", Json::Str("enqueue".into())),
+        ("kind", Json::Str("add_f32_1024".into())),
+        ("ours_us", Json::Num(o * 1e6)),
+        ("raw_us", Json::Num(r * 1e6)),
+        ("ratio_vs_raw", Json::Num(o / r)),
+    ]);
+    drop(bufs);
+    // SAFETY: the raw stream is idle; the module is unloaded once.
+    unsafe { result::module::unload(module)? };
+    Ok(())
+}
