@@ -207,29 +207,16 @@ pub fn load(lib: Lib, max_major: Option<u32>) -> Result<Loaded, LibError> {
 
 /// Loads `lib` from the first of `dirs` that has a loadable copy (see [`load`]).
 pub fn load_from(lib: Lib, dirs: &[PathBuf], max_major: Option<u32>) -> Result<Loaded, LibError> {
+    // Files of an allowed major version first, in search order, then the newer ones.
+    let (mut order, too_new): (Vec<PathBuf>, Vec<PathBuf>) = candidates(lib, dirs)
+        .into_iter()
+        .partition(|path| match (max_major, major_of(path)) {
+            (Some(max), Some(m)) => m <= max,
+            _ => true,
+        });
+    order.extend(too_new);
     let mut failures = Vec::new();
-    let mut too_new = Vec::new();
-    for path in candidates(lib, dirs) {
-        let major = major_of(&path);
-        if let (Some(max), Some(m)) = (max_major, major) {
-            if m > max {
-                too_new.push(path);
-                continue;
-            }
-        }
-        match open(&path) {
-            Ok(handle) => {
-                return Ok(Loaded {
-                    lib,
-                    path,
-                    major,
-                    handle,
-                })
-            }
-            Err(message) => failures.push((path, message)),
-        }
-    }
-    for path in too_new {
+    for path in order {
         match open(&path) {
             Ok(handle) => {
                 let major = major_of(&path);

@@ -177,12 +177,17 @@ fn prelude(elem: Elem) -> String {
                      u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16);",
                 )
             };
+            // f64 -> f32 rounds to odd (toward zero, then the last bit set when inexact), so
+            // that the second rounding, f32 -> 16 bits, gives the correctly rounded result of
+            // f64 -> 16 bits, as the CPU computes it.
+            let from_acc = "float f = __double2float_rz(x); \
+                 if ((double)f != x) f = __uint_as_float(__float_as_uint(f) | 1u); return store(f);";
             p += &format!(
                 "typedef double ACC;\n\
                  {f} C load(T x) {{ {load} }}\n\
                  {f} T store(C x) {{ {store} }}\n\
                  {f} ACC to_acc(C x) {{ return (ACC)x; }}\n\
-                 {f} T from_acc(ACC x) {{ return store((float)x); }}\n\
+                 {f} T from_acc(ACC x) {{ {from_acc} }}\n\
                  {f} C cmax(C a, C b) {{ return fmaxf(a, b); }}\n\
                  #define C_LOWEST (__int_as_float(0x7fc00000))\n"
             );

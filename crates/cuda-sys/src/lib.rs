@@ -6,7 +6,7 @@
 //!   `CUDA_PATH`, `/usr/local/cuda*`, the loader's cache and system folders, and the
 //!   `nvidia/*/lib` folders of Python's site-packages) and loads each by absolute path, so
 //!   that cudarc's own loader, which opens libraries by name, then finds the same copy;
-//! - [`probe`]: a typed availability report (driver missing, too old, no device, with every
+//! - [`mod@probe`]: a typed availability report (driver missing, too old, no device, with every
 //!   path searched and the loader's message) that never panics, also under `panic = "abort"`;
 //! - [`nvrtc`] and [`cublas`]: NVRTC and cuBLAS through the committed bindgen declarations in
 //!   [`ffi`], loaded by path. cudarc binds these too, but finds them only under the file

@@ -409,6 +409,7 @@ impl Backend for CudaBackend {
         self.bind()?;
         // SAFETY: the context is current.
         self.check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        self.dev.unload_retired();
         Ok(self.dev.reap(true)?)
     }
 

@@ -6,8 +6,9 @@
 //! them. Every call first makes the context current on the calling thread when it is not
 //! already (`cuCtxGetCurrent` is a thread-local read), so any thread may use the backend.
 
+use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUresult};
 use gpu_core::{DeviceInfo, LaunchLimits};
@@ -31,6 +32,16 @@ unsafe impl<T> Send for Raw<T> {}
 // SAFETY: as above; sharing a handle only lets threads pass it to the driver.
 unsafe impl<T> Sync for Raw<T> {}
 
+/// The poison flag of device `ordinal`, one per device per process.
+fn poison_flag(ordinal: usize) -> Arc<OnceLock<String>> {
+    static FLAGS: OnceLock<Mutex<HashMap<usize, Arc<OnceLock<String>>>>> = OnceLock::new();
+    let flags = FLAGS.get_or_init(|| Mutex::new(HashMap::new()));
+    Arc::clone(lock(flags).entry(ordinal).or_default())
+}
+
+/// Most retired modules kept before a device-wide synchronisation unloads them.
+const RETIRED_MAX: usize = 64;
+
 /// A free that waits for the streams that used the memory.
 struct PendingFree {
     ptr: sys::CUdeviceptr,
@@ -43,14 +54,24 @@ pub(crate) struct Device {
     pub dev: sys::CUdevice,
     pub ctx: Raw<sys::CUcontext>,
     pub info: DeviceInfo,
-    poison: OnceLock<String>,
+    /// The device's poison flag, shared by every context on it in this process (a sticky
+    /// error breaks the primary context they all use).
+    poison: Arc<OnceLock<String>>,
     frees: Mutex<Vec<Raw<PendingFree>>>,
     events: Mutex<Vec<Raw<sys::CUevent>>>,
+    /// Modules of dropped kernels, unloaded when nothing can still be running them.
+    retired: Mutex<Vec<Raw<sys::CUmodule>>>,
 }
 
 impl Device {
     /// Opens device `ordinal` (already checked against the probe's count).
     pub fn open(ordinal: usize, name: String, total_memory: u64) -> Result<Device, CudaError> {
+        let poison = poison_flag(ordinal);
+        if let Some(origin) = poison.get() {
+            return Err(CudaError::Poisoned {
+                origin: origin.clone(),
+            });
+        }
         let call = |call: &'static str, r: CUresult| -> Result<(), CudaError> {
             if r == CUresult::CUDA_SUCCESS {
                 Ok(())
@@ -88,9 +109,10 @@ impl Device {
                 limits: LaunchLimits::CUDA_COMMON,
                 priority_range: (0, 0),
             },
-            poison: OnceLock::new(),
+            poison,
             frees: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
+            retired: Mutex::new(Vec::new()),
         };
         // From here on `device` releases the context when dropped.
         device.bind()?;
@@ -244,6 +266,36 @@ impl Device {
         }
     }
 
+    // ----- modules ----------------------------------------------------------------------
+
+    /// Takes the module of a dropped kernel: launches of it may still be queued, so it is
+    /// unloaded by the next [`Device::unload_retired`] (after a device-wide synchronisation).
+    pub fn retire_module(&self, module: sys::CUmodule) {
+        let full = {
+            let mut retired = lock(&self.retired);
+            retired.push(Raw(module));
+            retired.len() >= RETIRED_MAX
+        };
+        // A program that keeps loading and dropping kernels without ever synchronising the
+        // context would otherwise keep every module loaded.
+        if full && self.bind().is_ok() {
+            // SAFETY: the context is current after `bind`.
+            let synced = unsafe { sys::cuCtxSynchronize() };
+            if synced == CUresult::CUDA_SUCCESS {
+                self.unload_retired();
+            }
+        }
+    }
+
+    /// Unloads retired modules. Call only right after the context was synchronised.
+    pub fn unload_retired(&self) {
+        for Raw(m) in lock(&self.retired).drain(..) {
+            // SAFETY: the context has just been synchronised, so no launch of the module is
+            // pending, and its kernel object is gone, so none can be queued.
+            unsafe { sys::cuModuleUnload(m) };
+        }
+    }
+
     // ----- deferred frees ----------------------------------------------------------------
 
     /// Frees `ptr` once the work queued so far on `streams` is done: at once when no stream
@@ -353,6 +405,9 @@ impl Drop for Device {
         // frees and pooled events. Errors here have nowhere to go: the safe layer has already
         // synchronised and reported them.
         if self.bind().is_ok() {
+            // Every stream of this device's contexts was destroyed (and synchronised) before
+            // the last holder of the device went away, so nothing can run these modules.
+            self.unload_retired();
             let _ = self.reap(true);
             for Raw(e) in lock(&self.events).drain(..) {
                 // SAFETY: an idle pooled event of this context.

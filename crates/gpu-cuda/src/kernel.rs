@@ -36,13 +36,9 @@ impl CudaKernel {
 
 impl Drop for CudaKernel {
     fn drop(&mut self) {
-        if self.dev.bind().is_ok() {
-            // SAFETY: the module was loaded for this kernel alone. gpu-core drops a kernel
-            // only when the context has synchronised or the kernel's launches are done: a
-            // `Kernel` is borrowed by each launch and its backend object dropped with the
-            // context (which synchronises first).
-            unsafe { sys::cuModuleUnload(self.module.0) };
-        }
+        // Launches of this kernel may still be queued: the module is unloaded at the next
+        // device-wide synchronisation, or when the device closes.
+        self.dev.retire_module(self.module.0);
     }
 }
 

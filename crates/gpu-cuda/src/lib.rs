@@ -50,9 +50,13 @@
 //!   checked against the device's limits by gpu-core and against the kernel's own
 //!   `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (registers can lower it) here.
 //! - **Errors**: every `CUresult` becomes a [`gpu_core::Error`] naming the failed call.
-//!   A sticky error (illegal address, failed launch, device assertion, ...) poisons the
-//!   backend: that call and every later one return [`gpu_core::Error::Poisoned`] with the
-//!   first error as the origin.
+//!   A sticky error (illegal address, failed launch, device assertion, ...) breaks the
+//!   device's primary context, so it poisons the device for the whole process: that call and
+//!   every later one, on every context of that device, return
+//!   [`gpu_core::Error::Poisoned`] with the first error as the origin, and opening a new
+//!   context on it fails the same way.
+//! - **Kernel modules** of dropped custom kernels are unloaded at the next
+//!   `synchronize` (launches of them may still be queued), or after 64 have piled up.
 //!
 //! ## CUDA versions
 //!

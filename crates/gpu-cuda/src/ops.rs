@@ -428,6 +428,28 @@ pub(crate) fn destroy_blas(h: Raw<cublasHandle_t>) {
     }
 }
 
+/// The column-major call computing a row-major product: `C^T (n x m) = op(B)^T op(A)^T`,
+/// first operand B, second A, `ldc = n`.
+#[derive(Debug, PartialEq, Eq)]
+struct ColMajor {
+    trans_b: bool,
+    ldb: i32,
+    trans_a: bool,
+    lda: i32,
+}
+
+/// Row-major `B` (`k x n`, or `n x k` when transposed) read column-major is `B^T` with leading
+/// dimension `n` (or `B` itself with leading dimension `k`, which the call transposes); the
+/// same for `A` with `m` and `k`.
+fn col_major(trans_a: bool, trans_b: bool, m: i32, n: i32, k: i32) -> ColMajor {
+    ColMajor {
+        trans_b,
+        ldb: if trans_b { k } else { n },
+        trans_a,
+        lda: if trans_a { m } else { k },
+    }
+}
+
 /// `C = alpha op(A) op(B) + beta C`, row-major, as the column-major product
 /// `C^T = op(B)^T op(A)^T`: a row-major `r x c` matrix is a column-major `c x r` one.
 pub(crate) fn gemm<T: Float>(
@@ -449,17 +471,20 @@ pub(crate) fn gemm<T: Float>(
         })
     };
     let (m, n, k) = (int(g.m)?, int(g.n)?, int(g.k)?);
-    // First operand of the column-major product: B (row-major k x n, or n x k if trans_b).
-    let (op_b, ldb) = if g.trans_b {
-        (cublasOperation_t::CUBLAS_OP_T, k)
-    } else {
-        (cublasOperation_t::CUBLAS_OP_N, n)
+    let ColMajor {
+        trans_b,
+        ldb,
+        trans_a,
+        lda,
+    } = col_major(g.trans_a, g.trans_b, m, n, k);
+    let op = |t: bool| {
+        if t {
+            cublasOperation_t::CUBLAS_OP_T
+        } else {
+            cublasOperation_t::CUBLAS_OP_N
+        }
     };
-    let (op_a, lda) = if g.trans_a {
-        (cublasOperation_t::CUBLAS_OP_T, m)
-    } else {
-        (cublasOperation_t::CUBLAS_OP_N, k)
-    };
+    let (op_b, op_a) = (op(trans_b), op(trans_a));
     let (ap, bp, cp) = (a.buf.at(a.offset), bm.buf.at(bm.offset), c.buf.at(c.offset));
     // SAFETY: (all three calls) a live handle bound to `s`; device pointers to ranges gpu-core
     // checked to hold op(A) m x k, op(B) k x n and C m x n with these leading dimensions;
@@ -543,4 +568,81 @@ pub(crate) fn gemm<T: Float>(
         }
     };
     blas_check(lib, "cublasGemm", st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BLAS's column-major gemm, as cuBLAS defines it.
+    #[allow(clippy::too_many_arguments)]
+    fn blas_gemm(
+        ta: bool,
+        tb: bool,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f64],
+        lda: usize,
+        b: &[f64],
+        ldb: usize,
+        c: &mut [f64],
+        ldc: usize,
+    ) {
+        for j in 0..n {
+            for i in 0..m {
+                let mut acc = 0.0;
+                for l in 0..k {
+                    let x = if ta { a[l + i * lda] } else { a[i + l * lda] };
+                    let y = if tb { b[j + l * ldb] } else { b[l + j * ldb] };
+                    acc += x * y;
+                }
+                c[i + j * ldc] = acc;
+            }
+        }
+    }
+
+    /// The cuBLAS arguments gemm passes compute the row-major product gpu-core defines.
+    #[test]
+    fn column_major_call_computes_the_row_major_product() {
+        let (m, n, k) = (3usize, 4usize, 5usize);
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            // Stored A is m x k (k x m if ta), B is k x n (n x k if tb), row-major.
+            let a: Vec<f64> = (0..m * k).map(|i| (i * 7 % 11) as f64 - 5.0).collect();
+            let b: Vec<f64> = (0..k * n).map(|i| (i * 5 % 13) as f64 - 6.0).collect();
+            let at = |i: usize, l: usize| if ta { a[l * m + i] } else { a[i * k + l] };
+            let bt = |l: usize, j: usize| if tb { b[j * k + l] } else { b[l * n + j] };
+            let mut want = vec![0.0; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    want[i * n + j] = (0..k).map(|l| at(i, l) * bt(l, j)).sum();
+                }
+            }
+            let cm = col_major(ta, tb, m as i32, n as i32, k as i32);
+            let mut got = vec![0.0; m * n];
+            // The call: (op_b, op_a, n, m, k, B, ldb, A, lda, C, ldc = n).
+            blas_gemm(
+                cm.trans_b,
+                cm.trans_a,
+                n,
+                m,
+                k,
+                &b,
+                cm.ldb as usize,
+                &a,
+                cm.lda as usize,
+                &mut got,
+                n,
+            );
+            assert_eq!(got, want, "trans_a {ta}, trans_b {tb}");
+        }
+    }
+
+    #[test]
+    fn reduction_grids_stay_within_the_scratch_buffer() {
+        assert_eq!(partial_grid(1), 1);
+        assert_eq!(partial_grid(256), 1);
+        assert_eq!(partial_grid(257), 2);
+        assert_eq!(partial_grid(usize::MAX), MAX_PARTIALS);
+    }
 }

@@ -337,6 +337,7 @@ macro_rules! int_ops {
 
 // After the helpers and macros above, which textual macro scoping makes visible to them.
 mod arrays;
+mod cuda;
 mod kernels;
 mod ops;
 mod streams;

@@ -14,6 +14,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod cuda_vs_cpu;
 mod ops;
 mod programs;
 mod views;
