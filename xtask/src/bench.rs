@@ -1,8 +1,11 @@
-//! `cargo xtask bench`: builds and runs the transfer benchmark in release mode.
+//! `cargo xtask bench`: builds and runs the benchmarks in release mode.
 //!
-//! The benchmark itself is the `transfer_bench` example of the `gpu-examples` package; this
-//! only fixes the build profile, picks where the JSON report goes (creating the folder) and
-//! passes through whatever follows `--`. The benchmark's exit status becomes ours.
+//! The benchmarks are examples of the `gpu-examples` package: `transfer_bench` (copies
+//! against `memcpy`, on the device `--device` names, the CPU by default) and `cuda_bench`
+//! (the CUDA backend against raw cudarc; it prints `SKIPPED: <reason>` without a GPU). This
+//! fixes the build profile, picks where the JSON reports go (`FILE` for transfer_bench and
+//! `cuda_bench.json` beside it, creating the folder) and passes whatever follows `--` to
+//! transfer_bench. A benchmark's failure becomes ours.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -41,7 +44,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
 
     let json = match json {
         // Cargo leaves us in the caller's directory, but the benchmark runs in the root.
-        Some(path) => absolute(&path)?,
+        Some(path) => util::absolute(&path)?,
         None => root.join(DEFAULT_JSON),
     };
     if let Some(dir) = json.parent() {
@@ -55,17 +58,16 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         .arg(&json)
         .args(&extra);
     util::run(&mut cmd)?;
-    if json.is_file() {
-        println!("bench: JSON report in {}", json.display());
+    let cuda_json = json.with_file_name("cuda_bench.json");
+    let mut cmd = util::cargo(root);
+    cmd.args(["run", "--release", "--package", "gpu-examples"])
+        .args(["--example", "cuda_bench", "--", "--json"])
+        .arg(&cuda_json);
+    util::run(&mut cmd)?;
+    for report in [&json, &cuda_json] {
+        if report.is_file() {
+            println!("bench: JSON report in {}", report.display());
+        }
     }
     Ok(())
-}
-
-fn absolute(path: &Path) -> Result<PathBuf> {
-    if path.is_absolute() {
-        return Ok(path.to_path_buf());
-    }
-    let cwd = std::env::current_dir()
-        .map_err(|err| Failure::new(format!("could not read the current directory: {err}")))?;
-    Ok(cwd.join(path))
 }

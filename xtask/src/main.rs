@@ -6,7 +6,11 @@
 //! The package uses only `std` (arguments are parsed by hand) so it builds in seconds.
 
 mod bench;
+mod bindgen;
 mod ci;
+mod gpu_bundle;
+mod gpu_test;
+mod json;
 mod tidy;
 mod util;
 
@@ -29,8 +33,28 @@ commands:
         unsafe blocks and impls, `# Safety` docs on unsafe fns and traits, and no
         `.unwrap()`/`.expect(` in library code (escape hatch: `// tidy: allow(unwrap)`).
   bench [--json FILE] [-- <args>]
-        run the transfer benchmark (release build); JSON goes to FILE, by default
-        target/bench/transfer_bench.json. Arguments after `--` go to the benchmark.
+        run the benchmarks (release build): transfer_bench, whose JSON goes to FILE (by
+        default target/bench/transfer_bench.json) and which gets the arguments after `--`
+        (e.g. `-- --device cuda`), then cuda_bench (CUDA vs raw cudarc; SKIPPED without a
+        GPU), whose JSON goes to cuda_bench.json beside FILE.
+  gpu-test [-- <test args>]
+        run the CUDA tests on this machine (release build) and fail when no GPU is usable:
+        GPU_REQUIRE_CUDA=1 cargo test --release --no-fail-fast --workspace --exclude xtask
+        cuda [args].
+        With GPU_REQUIRE_CUDA=1 a CUDA test fails instead of printing `SKIPPED:`, so this
+        never reports a GPU pass without a GPU; a run where no test passed fails too.
+        Arguments after `--` are appended (e.g. `-- -p gpu`, or `-- -- --nocapture`), then
+        `--show-output` for the test binaries; `SKIPPED:` lines are listed at the end.
+  gpu-bundle [DIR]
+        build the release test binaries and the benchmarks into DIR (default: bundle/),
+        stripped, with MANIFEST.txt and run.sh, for a GPU machine without Rust (same
+        x86-64 Linux). Refuses to empty a non-empty DIR that has no MANIFEST.txt, and fails
+        at 64 MiB or more. On the GPU machine: `DIR/run.sh [--serial] [--sanitize]
+        [--bench] [--allow-skip] [--logs DIR] [-- <test args>]` (see `run.sh --help`).
+  bindgen [--include DIR]...
+        regenerate crates/cuda-sys/src/ffi/*.rs from CUDA's headers (DIR, or
+        $CUDA_HOME/include) with the `bindgen` tool (`cargo install bindgen-cli --locked`,
+        needs libclang); the functions bound are listed in crates/cuda-sys/bindgen/functions.txt
   help
         print this message
 ";
@@ -59,6 +83,9 @@ fn dispatch() -> Result {
         "ci" => ci::run(&root, rest),
         "tidy" => tidy::run_cli(&root, rest),
         "bench" => bench::run(&root, rest),
+        "bindgen" => bindgen::run(&root, rest),
+        "gpu-test" => gpu_test::run(&root, rest),
+        "gpu-bundle" => gpu_bundle::run(&root, rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

@@ -4,7 +4,7 @@
 use std::ffi::OsStr;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 
 /// Why a subcommand stopped: a message for `error: ...` and the exit code to leave with.
 #[derive(Debug)]
@@ -58,6 +58,16 @@ pub fn header(text: &str) {
     println!("==> {text}");
 }
 
+/// Echoes `cmd` as a header and starts it with stdout piped (stdin closed); returns the
+/// child and the command as shown.
+pub fn spawn_piped(cmd: &mut Command) -> Result<(std::process::Child, String)> {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped());
+    let shown = display(cmd);
+    header(&shown);
+    let child = cmd.spawn().map_err(|err| spawn_failure(&shown, &err))?;
+    Ok((child, shown))
+}
+
 /// Echoes `cmd` as a header, runs it with inherited stdio and fails with its exit status.
 pub fn run(cmd: &mut Command) -> Result {
     let shown = display(cmd);
@@ -66,15 +76,9 @@ pub fn run(cmd: &mut Command) -> Result {
     if status.success() {
         return Ok(());
     }
-    // A process killed by a signal has no code; report it as a plain failure.
-    let code = status
-        .code()
-        .and_then(|code| u8::try_from(code).ok())
-        .filter(|&code| code != 0)
-        .unwrap_or(1);
     Err(Failure {
         message: format!("`{shown}` failed ({status})"),
-        code,
+        code: exit_code(status),
     })
 }
 
@@ -87,7 +91,29 @@ pub fn succeeds(cmd: &mut Command) -> bool {
         .is_ok_and(|status| status.success())
 }
 
-fn spawn_failure(shown: &str, err: &std::io::Error) -> Failure {
+/// `path` made absolute against the current directory (cargo leaves `xtask` in the caller's
+/// directory, while the commands it runs start in the workspace root).
+pub fn absolute(path: &Path) -> Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|err| Failure::new(format!("could not read the current directory: {err}")))?;
+    Ok(cwd.join(path))
+}
+
+/// The exit code to leave with for a child's `status`: its own code when it has a non-zero
+/// one that fits, else 1 (a process killed by a signal has no code).
+pub fn exit_code(status: ExitStatus) -> u8 {
+    status
+        .code()
+        .and_then(|code| u8::try_from(code).ok())
+        .filter(|&code| code != 0)
+        .unwrap_or(1)
+}
+
+/// The failure for a command that could not be started.
+pub fn spawn_failure(shown: &str, err: &std::io::Error) -> Failure {
     let hint = if err.kind() == ErrorKind::NotFound {
         " (is it installed and on PATH?)"
     } else {
@@ -97,7 +123,7 @@ fn spawn_failure(shown: &str, err: &std::io::Error) -> Failure {
 }
 
 /// The command as a shell-like line: environment overrides, program name and arguments.
-fn display(cmd: &Command) -> String {
+pub fn display(cmd: &Command) -> String {
     let mut words = Vec::new();
     for (key, value) in cmd.get_envs() {
         if let Some(value) = value {

@@ -1,0 +1,546 @@
+//! `cargo xtask gpu-bundle [DIR]`: a folder of release test and benchmark binaries plus a
+//! `run.sh`, for a GPU machine that has no Rust toolchain.
+//!
+//! The bundle runs on a machine like this one (x86-64 Linux, a glibc at least as new as
+//! the one it was built against): Rust binaries link the standard library statically and
+//! load the CUDA libraries at run time, so copying the executables is enough. Steps:
+//!
+//! 1. `cargo test --release --workspace --exclude xtask --no-run` with
+//!    `--message-format=json-render-diagnostics`: every `compiler-artifact` line whose
+//!    `profile.test` is true and whose `executable` is set names a test binary (cargo's JSON
+//!    is read with the std-only [`crate::json`] reader). xtask's own tests are left out: they
+//!    check this tooling, not the GPU, and expect the source tree.
+//! 2. `cargo build --release -p gpu-examples --examples`, the same way, for the benchmark
+//!    programs named in [`BENCH_PROGRAMS`]; a name with no executable is skipped with a
+//!    warning.
+//! 3. DIR's old contents are removed, but only if DIR holds a `MANIFEST.txt` (so a mistyped
+//!    DIR cannot delete someone's files); test binaries go to `DIR/tests/<target name>`
+//!    (cargo's `name-hash` file name where two targets share a name), benchmarks to
+//!    `DIR/bench/<name>`, all stripped with `strip` when it is on PATH.
+//! 4. `DIR/run.sh` (the template `run.sh` next to this file; read it for what it does) and
+//!    `DIR/MANIFEST.txt` (commit, date, toolchain, every file with its size) are written.
+//! 5. The total size is printed; [`MAX_BUNDLE_BYTES`] or more is an error, since the bundle
+//!    must travel to machines that limit what they accept.
+//!
+//! Doc tests are not in the bundle: they need rustdoc to build.
+
+#[cfg(test)]
+mod tests;
+
+use std::fs;
+use std::io::{BufRead, BufReader, ErrorKind};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::json::{self, Value};
+use crate::util::{self, Failure, Result};
+use crate::{wants_help, USAGE};
+
+/// The benchmark programs (examples of `gpu-examples`) copied into `DIR/bench/`.
+pub const BENCH_PROGRAMS: &[&str] = &["transfer_bench", "cuda_bench"];
+
+/// A bundle this size or larger is refused.
+pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
+
+/// The bundle folder when none is given, relative to the workspace root.
+const DEFAULT_DIR: &str = "bundle";
+
+/// The file whose presence marks a folder as a bundle this command may empty.
+const MANIFEST: &str = "MANIFEST.txt";
+
+/// The script that runs a bundle; see the file itself for its options.
+pub const RUN_SH: &str = include_str!("run.sh");
+
+/// Runs `cargo xtask gpu-bundle [DIR]`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    if wants_help(args) {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let dir = match args {
+        [] => root.join(DEFAULT_DIR),
+        [dir] if !dir.starts_with('-') => util::absolute(Path::new(dir))?,
+        [arg, ..] if arg.starts_with('-') => {
+            return Err(Failure::usage(format!(
+                "unknown argument `{arg}` for `cargo xtask gpu-bundle`"
+            )))
+        }
+        _ => {
+            return Err(Failure::usage(
+                "`cargo xtask gpu-bundle` takes at most one folder",
+            ))
+        }
+    };
+    // Refuse a folder that may not be emptied before spending minutes on the build.
+    refuse_unsafe_dir(root, &dir)?;
+    replaceable_entries(&dir)?;
+
+    let artifacts = cargo_artifacts(
+        root,
+        &[
+            "test",
+            "--release",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--no-run",
+        ],
+    )?;
+    let tests = name_test_binaries(&artifacts);
+    if tests.is_empty() {
+        return Err(Failure::new("cargo built no test binaries"));
+    }
+    let examples = cargo_artifacts(
+        root,
+        &[
+            "build",
+            "--release",
+            "--package",
+            "gpu-examples",
+            "--examples",
+        ],
+    )?;
+    let mut benches = Vec::new();
+    for &name in BENCH_PROGRAMS {
+        let found = examples.iter().find(|artifact| {
+            artifact.name == name && artifact.kinds.iter().any(|kind| kind == "example")
+        });
+        match found {
+            Some(artifact) if artifact.executable.is_file() => {
+                benches.push((name.to_owned(), artifact.executable.clone()));
+            }
+            _ => eprintln!(
+                "warning: benchmark `{name}` was not built (no example of that name in \
+                 gpu-examples?); it is left out of the bundle"
+            ),
+        }
+    }
+
+    util::header(&format!("writing the bundle to {}", dir.display()));
+    clear_dir(&dir)?;
+    let strip = strip_available();
+    if !strip {
+        eprintln!("warning: `strip` is not on PATH; the binaries keep their symbols (larger)");
+    }
+    let mut files = Vec::new();
+    for (subdir, binaries) in [("tests", &tests), ("bench", &benches)] {
+        create_dir(&dir.join(subdir))?;
+        for (name, source) in binaries.iter() {
+            let relative = format!("{subdir}/{name}");
+            let dest = dir.join(&relative);
+            fs::copy(source, &dest).map_err(|err| {
+                Failure::new(format!(
+                    "could not copy `{}` to `{}`: {err}",
+                    source.display(),
+                    dest.display()
+                ))
+            })?;
+            if strip {
+                strip_binary(&dest);
+            }
+            make_executable(&dest)?;
+            files.push(relative);
+        }
+    }
+    let run_sh = dir.join("run.sh");
+    write_file(&run_sh, RUN_SH)?;
+    make_executable(&run_sh)?;
+    files.push("run.sh".to_owned());
+
+    let mut listed = Vec::new();
+    for relative in &files {
+        listed.push((relative.clone(), file_size(&dir.join(relative))?));
+    }
+    let manifest = manifest_text(&provenance(root), &listed);
+    write_file(&dir.join(MANIFEST), &manifest)?;
+    listed.push((MANIFEST.to_owned(), file_size(&dir.join(MANIFEST))?));
+
+    for (relative, size) in &listed {
+        println!("  {:>10}  {relative}", human_size(*size));
+    }
+    let total: u64 = listed.iter().map(|(_, size)| size).sum();
+    println!(
+        "==> gpu-bundle: {} test binaries, {} benchmarks, total {} ({total} bytes) in {}",
+        tests.len(),
+        benches.len(),
+        human_size(total),
+        dir.display()
+    );
+    if total >= MAX_BUNDLE_BYTES {
+        return Err(Failure::new(format!(
+            "the bundle is {} ({total} bytes), over the limit of {}: leave out a benchmark, \
+             or check that the binaries were stripped",
+            human_size(total),
+            human_size(MAX_BUNDLE_BYTES)
+        )));
+    }
+    println!(
+        "run it on the GPU machine with `{}/run.sh` (`--help` for its options)",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// One executable cargo reported building.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Artifact {
+    /// The target's name (`behaviour`, `gpu_core`, `transfer_bench`).
+    name: String,
+    /// The target's kinds (`lib`, `test`, `example`, ...).
+    kinds: Vec<String>,
+    /// Whether it was built as a test harness (`profile.test`).
+    test: bool,
+    /// The executable's path.
+    executable: PathBuf,
+}
+
+/// The executable artifact a cargo JSON message describes, if it is one: a
+/// `compiler-artifact` with a non-null `executable`. Other messages give `Ok(None)`.
+fn parse_artifact(line: &str) -> std::result::Result<Option<Artifact>, json::ParseError> {
+    let message = json::parse(line)?;
+    if message.get("reason").and_then(Value::as_str) != Some("compiler-artifact") {
+        return Ok(None);
+    }
+    let Some(executable) = message.get("executable").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    let target = message.get("target");
+    let name = target
+        .and_then(|target| target.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let kinds = target
+        .and_then(|target| target.get("kind"))
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    let test = message
+        .get("profile")
+        .and_then(|profile| profile.get("test"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(Some(Artifact {
+        name,
+        kinds,
+        test,
+        executable: PathBuf::from(executable),
+    }))
+}
+
+/// Runs a cargo build command with JSON messages and returns the executables it reported.
+fn cargo_artifacts(root: &Path, args: &[&str]) -> Result<Vec<Artifact>> {
+    let mut cmd = util::cargo(root);
+    cmd.args(args)
+        .arg("--message-format=json-render-diagnostics");
+    let (mut child, shown) = util::spawn_piped(&mut cmd)?;
+    let mut artifacts = Vec::new();
+    let mut read_error = None;
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            let line = match line {
+                Ok(line) => line,
+                Err(err) => {
+                    // Keep reading nothing more, but let cargo finish before failing.
+                    read_error = Some(err);
+                    break;
+                }
+            };
+            if !line.starts_with('{') {
+                continue;
+            }
+            match parse_artifact(&line) {
+                Ok(Some(artifact)) => artifacts.push(artifact),
+                Ok(None) => {}
+                Err(err) => {
+                    let start: String = line.chars().take(120).collect();
+                    eprintln!("warning: cargo printed a line that is not JSON ({err}): {start}");
+                }
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|err| Failure::new(format!("waiting for `{shown}` failed: {err}")))?;
+    if !status.success() {
+        return Err(Failure {
+            message: format!("`{shown}` failed ({status})"),
+            code: util::exit_code(status),
+        });
+    }
+    if let Some(err) = read_error {
+        return Err(Failure::new(format!(
+            "could not read the output of `{shown}`: {err}"
+        )));
+    }
+    Ok(artifacts)
+}
+
+/// The test binaries among `artifacts`, each with the file name it gets in the bundle: the
+/// target name, or cargo's `name-hash` file name for targets that share a name.
+fn name_test_binaries(artifacts: &[Artifact]) -> Vec<(String, PathBuf)> {
+    let mut tests: Vec<&Artifact> = Vec::new();
+    for artifact in artifacts.iter().filter(|artifact| artifact.test) {
+        if !tests
+            .iter()
+            .any(|seen| seen.executable == artifact.executable)
+        {
+            tests.push(artifact);
+        }
+    }
+    let mut named: Vec<(String, PathBuf)> = Vec::new();
+    for artifact in &tests {
+        let shared = tests
+            .iter()
+            .filter(|other| other.name == artifact.name)
+            .count()
+            > 1;
+        let file_name = artifact
+            .executable
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned());
+        let base = match file_name {
+            Some(file_name) if shared || artifact.name.is_empty() => file_name,
+            _ => artifact.name.clone(),
+        };
+        // Cargo's file names are unique in one folder; this only guards odd layouts.
+        let mut name = base.clone();
+        let mut n = 2;
+        while named.iter().any(|(taken, _)| *taken == name) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        named.push((name, artifact.executable.clone()));
+    }
+    named.sort();
+    named
+}
+
+/// Refuses a DIR that is the workspace root or one of its ancestors.
+fn refuse_unsafe_dir(root: &Path, dir: &Path) -> Result {
+    let (Ok(root), Ok(dir_real)) = (root.canonicalize(), dir.canonicalize()) else {
+        return Ok(()); // DIR does not exist yet: nothing to protect.
+    };
+    if root.starts_with(&dir_real) {
+        return Err(Failure::new(format!(
+            "refusing to use `{}` as the bundle folder: it contains the workspace",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The entries of `dir` that [`clear_dir`] would remove (none if `dir` does not exist), or
+/// an error if `dir` may not be emptied: it is not a readable folder, or it is not empty and
+/// has no `MANIFEST.txt` (so it is not an earlier bundle). Checked before building, too.
+fn replaceable_entries(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => {
+            return Err(Failure::new(format!(
+                "`{}` exists but cannot be read as a folder: {err}",
+                dir.display()
+            )))
+        }
+    };
+    let entries: Vec<fs::DirEntry> = entries
+        .collect::<std::io::Result<_>>()
+        .map_err(|err| Failure::new(format!("could not list `{}`: {err}", dir.display())))?;
+    if !entries.is_empty() && !dir.join(MANIFEST).is_file() {
+        return Err(Failure::new(format!(
+            "refusing to empty `{}`: it is not empty and has no {MANIFEST}, so it is not an \
+             earlier bundle; pick another folder or remove it yourself",
+            dir.display()
+        )));
+    }
+    Ok(entries)
+}
+
+/// Makes `dir` an empty folder. An existing non-empty folder is emptied only when it holds
+/// a `MANIFEST.txt`, i.e. when it is an earlier bundle.
+fn clear_dir(dir: &Path) -> Result {
+    let entries = replaceable_entries(dir)?;
+    create_dir(dir)?;
+    for entry in entries {
+        let path = entry.path();
+        // `file_type` does not follow symbolic links: a link is removed, not its target.
+        let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+        let removed = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        removed
+            .map_err(|err| Failure::new(format!("could not remove `{}`: {err}", path.display())))?;
+    }
+    Ok(())
+}
+
+fn create_dir(dir: &Path) -> Result {
+    fs::create_dir_all(dir)
+        .map_err(|err| Failure::new(format!("could not create `{}`: {err}", dir.display())))
+}
+
+fn write_file(path: &Path, text: &str) -> Result {
+    fs::write(path, text)
+        .map_err(|err| Failure::new(format!("could not write `{}`: {err}", path.display())))
+}
+
+fn file_size(path: &Path) -> Result<u64> {
+    fs::metadata(path)
+        .map(|meta| meta.len())
+        .map_err(|err| Failure::new(format!("could not read `{}`: {err}", path.display())))
+}
+
+/// Sets mode 755 (the copies keep cargo's mode already; this makes the intent explicit).
+fn make_executable(path: &Path) -> Result {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o755)).map_err(|err| {
+            Failure::new(format!(
+                "could not make `{}` executable: {err}",
+                path.display()
+            ))
+        })?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+fn strip_available() -> bool {
+    util::succeeds(Command::new("strip").arg("--version"))
+}
+
+/// Strips `path` in place; a failure is a warning, the binary is only larger.
+fn strip_binary(path: &Path) {
+    match Command::new("strip")
+        .arg(path)
+        .stdin(Stdio::null())
+        .status()
+    {
+        Ok(status) if status.success() => {}
+        Ok(status) => eprintln!(
+            "warning: `strip {}` failed ({status}); kept unstripped",
+            path.display()
+        ),
+        Err(err) => eprintln!(
+            "warning: could not run `strip {}`: {err}; kept unstripped",
+            path.display()
+        ),
+    }
+}
+
+/// Where the binaries came from, for the manifest.
+struct Provenance {
+    commit: String,
+    date: String,
+    rustc: String,
+}
+
+fn provenance(root: &Path) -> Provenance {
+    let commit = match git(root, &["rev-parse", "HEAD"]) {
+        Some(commit) => match git(root, &["status", "--porcelain"]) {
+            Some(changes) if !changes.is_empty() => {
+                format!("{commit} (plus uncommitted changes)")
+            }
+            _ => commit,
+        },
+        None => "unknown (`git rev-parse HEAD` failed)".to_owned(),
+    };
+    let date = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since| utc_date_time(since.as_secs()))
+        .unwrap_or_else(|_| "unknown (clock before 1970)".to_owned());
+    let rustc = quiet_output(Command::new("rustc").arg("-V").current_dir(root))
+        .unwrap_or_else(|| "unknown".to_owned());
+    Provenance {
+        commit,
+        date,
+        rustc,
+    }
+}
+
+fn git(root: &Path, args: &[&str]) -> Option<String> {
+    quiet_output(Command::new("git").args(args).current_dir(root))
+}
+
+/// The trimmed stdout of a command that succeeded, or `None` (nothing printed on failure).
+fn quiet_output(cmd: &mut Command) -> Option<String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn manifest_text(provenance: &Provenance, files: &[(String, u64)]) -> String {
+    let mut text = format!(
+        "gpu bundle, made by `cargo xtask gpu-bundle`; run ./run.sh (--help for options)\n\
+         commit: {}\n\
+         built: {}\n\
+         rustc: {}\n\
+         \n\
+         files (bytes, path):\n",
+        provenance.commit, provenance.date, provenance.rustc
+    );
+    for (path, size) in files {
+        text.push_str(&format!("{size:>12}  {path}\n"));
+    }
+    let total: u64 = files.iter().map(|(_, size)| size).sum();
+    text.push_str(&format!(
+        "{total:>12}  total, without this file ({})\n",
+        human_size(total)
+    ));
+    text
+}
+
+/// `seconds` since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+fn utc_date_time(seconds: u64) -> String {
+    let days = seconds / 86_400;
+    let rem = seconds % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// `bytes` in KiB or MiB with one decimal, for people.
+fn human_size(bytes: u64) -> String {
+    // Precision loss is irrelevant for display.
+    #[allow(clippy::cast_precision_loss)]
+    let value = bytes as f64;
+    if bytes >= 1 << 20 {
+        format!("{:.1} MiB", value / f64::from(1u32 << 20))
+    } else if bytes >= 1 << 10 {
+        format!("{:.1} KiB", value / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}

@@ -1,0 +1,329 @@
+//! `cargo xtask gpu-test`: runs the CUDA tests on this machine and fails when no GPU is usable.
+//!
+//! Every behaviour test has a CUDA variant named `<test>::cuda`; on a machine without a
+//! usable GPU it normally prints `SKIPPED: <reason>` and passes. Here the tests run with
+//! `GPU_REQUIRE_CUDA=1`, which the test harness turns into a failure instead, so this
+//! command can never report a GPU pass without a GPU. It runs `cargo test --release
+//! --no-fail-fast --workspace --exclude xtask cuda [args] -- --show-output` (the filter `cuda`
+//! selects the CUDA variants and cuda-sys's tests; xtask's own tests are not GPU tests),
+//! relays the tests' output line by line while adding up cargo's `test result:` lines, and
+//! ends with one summary line. A run in which no test passed (a filter that matched nothing,
+//! say) is a failure too: nothing was verified. `--show-output` makes the `SKIPPED:` lines
+//! that passing tests still print (a CPU-only behaviour's CUDA variant, say)
+//! visible; they are listed, with their tests, before the summary.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use crate::util::{self, Failure, Result};
+use crate::{wants_help, USAGE};
+
+/// The test filter: the CUDA variants (`<test>::cuda`) and cuda-sys's tests.
+const FILTER: &str = "cuda";
+
+/// The environment variable that makes a CUDA test fail, not skip, when CUDA is unusable.
+pub const REQUIRE_CUDA_VAR: &str = "GPU_REQUIRE_CUDA";
+
+/// Counts summed over cargo's `test result:` lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Tests that passed.
+    pub passed: u64,
+    /// Tests that failed.
+    pub failed: u64,
+    /// Tests marked `#[ignore]`.
+    pub ignored: u64,
+    /// How many `test result:` lines were added up (one per test binary that finished).
+    pub results: u64,
+}
+
+impl Tally {
+    /// Adds `line` when it is a libtest summary such as
+    /// `test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; ...`;
+    /// returns whether it was one.
+    pub fn add_line(&mut self, line: &str) -> bool {
+        let Some(counts) = parse_result_line(line) else {
+            return false;
+        };
+        self.passed += counts.passed;
+        self.failed += counts.failed;
+        self.ignored += counts.ignored;
+        self.results += 1;
+        true
+    }
+}
+
+/// The counts of one `test result:` line, or `None` when `line` is not one.
+fn parse_result_line(line: &str) -> Option<Tally> {
+    let rest = line.trim().strip_prefix("test result: ")?;
+    // `ok. 12 passed; 0 failed; ...` or `FAILED. 1 passed; 2 failed; ...`
+    let (status, counts) = rest.split_once(". ")?;
+    if status != "ok" && status != "FAILED" {
+        return None;
+    }
+    let mut tally = Tally::default();
+    let mut saw_passed = false;
+    for part in counts.split(';') {
+        let mut words = part.split_whitespace();
+        let (Some(number), Some(word)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let Ok(number) = number.parse::<u64>() else {
+            continue;
+        };
+        match word {
+            "passed" => {
+                tally.passed = number;
+                saw_passed = true;
+            }
+            "failed" => tally.failed = number,
+            "ignored" => tally.ignored = number,
+            _ => {}
+        }
+    }
+    saw_passed.then_some(tally)
+}
+
+/// The `SKIPPED:` lines of a `--show-output` run, each with the test that printed it.
+///
+/// libtest prints a passing test's captured output under `---- <test> stdout ----`.
+#[derive(Debug, Default)]
+struct Skips {
+    current_test: Option<String>,
+    lines: Vec<String>,
+}
+
+impl Skips {
+    fn add_line(&mut self, line: &str) {
+        let line = line.trim_end();
+        if let Some(test) = line
+            .strip_prefix("---- ")
+            .and_then(|rest| rest.strip_suffix(" stdout ----"))
+        {
+            self.current_test = Some(test.to_owned());
+        } else if line.contains("SKIPPED:") {
+            let test = self.current_test.as_deref().unwrap_or("?");
+            self.lines.push(format!("{test}: {}", line.trim()));
+        }
+    }
+}
+
+/// The arguments after `cargo test ... cuda`: the caller's, plus `--show-output` for the test
+/// binaries (so the `SKIPPED:` lines of passing tests are seen and reported).
+fn test_args(extra: &[String]) -> Vec<String> {
+    let mut args = extra.to_vec();
+    if !args.iter().any(|arg| arg == "--") {
+        args.push("--".to_owned());
+    }
+    args.push("--show-output".to_owned());
+    args
+}
+
+/// Runs `cargo xtask gpu-test [-- args]`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    if wants_help(args) {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let extra = match args.split_first() {
+        None => &[][..],
+        Some((first, rest)) if first == "--" => rest,
+        Some((first, _)) => {
+            return Err(Failure::usage(format!(
+                "unknown argument `{first}` for `cargo xtask gpu-test` \
+                 (arguments for `cargo test` go after `--`)"
+            )))
+        }
+    };
+
+    let mut cmd = util::cargo(root);
+    cmd.env(REQUIRE_CUDA_VAR, "1")
+        .args([
+            "test",
+            "--release",
+            "--no-fail-fast",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            FILTER,
+        ])
+        .args(test_args(extra));
+    let (mut child, shown) = util::spawn_piped(&mut cmd)?;
+
+    // Relay the tests' output as it comes (cargo's own messages go to stderr, untouched).
+    let mut tally = Tally::default();
+    let mut skips = Skips::default();
+    if let Some(stdout) = child.stdout.take() {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line);
+                    print!("{text}");
+                    tally.add_line(&text);
+                    skips.add_line(&text);
+                }
+                Err(err) => {
+                    eprintln!("warning: reading the tests' output failed: {err}");
+                    break;
+                }
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|err| Failure::new(format!("waiting for `{shown}` failed: {err}")))?;
+
+    if !skips.lines.is_empty() {
+        // With GPU_REQUIRE_CUDA=1 a missing GPU fails; these are skips the harness still
+        // allows (a CPU-only behaviour, say). List them so a reader can check.
+        println!(
+            "==> {} lines printed `SKIPPED:` although {REQUIRE_CUDA_VAR}=1; check that none \
+             is a GPU behaviour left unverified:",
+            skips.lines.len()
+        );
+        for line in &skips.lines {
+            println!("    {line}");
+        }
+    }
+    let counts = format!(
+        "{} passed, {} failed, {} ignored",
+        tally.passed, tally.failed, tally.ignored
+    );
+    if !status.success() {
+        if tally.results == 0 {
+            println!(
+                "==> gpu-test FAILED: no test result (the build, or a test binary before its \
+                 summary, failed; see the output above)"
+            );
+        } else {
+            println!(
+                "==> gpu-test FAILED: {counts} (with {REQUIRE_CUDA_VAR}=1 a CUDA test fails \
+                 when no GPU is usable; see the output above)"
+            );
+        }
+        return Err(Failure {
+            message: format!("`{shown}` failed ({status})"),
+            code: util::exit_code(status),
+        });
+    }
+    if tally.passed == 0 {
+        println!("==> gpu-test FAILED: {counts}: no test ran, so nothing was verified on a GPU");
+        return Err(Failure::new(format!(
+            "no test matching `{FILTER}` passed; nothing was verified on a GPU"
+        )));
+    }
+    println!("==> gpu-test PASSED on a usable GPU ({REQUIRE_CUDA_VAR}=1): {counts}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ok_and_failed_result_lines() {
+        let ok = "test result: ok. 12 passed; 0 failed; 3 ignored; 0 measured; \
+                  5 filtered out; finished in 0.42s";
+        assert_eq!(
+            parse_result_line(ok),
+            Some(Tally {
+                passed: 12,
+                failed: 0,
+                ignored: 3,
+                results: 0
+            })
+        );
+        let failed = "test result: FAILED. 1 passed; 2 failed; 0 ignored; 0 measured; \
+                      0 filtered out; finished in 1.00s\n";
+        assert_eq!(
+            parse_result_line(failed),
+            Some(Tally {
+                passed: 1,
+                failed: 2,
+                ignored: 0,
+                results: 0
+            })
+        );
+    }
+
+    #[test]
+    fn ignores_other_lines() {
+        for line in [
+            "",
+            "test foo::cuda ... ok",
+            "running 3 tests",
+            "SKIPPED: no CUDA driver",
+            "test result: maybe. 1 passed",
+            "test result: ok.",
+            "my test result: ok. 1 passed; 0 failed",
+        ] {
+            assert_eq!(parse_result_line(line), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn shows_output_after_the_callers_arguments() {
+        let strings = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(test_args(&[]), strings(&["--", "--show-output"]));
+        assert_eq!(
+            test_args(&strings(&["-p", "gpu"])),
+            strings(&["-p", "gpu", "--", "--show-output"])
+        );
+        assert_eq!(
+            test_args(&strings(&["--", "--nocapture"])),
+            strings(&["--", "--nocapture", "--show-output"])
+        );
+    }
+
+    #[test]
+    fn attributes_skipped_lines_to_their_tests() {
+        let mut skips = Skips::default();
+        for line in [
+            "SKIPPED: before any test",
+            "successes:",
+            "",
+            "---- behaviour::fill::cuda stdout ----",
+            "SKIPPED: fill is a CPU-backend behaviour (cuda backend)",
+            "",
+            "---- props::ops::cuda stdout ----",
+            "some other output",
+        ] {
+            skips.add_line(line);
+        }
+        assert_eq!(
+            skips.lines,
+            [
+                "?: SKIPPED: before any test",
+                "behaviour::fill::cuda: SKIPPED: fill is a CPU-backend behaviour (cuda backend)",
+            ]
+        );
+    }
+
+    #[test]
+    fn sums_several_binaries() {
+        let mut tally = Tally::default();
+        let output = "\
+running 2 tests
+test a::cuda ... ok
+test b::cuda ... FAILED
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 4 filtered out; finished in 0.01s
+   Doc-tests gpu
+test result: ok. 7 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.20s
+";
+        let added = output.lines().filter(|line| tally.add_line(line)).count();
+        assert_eq!(added, 2);
+        assert_eq!(
+            tally,
+            Tally {
+                passed: 8,
+                failed: 1,
+                ignored: 2,
+                results: 2
+            }
+        );
+    }
+}
