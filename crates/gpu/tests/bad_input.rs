@@ -477,7 +477,7 @@ backend_tests! {
 
     fn kernel_without_cpu_closure_is_unavailable_on_the_cpu(ctx) {
         if ctx.backend_name() != "cpu" {
-            println!("SKIPPED: a kernel without a CPU closure loads on {}", ctx.backend_name());
+            common::skipped(&format!("a kernel without a CPU closure loads on {}", ctx.backend_name()));
             return Ok(());
         }
         let spec = KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add");

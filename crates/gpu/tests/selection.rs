@@ -3,6 +3,8 @@
 //! The environment is process-wide, so everything that sets variables runs in one test,
 //! in order; this file is its own test binary (its own process).
 
+mod common;
+
 use std::path::PathBuf;
 
 use gpu::{Context, DType, DeviceSpec, Error, SpecOrigin};
@@ -28,7 +30,7 @@ fn explicit_cpu_opens_the_cpu_backend() -> gpu::Result<()> {
 fn auto_records_why_cuda_was_rejected() -> gpu::Result<()> {
     let ctx = Context::new(DeviceSpec::Auto)?;
     if ctx.backend_name() == "cuda" {
-        println!("SKIPPED: a CUDA device is usable here, so auto did not fall back");
+        common::skipped("a CUDA device is usable here, so auto did not fall back");
         return Ok(());
     }
     assert_eq!(ctx.backend_name(), "cpu");

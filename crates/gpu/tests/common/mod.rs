@@ -32,10 +32,17 @@ pub fn cuda() -> Option<Context> {
         }
         Err(e) if require_cuda() => panic!("GPU_REQUIRE_CUDA is set but CUDA is unusable: {e}"),
         Err(e) => {
-            println!("SKIPPED: {e}");
+            skipped(&e.to_string());
             None
         }
     }
+}
+
+/// Reports a skipped test: `SKIPPED: <reason>` on the process's real stderr, which the test
+/// harness does not capture, so the line shows in every test log (CI's included).
+pub fn skipped(reason: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {reason}");
 }
 
 /// Whether `GPU_REQUIRE_CUDA=1`.
