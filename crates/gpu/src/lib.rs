@@ -65,6 +65,12 @@ pub use gpu_core as core;
 pub use gpu_cpu as cpu;
 /// The CUDA backend (and its availability probe, `gpu::cuda::probe()`).
 pub use gpu_cuda as cuda;
+/// Overlapped upload, compute and download ([`Pipeline`], [`Pattern`], reports, timelines).
+pub use gpu_pipeline as pipeline;
+pub use gpu_pipeline::{Pattern, PipelineError, Report, Stage, Timeline};
+
+/// A pipeline over the context's backend.
+pub type Pipeline = gpu_pipeline::Pipeline<AnyBackend>;
 
 /// A typed array in device memory.
 pub type GpuArray<T> = gpu_core::GpuArray<T, AnyBackend>;

@@ -1,0 +1,114 @@
+//! The pipeline's error: which batch, which stage, and what went wrong.
+
+use std::fmt;
+
+/// An error a user stage (load or sink) returns.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The stages of a batch, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Filling a pinned staging buffer on the host (the loader).
+    Load,
+    /// Host to device.
+    Upload,
+    /// The user's device work.
+    Compute,
+    /// Device to host.
+    Download,
+    /// Handing the result to the sink.
+    Deliver,
+}
+
+impl Stage {
+    /// Lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Stage::Load => "load",
+            Stage::Upload => "upload",
+            Stage::Compute => "compute",
+            Stage::Download => "download",
+            Stage::Deliver => "deliver",
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a pipeline stopped. Every batch before `batch` was delivered, in order; nothing of
+/// `batch` or later was.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// A user stage (the loader or the sink) returned an error.
+    #[error("batch {batch}: the {stage} stage failed: {source}")]
+    Stage {
+        /// The batch that failed.
+        batch: usize,
+        /// The stage.
+        stage: Stage,
+        /// The user's error.
+        #[source]
+        source: BoxError,
+    },
+    /// A device call failed (or the compute stage returned a device error).
+    #[error("batch {batch}: the {stage} stage failed: {source}")]
+    Gpu {
+        /// The batch that failed.
+        batch: usize,
+        /// The stage.
+        stage: Stage,
+        /// The device error.
+        #[source]
+        source: gpu_core::Error,
+    },
+    /// The pipeline was configured in a way that cannot run.
+    #[error("invalid pipeline: {0}")]
+    Config(String),
+}
+
+impl PipelineError {
+    /// The batch that failed, if the error belongs to one.
+    pub fn batch(&self) -> Option<usize> {
+        match self {
+            PipelineError::Stage { batch, .. } | PipelineError::Gpu { batch, .. } => Some(*batch),
+            PipelineError::Config(_) => None,
+        }
+    }
+
+    /// The stage that failed, if any.
+    pub fn stage(&self) -> Option<Stage> {
+        match self {
+            PipelineError::Stage { stage, .. } | PipelineError::Gpu { stage, .. } => Some(*stage),
+            PipelineError::Config(_) => None,
+        }
+    }
+}
+
+impl From<PipelineError> for gpu_core::Error {
+    /// A device error comes back as itself; a user stage's error as
+    /// [`gpu_core::Error::Backend`] naming the stage and batch.
+    fn from(e: PipelineError) -> Self {
+        match e {
+            PipelineError::Gpu { source, .. } => source,
+            PipelineError::Stage {
+                batch,
+                stage,
+                source,
+            } => gpu_core::Error::Backend {
+                backend: "pipeline",
+                call: stage.name(),
+                message: format!("batch {batch}: {source}"),
+            },
+            PipelineError::Config(message) => gpu_core::Error::Backend {
+                backend: "pipeline",
+                call: "configure",
+                message,
+            },
+        }
+    }
+}

@@ -1,0 +1,489 @@
+//! What a run measured: per-stage times from events, the max-stage bound, overlap
+//! efficiency, device idle time, throughput, and the timeline as Chrome trace JSON and SVG.
+
+use std::fmt::Write as _;
+
+use gpu_core::{Backend, Context};
+
+use crate::error::Stage;
+use crate::pipeline::Pattern;
+
+/// A row of the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lane {
+    /// The loader (a thread of its own in the buffered patterns).
+    Loader,
+    /// The one stream of the sequential pattern.
+    Stream(usize),
+    /// The upload stream.
+    Upload,
+    /// Compute stream `k`.
+    Compute(usize),
+    /// The download stream.
+    Download,
+    /// The calling thread, delivering results.
+    Host,
+}
+
+impl Lane {
+    /// The lane's label.
+    pub fn label(self) -> String {
+        match self {
+            Lane::Loader => "loader (host)".into(),
+            Lane::Stream(k) => format!("stream {k}"),
+            Lane::Upload => "upload stream".into(),
+            Lane::Compute(k) => format!("compute stream {k}"),
+            Lane::Download => "download stream".into(),
+            Lane::Host => "sink (host)".into(),
+        }
+    }
+}
+
+/// One stage of one batch on the timeline, in milliseconds from the run's start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    /// Where it ran.
+    pub lane: Lane,
+    /// Which stage.
+    pub stage: Stage,
+    /// Which batch.
+    pub batch: usize,
+    /// Start, ms.
+    pub start_ms: f64,
+    /// End, ms.
+    pub end_ms: f64,
+}
+
+impl Span {
+    /// Its length in ms.
+    pub fn ms(&self) -> f64 {
+        (self.end_ms - self.start_ms).max(0.0)
+    }
+}
+
+/// The timeline of a run: device stages timed by events, host stages by the host clock
+/// (both measured from the run's start event).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timeline {
+    /// The lanes, top to bottom.
+    pub lanes: Vec<Lane>,
+    /// Every stage of every batch.
+    pub spans: Vec<Span>,
+    /// A title for pictures (pattern and backend).
+    pub title: String,
+}
+
+/// Total milliseconds of each stage over all batches.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StageTimes {
+    /// Loading (host wall time).
+    pub load: f64,
+    /// Host to device.
+    pub upload: f64,
+    /// Device work.
+    pub compute: f64,
+    /// Device to host.
+    pub download: f64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The pattern that ran.
+    pub pattern: Pattern,
+    /// `cpu` or `cuda`.
+    pub backend: &'static str,
+    /// Batches processed.
+    pub batches: usize,
+    /// Bytes uploaded per batch.
+    pub batch_bytes_in: usize,
+    /// Bytes downloaded per batch.
+    pub batch_bytes_out: usize,
+    /// Wall time of the run, ms (from the start event to the last delivery).
+    pub wall_ms: f64,
+    /// Per-stage totals.
+    pub stages: StageTimes,
+    /// CPU time the loader used, ms (below `stages.load` when it waits on I/O).
+    pub load_cpu_ms: f64,
+    /// The max-stage bound, ms: no schedule can beat it (see [`bound_ms`]).
+    pub bound_ms: f64,
+    /// `bound_ms / wall_ms`: 1.0 is perfect overlap.
+    pub efficiency: f64,
+    /// Fraction of the wall time no device stage was running.
+    pub device_idle: f64,
+    /// Batches per second.
+    pub batches_per_s: f64,
+    /// Bytes moved (in and out) per second.
+    pub bytes_per_s: f64,
+    /// The timeline.
+    pub timeline: Timeline,
+}
+
+/// The max-stage bound of a run: the time the busiest resource needs, whatever the overlap.
+///
+/// - Each stage runs one batch at a time, so the run takes at least each stage's total
+///   (load on the loader thread; upload and download on their streams, or together when the
+///   device has a single copy engine; compute).
+/// - On the CPU backend every stage but a loader's waiting is work for the same `cores`, so
+///   the run also takes at least (load CPU time + upload + compute + download) / cores.
+pub fn bound_ms(
+    stages: &StageTimes,
+    load_cpu_ms: f64,
+    cpu_backend: bool,
+    cores: u32,
+    copy_engines: u32,
+) -> f64 {
+    let copies = if copy_engines >= 2 {
+        stages.upload.max(stages.download)
+    } else {
+        stages.upload + stages.download
+    };
+    let mut bound = stages.load.max(copies).max(stages.compute);
+    if cpu_backend {
+        let work = load_cpu_ms + stages.upload + stages.compute + stages.download;
+        bound = bound.max(work / f64::from(cores.max(1)));
+    }
+    bound
+}
+
+/// The length of the union of `intervals`.
+fn union_ms(mut intervals: Vec<(f64, f64)>) -> f64 {
+    intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut current: Option<(f64, f64)> = None;
+    for (s, e) in intervals {
+        match current {
+            Some((cs, ce)) if s <= ce => current = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                current = Some((s, e));
+            }
+            None => current = Some((s, e)),
+        }
+    }
+    if let Some((cs, ce)) = current {
+        total += ce - cs;
+    }
+    total
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build<B: Backend>(
+    ctx: &Context<B>,
+    pattern: Pattern,
+    batches: usize,
+    batch_bytes_in: usize,
+    batch_bytes_out: usize,
+    lanes: Vec<Lane>,
+    spans: Vec<Span>,
+    wall_ms: f64,
+    load_cpu_ms: f64,
+) -> Report {
+    let mut stages = StageTimes::default();
+    for s in &spans {
+        match s.stage {
+            Stage::Load => stages.load += s.ms(),
+            Stage::Upload => stages.upload += s.ms(),
+            Stage::Compute => stages.compute += s.ms(),
+            Stage::Download => stages.download += s.ms(),
+            Stage::Deliver => {}
+        }
+    }
+    let info = ctx.info();
+    let cpu_backend = info.compute_capability.is_none();
+    let bound = bound_ms(
+        &stages,
+        load_cpu_ms,
+        cpu_backend,
+        info.multiprocessors,
+        info.copy_engines,
+    );
+    let device: Vec<(f64, f64)> = spans
+        .iter()
+        .filter(|s| matches!(s.stage, Stage::Upload | Stage::Compute | Stage::Download))
+        .map(|s| (s.start_ms, s.end_ms))
+        .collect();
+    let wall = wall_ms.max(f64::MIN_POSITIVE);
+    let busy = union_ms(device).min(wall);
+    let secs = wall / 1e3;
+    Report {
+        pattern,
+        backend: ctx.backend_name(),
+        batches,
+        batch_bytes_in,
+        batch_bytes_out,
+        wall_ms,
+        stages,
+        load_cpu_ms,
+        bound_ms: bound,
+        efficiency: bound / wall,
+        device_idle: 1.0 - busy / wall,
+        batches_per_s: batches as f64 / secs,
+        bytes_per_s: (batches * (batch_bytes_in + batch_bytes_out)) as f64 / secs,
+        timeline: Timeline {
+            lanes,
+            spans,
+            title: format!("{pattern} on {}", ctx.backend_name()),
+        },
+    }
+}
+
+impl Timeline {
+    /// The timeline as Chrome trace JSON (open it in Perfetto or `chrome://tracing`): one
+    /// thread per lane, one complete event (`"ph":"X"`) per stage of each batch, in µs.
+    pub fn to_chrome_trace(&self) -> String {
+        let mut out = String::from("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+        let mut first = true;
+        let mut push = |line: String| {
+            if !first {
+                out.push_str(",\n");
+            }
+            first = false;
+            out.push_str(&line);
+        };
+        push(format!(
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{{\"name\":\"{}\"}}}}",
+            escape(&self.title)
+        ));
+        for (tid, lane) in self.lanes.iter().enumerate() {
+            push(format!(
+                "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{tid},\"args\":{{\"name\":\"{}\"}}}}",
+                escape(&lane.label())
+            ));
+            push(format!(
+                "{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}"
+            ));
+        }
+        for s in &self.spans {
+            let tid = self.lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
+            push(format!(
+                "{{\"name\":\"{} {}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":1,\"tid\":{tid},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{\"batch\":{}}}}}",
+                s.stage,
+                s.batch,
+                s.stage,
+                s.start_ms * 1e3,
+                s.ms() * 1e3,
+                s.batch
+            ));
+        }
+        out.push_str("\n]}\n");
+        out
+    }
+
+    /// The timeline as an SVG picture: one lane per stream (and the loader and sink), one
+    /// box per stage of each batch, coloured by stage and labelled with the batch.
+    pub fn to_svg(&self) -> String {
+        const LEFT: f64 = 150.0;
+        const WIDTH: f64 = 1100.0;
+        const LANE_H: f64 = 28.0;
+        const TOP: f64 = 40.0;
+        let end = self
+            .spans
+            .iter()
+            .map(|s| s.end_ms)
+            .fold(0.0f64, f64::max)
+            .max(1e-9);
+        let scale = WIDTH / end;
+        let height = TOP + LANE_H * self.lanes.len() as f64 + 40.0;
+        let mut svg = String::new();
+        let _ = writeln!(
+            svg,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">",
+            LEFT + WIDTH + 20.0
+        );
+        let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+        let _ = writeln!(
+            svg,
+            "<text x=\"10\" y=\"20\" font-size=\"14\">{}</text>",
+            escape(&self.title)
+        );
+        for (row, lane) in self.lanes.iter().enumerate() {
+            let y = TOP + LANE_H * row as f64;
+            let _ = writeln!(
+                svg,
+                "<text x=\"10\" y=\"{:.1}\">{}</text>",
+                y + LANE_H * 0.65,
+                escape(&lane.label())
+            );
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{LEFT}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>",
+                y + LANE_H,
+                LEFT + WIDTH,
+                y + LANE_H
+            );
+        }
+        for s in &self.spans {
+            let row = self.lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
+            let x = LEFT + s.start_ms * scale;
+            let w = (s.ms() * scale).max(0.5);
+            let y = TOP + LANE_H * row as f64 + 3.0;
+            let colour = match s.stage {
+                Stage::Load => "#9e9e9e",
+                Stage::Upload => "#42a5f5",
+                Stage::Compute => "#66bb6a",
+                Stage::Download => "#ffa726",
+                Stage::Deliver => "#ab47bc",
+            };
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{x:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{:.1}\" fill=\"{colour}\" stroke=\"white\" stroke-width=\"0.5\"><title>{} batch {}: {:.3} ms</title></rect>",
+                LANE_H - 6.0,
+                s.stage,
+                s.batch,
+                s.ms()
+            );
+            if w > 14.0 {
+                let _ = writeln!(
+                    svg,
+                    "<text x=\"{:.2}\" y=\"{:.1}\" fill=\"white\">{}</text>",
+                    x + 2.0,
+                    y + LANE_H * 0.55,
+                    s.batch
+                );
+            }
+        }
+        // Time axis with about ten ticks.
+        let axis_y = TOP + LANE_H * self.lanes.len() as f64 + 15.0;
+        let step = nice_step(end / 10.0);
+        let mut t = 0.0;
+        while t <= end + 1e-12 {
+            let x = LEFT + t * scale;
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>",
+                axis_y - 10.0
+            );
+            let _ = writeln!(
+                svg,
+                "<text x=\"{x:.1}\" y=\"{axis_y:.1}\" text-anchor=\"middle\">{}</text>",
+                fmt_ms(t)
+            );
+            t += step;
+        }
+        svg.push_str("</svg>\n");
+        svg
+    }
+
+    /// Writes [`Timeline::to_chrome_trace`] to `path`.
+    pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.to_chrome_trace())
+    }
+
+    /// Writes [`Timeline::to_svg`] to `path`.
+    pub fn write_svg(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.to_svg())
+    }
+}
+
+/// A round tick step (1, 2 or 5 times a power of ten) near `raw`.
+fn nice_step(raw: f64) -> f64 {
+    if raw <= 0.0 || !raw.is_finite() {
+        return 1.0;
+    }
+    let p = 10f64.powf(raw.log10().floor());
+    let m = raw / p;
+    let nice = if m < 1.5 {
+        1.0
+    } else if m < 3.5 {
+        2.0
+    } else if m < 7.5 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * p
+}
+
+fn fmt_ms(t: f64) -> String {
+    if t >= 1000.0 {
+        format!("{:.1} s", t / 1e3)
+    } else if t >= 1.0 {
+        format!("{t:.0} ms")
+    } else {
+        format!("{:.0} us", t * 1e3)
+    }
+}
+
+/// Escapes text for JSON strings and XML alike (neither needs more for these labels).
+fn escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| match c {
+            '"' => "&quot;".chars().collect::<Vec<_>>(),
+            '<' => "&lt;".chars().collect(),
+            '>' => "&gt;".chars().collect(),
+            '&' => "&amp;".chars().collect(),
+            '\\' => "/".chars().collect(),
+            c if c.is_control() => vec![' '],
+            c => vec![c],
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn union_merges_overlaps() {
+        assert_eq!(union_ms(vec![(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)]), 4.0);
+        assert_eq!(union_ms(vec![]), 0.0);
+    }
+
+    #[test]
+    fn bound_takes_the_busiest_resource() {
+        let s = StageTimes {
+            load: 10.0,
+            upload: 6.0,
+            compute: 8.0,
+            download: 6.0,
+        };
+        // Two copy engines: the loader is the bottleneck.
+        assert_eq!(bound_ms(&s, 10.0, false, 1, 2), 10.0);
+        // One copy engine: upload and download share it.
+        assert_eq!(bound_ms(&s, 10.0, false, 1, 1), 12.0);
+        // CPU backend with 2 cores: 30 ms of work over 2 cores is 15 ms; with a loader that
+        // mostly sleeps (1 ms of CPU) the work is 21 ms, 10.5 ms over 2 cores.
+        assert_eq!(bound_ms(&s, 10.0, true, 2, 2), 15.0);
+        assert_eq!(bound_ms(&s, 1.0, true, 2, 2), 10.5);
+    }
+
+    #[test]
+    fn trace_and_svg_hold_every_span() {
+        let t = Timeline {
+            lanes: vec![Lane::Loader, Lane::Upload],
+            spans: vec![
+                Span {
+                    lane: Lane::Loader,
+                    stage: Stage::Load,
+                    batch: 0,
+                    start_ms: 0.0,
+                    end_ms: 1.0,
+                },
+                Span {
+                    lane: Lane::Upload,
+                    stage: Stage::Upload,
+                    batch: 0,
+                    start_ms: 1.0,
+                    end_ms: 2.5,
+                },
+            ],
+            title: "t <x>".into(),
+        };
+        let json = t.to_chrome_trace();
+        assert_eq!(json.matches("\"ph\":\"X\"").count(), 2);
+        assert!(json.contains("\"ts\":1000.000,\"dur\":1500.000"));
+        assert!(json.contains("upload stream"));
+        let svg = t.to_svg();
+        assert_eq!(svg.matches("<rect x=").count(), 2);
+        assert!(svg.contains("t &lt;x&gt;"));
+        assert!(svg.starts_with("<svg"));
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(nice_step(0.23), 0.2);
+        assert_eq!(nice_step(4.0), 5.0);
+        assert_eq!(nice_step(9.0), 10.0);
+    }
+}
