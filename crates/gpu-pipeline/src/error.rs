@@ -21,6 +21,15 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// Every stage, in order.
+    pub const ALL: [Stage; 5] = [
+        Stage::Load,
+        Stage::Upload,
+        Stage::Compute,
+        Stage::Download,
+        Stage::Deliver,
+    ];
+
     /// Lower-case name.
     pub const fn name(self) -> &'static str {
         match self {

@@ -97,17 +97,26 @@ impl Progress {
     /// The counters now.
     pub fn snapshot(&self) -> ProgressSnapshot {
         let c = &self.0;
+        // `finished` first: once it reads true, the counts read after it are the run's final
+        // ones. Then the counts from the last stage to the first, each an acquire of the
+        // releasing bumps: a batch is bumped loaded, then submitted, then delivered, so the
+        // snapshot never shows more delivered than submitted or more submitted than loaded.
+        let finished = c.finished.load(Ordering::Acquire);
+        let delivered = c.delivered.load(Ordering::Acquire);
+        let submitted = c.submitted.load(Ordering::Acquire);
+        let loaded = c.loaded.load(Ordering::Acquire);
+        let total = c.total.load(Ordering::Acquire);
         ProgressSnapshot {
-            total: c.total.load(Ordering::Relaxed),
-            loaded: c.loaded.load(Ordering::Relaxed),
-            submitted: c.submitted.load(Ordering::Relaxed),
-            delivered: c.delivered.load(Ordering::Relaxed),
-            finished: c.finished.load(Ordering::Acquire),
+            total,
+            loaded,
+            submitted,
+            delivered,
+            finished,
         }
     }
 
     fn bump(counter: &AtomicUsize) {
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -390,6 +399,17 @@ impl<'p, B: Backend> Run<'p, B> {
         })
     }
 
+    /// Records a new start event on the upload stream, waits for it, and takes the host's
+    /// start instant right after.
+    fn restart_clock(&mut self) -> gpu_core::Result<()> {
+        self.p.ctx.sync()?;
+        let t0 = self.streams.upload.record_event()?;
+        t0.sync()?;
+        self.t0 = t0;
+        self.host_t0 = Instant::now();
+        Ok(())
+    }
+
     fn host_ms(&self) -> f64 {
         self.host_t0.elapsed().as_secs_f64() * 1e3
     }
@@ -430,11 +450,14 @@ impl<'p, B: Backend> Run<'p, B> {
                 inflight: None,
             });
         }
+        // The run's clock starts now: setting up the slots is not part of the pipeline.
+        self.restart_clock().map_err(gpu(0, Stage::Upload))?;
         let counters = &p.progress.0;
         let result = if p.pattern == Pattern::Sequential {
             let mut outcome = Ok(());
             for i in 0..p.batches {
                 let start_ms = self.host_ms();
+                let cpu0 = thread_cpu_ms();
                 let loaded = p
                     .ctx
                     .alloc_host::<In>(p.input_len, HostUse::Upload)
@@ -447,6 +470,7 @@ impl<'p, B: Backend> Run<'p, B> {
                         })?;
                         Ok(buf)
                     });
+                self.load_cpu_ms += thread_cpu_ms() - cpu0;
                 let step = loaded.and_then(|buf| {
                     Progress::bump(&counters.loaded);
                     let l = Loaded {
@@ -530,6 +554,10 @@ impl<'p, B: Backend> Run<'p, B> {
     {
         let n = slots.len();
         let mut failure = None;
+        // The oldest batch not yet delivered; it is handed to the sink as soon as its
+        // download is done (checked without blocking after each submit), or when its slot
+        // is needed again, whichever comes first.
+        let mut next = 0usize;
         for i in 0..self.p.batches {
             let msg = rx.recv().unwrap_or_else(|_| {
                 Err(PipelineError::Config(
@@ -540,8 +568,22 @@ impl<'p, B: Backend> Run<'p, B> {
             let step = msg.and_then(|loaded| {
                 if slots[slot].inflight.is_some() {
                     self.finish(&mut slots[slot], sink)?;
+                    next += 1;
                 }
-                self.submit(&mut slots[slot], loaded, compute)
+                self.submit(&mut slots[slot], loaded, compute)?;
+                while next <= i {
+                    let oldest = &slots[next % n];
+                    let ready = match &oldest.inflight {
+                        Some(f) if f.batch == next => f.down.is_ready().unwrap_or(true),
+                        _ => false,
+                    };
+                    if !ready {
+                        break;
+                    }
+                    self.finish(&mut slots[next % n], sink)?;
+                    next += 1;
+                }
+                Ok(())
             });
             if let Err(e) = step {
                 failure = Some(e);
@@ -714,10 +756,6 @@ impl<'p, B: Backend> Run<'p, B> {
             start_ms: t,
             end_ms: self.host_ms(),
         });
-        if sequential {
-            // The sequential loader runs on this thread: its CPU time is its wall time.
-            self.load_cpu_ms += f.load.1 - f.load.0;
-        }
         Progress::bump(&self.p.progress.0.delivered);
         Ok(())
     }

@@ -297,6 +297,16 @@ impl Timeline {
             "<text x=\"10\" y=\"20\" font-size=\"14\">{}</text>",
             escape(&self.title)
         );
+        // A legend of the stage colours, top right.
+        for (k, stage) in Stage::ALL.into_iter().enumerate() {
+            let x = LEFT + WIDTH - 90.0 * (Stage::ALL.len() - k) as f64;
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{x:.1}\" y=\"10\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{:.1}\" y=\"20\">{stage}</text>",
+                colour(stage),
+                x + 16.0
+            );
+        }
         for (row, lane) in self.lanes.iter().enumerate() {
             let y = TOP + LANE_H * row as f64;
             let _ = writeln!(
@@ -313,18 +323,32 @@ impl Timeline {
                 y + LANE_H
             );
         }
+        // Time axis with about ten ticks, drawn before the boxes so its grid lies under them.
+        let axis_y = TOP + LANE_H * self.lanes.len() as f64 + 15.0;
+        let step = nice_step(end / 10.0);
+        for k in 0.. {
+            let t = k as f64 * step;
+            if t > end + 1e-12 {
+                break;
+            }
+            let x = LEFT + t * scale;
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>",
+                axis_y - 10.0
+            );
+            let _ = writeln!(
+                svg,
+                "<text x=\"{x:.1}\" y=\"{axis_y:.1}\" text-anchor=\"middle\">{}</text>",
+                fmt_tick(t, step, end)
+            );
+        }
         for s in &self.spans {
             let row = self.lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
             let x = LEFT + s.start_ms * scale;
             let w = (s.ms() * scale).max(0.5);
             let y = TOP + LANE_H * row as f64 + 3.0;
-            let colour = match s.stage {
-                Stage::Load => "#9e9e9e",
-                Stage::Upload => "#42a5f5",
-                Stage::Compute => "#66bb6a",
-                Stage::Download => "#ffa726",
-                Stage::Deliver => "#ab47bc",
-            };
+            let colour = colour(s.stage);
             let _ = writeln!(
                 svg,
                 "<rect x=\"{x:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{:.1}\" fill=\"{colour}\" stroke=\"white\" stroke-width=\"0.5\"><title>{} batch {}: {:.3} ms</title></rect>",
@@ -343,24 +367,6 @@ impl Timeline {
                 );
             }
         }
-        // Time axis with about ten ticks.
-        let axis_y = TOP + LANE_H * self.lanes.len() as f64 + 15.0;
-        let step = nice_step(end / 10.0);
-        let mut t = 0.0;
-        while t <= end + 1e-12 {
-            let x = LEFT + t * scale;
-            let _ = writeln!(
-                svg,
-                "<line x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>",
-                axis_y - 10.0
-            );
-            let _ = writeln!(
-                svg,
-                "<text x=\"{x:.1}\" y=\"{axis_y:.1}\" text-anchor=\"middle\">{}</text>",
-                fmt_ms(t)
-            );
-            t += step;
-        }
         svg.push_str("</svg>\n");
         svg
     }
@@ -373,6 +379,17 @@ impl Timeline {
     /// Writes [`Timeline::to_svg`] to `path`.
     pub fn write_svg(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
         std::fs::write(path, self.to_svg())
+    }
+}
+
+/// The colour of a stage in pictures.
+fn colour(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Load => "#9e9e9e",
+        Stage::Upload => "#42a5f5",
+        Stage::Compute => "#66bb6a",
+        Stage::Download => "#ffa726",
+        Stage::Deliver => "#ab47bc",
     }
 }
 
@@ -395,14 +412,22 @@ fn nice_step(raw: f64) -> f64 {
     nice * p
 }
 
-fn fmt_ms(t: f64) -> String {
-    if t >= 1000.0 {
-        format!("{:.1} s", t / 1e3)
-    } else if t >= 1.0 {
-        format!("{t:.0} ms")
-    } else {
-        format!("{:.0} us", t * 1e3)
+/// A tick label at `t` ms on an axis of `end` ms with ticks `step` ms apart: one unit for the
+/// whole axis (chosen by its length) and as many decimals as the step needs, so that no two
+/// ticks read the same (`0`, `0.5 ms`, `1.0 ms`, `1.5 ms`, not `1 ms`, `2 ms`, `2 ms`).
+fn fmt_tick(t: f64, step: f64, end: f64) -> String {
+    if t == 0.0 {
+        return "0".into();
     }
+    let (div, unit) = if end >= 1000.0 {
+        (1e3, "s")
+    } else if end >= 1.0 {
+        (1.0, "ms")
+    } else {
+        (1e-3, "us")
+    };
+    let decimals = (-((step / div).log10() + 1e-9).floor()).max(0.0) as usize;
+    format!("{:.*} {unit}", decimals, t / div)
 }
 
 /// Escapes text for JSON strings and XML alike (neither needs more for these labels).
@@ -475,9 +500,20 @@ mod tests {
         assert!(json.contains("\"ts\":1000.000,\"dur\":1500.000"));
         assert!(json.contains("upload stream"));
         let svg = t.to_svg();
-        assert_eq!(svg.matches("<rect x=").count(), 2);
+        // One box (with a tooltip) per span, and the legend's five swatches.
+        assert_eq!(svg.matches("<title>").count(), 2);
+        assert_eq!(svg.matches("<rect x=").count(), 2 + 5);
         assert!(svg.contains("t &lt;x&gt;"));
         assert!(svg.starts_with("<svg"));
+    }
+
+    #[test]
+    fn tick_labels_differ_and_share_a_unit() {
+        let labels: Vec<String> = (0..5).map(|k| fmt_tick(k as f64 * 0.5, 0.5, 2.2)).collect();
+        assert_eq!(labels, ["0", "0.5 ms", "1.0 ms", "1.5 ms", "2.0 ms"]);
+        assert_eq!(fmt_tick(1500.0, 500.0, 2500.0), "1.5 s");
+        assert_eq!(fmt_tick(40.0, 20.0, 90.0), "40 ms");
+        assert_eq!(fmt_tick(0.2, 0.1, 0.5), "200 us");
     }
 
     #[test]
