@@ -30,6 +30,15 @@ pub fn median_seconds<E>(runs: usize, mut f: impl FnMut() -> Result<(), E>) -> R
     Ok(median(&mut samples).unwrap_or(f64::NAN))
 }
 
+/// The context an example runs on: the device `--device` named, else `Context::default()`
+/// (`GPU_DEVICE`, else CUDA when usable, else the CPU).
+pub fn open_context(device: Option<gpu::DeviceSpec>) -> gpu::Result<gpu::Context> {
+    match device {
+        Some(spec) => gpu::Context::new(spec),
+        None => gpu::Context::default(),
+    }
+}
+
 /// `bytes` as `4 KiB`, `16 MiB`, `1 GiB`.
 pub fn fmt_bytes(bytes: usize) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];

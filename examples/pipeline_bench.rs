@@ -1,0 +1,452 @@
+//! Overlap of upload, compute and download: every pattern of [`gpu::Pattern::STANDARD`]
+//! against the sequential pattern, in the same run, over compute:transfer ratios 0.25, 1 and
+//! 4 and three batch sizes.
+//!
+//! Calibration, per batch size, on the backend under test:
+//! - the **transfer time** `t` of one batch: the median upload span (timed by events) of a
+//!   sequential pipeline run with neither loader wait nor compute, so the copies see the
+//!   same buffers and caches as in the measured runs;
+//! - the **loader** waits on I/O (sleeps, using no core) for about `t` per batch (the
+//!   sleep's own overshoot, measured first, is subtracted from the request);
+//! - the **compute** stage is one launch of a spinning kernel that runs `ratio * t`: on the
+//!   CPU backend a kernel closure spinning on the host clock, on CUDA the same kernel in CUDA
+//!   C spinning on `%globaltimer`. It also writes `out[0] = in[0] + 1`, which the sink checks
+//!   (batch `i` arrives as `i + 1`, in order).
+//!
+//! Batch sizes: 1, 4 and 16 MiB of f32 on the CPU (on a small machine, the per-batch cost of
+//! handing work between threads weighs on the smallest), 4, 16 and 64 MiB on CUDA;
+//! `--sizes-kib` chooses others.
+//!
+//! Each point (ratio, batch size, pattern) is the run whose wall time is the median of
+//! `--runs` repeats (at least 3; 5 by default, 3 with `--quick`), after a warm-up run per
+//! batch size that fills the pinned pool; the patterns alternate within each repeat. Seconds
+//! are the pipeline's own wall time (start event to last delivery); efficiency is its
+//! max-stage bound over that time (`gpu_pipeline::Report::efficiency`, which on the CPU
+//! backend counts every stage but the loader's waiting as work for the same cores).
+//!
+//! ```text
+//! cargo run --release --example pipeline_bench -- [--backend cpu|cuda] [--device SPEC]
+//!     [--json FILE] [--quick] [--runs N] [--batches N] [--sizes-kib K,K,...] [--require]
+//! ```
+//!
+//! `--device` (as `run.sh` of a GPU bundle passes it) is a synonym of `--backend` that also
+//! takes `cuda:N`. Without a usable GPU, `--backend cuda` prints `SKIPPED: <reason>` and exits
+//! with status 0 (or 1 with `--require`).
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use gpu::{Context, DeviceSpec, GpuArray, In, KernelSpec, LaunchConfig, Out, Pattern, Stage};
+use gpu_examples::{fmt_bytes, median, to_json, Json};
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+/// The compute:transfer ratios swept.
+const RATIOS: [f64; 3] = [0.25, 1.0, 4.0];
+
+/// The spinning kernel: `out[0] = in[0] + 1` after spinning for `ns` nanoseconds (one thread).
+const SPIN_SRC: &str = r#"
+extern "C" __global__ void spin(const float* in, float* out, unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = in[0] + 1.0f;
+}
+"#;
+
+type SpinSig = (In<f32>, Out<f32>, u64);
+type SpinKernel = gpu::Kernel<SpinSig>;
+
+struct Args {
+    device: DeviceSpec,
+    json: Option<String>,
+    quick: bool,
+    runs: Option<usize>,
+    batches: Option<usize>,
+    sizes: Option<Vec<usize>>,
+    require: bool,
+}
+
+const USAGE: &str = "usage: pipeline_bench [--backend cpu|cuda] [--device SPEC] [--json FILE] \
+[--quick] [--runs N] [--batches N] [--sizes-kib K,K,...] [--require]";
+
+fn parse_args() -> Res<Args> {
+    let mut args = Args {
+        device: DeviceSpec::Cpu,
+        json: None,
+        quick: false,
+        runs: None,
+        batches: None,
+        sizes: None,
+        require: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+        match a.as_str() {
+            "--backend" => {
+                args.device = match value("--backend")?.as_str() {
+                    "cpu" => DeviceSpec::Cpu,
+                    "cuda" => DeviceSpec::Cuda(None),
+                    other => return Err(format!("--backend {other:?}: cpu or cuda").into()),
+                }
+            }
+            "--device" => args.device = value("--device")?.parse()?,
+            "--json" => args.json = Some(value("--json")?),
+            "--quick" => args.quick = true,
+            "--runs" => args.runs = Some(value("--runs")?.parse::<usize>()?.max(3)),
+            "--batches" => args.batches = Some(value("--batches")?.parse::<usize>()?.max(1)),
+            "--sizes-kib" => {
+                let list = value("--sizes-kib")?;
+                let sizes = list
+                    .split(',')
+                    .map(|k| Ok(k.trim().parse::<usize>()?.max(1) << 10))
+                    .collect::<Res<Vec<usize>>>()?;
+                args.sizes = Some(sizes);
+            }
+            "--require" => args.require = true,
+            "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+        }
+    }
+    if args.device == DeviceSpec::Auto {
+        return Err("--device auto: name the backend to measure (cpu or cuda)".into());
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("pipeline_bench: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let ctx = match Context::new(args.device) {
+        Ok(ctx) => ctx,
+        Err(e) if args.device != DeviceSpec::Cpu => {
+            println!("SKIPPED: {e}");
+            return if args.require {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+        Err(e) => {
+            eprintln!("pipeline_bench: error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&ctx, &args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pipeline_bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Waits like a loader blocked on I/O: sleeps (using no core) for about `d`, the measured
+/// overshoot of `thread::sleep` taken off the request.
+#[derive(Clone, Copy)]
+struct IoWait {
+    overshoot: Duration,
+}
+
+impl IoWait {
+    fn calibrate(d: Duration) -> IoWait {
+        let mut samples: Vec<f64> = (0..15)
+            .map(|_| {
+                let t = Instant::now();
+                std::thread::sleep(d);
+                t.elapsed().saturating_sub(d).as_secs_f64()
+            })
+            .collect();
+        IoWait {
+            overshoot: Duration::from_secs_f64(median(&mut samples).unwrap_or(0.0)),
+        }
+    }
+
+    fn wait(self, d: Duration) {
+        std::thread::sleep(d.saturating_sub(self.overshoot));
+    }
+}
+
+/// The median milliseconds of one batch's upload and download, from the stage spans of a
+/// sequential pipeline of `batches` batches of `n` f32 with no loader wait and no compute
+/// (the second of two runs: the first fills the pinned pool). Measured inside a pipeline,
+/// the transfers see the buffers and caches the benchmark's runs see.
+fn transfer_ms(ctx: &Context, n: usize, batches: usize, kernel: &SpinKernel) -> Res<(f64, f64)> {
+    let mut spans = Vec::new();
+    for _ in 0..2 {
+        let report = gpu::Pipeline::new(ctx, Pattern::Sequential)
+            .batches(batches)
+            .input_len(n)
+            .output_len(n)
+            .run(
+                |i, buf: &mut [f32]| {
+                    buf[0] = i as f32;
+                    Ok(())
+                },
+                |s, _, x: &GpuArray<f32>, y: &mut GpuArray<f32>| {
+                    s.launch(kernel, LaunchConfig::linear(1, 1), (x, y, 0u64))
+                },
+                |_, _: &[f32]| Ok(()),
+            )?;
+        spans = report.timeline.spans;
+    }
+    let stage_ms = |stage: Stage| {
+        let mut ms: Vec<f64> = spans
+            .iter()
+            .filter(|s| s.stage == stage)
+            .map(|s| s.ms())
+            .collect();
+        median(&mut ms).unwrap_or(f64::NAN)
+    };
+    Ok((stage_ms(Stage::Upload), stage_ms(Stage::Download)))
+}
+
+/// One measured run.
+struct Sample {
+    seconds: f64,
+    report: gpu::Report,
+}
+
+/// What the sweep measured at one point.
+struct Point {
+    ratio: f64,
+    batch_bytes: usize,
+    pattern: Pattern,
+    batches: usize,
+    seconds: f64,
+    speedup: f64,
+    efficiency: f64,
+    /// Per-batch stage means of the median run, ms: load, upload, compute, download.
+    stages: [f64; 4],
+}
+
+/// The CPU and CUDA targets for triple buffering at ratio 1: efficiency and speedup.
+fn targets(backend: &str) -> (f64, f64) {
+    if backend == "cuda" {
+        (0.95, 2.7)
+    } else {
+        (0.85, 1.7)
+    }
+}
+
+fn run(ctx: &Context, args: &Args) -> Res {
+    let backend = ctx.backend_name();
+    let cuda = backend == "cuda";
+    let sizes = match &args.sizes {
+        Some(sizes) => sizes.clone(),
+        None if cuda => vec![4 << 20, 16 << 20, 64 << 20],
+        None => vec![1 << 20, 4 << 20, 16 << 20],
+    };
+    let runs = args.runs.unwrap_or(if args.quick { 3 } else { 5 });
+    let batches = args.batches.unwrap_or(match (cuda, args.quick) {
+        (true, false) => 128,
+        (true, true) => 48,
+        (false, false) => 40,
+        (false, true) => 16,
+    });
+    println!(
+        "pipeline_bench: {backend} backend, device {} ({}), {} cores/SMs, {} copy engines",
+        ctx.device_id(),
+        ctx.info().name,
+        ctx.info().multiprocessors,
+        ctx.info().copy_engines
+    );
+    println!(
+        "{batches} batches per run; each point is the median of {runs} runs (after a warm-up \
+         run per batch size); patterns {}",
+        Pattern::STANDARD.map(|p| p.name()).join(", ")
+    );
+
+    let kernel = ctx.kernel(KernelSpec::<SpinSig>::cuda(SPIN_SRC, "spin").cpu(
+        |_, (input, out, ns)| {
+            let t = Instant::now();
+            while t.elapsed().as_nanos() < u128::from(*ns) {
+                std::hint::spin_loop();
+            }
+            out[0] = input[0] + 1.0;
+        },
+    ))?;
+
+    let mut points: Vec<Point> = Vec::new();
+    for &bytes in &sizes {
+        let n = bytes / std::mem::size_of::<f32>();
+        let (t_up, t_down) = transfer_ms(ctx, n, batches, &kernel)?;
+        let transfer = Duration::from_secs_f64(t_up / 1e3);
+        let io = IoWait::calibrate(transfer);
+        println!(
+            "\n{}: a batch's upload takes {t_up:.3} ms, its download {t_down:.3} ms (medians of a \
+             sequential run without compute); the loader sleeps {t_up:.3} ms per batch (its \
+             overshoot of {:.3} ms taken off); compute spins ratio x {t_up:.3} ms",
+            fmt_bytes(bytes),
+            io.overshoot.as_secs_f64() * 1e3
+        );
+
+        // One run of `pattern` with compute taking `ratio` transfers.
+        let run_once = |pattern: Pattern, ratio: f64| -> Res<Sample> {
+            let spin_ns = (t_up * ratio * 1e6) as u64;
+            let report = gpu::Pipeline::new(ctx, pattern)
+                .batches(batches)
+                .input_len(n)
+                .output_len(n)
+                .run(
+                    |i, buf: &mut [f32]| {
+                        io.wait(transfer);
+                        buf[0] = i as f32;
+                        Ok(())
+                    },
+                    |s, _, x: &GpuArray<f32>, y: &mut GpuArray<f32>| {
+                        s.launch(&kernel, LaunchConfig::linear(1, 1), (x, y, spin_ns))
+                    },
+                    |i, y: &[f32]| {
+                        if y[0] == i as f32 + 1.0 {
+                            Ok(())
+                        } else {
+                            Err(format!("batch {i} delivered {} (expected {})", y[0], i + 1).into())
+                        }
+                    },
+                )?;
+            Ok(Sample {
+                seconds: report.wall_ms / 1e3,
+                report,
+            })
+        };
+
+        // Warm-up: the deepest pattern takes as many pinned buffers as any.
+        let deepest = Pattern::STANDARD.iter().max_by_key(|p| p.depth());
+        run_once(*deepest.unwrap_or(&Pattern::Triple), 1.0)?;
+        print_header();
+
+        for &ratio in &RATIOS {
+            let mut samples: Vec<Vec<Sample>> = Pattern::STANDARD.iter().map(|_| vec![]).collect();
+            for _ in 0..runs {
+                for (k, &pattern) in Pattern::STANDARD.iter().enumerate() {
+                    samples[k].push(run_once(pattern, ratio)?);
+                }
+            }
+            let mut medians = Vec::new();
+            for mut s in samples {
+                s.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+                let mid = s.swap_remove(s.len() / 2);
+                medians.push(mid);
+            }
+            let seq = medians[0].seconds;
+            for (m, &pattern) in medians.iter().zip(&Pattern::STANDARD) {
+                let per = |ms: f64| ms / batches as f64;
+                let st = &m.report.stages;
+                let p = Point {
+                    ratio,
+                    batch_bytes: bytes,
+                    pattern,
+                    batches,
+                    seconds: m.seconds,
+                    speedup: seq / m.seconds,
+                    efficiency: m.report.efficiency,
+                    stages: [
+                        per(st.load),
+                        per(st.upload),
+                        per(st.compute),
+                        per(st.download),
+                    ],
+                };
+                print_point(&p);
+                points.push(p);
+            }
+        }
+    }
+
+    let (eff_target, speedup_target) = targets(backend);
+    println!(
+        "\ntarget ({backend}): triple buffering at ratio 1 reaches >= {eff_target:.2} of the \
+         max-stage bound and >= {speedup_target:.1}x sequential"
+    );
+    let (mut met, mut missed) = (Vec::new(), Vec::new());
+    for p in points
+        .iter()
+        .filter(|p| p.pattern == Pattern::Triple && p.ratio == 1.0)
+    {
+        let ok = p.efficiency >= eff_target && p.speedup >= speedup_target;
+        println!(
+            "  {:>8}: efficiency {:.3} ({}), speedup {:.2}x ({}) -> {}",
+            fmt_bytes(p.batch_bytes),
+            p.efficiency,
+            if p.efficiency >= eff_target {
+                "ok"
+            } else {
+                "below"
+            },
+            p.speedup,
+            if p.speedup >= speedup_target {
+                "ok"
+            } else {
+                "below"
+            },
+            if ok { "MET" } else { "NOT MET" }
+        );
+        if ok { &mut met } else { &mut missed }.push(fmt_bytes(p.batch_bytes));
+    }
+    let verdict = match (met.is_empty(), missed.is_empty()) {
+        (_, true) => "meets them at every batch size".to_string(),
+        (true, false) => "meets them at no batch size".to_string(),
+        (false, false) => format!(
+            "meets them at {} (not at {})",
+            met.join(", "),
+            missed.join(", ")
+        ),
+    };
+    println!("triple buffering at ratio 1 on {backend}: {verdict}");
+
+    if let Some(path) = &args.json {
+        let records: Vec<Vec<(&str, Json)>> = points
+            .iter()
+            .map(|p| {
+                vec![
+                    ("backend", Json::Str(backend.into())),
+                    ("pattern", Json::Str(p.pattern.name())),
+                    ("ratio", Json::Num(p.ratio)),
+                    ("batch_bytes", Json::Num(p.batch_bytes as f64)),
+                    ("batches", Json::Num(p.batches as f64)),
+                    ("seconds", Json::Num(p.seconds)),
+                    ("speedup_vs_sequential", Json::Num(p.speedup)),
+                    ("efficiency", Json::Num(p.efficiency)),
+                ]
+            })
+            .collect();
+        std::fs::write(path, to_json(&records)).map_err(|e| format!("cannot write {path}: {e}"))?;
+        println!("wrote {} records to {path}", records.len());
+    }
+    Ok(())
+}
+
+fn print_header() {
+    println!(
+        "{:>6} {:>8} {:>11} {:>9} {:>8} {:>10}   ms/batch: load upload compute download",
+        "ratio", "batch", "pattern", "seconds", "speedup", "efficiency",
+    );
+}
+
+fn print_point(p: &Point) {
+    println!(
+        "{:>6} {:>8} {:>11} {:>9.4} {:>7.2}x {:>10.3}   {:>8.3} {:>6.3} {:>7.3} {:>8.3}",
+        p.ratio,
+        fmt_bytes(p.batch_bytes),
+        p.pattern.name(),
+        p.seconds,
+        p.speedup,
+        p.efficiency,
+        p.stages[0],
+        p.stages[1],
+        p.stages[2],
+        p.stages[3]
+    );
+}
