@@ -1,11 +1,14 @@
 //! `cargo xtask bench`: builds and runs the benchmarks in release mode.
 //!
 //! The benchmarks are examples of the `gpu-examples` package: `transfer_bench` (copies
-//! against `memcpy`, on the device `--device` names, the CPU by default) and `cuda_bench`
-//! (the CUDA backend against raw cudarc; it prints `SKIPPED: <reason>` without a GPU). This
-//! fixes the build profile, picks where the JSON reports go (`FILE` for transfer_bench and
-//! `cuda_bench.json` beside it, creating the folder) and passes whatever follows `--` to
-//! transfer_bench. A benchmark's failure becomes ours.
+//! against `memcpy`, on the device `--device` names, the CPU by default), `cuda_bench`
+//! (the CUDA backend against raw cudarc; it prints `SKIPPED: <reason>` without a GPU) and
+//! `pipeline_bench` (every pipeline pattern against sequential over compute:transfer
+//! ratios), run twice: `--backend cpu`, then `--backend cuda` (which skips without a GPU).
+//! This fixes the build profile, picks where the JSON reports go (`FILE` for
+//! transfer_bench; `cuda_bench.json`, `pipeline_bench.json` and `pipeline_bench_cuda.json`
+//! beside it, creating the folder) and passes whatever follows `--` to transfer_bench. A
+//! benchmark's failure becomes ours.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -64,7 +67,26 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         .args(["--example", "cuda_bench", "--", "--json"])
         .arg(&cuda_json);
     util::run(&mut cmd)?;
-    for report in [&json, &cuda_json] {
+    let pipeline_json = json.with_file_name("pipeline_bench.json");
+    let pipeline_cuda_json = json.with_file_name("pipeline_bench_cuda.json");
+    for (backend, report) in [("cpu", &pipeline_json), ("cuda", &pipeline_cuda_json)] {
+        // A stale report from an earlier run must not pass for this one's (the CUDA run
+        // writes none when it skips).
+        let _ = fs::remove_file(report);
+        let mut cmd = util::cargo(root);
+        cmd.args(["run", "--release", "--package", "gpu-examples"])
+            .args([
+                "--example",
+                "pipeline_bench",
+                "--",
+                "--backend",
+                backend,
+                "--json",
+            ])
+            .arg(report);
+        util::run(&mut cmd)?;
+    }
+    for report in [&json, &cuda_json, &pipeline_json, &pipeline_cuda_json] {
         if report.is_file() {
             println!("bench: JSON report in {}", report.display());
         }

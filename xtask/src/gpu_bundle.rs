@@ -38,7 +38,7 @@ use crate::util::{self, Failure, Result};
 use crate::{wants_help, USAGE};
 
 /// The benchmark programs (examples of `gpu-examples`) copied into `DIR/bench/`.
-pub const BENCH_PROGRAMS: &[&str] = &["transfer_bench", "cuda_bench"];
+pub const BENCH_PROGRAMS: &[&str] = &["transfer_bench", "cuda_bench", "pipeline_bench"];
 
 /// A bundle this size or larger is refused.
 pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;

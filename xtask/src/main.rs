@@ -36,7 +36,10 @@ commands:
         run the benchmarks (release build): transfer_bench, whose JSON goes to FILE (by
         default target/bench/transfer_bench.json) and which gets the arguments after `--`
         (e.g. `-- --device cuda`), then cuda_bench (CUDA vs raw cudarc; SKIPPED without a
-        GPU), whose JSON goes to cuda_bench.json beside FILE.
+        GPU), whose JSON goes to cuda_bench.json beside FILE, then pipeline_bench (every
+        pipeline pattern against sequential at compute:transfer ratios 0.25, 1 and 4) on
+        the CPU backend, JSON to pipeline_bench.json beside FILE, and on CUDA (SKIPPED
+        without a GPU), JSON to pipeline_bench_cuda.json beside FILE.
   gpu-test [-- <test args>]
         run the CUDA tests on this machine (release build) and fail when no GPU is usable:
         GPU_REQUIRE_CUDA=1 cargo test --release --no-fail-fast --workspace --exclude xtask
