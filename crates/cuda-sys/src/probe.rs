@@ -126,7 +126,7 @@ impl DriverLib {
         unsafe {
             self.loaded
                 .handle
-                .get::<*const std::ffi::c_void>(&name)
+                .get::<*const std::ffi::c_void>(&name[..])
                 .is_ok()
         }
     }
@@ -137,7 +137,7 @@ impl DriverLib {
         let mut name = symbol.as_bytes().to_vec();
         name.push(0);
         // SAFETY: the symbol is only looked up; its address is compared, never called.
-        unsafe { self.loaded.handle.get::<*const std::ffi::c_void>(&name) }
+        unsafe { self.loaded.handle.get::<*const std::ffi::c_void>(&name[..]) }
             .ok()
             .map(|s| *s as usize)
     }
