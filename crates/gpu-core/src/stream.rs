@@ -176,11 +176,14 @@ impl<B: Backend> Stream<B> {
         let event = if marked || shared.multi_stream.load(Ordering::Acquire) {
             match shared.backend.record_event(self.raw(), false) {
                 Ok(e) => Some(Arc::new(e)),
-                Err(e) => {
-                    // The work is queued but cannot be tracked: finish it before the caller
-                    // gets its memory back with the error.
-                    let _ = shared.backend.stream_sync(self.raw());
-                    return Err(e);
+                Err(_) => {
+                    // The work is queued but no event can mark it: wait for it instead. Once
+                    // it is done it needs no event (its uses are recorded without one, so a
+                    // later user waits on nothing of it), and the call has succeeded. If the
+                    // wait fails, the work failed: that error is returned, and the outputs
+                    // are undefined.
+                    shared.backend.stream_sync(self.raw())?;
+                    None
                 }
             }
         } else {
