@@ -38,6 +38,8 @@
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod error;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 mod info;
 mod mem;
 mod ops;
@@ -52,6 +54,8 @@ use gpu_core::{
 };
 
 pub use error::CpuError;
+#[cfg(feature = "fault-injection")]
+pub use fault::{FaultKind, FaultPlan, FaultProbe, FaultStats, InjectedFault};
 pub use mem::{CpuBuffer, CpuHostMem, CpuRegistration};
 pub use queue::{CpuEvent, CpuStream};
 
@@ -67,6 +71,21 @@ pub struct CpuBackend {
     info: DeviceInfo,
     /// Every stream's queue, for `synchronize`.
     queues: Mutex<Vec<Weak<Queue>>>,
+    /// Call counters, the armed fault plan and live counts.
+    #[cfg(feature = "fault-injection")]
+    faults: fault::Faults,
+}
+
+/// Counts a backend call of a fault kind and returns the injected error when it is the
+/// planned one (feature `fault-injection`; expands to nothing without it).
+macro_rules! inject {
+    ($self:ident, $kind:ident, $call:literal) => {
+        inject!($self, $kind, $call, 0)
+    };
+    ($self:ident, $kind:ident, $call:literal, $bytes:expr) => {
+        #[cfg(feature = "fault-injection")]
+        $self.faults.hit(fault::FaultKind::$kind, $call, $bytes)?;
+    };
 }
 
 /// A kernel on the CPU: its name and closure.
@@ -81,7 +100,37 @@ impl CpuBackend {
         Ok(CpuBackend {
             info: info::host_info(),
             queues: Mutex::new(Vec::new()),
+            #[cfg(feature = "fault-injection")]
+            faults: fault::Faults::new(None),
         })
+    }
+
+    /// Opens the CPU backend with `plan` armed (feature `fault-injection`): the plan's
+    /// `nth` call of its kind fails with a typed error (see [`fault`]).
+    /// The probe reads the counters and live counts, also after a context took the backend.
+    #[cfg(feature = "fault-injection")]
+    pub fn with_faults(plan: FaultPlan) -> Result<(CpuBackend, FaultProbe)> {
+        let backend = CpuBackend {
+            info: info::host_info(),
+            queues: Mutex::new(Vec::new()),
+            faults: fault::Faults::new(Some(plan)),
+        };
+        let probe = backend.faults.probe();
+        Ok((backend, probe))
+    }
+
+    /// A shared handle on this backend's fault counters and plan (feature
+    /// `fault-injection`); reach it through `ctx.backend().fault_probe()`.
+    #[cfg(feature = "fault-injection")]
+    pub fn fault_probe(&self) -> FaultProbe {
+        self.faults.probe()
+    }
+
+    /// Calls counted per kind so far, faults injected, and live buffers, host allocations
+    /// and streams (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    pub fn fault_stats(&self) -> FaultStats {
+        self.faults.probe().stats()
     }
 
     /// Opens a context on the CPU backend.
@@ -138,7 +187,13 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&self, bytes: usize, _zeroed: bool) -> Result<CpuBuffer> {
-        let mem = Mem::new(bytes, DEVICE_ALIGN, self.limit())?;
+        inject!(self, Alloc, "alloc", bytes);
+        #[cfg_attr(not(feature = "fault-injection"), allow(unused_mut))]
+        let mut mem = Mem::new(bytes, DEVICE_ALIGN, self.limit())?;
+        #[cfg(feature = "fault-injection")]
+        {
+            mem.live = Some(self.faults.live(fault::LiveKind::Buffer));
+        }
         Ok(CpuBuffer { mem: Arc::new(mem) })
     }
 
@@ -149,9 +204,14 @@ impl Backend for CpuBackend {
     }
 
     fn alloc_host(&self, bytes: usize, _usage: HostUse) -> Result<CpuHostMem> {
-        Ok(CpuHostMem {
-            mem: Mem::new(bytes, HOST_ALIGN, self.limit())?,
-        })
+        inject!(self, Alloc, "alloc_host", bytes);
+        #[cfg_attr(not(feature = "fault-injection"), allow(unused_mut))]
+        let mut mem = Mem::new(bytes, HOST_ALIGN, self.limit())?;
+        #[cfg(feature = "fault-injection")]
+        {
+            mem.live = Some(self.faults.live(fault::LiveKind::Host));
+        }
+        Ok(CpuHostMem { mem })
     }
 
     fn host_ptr(&self, mem: &CpuHostMem) -> *mut u8 {
@@ -175,7 +235,12 @@ impl Backend for CpuBackend {
     }
 
     fn create_stream(&self, priority: i32) -> Result<CpuStream> {
-        let stream = CpuStream::spawn(priority)?;
+        #[cfg_attr(not(feature = "fault-injection"), allow(unused_mut))]
+        let mut stream = CpuStream::spawn(priority)?;
+        #[cfg(feature = "fault-injection")]
+        {
+            stream.live = Some(self.faults.live(fault::LiveKind::Stream));
+        }
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         queues.retain(|q| q.strong_count() > 0);
         queues.push(Arc::downgrade(&stream.queue));
@@ -197,10 +262,12 @@ impl Backend for CpuBackend {
     }
 
     fn record_event(&self, stream: &CpuStream, timing: bool) -> Result<CpuEvent> {
+        inject!(self, Event, "record_event");
         CpuEvent::record(stream, timing)
     }
 
     fn stream_wait(&self, stream: &CpuStream, event: &CpuEvent) -> Result<()> {
+        inject!(self, Event, "stream_wait");
         event.wait_on(stream)
     }
 
@@ -246,6 +313,7 @@ impl Backend for CpuBackend {
         dst: BufAt<'_, Self>,
         bytes: usize,
     ) -> Result<()> {
+        inject!(self, Copy, "copy_h2d");
         let from = SendPtr(src.cast_mut());
         let keep = dst.buf.mem.clone();
         let to = dst.buf.at(dst.offset);
@@ -269,6 +337,7 @@ impl Backend for CpuBackend {
         dst: *mut u8,
         bytes: usize,
     ) -> Result<()> {
+        inject!(self, Copy, "copy_d2h");
         let keep = src.buf.mem.clone();
         let from = src.buf.at(src.offset);
         let to = SendPtr(dst);
@@ -292,6 +361,7 @@ impl Backend for CpuBackend {
         dst: BufAt<'_, Self>,
         bytes: usize,
     ) -> Result<()> {
+        inject!(self, Copy, "copy_d2d");
         let keep = (src.buf.mem.clone(), dst.buf.mem.clone());
         let (from, to) = (src.buf.at(src.offset), dst.buf.at(dst.offset));
         self.push(
@@ -314,6 +384,7 @@ impl Backend for CpuBackend {
         len: usize,
         value: T,
     ) -> Result<()> {
+        inject!(self, Op, "fill");
         let (keep, out) = dst::<T>(d, len);
         self.push(
             stream,
@@ -334,6 +405,7 @@ impl Backend for CpuBackend {
         y: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
+        inject!(self, Op, "axpy");
         let (kx, xs) = src::<T>(x, len);
         let (ky, ys) = dst::<T>(y, len);
         self.push(
@@ -355,6 +427,7 @@ impl Backend for CpuBackend {
         x: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
+        inject!(self, Op, "scale");
         let (keep, xs) = dst::<T>(x, len);
         self.push(
             stream,
@@ -376,6 +449,7 @@ impl Backend for CpuBackend {
         out: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
+        inject!(self, Op, "binary");
         let (ka, sa) = src::<T>(a, len);
         let (kb, sb) = src::<T>(b, len);
         let (ko, so) = dst::<T>(out, len);
@@ -400,6 +474,7 @@ impl Backend for CpuBackend {
         out: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
+        inject!(self, Op, "unary");
         let (kx, sx) = src::<T>(x, len);
         let (ko, so) = dst::<T>(out, len);
         self.push(
@@ -421,6 +496,7 @@ impl Backend for CpuBackend {
         len: usize,
         out: BufAt<'_, Self>,
     ) -> Result<()> {
+        inject!(self, Op, "reduce");
         let (kx, sx) = src::<T>(x, len);
         let (ko, so) = dst::<T>(out, 1);
         self.push(
@@ -445,6 +521,7 @@ impl Backend for CpuBackend {
         len: usize,
         out: BufAt<'_, Self>,
     ) -> Result<()> {
+        inject!(self, Op, "dot");
         let (kx, sx) = src::<T>(x, len);
         let (ky, sy) = src::<T>(y, len);
         let (ko, so) = dst::<T>(out, 1);
@@ -470,6 +547,7 @@ impl Backend for CpuBackend {
         b: BufAt<'_, Self>,
         c: BufAt<'_, Self>,
     ) -> Result<()> {
+        inject!(self, Op, "gemm");
         let g = *g;
         let (ka, sa) = src::<T>(a, g.m * g.k);
         let (kb, sb) = src::<T>(b, g.k * g.n);
@@ -507,6 +585,7 @@ impl Backend for CpuBackend {
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, Self>],
     ) -> Result<()> {
+        inject!(self, Op, "launch");
         let mut keep: Vec<Arc<Mem>> = Vec::with_capacity(args.len());
         let mut raw: Vec<(SendPtr, Option<usize>, [u8; 16])> = Vec::with_capacity(args.len());
         for a in args {

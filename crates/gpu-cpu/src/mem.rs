@@ -15,6 +15,9 @@ pub(crate) const HOST_ALIGN: usize = 4096;
 pub(crate) struct Mem {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// Counts the allocation as live until it is freed (dropped after `drop` deallocates).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) live: Option<crate::fault::Live>,
 }
 
 // SAFETY: `Mem` owns its allocation; access to the bytes goes through raw pointers whose
@@ -46,7 +49,12 @@ impl Mem {
             requested: bytes,
             detail: "the system allocator returned null".into(),
         })?;
-        Ok(Mem { ptr, layout })
+        Ok(Mem {
+            ptr,
+            layout,
+            #[cfg(feature = "fault-injection")]
+            live: None,
+        })
     }
 
     pub(crate) fn ptr(&self) -> *mut u8 {

@@ -126,6 +126,9 @@ pub struct CpuStream {
     pub(crate) queue: Arc<Queue>,
     worker: Option<(JoinHandle<()>, ThreadId)>,
     priority: i32,
+    /// Counts the stream as live until it is dropped (after its worker was joined).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) live: Option<crate::fault::Live>,
 }
 
 impl CpuStream {
@@ -151,6 +154,8 @@ impl CpuStream {
             queue,
             worker: Some((handle, id)),
             priority,
+            #[cfg(feature = "fault-injection")]
+            live: None,
         })
     }
 

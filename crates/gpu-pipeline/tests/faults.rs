@@ -1,0 +1,227 @@
+//! A pipeline run with a fault injected at every backend call in turn (gpu-cpu's
+//! `fault-injection` feature, which this crate's dev-dependency turns on).
+//!
+//! A run without faults counts the calls of each kind; then, for every kind and every `k`
+//! up to that count (plus a margin: the pinned pool's reuse depends on timing, so a run may
+//! make a few more host allocations), a fresh context fails the `k`-th call. Each such run
+//! must end (in a thread with a time limit), return the injected error in its typed form
+//! (or succeed completely when the run made fewer calls than `k`), have delivered exactly
+//! the batches before the one the error names, correct and in order, and release every
+//! device buffer, host allocation and stream it made; the context must then run the
+//! pipeline again correctly.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use gpu_core::Error;
+use gpu_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
+use gpu_pipeline::{Pattern, Pipeline, PipelineError};
+
+const CASE_LIMIT: Duration = Duration::from_secs(30);
+const BATCHES: usize = 6;
+const LEN: usize = 256;
+
+fn input(i: usize, j: usize) -> f32 {
+    (i * 1000 + j) as f32
+}
+
+/// The batch's expected output: `3 x`.
+fn expected(i: usize) -> Vec<f32> {
+    (0..LEN).map(|j| 3.0 * input(i, j)).collect()
+}
+
+fn is_injected(e: &Error) -> bool {
+    match e.root() {
+        Error::Backend {
+            backend: "cpu",
+            message,
+            ..
+        } => message.starts_with("injected fault #"),
+        Error::OutOfMemory {
+            backend: "cpu",
+            detail,
+            ..
+        } => detail.starts_with("injected fault #"),
+        _ => false,
+    }
+}
+
+/// The batches a run delivered, in the order it delivered them.
+type Delivered = Vec<(usize, Vec<f32>)>;
+
+/// Runs the pipeline; returns the delivered batches and the result.
+fn run(ctx: &CpuContext, pattern: Pattern) -> (Delivered, Result<(), PipelineError>) {
+    let mut delivered = Vec::new();
+    let r = Pipeline::new(ctx, pattern)
+        .batches(BATCHES)
+        .input_len(LEN)
+        .output_len(LEN)
+        .run(
+            |i, buf: &mut [f32]| {
+                for (j, v) in buf.iter_mut().enumerate() {
+                    *v = input(i, j);
+                }
+                Ok(())
+            },
+            |s, _i, x, y| {
+                s.add(x, x, y)?;
+                s.axpy(1.0, x, y)
+            },
+            |i, y: &[f32]| {
+                delivered.push((i, y.to_vec()));
+                Ok(())
+            },
+        )
+        .map(drop);
+    (delivered, r)
+}
+
+fn check_delivered(what: &str, delivered: &[(usize, Vec<f32>)], count: usize) {
+    assert_eq!(delivered.len(), count, "{what}: batches delivered");
+    for (k, (i, y)) in delivered.iter().enumerate() {
+        assert_eq!(*i, k, "{what}: delivered out of order");
+        assert!(
+            *y == expected(k),
+            "{what}: batch {k} delivered wrong values"
+        );
+    }
+}
+
+/// What a faulty run did.
+struct Case {
+    /// Whether the fault fired.
+    injected: bool,
+    /// The error, in words, when the run failed.
+    error: Option<String>,
+}
+
+/// One run on a fresh context with `plan` armed just before the run.
+fn case(pattern: Pattern, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
+    let what = format!("{pattern} {plan:?}");
+    let (backend, probe) = CpuBackend::with_faults(FaultPlan::new(FaultKind::Any, u64::MAX))
+        .expect("open the CPU backend");
+    probe.disarm();
+    let ctx = gpu_core::Context::new(backend).expect("open a context");
+    let before = probe.stats();
+    if let Some(plan) = plan {
+        probe.arm(plan);
+    }
+    let (delivered, r) = run(&ctx, pattern);
+    probe.disarm();
+    let injected = probe.stats().injected == 1;
+    let error = match r {
+        Ok(()) => {
+            // An injected fault may be absorbed only when it hit an ordering event recorded
+            // after queued work: gpu-core then waits for the work, and the call succeeds.
+            if injected {
+                let last = probe.injected().last().map(|f| f.call);
+                assert_eq!(
+                    last,
+                    Some("record_event"),
+                    "{what}: the run succeeded despite the fault"
+                );
+            }
+            check_delivered(&what, &delivered, BATCHES);
+            None
+        }
+        Err(e) => {
+            assert!(injected, "{what}: failed without a fault: {e}");
+            let source = match &e {
+                PipelineError::Gpu { source, .. } => source,
+                other => panic!("{what}: the error is not the device's: {other}"),
+            };
+            assert!(is_injected(source), "{what}: untyped error {source:?}");
+            let batch = e.batch().unwrap_or(0);
+            check_delivered(&what, &delivered, batch);
+            Some(e.to_string())
+        }
+    };
+    // Every buffer goes back: device buffers and streams at once, host memory to the pool
+    // (and to the allocator once the pool is trimmed).
+    ctx.sync()
+        .unwrap_or_else(|e| panic!("{what}: sync after the run: {e}"));
+    let after = probe.stats();
+    assert_eq!(
+        after.live_buffers, before.live_buffers,
+        "{what}: device buffers leaked"
+    );
+    assert_eq!(
+        after.live_streams, before.live_streams,
+        "{what}: streams leaked"
+    );
+    ctx.set_host_pool_limit(0);
+    assert_eq!(
+        probe.stats().live_host,
+        before.live_host,
+        "{what}: host buffers leaked"
+    );
+    ctx.set_host_pool_limit(1 << 30);
+    // The context still works.
+    let (again, r) = run(&ctx, pattern);
+    r.unwrap_or_else(|e| panic!("{what}: the next run failed: {e}"));
+    check_delivered(&format!("{what}, next run"), &again, BATCHES);
+    drop(ctx);
+    let end = probe.stats();
+    assert_eq!(
+        (end.live_buffers, end.live_host, end.live_streams),
+        (0, 0, 0),
+        "{what}: the context did not release everything"
+    );
+    (Case { injected, error }, probe)
+}
+
+fn within_limit<T: Send + 'static>(what: String, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(CASE_LIMIT) {
+        Ok(v) => v,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for {CASE_LIMIT:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+    }
+}
+
+fn every_call(pattern: Pattern) {
+    let (_, dry) = within_limit(format!("{pattern} dry run"), move || case(pattern, None));
+    let counts = dry.stats();
+    let mut cases = 0;
+    let mut fired = 0;
+    let mut errors = std::collections::BTreeSet::new();
+    for kind in FaultKind::ALL {
+        // The dry run's count covers both of its runs; the faulty run is the first one.
+        let n = counts.count(kind) / 2 + 2;
+        for k in 1..=n {
+            let plan = FaultPlan::new(kind, k);
+            let (c, _) = within_limit(format!("{pattern} {plan:?}"), move || {
+                case(pattern, Some(plan))
+            });
+            cases += 1;
+            fired += u32::from(c.injected);
+            if let Some(e) = c.error {
+                // The stage and call, without the numbers.
+                errors.insert(e.split(':').take(3).collect::<String>());
+            }
+        }
+    }
+    eprintln!(
+        "{pattern}: {cases} fault cases, {fired} fired (calls per run: {} alloc, {} copy, {} op, \
+         {} event); {} distinct (batch, stage, call) errors",
+        counts.allocs / 2,
+        counts.copies / 2,
+        counts.ops / 2,
+        counts.events / 2,
+        errors.len()
+    );
+    assert!(fired > 0);
+}
+
+#[test]
+fn a_fault_at_every_call_of_a_triple_buffered_run() {
+    every_call(Pattern::Triple);
+}
+
+#[test]
+fn a_fault_at_every_call_of_a_sequential_run() {
+    every_call(Pattern::Sequential);
+}
