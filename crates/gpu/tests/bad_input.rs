@@ -8,7 +8,10 @@ mod common;
 
 use std::path::Path;
 
-use gpu::{DeviceSpec, Error, Gemm, HostUse, KernelSpec, LaunchConfig, Out};
+use gpu::{
+    BinaryOp, Config, DeviceSpec, Error, FallbackPolicy, Gemm, HostUse, KernelSpec, LaunchConfig,
+    Out, SpecOrigin, UnaryOp,
+};
 
 use common::{vector_add_spec, VectorAdd, VECTOR_ADD_SRC};
 
@@ -475,21 +478,33 @@ backend_tests! {
         Ok(())
     }
 
-    fn kernel_without_cpu_closure_is_unavailable_on_the_cpu(ctx) {
-        if ctx.backend_name() != "cpu" {
-            common::skipped(&format!("a kernel without a CPU closure loads on {}", ctx.backend_name()));
-            return Ok(());
-        }
-        let spec = KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add");
-        match ctx.kernel(spec) {
-            Err(Error::KernelUnavailable { kernel, backend, .. }) => {
-                assert_eq!((kernel.as_str(), backend), ("vector_add", "cpu"));
+    fn kernel_without_code_for_the_backend_is_unavailable(ctx) {
+        // A spec with only CUDA C cannot load on the CPU, and one with only a CPU closure
+        // cannot load on CUDA: either way the error names the kernel and the backend.
+        let backend = ctx.backend_name();
+        let r = if backend == "cpu" {
+            ctx.kernel(KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add"))
+        } else {
+            ctx.kernel(KernelSpec::<VectorAdd>::named("vector_add").cpu(|i, (a, b, out, n)| {
+                if (i as u64) < *n {
+                    out[i] = a[i] + b[i];
+                }
+            }))
+        };
+        match r {
+            Err(Error::KernelUnavailable { kernel, backend: b, hint }) => {
+                assert_eq!((kernel.as_str(), b), ("vector_add", backend));
+                assert!(!hint.is_empty());
             }
             Err(e) => panic!("expected KernelUnavailable, got {e:?}"),
-            Ok(k) => panic!("a kernel without a CPU closure loaded: {k:?}"),
+            Ok(k) => panic!("a kernel without {backend} code loaded: {k:?}"),
         }
+        // A spec with no code at all is unavailable everywhere.
         let r = ctx.kernel(KernelSpec::<(Out<u8>,)>::named("nothing"));
-        assert!(matches!(r, Err(Error::KernelUnavailable { .. })), "{r:?}");
+        assert!(
+            matches!(&r, Err(Error::KernelUnavailable { kernel, .. }) if kernel == "nothing"),
+            "{r:?}"
+        );
         Ok(())
     }
 }
@@ -595,4 +610,211 @@ fn malformed_config_files_are_rejected() {
     // A missing file named explicitly is a Config error too.
     let r = gpu::Config::load(Path::new("/nonexistent/dir/gpu.toml"));
     assert!(matches!(r, Err(Error::Config { .. })), "{r:?}");
+}
+
+/// CUDA C that does not compile: a syntax error.
+const BROKEN_SRC: &str = r#"
+extern "C" __global__ void broken(float* out) {
+    out[threadIdx.x] = 1.0f +;
+}"#;
+
+/// The one element kernel closure every spec below shares on the CPU: `out[i] = 1`.
+fn ones_spec(spec: KernelSpec<(Out<f32>,)>) -> KernelSpec<(Out<f32>,)> {
+    spec.cpu(|i, (out,)| out[i] = 1.0)
+}
+
+backend_tests! {
+    fn zero_lengths_are_valid(ctx) {
+        // Zero is a valid size everywhere except `max` (EmptyInput, tested above): every
+        // call below must succeed and do nothing.
+        let mut e = ctx.alloc::<f32>(0)?;
+        let z = ctx.alloc_zeros::<f32>(0)?;
+        let u = ctx.alloc_upload::<f32>(&[])?;
+        assert!(e.is_empty() && z.is_empty() && u.is_empty());
+        e.upload(&[])?;
+        assert_eq!(e.download()?, Vec::<f32>::new());
+        e.download_into(&mut [])?;
+        u.copy_to(&mut e)?;
+        ctx.copy(&z, &mut e)?;
+        ctx.fill(&mut e, 1.0)?;
+        ctx.scale(2.0, &mut e)?;
+        ctx.axpy(1.0, &z, &mut e)?;
+        ctx.add(&z, &u, &mut e)?;
+        ctx.binary(BinaryOp::Div, &z, &u, &mut e)?;
+        ctx.relu(&z, &mut e)?;
+        ctx.unary(UnaryOp::Exp, &z, &mut e)?;
+
+        // Empty views at either end of an array, and splits at the ends.
+        let mut a = ctx.alloc_upload(&[1.0f32, 2.0])?;
+        ctx.copy(&a.slice(2..)?, &mut e)?;
+        ctx.fill(&mut a.slice_mut(0..0)?, 9.0)?;
+        {
+            let (l, r) = a.split_at_mut(0)?;
+            assert_eq!((l.len(), r.len()), (0, 2));
+        }
+        assert_eq!(a.download()?, [1.0, 2.0], "an empty view wrote its array");
+
+        // Asynchronous copies of empty host memory, pinned and registered.
+        let s = ctx.create_stream()?;
+        let h = ctx.alloc_host::<f32>(0, HostUse::Upload)?;
+        let h = s.upload(h, &mut e)?.wait()?;
+        assert!(h.is_empty());
+        let reg = ctx.register_host(Vec::<f32>::new())?;
+        let reg = s.download(&z, reg)?.wait()?;
+        assert!(reg.into_vec()?.is_empty());
+        s.sync()?;
+
+        // gemm with a zero dimension: nothing for m = n = 0; C = beta * C for k = 0.
+        let mut c0 = ctx.alloc_zeros::<f32>(0)?;
+        ctx.gemm(Gemm::<f32>::new(0, 0, 0), &z, &u, &mut c0)?;
+        let mut c6 = ctx.alloc_upload(&[2.0f32; 6])?;
+        ctx.gemm(Gemm::<f32>::new(2, 3, 0).scaled(1.0, 0.5), &z, &u, &mut c6)?;
+        assert_eq!(c6.download()?, [1.0; 6]);
+
+        // A kernel over empty arrays.
+        let k = ctx.kernel(vector_add_spec())?;
+        ctx.launch(&k, LaunchConfig::for_elems(0), (&z, &u, &mut e, 0u64))?;
+        ctx.sync()?;
+        Ok(())
+    }
+
+    fn generic_ops_and_second_streams_reject_length_mismatch(ctx) {
+        // The generic entry points (`binary`, `unary`) and the ops of a stream other than
+        // the default one check lengths the same way.
+        let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
+        let b = ctx.alloc_upload(&[1.0f32, 2.0])?;
+        let mut out = ctx.alloc_upload(&[-1.0f32; 3])?;
+        let mut short = ctx.alloc_upload(&[-2.0f32; 2])?;
+        for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+            assert_mismatch(ctx.binary(op, &a, &b, &mut out), 3, 2);
+            assert_mismatch(ctx.binary(op, &a, &a, &mut short), 3, 2);
+        }
+        for op in [UnaryOp::Relu, UnaryOp::Sigmoid, UnaryOp::Tanh, UnaryOp::Exp] {
+            assert_mismatch(ctx.unary(op, &a, &mut short), 3, 2);
+        }
+        let s = ctx.create_stream()?;
+        assert_mismatch(s.add(&a, &b, &mut out), 3, 2);
+        assert_mismatch(s.sigmoid(&a, &mut short), 3, 2);
+        assert_mismatch(s.axpy(1.0, &a, &mut short), 3, 2);
+        assert_mismatch(s.sum_into(&a, &mut short), 1, 2);
+        assert_mismatch(s.dot(&a, &b), 3, 2);
+        assert_mismatch(s.gemm(Gemm::<f32>::new(1, 1, 3), &a, &b, &mut out), 3, 2);
+        s.sync()?;
+        assert_eq!(out.download()?, [-1.0; 3]);
+        assert_eq!(short.download()?, [-2.0; 2]);
+        Ok(())
+    }
+
+    fn kernel_source_that_does_not_compile_is_kernel_compile(ctx) {
+        // CUDA compiles the source (NVRTC) or loads the PTX: bad code is KernelCompile with
+        // the compiler's log. The CPU backend never compiles CUDA C or PTX: the same specs
+        // with a CPU closure load and run there, which this checks instead.
+        let specs = [
+            ("syntax error", ones_spec(KernelSpec::cuda(BROKEN_SRC, "broken"))),
+            ("no such entry point", ones_spec(KernelSpec::cuda(BROKEN_SRC.replace("+;", ";"), "missing"))),
+            ("malformed PTX", ones_spec(KernelSpec::ptx("this is not PTX", "broken"))),
+        ];
+        let mut out = ctx.alloc_upload(&[-1.0f32; 4])?;
+        for (what, spec) in specs {
+            let name = spec.desc().name.clone();
+            let r = ctx.kernel(spec);
+            if ctx.backend_name() == "cpu" {
+                let k = r.unwrap_or_else(|e| panic!("{what}: the CPU closure should load: {e:?}"));
+                ctx.launch(&k, LaunchConfig::linear(1, 4), (&mut out,))?;
+                assert_eq!(out.download()?, [1.0; 4], "{what}");
+                ctx.fill(&mut out, -1.0)?;
+                continue;
+            }
+            match r {
+                Err(Error::KernelCompile { kernel, log }) => {
+                    assert_eq!(kernel, name, "{what}");
+                    assert!(!log.is_empty(), "{what}: an empty compiler log");
+                }
+                Err(e) => panic!("{what}: expected KernelCompile, got {e:?}"),
+                Ok(k) => panic!("{what}: the kernel loaded: {k:?}"),
+            }
+        }
+        // The context is still usable and nothing was written.
+        assert_eq!(out.download()?, [-1.0; 4]);
+        let k = ctx.kernel(ones_spec(KernelSpec::cuda(BROKEN_SRC.replace("+;", ";"), "broken")))?;
+        ctx.launch(&k, LaunchConfig::linear(1, 4), (&mut out,))?;
+        assert_eq!(out.download()?, [1.0; 4]);
+        Ok(())
+    }
+
+    fn a_failing_cpu_kernel_is_kernel_failed_and_does_not_poison(ctx) {
+        // Backend-specific. The CPU backend has no poisoned state: a panicking closure is
+        // KernelFailed at the next sync and the context stays usable. A faulting CUDA kernel
+        // poisons the context instead: tests/cuda_poison.rs, its own process.
+        if ctx.backend_name() != "cpu" {
+            common::skipped("CUDA faults poison the context: see tests/cuda_poison.rs");
+            return Ok(());
+        }
+        let k = ctx.kernel(KernelSpec::<(Out<f32>,)>::named("explodes").cpu(|i, (out,)| {
+            if i == 2 {
+                panic!("kernel closure panicked on purpose (bad_input test)");
+            }
+            out[i] = 1.0;
+        }))?;
+        let mut out = ctx.alloc_upload(&[-1.0f32; 4])?;
+        // The launch is queued and succeeds; the failure comes back from the next sync.
+        ctx.launch(&k, LaunchConfig::linear(1, 4), (&mut out,))?;
+        match ctx.sync() {
+            Err(e) => assert!(
+                matches!(e.root(), Error::KernelFailed { kernel, message } if kernel == "explodes" && message.contains("on purpose")),
+                "expected KernelFailed, got {e:?}"
+            ),
+            Ok(()) => panic!("a panicking kernel was not reported"),
+        }
+        // Reported once, and the context works: no Poisoned.
+        ctx.sync()?;
+        let a = ctx.alloc_upload(&[1.0f32, 2.0])?;
+        assert_eq!(ctx.sum(&a)?, 3.0);
+        ctx.fill(&mut out, 5.0)?;
+        assert_eq!(out.download()?, [5.0; 4]);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_configured_gpu_that_cannot_be_used_follows_the_fallback_policy() {
+    // gpu.toml naming a GPU that does not exist (no env vars: those are process-global and
+    // tested in tests/selection.rs). Device 999 never exists.
+    let path = Path::new("conf/gpu.toml");
+    let strict = Config::from_toml("device = \"cuda:999\"\nfallback = \"error\"", path)
+        .expect("a valid file");
+    assert_eq!(strict.fallback, FallbackPolicy::Error);
+    let lenient =
+        Config::from_toml("device = \"cuda:999\"", path).expect("a valid file, fallback = cpu");
+    let is_unusable = |r: gpu::Result<gpu::Context>, what: &str| match r {
+        Err(Error::Unavailable {
+            backend: "cuda", ..
+        }) => {}
+        Err(Error::InvalidDevice {
+            backend: "cuda",
+            ordinal: 999,
+            ..
+        }) => {}
+        other => panic!("{what}: expected Unavailable or InvalidDevice, got {other:?}"),
+    };
+    let file = SpecOrigin::File(path.to_path_buf());
+    is_unusable(
+        gpu::Context::with_config(&strict, file.clone()),
+        "file, fallback = error",
+    );
+    // Code and GPU_DEVICE never fall back, whatever the file says.
+    is_unusable(
+        gpu::Context::with_config(&lenient, SpecOrigin::Explicit),
+        "explicit",
+    );
+    is_unusable(gpu::Context::with_config(&lenient, SpecOrigin::Env), "env");
+    // The file's default policy falls back to the CPU and records why.
+    let ctx = gpu::Context::with_config(&lenient, file).expect("fallback to the CPU");
+    assert_eq!(ctx.backend_name(), "cpu");
+    let rejected = &ctx.selection().rejected;
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert!(matches!(
+        rejected[0].reason,
+        Error::Unavailable { .. } | Error::InvalidDevice { .. }
+    ));
 }
