@@ -11,6 +11,9 @@ mod ci;
 mod gpu_bundle;
 mod gpu_test;
 mod json;
+mod miri;
+mod no_gpu;
+mod soak;
 mod tidy;
 mod util;
 
@@ -58,6 +61,21 @@ commands:
         regenerate crates/cuda-sys/src/ffi/*.rs from CUDA's headers (DIR, or
         $CUDA_HOME/include) with the `bindgen` tool (`cargo install bindgen-cli --locked`,
         needs libclang); the functions bound are listed in crates/cuda-sys/bindgen/functions.txt
+  soak --minutes N [--backend cpu|cuda] [-- <args>]
+        run the soak example (release build) for N minutes (fractions allowed: 0.2):
+        a triple-buffered pipeline repeated while host RSS, the pinned pool and (CUDA)
+        device memory are sampled; fails unless memory is flat after the warm-up (the
+        first 20 %) within max(8 MiB, 5 %) and the pool stops allocating, and unless every
+        run's output equals the first's. `--backend cuda` without a GPU prints SKIPPED.
+        Arguments after `--` go to the example (`--batches N`, `--batch-mib X`).
+  no-gpu
+        the no-GPU contract: `cargo test -p gpu --test no_gpu`, then the no_gpu_abort
+        example built with CARGO_PROFILE_RELEASE_PANIC=abort into target/panic-abort:
+        every constructor that can request CUDA must return a typed error without
+        panicking; then a deliberate panic in it must abort (SIGABRT).
+  miri [-- <args>]
+        run gpu-core's and gpu-cpu's unit tests under Miri (needs the nightly toolchain with
+        the miri and rust-src components)
   help
         print this message
 ";
@@ -87,8 +105,11 @@ fn dispatch() -> Result {
         "tidy" => tidy::run_cli(&root, rest),
         "bench" => bench::run(&root, rest),
         "bindgen" => bindgen::run(&root, rest),
+        "miri" => miri::run(&root, rest),
         "gpu-test" => gpu_test::run(&root, rest),
         "gpu-bundle" => gpu_bundle::run(&root, rest),
+        "soak" => soak::run(&root, rest),
+        "no-gpu" => no_gpu::run(&root, rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

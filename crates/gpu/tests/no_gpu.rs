@@ -1,0 +1,216 @@
+//! The no-GPU contract: on a machine where CUDA cannot be used, every public constructor
+//! that can request CUDA returns a typed error (`Error::Unavailable { backend: "cuda", .. }`
+//! with the probe's reason, or `InvalidDevice`) and never panics.
+//!
+//! Where a GPU *is* usable, the assertions that need its absence print
+//! `SKIPPED: a GPU is usable here`; the calls still run and must not panic.
+//!
+//! The same calls are made by `examples/no_gpu_abort.rs`, which `cargo xtask no-gpu` builds
+//! with `panic = "abort"` (a test harness needs unwinding, an example does not); that example
+//! also drives cuda-sys's library loaders (driver, NVRTC, cuBLAS), which this crate does not
+//! depend on directly. Environment-variable cases (`GPU_DEVICE`, `GPU_CONFIG`) are in
+//! `selection.rs`: nothing here sets environment variables.
+
+use std::path::PathBuf;
+
+use gpu::cuda::{probe, CudaBackend};
+use gpu::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
+
+/// The error every CUDA request gives without a GPU: the probe's reason. `None` (after
+/// printing `SKIPPED:`) where a GPU is usable.
+fn expected_error() -> Option<Error> {
+    match probe() {
+        Err(pe) => Some(Error::Unavailable {
+            backend: "cuda",
+            reason: pe.to_string(),
+        }),
+        Ok(p) => {
+            println!(
+                "SKIPPED: a GPU is usable here ({} device(s)); the no-GPU assertions need its absence",
+                p.devices.len()
+            );
+            None
+        }
+    }
+}
+
+/// Asserts that `got` is `want` (no GPU) or, with a GPU, an `Ok` or a typed CUDA error.
+fn check<T>(what: &str, got: gpu::Result<T>, want: &Option<Error>) {
+    match (want, got) {
+        (Some(want), Err(e)) => assert_eq!(&e, want, "{what}"),
+        (Some(_), Ok(_)) => panic!("{what} succeeded although the CUDA probe failed"),
+        (None, Ok(_)) => println!("{what}: Ok (a GPU is usable)"),
+        (None, Err(e)) => {
+            // A GPU is there, but this request may still be refused: a typed error it is.
+            assert!(
+                matches!(
+                    e,
+                    Error::Unavailable {
+                        backend: "cuda",
+                        ..
+                    } | Error::InvalidDevice {
+                        backend: "cuda",
+                        ..
+                    }
+                ),
+                "{what}: {e:?}"
+            );
+            println!("{what}: {e}");
+        }
+    }
+}
+
+#[test]
+fn the_probe_says_why_without_panicking() {
+    match probe() {
+        Ok(p) => {
+            assert!(!p.devices.is_empty());
+            println!("SKIPPED: a GPU is usable here ({:?})", p.devices);
+        }
+        Err(e) => {
+            assert!(!e.to_string().is_empty(), "{e:?}");
+            println!("no CUDA here: {e}");
+        }
+    }
+}
+
+#[test]
+fn context_new_with_cuda_is_a_typed_error() {
+    let want = expected_error();
+    check(
+        "Context::new(Cuda(None))",
+        Context::new(DeviceSpec::Cuda(None)),
+        &want,
+    );
+    check(
+        "Context::new(Cuda(Some(0)))",
+        Context::new(DeviceSpec::Cuda(Some(0))),
+        &want,
+    );
+    // Without a GPU the probe's reason comes first, not an ordinal error.
+    let seven = Context::new(DeviceSpec::Cuda(Some(7)));
+    match (&want, probe()) {
+        (Some(_), _) => check("Context::new(Cuda(Some(7)))", seven, &want),
+        (None, Ok(p)) if p.devices.len() <= 7 => assert_eq!(
+            seven.err(),
+            Some(Error::InvalidDevice {
+                backend: "cuda",
+                ordinal: 7,
+                count: p.devices.len()
+            })
+        ),
+        (None, _) => check("Context::new(Cuda(Some(7)))", seven, &want),
+    }
+}
+
+#[test]
+fn parsed_cuda_specs_are_typed_errors() {
+    let want = expected_error();
+    for text in ["cuda", "cuda:0", "CUDA:0", " cuda "] {
+        let spec: DeviceSpec = match text.parse() {
+            Ok(spec) => spec,
+            // A spelling the parser refuses is a typed error too, not a panic.
+            Err(e) => {
+                assert!(
+                    matches!(e, Error::InvalidDeviceSpec { .. }),
+                    "{text:?}: {e:?}"
+                );
+                continue;
+            }
+        };
+        check(
+            &format!("Context::new({text:?})"),
+            Context::new(spec),
+            &want,
+        );
+    }
+}
+
+#[test]
+fn the_cuda_backend_constructors_are_typed_errors() {
+    let want = expected_error();
+    check("CudaBackend::new(0)", CudaBackend::new(0), &want);
+    check("CudaBackend::context(0)", CudaBackend::context(0), &want);
+    if want.is_some() {
+        check("CudaBackend::new(7)", CudaBackend::new(7), &want);
+        check("CudaBackend::context(7)", CudaBackend::context(7), &want);
+    }
+}
+
+#[test]
+fn a_config_that_forbids_fallback_is_a_typed_error() {
+    let want = expected_error();
+    let path = PathBuf::from("gpu.toml");
+    for device in [DeviceSpec::Cuda(None), DeviceSpec::Cuda(Some(0))] {
+        let cfg = Config {
+            device,
+            fallback: FallbackPolicy::Error,
+            source: Some(path.clone()),
+            ..Config::default()
+        };
+        for origin in [
+            SpecOrigin::File(path.clone()),
+            SpecOrigin::Explicit,
+            SpecOrigin::Env,
+        ] {
+            check(
+                &format!("Context::with_config({device}, fallback = error, from {origin})"),
+                Context::with_config(&cfg, origin),
+                &want,
+            );
+        }
+    }
+    // The same configuration as gpu.toml text.
+    let cfg = Config::from_toml("device = \"cuda\"\nfallback = \"error\"\n", &path)
+        .expect("a valid gpu.toml");
+    assert_eq!(cfg.fallback, FallbackPolicy::Error);
+    check(
+        "Context::with_config(gpu.toml: cuda, fallback = error)",
+        Context::with_config(&cfg, SpecOrigin::File(path)),
+        &want,
+    );
+}
+
+#[test]
+fn fallback_to_the_cpu_records_the_typed_reason() {
+    let Some(want) = expected_error() else {
+        return;
+    };
+    // A file that allows fallback: the CPU, with CUDA's typed error recorded.
+    let path = PathBuf::from("gpu.toml");
+    let cfg = Config::from_toml("device = \"cuda\"\nfallback = \"cpu\"\n", &path)
+        .expect("a valid gpu.toml");
+    let ctx = Context::with_config(&cfg, SpecOrigin::File(path)).expect("falls back to the CPU");
+    assert_eq!(ctx.backend_name(), "cpu");
+    assert_eq!(ctx.selection().rejected.len(), 1);
+    assert_eq!(ctx.selection().rejected[0].backend, "cuda");
+    assert_eq!(ctx.selection().rejected[0].reason, want);
+    // `auto` likewise.
+    let ctx = Context::new(DeviceSpec::Auto).expect("auto opens the CPU");
+    assert_eq!(ctx.backend_name(), "cpu");
+    assert_eq!(ctx.selection().rejected[0].reason, want);
+    // A code-given CUDA request never falls back, whatever the policy says.
+    let cfg = Config {
+        device: DeviceSpec::Cuda(None),
+        fallback: FallbackPolicy::Cpu,
+        ..Config::default()
+    };
+    assert_eq!(
+        Context::with_config(&cfg, SpecOrigin::Explicit).err(),
+        Some(want)
+    );
+}
+
+#[test]
+fn asking_twice_gives_the_same_typed_error() {
+    let Some(want) = expected_error() else {
+        return;
+    };
+    for _ in 0..3 {
+        assert_eq!(
+            Context::new(DeviceSpec::Cuda(None)).err(),
+            Some(want.clone())
+        );
+        assert_eq!(CudaBackend::new(0).err(), Some(want.clone()));
+    }
+}

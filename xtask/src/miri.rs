@@ -1,0 +1,50 @@
+//! `cargo xtask miri`: gpu-core's and gpu-cpu's unit tests under Miri.
+//!
+//! Miri runs the tests in an interpreter that checks every memory access, so undefined
+//! behaviour in the unsafe code of gpu-core (host buffers, views, the CPU kernel argument
+//! plumbing) and gpu-cpu (its memory, queues and worker threads) shows up as an error. It
+//! needs the nightly toolchain with the `miri` component (`rustup component add
+//! --toolchain nightly miri rust-src`); this command says so when they are missing.
+//! Isolation is disabled because the CPU backend reads `/proc/cpuinfo` and `/proc/meminfo`
+//! for its device description. Arguments after `--` go to `cargo miri test`.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::{self, Failure, Result};
+
+/// Runs `cargo xtask miri [-- <args>]`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    if crate::wants_help(args) {
+        print!("{}", crate::USAGE);
+        return Ok(());
+    }
+    let extra: Vec<String> = match args.split_first() {
+        None => Vec::new(),
+        Some((first, rest)) if first == "--" => rest.to_vec(),
+        Some((other, _)) => {
+            return Err(Failure::usage(format!(
+                "unknown argument `{other}` for `cargo xtask miri` (test arguments go after `--`)"
+            )))
+        }
+    };
+    let has_miri = Command::new("cargo")
+        .args(["+nightly", "miri", "--version"])
+        .current_dir(root)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_miri {
+        return Err(Failure::new(
+            "Miri is not installed: run `rustup toolchain install nightly` and \
+             `rustup component add --toolchain nightly miri rust-src`",
+        ));
+    }
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root)
+        .env("MIRIFLAGS", "-Zmiri-disable-isolation")
+        .args([
+            "+nightly", "miri", "test", "-p", "gpu-core", "-p", "gpu-cpu", "--lib",
+        ])
+        .args(&extra);
+    util::run(&mut cmd)
+}

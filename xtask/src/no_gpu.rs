@@ -1,0 +1,136 @@
+//! `cargo xtask no-gpu`: the no-GPU contract, with unwinding and with `panic = "abort"`.
+//!
+//! 1. `cargo test -p gpu --test no_gpu`: every public constructor that can request CUDA
+//!    returns a typed error on a machine without a usable GPU (with one, the test prints
+//!    `SKIPPED: a GPU is usable here` for what needs its absence).
+//! 2. The same calls, plus cuda-sys's library loaders, in the `no_gpu_abort` example built
+//!    with `CARGO_PROFILE_RELEASE_PANIC=abort` into `target/panic-abort` (its own target
+//!    folder, so the normal build cache keeps its `panic = "unwind"` artefacts). A test
+//!    harness needs unwinding, an example does not. The binary is run directly, so that a
+//!    panic shows as what it is, death by SIGABRT, rather than as cargo's exit status 101.
+//! 3. The same binary with `--panic`, which must die by SIGABRT: proof that the build really
+//!    aborts on a panic, so that step 2's exit status 0 means no panic happened.
+
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+
+use crate::util::{self, Failure, Result};
+
+/// The target folder of the `panic = "abort"` build, relative to the workspace root.
+pub const ABORT_TARGET_DIR: &str = "target/panic-abort";
+
+/// SIGABRT's number on Linux and macOS.
+const SIGABRT: i32 = 6;
+
+/// Runs `cargo xtask no-gpu`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    if crate::wants_help(args) {
+        print!("{}", crate::USAGE);
+        return Ok(());
+    }
+    if let Some(arg) = args.first() {
+        return Err(Failure::usage(format!(
+            "unknown argument `{arg}` for `cargo xtask no-gpu`"
+        )));
+    }
+
+    let mut test = util::cargo(root);
+    test.args(["test", "--package", "gpu", "--test", "no_gpu"])
+        .args(["--", "--nocapture", "--test-threads=1"]);
+    util::run(&mut test)?;
+
+    let target_dir = root.join(ABORT_TARGET_DIR);
+    let mut build = util::cargo(root);
+    build
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+        .args(["build", "--release", "--package", "gpu-examples"])
+        .args(["--example", "no_gpu_abort", "--target-dir"])
+        .arg(&target_dir);
+    util::run(&mut build)?;
+    let binary = target_dir
+        .join("release")
+        .join("examples")
+        .join(format!("no_gpu_abort{}", std::env::consts::EXE_SUFFIX));
+
+    let mut contract = Command::new(&binary);
+    contract.current_dir(root).arg("--require-abort");
+    let status = status_of(&mut contract)?;
+    if !status.success() {
+        return Err(Failure::new(format!(
+            "no-gpu: the panic = \"abort\" build broke the contract: {}",
+            describe(status)
+        )));
+    }
+
+    println!("no-gpu: now a deliberate panic, which must abort the process:");
+    let mut panics = Command::new(&binary);
+    panics
+        .current_dir(root)
+        .args(["--require-abort", "--panic"]);
+    let status = status_of(&mut panics)?;
+    if signal(status) != Some(SIGABRT) {
+        return Err(Failure::new(format!(
+            "no-gpu: a deliberate panic should abort (SIGABRT), but the process {}",
+            describe(status)
+        )));
+    }
+    println!("no-gpu: a deliberate panic aborted as it should (SIGABRT): the check above is real");
+    println!(
+        "no-gpu: PASS: typed errors, no panic, with unwinding (cargo test) and with panic = \"abort\""
+    );
+    Ok(())
+}
+
+/// Echoes and runs `cmd` with inherited output; its status, whatever it is.
+fn status_of(cmd: &mut Command) -> Result<ExitStatus> {
+    let shown = util::display(cmd);
+    util::header(&shown);
+    cmd.status()
+        .map_err(|err| util::spawn_failure(&shown, &err))
+}
+
+/// The signal that ended the process, if one did.
+#[cfg(unix)]
+fn signal(status: ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(&status)
+}
+
+#[cfg(not(unix))]
+fn signal(_status: ExitStatus) -> Option<i32> {
+    None
+}
+
+/// `exited with status 1`, `was killed by SIGABRT (a panic)`, ...
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), signal(status)) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(SIGABRT)) => "was killed by SIGABRT (a panic aborted it)".to_string(),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        (None, None) => format!("ended with {status}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_arguments() {
+        let err = run(Path::new("."), &["--fast".to_string()]).unwrap_err();
+        assert_eq!(err.code, 2);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn describes_statuses() {
+        use std::os::unix::process::ExitStatusExt;
+        // Raw wait statuses: exit code in the high byte, a signal in the low bits.
+        assert_eq!(
+            describe(ExitStatus::from_raw(1 << 8)),
+            "exited with status 1"
+        );
+        assert_eq!(signal(ExitStatus::from_raw(SIGABRT)), Some(SIGABRT));
+        assert!(describe(ExitStatus::from_raw(SIGABRT)).contains("SIGABRT"));
+        assert!(describe(ExitStatus::from_raw(9)).contains("signal 9"));
+    }
+}

@@ -1,0 +1,143 @@
+//! `cargo xtask soak --minutes N [--backend cpu|cuda]`: builds and runs the `soak` example
+//! in release mode, which repeats a triple-buffered pipeline for N minutes while sampling
+//! host RSS, the context's pinned pool and (on CUDA) device memory, and fails (status 1)
+//! unless memory is flat after the warm-up and every run's output matches the first run's.
+//!
+//! This only checks the arguments (so a typo fails before a release build) and forwards
+//! them; the sampling, the table and the verdict are the example's (`examples/soak.rs`).
+
+use std::path::Path;
+
+use crate::util::{self, Failure, Result};
+
+/// What `cargo xtask soak` was asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Opts {
+    /// Minutes to run (fractions allowed).
+    pub minutes: f64,
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    /// Arguments after `--`, for the example (`--batches N`, `--batch-mib X`).
+    pub extra: Vec<String>,
+}
+
+/// Parses `--minutes N [--backend cpu|cuda] [-- example args]`.
+pub fn parse(args: &[String]) -> Result<Opts> {
+    let mut minutes = None;
+    let mut backend = "cpu".to_string();
+    let mut extra = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| iter.next().cloned())
+                .ok_or_else(|| Failure::usage(format!("`{flag}` needs {what}")))
+        };
+        match flag {
+            "--" => {
+                extra.extend(iter.by_ref().cloned());
+            }
+            "--minutes" => {
+                let text = value("a number of minutes")?;
+                match text.parse::<f64>() {
+                    Ok(m) if m.is_finite() && m > 0.0 => minutes = Some(m),
+                    _ => {
+                        return Err(Failure::usage(format!(
+                            "`--minutes {text}`: give a number of minutes > 0 (e.g. 0.5)"
+                        )))
+                    }
+                }
+            }
+            "--backend" => {
+                let text = value("`cpu` or `cuda`")?;
+                if text != "cpu" && text != "cuda" {
+                    return Err(Failure::usage(format!(
+                        "`--backend {text}`: give `cpu` or `cuda`"
+                    )));
+                }
+                backend = text;
+            }
+            other => {
+                return Err(Failure::usage(format!(
+                    "unknown argument `{other}` for `cargo xtask soak`"
+                )))
+            }
+        }
+    }
+    let minutes = minutes.ok_or_else(|| Failure::usage("`cargo xtask soak` needs --minutes N"))?;
+    Ok(Opts {
+        minutes,
+        backend,
+        extra,
+    })
+}
+
+/// Runs `cargo xtask soak ...`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    if crate::wants_help(args) {
+        print!("{}", crate::USAGE);
+        return Ok(());
+    }
+    let opts = parse(args)?;
+    let mut cmd = util::cargo(root);
+    cmd.args(["run", "--release", "--package", "gpu-examples"])
+        .args(["--example", "soak", "--", "--minutes"])
+        .arg(opts.minutes.to_string())
+        .args(["--backend", &opts.backend])
+        .args(&opts.extra);
+    util::run(&mut cmd).map_err(|failure| Failure {
+        message: format!("soak failed: {}", failure.message),
+        code: failure.code,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|arg| arg.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_minutes_and_backend() {
+        let opts = parse(&strings(&["--minutes", "0.2"])).unwrap();
+        assert_eq!(opts.minutes, 0.2);
+        assert_eq!(opts.backend, "cpu");
+        assert!(opts.extra.is_empty());
+        let opts = parse(&strings(&[
+            "--backend=cuda",
+            "--minutes=3",
+            "--",
+            "--batches",
+            "8",
+        ]))
+        .unwrap();
+        assert_eq!(opts.minutes, 3.0);
+        assert_eq!(opts.backend, "cuda");
+        assert_eq!(opts.extra, strings(&["--batches", "8"]));
+    }
+
+    #[test]
+    fn refuses_bad_arguments() {
+        for bad in [
+            &[][..],
+            &["--minutes"][..],
+            &["--minutes", "0"][..],
+            &["--minutes", "-1"][..],
+            &["--minutes", "NaN"][..],
+            &["--minutes", "inf"][..],
+            &["--minutes", "soon"][..],
+            &["--minutes", "1", "--backend", "tpu"][..],
+            &["--minutes", "1", "--fast"][..],
+        ] {
+            let err = parse(&strings(bad)).unwrap_err();
+            assert_eq!(err.code, 2, "{bad:?}: {}", err.message);
+        }
+    }
+}
