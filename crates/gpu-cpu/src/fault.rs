@@ -41,6 +41,27 @@ use std::sync::{Arc, Mutex};
 
 use gpu_core::Error;
 
+/// The start of an injected fault's message (or, for allocations, detail).
+const INJECTED: &str = "injected fault";
+
+/// Whether `e` (or the error it wraps, see [`gpu_core::Error::root`]) is a fault injected by
+/// a [`FaultPlan`], in its typed form.
+pub fn is_injected(e: &Error) -> bool {
+    match e.root() {
+        Error::Backend {
+            backend: "cpu",
+            message,
+            ..
+        } => message.starts_with(INJECTED),
+        Error::OutOfMemory {
+            backend: "cpu",
+            detail,
+            ..
+        } => detail.starts_with(INJECTED),
+        _ => false,
+    }
+}
+
 /// Which calls a [`FaultPlan`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultKind {
@@ -268,7 +289,7 @@ impl Faults {
                 call,
                 nth: n,
             });
-        let message = format!("injected fault #{n}");
+        let message = format!("{INJECTED} #{n}");
         Err(match kind {
             FaultKind::Alloc => Error::OutOfMemory {
                 backend: "cpu",

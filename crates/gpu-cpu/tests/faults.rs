@@ -18,6 +18,7 @@ use gpu_core::{
     Error, Event, Gemm, GpuArray, HostBuffer, HostUse, In, Kernel, KernelSpec, LaunchConfig, Out,
     Pending, Stream,
 };
+use gpu_cpu::fault::is_injected;
 use gpu_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
 
 /// How long one case may take before it counts as a hang.
@@ -25,23 +26,6 @@ const CASE_LIMIT: Duration = Duration::from_secs(30);
 
 /// Elements per array (a 4 x 4 matrix for gemm).
 const N: usize = 16;
-
-/// Whether `e` is a fault the probe injected, in its typed form.
-fn is_injected(e: &Error) -> bool {
-    match e.root() {
-        Error::Backend {
-            backend: "cpu",
-            message,
-            ..
-        } => message.starts_with("injected fault #"),
-        Error::OutOfMemory {
-            backend: "cpu",
-            detail,
-            ..
-        } => detail.starts_with("injected fault #"),
-        _ => false,
-    }
-}
 
 /// Runs `f` on a thread of its own; panics if it takes longer than [`CASE_LIMIT`].
 fn within_limit<T: Send + 'static>(what: String, f: impl FnOnce() -> T + Send + 'static) -> T {

@@ -13,7 +13,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpu_core::Error;
+use gpu_cpu::fault::is_injected;
 use gpu_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
 use gpu_pipeline::{Pattern, Pipeline, PipelineError};
 
@@ -28,22 +28,6 @@ fn input(i: usize, j: usize) -> f32 {
 /// The batch's expected output: `3 x`.
 fn expected(i: usize) -> Vec<f32> {
     (0..LEN).map(|j| 3.0 * input(i, j)).collect()
-}
-
-fn is_injected(e: &Error) -> bool {
-    match e.root() {
-        Error::Backend {
-            backend: "cpu",
-            message,
-            ..
-        } => message.starts_with("injected fault #"),
-        Error::OutOfMemory {
-            backend: "cpu",
-            detail,
-            ..
-        } => detail.starts_with("injected fault #"),
-        _ => false,
-    }
 }
 
 /// The batches a run delivered, in the order it delivered them.
