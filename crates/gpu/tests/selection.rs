@@ -97,6 +97,21 @@ fn environment_and_file_follow_the_precedence_rules() {
         );
     }
 
+    // A GPU_DEVICE that is not UTF-8 is a typed error too, not a panic.
+    {
+        use std::os::unix::ffi::OsStrExt;
+        set("GPU_DEVICE", Some(std::ffi::OsStr::from_bytes(b"cuda\xff")));
+        for e in [
+            expect_err(Context::default()),
+            expect_err(Context::from_config()),
+        ] {
+            assert!(
+                matches!(&e, Error::InvalidDeviceSpec { origin, reason, .. } if origin == "GPU_DEVICE" && reason.contains("UTF-8")),
+                "{e:?}"
+            );
+        }
+    }
+
     // A GPU named by GPU_DEVICE must be usable: no silent fallback.
     set("GPU_DEVICE", Some("cuda".as_ref()));
     if !cuda_usable {
