@@ -463,11 +463,7 @@ impl<'p, B: Backend> Run<'p, B> {
                     .alloc_host::<In>(p.input_len, HostUse::Upload)
                     .map_err(gpu(i, Stage::Load))
                     .and_then(|mut buf| {
-                        load(i, &mut buf).map_err(|source| PipelineError::Stage {
-                            batch: i,
-                            stage: Stage::Load,
-                            source,
-                        })?;
+                        call_load(&mut load, i, &mut buf)?;
                         Ok(buf)
                     });
                 self.load_cpu_ms += thread_cpu_ms() - cpu0;
@@ -501,7 +497,7 @@ impl<'p, B: Backend> Run<'p, B> {
                     Ok(cpu_ms) => self.load_cpu_ms = cpu_ms,
                     Err(_) => {
                         return outcome.and(Err(PipelineError::Config(
-                            "the load function panicked".into(),
+                            "the loader thread panicked".into(),
                         )));
                     }
                 }
@@ -772,6 +768,33 @@ impl<'p, B: Backend> Run<'p, B> {
     }
 }
 
+/// Calls the user's load function for batch `i`. A panic in it becomes the batch's load
+/// error (the loader thread must not take the run down, and the sequential pattern behaves
+/// the same).
+fn call_load<In, L>(load: &mut L, i: usize, buf: &mut [In]) -> Result<(), PipelineError>
+where
+    L: FnMut(usize, &mut [In]) -> Result<(), BoxError>,
+{
+    let stage = |source: BoxError| PipelineError::Stage {
+        batch: i,
+        stage: Stage::Load,
+        source,
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(i, buf))) {
+        Ok(r) => r.map_err(stage),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string payload".into());
+            Err(stage(
+                format!("the load function panicked: {message}").into(),
+            ))
+        }
+    }
+}
+
 /// The loader thread: fills staging buffers from the context's pinned pool and sends them in
 /// batch order; blocks while `depth` are waiting (backpressure). Returns its CPU time in ms.
 fn loader_loop<B, In, L>(
@@ -798,11 +821,7 @@ where
             .alloc_host::<In>(p.input_len, HostUse::Upload)
             .map_err(gpu(i, Stage::Load))
             .and_then(|mut buf| {
-                load(i, &mut buf).map_err(|source| PipelineError::Stage {
-                    batch: i,
-                    stage: Stage::Load,
-                    source,
-                })?;
+                call_load(load, i, &mut buf)?;
                 Ok(Loaded {
                     batch: i,
                     buf,
