@@ -8,6 +8,7 @@
 mod bench;
 mod bindgen;
 mod ci;
+mod fuzz;
 mod gpu_bundle;
 mod gpu_test;
 mod json;
@@ -76,6 +77,12 @@ commands:
   miri [-- <args>]
         run gpu-core's and gpu-cpu's unit tests under Miri (needs the nightly toolchain with
         the miri and rust-src components)
+  fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]
+        run the cargo-fuzz targets in fuzz/ (device_spec, config_toml, op_program; all by
+        default) for N seconds each (default 60): `cargo +nightly fuzz run NAME --
+        -max_total_time=N -print_final_stats=1` in fuzz/, then a summary of executions
+        per target; fails if any target fails (crash inputs go to fuzz/artifacts/NAME).
+        Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`).
   help
         print this message
 ";
@@ -110,6 +117,7 @@ fn dispatch() -> Result {
         "gpu-bundle" => gpu_bundle::run(&root, rest),
         "soak" => soak::run(&root, rest),
         "no-gpu" => no_gpu::run(&root, rest),
+        "fuzz" => fuzz::run(&root, rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
