@@ -75,7 +75,7 @@ commands:
         every constructor that can request CUDA must return a typed error without
         panicking; then a deliberate panic in it must abort (SIGABRT).
   miri [-- <args>]
-        run gpu-core's and gpu-cpu's unit tests under Miri (needs the nightly toolchain with
+        run gpu-core's and gpu-cpu's unit and doc tests under Miri (needs the nightly toolchain with
         the miri and rust-src components)
   fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]
         run the cargo-fuzz targets in fuzz/ (device_spec, config_toml, op_program; all by

@@ -1,4 +1,4 @@
-//! `cargo xtask miri`: gpu-core's and gpu-cpu's unit tests under Miri.
+//! `cargo xtask miri`: gpu-core's and gpu-cpu's tests (unit tests and doc tests) under Miri.
 //!
 //! Miri runs the tests in an interpreter that checks every memory access, so undefined
 //! behaviour in the unsafe code of gpu-core (host buffers, views, the CPU kernel argument
@@ -39,12 +39,17 @@ pub fn run(root: &Path, args: &[String]) -> Result {
              `rustup component add --toolchain nightly miri rust-src`",
         ));
     }
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(root)
-        .env("MIRIFLAGS", "-Zmiri-disable-isolation")
-        .args([
-            "+nightly", "miri", "test", "-p", "gpu-core", "-p", "gpu-cpu", "--lib",
-        ])
-        .args(&extra);
-    util::run(&mut cmd)
+    // `cargo miri test` without `--doc` runs no doc tests: the unit tests and the doc tests
+    // are two runs.
+    for kind in ["--lib", "--doc"] {
+        let mut cmd = Command::new("cargo");
+        cmd.current_dir(root)
+            .env("MIRIFLAGS", "-Zmiri-disable-isolation")
+            .args([
+                "+nightly", "miri", "test", "-p", "gpu-core", "-p", "gpu-cpu", kind,
+            ])
+            .args(&extra);
+        util::run(&mut cmd)?;
+    }
+    Ok(())
 }
