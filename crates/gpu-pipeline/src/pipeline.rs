@@ -333,6 +333,27 @@ impl<B: Backend> Pipeline<B> {
     }
 }
 
+/// The compute stage's function (the bound of [`Pipeline::run`]'s `compute`), named once
+/// for the engine's internal functions.
+trait ComputeFn<B: Backend, In: Element, Out: Element>:
+    FnMut(&Stream<B>, usize, &GpuArray<In, B>, &mut GpuArray<Out, B>) -> gpu_core::Result<()>
+{
+}
+
+impl<B, In, Out, F> ComputeFn<B, In, Out> for F
+where
+    B: Backend,
+    In: Element,
+    Out: Element,
+    F: FnMut(&Stream<B>, usize, &GpuArray<In, B>, &mut GpuArray<Out, B>) -> gpu_core::Result<()>,
+{
+}
+
+/// The sink's function (the bound of [`Pipeline::run`]'s `sink`).
+trait SinkFn<Out>: FnMut(usize, &[Out]) -> Result<(), BoxError> {}
+
+impl<Out, F: FnMut(usize, &[Out]) -> Result<(), BoxError>> SinkFn<Out> for F {}
+
 /// The state of one run.
 struct Run<'p, B: Backend> {
     p: &'p Pipeline<B>,
@@ -424,13 +445,8 @@ impl<'p, B: Backend> Run<'p, B> {
         In: Element,
         Out: Element,
         L: FnMut(usize, &mut [In]) -> Result<(), BoxError> + Send,
-        C: FnMut(
-            &Stream<B>,
-            usize,
-            &GpuArray<In, B>,
-            &mut GpuArray<Out, B>,
-        ) -> gpu_core::Result<()>,
-        S: FnMut(usize, &[Out]) -> Result<(), BoxError>,
+        C: ComputeFn<B, In, Out>,
+        S: SinkFn<Out>,
     {
         let p = self.p;
         let depth = p.pattern.depth();
@@ -540,13 +556,8 @@ impl<'p, B: Backend> Run<'p, B> {
     where
         In: Element,
         Out: Element,
-        C: FnMut(
-            &Stream<B>,
-            usize,
-            &GpuArray<In, B>,
-            &mut GpuArray<Out, B>,
-        ) -> gpu_core::Result<()>,
-        S: FnMut(usize, &[Out]) -> Result<(), BoxError>,
+        C: ComputeFn<B, In, Out>,
+        S: SinkFn<Out>,
     {
         let n = slots.len();
         let mut failure = None;
@@ -618,12 +629,7 @@ impl<'p, B: Backend> Run<'p, B> {
     where
         In: Element,
         Out: Element,
-        C: FnMut(
-            &Stream<B>,
-            usize,
-            &GpuArray<In, B>,
-            &mut GpuArray<Out, B>,
-        ) -> gpu_core::Result<()>,
+        C: ComputeFn<B, In, Out>,
     {
         let i = loaded.batch;
         let lane = i % self.streams.computes.len();
@@ -691,7 +697,7 @@ impl<'p, B: Backend> Run<'p, B> {
     where
         In: Element,
         Out: Element,
-        S: FnMut(usize, &[Out]) -> Result<(), BoxError>,
+        S: SinkFn<Out>,
     {
         let Some(f) = slot.inflight.take() else {
             return Ok(());
