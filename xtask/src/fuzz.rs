@@ -40,10 +40,7 @@ pub fn parse(args: &[String]) -> Result<Opts> {
     let mut extra = Vec::new();
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_string())),
-            _ => (arg.as_str(), None),
-        };
+        let (flag, inline) = util::split_flag(arg);
         let mut value = |what: &str| {
             inline
                 .clone()

@@ -58,6 +58,15 @@ pub fn header(text: &str) {
     println!("==> {text}");
 }
 
+/// Splits `--flag=value` into the flag and its inline value; any other argument is returned
+/// whole, without a value.
+pub fn split_flag(arg: &str) -> (&str, Option<String>) {
+    match arg.split_once('=') {
+        Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_string())),
+        _ => (arg, None),
+    }
+}
+
 /// Echoes `cmd` as a header and starts it with stdout piped (stdin closed); returns the
 /// child and the command as shown.
 pub fn spawn_piped(cmd: &mut Command) -> Result<(std::process::Child, String)> {
