@@ -157,13 +157,16 @@ fn run() -> Res {
     drop(again);
 
     println!("custom kernel:");
-    let spec = KernelSpec::<(In<f32>, In<f32>, Out<f32>, u64)>::cuda(VECTOR_ADD, "vector_add").cpu(
-        |i, (a, b, out, n)| {
-            if (i as u64) < *n {
-                out[i] = a[i] + b[i];
-            }
-        },
-    );
+    // SAFETY: `vector_add` takes (const float*, const float*, float*, unsigned long long), the
+    // signature's types in order, and touches only indices below `n`.
+    let spec =
+        unsafe { KernelSpec::<(In<f32>, In<f32>, Out<f32>, u64)>::cuda(VECTOR_ADD, "vector_add") };
+    let spec = spec.cpu(|t, (a, b, out, n)| {
+        let i = t.x();
+        if (i as u64) < *n {
+            out[i] = a[i] + b[i];
+        }
+    });
     let kernel = ctx.kernel(spec)?;
     let mut out = ctx.alloc_zeros::<f32>(n)?;
     s2.launch(

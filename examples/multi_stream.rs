@@ -196,13 +196,15 @@ fn run() -> Res {
          poly3 kernel + relu + axpy + scale; a combine stream adds their results"
     );
 
-    let kernel = ctx.kernel(KernelSpec::<Poly3>::cuda(POLY3, "poly3").cpu(
-        |i, (x, y, c0, c1, c2, c3, n)| {
-            if (i as u64) < *n {
-                y[i] = poly([*c0, *c1, *c2, *c3], x[i]);
-            }
-        },
-    ))?;
+    // SAFETY: `poly3` takes (const float*, float*, float x 4, unsigned long long), `Poly3` in
+    // order and type, and touches only indices below `n`.
+    let poly3 = unsafe { KernelSpec::<Poly3>::cuda(POLY3, "poly3") };
+    let kernel = ctx.kernel(poly3.cpu(|t, (x, y, c0, c1, c2, c3, n)| {
+        let i = t.x();
+        if (i as u64) < *n {
+            y[i] = poly([*c0, *c1, *c2, *c3], x[i]);
+        }
+    }))?;
     let cfg = LaunchConfig::for_elems(len);
     let n = len as u64;
 

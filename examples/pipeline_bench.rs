@@ -268,15 +268,16 @@ fn run(ctx: &Context, args: &Args) -> Res {
         Pattern::STANDARD.map(|p| p.name()).join(", ")
     );
 
-    let kernel = ctx.kernel(KernelSpec::<SpinSig>::cuda(SPIN_SRC, "spin").cpu(
-        |_, (input, out, ns)| {
-            let t = Instant::now();
-            while t.elapsed().as_nanos() < u128::from(*ns) {
-                std::hint::spin_loop();
-            }
-            out[0] = input[0] + 1.0;
-        },
-    ))?;
+    // SAFETY: `spin` takes (const float*, float*, unsigned long long), `SpinSig` in order and
+    // type, and touches only element 0 of each array, which every batch has.
+    let spin = unsafe { KernelSpec::<SpinSig>::cuda(SPIN_SRC, "spin") };
+    let kernel = ctx.kernel(spin.cpu(|_, (input, out, ns)| {
+        let t = Instant::now();
+        while t.elapsed().as_nanos() < u128::from(*ns) {
+            std::hint::spin_loop();
+        }
+        out[0] = input[0] + 1.0;
+    }))?;
 
     let mut points: Vec<Point> = Vec::new();
     for &bytes in &sizes {

@@ -12,6 +12,26 @@
 //!
 //! What a backend must provide in return is written on each method. The CPU backend
 //! (`gpu-cpu`) is the reference implementation of these semantics.
+//!
+//! ## Why the memory methods are `unsafe`
+//!
+//! A backend is a public type (`gpu_cpu::CpuBackend::new()`, `ctx.backend()`), and
+//! [`BufAt`] is plain data, so a safe method taking a `BufAt` and a length would let safe
+//! code write past any allocation. Every method that frees memory other work may still use,
+//! or reads or writes device memory at a caller-chosen place (copies, ops, kernel launches),
+//! is therefore an `unsafe fn` whose `# Safety` section is the list above made precise; the
+//! safe layer of gpu-core is the one caller that discharges it. Stream and event
+//! management, allocation and loading a kernel stay safe: they touch no memory a caller
+//! chose.
+//!
+//! ```compile_fail,E0133
+//! use gpu_core::{Backend, BufAt};
+//! let b = gpu_cpu::CpuBackend::new()?;
+//! let (s, buf) = (b.create_stream(0)?, b.alloc(4, true)?);
+//! // A terabyte past a 4-byte buffer: refused at compile time outside `unsafe`.
+//! b.fill(&s, BufAt { buf: &buf, offset: 1 << 40 }, 1, 1.0f32)?;
+//! # Ok::<(), gpu_core::Error>(())
+//! ```
 
 use crate::element::{Float, Numeric};
 use crate::kernel::{KernelDesc, LaunchConfig};
@@ -270,14 +290,23 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn alloc(&self, bytes: usize, zeroed: bool) -> crate::Result<Self::Buffer>;
     /// Frees a buffer once the work already queued on `users` (the streams that used it)
     /// has finished, without blocking the caller where the backend can avoid it.
-    fn free(&self, buf: Self::Buffer, users: &[&Self::Stream]) -> crate::Result<()>;
+    ///
+    /// # Safety
+    ///
+    /// - `users` holds every stream of this backend with queued work that uses the buffer
+    ///   (the memory may be reused as soon as they have passed that work).
+    unsafe fn free(&self, buf: Self::Buffer, users: &[&Self::Stream]) -> crate::Result<()>;
 
     /// Allocates `bytes > 0` bytes of zeroed host memory for the given use.
     fn alloc_host(&self, bytes: usize, usage: HostUse) -> crate::Result<Self::HostMem>;
     /// The start of a host allocation; valid and unchanged for the allocation's lifetime.
     fn host_ptr(&self, mem: &Self::HostMem) -> *mut u8;
-    /// Frees host memory no queued work uses any more.
-    fn free_host(&self, mem: Self::HostMem) -> crate::Result<()>;
+    /// Frees host memory.
+    ///
+    /// # Safety
+    ///
+    /// - no queued copy uses the memory any more.
+    unsafe fn free_host(&self, mem: Self::HostMem) -> crate::Result<()>;
     /// Registers existing host memory so that copies from and to it run at pinned speed.
     ///
     /// # Safety
@@ -286,8 +315,12 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// - it must stay allocated until the registration is passed to `unregister_host`.
     unsafe fn register_host(&self, ptr: *mut u8, bytes: usize)
         -> crate::Result<Self::Registration>;
-    /// Ends a registration. No queued work may use the memory any more.
-    fn unregister_host(&self, reg: Self::Registration) -> crate::Result<()>;
+    /// Ends a registration.
+    ///
+    /// # Safety
+    ///
+    /// - no queued copy uses the memory any more.
+    unsafe fn unregister_host(&self, reg: Self::Registration) -> crate::Result<()>;
 
     /// Creates a stream; `priority` lies inside [`DeviceInfo::priority_range`].
     fn create_stream(&self, priority: i32) -> crate::Result<Self::Stream>;
@@ -318,7 +351,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// # Safety
     ///
     /// - `src..src + bytes` must stay readable and unmodified until the stream has passed
-    ///   this copy (the caller waits on an event or syncs the stream).
+    ///   this copy (the caller waits on an event or syncs the stream);
+    /// - `dst` and `bytes` meet the conditions of [`Backend::copy_d2d`] for a written range.
     unsafe fn copy_h2d(
         &self,
         stream: &Self::Stream,
@@ -331,7 +365,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// # Safety
     ///
     /// - `dst..dst + bytes` must stay writable and otherwise unaccessed until the stream
-    ///   has passed this copy.
+    ///   has passed this copy;
+    /// - `src` and `bytes` meet the conditions of [`Backend::copy_d2d`] for a read range.
     unsafe fn copy_d2h(
         &self,
         stream: &Self::Stream,
@@ -341,7 +376,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
     ) -> crate::Result<()>;
     /// Copies `bytes` between device ranges (which may be in the same buffer but do not
     /// overlap).
-    fn copy_d2d(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn copy_d2d(
         &self,
         stream: &Self::Stream,
         src: BufAt<'_, Self>,
@@ -350,7 +394,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
     ) -> crate::Result<()>;
 
     /// Sets `len` elements to `value`.
-    fn fill<T: Numeric>(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn fill<T: Numeric>(
         &self,
         stream: &Self::Stream,
         dst: BufAt<'_, Self>,
@@ -358,7 +411,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
         value: T,
     ) -> crate::Result<()>;
     /// `y = alpha * x + y` over `len` elements.
-    fn axpy<T: Numeric>(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn axpy<T: Numeric>(
         &self,
         stream: &Self::Stream,
         alpha: T,
@@ -367,7 +429,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
         len: usize,
     ) -> crate::Result<()>;
     /// `x = alpha * x` over `len` elements.
-    fn scale<T: Numeric>(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn scale<T: Numeric>(
         &self,
         stream: &Self::Stream,
         alpha: T,
@@ -375,7 +446,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
         len: usize,
     ) -> crate::Result<()>;
     /// `out = a op b` element-wise over `len` elements.
-    fn binary<T: Numeric>(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn binary<T: Numeric>(
         &self,
         stream: &Self::Stream,
         op: BinaryOp,
@@ -385,7 +465,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
         len: usize,
     ) -> crate::Result<()>;
     /// `out = op(x)` element-wise over `len` elements.
-    fn unary<T: Float>(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn unary<T: Float>(
         &self,
         stream: &Self::Stream,
         op: UnaryOp,
@@ -394,7 +483,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
         len: usize,
     ) -> crate::Result<()>;
     /// Writes the reduction of `len >= 1` elements of `x` to the one element at `out`.
-    fn reduce<T: Numeric>(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn reduce<T: Numeric>(
         &self,
         stream: &Self::Stream,
         op: ReduceOp,
@@ -403,7 +501,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
         out: BufAt<'_, Self>,
     ) -> crate::Result<()>;
     /// Writes the dot product of `len >= 1` elements of `x` and `y` to `out`.
-    fn dot<T: Numeric>(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn dot<T: Numeric>(
         &self,
         stream: &Self::Stream,
         x: BufAt<'_, Self>,
@@ -412,7 +519,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
         out: BufAt<'_, Self>,
     ) -> crate::Result<()>;
     /// Row-major matrix product (see [`Gemm`]); `m`, `n` and `k` are all non-zero.
-    fn gemm<T: Float>(
+    ///
+    /// # Safety
+    ///
+    /// - the stream and every buffer were created by this backend instance;
+    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
+    ///   buffer and is aligned to the element type;
+    /// - nothing else reads a range this call writes, or writes a range it reads, until the
+    ///   stream has passed the call (other streams are ordered by events), and the buffers
+    ///   are not freed before then (see [`Backend::free`]).
+    unsafe fn gemm<T: Float>(
         &self,
         stream: &Self::Stream,
         g: &Gemm<T>,
@@ -421,10 +537,19 @@ pub trait Backend: Send + Sync + Sized + 'static {
         c: BufAt<'_, Self>,
     ) -> crate::Result<()>;
 
-    /// Loads (compiles, where needed) a kernel for this device.
+    /// Loads (compiles, where needed) a kernel for this device. Loading runs nothing.
     fn load_kernel(&self, desc: &KernelDesc) -> crate::Result<Self::Kernel>;
     /// Launches a kernel with a configuration already checked against the device's limits.
-    fn launch(
+    ///
+    /// # Safety
+    ///
+    /// - the kernel's code (GPU source or CPU function) takes exactly these arguments, in
+    ///   this order and of these types, and touches only the ranges it is given, within
+    ///   their lengths (the vouch made when its [`crate::KernelSpec`] was built);
+    /// - every buffer argument meets the conditions of [`Backend::copy_d2d`], for a written
+    ///   range when `write` is set and a read range otherwise;
+    /// - no written range overlaps another argument's range.
+    unsafe fn launch(
         &self,
         stream: &Self::Stream,
         kernel: &Self::Kernel,

@@ -62,7 +62,8 @@ impl<B: Backend> Shared<B> {
 impl<B: Backend> Drop for Shared<B> {
     fn drop(&mut self) {
         for mem in self.pool.drain() {
-            if let Err(e) = self.backend.free_host(mem) {
+            // SAFETY: pooled memory belongs to no buffer, so no copy uses it.
+            if let Err(e) = unsafe { self.backend.free_host(mem) } {
                 self.deferred.push("HostPool drop", e);
             }
         }
@@ -256,8 +257,9 @@ impl<B: Backend> Context<B> {
     pub fn set_host_pool_limit(&self, bytes: usize) {
         let freed = self.shared().pool.set_limit(bytes);
         for mem in freed {
-            self.shared()
-                .defer("HostPool trim", self.shared().backend.free_host(mem));
+            // SAFETY: pooled memory belongs to no buffer, so no copy uses it.
+            let result = unsafe { self.shared().backend.free_host(mem) };
+            self.shared().defer("HostPool trim", result);
         }
     }
 

@@ -152,6 +152,12 @@ pub trait Numeric: Element + PartialOrd {
     fn div(self, rhs: Self) -> Self;
     /// The larger of the two; for floats a NaN loses to a number (C's `fmax`).
     fn maximum(self, rhs: Self) -> Self;
+    /// `self * x + y`, one element of the built-in `axpy`: the product and the sum are each
+    /// rounded in the type's arithmetic (no fused multiply-add). f16 and bf16 compute both
+    /// in f32 and round to 16 bits once, at the end, as the CUDA kernels do.
+    fn axpy(self, x: Self, y: Self) -> Self {
+        self.mul(x).add(y)
+    }
     /// The sum of a slice. Floats accumulate in f64 and round once; integers wrap.
     fn sum(xs: &[Self]) -> Self;
     /// The dot product of two slices of equal length, accumulated as [`Numeric::sum`].
@@ -254,6 +260,9 @@ mod half_types {
                 fn mul(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() * rhs.to_f32()) }
                 fn div(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() / rhs.to_f32()) }
                 fn maximum(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32().max(rhs.to_f32())) }
+                fn axpy(self, x: Self, y: Self) -> Self {
+                    <$t>::from_f32(self.to_f32() * x.to_f32() + y.to_f32())
+                }
                 fn sum(xs: &[Self]) -> Self {
                     <$t>::from_f64(xs.iter().map(|x| x.to_f64()).sum::<f64>())
                 }

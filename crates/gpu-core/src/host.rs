@@ -270,7 +270,9 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
         match std::mem::replace(&mut self.storage, Storage::Empty) {
             Storage::Registered { vec, reg } => {
                 if let Some(reg) = reg {
-                    self.home.backend().unregister_host(reg)?;
+                    // SAFETY: copies take the buffer by value and give it back only once they
+                    // have completed, so holding `self` means no copy uses the memory.
+                    unsafe { self.home.backend().unregister_host(reg) }?;
                 }
                 Ok(vec)
             }
@@ -330,12 +332,17 @@ impl<T: Element, B: Backend> Drop for HostBuffer<T, B> {
             Storage::Empty => {}
             Storage::Pooled { mem, class } => {
                 if let Some(mem) = shared.pool.put(mem, class, self.usage) {
-                    shared.defer("HostBuffer drop", shared.backend.free_host(mem));
+                    // SAFETY: a buffer is dropped only outside a copy (a `Pending` owns it
+                    // until its copy has completed), so no copy uses the memory.
+                    let freed = unsafe { shared.backend.free_host(mem) };
+                    shared.defer("HostBuffer drop", freed);
                 }
             }
             Storage::Registered { vec, reg } => {
                 if let Some(reg) = reg {
-                    shared.defer("HostBuffer drop", shared.backend.unregister_host(reg));
+                    // SAFETY: as for pooled memory above: no copy uses the buffer.
+                    let ended = unsafe { shared.backend.unregister_host(reg) };
+                    shared.defer("HostBuffer drop", ended);
                 }
                 // Only now may the memory go.
                 drop(vec);

@@ -11,9 +11,14 @@
 //!     if (i < n) out[i] = a[i] + b[i];
 //! }"#;
 //!
-//! // The signature says what each argument is; the CPU closure sees host slices.
+//! // The signature says what each argument is; the CPU closure sees host slices and the
+//! // thread's coordinates (`t.x()` is CUDA's `blockIdx.x * blockDim.x + threadIdx.x`).
 //! type VectorAdd = (In<f32>, In<f32>, Out<f32>, u64);
-//! let spec = KernelSpec::<VectorAdd>::cuda(SRC, "vector_add").cpu(|i, (a, b, out, n)| {
+//! // SAFETY: `vector_add` takes (const float*, const float*, float*, unsigned long long),
+//! // which is `VectorAdd` in order and type, and touches only indices below `n`, the
+//! // length passed with the arrays.
+//! let spec = unsafe { KernelSpec::<VectorAdd>::cuda(SRC, "vector_add") }.cpu(|t, (a, b, out, n)| {
+//!     let i = t.x();
 //!     if (i as u64) < *n {
 //!         out[i] = a[i] + b[i];
 //!     }
@@ -26,6 +31,41 @@
 //! ctx.launch(&k, LaunchConfig::for_elems(3), (&a, &b, &mut out, 3u64))?;
 //! assert_eq!(out.download()?, [11.0, 22.0, 33.0]);
 //! # Ok::<(), gpu_core::Error>(())
+//! ```
+//!
+//! ## Why GPU code is `unsafe` to construct
+//!
+//! Nothing can check that CUDA C or PTX reads its parameters as the signature says, or that
+//! it stays inside the arrays it is given: a kernel that indexes past an array writes over
+//! whatever the device keeps there. [`KernelSpec::cuda`] and [`KernelSpec::ptx`] are
+//! therefore `unsafe fn`s, and the caller vouches for the code once, where it is named;
+//! launching a loaded [`Kernel`] is then safe, because everything else a launch needs
+//! (argument types matching the signature, arrays of this context, launch limits, ordering
+//! against other streams, no aliasing between written arguments) is checked or enforced by
+//! types. A CPU closure is safe Rust and needs no such promise. Safe code cannot build
+//! launch arguments of its own: [`LaunchArg`] and [`LaunchArgs`] are sealed.
+//!
+//! ```compile_fail,E0133
+//! use gpu_core::{In, KernelSpec};
+//! let spec = KernelSpec::<(In<f32>,)>::cuda("extern \"C\" __global__ void k(const float*) {}", "k");
+//! ```
+//!
+//! ```compile_fail,E0133
+//! use gpu_core::{In, KernelSpec};
+//! let spec = KernelSpec::<(In<f32>,)>::ptx(".version 8.0", "k");
+//! ```
+//!
+//! Nor can safe code make an argument that claims to be something it is not:
+//!
+//! ```compile_fail,E0277
+//! use gpu_core::{ArgRef, Backend, LaunchArg, Out};
+//! struct Pretend;
+//! impl<B: Backend> LaunchArg<B> for Pretend {
+//!     type Param = Out<f32>;
+//!     fn arg(&self) -> ArgRef<'_, B> {
+//!         ArgRef::Scalar { bytes: [0; 16], len: 4 }
+//!     }
+//! }
 //! ```
 
 use std::marker::PhantomData;
@@ -124,6 +164,117 @@ impl LaunchConfig {
             )));
         }
         Ok(())
+    }
+}
+
+/// Three extents or coordinates, as CUDA's `dim3`/`uint3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Dim3 {
+    /// Along x (fastest varying).
+    pub x: u32,
+    /// Along y.
+    pub y: u32,
+    /// Along z.
+    pub z: u32,
+}
+
+impl From<[u32; 3]> for Dim3 {
+    fn from([x, y, z]: [u32; 3]) -> Dim3 {
+        Dim3 { x, y, z }
+    }
+}
+
+/// Where one thread of a launch is: what a CUDA thread reads from its built-in variables,
+/// given to CPU closures so that a kernel's CPU version indexes as its GPU version does.
+///
+/// | CUDA C | here |
+/// |---|---|
+/// | `blockIdx` | [`ThreadIndex::block_idx`] |
+/// | `threadIdx` | [`ThreadIndex::thread_idx`] |
+/// | `blockDim` | [`ThreadIndex::block_dim`] |
+/// | `gridDim` | [`ThreadIndex::grid_dim`] |
+/// | `blockIdx.x * blockDim.x + threadIdx.x` | [`ThreadIndex::x`] (also [`y`](ThreadIndex::y), [`z`](ThreadIndex::z)) |
+///
+/// ```
+/// # use gpu_core::{Dim3, ThreadIndex};
+/// let t = ThreadIndex {
+///     block_idx: Dim3 { x: 2, y: 1, z: 0 },
+///     thread_idx: Dim3 { x: 5, y: 3, z: 0 },
+///     block_dim: Dim3 { x: 16, y: 8, z: 1 },
+///     grid_dim: Dim3 { x: 4, y: 2, z: 1 },
+/// };
+/// assert_eq!((t.x(), t.y(), t.z()), (37, 11, 0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ThreadIndex {
+    /// The block's coordinates in the grid (`blockIdx`).
+    pub block_idx: Dim3,
+    /// The thread's coordinates in its block (`threadIdx`).
+    pub thread_idx: Dim3,
+    /// Threads per block along each axis (`blockDim`).
+    pub block_dim: Dim3,
+    /// Blocks along each axis (`gridDim`).
+    pub grid_dim: Dim3,
+}
+
+impl ThreadIndex {
+    /// The global x coordinate, `blockIdx.x * blockDim.x + threadIdx.x`: the element index
+    /// of a one-dimensional launch.
+    pub fn x(&self) -> usize {
+        global(self.block_idx.x, self.block_dim.x, self.thread_idx.x)
+    }
+
+    /// The global y coordinate, `blockIdx.y * blockDim.y + threadIdx.y`.
+    pub fn y(&self) -> usize {
+        global(self.block_idx.y, self.block_dim.y, self.thread_idx.y)
+    }
+
+    /// The global z coordinate, `blockIdx.z * blockDim.z + threadIdx.z`.
+    pub fn z(&self) -> usize {
+        global(self.block_idx.z, self.block_dim.z, self.thread_idx.z)
+    }
+}
+
+/// `block * dim + thread`; at most about 2^41 within [`LaunchLimits`], so it fits a 64-bit
+/// `usize` exactly.
+fn global(block: u32, dim: u32, thread: u32) -> usize {
+    (block as usize)
+        .wrapping_mul(dim as usize)
+        .wrapping_add(thread as usize)
+}
+
+/// Runs `f` once for every thread of a launch of `cfg`, in a fixed order: blocks by z, y,
+/// x, and inside each block threads by z, y, x (x fastest). A thread runs to completion
+/// before the next starts, so there is no shared memory and no `__syncthreads`; a kernel
+/// whose threads only write their own outputs behaves as on a GPU.
+pub(crate) fn for_each_thread(cfg: &LaunchConfig, mut f: impl FnMut(&ThreadIndex)) {
+    let grid_dim = Dim3::from(cfg.grid);
+    let block_dim = Dim3::from(cfg.block);
+    for bz in 0..grid_dim.z {
+        for by in 0..grid_dim.y {
+            for bx in 0..grid_dim.x {
+                for tz in 0..block_dim.z {
+                    for ty in 0..block_dim.y {
+                        for tx in 0..block_dim.x {
+                            f(&ThreadIndex {
+                                block_idx: Dim3 {
+                                    x: bx,
+                                    y: by,
+                                    z: bz,
+                                },
+                                thread_idx: Dim3 {
+                                    x: tx,
+                                    y: ty,
+                                    z: tz,
+                                },
+                                block_dim,
+                                grid_dim,
+                            });
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -241,6 +392,8 @@ macro_rules! scalar_params {
             }
         }
 
+        impl sealed::Sealed for $t {}
+
         impl<B: Backend> LaunchArg<B> for $t {
             type Param = $t;
 
@@ -271,8 +424,15 @@ pub trait KernelSig: 'static {
     unsafe fn from_raw<'a>(raw: &[RawArg]) -> Self::Cpu<'a>;
 }
 
-/// A launch argument: an array or view (by reference) or a scalar (by value).
-pub trait LaunchArg<B: Backend> {
+mod sealed {
+    /// Only the workspace's arrays, views and scalars are launch arguments: a launch trusts
+    /// an argument's [`super::LaunchArg::Param`] to describe the memory it hands over.
+    pub trait Sealed {}
+}
+
+/// A launch argument: an array or view (by reference) or a scalar (by value). Sealed: a
+/// launch relies on [`LaunchArg::Param`] describing the memory exactly.
+pub trait LaunchArg<B: Backend>: sealed::Sealed {
     /// The signature parameter it matches.
     type Param: KernelParam;
     /// The argument for the safe layer.
@@ -294,12 +454,16 @@ pub enum ArgRef<'a, B: Backend> {
     },
 }
 
+impl<T: Element, B: Backend> sealed::Sealed for &GpuArray<T, B> {}
+
 impl<T: Element, B: Backend> LaunchArg<B> for &GpuArray<T, B> {
     type Param = In<T>;
     fn arg(&self) -> ArgRef<'_, B> {
         ArgRef::Read(self.slice_ref())
     }
 }
+
+impl<T: Element, B: Backend> sealed::Sealed for &mut GpuArray<T, B> {}
 
 impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuArray<T, B> {
     type Param = Out<T>;
@@ -308,12 +472,16 @@ impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuArray<T, B> {
     }
 }
 
+impl<T: Element, B: Backend> sealed::Sealed for GpuView<'_, T, B> {}
+
 impl<T: Element, B: Backend> LaunchArg<B> for GpuView<'_, T, B> {
     type Param = In<T>;
     fn arg(&self) -> ArgRef<'_, B> {
         ArgRef::Read(self.slice_ref())
     }
 }
+
+impl<T: Element, B: Backend> sealed::Sealed for GpuViewMut<'_, T, B> {}
 
 impl<T: Element, B: Backend> LaunchArg<B> for GpuViewMut<'_, T, B> {
     type Param = Out<T>;
@@ -322,6 +490,8 @@ impl<T: Element, B: Backend> LaunchArg<B> for GpuViewMut<'_, T, B> {
     }
 }
 
+impl<T: Element, B: Backend> sealed::Sealed for &mut GpuViewMut<'_, T, B> {}
+
 impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuViewMut<'_, T, B> {
     type Param = Out<T>;
     fn arg(&self) -> ArgRef<'_, B> {
@@ -329,8 +499,8 @@ impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuViewMut<'_, T, B> {
     }
 }
 
-/// A tuple of launch arguments matching a signature.
-pub trait LaunchArgs<B: Backend> {
+/// A tuple of launch arguments matching a signature. Sealed, as [`LaunchArg`] is.
+pub trait LaunchArgs<B: Backend>: sealed::Sealed {
     /// The signature the arguments match.
     type Sig: KernelSig;
     /// The resolved arguments, in order.
@@ -348,6 +518,8 @@ macro_rules! tuples {
                 unsafe { ($($name::from_raw(&raw[$idx]),)+) }
             }
         }
+
+        impl<$($name: sealed::Sealed),+> sealed::Sealed for ($($name,)+) {}
 
         impl<B: Backend, $($name: LaunchArg<B>),+> LaunchArgs<B> for ($($name,)+) {
             type Sig = ($($name::Param,)+);
@@ -388,26 +560,64 @@ impl<S: KernelSig> KernelSpec<S> {
     }
 
     /// A kernel from CUDA C source; `name` is the `extern "C" __global__` entry point.
-    pub fn cuda(src: impl Into<String>, name: impl Into<String>) -> Self {
+    ///
+    /// # Safety
+    ///
+    /// The caller vouches for the GPU code, which nothing can check:
+    /// - the entry point's parameters match the signature `S` in order and type: [`In<T>`]
+    ///   is `const T*`, [`Out<T>`] is `T*`, a scalar is the C type of the same size and
+    ///   representation (`u64` is `unsigned long long`, `f32` is `float`, ...);
+    /// - every access stays within the lengths passed: the kernel reads or writes an array
+    ///   argument only below the element count the caller passes with it (or that it can
+    ///   otherwise derive from its arguments), for every launch configuration it is used
+    ///   with, and writes only through [`Out`] parameters;
+    /// - it does not race with itself (two threads of a launch never write the same
+    ///   element, or one reads while another writes it, without synchronisation).
+    pub unsafe fn cuda(src: impl Into<String>, name: impl Into<String>) -> Self {
         let mut s = Self::named(name);
         s.desc.source = Some(KernelSource::CudaC(src.into()));
         s
     }
 
     /// A kernel from PTX; `name` is the entry point.
-    pub fn ptx(ptx: impl Into<String>, name: impl Into<String>) -> Self {
+    ///
+    /// # Safety
+    ///
+    /// As for [`KernelSpec::cuda`]: the entry point's parameters match `S` in order and
+    /// type, and every access stays within the lengths passed.
+    pub unsafe fn ptx(ptx: impl Into<String>, name: impl Into<String>) -> Self {
         let mut s = Self::named(name);
         s.desc.source = Some(KernelSource::Ptx(ptx.into()));
         s
     }
 
-    /// Adds the CPU implementation: called once per thread of the launch, with the thread's
-    /// linear index (`blockIdx.x * blockDim.x + threadIdx.x` for a 1-D launch; x fastest in
-    /// general) and the arguments as host slices. Threads run in index order on the
-    /// stream's worker, so a closure may rely on nothing but its own index, as on a GPU.
+    /// Adds the CPU implementation: called once per thread of the launch with the thread's
+    /// [`ThreadIndex`] (CUDA's `blockIdx`, `threadIdx`, `blockDim`, `gridDim`; `t.x()` is
+    /// `blockIdx.x * blockDim.x + threadIdx.x`) and the arguments as host slices. Threads
+    /// run one after another on the stream's worker, blocks by z, y, x and threads inside a
+    /// block by z, y, x (x fastest), so a closure that writes only its own elements gives
+    /// what the GPU gives for every launch shape. Safe: slices are bounds-checked.
+    ///
+    /// ```
+    /// # use gpu_core::{KernelSpec, LaunchConfig, Out};
+    /// // A 2-D kernel: out[y][x] = 10 * y + x over a 3 x 4 matrix.
+    /// let spec = KernelSpec::<(Out<u32>, u32, u32)>::named("grid").cpu(|t, (out, rows, cols)| {
+    ///     let (x, y) = (t.x(), t.y());
+    ///     if y < *rows as usize && x < *cols as usize {
+    ///         out[y * *cols as usize + x] = 10 * y as u32 + x as u32;
+    ///     }
+    /// });
+    /// # let ctx = gpu_cpu::CpuBackend::context()?;
+    /// let k = ctx.kernel(spec)?;
+    /// let mut out = ctx.alloc_zeros::<u32>(12)?;
+    /// let cfg = LaunchConfig { grid: [2, 2, 1], block: [2, 2, 1], shared_mem_bytes: 0 };
+    /// ctx.launch(&k, cfg, (&mut out, 3u32, 4u32))?;
+    /// assert_eq!(out.download()?, [0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23]);
+    /// # Ok::<(), gpu_core::Error>(())
+    /// ```
     pub fn cpu<F>(mut self, f: F) -> Self
     where
-        F: for<'a, 'b> Fn(usize, &'b mut S::Cpu<'a>) + Send + Sync + 'static,
+        F: for<'a, 'b> Fn(&ThreadIndex, &'b mut S::Cpu<'a>) + Send + Sync + 'static,
     {
         let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
             if raw.len() != S::ARITY {
@@ -422,10 +632,7 @@ impl<S: KernelSig> KernelSpec<S> {
             // ordered for the duration of this call, and Rust's borrow rules at the launch
             // site forbid an `Out` to alias another argument.
             let mut args = unsafe { S::from_raw(raw) };
-            let threads = cfg.total_threads();
-            for i in 0..threads {
-                f(i as usize, &mut args);
-            }
+            for_each_thread(cfg, |t| f(t, &mut args));
             Ok(())
         });
         self.desc.cpu = Some(erased);
@@ -516,7 +723,14 @@ impl<B: Backend> Stream<B> {
                     },
                 })
                 .collect();
-            self.backend().launch(self.raw(), &kernel.raw, &cfg, &raw)
+            // SAFETY: the kernel's GPU code was vouched for by the caller of the unsafe
+            // `KernelSpec::cuda`/`ptx` to take the signature `A::Sig`, which the sealed
+            // `LaunchArgs` built these arguments from (a CPU closure is safe Rust); every
+            // range comes from a checked view of this context's arrays; `enqueue` ordered
+            // the ranges after conflicting uses and records this one, so no buffer is freed
+            // before the launch has run; written arguments are `&mut` borrows or views, so
+            // no written range overlaps another argument.
+            unsafe { self.backend().launch(self.raw(), &kernel.raw, &cfg, &raw) }
         })
     }
 }

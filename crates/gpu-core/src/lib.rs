@@ -67,8 +67,8 @@ pub use element::{DType, Element, Float, Numeric};
 pub use error::{Error, Rejected, Result};
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{
-    ArgRef, CpuKernelFn, In, Kernel, KernelDesc, KernelParam, KernelSig, KernelSource, KernelSpec,
-    LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg,
+    ArgRef, CpuKernelFn, Dim3, In, Kernel, KernelDesc, KernelParam, KernelSig, KernelSource,
+    KernelSpec, LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex,
 };
 pub use spec::DeviceSpec;
 pub use stream::{Event, Stream};

@@ -65,7 +65,13 @@ impl<B: Backend> Stream<B> {
     pub fn fill<T: Numeric>(&self, dst: &mut impl DeviceWrite<T, B>, value: T) -> Result<()> {
         let d = dst.slice_ref();
         self.enqueue("fill", &[("dst", &d, Access::Write)], || match d.at() {
-            Some(at) => self.backend().fill(self.raw(), at, dst.len(), value),
+            Some(at) => {
+                // SAFETY: the ranges come from checked views of `T` arrays of this context (in
+                // bounds and aligned); `enqueue` has ordered them after conflicting uses on other
+                // streams and records this use, so no buffer is freed before the op has run; the
+                // written range is a `&mut` borrow, so it overlaps no other argument.
+                unsafe { self.backend().fill(self.raw(), at, dst.len(), value) }
+            }
             None => Ok(()),
         })
     }
@@ -84,7 +90,13 @@ impl<B: Backend> Stream<B> {
             "axpy",
             &[("x", &xs, Access::Read), ("y", &ys, Access::Write)],
             || match (xs.at(), ys.at()) {
-                (Some(a), Some(b)) => self.backend().axpy(self.raw(), alpha, a, b, len),
+                (Some(a), Some(b)) => {
+                    // SAFETY: the ranges come from checked views of `T` arrays of this context (in
+                    // bounds and aligned); `enqueue` has ordered them after conflicting uses on other
+                    // streams and records this use, so no buffer is freed before the op has run; the
+                    // written range is a `&mut` borrow, so it overlaps no other argument.
+                    unsafe { self.backend().axpy(self.raw(), alpha, a, b, len) }
+                }
                 _ => Ok(()),
             },
         )
@@ -95,7 +107,13 @@ impl<B: Backend> Stream<B> {
         let xs = x.slice_ref();
         let len = x.len();
         self.enqueue("scale", &[("x", &xs, Access::Write)], || match xs.at() {
-            Some(at) => self.backend().scale(self.raw(), alpha, at, len),
+            Some(at) => {
+                // SAFETY: the ranges come from checked views of `T` arrays of this context (in
+                // bounds and aligned); `enqueue` has ordered them after conflicting uses on other
+                // streams and records this use, so no buffer is freed before the op has run; the
+                // written range is a `&mut` borrow, so it overlaps no other argument.
+                unsafe { self.backend().scale(self.raw(), alpha, at, len) }
+            }
             None => Ok(()),
         })
     }
@@ -122,7 +140,11 @@ impl<B: Backend> Stream<B> {
             ],
             || match (sa.at(), sb.at(), so.at()) {
                 (Some(x), Some(y), Some(z)) => {
-                    self.backend().binary::<T>(self.raw(), op, x, y, z, len)
+                    // SAFETY: the ranges come from checked views of `T` arrays of this context (in
+                    // bounds and aligned); `enqueue` has ordered them after conflicting uses on other
+                    // streams and records this use, so no buffer is freed before the op has run; the
+                    // written range is a `&mut` borrow, so it overlaps no other argument.
+                    unsafe { self.backend().binary::<T>(self.raw(), op, x, y, z, len) }
                 }
                 _ => Ok(()),
             },
@@ -146,7 +168,13 @@ impl<B: Backend> Stream<B> {
             name,
             &[("x", &sx, Access::Read), ("out", &so, Access::Write)],
             || match (sx.at(), so.at()) {
-                (Some(a), Some(b)) => self.backend().unary::<T>(self.raw(), op, a, b, len),
+                (Some(a), Some(b)) => {
+                    // SAFETY: the ranges come from checked views of `T` arrays of this context (in
+                    // bounds and aligned); `enqueue` has ordered them after conflicting uses on other
+                    // streams and records this use, so no buffer is freed before the op has run; the
+                    // written range is a `&mut` borrow, so it overlaps no other argument.
+                    unsafe { self.backend().unary::<T>(self.raw(), op, a, b, len) }
+                }
                 _ => Ok(()),
             },
         )
@@ -202,7 +230,13 @@ impl<B: Backend> Stream<B> {
             name,
             &[("x", &sx, Access::Read), ("out", &so, Access::Write)],
             || match (sx.at(), so.at()) {
-                (Some(a), Some(b)) => self.backend().reduce::<T>(self.raw(), op, a, len, b),
+                (Some(a), Some(b)) => {
+                    // SAFETY: the ranges come from checked views of `T` arrays of this context (in
+                    // bounds and aligned); `enqueue` has ordered them after conflicting uses on other
+                    // streams and records this use, so no buffer is freed before the op has run; the
+                    // written range is a `&mut` borrow, so it overlaps no other argument.
+                    unsafe { self.backend().reduce::<T>(self.raw(), op, a, len, b) }
+                }
                 _ => Ok(()),
             },
         )
@@ -238,7 +272,13 @@ impl<B: Backend> Stream<B> {
                 ("out", &so, Access::Write),
             ],
             || match (sx.at(), sy.at(), so.at()) {
-                (Some(a), Some(b), Some(c)) => self.backend().dot::<T>(self.raw(), a, b, len, c),
+                (Some(a), Some(b), Some(c)) => {
+                    // SAFETY: the ranges come from checked views of `T` arrays of this context (in
+                    // bounds and aligned); `enqueue` has ordered them after conflicting uses on other
+                    // streams and records this use, so no buffer is freed before the op has run; the
+                    // written range is a `&mut` borrow, so it overlaps no other argument.
+                    unsafe { self.backend().dot::<T>(self.raw(), a, b, len, c) }
+                }
                 _ => Ok(()),
             },
         )
@@ -325,7 +365,13 @@ impl<B: Backend> Stream<B> {
                 ("c", &sc, Access::Write),
             ],
             || match (sa.at(), sb.at(), sc.at()) {
-                (Some(x), Some(y), Some(z)) => self.backend().gemm::<T>(self.raw(), &g, x, y, z),
+                (Some(x), Some(y), Some(z)) => {
+                    // SAFETY: the ranges come from checked views of `T` arrays of this context (in
+                    // bounds and aligned); `enqueue` has ordered them after conflicting uses on other
+                    // streams and records this use, so no buffer is freed before the op has run; the
+                    // written range is a `&mut` borrow, so it overlaps no other argument.
+                    unsafe { self.backend().gemm::<T>(self.raw(), &g, x, y, z) }
+                }
                 _ => Ok(()),
             },
         )

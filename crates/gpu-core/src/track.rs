@@ -94,7 +94,11 @@ impl<B: Backend> Drop for Alloc<B> {
         }
         let raws: Vec<&B::Stream> = users.iter().map(|s| s.raw()).collect();
         let shared = self.home.shared_arc();
-        shared.defer("GpuArray drop", shared.backend.free(buf, &raws));
+        // SAFETY: every use of the buffer was recorded in the tracker when it was queued
+        // (`enqueue` holds the lock from ordering to recording), and a write clears only
+        // readers it was ordered after, so `raws` holds every stream with queued work on it.
+        let freed = unsafe { shared.backend.free(buf, &raws) };
+        shared.defer("GpuArray drop", freed);
     }
 }
 

@@ -89,7 +89,13 @@ impl<B: Backend> Stream<B> {
             "copy",
             &[("src", &s, Access::Read), ("dst", &d, Access::Write)],
             || match (s.at(), d.at()) {
-                (Some(a), Some(b)) => self.backend().copy_d2d(self.raw(), a, b, s.bytes()),
+                (Some(a), Some(b)) => {
+                    // SAFETY: both ranges come from checked views of `T` arrays of this
+                    // context with the same byte length; `enqueue` has ordered them after
+                    // conflicting uses and records this one, so neither buffer is freed
+                    // before the copy has run; `dst` is a `&mut` borrow, so they do not overlap.
+                    unsafe { self.backend().copy_d2d(self.raw(), a, b, s.bytes()) }
+                }
                 _ => Ok(()),
             },
         )

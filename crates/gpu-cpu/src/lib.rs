@@ -23,8 +23,9 @@
 //!   and registration is accepted and does nothing.
 //! - **Ops** follow `gpu_core::Numeric`/`Float` exactly: element-wise loops; `sum` and `dot`
 //!   accumulate floats in f64; gemm uses `matrixmultiply` (f16/bf16 widened to f32).
-//! - **Kernels** are Rust closures called once per thread index, in index order, on the
-//!   stream's worker. A panicking closure does not take the worker down: the launch's
+//! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
+//!   coordinates (`gpu_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
+//!   after another on the stream's worker. A panicking closure does not take the worker down: the launch's
 //!   outputs are undefined and the stream's next `sync` (or the context's) returns
 //!   `KernelFailed`; the context stays usable.
 //! - **Priorities** are accepted in CUDA's usual range (0 least, -5 most urgent) and
@@ -197,7 +198,7 @@ impl Backend for CpuBackend {
         Ok(CpuBuffer { mem: Arc::new(mem) })
     }
 
-    fn free(&self, buf: CpuBuffer, _users: &[&CpuStream]) -> Result<()> {
+    unsafe fn free(&self, buf: CpuBuffer, _users: &[&CpuStream]) -> Result<()> {
         // Queued tasks hold their own `Arc` of the memory: it is freed after the last one.
         drop(buf);
         Ok(())
@@ -218,7 +219,7 @@ impl Backend for CpuBackend {
         mem.mem.ptr()
     }
 
-    fn free_host(&self, mem: CpuHostMem) -> Result<()> {
+    unsafe fn free_host(&self, mem: CpuHostMem) -> Result<()> {
         drop(mem);
         Ok(())
     }
@@ -230,7 +231,7 @@ impl Backend for CpuBackend {
         Ok(CpuRegistration)
     }
 
-    fn unregister_host(&self, _reg: CpuRegistration) -> Result<()> {
+    unsafe fn unregister_host(&self, _reg: CpuRegistration) -> Result<()> {
         Ok(())
     }
 
@@ -354,7 +355,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn copy_d2d(
+    unsafe fn copy_d2d(
         &self,
         stream: &CpuStream,
         src: BufAt<'_, Self>,
@@ -377,7 +378,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn fill<T: Numeric>(
+    unsafe fn fill<T: Numeric>(
         &self,
         stream: &CpuStream,
         d: BufAt<'_, Self>,
@@ -397,7 +398,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn axpy<T: Numeric>(
+    unsafe fn axpy<T: Numeric>(
         &self,
         stream: &CpuStream,
         alpha: T,
@@ -420,7 +421,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn scale<T: Numeric>(
+    unsafe fn scale<T: Numeric>(
         &self,
         stream: &CpuStream,
         alpha: T,
@@ -440,7 +441,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn binary<T: Numeric>(
+    unsafe fn binary<T: Numeric>(
         &self,
         stream: &CpuStream,
         op: BinaryOp,
@@ -466,7 +467,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn unary<T: Float>(
+    unsafe fn unary<T: Float>(
         &self,
         stream: &CpuStream,
         op: UnaryOp,
@@ -488,7 +489,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn reduce<T: Numeric>(
+    unsafe fn reduce<T: Numeric>(
         &self,
         stream: &CpuStream,
         op: ReduceOp,
@@ -513,7 +514,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn dot<T: Numeric>(
+    unsafe fn dot<T: Numeric>(
         &self,
         stream: &CpuStream,
         x: BufAt<'_, Self>,
@@ -539,7 +540,7 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn gemm<T: Float>(
+    unsafe fn gemm<T: Float>(
         &self,
         stream: &CpuStream,
         g: &Gemm<T>,
@@ -578,7 +579,7 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn launch(
+    unsafe fn launch(
         &self,
         stream: &CpuStream,
         kernel: &CpuKernel,

@@ -66,7 +66,7 @@ pub(crate) fn fill<T: Numeric>(dst: &mut [T], value: T) {
 
 pub(crate) fn axpy<T: Numeric>(alpha: T, x: &[T], y: &mut [T]) {
     for (y, &x) in y.iter_mut().zip(x) {
-        *y = alpha.mul(x).add(*y);
+        *y = alpha.axpy(x, *y);
     }
 }
 

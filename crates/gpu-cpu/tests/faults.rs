@@ -466,7 +466,8 @@ fn run_program(plan: Option<FaultPlan>) -> Outcome {
     ];
     let kernel = ctx
         .kernel(
-            KernelSpec::<HalfSig>::named("half_minus_one").cpu(|i, (x, y, n)| {
+            KernelSpec::<HalfSig>::named("half_minus_one").cpu(|t, (x, y, n)| {
+                let i = t.x();
                 if (i as u64) < *n {
                     y[i] = x[i] * 0.5 - 1.0;
                 }

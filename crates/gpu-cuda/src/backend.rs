@@ -210,14 +210,17 @@ impl Backend for CudaBackend {
                 r
             };
             if let Err(e) = self.check("cuMemsetD8Async", r) {
-                let _ = self.free(buf, &[]);
+                // SAFETY: the memset is the buffer's only use, and it either was not queued
+                // or has ended (the synchronize returned), so no stream needs waiting for.
+                // Its error is secondary to the memset's, which is returned.
+                let _ = unsafe { self.free(buf, &[]) };
                 return Err(e);
             }
         }
         Ok(buf)
     }
 
-    fn free(&self, buf: CudaBuffer, users: &[&CudaStream]) -> Result<()> {
+    unsafe fn free(&self, buf: CudaBuffer, users: &[&CudaStream]) -> Result<()> {
         let mut streams = [std::ptr::null_mut(); 8];
         if users.len() <= streams.len() {
             for (slot, s) in streams.iter_mut().zip(users) {
@@ -257,7 +260,7 @@ impl Backend for CudaBackend {
         mem.ptr.0
     }
 
-    fn free_host(&self, mem: CudaHostMem) -> Result<()> {
+    unsafe fn free_host(&self, mem: CudaHostMem) -> Result<()> {
         self.bind()?;
         let _ = mem.bytes;
         // SAFETY: the memory came from cuMemHostAlloc and no queued work uses it (contract).
@@ -277,7 +280,7 @@ impl Backend for CudaBackend {
         Ok(CudaRegistration { ptr: Raw(ptr) })
     }
 
-    fn unregister_host(&self, reg: CudaRegistration) -> Result<()> {
+    unsafe fn unregister_host(&self, reg: CudaRegistration) -> Result<()> {
         self.bind()?;
         // SAFETY: `reg` is a live registration and no queued work uses the memory (contract).
         self.check("cuMemHostUnregister", unsafe {
@@ -443,7 +446,7 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn copy_d2d(
+    unsafe fn copy_d2d(
         &self,
         stream: &CudaStream,
         src: BufAt<'_, Self>,
@@ -463,17 +466,18 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn fill<T: Numeric>(
+    unsafe fn fill<T: Numeric>(
         &self,
         stream: &CudaStream,
         dst: BufAt<'_, Self>,
         len: usize,
         value: T,
     ) -> Result<()> {
-        ops::fill(self, stream, dst, len, value)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { ops::fill(self, stream, dst, len, value) }
     }
 
-    fn axpy<T: Numeric>(
+    unsafe fn axpy<T: Numeric>(
         &self,
         stream: &CudaStream,
         alpha: T,
@@ -481,20 +485,22 @@ impl Backend for CudaBackend {
         y: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
-        ops::axpy(self, stream, alpha, x, y, len)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { ops::axpy(self, stream, alpha, x, y, len) }
     }
 
-    fn scale<T: Numeric>(
+    unsafe fn scale<T: Numeric>(
         &self,
         stream: &CudaStream,
         alpha: T,
         x: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
-        ops::scale(self, stream, alpha, x, len)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { ops::scale(self, stream, alpha, x, len) }
     }
 
-    fn binary<T: Numeric>(
+    unsafe fn binary<T: Numeric>(
         &self,
         stream: &CudaStream,
         op: BinaryOp,
@@ -503,10 +509,11 @@ impl Backend for CudaBackend {
         out: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
-        ops::binary::<T>(self, stream, op, a, b, out, len)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { ops::binary::<T>(self, stream, op, a, b, out, len) }
     }
 
-    fn unary<T: Float>(
+    unsafe fn unary<T: Float>(
         &self,
         stream: &CudaStream,
         op: UnaryOp,
@@ -514,10 +521,11 @@ impl Backend for CudaBackend {
         out: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
-        ops::unary::<T>(self, stream, op, x, out, len)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { ops::unary::<T>(self, stream, op, x, out, len) }
     }
 
-    fn reduce<T: Numeric>(
+    unsafe fn reduce<T: Numeric>(
         &self,
         stream: &CudaStream,
         op: ReduceOp,
@@ -525,10 +533,11 @@ impl Backend for CudaBackend {
         len: usize,
         out: BufAt<'_, Self>,
     ) -> Result<()> {
-        ops::reduce::<T>(self, stream, op, x, len, out)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { ops::reduce::<T>(self, stream, op, x, len, out) }
     }
 
-    fn dot<T: Numeric>(
+    unsafe fn dot<T: Numeric>(
         &self,
         stream: &CudaStream,
         x: BufAt<'_, Self>,
@@ -536,10 +545,11 @@ impl Backend for CudaBackend {
         len: usize,
         out: BufAt<'_, Self>,
     ) -> Result<()> {
-        ops::dot::<T>(self, stream, x, y, len, out)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { ops::dot::<T>(self, stream, x, y, len, out) }
     }
 
-    fn gemm<T: Float>(
+    unsafe fn gemm<T: Float>(
         &self,
         stream: &CudaStream,
         g: &Gemm<T>,
@@ -547,20 +557,22 @@ impl Backend for CudaBackend {
         b: BufAt<'_, Self>,
         c: BufAt<'_, Self>,
     ) -> Result<()> {
-        ops::gemm(self, stream, g, a, b, c)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { ops::gemm(self, stream, g, a, b, c) }
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<CudaKernel> {
         kernel::load(self, desc)
     }
 
-    fn launch(
+    unsafe fn launch(
         &self,
         stream: &CudaStream,
         k: &CudaKernel,
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, Self>],
     ) -> Result<()> {
-        kernel::launch(self, stream, k, cfg, args)
+        // SAFETY: forwarded; our caller upholds the same contract.
+        unsafe { kernel::launch(self, stream, k, cfg, args) }
     }
 }

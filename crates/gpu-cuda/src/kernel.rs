@@ -4,8 +4,11 @@
 use std::ffi::{c_int, c_void, CString};
 use std::sync::Arc;
 
+use cuda_sys::nvrtc::Target;
 use cudarc::driver::sys::{self, CUresult};
-use gpu_core::{Error, KernelArg, KernelDesc, KernelSource, LaunchConfig, Result};
+use gpu_core::{
+    Error, KernelArg, KernelDesc, KernelSig, KernelSource, KernelSpec, LaunchConfig, Result,
+};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::device::{Device, Raw};
@@ -42,23 +45,87 @@ impl Drop for CudaKernel {
     }
 }
 
+/// A kernel that did not compile or load, with the compiler's or loader's message.
+fn compile_error(desc: &KernelDesc, log: String) -> Error {
+    CudaError::Compile {
+        kernel: desc.name.clone(),
+        log,
+    }
+    .into()
+}
+
+/// A spec with only a CPU closure.
+fn no_gpu_code(desc: &KernelDesc) -> Error {
+    Error::KernelUnavailable {
+        kernel: desc.name.clone(),
+        backend: "cuda",
+        hint: "give the spec CUDA C (`KernelSpec::cuda`) or PTX (`KernelSpec::ptx`)",
+    }
+}
+
+/// Compiles a spec's CUDA C with NVRTC for compute capability `cc` and checks that it has
+/// the entry point the spec names, with no GPU and no driver: only NVRTC is needed (pip's
+/// `nvidia-cuda-nvrtc-cu12` will do). A machine without a GPU, CI say, can so tell that a
+/// kernel compiles before a GPU ever loads it. PTX is checked for the entry point's
+/// declaration only (only the driver assembles PTX).
+///
+/// Errors: [`Error::Unavailable`] when NVRTC cannot be found, [`Error::KernelCompile`] with
+/// the compiler's log, or naming the missing entry point, and [`Error::KernelUnavailable`]
+/// for a spec without GPU code.
+///
+/// ```
+/// # use gpu_core::{KernelSpec, Out};
+/// // SAFETY: `ones(float*, unsigned long long)` matches the signature and writes below `n`.
+/// let spec = unsafe {
+///     KernelSpec::<(Out<f32>, u64)>::cuda(
+///         r#"extern "C" __global__ void ones(float* x, unsigned long long n) {
+///                unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+///                if (i < n) x[i] = 1.0f;
+///            }"#,
+///         "ones",
+///     )
+/// };
+/// match gpu_cuda::compile_check(&spec, (9, 0)) {
+///     Ok(()) => println!("compiles for sm_90"),
+///     Err(gpu_core::Error::Unavailable { reason, .. }) => println!("no NVRTC here: {reason}"),
+///     Err(e) => panic!("{e}"),
+/// }
+/// ```
+pub fn compile_check<S: KernelSig>(spec: &KernelSpec<S>, cc: (u32, u32)) -> Result<()> {
+    let desc = spec.desc();
+    let compile_err = |log: String| compile_error(desc, log);
+    let ptx = match &desc.source {
+        None => return Err(no_gpu_code(desc)),
+        Some(KernelSource::CudaC(src)) => {
+            let nvrtc =
+                cuda_sys::nvrtc::nvrtc(None).map_err(|e| CudaError::Unavailable(e.to_string()))?;
+            let compiled = nvrtc
+                .compile_cached(src, &desc.name, Target::Ptx(cc.0, cc.1), &[])
+                .map_err(|e| compile_err(e.to_string()))?;
+            String::from_utf8_lossy(&compiled.image).into_owned()
+        }
+        Some(KernelSource::Ptx(ptx)) => ptx.clone(),
+    };
+    // An entry point is declared `.entry name(`, also when it has no parameters.
+    let declared = ptx.match_indices(".entry").any(|(at, _)| {
+        let rest = ptx[at + ".entry".len()..].trim_start();
+        rest.strip_prefix(desc.name.as_str())
+            .is_some_and(|after| after.trim_start().starts_with('('))
+    });
+    if !declared {
+        return Err(compile_err(format!(
+            "the module has no entry point named `{}` (declare it `extern \"C\" __global__` so its name is not mangled)",
+            desc.name
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
     b.dev.bind()?;
-    let compile_err = |log: String| -> Error {
-        CudaError::Compile {
-            kernel: desc.name.clone(),
-            log,
-        }
-        .into()
-    };
+    let compile_err = |log: String| compile_error(desc, log);
     let image: Vec<u8> = match &desc.source {
-        None => {
-            return Err(Error::KernelUnavailable {
-                kernel: desc.name.clone(),
-                backend: "cuda",
-                hint: "give the spec CUDA C (`KernelSpec::cuda`) or PTX (`KernelSpec::ptx`)",
-            })
-        }
+        None => return Err(no_gpu_code(desc)),
         Some(KernelSource::CudaC(src)) => {
             let nvrtc = b.builtins.nvrtc;
             let cc = b.dev.info.compute_capability.unwrap_or((0, 0));
@@ -125,7 +192,10 @@ pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
 #[repr(C, align(16))]
 struct Slot([u8; 16]);
 
-pub(crate) fn launch(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::launch`].
+pub(crate) unsafe fn launch(
     b: &CudaBackend,
     stream: &CudaStream,
     k: &CudaKernel,
@@ -160,9 +230,10 @@ pub(crate) fn launch(
     let [gx, gy, gz] = cfg.grid;
     let [bx, by, bz] = cfg.block;
     // SAFETY: `func` is a kernel of this context; `params` points at one slot per argument
-    // holding its value (device addresses of ranges gpu-core checked, scalars' bytes); the
-    // signature's types come from the typed KernelSpec, whose CUDA C the user wrote to match;
-    // the configuration was checked against the device's and the kernel's limits.
+    // holding its value (device addresses of valid ranges, scalars' bytes); the code takes
+    // these arguments and stays inside them (this function's contract, vouched for by the
+    // caller of the unsafe `KernelSpec::cuda`/`ptx`); the configuration was checked against
+    // the device's and the kernel's limits.
     let r = unsafe {
         sys::cuLaunchKernel(
             k.func.0,

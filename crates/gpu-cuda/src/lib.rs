@@ -82,6 +82,7 @@ pub use backend::{
 };
 pub use cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
 pub use error::CudaError;
+pub use kernel::compile_check;
 
 /// A context on the CUDA backend.
 pub type CudaContext = gpu_core::Context<CudaBackend>;

@@ -153,7 +153,15 @@ fn grid_for(b: &CudaBackend, n: usize) -> u32 {
 }
 
 /// Launches built-in `name` for `T` with the given parameters.
-fn run<T: Numeric>(
+///
+/// # Safety
+///
+/// - `params` point, in order, at values of the types `name`'s parameters have in
+///   builtin.cu for `T`;
+/// - the device ranges among them meet the [`gpu_core::Backend`] contract of the op that
+///   calls this (inside their buffers, ordered, not freed before the launch has run), and
+///   the scratch buffer is the stream's own.
+unsafe fn run<T: Numeric>(
     b: &CudaBackend,
     stream: &CudaStream,
     name: &'static str,
@@ -164,9 +172,8 @@ fn run<T: Numeric>(
     b.dev.bind()?;
     let f = b.builtins.module(&b.dev, T::DTYPE)?.get(name)?;
     // SAFETY: `f` is a kernel of this context whose parameters are, in order, the values the
-    // pointers in `params` point to (each op below builds them from the signature in
-    // builtin.cu); every device range was checked against its buffer by gpu-core and the
-    // buffers outlive the launch (freed only after the stream passes it).
+    // pointers in `params` point to, and every device range among them is valid for the
+    // launch (this function's contract).
     let r = unsafe {
         sys::cuLaunchKernel(
             f,
@@ -190,7 +197,10 @@ fn p<V>(v: &V) -> *mut c_void {
     (v as *const V).cast_mut().cast()
 }
 
-pub(crate) fn fill<T: Numeric>(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::fill`].
+pub(crate) unsafe fn fill<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
     dst: BufAt<'_, CudaBackend>,
@@ -198,17 +208,24 @@ pub(crate) fn fill<T: Numeric>(
     value: T,
 ) -> Result<()> {
     let (out, n) = (dst.buf.at(dst.offset), len as u64);
-    run::<T>(
-        b,
-        s,
-        "fill",
-        grid_for(b, len),
-        BLOCK,
-        &mut [p(&out), p(&value), p(&n)],
-    )
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            "fill",
+            grid_for(b, len),
+            BLOCK,
+            &mut [p(&out), p(&value), p(&n)],
+        )
+    }
 }
 
-pub(crate) fn axpy<T: Numeric>(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::axpy`].
+pub(crate) unsafe fn axpy<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
     alpha: T,
@@ -217,17 +234,24 @@ pub(crate) fn axpy<T: Numeric>(
     len: usize,
 ) -> Result<()> {
     let (xp, yp, n) = (x.buf.at(x.offset), y.buf.at(y.offset), len as u64);
-    run::<T>(
-        b,
-        s,
-        "axpy",
-        grid_for(b, len),
-        BLOCK,
-        &mut [p(&alpha), p(&xp), p(&yp), p(&n)],
-    )
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            "axpy",
+            grid_for(b, len),
+            BLOCK,
+            &mut [p(&alpha), p(&xp), p(&yp), p(&n)],
+        )
+    }
 }
 
-pub(crate) fn scale<T: Numeric>(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::scale`].
+pub(crate) unsafe fn scale<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
     alpha: T,
@@ -235,17 +259,24 @@ pub(crate) fn scale<T: Numeric>(
     len: usize,
 ) -> Result<()> {
     let (xp, n) = (x.buf.at(x.offset), len as u64);
-    run::<T>(
-        b,
-        s,
-        "scale",
-        grid_for(b, len),
-        BLOCK,
-        &mut [p(&alpha), p(&xp), p(&n)],
-    )
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            "scale",
+            grid_for(b, len),
+            BLOCK,
+            &mut [p(&alpha), p(&xp), p(&n)],
+        )
+    }
 }
 
-pub(crate) fn binary<T: Numeric>(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::binary`].
+pub(crate) unsafe fn binary<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
     op: BinaryOp,
@@ -266,17 +297,24 @@ pub(crate) fn binary<T: Numeric>(
         out.buf.at(out.offset),
         len as u64,
     );
-    run::<T>(
-        b,
-        s,
-        name,
-        grid_for(b, len),
-        BLOCK,
-        &mut [p(&xp), p(&yp), p(&op_), p(&n)],
-    )
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            name,
+            grid_for(b, len),
+            BLOCK,
+            &mut [p(&xp), p(&yp), p(&op_), p(&n)],
+        )
+    }
 }
 
-pub(crate) fn unary<T: Float>(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::unary`].
+pub(crate) unsafe fn unary<T: Float>(
     b: &CudaBackend,
     s: &CudaStream,
     op: UnaryOp,
@@ -291,14 +329,18 @@ pub(crate) fn unary<T: Float>(
         UnaryOp::Exp => "exp_op",
     };
     let (xp, op_, n) = (x.buf.at(x.offset), out.buf.at(out.offset), len as u64);
-    run::<T>(
-        b,
-        s,
-        name,
-        grid_for(b, len),
-        BLOCK,
-        &mut [p(&xp), p(&op_), p(&n)],
-    )
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            name,
+            grid_for(b, len),
+            BLOCK,
+            &mut [p(&xp), p(&op_), p(&n)],
+        )
+    }
 }
 
 /// Blocks of a reduction's first launch.
@@ -308,7 +350,10 @@ fn partial_grid(len: usize) -> u32 {
         .min(MAX_PARTIALS)
 }
 
-pub(crate) fn reduce<T: Numeric>(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::reduce`].
+pub(crate) unsafe fn reduce<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
     op: ReduceOp,
@@ -322,26 +367,37 @@ pub(crate) fn reduce<T: Numeric>(
     };
     let (xp, n, scratch) = (x.buf.at(x.offset), len as u64, s.scratch);
     let parts = partial_grid(len);
-    run::<T>(
-        b,
-        s,
-        partial,
-        parts,
-        REDUCE_BLOCK,
-        &mut [p(&xp), p(&n), p(&scratch)],
-    )?;
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            partial,
+            parts,
+            REDUCE_BLOCK,
+            &mut [p(&xp), p(&n), p(&scratch)],
+        )
+    }?;
     let op_ = out.buf.at(out.offset);
-    run::<T>(
-        b,
-        s,
-        final_,
-        1,
-        REDUCE_BLOCK,
-        &mut [p(&scratch), p(&parts), p(&op_)],
-    )
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            final_,
+            1,
+            REDUCE_BLOCK,
+            &mut [p(&scratch), p(&parts), p(&op_)],
+        )
+    }
 }
 
-pub(crate) fn dot<T: Numeric>(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::dot`].
+pub(crate) unsafe fn dot<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
     x: BufAt<'_, CudaBackend>,
@@ -356,23 +412,31 @@ pub(crate) fn dot<T: Numeric>(
         s.scratch,
     );
     let parts = partial_grid(len);
-    run::<T>(
-        b,
-        s,
-        "dot_partial",
-        parts,
-        REDUCE_BLOCK,
-        &mut [p(&xp), p(&yp), p(&n), p(&scratch)],
-    )?;
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            "dot_partial",
+            parts,
+            REDUCE_BLOCK,
+            &mut [p(&xp), p(&yp), p(&n), p(&scratch)],
+        )
+    }?;
     let op_ = out.buf.at(out.offset);
-    run::<T>(
-        b,
-        s,
-        "sum_final",
-        1,
-        REDUCE_BLOCK,
-        &mut [p(&scratch), p(&parts), p(&op_)],
-    )
+    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
+    // meet the Backend contract this function was called under.
+    unsafe {
+        run::<T>(
+            b,
+            s,
+            "sum_final",
+            1,
+            REDUCE_BLOCK,
+            &mut [p(&scratch), p(&parts), p(&op_)],
+        )
+    }
 }
 
 // ----- gemm --------------------------------------------------------------------------
@@ -452,7 +516,10 @@ fn col_major(trans_a: bool, trans_b: bool, m: i32, n: i32, k: i32) -> ColMajor {
 
 /// `C = alpha op(A) op(B) + beta C`, row-major, as the column-major product
 /// `C^T = op(B)^T op(A)^T`: a row-major `r x c` matrix is a column-major `c x r` one.
-pub(crate) fn gemm<T: Float>(
+/// # Safety
+///
+/// The contract of [`gpu_core::Backend::gemm`].
+pub(crate) unsafe fn gemm<T: Float>(
     b: &CudaBackend,
     s: &CudaStream,
     g: &Gemm<T>,

@@ -254,7 +254,8 @@ type SpinSig = (In<f32>, Out<f32>, u64, u64);
 
 fn spin_kernel(ctx: &CpuContext) -> gpu_core::Result<Kernel<SpinSig, CpuBackend>> {
     ctx.kernel(
-        KernelSpec::<SpinSig>::named("half_minus_one").cpu(|i, (x, y, n, spin)| {
+        KernelSpec::<SpinSig>::named("half_minus_one").cpu(|t, (x, y, n, spin)| {
+            let i = t.x();
             if i == 0 {
                 let mut acc = 0u64;
                 for k in 0..*spin {

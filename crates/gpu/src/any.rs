@@ -168,10 +168,12 @@ impl Backend for AnyBackend {
         dispatch!(self, b: Be => b.alloc(bytes, zeroed).map(Be::wrap_buffer))
     }
 
-    fn free(&self, x: AnyBuffer, users: &[&AnyStream]) -> Result<()> {
+    unsafe fn free(&self, x: AnyBuffer, users: &[&AnyStream]) -> Result<()> {
         dispatch!(self, b: Be => {
             let users = users.iter().map(|s| st(b, s)).collect::<Result<Vec<_>>>()?;
-            b.free(Be::into_buffer(x).ok_or_else(|| foreign("free"))?, &users)
+            let x = Be::into_buffer(x).ok_or_else(|| foreign("free"))?;
+            // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+            unsafe { b.free(x, &users) }
         })
     }
 
@@ -186,8 +188,12 @@ impl Backend for AnyBackend {
         })
     }
 
-    fn free_host(&self, mem: AnyHostMem) -> Result<()> {
-        dispatch!(self, b: Be => b.free_host(Be::into_host(mem).ok_or_else(|| foreign("free_host"))?))
+    unsafe fn free_host(&self, mem: AnyHostMem) -> Result<()> {
+        dispatch!(self, b: Be => {
+            let mem = Be::into_host(mem).ok_or_else(|| foreign("free_host"))?;
+            // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+            unsafe { b.free_host(mem) }
+        })
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, bytes: usize) -> Result<AnyRegistration> {
@@ -195,8 +201,12 @@ impl Backend for AnyBackend {
         dispatch!(self, b: Be => unsafe { b.register_host(ptr, bytes) }.map(Be::wrap_registration))
     }
 
-    fn unregister_host(&self, reg: AnyRegistration) -> Result<()> {
-        dispatch!(self, b: Be => b.unregister_host(Be::into_registration(reg).ok_or_else(|| foreign("unregister_host"))?))
+    unsafe fn unregister_host(&self, reg: AnyRegistration) -> Result<()> {
+        dispatch!(self, b: Be => {
+            let reg = Be::into_registration(reg).ok_or_else(|| foreign("unregister_host"))?;
+            // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+            unsafe { b.unregister_host(reg) }
+        })
     }
 
     fn create_stream(&self, priority: i32) -> Result<AnyStream> {
@@ -261,27 +271,29 @@ impl Backend for AnyBackend {
         dispatch!(self, b: Be => unsafe { b.copy_d2h(st(b, s)?, at(b, src)?, dst, bytes) })
     }
 
-    fn copy_d2d(
+    unsafe fn copy_d2d(
         &self,
         s: &AnyStream,
         src: BufAt<'_, Self>,
         dst: BufAt<'_, Self>,
         bytes: usize,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.copy_d2d(st(b, s)?, at(b, src)?, at(b, dst)?, bytes))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.copy_d2d(st(b, s)?, at(b, src)?, at(b, dst)?, bytes) })
     }
 
-    fn fill<T: Numeric>(
+    unsafe fn fill<T: Numeric>(
         &self,
         s: &AnyStream,
         dst: BufAt<'_, Self>,
         len: usize,
         value: T,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.fill(st(b, s)?, at(b, dst)?, len, value))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.fill(st(b, s)?, at(b, dst)?, len, value) })
     }
 
-    fn axpy<T: Numeric>(
+    unsafe fn axpy<T: Numeric>(
         &self,
         s: &AnyStream,
         alpha: T,
@@ -289,20 +301,22 @@ impl Backend for AnyBackend {
         y: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.axpy(st(b, s)?, alpha, at(b, x)?, at(b, y)?, len))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.axpy(st(b, s)?, alpha, at(b, x)?, at(b, y)?, len) })
     }
 
-    fn scale<T: Numeric>(
+    unsafe fn scale<T: Numeric>(
         &self,
         s: &AnyStream,
         alpha: T,
         x: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.scale(st(b, s)?, alpha, at(b, x)?, len))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.scale(st(b, s)?, alpha, at(b, x)?, len) })
     }
 
-    fn binary<T: Numeric>(
+    unsafe fn binary<T: Numeric>(
         &self,
         s: &AnyStream,
         op: BinaryOp,
@@ -311,10 +325,11 @@ impl Backend for AnyBackend {
         out: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.binary::<T>(st(b, s)?, op, at(b, a)?, at(b, c)?, at(b, out)?, len))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.binary::<T>(st(b, s)?, op, at(b, a)?, at(b, c)?, at(b, out)?, len) })
     }
 
-    fn unary<T: Float>(
+    unsafe fn unary<T: Float>(
         &self,
         s: &AnyStream,
         op: UnaryOp,
@@ -322,10 +337,11 @@ impl Backend for AnyBackend {
         out: BufAt<'_, Self>,
         len: usize,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.unary::<T>(st(b, s)?, op, at(b, x)?, at(b, out)?, len))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.unary::<T>(st(b, s)?, op, at(b, x)?, at(b, out)?, len) })
     }
 
-    fn reduce<T: Numeric>(
+    unsafe fn reduce<T: Numeric>(
         &self,
         s: &AnyStream,
         op: ReduceOp,
@@ -333,10 +349,11 @@ impl Backend for AnyBackend {
         len: usize,
         out: BufAt<'_, Self>,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.reduce::<T>(st(b, s)?, op, at(b, x)?, len, at(b, out)?))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.reduce::<T>(st(b, s)?, op, at(b, x)?, len, at(b, out)?) })
     }
 
-    fn dot<T: Numeric>(
+    unsafe fn dot<T: Numeric>(
         &self,
         s: &AnyStream,
         x: BufAt<'_, Self>,
@@ -344,10 +361,11 @@ impl Backend for AnyBackend {
         len: usize,
         out: BufAt<'_, Self>,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.dot::<T>(st(b, s)?, at(b, x)?, at(b, y)?, len, at(b, out)?))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.dot::<T>(st(b, s)?, at(b, x)?, at(b, y)?, len, at(b, out)?) })
     }
 
-    fn gemm<T: Float>(
+    unsafe fn gemm<T: Float>(
         &self,
         s: &AnyStream,
         g: &Gemm<T>,
@@ -355,14 +373,15 @@ impl Backend for AnyBackend {
         x: BufAt<'_, Self>,
         c: BufAt<'_, Self>,
     ) -> Result<()> {
-        dispatch!(self, b: Be => b.gemm(st(b, s)?, g, at(b, a)?, at(b, x)?, at(b, c)?))
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.gemm(st(b, s)?, g, at(b, a)?, at(b, x)?, at(b, c)?) })
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<AnyKernel> {
         dispatch!(self, b: Be => b.load_kernel(desc).map(Be::wrap_kernel))
     }
 
-    fn launch(
+    unsafe fn launch(
         &self,
         s: &AnyStream,
         k: &AnyKernel,
@@ -384,7 +403,9 @@ impl Backend for AnyBackend {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            b.launch(st(b, s)?, kernel, cfg, &args)
+            let stream = st(b, s)?;
+            // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+            unsafe { b.launch(stream, kernel, cfg, &args) }
         })
     }
 }

@@ -54,9 +54,9 @@ pub use any::{
 pub use context::{Context, Rejection, Selection};
 
 pub use gpu_core::{
-    BinaryOp, Config, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Element, Error,
+    BinaryOp, Config, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error,
     FallbackPolicy, Float, Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig,
-    LaunchLimits, Numeric, Out, ReduceOp, Rejected, Result, SpecOrigin, UnaryOp,
+    LaunchLimits, Numeric, Out, ReduceOp, Rejected, Result, SpecOrigin, ThreadIndex, UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.
@@ -93,6 +93,6 @@ pub type Kernel<S> = gpu_core::Kernel<S, AnyBackend>;
 pub mod prelude {
     pub use crate::{
         Context, DeviceSpec, Element, Error, Event, Gemm, GpuArray, HostBuffer, HostUse, In,
-        KernelSpec, LaunchConfig, Out, Result, Stream,
+        KernelSpec, LaunchConfig, Out, Result, Stream, ThreadIndex,
     };
 }

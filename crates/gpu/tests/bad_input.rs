@@ -471,8 +471,10 @@ backend_tests! {
         for cfg in at_limits {
             ctx.fill(&mut out, 0.0)?;
             ctx.launch(&k, cfg, (&a, &a, &mut out, n as u64))?;
-            let threads = cfg.total_threads() as usize;
-            let want: Vec<f32> = (0..n).map(|i| if i < threads { 2.0 } else { 0.0 }).collect();
+            // `vector_add` indexes by x alone, as on a GPU: the x extent of the launch is
+            // written, and threads further along y or z write the same elements again.
+            let x_extent = (cfg.grid[0] * cfg.block[0]) as usize;
+            let want: Vec<f32> = (0..n).map(|i| if i < x_extent { 2.0 } else { 0.0 }).collect();
             assert_eq!(out.download()?, want, "{cfg:?}");
         }
         Ok(())
@@ -483,9 +485,11 @@ backend_tests! {
         // cannot load on CUDA: either way the error names the kernel and the backend.
         let backend = ctx.backend_name();
         let r = if backend == "cpu" {
-            ctx.kernel(KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add"))
+            // SAFETY: never launched (it cannot load here); the signature matches anyway.
+            ctx.kernel(unsafe { KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add") })
         } else {
-            ctx.kernel(KernelSpec::<VectorAdd>::named("vector_add").cpu(|i, (a, b, out, n)| {
+            ctx.kernel(KernelSpec::<VectorAdd>::named("vector_add").cpu(|t, (a, b, out, n)| {
+                let i = t.x();
                 if (i as u64) < *n {
                     out[i] = a[i] + b[i];
                 }
@@ -620,7 +624,7 @@ extern "C" __global__ void broken(float* out) {
 
 /// The one element kernel closure every spec below shares on the CPU: `out[i] = 1`.
 fn ones_spec(spec: KernelSpec<(Out<f32>,)>) -> KernelSpec<(Out<f32>,)> {
-    spec.cpu(|i, (out,)| out[i] = 1.0)
+    spec.cpu(|t, (out,)| out[t.x()] = 1.0)
 }
 
 backend_tests! {
@@ -709,11 +713,14 @@ backend_tests! {
         // CUDA compiles the source (NVRTC) or loads the PTX: bad code is KernelCompile with
         // the compiler's log. The CPU backend never compiles CUDA C or PTX: the same specs
         // with a CPU closure load and run there, which this checks instead.
-        let specs = [
-            ("syntax error", ones_spec(KernelSpec::cuda(BROKEN_SRC, "broken"))),
-            ("no such entry point", ones_spec(KernelSpec::cuda(BROKEN_SRC.replace("+;", ";"), "missing"))),
-            ("malformed PTX", ones_spec(KernelSpec::ptx("this is not PTX", "broken"))),
-        ];
+        // SAFETY: none of these loads on CUDA, so none runs there; the CPU runs the closure.
+        let specs = unsafe {
+            [
+                ("syntax error", ones_spec(KernelSpec::cuda(BROKEN_SRC, "broken"))),
+                ("no such entry point", ones_spec(KernelSpec::cuda(BROKEN_SRC.replace("+;", ";"), "missing"))),
+                ("malformed PTX", ones_spec(KernelSpec::ptx("this is not PTX", "broken"))),
+            ]
+        };
         let mut out = ctx.alloc_upload(&[-1.0f32; 4])?;
         for (what, spec) in specs {
             let name = spec.desc().name.clone();
@@ -736,7 +743,10 @@ backend_tests! {
         }
         // The context is still usable and nothing was written.
         assert_eq!(out.download()?, [-1.0; 4]);
-        let k = ctx.kernel(ones_spec(KernelSpec::cuda(BROKEN_SRC.replace("+;", ";"), "broken")))?;
+        // SAFETY: the fixed `broken(float* out)` writes `out[threadIdx.x]`, one `Out<f32>`
+        // of 4 elements launched with 4 threads.
+        let fixed = unsafe { KernelSpec::cuda(BROKEN_SRC.replace("+;", ";"), "broken") };
+        let k = ctx.kernel(ones_spec(fixed))?;
         ctx.launch(&k, LaunchConfig::linear(1, 4), (&mut out,))?;
         assert_eq!(out.download()?, [1.0; 4]);
         Ok(())
@@ -750,7 +760,8 @@ backend_tests! {
             common::skipped("CUDA faults poison the context: see tests/cuda_poison.rs");
             return Ok(());
         }
-        let k = ctx.kernel(KernelSpec::<(Out<f32>,)>::named("explodes").cpu(|i, (out,)| {
+        let k = ctx.kernel(KernelSpec::<(Out<f32>,)>::named("explodes").cpu(|t, (out,)| {
+            let i = t.x();
             if i == 2 {
                 panic!("kernel closure panicked on purpose (bad_input test)");
             }

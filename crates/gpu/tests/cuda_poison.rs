@@ -32,7 +32,10 @@ fn poisoned<T>(what: &str, r: gpu::Result<T>) -> String {
 fn a_wild_write_poisons_the_context() {
     let Some(ctx) = common::cuda() else { return };
     let k = ctx
-        .kernel(KernelSpec::<(Out<f32>,)>::cuda(WILD_SRC, "wild"))
+        // SAFETY: this kernel breaks its promise on purpose (a write far outside any
+        // allocation) to show that the fault poisons the context and nothing else; it runs in
+        // its own test process.
+        .kernel(unsafe { KernelSpec::<(Out<f32>,)>::cuda(WILD_SRC, "wild") })
         .expect("the wild kernel compiles");
     let mut a = ctx.alloc_zeros::<f32>(16).expect("alloc before the fault");
     let b = ctx.alloc_zeros::<f32>(16).expect("alloc before the fault");

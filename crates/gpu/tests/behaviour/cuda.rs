@@ -50,6 +50,13 @@ __global__ void mangled(float* x) {
 
 type OneOut = (Out<f32>,);
 
+/// A spec from CUDA C that these tests only compile or load, never launch.
+fn unlaunched(src: &str, name: &str) -> KernelSpec<OneOut> {
+    // SAFETY: a kernel made here is loaded (or fails to load) but never launched, so its
+    // code never runs.
+    unsafe { KernelSpec::<OneOut>::cuda(src, name) }
+}
+
 /// Asserts a kernel compile error for `kernel` whose log contains every one of `needles`.
 fn expect_compile_error(
     got: gpu::Result<gpu::Kernel<OneOut>>,
@@ -75,30 +82,32 @@ fn kernels_that_cannot_load_are_typed_errors() {
     on_cuda(|ctx| {
         // The compiler's own message reaches the caller.
         expect_compile_error(
-            ctx.kernel(KernelSpec::<OneOut>::cuda(BROKEN_SRC, "broken")),
+            ctx.kernel(unlaunched(BROKEN_SRC, "broken")),
             "broken",
             &["not_declared_anywhere", "error"],
         );
         // An entry point the module does not have, and one whose name C++ mangled: the
         // error says to declare it `extern "C"`.
         expect_compile_error(
-            ctx.kernel(KernelSpec::<OneOut>::cuda(PRESENT_SRC, "absent")),
+            ctx.kernel(unlaunched(PRESENT_SRC, "absent")),
             "absent",
             &["absent", "extern \"C\""],
         );
         expect_compile_error(
-            ctx.kernel(KernelSpec::<OneOut>::cuda(MANGLED_SRC, "mangled")),
+            ctx.kernel(unlaunched(MANGLED_SRC, "mangled")),
             "mangled",
             &["mangled", "extern \"C\""],
         );
         // PTX the driver cannot read.
         expect_compile_error(
-            ctx.kernel(KernelSpec::<OneOut>::ptx("this is not PTX", "nothing")),
+            // SAFETY: not PTX, so it cannot load, let alone run.
+            ctx.kernel(unsafe { KernelSpec::<OneOut>::ptx("this is not PTX", "nothing") }),
             "nothing",
             &["cuModuleLoadData"],
         );
         // A spec with only a CPU closure has nothing to run on CUDA.
-        let cpu_only = KernelSpec::<OneOut>::named("cpu_only").cpu(|i, (x,)| {
+        let cpu_only = KernelSpec::<OneOut>::named("cpu_only").cpu(|t, (x,)| {
+            let i = t.x();
             if i < x.len() {
                 x[i] = 1.0;
             }
@@ -113,7 +122,7 @@ fn kernels_that_cannot_load_are_typed_errors() {
             other => panic!("expected KernelUnavailable, got {other:?}"),
         }
         // The valid kernels load under their own names, and the context works.
-        ctx.kernel(KernelSpec::<OneOut>::cuda(PRESENT_SRC, "present"))?;
+        ctx.kernel(unlaunched(PRESENT_SRC, "present"))?;
         still_usable(ctx)
     });
 }
@@ -160,7 +169,11 @@ DONE:
 type Vscale = (Out<f32>, f32, u64);
 
 fn vscale_spec() -> KernelSpec<Vscale> {
-    KernelSpec::<Vscale>::ptx(VSCALE_PTX, "vscale").cpu(|i, (x, a, n)| {
+    // SAFETY: `vscale` takes (.u64 pointer, .f32, .u64), `Vscale` in order and type, and
+    // touches only indices below `n`.
+    let spec = unsafe { KernelSpec::<Vscale>::ptx(VSCALE_PTX, "vscale") };
+    spec.cpu(|t, (x, a, n)| {
+        let i = t.x();
         if (i as u64) < *n {
             x[i] *= *a;
         }
@@ -363,4 +376,49 @@ fn allocating_more_than_the_device_has_is_out_of_memory_and_harmless() {
         assert_eq!(out.download()?, want);
         Ok(())
     });
+}
+
+/// The CUDA C of every kernel these tests launch compiles with NVRTC for a Hopper and an
+/// Ampere GPU and has its entry point, checked without a GPU wherever NVRTC can be found (CI
+/// installs it from pip): a typo in a test kernel fails here, not on the first lent GPU.
+/// The kernels meant not to compile compile with their errors.
+#[test]
+fn test_kernels_compile_with_nvrtc_without_a_gpu() {
+    type Check = fn((u32, u32)) -> gpu::Result<()>;
+    let compiles: [(&str, Check); 6] = [
+        ("vector_add", |cc| {
+            gpu::cuda::compile_check(&vector_add_spec(), cc)
+        }),
+        ("saxpy", |cc| gpu::cuda::compile_check(&saxpy_spec(), cc)),
+        ("scalars", |cc| {
+            gpu::cuda::compile_check(&kernels::scalars_spec(), cc)
+        }),
+        ("coords", |cc| {
+            gpu::cuda::compile_check(&kernels::coords_spec(), cc)
+        }),
+        ("vscale", |cc| gpu::cuda::compile_check(&vscale_spec(), cc)),
+        ("present", |cc| {
+            gpu::cuda::compile_check(&unlaunched(PRESENT_SRC, "present"), cc)
+        }),
+    ];
+    for (name, check) in compiles {
+        for cc in [(9, 0), (8, 0)] {
+            match check(cc) {
+                Ok(()) => {}
+                Err(Error::Unavailable { reason, .. }) if !common::require_cuda() => {
+                    common::skipped(&format!("NVRTC not found: {reason}"));
+                    return;
+                }
+                Err(e) => panic!("`{name}` for sm_{}{}: {e}", cc.0, cc.1),
+            }
+        }
+    }
+    let broken = unlaunched(BROKEN_SRC, "broken");
+    let mangled = unlaunched(MANGLED_SRC, "mangled");
+    for (spec, needle) in [(broken, "not_declared_anywhere"), (mangled, "extern \"C\"")] {
+        match gpu::cuda::compile_check(&spec, (9, 0)) {
+            Err(Error::KernelCompile { log, .. }) => assert!(log.contains(needle), "{log}"),
+            other => panic!("expected KernelCompile mentioning {needle:?}, got {other:?}"),
+        }
+    }
 }

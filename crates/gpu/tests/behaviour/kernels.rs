@@ -1,8 +1,106 @@
-//! Custom kernels: launches with arrays, views and scalars; CPU kernel failures and deferred errors.
+//! Custom kernels: launches with arrays, views and scalars; thread coordinates for every
+//! launch shape; CPU kernel failures and deferred errors.
 
 use super::*;
 
+/// Every thread writes its CUDA built-in variables at the element its global coordinates
+/// name: `blockIdx`, `threadIdx`, `blockDim`, `gridDim`, each packed as x | y << 10 | z << 20.
+const COORDS_SRC: &str = r#"
+__device__ unsigned int pack(uint3 v) { return v.x | (v.y << 10) | (v.z << 20); }
+__device__ unsigned int pack_dim(dim3 v) { return v.x | (v.y << 10) | (v.z << 20); }
+extern "C" __global__ void coords(unsigned int* out, unsigned long long n) {
+    unsigned long long x = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    unsigned long long y = blockIdx.y * (unsigned long long)blockDim.y + threadIdx.y;
+    unsigned long long z = blockIdx.z * (unsigned long long)blockDim.z + threadIdx.z;
+    unsigned long long nx = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long ny = (unsigned long long)gridDim.y * blockDim.y;
+    unsigned long long i = (z * ny + y) * nx + x;
+    if (i < n) {
+        out[4 * i] = pack(blockIdx);
+        out[4 * i + 1] = pack(threadIdx);
+        out[4 * i + 2] = pack_dim(blockDim);
+        out[4 * i + 3] = pack_dim(gridDim);
+    }
+}"#;
+
+type Coords = (Out<u32>, u64);
+
+fn pack(d: gpu::Dim3) -> u32 {
+    d.x | (d.y << 10) | (d.z << 20)
+}
+
+pub(super) fn scalars_spec() -> KernelSpec<Scalars> {
+    // SAFETY: `scalars` takes (int, unsigned char, double, signed char, double*,
+    // unsigned long long), `Scalars` in order and type, and writes only below `n`.
+    unsafe { KernelSpec::<Scalars>::cuda(SCALARS_SRC, "scalars") }.cpu(|t, (a, b, c, d, out, n)| {
+        let i = t.x();
+        if (i as u64) < *n {
+            out[i] = *a as f64 + *b as f64 + *c + *d as f64 + i as f64;
+        }
+    })
+}
+
+pub(super) fn coords_spec() -> KernelSpec<Coords> {
+    // SAFETY: `coords` takes (unsigned int*, unsigned long long), `Coords` in order and type,
+    // and writes only the 4 elements of threads below `n`, with `out` holding 4 * n.
+    unsafe { KernelSpec::<Coords>::cuda(COORDS_SRC, "coords") }.cpu(|t, (out, n)| {
+        let nx = t.grid_dim.x as usize * t.block_dim.x as usize;
+        let ny = t.grid_dim.y as usize * t.block_dim.y as usize;
+        let i = (t.z() * ny + t.y()) * nx + t.x();
+        if (i as u64) < *n {
+            out[4 * i] = pack(t.block_idx);
+            out[4 * i + 1] = pack(t.thread_idx);
+            out[4 * i + 2] = pack(t.block_dim);
+            out[4 * i + 3] = pack(t.grid_dim);
+        }
+    })
+}
+
+/// What `coords` must write for `cfg`, from CUDA's definition of the built-in variables.
+fn coords_reference(cfg: &LaunchConfig) -> Vec<u32> {
+    let [gx, gy, gz] = cfg.grid;
+    let [bx, by, bz] = cfg.block;
+    let (nx, ny) = (gx * bx, gy * by);
+    let mut want = vec![0u32; 4 * cfg.total_threads() as usize];
+    let p = |x: u32, y: u32, z: u32| x | (y << 10) | (z << 20);
+    for z in 0..gz * bz {
+        for y in 0..gy * by {
+            for x in 0..nx {
+                let i = ((z * ny + y) * nx + x) as usize;
+                want[4 * i] = p(x / bx, y / by, z / bz);
+                want[4 * i + 1] = p(x % bx, y % by, z % bz);
+                want[4 * i + 2] = p(bx, by, bz);
+                want[4 * i + 3] = p(gx, gy, gz);
+            }
+        }
+    }
+    want
+}
+
 backend_tests! {
+    fn kernels_see_cuda_thread_coordinates_for_every_launch_shape(ctx) {
+        // The CPU closure gets what CUDA's blockIdx/threadIdx/blockDim/gridDim hold, so CPU
+        // and GPU versions of a kernel agree on 1-, 2- and 3-D launches alike.
+        let k = ctx.kernel(coords_spec())?;
+        let shapes = [
+            LaunchConfig::linear(1, 1),
+            LaunchConfig::for_elems(300),
+            LaunchConfig { grid: [1, 1, 1], block: [1, 1, 64], shared_mem_bytes: 0 },
+            LaunchConfig { grid: [2, 3, 1], block: [4, 2, 2], shared_mem_bytes: 0 },
+            LaunchConfig { grid: [3, 1, 2], block: [1, 5, 1], shared_mem_bytes: 0 },
+            LaunchConfig { grid: [1, 2, 3], block: [7, 1, 1], shared_mem_bytes: 0 },
+            LaunchConfig { grid: [2, 2, 2], block: [2, 2, 2], shared_mem_bytes: 0 },
+        ];
+        for cfg in shapes {
+            let threads = cfg.total_threads() as usize;
+            // Poisoned first, so an element no thread wrote shows.
+            let mut out = ctx.alloc_upload(&vec![u32::MAX; 4 * threads])?;
+            ctx.launch(&k, cfg, (&mut out, threads as u64))?;
+            assert_eq!(out.download()?, coords_reference(&cfg), "{cfg:?}");
+        }
+        Ok(())
+    }
+
     fn custom_kernel_vector_add(ctx) {
         let k = ctx.kernel(vector_add_spec())?;
         assert_eq!(k.name(), "vector_add");
@@ -53,14 +151,7 @@ backend_tests! {
         }
 
         // Scalars of several types reach the kernel intact.
-        let spec = KernelSpec::<Scalars>::cuda(SCALARS_SRC, "scalars").cpu(
-            |i, (a, b, c, d, out, n)| {
-                if (i as u64) < *n {
-                    out[i] = *a as f64 + *b as f64 + *c + *d as f64 + i as f64;
-                }
-            },
-        );
-        let ks = ctx.kernel(spec)?;
+        let ks = ctx.kernel(scalars_spec())?;
         let mut out = ctx.alloc_zeros::<f64>(40)?;
         ctx.launch(&ks, LaunchConfig::linear(1, 64), (-70_000i32, 200u8, 0.125f64, -3i8, &mut out, 40u64))?;
         let want: Vec<f64> = (0..40).map(|i| -70_000.0 + 200.0 + 0.125 - 3.0 + i as f64).collect();

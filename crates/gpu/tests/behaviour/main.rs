@@ -31,7 +31,11 @@ type Saxpy = (u64, f32, In<f32>, Out<f32>);
 type Scalars = (i32, u8, f64, i8, Out<f64>, u64);
 
 fn saxpy_spec() -> KernelSpec<Saxpy> {
-    KernelSpec::<Saxpy>::cuda(SAXPY_SRC, "saxpy").cpu(|i, (n, alpha, x, y)| {
+    // SAFETY: `saxpy` takes (unsigned long long, float, const float*, float*), `Saxpy` in
+    // order and type, and touches only indices below `n`.
+    let spec = unsafe { KernelSpec::<Saxpy>::cuda(SAXPY_SRC, "saxpy") };
+    spec.cpu(|t, (n, alpha, x, y)| {
+        let i = t.x();
         if (i as u64) < *n {
             y[i] += *alpha * x[i];
         }
@@ -40,7 +44,8 @@ fn saxpy_spec() -> KernelSpec<Saxpy> {
 
 /// A CPU-only kernel that panics at thread 3.
 fn panicking_spec() -> KernelSpec<(Out<f32>,)> {
-    KernelSpec::<(Out<f32>,)>::named("boom").cpu(|i, (out,)| {
+    KernelSpec::<(Out<f32>,)>::named("boom").cpu(|t, (out,)| {
+        let i = t.x();
         if i == 3 {
             panic!("boom at thread 3");
         }

@@ -120,7 +120,11 @@ pub type VectorAdd = (In<f32>, In<f32>, Out<f32>, u64);
 
 /// `vector_add` for every backend: CUDA C and the same thing as a CPU closure.
 pub fn vector_add_spec() -> KernelSpec<VectorAdd> {
-    KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add").cpu(|i, (a, b, out, n)| {
+    // SAFETY: `vector_add` takes (const float*, const float*, float*, unsigned long long),
+    // `VectorAdd` in order and type, and touches only indices below `n`.
+    let spec = unsafe { KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add") };
+    spec.cpu(|t, (a, b, out, n)| {
+        let i = t.x();
         if (i as u64) < *n {
             out[i] = a[i] + b[i];
         }

@@ -228,7 +228,8 @@ extern "C" __global__ void props_delay(unsigned int us) {
 
 /// A one-thread kernel that spends about `us` microseconds.
 fn delay_kernel() -> gpu::KernelSpec<(u32,)> {
-    gpu::KernelSpec::cuda(DELAY_SRC, "props_delay")
+    // SAFETY: `props_delay(unsigned int)` matches `(u32,)` and touches no memory.
+    unsafe { gpu::KernelSpec::cuda(DELAY_SRC, "props_delay") }
         .cpu(|_, (us,)| std::thread::sleep(std::time::Duration::from_micros(u64::from(*us))))
 }
 
