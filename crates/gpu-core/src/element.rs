@@ -318,6 +318,68 @@ mod tests {
         assert_eq!(Numeric::div(-7i32, 2), -3);
     }
 
+    /// Values whose running sum in a narrow type drops low bits: a large term, then many
+    /// small positive ones (a narrow accumulator rounds each of them).
+    fn lossy(n: usize) -> Vec<f32> {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut v: Vec<f32> = (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 1001) as f32 / 4096.0
+            })
+            .collect();
+        v[0] = 65536.0;
+        v
+    }
+
+    #[test]
+    fn float_sum_and_dot_accumulate_in_f64_and_round_once() {
+        for n in [1, 2, 100, 10_000] {
+            let xs = lossy(n);
+            let ys: Vec<f32> = xs.iter().rev().copied().collect();
+            // The reference: the same terms, in the same order, added in f64 and rounded once.
+            let sum: f64 = xs.iter().map(|&x| f64::from(x)).sum();
+            let dot: f64 = xs
+                .iter()
+                .zip(&ys)
+                .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                .sum();
+            assert_eq!(Numeric::sum(&xs[..]), sum as f32, "sum of {n}");
+            assert_eq!(Numeric::dot(&xs[..], &ys[..]), dot as f32, "dot of {n}");
+            let wide: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
+            assert_eq!(
+                Numeric::sum(&wide[..]).to_bits(),
+                sum.to_bits(),
+                "f64 sum of {n}"
+            );
+        }
+        // The data tells the two apart: a sum accumulated in f32 is another number.
+        let xs = lossy(10_000);
+        let in_f32 = xs.iter().fold(0.0f32, |a, &x| a + x);
+        assert_ne!(in_f32, xs.iter().map(|&x| f64::from(x)).sum::<f64>() as f32);
+    }
+
+    #[cfg(feature = "half")]
+    #[test]
+    fn half_sum_and_dot_accumulate_in_f64_and_round_once() {
+        use half::{bf16, f16};
+        // Scaled into f16's range.
+        let xs: Vec<f32> = lossy(10_000).iter().map(|x| x / 1024.0).collect();
+        let h: Vec<f16> = xs.iter().map(|&x| f16::from_f32(x)).collect();
+        let hs: f64 = h.iter().map(|x| x.to_f64()).sum();
+        let hsq: f64 = h.iter().map(|x| x.to_f64() * x.to_f64()).sum();
+        assert_eq!(Numeric::sum(&h[..]), f16::from_f64(hs));
+        assert_eq!(Numeric::dot(&h[..], &h[..]), f16::from_f64(hsq));
+        let b: Vec<bf16> = xs.iter().map(|&x| bf16::from_f32(x)).collect();
+        let bs: f64 = b.iter().map(|x| x.to_f64()).sum();
+        assert_eq!(Numeric::sum(&b[..]), bf16::from_f64(bs));
+        // The data tells the two apart: a sum accumulated in 16 bits is another number.
+        let in_f16 = h.iter().fold(f16::ZERO, |a, &x| Numeric::add(a, x));
+        assert_ne!(in_f16, f16::from_f64(hs));
+    }
+
     #[test]
     fn float_maximum_ignores_nan() {
         assert_eq!(Numeric::maximum(f32::NAN, 1.0), 1.0);

@@ -6,8 +6,8 @@ use std::sync::{Mutex, OnceLock};
 
 use cuda_sys::cublas::CublasLib;
 use cuda_sys::ffi::cublas::{
-    cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasOperation_t, cublasStatus_t,
-    cudaDataType,
+    cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasMath_t, cublasOperation_t,
+    cublasStatus_t, cudaDataType,
 };
 use cuda_sys::kernels::{
     builtin_source, kernel_names, Elem, BUILTIN_OPTIONS, MAX_PARTIALS, REDUCE_BLOCK,
@@ -474,7 +474,19 @@ fn blas_handle(b: &CudaBackend, lib: &CublasLib, s: &CudaStream) -> Result<cubla
     // SAFETY: a live handle and a live stream of the current context; cuBLAS's stream type
     // is the driver's `CUstream_st *`.
     let st = unsafe { lib.api.cublasSetStream_v2(h, s.raw.0.cast()) };
-    if let Err(e) = blas_check(lib, "cublasSetStream", st) {
+    // Default math (no TF32 unless NVIDIA_TF32_OVERRIDE asks), and no reductions in 16 bits:
+    // with split-K, cuBLAS may otherwise sum f16/bf16 partial products in the output type,
+    // and results would drift from the f32-accumulated ones the CPU backend gives.
+    let mode = cublasMath_t(
+        cublasMath_t::CUBLAS_DEFAULT_MATH.0
+            | cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION.0,
+    );
+    let st = blas_check(lib, "cublasSetStream", st).and_then(|()| {
+        // SAFETY: a live handle; the mode is a valid combination of cublasMath_t flags.
+        let r = unsafe { lib.api.cublasSetMathMode(h, mode) };
+        blas_check(lib, "cublasSetMathMode", r)
+    });
+    if let Err(e) = st {
         // SAFETY: the handle was just created and has no work.
         unsafe { lib.api.cublasDestroy_v2(h) };
         return Err(e);
@@ -492,30 +504,81 @@ pub(crate) fn destroy_blas(h: Raw<cublasHandle_t>) {
     }
 }
 
-/// The column-major call computing a row-major product: `C^T (n x m) = op(B)^T op(A)^T`,
-/// first operand B, second A, `ldc = n`.
-#[derive(Debug, PartialEq, Eq)]
-struct ColMajor {
-    trans_b: bool,
-    ldb: i32,
-    trans_a: bool,
-    lda: i32,
+/// Which stored matrix fills one of cuBLAS's operand slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Operand {
+    /// gpu-core's `A`.
+    A,
+    /// gpu-core's `B`.
+    B,
 }
 
-/// Row-major `B` (`k x n`, or `n x k` when transposed) read column-major is `B^T` with leading
-/// dimension `n` (or `B` itself with leading dimension `k`, which the call transposes); the
-/// same for `A` with `m` and `k`.
-fn col_major(trans_a: bool, trans_b: bool, m: i32, n: i32, k: i32) -> ColMajor {
-    ColMajor {
-        trans_b,
-        ldb: if trans_b { k } else { n },
-        trans_a,
-        lda: if trans_a { m } else { k },
+/// Every argument of the cuBLAS gemm call but the handle, the scalars and the element type:
+/// the one description that `gemm` passes and the unit test runs through a reference BLAS,
+/// so the two cannot drift apart.
+///
+/// cuBLAS is column-major and a row-major `r x c` matrix is a column-major `c x r` one, so
+/// gpu-core's row-major `C = op(A) op(B)` is cuBLAS's `C^T = op(B)^T op(A)^T`: B fills the
+/// first slot, A the second, and cuBLAS's `m x n` result is gpu-core's `n x m` C^T.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BlasCall {
+    /// The matrix in cuBLAS's first slot (its `A`), its operation and leading dimension.
+    first: Operand,
+    op_first: cublasOperation_t,
+    ld_first: i32,
+    /// The matrix in cuBLAS's second slot (its `B`), its operation and leading dimension.
+    second: Operand,
+    op_second: cublasOperation_t,
+    ld_second: i32,
+    /// cuBLAS's `m`, `n` and `k`: its column-major C is `m x n`, the inner dimension `k`.
+    m: i32,
+    n: i32,
+    k: i32,
+    /// C's leading dimension.
+    ldc: i32,
+}
+
+impl BlasCall {
+    /// The call for gpu-core's row-major gemm of `op(A)` (`m x k`) and `op(B)` (`k x n`).
+    ///
+    /// Row-major `B` (`k x n`, or `n x k` when transposed) read column-major is `B^T` with
+    /// leading dimension `n` (or `B` itself with leading dimension `k`, which the call
+    /// transposes); the same for `A` with `m` and `k`.
+    fn for_row_major(trans_a: bool, trans_b: bool, m: i32, n: i32, k: i32) -> BlasCall {
+        let op = |t: bool| {
+            if t {
+                cublasOperation_t::CUBLAS_OP_T
+            } else {
+                cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        BlasCall {
+            first: Operand::B,
+            op_first: op(trans_b),
+            ld_first: if trans_b { k } else { n },
+            second: Operand::A,
+            op_second: op(trans_a),
+            ld_second: if trans_a { m } else { k },
+            m: n,
+            n: m,
+            k,
+            ldc: n,
+        }
+    }
+
+    /// The operands in cuBLAS's order, given gpu-core's `a` and `b`.
+    fn operands<P: Copy>(&self, a: P, b: P) -> (P, P) {
+        let pick = |o: Operand| match o {
+            Operand::A => a,
+            Operand::B => b,
+        };
+        (pick(self.first), pick(self.second))
     }
 }
 
-/// `C = alpha op(A) op(B) + beta C`, row-major, as the column-major product
-/// `C^T = op(B)^T op(A)^T`: a row-major `r x c` matrix is a column-major `c x r` one.
+/// `C = alpha op(A) op(B) + beta C`, row-major, through the column-major cuBLAS call that
+/// [`BlasCall`] describes.
+///
 /// # Safety
 ///
 /// The contract of [`gpu_core::Backend::gemm`].
@@ -537,63 +600,51 @@ pub(crate) unsafe fn gemm<T: Float>(
             message: format!("dimension {v} exceeds cuBLAS's 32-bit limit"),
         })
     };
-    let (m, n, k) = (int(g.m)?, int(g.n)?, int(g.k)?);
-    let ColMajor {
-        trans_b,
-        ldb,
-        trans_a,
-        lda,
-    } = col_major(g.trans_a, g.trans_b, m, n, k);
-    let op = |t: bool| {
-        if t {
-            cublasOperation_t::CUBLAS_OP_T
-        } else {
-            cublasOperation_t::CUBLAS_OP_N
-        }
-    };
-    let (op_b, op_a) = (op(trans_b), op(trans_a));
-    let (ap, bp, cp) = (a.buf.at(a.offset), bm.buf.at(bm.offset), c.buf.at(c.offset));
+    let call = BlasCall::for_row_major(g.trans_a, g.trans_b, int(g.m)?, int(g.n)?, int(g.k)?);
+    let (first, second) = call.operands(a.buf.at(a.offset), bm.buf.at(bm.offset));
+    let cp = c.buf.at(c.offset);
     // SAFETY: (all three calls) a live handle bound to `s`; device pointers to ranges gpu-core
-    // checked to hold op(A) m x k, op(B) k x n and C m x n with these leading dimensions;
-    // alpha and beta are host scalars of the type the call reads.
+    // checked to hold op(A) m x k, op(B) k x n and C m x n (all non-zero), which `call` lays
+    // out as cuBLAS's column-major operands (its unit test runs these very arguments); alpha
+    // and beta are host scalars of the type the call reads.
     let st = unsafe {
         match T::DTYPE {
             DType::F32 => {
                 let (alpha, beta) = (g.alpha.to_f64() as f32, g.beta.to_f64() as f32);
                 lib.api.cublasSgemm_v2(
                     h,
-                    op_b,
-                    op_a,
-                    n,
-                    m,
-                    k,
+                    call.op_first,
+                    call.op_second,
+                    call.m,
+                    call.n,
+                    call.k,
                     &alpha,
-                    bp as *const f32,
-                    ldb,
-                    ap as *const f32,
-                    lda,
+                    first as *const f32,
+                    call.ld_first,
+                    second as *const f32,
+                    call.ld_second,
                     &beta,
                     cp as *mut f32,
-                    n,
+                    call.ldc,
                 )
             }
             DType::F64 => {
                 let (alpha, beta) = (g.alpha.to_f64(), g.beta.to_f64());
                 lib.api.cublasDgemm_v2(
                     h,
-                    op_b,
-                    op_a,
-                    n,
-                    m,
-                    k,
+                    call.op_first,
+                    call.op_second,
+                    call.m,
+                    call.n,
+                    call.k,
                     &alpha,
-                    bp as *const f64,
-                    ldb,
-                    ap as *const f64,
-                    lda,
+                    first as *const f64,
+                    call.ld_first,
+                    second as *const f64,
+                    call.ld_second,
                     &beta,
                     cp as *mut f64,
-                    n,
+                    call.ldc,
                 )
             }
             DType::F16 | DType::BF16 => {
@@ -605,22 +656,22 @@ pub(crate) unsafe fn gemm<T: Float>(
                 let (alpha, beta) = (g.alpha.to_f64() as f32, g.beta.to_f64() as f32);
                 lib.api.cublasGemmEx(
                     h,
-                    op_b,
-                    op_a,
-                    n,
-                    m,
-                    k,
+                    call.op_first,
+                    call.op_second,
+                    call.m,
+                    call.n,
+                    call.k,
                     p(&alpha),
-                    bp as *const c_void,
+                    first as *const c_void,
                     ty,
-                    ldb,
-                    ap as *const c_void,
+                    call.ld_first,
+                    second as *const c_void,
                     ty,
-                    lda,
+                    call.ld_second,
                     p(&beta),
                     cp as *mut c_void,
                     ty,
-                    n,
+                    call.ldc,
                     cublasComputeType_t::CUBLAS_COMPUTE_32F,
                     cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                 )
@@ -641,21 +692,34 @@ pub(crate) unsafe fn gemm<T: Float>(
 mod tests {
     use super::*;
 
-    /// BLAS's column-major gemm, as cuBLAS defines it.
+    /// BLAS's column-major `C = op(A) op(B)` as cuBLAS defines it, with its argument checks
+    /// (`CUBLAS_STATUS_INVALID_VALUE` becomes a panic).
     #[allow(clippy::too_many_arguments)]
     fn blas_gemm(
-        ta: bool,
-        tb: bool,
-        m: usize,
-        n: usize,
-        k: usize,
+        op_a: cublasOperation_t,
+        op_b: cublasOperation_t,
+        m: i32,
+        n: i32,
+        k: i32,
         a: &[f64],
-        lda: usize,
+        lda: i32,
         b: &[f64],
-        ldb: usize,
+        ldb: i32,
         c: &mut [f64],
-        ldc: usize,
+        ldc: i32,
     ) {
+        let transposed = |op: cublasOperation_t| match op {
+            cublasOperation_t::CUBLAS_OP_N => false,
+            cublasOperation_t::CUBLAS_OP_T => true,
+            other => panic!("unexpected operation {other:?}"),
+        };
+        let (ta, tb) = (transposed(op_a), transposed(op_b));
+        let dim = |v: i32| usize::try_from(v).unwrap_or_else(|_| panic!("negative argument {v}"));
+        let (m, n, k, lda, ldb, ldc) = (dim(m), dim(n), dim(k), dim(lda), dim(ldb), dim(ldc));
+        // The stored operands have `lda`/`ldb` rows: m (k if transposed) for A, k (n) for B.
+        assert!(lda >= (if ta { k } else { m }).max(1), "lda {lda}");
+        assert!(ldb >= (if tb { n } else { k }).max(1), "ldb {ldb}");
+        assert!(ldc >= m.max(1), "ldc {ldc}");
         for j in 0..n {
             for i in 0..m {
                 let mut acc = 0.0;
@@ -669,39 +733,44 @@ mod tests {
         }
     }
 
-    /// The cuBLAS arguments gemm passes compute the row-major product gpu-core defines.
+    /// The cuBLAS call `gemm` makes, every argument taken from the same [`BlasCall`], computes
+    /// the row-major product gpu-core defines.
     #[test]
     fn column_major_call_computes_the_row_major_product() {
-        let (m, n, k) = (3usize, 4usize, 5usize);
-        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            // Stored A is m x k (k x m if ta), B is k x n (n x k if tb), row-major.
-            let a: Vec<f64> = (0..m * k).map(|i| (i * 7 % 11) as f64 - 5.0).collect();
-            let b: Vec<f64> = (0..k * n).map(|i| (i * 5 % 13) as f64 - 6.0).collect();
-            let at = |i: usize, l: usize| if ta { a[l * m + i] } else { a[i * k + l] };
-            let bt = |l: usize, j: usize| if tb { b[j * k + l] } else { b[l * n + j] };
-            let mut want = vec![0.0; m * n];
-            for i in 0..m {
-                for j in 0..n {
-                    want[i * n + j] = (0..k).map(|l| at(i, l) * bt(l, j)).sum();
+        for (m, n, k) in [(3usize, 4usize, 5usize), (1, 6, 2), (7, 1, 3), (2, 3, 1)] {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                // Stored A is m x k (k x m if ta), B is k x n (n x k if tb), row-major.
+                let a: Vec<f64> = (0..m * k).map(|i| (i * 7 % 11) as f64 - 5.0).collect();
+                let b: Vec<f64> = (0..k * n).map(|i| (i * 5 % 13) as f64 - 6.0).collect();
+                let at = |i: usize, l: usize| if ta { a[l * m + i] } else { a[i * k + l] };
+                let bt = |l: usize, j: usize| if tb { b[j * k + l] } else { b[l * n + j] };
+                let mut want = vec![0.0; m * n];
+                for i in 0..m {
+                    for j in 0..n {
+                        want[i * n + j] = (0..k).map(|l| at(i, l) * bt(l, j)).sum();
+                    }
                 }
+                let call = BlasCall::for_row_major(ta, tb, m as i32, n as i32, k as i32);
+                let (first, second) = call.operands(&a[..], &b[..]);
+                let mut got = vec![f64::NAN; m * n];
+                blas_gemm(
+                    call.op_first,
+                    call.op_second,
+                    call.m,
+                    call.n,
+                    call.k,
+                    first,
+                    call.ld_first,
+                    second,
+                    call.ld_second,
+                    &mut got,
+                    call.ldc,
+                );
+                assert_eq!(
+                    got, want,
+                    "{m}x{n}x{k}, trans_a {ta}, trans_b {tb}: {call:?}"
+                );
             }
-            let cm = col_major(ta, tb, m as i32, n as i32, k as i32);
-            let mut got = vec![0.0; m * n];
-            // The call: (op_b, op_a, n, m, k, B, ldb, A, lda, C, ldc = n).
-            blas_gemm(
-                cm.trans_b,
-                cm.trans_a,
-                n,
-                m,
-                k,
-                &b,
-                cm.ldb as usize,
-                &a,
-                cm.lda as usize,
-                &mut got,
-                n,
-            );
-            assert_eq!(got, want, "trans_a {ta}, trans_b {tb}");
         }
     }
 

@@ -751,15 +751,13 @@ backend_tests! {
         assert_eq!(out.download()?, [1.0; 4]);
         Ok(())
     }
+}
 
+cpu_tests! {
     fn a_failing_cpu_kernel_is_kernel_failed_and_does_not_poison(ctx) {
-        // Backend-specific. The CPU backend has no poisoned state: a panicking closure is
-        // KernelFailed at the next sync and the context stays usable. A faulting CUDA kernel
-        // poisons the context instead: tests/cuda_poison.rs, its own process.
-        if ctx.backend_name() != "cpu" {
-            common::skipped("CUDA faults poison the context: see tests/cuda_poison.rs");
-            return Ok(());
-        }
+        // The CPU backend has no poisoned state: a panicking closure is KernelFailed at the
+        // next sync and the context stays usable. A faulting CUDA kernel poisons the context
+        // instead: tests/cuda_poison.rs, its own process.
         let k = ctx.kernel(KernelSpec::<(Out<f32>,)>::named("explodes").cpu(|t, (out,)| {
             let i = t.x();
             if i == 2 {

@@ -2,8 +2,10 @@
 //! that can request CUDA returns a typed error (`Error::Unavailable { backend: "cuda", .. }`
 //! with the probe's reason, or `InvalidDevice`) and never panics.
 //!
-//! Where a GPU *is* usable, the assertions that need its absence print
-//! `SKIPPED: a GPU is usable here`; the calls still run and must not panic.
+//! Where a GPU *is* usable the same calls must open it instead: every request succeeds on
+//! device 0 with the probe's name and compute capability, and only an ordinal past the
+//! devices is refused (`InvalidDevice`). Under `GPU_REQUIRE_CUDA=1` (a GPU run) a failed
+//! probe, or a CUDA request that fails although the probe found a device, is a failure.
 //!
 //! The same calls are made by `examples/no_gpu_abort.rs`, which `cargo xtask no-gpu` builds
 //! with `panic = "abort"` (a test harness needs unwinding, an example does not); that example
@@ -11,22 +13,34 @@
 //! depend on directly. Environment-variable cases (`GPU_DEVICE`, `GPU_CONFIG`) are in
 //! `selection.rs`: nothing here sets environment variables.
 
+// The CUDA probe and backend are in the build only with the `cuda` feature (no_cuda.rs
+// covers the build without it).
+#![cfg(feature = "cuda")]
+
+mod common;
+
 use std::path::PathBuf;
 
 use gpu::cuda::{probe, CudaBackend};
 use gpu::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
 
-/// The error every CUDA request gives without a GPU: the probe's reason. `None` (after
-/// printing `SKIPPED:`) where a GPU is usable.
+/// The error every CUDA request gives without a GPU: the probe's reason. `None` where the
+/// probe finds a GPU (the GPU-branch assertions run instead).
 fn expected_error() -> Option<Error> {
     match probe() {
-        Err(pe) => Some(Error::Unavailable {
-            backend: "cuda",
-            reason: pe.to_string(),
-        }),
+        Err(pe) => {
+            assert!(
+                !common::require_cuda(),
+                "GPU_REQUIRE_CUDA=1 but the CUDA probe failed: {pe}"
+            );
+            Some(Error::Unavailable {
+                backend: "cuda",
+                reason: pe.to_string(),
+            })
+        }
         Ok(p) => {
             println!(
-                "SKIPPED: a GPU is usable here ({} device(s)); the no-GPU assertions need its absence",
+                "a GPU is usable here ({} device(s)): checking that CUDA requests open it",
                 p.devices.len()
             );
             None
@@ -34,13 +48,21 @@ fn expected_error() -> Option<Error> {
     }
 }
 
-/// Asserts that `got` is `want` (no GPU) or, with a GPU, an `Ok` or a typed CUDA error.
-fn check<T>(what: &str, got: gpu::Result<T>, want: &Option<Error>) {
+/// Asserts that `got` is `want` (no GPU). With a GPU, returns the opened value, or accepts
+/// a typed CUDA error where a GPU is not required (NVRTC missing, say).
+fn check<T>(what: &str, got: gpu::Result<T>, want: &Option<Error>) -> Option<T> {
     match (want, got) {
-        (Some(want), Err(e)) => assert_eq!(&e, want, "{what}"),
+        (Some(want), Err(e)) => {
+            assert_eq!(&e, want, "{what}");
+            None
+        }
         (Some(_), Ok(_)) => panic!("{what} succeeded although the CUDA probe failed"),
-        (None, Ok(_)) => println!("{what}: Ok (a GPU is usable)"),
+        (None, Ok(v)) => Some(v),
         (None, Err(e)) => {
+            assert!(
+                !common::require_cuda(),
+                "{what}: the probe found a GPU and GPU_REQUIRE_CUDA=1, but: {e}"
+            );
             // A GPU is there, but this request may still be refused: a typed error it is.
             assert!(
                 matches!(
@@ -56,8 +78,29 @@ fn check<T>(what: &str, got: gpu::Result<T>, want: &Option<Error>) {
                 "{what}: {e:?}"
             );
             println!("{what}: {e}");
+            None
         }
     }
+}
+
+/// A context opened on a GPU: CUDA device `ordinal`, chosen without a rejection, and the
+/// device the probe describes.
+fn assert_opened_gpu(what: &str, ctx: &Context, ordinal: usize) {
+    let p = probe().unwrap_or_else(|e| panic!("{what}: a CUDA context but no probe: {e}"));
+    let device = &p.devices[ordinal];
+    assert_eq!(ctx.backend_name(), "cuda", "{what}");
+    assert_eq!(ctx.device_id(), ordinal, "{what}");
+    assert!(
+        ctx.selection().rejected.is_empty(),
+        "{what}: {:?}",
+        ctx.selection()
+    );
+    assert_eq!(ctx.info().name, device.name, "{what}");
+    assert_eq!(
+        ctx.info().compute_capability,
+        Some(device.compute_capability),
+        "{what}"
+    );
 }
 
 #[test]
@@ -65,10 +108,11 @@ fn the_probe_says_why_without_panicking() {
     match probe() {
         Ok(p) => {
             assert!(!p.devices.is_empty());
-            println!("SKIPPED: a GPU is usable here ({:?})", p.devices);
+            println!("a GPU is usable here ({:?})", p.devices);
         }
         Err(e) => {
             assert!(!e.to_string().is_empty(), "{e:?}");
+            assert!(!common::require_cuda(), "GPU_REQUIRE_CUDA=1 but: {e}");
             println!("no CUDA here: {e}");
         }
     }
@@ -77,20 +121,21 @@ fn the_probe_says_why_without_panicking() {
 #[test]
 fn context_new_with_cuda_is_a_typed_error() {
     let want = expected_error();
-    check(
-        "Context::new(Cuda(None))",
-        Context::new(DeviceSpec::Cuda(None)),
-        &want,
-    );
-    check(
-        "Context::new(Cuda(Some(0)))",
-        Context::new(DeviceSpec::Cuda(Some(0))),
-        &want,
-    );
+    for (what, spec) in [
+        ("Context::new(Cuda(None))", DeviceSpec::Cuda(None)),
+        ("Context::new(Cuda(Some(0)))", DeviceSpec::Cuda(Some(0))),
+    ] {
+        if let Some(ctx) = check(what, Context::new(spec), &want) {
+            assert_opened_gpu(what, &ctx, 0);
+        }
+    }
     // Without a GPU the probe's reason comes first, not an ordinal error.
     let seven = Context::new(DeviceSpec::Cuda(Some(7)));
+    let what = "Context::new(Cuda(Some(7)))";
     match (&want, probe()) {
-        (Some(_), _) => check("Context::new(Cuda(Some(7)))", seven, &want),
+        (Some(_), _) => {
+            check(what, seven, &want);
+        }
         (None, Ok(p)) if p.devices.len() <= 7 => assert_eq!(
             seven.err(),
             Some(Error::InvalidDevice {
@@ -99,7 +144,11 @@ fn context_new_with_cuda_is_a_typed_error() {
                 count: p.devices.len()
             })
         ),
-        (None, _) => check("Context::new(Cuda(Some(7)))", seven, &want),
+        (None, _) => {
+            if let Some(ctx) = check(what, seven, &want) {
+                assert_opened_gpu(what, &ctx, 7);
+            }
+        }
     }
 }
 
@@ -118,11 +167,10 @@ fn parsed_cuda_specs_are_typed_errors() {
                 continue;
             }
         };
-        check(
-            &format!("Context::new({text:?})"),
-            Context::new(spec),
-            &want,
-        );
+        let what = format!("Context::new({text:?})");
+        if let Some(ctx) = check(&what, Context::new(spec), &want) {
+            assert_opened_gpu(&what, &ctx, 0);
+        }
     }
 }
 
@@ -130,10 +178,25 @@ fn parsed_cuda_specs_are_typed_errors() {
 fn the_cuda_backend_constructors_are_typed_errors() {
     let want = expected_error();
     check("CudaBackend::new(0)", CudaBackend::new(0), &want);
-    check("CudaBackend::context(0)", CudaBackend::context(0), &want);
-    if want.is_some() {
-        check("CudaBackend::new(7)", CudaBackend::new(7), &want);
-        check("CudaBackend::context(7)", CudaBackend::context(7), &want);
+    if let Some(ctx) = check("CudaBackend::context(0)", CudaBackend::context(0), &want) {
+        assert_eq!((ctx.backend_name(), ctx.device_id()), ("cuda", 0));
+    }
+    match probe() {
+        Err(_) => {
+            check("CudaBackend::new(7)", CudaBackend::new(7), &want);
+            check("CudaBackend::context(7)", CudaBackend::context(7), &want);
+        }
+        // One past the last device is refused, naming the count, before anything opens.
+        Ok(p) => {
+            let count = p.devices.len();
+            let invalid = Some(Error::InvalidDevice {
+                backend: "cuda",
+                ordinal: count,
+                count,
+            });
+            assert_eq!(CudaBackend::new(count).err(), invalid);
+            assert_eq!(CudaBackend::context(count).err(), invalid);
+        }
     }
 }
 
@@ -153,33 +216,47 @@ fn a_config_that_forbids_fallback_is_a_typed_error() {
             SpecOrigin::Explicit,
             SpecOrigin::Env,
         ] {
-            check(
-                &format!("Context::with_config({device}, fallback = error, from {origin})"),
-                Context::with_config(&cfg, origin),
-                &want,
-            );
+            let what = format!("Context::with_config({device}, fallback = error, from {origin})");
+            if let Some(ctx) = check(&what, Context::with_config(&cfg, origin), &want) {
+                assert_opened_gpu(&what, &ctx, 0);
+            }
         }
     }
     // The same configuration as gpu.toml text.
     let cfg = Config::from_toml("device = \"cuda\"\nfallback = \"error\"\n", &path)
         .expect("a valid gpu.toml");
     assert_eq!(cfg.fallback, FallbackPolicy::Error);
-    check(
-        "Context::with_config(gpu.toml: cuda, fallback = error)",
+    let what = "Context::with_config(gpu.toml: cuda, fallback = error)";
+    if let Some(ctx) = check(
+        what,
         Context::with_config(&cfg, SpecOrigin::File(path)),
         &want,
-    );
+    ) {
+        assert_opened_gpu(what, &ctx, 0);
+    }
 }
 
 #[test]
 fn fallback_to_the_cpu_records_the_typed_reason() {
-    let Some(want) = expected_error() else {
-        return;
-    };
-    // A file that allows fallback: the CPU, with CUDA's typed error recorded.
     let path = PathBuf::from("gpu.toml");
     let cfg = Config::from_toml("device = \"cuda\"\nfallback = \"cpu\"\n", &path)
         .expect("a valid gpu.toml");
+    let Some(want) = expected_error() else {
+        // With a GPU nothing falls back: the file's GPU and `auto` open it.
+        for (what, opened) in [
+            (
+                "gpu.toml: cuda, fallback = cpu",
+                Context::with_config(&cfg, SpecOrigin::File(path.clone())),
+            ),
+            ("auto", Context::new(DeviceSpec::Auto)),
+        ] {
+            if let Some(ctx) = check(what, opened, &None) {
+                assert_opened_gpu(what, &ctx, 0);
+            }
+        }
+        return;
+    };
+    // A file that allows fallback: the CPU, with CUDA's typed error recorded.
     let ctx = Context::with_config(&cfg, SpecOrigin::File(path)).expect("falls back to the CPU");
     assert_eq!(ctx.backend_name(), "cpu");
     assert_eq!(ctx.selection().rejected.len(), 1);
@@ -204,6 +281,16 @@ fn fallback_to_the_cpu_records_the_typed_reason() {
 #[test]
 fn asking_twice_gives_the_same_typed_error() {
     let Some(want) = expected_error() else {
+        // With a GPU: the same device each time.
+        for _ in 0..3 {
+            if let Some(ctx) = check(
+                "Context::new(Cuda(None))",
+                Context::new(DeviceSpec::Cuda(None)),
+                &None,
+            ) {
+                assert_opened_gpu("Context::new(Cuda(None)), again", &ctx, 0);
+            }
+        }
         return;
     };
     for _ in 0..3 {

@@ -1,9 +1,37 @@
 //! The CUDA availability probe and how opening CUDA reports its answer, on any machine:
 //! with a GPU the probe lists devices; without one it says why, and every way of asking
-//! for CUDA gives that reason back. Nothing here sets environment variables.
+//! for CUDA gives that reason back. With a GPU, the contexts CUDA opens are the devices
+//! the probe describes, and under `GPU_REQUIRE_CUDA=1` (a GPU run) a failed probe is a
+//! failure. Nothing here sets environment variables.
 
-use gpu::cuda::{probe, ProbeError};
+// The CUDA probe and backend are in the build only with the `cuda` feature (no_cuda.rs
+// covers the build without it).
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use gpu::cuda::{probe, Probe, ProbeError};
 use gpu::{Context, DeviceSpec, Error};
+
+/// Asserts that `ctx` is CUDA device `ordinal` as the probe `p` describes it.
+fn assert_is_probed_device(ctx: &Context, p: &Probe, ordinal: usize) {
+    let device = &p.devices[ordinal];
+    let info = ctx.info();
+    assert_eq!(ctx.backend_name(), "cuda");
+    assert_eq!(ctx.device_id(), ordinal);
+    assert_eq!(info.name, device.name, "device {ordinal}");
+    assert_eq!(info.total_memory, device.total_memory, "device {ordinal}");
+    assert_eq!(
+        info.compute_capability,
+        Some(device.compute_capability),
+        "device {ordinal}"
+    );
+    assert_eq!(
+        info.multiprocessors, device.multiprocessors,
+        "device {ordinal}"
+    );
+    assert_eq!(info.copy_engines, device.copy_engines, "device {ordinal}");
+}
 
 #[test]
 fn the_probe_answers_with_data_and_the_same_answer_twice() {
@@ -14,15 +42,27 @@ fn the_probe_answers_with_data_and_the_same_answer_twice() {
         Ok(p) => {
             assert!(!p.devices.is_empty(), "a successful probe lists devices");
             assert!(p.driver_path.is_absolute(), "{}", p.driver_path.display());
+            // The probe refuses drivers older than CUDA 12.0 (cuda-sys's MIN_DRIVER_VERSION).
+            assert!(
+                p.driver_version_pair().0 >= 12,
+                "{:?}",
+                p.driver_version_pair()
+            );
             for (i, d) in p.devices.iter().enumerate() {
                 assert_eq!(d.ordinal, i, "{d:?}");
                 assert!(!d.name.is_empty(), "{d:?}");
                 assert!(d.total_memory > 0, "{d:?}");
+                assert!(d.compute_capability.0 >= 1, "{d:?}");
+                assert!(d.multiprocessors >= 1, "{d:?}");
             }
             println!("CUDA driver {:?}: {:?}", p.driver_version_pair(), p.devices);
         }
         Err(e) => {
             let text = e.to_string();
+            assert!(
+                !common::require_cuda(),
+                "GPU_REQUIRE_CUDA=1 but the probe failed: {text}"
+            );
             assert!(!text.is_empty(), "{e:?} has no message");
             if let ProbeError::DriverMissing(lib) = &e {
                 assert!(!lib.searched.is_empty(), "no folder searched: {text}");
@@ -83,21 +123,25 @@ fn explicit_cuda_fails_with_the_probes_reason() {
             assert_eq!(reason, pe.to_string());
         }
         (Err(pe), other) => panic!("the probe failed ({pe}), but opening CUDA gave {other:?}"),
-        (Ok(_), Ok(ctx)) => {
-            assert_eq!(ctx.backend_name(), "cuda");
-            assert_eq!(ctx.device_id(), 0);
+        (Ok(p), Ok(ctx)) => {
+            assert_is_probed_device(&ctx, p, 0);
+            assert!(ctx.selection().rejected.is_empty());
         }
-        // The probe found a device but something else is missing (NVRTC, say).
-        (Ok(_), Err(e)) => assert!(
-            matches!(
-                e,
-                Error::Unavailable {
-                    backend: "cuda",
-                    ..
-                }
-            ),
-            "{e:?}"
-        ),
+        // The probe found a device but something else is missing (NVRTC, say): only
+        // where a GPU is not required.
+        (Ok(_), Err(e)) => {
+            assert!(!common::require_cuda(), "GPU_REQUIRE_CUDA=1 but: {e}");
+            assert!(
+                matches!(
+                    e,
+                    Error::Unavailable {
+                        backend: "cuda",
+                        ..
+                    }
+                ),
+                "{e:?}"
+            )
+        }
     }
 }
 
@@ -123,15 +167,60 @@ fn a_cuda_ordinal_past_the_devices_is_refused() {
     }
 }
 
+/// With a GPU: every ordinal below the probe's count opens that device, by code and by
+/// `cuda:N`; the count itself is `InvalidDevice` naming the count.
+#[test]
+fn every_probed_device_opens_and_the_next_ordinal_is_refused() {
+    let p = match probe() {
+        Ok(p) => p,
+        Err(e) if !common::require_cuda() => {
+            common::skipped(&format!(
+                "no CUDA device: the per-device checks need one ({e})"
+            ));
+            return;
+        }
+        Err(e) => panic!("GPU_REQUIRE_CUDA=1 but the probe failed: {e}"),
+    };
+    let count = p.devices.len();
+    for ordinal in 0..count {
+        let by_text = format!("cuda:{ordinal}").parse::<DeviceSpec>();
+        assert_eq!(by_text, Ok(DeviceSpec::Cuda(Some(ordinal))));
+        match Context::new(DeviceSpec::Cuda(Some(ordinal))) {
+            Ok(ctx) => assert_is_probed_device(&ctx, p, ordinal),
+            Err(e) if !common::require_cuda() => {
+                common::skipped(&format!("CUDA device {ordinal} is not usable: {e}"));
+                return;
+            }
+            Err(e) => panic!("CUDA device {ordinal} of {count}: {e}"),
+        }
+    }
+    let past = format!("cuda:{count}")
+        .parse::<DeviceSpec>()
+        .unwrap_or_else(|e| panic!("cuda:{count}: {e}"));
+    assert_eq!(
+        Context::new(past).err(),
+        Some(Error::InvalidDevice {
+            backend: "cuda",
+            ordinal: count,
+            count
+        })
+    );
+}
+
 #[test]
 fn auto_always_opens_and_says_why_cuda_was_rejected() {
     let ctx = Context::new(DeviceSpec::Auto).expect("auto always finds a backend");
     let rejected = &ctx.selection().rejected;
     if ctx.backend_name() == "cuda" {
         assert!(rejected.is_empty(), "{rejected:?}");
-        assert!(probe().is_ok());
+        let p = probe().unwrap_or_else(|e| panic!("auto opened CUDA but the probe failed: {e}"));
+        assert_is_probed_device(&ctx, p, 0);
         return;
     }
+    assert!(
+        !common::require_cuda(),
+        "GPU_REQUIRE_CUDA=1 but auto chose the CPU: {rejected:?}"
+    );
     assert_eq!(ctx.backend_name(), "cpu");
     assert_eq!(rejected.len(), 1, "{rejected:?}");
     assert_eq!(rejected[0].backend, "cuda");

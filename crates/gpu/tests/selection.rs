@@ -2,12 +2,65 @@
 //!
 //! The environment is process-wide, so everything that sets variables runs in one test,
 //! in order; this file is its own test binary (its own process).
+//!
+//! Each rule is checked on both kinds of machine: without a usable GPU every CUDA request
+//! says why (and a file may fall back to the CPU); with one, the same requests open it, with
+//! no rejection recorded. Under `GPU_REQUIRE_CUDA=1` (a GPU run) an unusable GPU fails.
 
 mod common;
 
 use std::path::PathBuf;
 
 use gpu::{Context, DType, DeviceSpec, Error, SpecOrigin};
+
+/// Whether CUDA opens here; under `GPU_REQUIRE_CUDA=1` it must.
+fn cuda_usable() -> bool {
+    match Context::new(DeviceSpec::Cuda(None)) {
+        Ok(_) => true,
+        Err(e) => {
+            assert!(
+                !common::require_cuda(),
+                "GPU_REQUIRE_CUDA=1 but CUDA is unusable: {e}"
+            );
+            false
+        }
+    }
+}
+
+/// The probe's devices, `(name, compute capability)` by ordinal: none in a build without
+/// the `cuda` feature, where CUDA is never usable.
+fn probed_devices() -> Vec<(String, (u32, u32))> {
+    #[cfg(feature = "cuda")]
+    let devices = match gpu::cuda::probe() {
+        Ok(p) => p
+            .devices
+            .iter()
+            .map(|d| (d.name.clone(), d.compute_capability))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    #[cfg(not(feature = "cuda"))]
+    let devices = Vec::new();
+    devices
+}
+
+/// Asserts that `ctx` is CUDA device `ordinal`, the one the probe describes, chosen with
+/// no rejection.
+fn assert_on_gpu(what: &str, ctx: &Context, ordinal: usize) {
+    let devices = probed_devices();
+    let Some((name, cc)) = devices.get(ordinal) else {
+        panic!("{what}: CUDA device {ordinal} opened, but the probe lists {devices:?}");
+    };
+    assert_eq!(ctx.backend_name(), "cuda", "{what}");
+    assert_eq!(ctx.device_id(), ordinal, "{what}");
+    assert!(
+        ctx.selection().rejected.is_empty(),
+        "{what}: {:?}",
+        ctx.selection()
+    );
+    assert_eq!(&ctx.info().name, name, "{what}");
+    assert_eq!(ctx.info().compute_capability, Some(*cc), "{what}");
+}
 
 fn expect_err(r: gpu::Result<Context>) -> Error {
     match r {
@@ -29,8 +82,10 @@ fn explicit_cpu_opens_the_cpu_backend() -> gpu::Result<()> {
 #[test]
 fn auto_records_why_cuda_was_rejected() -> gpu::Result<()> {
     let ctx = Context::new(DeviceSpec::Auto)?;
-    if ctx.backend_name() == "cuda" {
-        common::skipped("a CUDA device is usable here, so auto did not fall back");
+    assert_eq!(ctx.selection().requested, DeviceSpec::Auto);
+    if cuda_usable() {
+        // Nothing to fall back from: auto is the first CUDA device.
+        assert_on_gpu("auto", &ctx, 0);
         return Ok(());
     }
     assert_eq!(ctx.backend_name(), "cpu");
@@ -43,9 +98,30 @@ fn auto_records_why_cuda_was_rejected() -> gpu::Result<()> {
 
 #[test]
 fn explicit_cuda_fails_with_the_reason_instead_of_falling_back() {
+    if cuda_usable() {
+        let count = probed_devices().len();
+        let first = Context::new(DeviceSpec::Cuda(None)).expect("CUDA is usable");
+        assert_on_gpu("cuda", &first, 0);
+        // An ordinal past the devices is refused with the count, never the CPU.
+        for ordinal in [count, 1000] {
+            assert_eq!(
+                Context::new(DeviceSpec::Cuda(Some(ordinal))).err(),
+                Some(Error::InvalidDevice {
+                    backend: "cuda",
+                    ordinal,
+                    count
+                }),
+                "cuda:{ordinal}"
+            );
+        }
+        return;
+    }
     for spec in [DeviceSpec::Cuda(None), DeviceSpec::Cuda(Some(7))] {
         match Context::new(spec) {
-            Ok(ctx) => assert_eq!(ctx.backend_name(), "cuda"),
+            Ok(ctx) => panic!(
+                "{spec} opened {} although CUDA is unusable",
+                ctx.backend_name()
+            ),
             Err(e) => assert!(
                 matches!(
                     e,
@@ -74,7 +150,7 @@ fn environment_and_file_follow_the_precedence_rules() {
         Some(v) => std::env::set_var(k, v),
         None => std::env::remove_var(k),
     };
-    let cuda_usable = Context::new(DeviceSpec::Cuda(None)).is_ok();
+    let cuda_usable = cuda_usable();
 
     // GPU_DEVICE is read by default() and from_config().
     set("GPU_CONFIG", None);
@@ -114,7 +190,21 @@ fn environment_and_file_follow_the_precedence_rules() {
 
     // A GPU named by GPU_DEVICE must be usable: no silent fallback.
     set("GPU_DEVICE", Some("cuda".as_ref()));
-    if !cuda_usable {
+    if cuda_usable {
+        for ctx in [Context::default(), Context::from_config()] {
+            let ctx = ctx.expect("GPU_DEVICE=cuda with a usable GPU");
+            assert_on_gpu("GPU_DEVICE=cuda", &ctx, 0);
+            assert_eq!(ctx.selection().origin, SpecOrigin::Env);
+        }
+        // One past the last device is refused, naming the count.
+        let count = probed_devices().len();
+        set("GPU_DEVICE", Some(format!("cuda:{count}").as_ref()));
+        let e = expect_err(Context::default());
+        assert!(
+            matches!(e, Error::InvalidDevice { backend: "cuda", ordinal, count: c } if ordinal == count && c == count),
+            "{e:?}"
+        );
+    } else {
         let e = expect_err(Context::default());
         assert!(
             matches!(
@@ -138,7 +228,10 @@ fn environment_and_file_follow_the_precedence_rules() {
     let ctx = Context::from_config().expect("fallback to cpu");
     assert_eq!(ctx.default_dtype(), DType::F64);
     assert_eq!(ctx.selection().origin, SpecOrigin::File(fallback.clone()));
-    if !cuda_usable {
+    if cuda_usable {
+        // ... where there is nothing to fall back from ...
+        assert_on_gpu("gpu.toml cuda:0, fallback = cpu", &ctx, 0);
+    } else {
         assert_eq!(ctx.backend_name(), "cpu");
         assert_eq!(ctx.selection().rejected.len(), 1);
     }
@@ -146,7 +239,10 @@ fn environment_and_file_follow_the_precedence_rules() {
     // ... and fails with the reason when it does not.
     let strict = temp_file("strict.toml", "device = \"cuda:0\"\nfallback = \"error\"\n");
     set("GPU_CONFIG", Some(strict.as_os_str()));
-    if !cuda_usable {
+    if cuda_usable {
+        let ctx = Context::from_config().expect("gpu.toml cuda:0 with a usable GPU");
+        assert_on_gpu("gpu.toml cuda:0, fallback = error", &ctx, 0);
+    } else {
         let e = expect_err(Context::from_config());
         assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
     }
@@ -173,9 +269,15 @@ fn environment_and_file_follow_the_precedence_rules() {
     let e = expect_err(Context::from_config());
     assert!(matches!(e, Error::Config { .. }), "{e:?}");
 
-    // Nothing set: auto.
+    // Nothing set: auto, which is the GPU when there is one.
     set("GPU_CONFIG", None);
     let ctx = Context::default().expect("auto");
     assert_eq!(ctx.selection().requested, DeviceSpec::Auto);
     assert_eq!(ctx.selection().origin, SpecOrigin::Default);
+    if cuda_usable {
+        assert_on_gpu("Context::default() with nothing set", &ctx, 0);
+    } else {
+        assert_eq!(ctx.backend_name(), "cpu");
+        assert_eq!(ctx.selection().rejected.len(), 1);
+    }
 }

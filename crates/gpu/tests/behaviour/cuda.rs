@@ -385,7 +385,7 @@ fn allocating_more_than_the_device_has_is_out_of_memory_and_harmless() {
 #[test]
 fn test_kernels_compile_with_nvrtc_without_a_gpu() {
     type Check = fn((u32, u32)) -> gpu::Result<()>;
-    let compiles: [(&str, Check); 6] = [
+    let compiles: [(&str, Check); 7] = [
         ("vector_add", |cc| {
             gpu::cuda::compile_check(&vector_add_spec(), cc)
         }),
@@ -399,6 +399,9 @@ fn test_kernels_compile_with_nvrtc_without_a_gpu() {
         ("vscale", |cc| gpu::cuda::compile_check(&vscale_spec(), cc)),
         ("present", |cc| {
             gpu::cuda::compile_check(&unlaunched(PRESENT_SRC, "present"), cc)
+        }),
+        ("delay", |cc| {
+            gpu::cuda::compile_check(&common::delay_spec(), cc)
         }),
     ];
     for (name, check) in compiles {

@@ -55,19 +55,6 @@ fn panicking_spec() -> KernelSpec<(Out<f32>,)> {
     })
 }
 
-/// Prints the skip line and says whether the body should stop: behaviours only the CPU
-/// backend has (a kernel that panics).
-fn cpu_only(ctx: &gpu::Context, what: &str) -> bool {
-    if ctx.backend_name() == "cpu" {
-        return false;
-    }
-    println!(
-        "SKIPPED: {what} is a CPU-backend behaviour ({} backend)",
-        ctx.backend_name()
-    );
-    true
-}
-
 /// Asserts element-wise closeness of a device result to an f64 reference.
 fn assert_close<T: Numeric>(got: &[T], want: &[f64], rel: f64, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
@@ -342,6 +329,8 @@ macro_rules! int_ops {
 
 // After the helpers and macros above, which textual macro scoping makes visible to them.
 mod arrays;
+// CUDA-only behaviours need the CUDA backend compiled in (the `cuda` feature).
+#[cfg(feature = "cuda")]
 mod cuda;
 mod kernels;
 mod ops;

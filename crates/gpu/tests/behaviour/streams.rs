@@ -2,6 +2,11 @@
 
 use super::*;
 
+use common::delay_spec;
+
+/// The delay between the timed events, in microseconds.
+const DELAY_US: u32 = 2000;
+
 backend_tests! {
     fn streams_with_priorities_sync_and_query(ctx) {
         let (least, greatest) = ctx.info().priority_range;
@@ -29,7 +34,11 @@ backend_tests! {
     fn events_sync_query_and_time_real_work(ctx) {
         let s = ctx.create_stream()?;
         let mut x = ctx.alloc_zeros::<f32>(BIG)?;
+        let delay = ctx.kernel(delay_spec())?;
         let start = s.record_event()?;
+        // Work of a known least duration between the events, so that a timer that always
+        // says 0 (or counts in the wrong unit) fails.
+        s.launch(&delay, LaunchConfig::linear(1, 1), (DELAY_US,))?;
         s.fill(&mut x, 1.0)?;
         for _ in 0..4 {
             s.scale(1.5, &mut x)?;
@@ -40,7 +49,13 @@ backend_tests! {
         assert!(end.query()?);
         assert!(start.query()?, "an earlier event is passed once a later one is");
         let ms = start.elapsed_ms(&end)?;
-        assert!(ms >= 0.0, "elapsed {ms} ms");
+        let delay_ms = f64::from(DELAY_US) / 1000.0;
+        // At least the delay, less the timers' resolution (CUDA events: about 0.5 us); far
+        // below the 1000x that microseconds read as milliseconds would give.
+        assert!(
+            ms >= 0.95 * delay_ms && ms < 500.0 * delay_ms,
+            "{ms} ms elapsed around a {delay_ms} ms delay"
+        );
         let back = end.elapsed_ms(&start)?;
         assert!(back <= 0.0 && (back + ms).abs() <= 0.01 + 1e-3 * ms, "{back} vs {ms}");
         // The work before `end` is done: the data is final without another sync.

@@ -7,6 +7,10 @@
 //! `SKIPPED: <reason>` and returns: the test never counts a GPU behaviour as verified, and
 //! never fails because hardware is missing. Adding a backend means adding one function
 //! here and one test in the macro, not new tests.
+//!
+//! `cpu_tests! { fn name(ctx) { ... } }` is the same for behaviours only the CPU backend has
+//! (a kernel closure that panics, say): it makes `name::cpu` alone, so that a GPU run has no
+//! CUDA variant that would print `SKIPPED` and count as passed without running anything.
 
 #![allow(dead_code)]
 
@@ -96,6 +100,25 @@ macro_rules! backend_tests {
     )*};
 }
 
+/// One test, on the CPU backend only, for each body: see the module docs.
+#[macro_export]
+macro_rules! cpu_tests {
+    ($( $(#[$meta:meta])* fn $name:ident($ctx:ident) $body:block )*) => {$(
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn body($ctx: &gpu::Context) -> gpu::Result<()> $body
+
+            #[test]
+            fn cpu() {
+                $crate::common::run($crate::common::cpu(), body);
+            }
+        }
+    )*};
+}
+
 /// Relative-or-absolute closeness for float comparisons against an f64 reference.
 pub fn close(got: f64, want: f64, rel: f64) -> bool {
     if got.is_nan() || want.is_nan() {
@@ -129,4 +152,23 @@ pub fn vector_add_spec() -> KernelSpec<VectorAdd> {
             out[i] = a[i] + b[i];
         }
     })
+}
+
+/// CUDA C of the `delay` test kernel: one thread spins for `us` microseconds on the GPU's
+/// nanosecond clock (`%globaltimer`, not `clock64()`, whose rate is the SM clock's).
+pub const DELAY_SRC: &str = r#"
+extern "C" __global__ void delay(unsigned int us) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < (unsigned long long)us * 1000ull);
+}"#;
+
+/// `delay` for every backend: launched with one thread, it keeps its stream busy for `us`
+/// microseconds (the CPU closure sleeps).
+pub fn delay_spec() -> KernelSpec<(u32,)> {
+    // SAFETY: `delay(unsigned int)` matches `(u32,)` and touches no memory.
+    let spec = unsafe { KernelSpec::<(u32,)>::cuda(DELAY_SRC, "delay") };
+    spec.cpu(|_, (us,)| std::thread::sleep(std::time::Duration::from_micros(u64::from(*us))))
 }

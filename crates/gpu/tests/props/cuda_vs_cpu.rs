@@ -1,25 +1,30 @@
 //! The CUDA backend against the CPU backend on the same random inputs.
 //!
 //! Each test opens both backends; without a usable CUDA device it prints
-//! `SKIPPED: <reason>` and returns (and fails under `GPU_REQUIRE_CUDA=1`). What must agree:
+//! `SKIPPED: <reason>` and returns (and fails under `GPU_REQUIRE_CUDA=1`). What must agree,
+//! for every element type (f16 and bf16 included):
 //!
 //! - element-wise ops (fill, copy, axpy, scale, add, sub, mul, div, also through offset
-//!   views) bit for bit, for every element type: the CUDA kernels are compiled with
-//!   `--fmad=false` and IEEE division, integers wrap and `x / 0 == 0` on both backends. NaN
-//!   matches any NaN (the payloads differ between CPUs and GPUs);
-//! - `relu` bit for bit; `exp` within 2 ulp (CUDA's `expf` is within 2 ulp of the exact
-//!   result, glibc's within 0.5); `tanh` within 4 ulp (2 on each side); `sigmoid`, which is
-//!   `1 / (1 + exp(-x))` on both, within 4 ulp: a 1-ulp difference in `exp` can move the
-//!   rounding of `1 + e` by 2 ulp of `e`, which is up to 4 ulp of the quotient;
+//!   views) bit for bit: the CUDA kernels are compiled with `--fmad=false` and IEEE
+//!   division, integers wrap and `x / 0 == 0` on both backends, f16 and bf16 compute in f32
+//!   and round once (axpy included: `from_f32(a * x + y)`). NaN matches any NaN (the
+//!   payloads differ between CPUs and GPUs);
+//! - `relu` bit for bit; `exp`, `tanh` and `sigmoid` within the ulp budgets of
+//!   [`CrossFloat::ulp_budget`] (2, 4 and 4 for f32 and f64, 1 for the 16-bit types);
 //! - `max` exactly (by value: `-0.0 == 0.0`, NaN matches NaN); integer `sum` and `dot`
-//!   exactly; float `sum`, `dot` and `gemm` within `REL * sqrt(n)` of the sum of the
-//!   magnitudes of the `n` terms (`1e-5` for f32, `1e-13` for f64);
+//!   exactly; float `sum` and `dot`, which both backends accumulate in f64 and round once,
+//!   within 1 ulp of the result type plus the f64 reordering bound; `gemm` within the bound
+//!   of its compute type (both derived in `tolerance.rs`);
 //! - the same at lengths around one block and above `256 * 1024` elements (up to four
 //!   million), where the element-wise grids are capped and loop, and reductions fold more
-//!   than one block of partials per thread.
+//!   than one block of partials per thread. Those inputs hold unique large terms at the
+//!   last element and in the last block of partials, so that a reduction losing either
+//!   fails (`cross_rejects.rs` shows the comparisons catching exactly that).
 
+use super::cross::*;
 use super::*;
 
+use gpu::core::half::{bf16, f16};
 use gpu::{BinaryOp, Context, UnaryOp};
 
 /// Runs `body` with the CPU and the CUDA context; without CUDA, prints why and returns.
@@ -53,184 +58,6 @@ fn both<R>(
 /// A comparison failure as a proptest failure (whose report holds the shrunk input).
 fn fail(message: String) -> TestCaseError {
     TestCaseError::fail(message)
-}
-
-// ---------------------------------------------------------------------------------------
-// Element types
-// ---------------------------------------------------------------------------------------
-
-/// What the cross-backend comparisons need of an element type.
-trait Cross: Numeric {
-    /// Values for element-wise ops, edge cases of the type included (for floats: NaN,
-    /// infinities, signed zeros, subnormals; for integers: MIN, MAX, 0 and -1).
-    fn edgy() -> BoxedStrategy<Self>;
-    /// Values for reductions and gemm: for floats finite and moderate, so that the order
-    /// of summation cannot turn a finite sum into an infinity.
-    fn plain() -> BoxedStrategy<Self>;
-    /// A deterministic value from 64 random bits, for the large-length test.
-    fn from_bits64(x: u64) -> Self;
-    /// Bit-for-bit equality, except that NaN matches any NaN.
-    fn same(self, other: Self) -> bool;
-    /// Equality by value (`-0.0 == 0.0`), NaN matching NaN: for `max`.
-    fn same_value(self, other: Self) -> bool;
-    /// Whether two sums (or dot products) of `n` terms whose magnitudes add up to `scale`
-    /// agree: exactly for integers, within the float tolerance otherwise.
-    fn sums_agree(want: Self, got: Self, n: usize, scale: f64) -> bool;
-}
-
-macro_rules! cross_int {
-    ($($t:ty),*) => {$(
-        impl Cross for $t {
-            fn edgy() -> BoxedStrategy<Self> {
-                prop_oneof![
-                    4 => any::<$t>(),
-                    3 => (0 as $t)..4,
-                    2 => Just(0 as $t),
-                    1 => Just(<$t>::MIN),
-                    1 => Just(<$t>::MAX),
-                    // -1 for signed types (MIN / -1 wraps), MAX for unsigned ones.
-                    2 => Just((0 as $t).wrapping_sub(1)),
-                ]
-                .boxed()
-            }
-            fn plain() -> BoxedStrategy<Self> {
-                Self::edgy()
-            }
-            fn from_bits64(x: u64) -> Self {
-                // Truncation: every bit pattern of the type.
-                x as $t
-            }
-            fn same(self, other: Self) -> bool {
-                self == other
-            }
-            fn same_value(self, other: Self) -> bool {
-                self == other
-            }
-            fn sums_agree(want: Self, got: Self, _n: usize, _scale: f64) -> bool {
-                want == got
-            }
-        }
-    )*};
-}
-
-cross_int!(i32, u8, i64, u32, i8, u64);
-
-/// Floats: their ulp distance.
-trait CrossFloat: Cross + Float {
-    /// Units in the last place between two finite values (0 between `-0.0` and `0.0`).
-    fn ulps(self, other: Self) -> u64;
-}
-
-macro_rules! cross_float {
-    ($($t:ident: $bits:ty, $wide:ty, $rel:expr, $tiny:expr);*) => {$(
-        impl Cross for $t {
-            fn edgy() -> BoxedStrategy<Self> {
-                prop_oneof![
-                    4 => -1e3 as $t..1e3,
-                    2 => -1.0 as $t..1.0,
-                    2 => (-20i8..20).prop_map(<$t>::from),
-                    // proptest's "any float": normal, subnormal, zero, infinite and NaN.
-                    2 => proptest::num::$t::ANY,
-                    1 => prop::sample::select(vec![
-                        0.0, -0.0, 1.0, -1.0, <$t>::INFINITY, <$t>::NEG_INFINITY, <$t>::NAN,
-                        <$t>::MAX, <$t>::MIN, <$t>::MIN_POSITIVE, <$t>::MIN_POSITIVE / 2.0,
-                        <$t>::from_bits(1), -<$t>::from_bits(1), <$t>::EPSILON,
-                    ]),
-                ]
-                .boxed()
-            }
-            fn plain() -> BoxedStrategy<Self> {
-                prop_oneof![
-                    4 => -1e3 as $t..1e3,
-                    2 => -1.0 as $t..1.0,
-                    1 => Just(0.0),
-                    2 => (-20i8..20).prop_map(<$t>::from),
-                ]
-                .boxed()
-            }
-            fn from_bits64(x: u64) -> Self {
-                // -1000..1000 in steps of 1/64 (exact in both types).
-                ((x % 128_001) as $t - 64_000.0) / 64.0
-            }
-            fn same(self, other: Self) -> bool {
-                (self.is_nan() && other.is_nan()) || self.to_bits() == other.to_bits()
-            }
-            fn same_value(self, other: Self) -> bool {
-                (self.is_nan() && other.is_nan()) || self == other
-            }
-            fn sums_agree(want: Self, got: Self, n: usize, scale: f64) -> bool {
-                let (w, g) = (f64::from(want), f64::from(got));
-                if w.is_nan() || g.is_nan() {
-                    return w.is_nan() && g.is_nan();
-                }
-                if w.is_infinite() || g.is_infinite() {
-                    return w == g;
-                }
-                // `$rel` times sqrt(n) of the magnitudes, and `$tiny` for underflow.
-                (w - g).abs() <= $rel * (n.max(1) as f64).sqrt() * scale + $tiny
-            }
-        }
-
-        impl CrossFloat for $t {
-            fn ulps(self, other: Self) -> u64 {
-                // Sign-magnitude bits onto a line where neighbours differ by one.
-                let line = |x: $t| -> $wide {
-                    let b = x.to_bits();
-                    let sign = b >> (<$bits>::BITS - 1);
-                    let magnitude = (b & !(1 << (<$bits>::BITS - 1))) as $wide;
-                    if sign == 1 { -magnitude } else { magnitude }
-                };
-                u64::try_from((line(self) - line(other)).unsigned_abs()).unwrap_or(u64::MAX)
-            }
-        }
-    )*};
-}
-
-cross_float!(f32: u32, i128, 1e-5, 1e-37; f64: u64, i128, 1e-13, 1e-300);
-
-/// Whether `got` is within `max` ulp of `want`; NaN matches NaN, infinities match exactly.
-fn within_ulps<T: CrossFloat>(want: T, got: T, max: u64) -> bool {
-    let (w, g) = (want.to_f64(), got.to_f64());
-    if w.is_nan() || g.is_nan() {
-        return w.is_nan() && g.is_nan();
-    }
-    if w.is_infinite() || g.is_infinite() {
-        return w == g;
-    }
-    want.ulps(got) <= max
-}
-
-// ---------------------------------------------------------------------------------------
-// The comparisons, each on both backends
-// ---------------------------------------------------------------------------------------
-
-/// Element `i` of the first mismatch between the two results, reported with the inputs.
-fn same_elements<T: Cross>(
-    op: &str,
-    want: &[T],
-    got: &[T],
-    agree: impl Fn(T, T) -> bool,
-    inputs: impl Fn(usize) -> String,
-) -> Result<(), String> {
-    if want.len() != got.len() {
-        return Err(format!(
-            "{op} {}: cpu gave {} elements, cuda {}",
-            T::DTYPE,
-            want.len(),
-            got.len()
-        ));
-    }
-    match (0..want.len()).find(|&i| !agree(want[i], got[i])) {
-        None => Ok(()),
-        Some(i) => Err(format!(
-            "{op} {} [{i}] of {}: cpu {:?}, cuda {:?} ({})",
-            T::DTYPE,
-            want.len(),
-            want[i],
-            got[i],
-            inputs(i)
-        )),
-    }
 }
 
 /// Every element-wise op on `a` and `b` (whose zeros are divisors): equal bit for bit.
@@ -304,27 +131,17 @@ fn elementwise<T: Cross>(
     same_elements("sub on views", &want, &got, T::same, show)
 }
 
-/// Ulp budgets of the math functions (see the module docs).
-const EXP_ULPS: u64 = 2;
-const TANH_ULPS: u64 = 4;
-const SIGMOID_ULPS: u64 = 4;
-
 /// relu bit for bit; sigmoid, tanh and exp within their ulp budgets.
 fn unary<T: CrossFloat>(cpu: &Context, cuda: &Context, x: &[T]) -> Result<(), String> {
     let n = x.len();
-    let ops = [
-        (UnaryOp::Relu, 0),
-        (UnaryOp::Sigmoid, SIGMOID_ULPS),
-        (UnaryOp::Tanh, TANH_ULPS),
-        (UnaryOp::Exp, EXP_ULPS),
-    ];
-    for (op, ulps) in ops {
+    for op in [UnaryOp::Relu, UnaryOp::Sigmoid, UnaryOp::Tanh, UnaryOp::Exp] {
         let (want, got) = both(cpu, cuda, |ctx| {
             let dx = ctx.alloc_upload(x)?;
             let mut out = ctx.alloc::<T>(n)?;
             ctx.unary(op, &dx, &mut out)?;
             out.download()
         })?;
+        let ulps = T::ulp_budget(op);
         let agree = |w: T, g: T| {
             if ulps == 0 {
                 w.same(g)
@@ -348,45 +165,29 @@ fn reductions<T: Cross>(
     edgy: &[T],
 ) -> Result<(), String> {
     let n = a.len();
-    let what = T::DTYPE;
-
     let (want, got) = both(cpu, cuda, |ctx| ctx.sum(&ctx.alloc_upload(a)?))?;
     let scale: f64 = a.iter().map(|x| x.to_f64().abs()).sum();
-    if !T::sums_agree(want, got, n, scale) {
-        return Err(format!(
-            "sum {what} of {n}: cpu {want:?}, cuda {got:?} (sum of magnitudes {scale})"
-        ));
-    }
+    compare_sum("sum", n, scale, want, got)?;
 
     let (want, got) = both(cpu, cuda, |ctx| {
         ctx.dot(&ctx.alloc_upload(a)?, &ctx.alloc_upload(b)?)
     })?;
-    let scale: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (x.to_f64() * y.to_f64()).abs())
-        .sum();
-    if !T::sums_agree(want, got, n, scale) {
-        return Err(format!(
-            "dot {what} of {n}: cpu {want:?}, cuda {got:?} (sum of magnitudes {scale})"
-        ));
-    }
+    compare_sum("dot", n, dot_scale(a, b), want, got)?;
 
     for (name, x) in [("max", a), ("max of edge values", edgy)] {
         let (want, got) = both(cpu, cuda, |ctx| Ok(ctx.max(&ctx.alloc_upload(x)?)))?;
-        match (want, got) {
-            (Ok(w), Ok(g)) if w.same_value(g) => {}
-            (Err(gpu::Error::EmptyInput { .. }), Err(gpu::Error::EmptyInput { .. }))
-                if x.is_empty() => {}
-            (w, g) => {
-                return Err(format!(
-                    "{name} {what} of {}: cpu {w:?}, cuda {g:?}",
-                    x.len()
-                ))
-            }
-        }
+        compare_max(name, x.len(), want, got)?;
     }
     Ok(())
+}
+
+/// The sum of the magnitudes of a dot product's terms, each formed as both backends form
+/// it (in f64).
+pub(super) fn dot_scale<T: Numeric>(a: &[T], b: &[T]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x.to_f64() * y.to_f64()).abs())
+        .sum()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -438,8 +239,9 @@ fn random_ops<T: Cross>(cpu: &Context, cuda: &Context) -> gpu::Result<()> {
 }
 
 /// Inputs of the math functions: mostly where the results are ordinary numbers, plus the
-/// special values. Results stay out of the subnormal range, where the two libraries'
-/// accuracy is not documented.
+/// special values. f32 and f64 results stay out of their subnormal range, where the two
+/// libraries' accuracy is not documented; f16's subnormal results are f32 normals rounded
+/// once, the same on both backends.
 fn math_input<T: CrossFloat>() -> BoxedStrategy<T> {
     prop_oneof![
         6 => (-20.0..20.0f64).prop_map(T::from_f64),
@@ -463,21 +265,6 @@ fn math_input<T: CrossFloat>() -> BoxedStrategy<T> {
 fn random_math<T: CrossFloat>(cpu: &Context, cuda: &Context) -> gpu::Result<()> {
     let strategy = length(3000).prop_flat_map(|n| vec(math_input::<T>(), n));
     check(CASES, strategy, |x| unary(cpu, cuda, &x).map_err(fail))
-}
-
-#[derive(Debug, Clone)]
-struct GemmCase<T> {
-    m: usize,
-    n: usize,
-    k: usize,
-    trans_a: bool,
-    trans_b: bool,
-    alpha: T,
-    beta: T,
-    a: Vec<T>,
-    b: Vec<T>,
-    /// NaN everywhere when `beta == 0`, which must then be ignored.
-    c: Vec<T>,
 }
 
 fn gemm_case<T: CrossFloat>() -> impl Strategy<Value = GemmCase<T>> {
@@ -516,70 +303,25 @@ fn gemm_case<T: CrossFloat>() -> impl Strategy<Value = GemmCase<T>> {
         })
 }
 
+/// Runs `g` on the CPU and on CUDA: `(cpu's C, cuda's C)`.
+pub(super) fn run_gemm<T: Float>(
+    cpu: &Context,
+    cuda: &Context,
+    g: &GemmCase<T>,
+) -> Result<(Vec<T>, Vec<T>), String> {
+    both(cpu, cuda, |ctx| {
+        let a = ctx.alloc_upload(&g.a)?;
+        let b = ctx.alloc_upload(&g.b)?;
+        let mut c = ctx.alloc_upload(&g.c)?;
+        ctx.gemm(g.spec(), &a, &b, &mut c)?;
+        c.download()
+    })
+}
+
 fn random_gemm<T: CrossFloat>(cpu: &Context, cuda: &Context) -> gpu::Result<()> {
     check(CASES, gemm_case::<T>(), |g| {
-        let spec = Gemm::new(g.m, g.n, g.k)
-            .transpose(g.trans_a, g.trans_b)
-            .scaled(g.alpha, g.beta);
-        let (want, got) = both(cpu, cuda, |ctx| {
-            let a = ctx.alloc_upload(&g.a)?;
-            let b = ctx.alloc_upload(&g.b)?;
-            let mut c = ctx.alloc_upload(&g.c)?;
-            ctx.gemm(spec, &a, &b, &mut c)?;
-            c.download()
-        })
-        .map_err(fail)?;
-        prop_assert_eq!(want.len(), g.m * g.n);
-        prop_assert_eq!(got.len(), g.m * g.n);
-
-        let (m, n, k) = (g.m, g.n, g.k);
-        let at = |i: usize, l: usize| {
-            if g.trans_a {
-                g.a[l * m + i]
-            } else {
-                g.a[i * k + l]
-            }
-            .to_f64()
-        };
-        let bt = |l: usize, j: usize| {
-            if g.trans_b {
-                g.b[j * k + l]
-            } else {
-                g.b[l * n + j]
-            }
-            .to_f64()
-        };
-        let (alpha, beta) = (g.alpha.to_f64(), g.beta.to_f64());
-        for i in 0..m {
-            for j in 0..n {
-                let products: f64 = (0..k).map(|l| (at(i, l) * bt(l, j)).abs()).sum();
-                let cv = if beta == 0.0 {
-                    0.0
-                } else {
-                    beta * g.c[i * n + j].to_f64()
-                };
-                let scale = alpha.abs() * products + cv.abs();
-                let (w, c) = (want[i * n + j], got[i * n + j]);
-                prop_assert!(
-                    T::sums_agree(w, c, k + 1, scale),
-                    "gemm {} C[{}][{}] of {}x{}x{} (trans {} {}, alpha {:?}, beta {:?}): cpu {:?}, cuda {:?} (scale {})",
-                    T::DTYPE,
-                    i,
-                    j,
-                    m,
-                    n,
-                    k,
-                    g.trans_a,
-                    g.trans_b,
-                    g.alpha,
-                    g.beta,
-                    w,
-                    c,
-                    scale
-                );
-            }
-        }
-        Ok(())
+        let (want, got) = run_gemm(cpu, cuda, &g).map_err(fail)?;
+        compare_gemm(&g, &want, &got).map_err(fail)
     })
 }
 
@@ -590,7 +332,7 @@ fn random_gemm<T: CrossFloat>(cpu: &Context, cuda: &Context) -> gpu::Result<()> 
 /// Lengths around one block of 256 threads, around one reduction's most partials
 /// (1024 blocks of 256), and past the element-wise grid's cap (32 blocks of 256 per SM:
 /// 1.08 million threads on a 132-SM H100), where every kernel's grid-stride loop turns.
-const LARGE: [usize; 8] = [1, 255, 256, 257, 70_001, 262_145, 1_000_003, 4_000_037];
+pub(super) const LARGE: [usize; 8] = [1, 255, 256, 257, 70_001, 262_145, 1_000_003, 4_000_037];
 
 /// Deterministic values: a xorshift stream from `seed`.
 fn stream<T: Cross>(seed: u64, len: usize) -> Vec<T> {
@@ -605,19 +347,53 @@ fn stream<T: Cross>(seed: u64, len: usize) -> Vec<T> {
         .collect()
 }
 
+/// The inputs of one large length.
+pub(super) struct LargeInputs<T> {
+    /// Sums, dots, `max` and element-wise ops: `PEAKS[0]` at the last element, `PEAKS[1]`
+    /// at the start of the last block of partials (the only two, above everything else).
+    pub a: Vec<T>,
+    /// The other operand: every seventh element zero (divisors), and 1 where `a` has its
+    /// peaks, so that dot's largest terms sit there too.
+    pub b: Vec<T>,
+    /// `b` with its unique maximum `PEAKS[0]` at the start of the last block of partials:
+    /// `max` of `a` catches a lost last element, `max` of this a lost last block.
+    pub b_peaked: Vec<T>,
+    pub alpha: T,
+    pub fill: T,
+}
+
+/// The large inputs of length `len`, from `seed`.
+pub(super) fn large_inputs<T: Cross>(seed: u64, len: usize) -> LargeInputs<T> {
+    let mut a: Vec<T> = stream(seed, len);
+    let mut b: Vec<T> = stream::<T>(seed + 1, len)
+        .into_iter()
+        .enumerate()
+        .map(|(j, v)| if j % 7 == 3 { T::ZERO } else { v })
+        .collect();
+    let mut b_peaked = b.clone();
+    if len > 0 {
+        let (last, block) = (len - 1, last_block_start(len));
+        a[block] = T::PEAKS[1];
+        a[last] = T::PEAKS[0];
+        b[block] = T::from_f64(1.0);
+        b[last] = T::from_f64(1.0);
+        b_peaked[block] = T::PEAKS[0];
+    }
+    let [alpha, fill] = [stream::<T>(seed + 2, 1)[0], stream::<T>(seed + 3, 1)[0]];
+    LargeInputs {
+        a,
+        b,
+        b_peaked,
+        alpha,
+        fill,
+    }
+}
+
 fn large<T: Cross>(cpu: &Context, cuda: &Context) -> Result<(), String> {
     for (i, &len) in LARGE.iter().enumerate() {
-        let seed = i as u64 * 4;
-        let a: Vec<T> = stream(seed, len);
-        // Every seventh divisor is zero.
-        let b: Vec<T> = stream::<T>(seed + 1, len)
-            .into_iter()
-            .enumerate()
-            .map(|(j, v)| if j % 7 == 3 { T::ZERO } else { v })
-            .collect();
-        let [alpha, fill] = [stream::<T>(seed + 2, 1)[0], stream::<T>(seed + 3, 1)[0]];
-        elementwise(cpu, cuda, &a, &b, alpha, fill)?;
-        reductions(cpu, cuda, &a, &b, &b)?;
+        let x = large_inputs::<T>(i as u64 * 4, len);
+        elementwise(cpu, cuda, &x.a, &x.b, x.alpha, x.fill)?;
+        reductions(cpu, cuda, &x.a, &x.b, &x.b_peaked)?;
     }
     Ok(())
 }
@@ -659,6 +435,8 @@ macro_rules! random_ops_tests {
 random_ops_tests!(
     f32_ops_equal_the_cpu: f32,
     f64_ops_equal_the_cpu: f64,
+    f16_ops_equal_the_cpu: f16,
+    bf16_ops_equal_the_cpu: bf16,
     i32_ops_equal_the_cpu: i32,
     u8_ops_equal_the_cpu: u8,
     i64_ops_equal_the_cpu: i64,
@@ -667,31 +445,34 @@ random_ops_tests!(
     u64_ops_equal_the_cpu: u64
 );
 
-#[test]
-fn f32_math_matches_the_cpu() {
-    cross(random_math::<f32>);
+macro_rules! float_tests {
+    ($($math:ident, $gemm:ident: $t:ty),*) => {$(
+        #[test]
+        fn $math() {
+            cross(random_math::<$t>);
+        }
+
+        #[test]
+        fn $gemm() {
+            cross(random_gemm::<$t>);
+        }
+    )*};
 }
 
-#[test]
-fn f64_math_matches_the_cpu() {
-    cross(random_math::<f64>);
-}
-
-#[test]
-fn f32_gemm_matches_the_cpu() {
-    cross(random_gemm::<f32>);
-}
-
-#[test]
-fn f64_gemm_matches_the_cpu() {
-    cross(random_gemm::<f64>);
-}
+float_tests!(
+    f32_math_matches_the_cpu, f32_gemm_matches_the_cpu: f32,
+    f64_math_matches_the_cpu, f64_gemm_matches_the_cpu: f64,
+    f16_math_matches_the_cpu, f16_gemm_matches_the_cpu: f16,
+    bf16_math_matches_the_cpu, bf16_gemm_matches_the_cpu: bf16
+);
 
 #[test]
 fn large_lengths_match_the_cpu() {
     cross(|cpu, cuda| {
         large::<f32>(cpu, cuda).map_err(failed)?;
         large::<f64>(cpu, cuda).map_err(failed)?;
+        large::<f16>(cpu, cuda).map_err(failed)?;
+        large::<bf16>(cpu, cuda).map_err(failed)?;
         large::<i32>(cpu, cuda).map_err(failed)?;
         large::<u8>(cpu, cuda).map_err(failed)?;
         large::<i64>(cpu, cuda).map_err(failed)?;
@@ -699,52 +480,40 @@ fn large_lengths_match_the_cpu() {
         large::<i8>(cpu, cuda).map_err(failed)?;
         large::<u64>(cpu, cuda).map_err(failed)?;
         large_math::<f32>(cpu, cuda).map_err(failed)?;
-        large_math::<f64>(cpu, cuda).map_err(failed)
+        large_math::<f64>(cpu, cuda).map_err(failed)?;
+        large_math::<f16>(cpu, cuda).map_err(failed)?;
+        large_math::<bf16>(cpu, cuda).map_err(failed)
     });
 }
 
 /// The comparisons themselves, on two CPU contexts (which must agree exactly): runs
-/// everywhere, so that a broken comparison is caught without a GPU.
+/// everywhere, so that a comparison that refuses right answers is caught without a GPU.
+/// (`cross_rejects.rs` shows them refusing wrong ones.)
 #[test]
 fn comparisons_accept_two_cpu_contexts() {
     let (Some(one), Some(two)) = (common::cpu(), common::cpu()) else {
         return;
     };
+    fn ops<T: Cross>(one: &Context, two: &Context) -> gpu::Result<()> {
+        check(4, case::<T>(300), |c| {
+            elementwise(one, two, &c.a, &c.b, c.alpha, c.fill).map_err(fail)?;
+            reductions(one, two, &c.x, &c.y, &c.a).map_err(fail)
+        })
+    }
     let run = || -> gpu::Result<()> {
-        check(4, case::<f32>(300), |c| {
-            elementwise(&one, &two, &c.a, &c.b, c.alpha, c.fill).map_err(fail)?;
-            reductions(&one, &two, &c.x, &c.y, &c.a).map_err(fail)
-        })?;
-        check(4, case::<i8>(300), |c| {
-            elementwise(&one, &two, &c.a, &c.b, c.alpha, c.fill).map_err(fail)?;
-            reductions(&one, &two, &c.x, &c.y, &c.a).map_err(fail)
-        })?;
+        ops::<f32>(&one, &two)?;
+        ops::<f16>(&one, &two)?;
+        ops::<bf16>(&one, &two)?;
+        ops::<i8>(&one, &two)?;
         random_math::<f64>(&one, &two)?;
+        random_math::<f16>(&one, &two)?;
         random_gemm::<f32>(&one, &two)?;
+        random_gemm::<bf16>(&one, &two)?;
         large_math::<f32>(&one, &two).map_err(failed)?;
-        large::<u8>(&one, &two).map_err(failed)
+        large::<u8>(&one, &two).map_err(failed)?;
+        large::<f16>(&one, &two).map_err(failed)
     };
     if let Err(e) = run() {
         panic!("{e}");
     }
-}
-
-/// The ulp distance and the float comparisons on known values.
-#[test]
-fn ulp_distance_and_float_equality() {
-    assert_eq!(1.0f32.ulps(f32::from_bits(1.0f32.to_bits() + 2)), 2);
-    assert_eq!(0.0f32.ulps(-0.0), 0);
-    assert_eq!(f32::from_bits(1).ulps(-f32::from_bits(1)), 2);
-    assert_eq!((-1.0f64).ulps(f64::from_bits((-1.0f64).to_bits() + 3)), 3);
-    assert_eq!(f64::MAX.ulps(-f64::MAX), 2 * f64::MAX.to_bits());
-    assert!(within_ulps(f32::INFINITY, f32::INFINITY, 0));
-    assert!(!within_ulps(f32::INFINITY, f32::MAX, 4));
-    assert!(within_ulps(f64::NAN, -f64::NAN, 0));
-    assert!(!within_ulps(f64::NAN, 1.0, 4));
-    assert!(f32::NAN.same(f32::from_bits(0x7fff_ffff)));
-    assert!(!0.0f32.same(-0.0));
-    assert!(0.0f64.same_value(-0.0));
-    assert!(f32::sums_agree(1.0, 1.0 + 1e-6, 4, 1.0));
-    assert!(!f32::sums_agree(1.0, 1.001, 4, 1.0));
-    assert!(!i64::sums_agree(1, 2, 1, 1e9));
 }

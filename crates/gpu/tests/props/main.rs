@@ -11,12 +11,22 @@
 //!
 //! Each body drives proptest's [`TestRunner`] itself (rather than the `proptest!` macro) so
 //! that the same body serves every backend. A failure reports the shrunk input.
+//!
+//! Case counts: each property has a default sized for CI on two cores; the environment
+//! variable `PROPTEST_CASES=N` raises every property to at least `N` cases (a GPU run asks
+//! for more), and never lowers one below its default. A value that is not a number fails
+//! the tests rather than being ignored.
+//!
+//! Float tolerances are derived, not guessed: see `tolerance.rs`.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod cross;
+mod cross_rejects;
 mod cuda_vs_cpu;
 mod ops;
 mod programs;
+mod tolerance;
 mod views;
 
 use std::ops::Bound;
@@ -30,10 +40,43 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 // Harness glue
 // ---------------------------------------------------------------------------------------
 
-/// Runs `test` on `cases` inputs drawn from `strategy`; a failure becomes a `gpu::Error`
-/// whose message holds the shrunk input.
+/// A harness error (not a property's failure) as a `gpu::Error`.
+fn harness_error(call: &'static str, message: String) -> gpu::Error {
+    gpu::Error::Backend {
+        backend: "test",
+        call,
+        message,
+    }
+}
+
+/// The cases to run for a property whose default is `default`: more when `PROPTEST_CASES`
+/// asks for more, never fewer.
+fn cases(default: u32) -> gpu::Result<u32> {
+    cases_from(default, std::env::var("PROPTEST_CASES"))
+}
+
+/// [`cases`] for a given value of the variable.
+fn cases_from(default: u32, var: Result<String, std::env::VarError>) -> gpu::Result<u32> {
+    match var {
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Ok(text) => text
+            .trim()
+            .parse::<u32>()
+            .map(|n| n.max(default))
+            .map_err(|e| {
+                harness_error(
+                    "PROPTEST_CASES",
+                    format!("PROPTEST_CASES={text:?} is not a case count: {e}"),
+                )
+            }),
+        Err(e) => Err(harness_error("PROPTEST_CASES", e.to_string())),
+    }
+}
+
+/// Runs `test` on `default_cases` inputs drawn from `strategy` (or more: see [`cases`]); a
+/// failure becomes a `gpu::Error` whose message holds the shrunk input.
 fn check<S>(
-    cases: u32,
+    default_cases: u32,
     strategy: S,
     test: impl Fn(S::Value) -> Result<(), TestCaseError>,
 ) -> gpu::Result<()>
@@ -42,18 +85,14 @@ where
     S::Value: std::fmt::Debug,
 {
     let config = Config {
-        cases,
+        cases: cases(default_cases)?,
         // Failures print their shrunk input; no regression files in the source tree.
         failure_persistence: None,
         ..Config::default()
     };
     TestRunner::new(config)
         .run(&strategy, test)
-        .map_err(|e| gpu::Error::Backend {
-            backend: "test",
-            call: "proptest",
-            message: e.to_string(),
-        })
+        .map_err(|e| harness_error("proptest", e.to_string()))
 }
 
 /// Turns a library error into a test-case failure.
@@ -83,4 +122,18 @@ fn data(seed: u32, len: usize) -> Vec<f32> {
             ((x % 1281) as f32 - 640.0) / 64.0
         })
         .collect()
+}
+
+#[test]
+fn proptest_cases_raises_the_defaults_and_never_lowers_them() {
+    use std::env::VarError;
+    let from =
+        |default: u32, var: Result<&str, VarError>| cases_from(default, var.map(str::to_owned));
+    assert_eq!(from(32, Err(VarError::NotPresent)).ok(), Some(32));
+    assert_eq!(from(32, Ok("1000")).ok(), Some(1000));
+    assert_eq!(from(32, Ok(" 64 ")).ok(), Some(64));
+    assert_eq!(from(512, Ok("64")).ok(), Some(512));
+    assert!(from(32, Ok("many")).is_err());
+    assert!(from(32, Ok("-1")).is_err());
+    assert!(from(32, Err(VarError::NotUnicode("x".into()))).is_err());
 }

@@ -1,31 +1,65 @@
-//! Every built-in op against a float64 reference (floats) or exact wrapping arithmetic (integers), on random sizes and values.
+//! Every built-in op against a float64 reference (floats, the 16-bit ones included) or exact
+//! wrapping arithmetic (integers), on random sizes and values.
 
 use super::*;
 
-/// Tolerances of one float type against the f64 reference.
+use gpu::core::half::{bf16, f16};
+
+/// Input ranges and element-wise tolerances of one float type against the f64 reference.
+/// Reductions and gemm use the derived bounds of `tolerance.rs`.
 trait FloatRef: Float {
-    /// Element-wise arithmetic, relative to the size of the terms.
+    /// The magnitude of arithmetic inputs: small enough that the 16-bit types' sums,
+    /// products and quotients stay finite.
+    const SPAN: f64;
+    /// The magnitude of math-function inputs (f16's `exp` overflows past 11).
+    const MATH_SPAN: f64;
+    /// Element-wise arithmetic, relative to the size of the terms: axpy rounds twice in
+    /// the compute type (the 16-bit types compute in f32), then the 16-bit types round once
+    /// more to their own precision.
     const ARITH: f64;
-    /// Math functions, relative to the result.
+    /// Math functions, relative to the result: the f32 or f64 function's error, plus the
+    /// rounding to 16 bits.
     const MATH: f64;
-    /// Reductions and gemm, times sqrt(n), relative to the sum of the terms' magnitudes.
-    const REDUCE: f64;
-    /// Absolute slack for results near the bottom of the type's range.
+    /// Absolute slack for results near the bottom of the type's range (subnormals).
     const TINY: f64;
 }
 
 impl FloatRef for f32 {
-    const ARITH: f64 = 1e-6;
+    const SPAN: f64 = 1e3;
+    const MATH_SPAN: f64 = 20.0;
+    const ARITH: f64 = f32::EPSILON as f64;
     const MATH: f64 = 1e-5;
-    const REDUCE: f64 = 1e-5;
     const TINY: f64 = 1e-37;
 }
 
 impl FloatRef for f64 {
-    const ARITH: f64 = 1e-14;
+    const SPAN: f64 = 1e3;
+    const MATH_SPAN: f64 = 20.0;
+    const ARITH: f64 = f64::EPSILON;
     const MATH: f64 = 1e-13;
-    const REDUCE: f64 = 1e-12;
     const TINY: f64 = 1e-300;
+}
+
+/// `2^-e`.
+const fn pow2_neg(e: i32) -> f64 {
+    1.0 / (1u64 << e) as f64
+}
+
+impl FloatRef for f16 {
+    const SPAN: f64 = 16.0;
+    const MATH_SPAN: f64 = 10.0;
+    const ARITH: f64 = pow2_neg(11) + pow2_neg(22);
+    const MATH: f64 = pow2_neg(11) + 1e-5;
+    // Half the smallest subnormal is the most a subnormal result can be off.
+    const TINY: f64 = pow2_neg(24);
+}
+
+impl FloatRef for bf16 {
+    const SPAN: f64 = 1e3;
+    const MATH_SPAN: f64 = 20.0;
+    const ARITH: f64 = pow2_neg(8) + pow2_neg(22);
+    const MATH: f64 = pow2_neg(8) + 1e-5;
+    const TINY: f64 = 1e-37;
 }
 
 /// Whether `got` is within `rel * scale` of `want` (NaN matches NaN, infinities match
@@ -40,11 +74,11 @@ fn near(got: f64, want: f64, rel: f64, scale: f64, tiny: f64) -> bool {
     (got - want).abs() <= rel * scale + tiny
 }
 
-/// A value for arithmetic: wide, small, zero and small integers (so that exact
+/// A value for arithmetic: up to `span`, small, zero and small integers (so that exact
 /// cancellations happen).
-fn value() -> impl Strategy<Value = f64> {
+fn value(span: f64) -> impl Strategy<Value = f64> {
     prop_oneof![
-        4 => -1e3..1e3f64,
+        4 => -span..span,
         2 => -1.0..1.0f64,
         1 => Just(0.0),
         2 => (-20i32..20).prop_map(f64::from),
@@ -67,16 +101,16 @@ struct FloatCase {
     fill: f64,
 }
 
-fn float_case() -> impl Strategy<Value = FloatCase> {
+fn float_case<T: FloatRef>() -> impl Strategy<Value = FloatCase> {
     length(2000)
         .prop_flat_map(|n| {
             (
-                vec(value(), n),
-                vec(value(), n),
+                vec(value(T::SPAN), n),
+                vec(value(T::SPAN), n),
                 vec(denominator(), n),
-                vec(-20.0..20.0f64, n),
+                vec(-T::MATH_SPAN..T::MATH_SPAN, n),
                 prop_oneof![-4.0..4.0f64, Just(0.0), Just(1.0), Just(-1.0)],
-                value(),
+                value(T::SPAN),
             )
         })
         .prop_map(|(a, b, den, m, alpha, fill)| FloatCase {
@@ -115,7 +149,7 @@ fn check_elementwise<T: FloatRef>(
 }
 
 fn float_ops<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
-    check(128, float_case(), |c| {
+    check(128, float_case::<T>(), |c| {
         let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
         let back = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
         let (a, b, den, m) = (to_t(&c.a), to_t(&c.b), to_t(&c.den), to_t(&c.m));
@@ -189,27 +223,35 @@ fn float_ops<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
             })?;
         }
 
-        let red = T::REDUCE * (n.max(1) as f64).sqrt();
+        // Sums against the test's f64 sum rounded once to T, as the backends define them:
+        // within 1 ulp and the f64 reordering bound (tolerance.rs), which an accumulation
+        // in T itself misses by far.
         let got = ctx.sum(&da).tc()?.to_f64();
-        let want: f64 = af.iter().sum();
+        let exact: f64 = af.iter().sum();
+        let want = T::from_f64(exact).to_f64();
         let scale: f64 = af.iter().map(|x| x.abs()).sum();
         prop_assert!(
-            near(got, want, red, scale, T::TINY),
-            "sum of {}: got {}, want {}",
+            tolerance::sums_agree(T::DTYPE, want, got, n, scale),
+            "sum of {}: got {}, want {} (f64 sum {}, tolerance {})",
             n,
             got,
-            want
+            want,
+            exact,
+            tolerance::sum_tolerance(T::DTYPE, n, scale, want.abs())
         );
 
         let got = ctx.dot(&da, &db).tc()?.to_f64();
-        let want: f64 = af.iter().zip(&bf).map(|(x, y)| x * y).sum();
+        let exact: f64 = af.iter().zip(&bf).map(|(x, y)| x * y).sum();
+        let want = T::from_f64(exact).to_f64();
         let scale: f64 = af.iter().zip(&bf).map(|(x, y)| (x * y).abs()).sum();
         prop_assert!(
-            near(got, want, red, scale, T::TINY),
-            "dot of {}: got {}, want {}",
+            tolerance::sums_agree(T::DTYPE, want, got, n, scale),
+            "dot of {}: got {}, want {} (f64 dot {}, tolerance {})",
             n,
             got,
-            want
+            want,
+            exact,
+            tolerance::sum_tolerance(T::DTYPE, n, scale, want.abs())
         );
 
         match ctx.max(&da) {
@@ -245,7 +287,7 @@ struct GemmCase {
     nan_c: bool,
 }
 
-fn gemm_case() -> impl Strategy<Value = GemmCase> {
+fn gemm_case<T: FloatRef>() -> impl Strategy<Value = GemmCase> {
     (
         (0..=12usize, 0..=12usize, 0..=12usize),
         (any::<bool>(), any::<bool>(), any::<bool>()),
@@ -255,9 +297,9 @@ fn gemm_case() -> impl Strategy<Value = GemmCase> {
         .prop_flat_map(|((m, n, k), (ta, tb, nan), alpha, beta)| {
             (
                 Just((m, n, k, ta, tb, nan, alpha, beta)),
-                vec(value(), m * k),
-                vec(value(), k * n),
-                vec(value(), m * n),
+                vec(value(T::SPAN), m * k),
+                vec(value(T::SPAN), k * n),
+                vec(value(T::SPAN), m * n),
             )
         })
         .prop_map(
@@ -278,7 +320,7 @@ fn gemm_case() -> impl Strategy<Value = GemmCase> {
 }
 
 fn gemm_vs_reference<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
-    check(256, gemm_case(), |g| {
+    check(256, gemm_case::<T>(), |g| {
         let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
         let (a, b) = (to_t(&g.a), to_t(&g.b));
         let c0 = if g.nan_c && g.beta == 0.0 {
@@ -316,7 +358,6 @@ fn gemm_vs_reference<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
             }
             .to_f64()
         };
-        let rel = T::REDUCE * ((k + 1) as f64).sqrt();
         for i in 0..m {
             for j in 0..n {
                 let (mut acc, mut mag) = (0.0f64, 0.0f64);
@@ -333,13 +374,16 @@ fn gemm_vs_reference<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
                 let scale = al.abs() * mag + cv.abs();
                 let got = got[i * n + j].to_f64();
                 prop_assert!(
-                    near(got, want, rel, scale, T::TINY),
-                    "C[{}][{}] of {}x{}x{}: got {}, want {} (scale {})",
+                    tolerance::gemm_agree(T::DTYPE, want, got, k, scale),
+                    "{} C[{}][{}] of {}x{}x{} (trans {} {}): got {}, want {} (scale {})",
+                    T::DTYPE,
                     i,
                     j,
                     m,
                     n,
                     k,
+                    g.trans_a,
+                    g.trans_b,
                     got,
                     want,
                     scale
@@ -480,6 +524,22 @@ backend_tests! {
 
     fn f64_gemm_matches_f64_reference(ctx) {
         gemm_vs_reference::<f64>(ctx)
+    }
+
+    fn f16_ops_match_f64_reference(ctx) {
+        float_ops::<f16>(ctx)
+    }
+
+    fn bf16_ops_match_f64_reference(ctx) {
+        float_ops::<bf16>(ctx)
+    }
+
+    fn f16_gemm_matches_f64_reference(ctx) {
+        gemm_vs_reference::<f16>(ctx)
+    }
+
+    fn bf16_gemm_matches_f64_reference(ctx) {
+        gemm_vs_reference::<bf16>(ctx)
     }
 
     fn i32_ops_wrap_exactly(ctx) {

@@ -220,24 +220,11 @@ fn split_dst<T>(arrs: &mut [T], dst: usize) -> (Others<'_, T>, &mut T) {
     (Others { below, above, dst }, d)
 }
 
-const DELAY_SRC: &str = r#"
-extern "C" __global__ void props_delay(unsigned int us) {
-    long long start = clock64();
-    while (clock64() - start < (long long)us * 1000) { }
-}"#;
-
-/// A one-thread kernel that spends about `us` microseconds.
-fn delay_kernel() -> gpu::KernelSpec<(u32,)> {
-    // SAFETY: `props_delay(unsigned int)` matches `(u32,)` and touches no memory.
-    unsafe { gpu::KernelSpec::cuda(DELAY_SRC, "props_delay") }
-        .cpu(|_, (us,)| std::thread::sleep(std::time::Duration::from_micros(u64::from(*us))))
-}
-
 /// The program run on `ctx`'s streams, with no synchronisation but what it says; the
 /// final downloads rely on the automatic ordering alone.
 fn execute(ctx: &gpu::Context, p: &Program) -> Result<Outcome, TestCaseError> {
     let delay = if p.fresh || p.instrs.iter().any(|i| matches!(i, Instr::Delay { .. })) {
-        Some(ctx.kernel(delay_kernel()).tc()?)
+        Some(ctx.kernel(common::delay_spec()).tc()?)
     } else {
         None
     };
