@@ -187,12 +187,19 @@ fn rss_bytes() -> Option<u64> {
 
 /// Device memory in use (total minus free) on the CUDA context current on this thread;
 /// `None` on the CPU backend, or when the driver does not say.
+#[cfg(feature = "cuda")]
 fn device_used(cuda: bool) -> Option<u64> {
     if !cuda {
         return None;
     }
     let (free, total) = cudarc::driver::result::mem_get_info().ok()?;
     Some(total.saturating_sub(free) as u64)
+}
+
+/// Without the `cuda` feature there is no CUDA context to ask.
+#[cfg(not(feature = "cuda"))]
+fn device_used(_cuda: bool) -> Option<u64> {
+    None
 }
 
 /// One row of the table.

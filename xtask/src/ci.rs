@@ -1,6 +1,9 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
 //!
-//! fmt, clippy, tidy, test, doc: cheap checks first so a formatting slip fails in seconds.
+//! fmt, clippy, tidy, test, no-cuda, doc: cheap checks first so a formatting slip fails in
+//! seconds. `no-cuda` builds and tests the other configuration users can choose: the facade
+//! without its default `cuda` feature. It checks that no CUDA crate is in that build's
+//! dependency tree, lints it, and runs every test of the crates that do not need CUDA.
 //! `.ci/run` calls this on a fresh clone; where rustfmt or clippy is not installed (and
 //! could not be added) their steps are reported as skipped rather than failing the build,
 //! since the tests are what a machine without those components can still verify.
@@ -18,11 +21,22 @@ enum Step {
     Clippy,
     Tidy,
     Test,
+    NoCuda,
     Doc,
 }
 
+/// The crates a build without the facade's `cuda` feature must not compile.
+const CUDA_CRATES: [&str; 3] = ["gpu-cuda", "cuda-sys", "cudarc"];
+
 impl Step {
-    const ALL: [Step; 5] = [Step::Fmt, Step::Clippy, Step::Tidy, Step::Test, Step::Doc];
+    const ALL: [Step; 6] = [
+        Step::Fmt,
+        Step::Clippy,
+        Step::Tidy,
+        Step::Test,
+        Step::NoCuda,
+        Step::Doc,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -30,6 +44,7 @@ impl Step {
             Step::Clippy => "clippy",
             Step::Tidy => "tidy",
             Step::Test => "test",
+            Step::NoCuda => "no-cuda",
             Step::Doc => "doc",
         }
     }
@@ -39,7 +54,7 @@ impl Step {
         match self {
             Step::Fmt => Some(("fmt", "rustfmt")),
             Step::Clippy => Some(("clippy", "clippy")),
-            Step::Tidy | Step::Test | Step::Doc => None,
+            Step::Tidy | Step::Test | Step::NoCuda | Step::Doc => None,
         }
     }
 
@@ -63,6 +78,7 @@ impl Step {
                     .args(["test", "--workspace"])
                     .args(test_args),
             ),
+            Step::NoCuda => no_cuda(root, test_args),
             Step::Doc => {
                 // Keep flags the caller set and make rustdoc warnings errors on top.
                 let flags = match std::env::var("RUSTDOCFLAGS") {
@@ -77,6 +93,89 @@ impl Step {
             }
         }
     }
+}
+
+/// The `no-cuda` step: the dependency tree of `gpu` without default features holds no CUDA
+/// crate; clippy (where installed) on the facade and the examples in that configuration;
+/// then the tests of every crate but the CUDA ones and xtask.
+fn no_cuda(root: &Path, test_args: &[String]) -> Result {
+    util::header("no-cuda: `gpu` without its default `cuda` feature compiles no CUDA crate");
+    let mut tree = util::cargo(root);
+    tree.args([
+        "tree",
+        "--package",
+        "gpu",
+        "--no-default-features",
+        "--edges",
+        "normal,build",
+        "--prefix",
+        "none",
+        "--format",
+        "{p}",
+    ]);
+    let shown = util::display(&tree);
+    let out = tree
+        .output()
+        .map_err(|err| util::spawn_failure(&shown, &err))?;
+    if !out.status.success() {
+        return Err(Failure::new(format!(
+            "`{shown}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let found = cuda_crates_in(&tree);
+    if !found.is_empty() {
+        return Err(Failure::new(format!(
+            "`gpu` without default features still depends on {}",
+            found.join(", ")
+        )));
+    }
+    println!(
+        "no CUDA crate in the tree ({} lines checked)",
+        tree.lines().count()
+    );
+    if util::succeeds(util::cargo(root).args(["clippy", "--version"])) {
+        util::run(util::cargo(root).args([
+            "clippy",
+            "--package",
+            "gpu",
+            "--package",
+            "gpu-examples",
+            "--all-targets",
+            "--no-default-features",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+    }
+    util::run(
+        util::cargo(root)
+            .args([
+                "test",
+                "--workspace",
+                "--exclude",
+                "gpu-cuda",
+                "--exclude",
+                "cuda-sys",
+                "--exclude",
+                "xtask",
+                "--no-default-features",
+            ])
+            .args(test_args),
+    )
+}
+
+/// The CUDA crates named in `cargo tree --format {p}` output (`name vX.Y.Z (path)` lines).
+fn cuda_crates_in(tree: &str) -> Vec<&'static str> {
+    CUDA_CRATES
+        .into_iter()
+        .filter(|name| {
+            tree.lines()
+                .any(|line| line.split_whitespace().next() == Some(*name))
+        })
+        .collect()
 }
 
 /// What became of a step, for the summary line.
@@ -211,6 +310,16 @@ mod tests {
         let err = Options::parse(&strings(&["--skip-everything"])).unwrap_err();
         assert_eq!(err.code, 2);
         assert!(err.message.contains("--skip-everything"));
+    }
+
+    #[test]
+    fn finds_cuda_crates_in_a_tree_by_name() {
+        let with = "gpu v0.1.0 (/w/crates/gpu)\ngpu-cuda v0.1.0 (/w/crates/gpu-cuda)\n\
+                    cudarc v0.19.10\ngpu-core v0.1.0 (/w/crates/gpu-core)\n";
+        assert_eq!(cuda_crates_in(with), ["gpu-cuda", "cudarc"]);
+        // Names that only contain a CUDA crate's name are not it.
+        let without = "gpu v0.1.0 (/w/crates/gpu)\nmy-cuda-sys-helper v1.0.0\ntracing v0.1.41\n";
+        assert!(cuda_crates_in(without).is_empty());
     }
 
     #[test]

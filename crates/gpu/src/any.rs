@@ -3,7 +3,8 @@
 //!
 //! Adding a backend takes two lines: a `Name => crate::Backend` entry in the `backends!`
 //! invocation below (which generates a variant in every enum and the narrowing functions)
-//! and one arm in `dispatch!`. No method is written per backend.
+//! and one arm in `dispatch!`. No method is written per backend. A backend behind a cargo
+//! feature carries its `#[cfg(feature = "...")]` on both lines.
 
 use gpu_core::{
     Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
@@ -49,23 +50,25 @@ pub trait Member: Backend {
 }
 
 macro_rules! backends {
-    ($($variant:ident => $backend:ty),+ $(,)?) => {
+    ($($(#[$cfg:meta])* $variant:ident => $backend:ty),+ $(,)?) => {
         /// The backend a [`crate::Context`] runs on.
         // One per context, behind its Arc: the variants' sizes do not matter.
         #[allow(clippy::large_enum_variant)]
         pub enum AnyBackend { $(
             #[doc = concat!("The `", stringify!($backend), "` backend.")]
+            $(#[$cfg])*
             $variant($backend),
         )+ }
 
-        backends!(@enum AnyBuffer, Buffer, "Device memory of any backend.", $($variant => $backend),+);
-        backends!(@enum AnyHostMem, HostMem, "Host memory of any backend.", $($variant => $backend),+);
-        backends!(@enum AnyRegistration, Registration, "A host registration of any backend.", $($variant => $backend),+);
-        backends!(@enum AnyStream, Stream, "A stream of any backend.", $($variant => $backend),+);
-        backends!(@enum AnyEvent, Event, "An event of any backend.", $($variant => $backend),+);
-        backends!(@enum AnyKernel, Kernel, "A kernel of any backend.", $($variant => $backend),+);
+        backends!(@enum AnyBuffer, Buffer, "Device memory of any backend.", $($(#[$cfg])* $variant => $backend),+);
+        backends!(@enum AnyHostMem, HostMem, "Host memory of any backend.", $($(#[$cfg])* $variant => $backend),+);
+        backends!(@enum AnyRegistration, Registration, "A host registration of any backend.", $($(#[$cfg])* $variant => $backend),+);
+        backends!(@enum AnyStream, Stream, "A stream of any backend.", $($(#[$cfg])* $variant => $backend),+);
+        backends!(@enum AnyEvent, Event, "An event of any backend.", $($(#[$cfg])* $variant => $backend),+);
+        backends!(@enum AnyKernel, Kernel, "A kernel of any backend.", $($(#[$cfg])* $variant => $backend),+);
 
         $(
+        $(#[$cfg])*
         #[allow(unreachable_patterns)]
         impl Member for $backend {
             fn buffer(x: &AnyBuffer) -> Option<&Self::Buffer> { match x { AnyBuffer::$variant(v) => Some(v), _ => None } }
@@ -86,10 +89,11 @@ macro_rules! backends {
         }
         )+
     };
-    (@enum $name:ident, $assoc:ident, $doc:literal, $($variant:ident => $backend:ty),+) => {
+    (@enum $name:ident, $assoc:ident, $doc:literal, $($(#[$cfg:meta])* $variant:ident => $backend:ty),+) => {
         #[doc = $doc]
         pub enum $name { $(
             #[doc = concat!("Of the `", stringify!($backend), "` backend.")]
+            $(#[$cfg])*
             $variant(<$backend as Backend>::$assoc),
         )+ }
     };
@@ -97,6 +101,7 @@ macro_rules! backends {
 
 backends! {
     Cpu => gpu_cpu::CpuBackend,
+    #[cfg(feature = "cuda")]
     Cuda => gpu_cuda::CudaBackend,
 }
 
@@ -110,6 +115,7 @@ macro_rules! dispatch {
                 type $B = gpu_cpu::CpuBackend;
                 $body
             }
+            #[cfg(feature = "cuda")]
             AnyBackend::Cuda($b) => {
                 #[allow(dead_code)]
                 type $B = gpu_cuda::CudaBackend;

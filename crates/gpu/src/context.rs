@@ -170,7 +170,24 @@ fn open_cpu() -> Result<gpu_core::Context<AnyBackend>> {
 /// The CUDA arm of the fallback chain: device `ordinal` (0 for `auto` and `cuda`) among
 /// those `CUDA_VISIBLE_DEVICES` leaves visible. Fails with the probe's reason (no driver,
 /// too old, no device, no NVRTC, with every path searched) or `InvalidDevice`.
+#[cfg(feature = "cuda")]
 fn open_cuda(ordinal: Option<usize>) -> Result<gpu_core::Context<AnyBackend>> {
     let backend = gpu_cuda::CudaBackend::new(ordinal.unwrap_or(0))?;
     gpu_core::Context::new(AnyBackend::Cuda(backend))
 }
+
+/// Without the `cuda` feature there is no CUDA arm: every CUDA request is `Unavailable`,
+/// saying so, and `auto` records it among the rejections.
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_ordinal: Option<usize>) -> Result<gpu_core::Context<AnyBackend>> {
+    Err(Error::Unavailable {
+        backend: "cuda",
+        reason: NOT_COMPILED_IN.to_owned(),
+    })
+}
+
+/// The reason a CUDA request fails in a build without the `cuda` feature.
+#[cfg(not(feature = "cuda"))]
+const NOT_COMPILED_IN: &str =
+    "not compiled in: this build of `gpu` has no `cuda` feature (it is on by default; \
+     enable it with `features = [\"cuda\"]` on the `gpu` dependency)";

@@ -39,9 +39,16 @@
 //! device 0 when the probe finds a usable driver, device and NVRTC, and otherwise logs why
 //! CUDA was rejected (`tracing` at info level) and records it in [`Context::selection`];
 //! `cuda` and `cuda:N` fail with that reason instead. Devices are numbered as the driver
-//! numbers them after `CUDA_VISIBLE_DEVICES`, which is left to the driver to apply. Both
-//! backends are always compiled in: the CUDA backend loads its libraries at run time, so
-//! building needs no CUDA toolkit.
+//! numbers them after `CUDA_VISIBLE_DEVICES`, which is left to the driver to apply.
+//!
+//! ## Cargo features
+//!
+//! - `cuda` (on by default): the CUDA backend (`gpu-cuda`, `cuda-sys`, `cudarc`). It loads
+//!   the driver, NVRTC and cuBLAS at run time, so building it needs no CUDA toolkit. With
+//!   `default-features = false` none of those crates is compiled, the facade has the CPU
+//!   backend alone, and a CUDA request is [`Error::Unavailable`] whose reason begins
+//!   "not compiled in" (`auto` records it in [`Context::selection`] and uses the CPU).
+//! - `half`: f16 and bf16 elements (`half::f16`, `half::bf16`).
 
 #![warn(unsafe_op_in_unsafe_fn)]
 
@@ -63,7 +70,9 @@ pub use gpu_core::{
 pub use gpu_core as core;
 /// The CPU reference backend.
 pub use gpu_cpu as cpu;
-/// The CUDA backend (and its availability probe, `gpu::cuda::probe()`).
+/// The CUDA backend (and its availability probe, `gpu::cuda::probe()`); cargo feature
+/// `cuda`, on by default.
+#[cfg(feature = "cuda")]
 pub use gpu_cuda as cuda;
 /// Overlapped upload, compute and download ([`Pipeline`], [`Pattern`], reports, timelines).
 pub use gpu_pipeline as pipeline;
