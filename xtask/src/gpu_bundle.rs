@@ -11,13 +11,16 @@
 //!    is read with the std-only [`crate::json`] reader). xtask's own tests are left out: they
 //!    check this tooling, not the GPU, and expect the source tree.
 //! 2. `cargo build --release -p gpu-examples --examples`, the same way, for the benchmark
-//!    programs named in [`BENCH_PROGRAMS`]; a name with no executable is skipped with a
-//!    warning.
+//!    programs named in [`BENCH_PROGRAMS`] and the tools in [`TOOL_PROGRAMS`] (the
+//!    `cuda_doctor` that `run.sh --doctor` runs); a name with no executable is skipped with
+//!    a warning.
 //! 3. DIR's old contents are removed, but only if DIR holds a `MANIFEST.txt` (so a mistyped
 //!    DIR cannot delete someone's files); test binaries go to `DIR/tests/<target name>`
 //!    (cargo's `name-hash` file name where two targets share a name), benchmarks to
-//!    `DIR/bench/<name>`, all stripped with `strip` when it is on PATH.
-//! 4. `DIR/run.sh` (the template `run.sh` next to this file; read it for what it does) and
+//!    `DIR/bench/<name>`, tools to `DIR/tools/<name>`, all stripped with `strip` when it is
+//!    on PATH.
+//! 4. `DIR/run.sh` (the template `run.sh` next to this file, with the names of
+//!    [`gpu_test::UNFILTERED_TARGETS`] filled in; read it for what it does) and
 //!    `DIR/MANIFEST.txt` (commit, date, toolchain, every file with its size) are written.
 //! 5. The total size is printed; [`MAX_BUNDLE_BYTES`] or more is an error, since the bundle
 //!    must travel to machines that limit what they accept.
@@ -33,12 +36,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::gpu_test;
 use crate::json::{self, Value};
 use crate::util::{self, Failure, Result};
 use crate::{wants_help, USAGE};
 
 /// The benchmark programs (examples of `gpu-examples`) copied into `DIR/bench/`.
 pub const BENCH_PROGRAMS: &[&str] = &["transfer_bench", "cuda_bench", "pipeline_bench"];
+
+/// The tools (examples of `gpu-examples`) copied into `DIR/tools/`; `run.sh` runs them by
+/// name.
+pub const TOOL_PROGRAMS: &[&str] = &["cuda_doctor"];
 
 /// A bundle this size or larger is refused.
 pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
@@ -49,8 +57,21 @@ const DEFAULT_DIR: &str = "bundle";
 /// The file whose presence marks a folder as a bundle this command may empty.
 const MANIFEST: &str = "MANIFEST.txt";
 
-/// The script that runs a bundle; see the file itself for its options.
-pub const RUN_SH: &str = include_str!("run.sh");
+/// The template of the script that runs a bundle; see the file itself for its options.
+const RUN_SH_TEMPLATE: &str = include_str!("run.sh");
+
+/// Where the template takes the names of the test binaries its sanitizer steps run
+/// unfiltered.
+const UNFILTERED_PLACEHOLDER: &str = "@UNFILTERED_TARGETS@";
+
+/// The bundle's `run.sh`: the template with [`gpu_test::UNFILTERED_TARGETS`] filled in.
+pub fn run_sh_text() -> String {
+    let names: Vec<&str> = gpu_test::UNFILTERED_TARGETS
+        .iter()
+        .map(|target| target.name)
+        .collect();
+    RUN_SH_TEMPLATE.replace(UNFILTERED_PLACEHOLDER, &names.join(" "))
+}
 
 /// Runs `cargo xtask gpu-bundle [DIR]`.
 pub fn run(root: &Path, args: &[String]) -> Result {
@@ -101,21 +122,8 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             "--examples",
         ],
     )?;
-    let mut benches = Vec::new();
-    for &name in BENCH_PROGRAMS {
-        let found = examples.iter().find(|artifact| {
-            artifact.name == name && artifact.kinds.iter().any(|kind| kind == "example")
-        });
-        match found {
-            Some(artifact) if artifact.executable.is_file() => {
-                benches.push((name.to_owned(), artifact.executable.clone()));
-            }
-            _ => eprintln!(
-                "warning: benchmark `{name}` was not built (no example of that name in \
-                 gpu-examples?); it is left out of the bundle"
-            ),
-        }
-    }
+    let benches = pick_examples(&examples, BENCH_PROGRAMS, "benchmark");
+    let tools = pick_examples(&examples, TOOL_PROGRAMS, "tool");
 
     util::header(&format!("writing the bundle to {}", dir.display()));
     clear_dir(&dir)?;
@@ -124,7 +132,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         eprintln!("warning: `strip` is not on PATH; the binaries keep their symbols (larger)");
     }
     let mut files = Vec::new();
-    for (subdir, binaries) in [("tests", &tests), ("bench", &benches)] {
+    for (subdir, binaries) in [("tests", &tests), ("bench", &benches), ("tools", &tools)] {
         create_dir(&dir.join(subdir))?;
         for (name, source) in binaries.iter() {
             let relative = format!("{subdir}/{name}");
@@ -144,7 +152,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         }
     }
     let run_sh = dir.join("run.sh");
-    write_file(&run_sh, RUN_SH)?;
+    write_file(&run_sh, &run_sh_text())?;
     make_executable(&run_sh)?;
     files.push("run.sh".to_owned());
 
@@ -161,9 +169,11 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     }
     let total: u64 = listed.iter().map(|(_, size)| size).sum();
     println!(
-        "==> gpu-bundle: {} test binaries, {} benchmarks, total {} ({total} bytes) in {}",
+        "==> gpu-bundle: {} test binaries, {} benchmarks, {} tools, total {} ({total} bytes) \
+         in {}",
         tests.len(),
         benches.len(),
+        tools.len(),
         human_size(total),
         dir.display()
     );
@@ -176,10 +186,32 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         )));
     }
     println!(
-        "run it on the GPU machine with `{}/run.sh` (`--help` for its options)",
+        "run it on the GPU machine with `{}/run.sh` (`--help` for its options; GPU-RUNS.md \
+         has the sequence of steps)",
         dir.display()
     );
     Ok(())
+}
+
+/// The executables of the examples in `names` (each with its name), warning about any that
+/// cargo did not build.
+fn pick_examples(examples: &[Artifact], names: &[&str], what: &str) -> Vec<(String, PathBuf)> {
+    let mut picked = Vec::new();
+    for &name in names {
+        let found = examples.iter().find(|artifact| {
+            artifact.name == name && artifact.kinds.iter().any(|kind| kind == "example")
+        });
+        match found {
+            Some(artifact) if artifact.executable.is_file() => {
+                picked.push((name.to_owned(), artifact.executable.clone()));
+            }
+            _ => eprintln!(
+                "warning: {what} `{name}` was not built (no example of that name in \
+                 gpu-examples?); it is left out of the bundle"
+            ),
+        }
+    }
+    picked
 }
 
 /// One executable cargo reported building.

@@ -3,14 +3,21 @@
 //! Every behaviour test has a CUDA variant named `<test>::cuda`; on a machine without a
 //! usable GPU it normally prints `SKIPPED: <reason>` and passes. Here the tests run with
 //! `GPU_REQUIRE_CUDA=1`, which the test harness turns into a failure instead, so this
-//! command can never report a GPU pass without a GPU. It runs `cargo test --release
-//! --no-fail-fast --workspace --exclude xtask cuda [args] -- --show-output` (the filter `cuda`
-//! selects the CUDA variants and cuda-sys's tests; xtask's own tests are not GPU tests),
-//! relays the tests' output line by line while adding up cargo's `test result:` lines, and
-//! ends with one summary line. A run in which no test passed (a filter that matched nothing,
-//! say) is a failure too: nothing was verified. `--show-output` makes the `SKIPPED:` lines
-//! that passing tests still print (a CPU-only behaviour's CUDA variant, say)
-//! visible; they are listed, with their tests, before the summary.
+//! command can never report a GPU pass without a GPU. It runs
+//!
+//! 1. `cargo test --release --no-fail-fast --workspace --exclude xtask cuda [args] --
+//!    --show-output`: the filter `cuda` selects the CUDA variants of the mixed binaries
+//!    (`behaviour`, `props`, `bad_input`, ...); xtask's own tests are not GPU tests;
+//! 2. the targets in [`UNFILTERED_TARGETS`], unfiltered: their tests use CUDA without
+//!    `cuda` in their names (the NVRTC tests, gpu-cuda's unit tests, `cuda_poison`), so the
+//!    filter would leave them out. One cargo run per kind of target, since cargo applies
+//!    `--lib` to every package named.
+//!
+//! It relays the tests' output line by line while adding up cargo's `test result:` lines,
+//! and ends with one summary line. A run in which no test passed (a filter that matched
+//! nothing, say) is a failure too: nothing was verified. `--show-output` makes the
+//! `SKIPPED:` lines that passing tests still print (a CPU-only behaviour's CUDA variant,
+//! say) visible; they are listed, with their tests, before the summary.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,8 +25,91 @@ use std::path::Path;
 use crate::util::{self, Failure, Result};
 use crate::{wants_help, USAGE};
 
-/// The test filter: the CUDA variants (`<test>::cuda`) and cuda-sys's tests.
+/// The test filter: the CUDA variants (`<test>::cuda`).
 const FILTER: &str = "cuda";
+
+/// What kind of test target an unfiltered one is: cargo selects each kind differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A library's unit tests (`--lib`).
+    Lib,
+    /// An integration test (`--test NAME`).
+    Test,
+}
+
+/// A test target run without the `cuda` filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnfilteredTarget {
+    /// The package (`cargo test -p`).
+    pub package: &'static str,
+    /// Library unit tests or an integration test.
+    pub kind: TargetKind,
+    /// The target's name: its file name in a GPU bundle's `tests/`.
+    pub name: &'static str,
+}
+
+/// The test targets whose tests use CUDA without `cuda` in their names, run unfiltered here
+/// and by the GPU bundle's sanitizer steps (which find them by [`UnfilteredTarget::name`]).
+pub const UNFILTERED_TARGETS: &[UnfilteredTarget] = &[
+    // The probe and library discovery on a real driver.
+    UnfilteredTarget {
+        package: "cuda-sys",
+        kind: TargetKind::Lib,
+        name: "cuda_sys",
+    },
+    // NVRTC compiling every built-in module.
+    UnfilteredTarget {
+        package: "cuda-sys",
+        kind: TargetKind::Test,
+        name: "nvrtc",
+    },
+    UnfilteredTarget {
+        package: "gpu-cuda",
+        kind: TargetKind::Lib,
+        name: "gpu_cuda",
+    },
+    // A wild write poisons the device (a sticky CUDA error).
+    UnfilteredTarget {
+        package: "gpu",
+        kind: TargetKind::Test,
+        name: "cuda_poison",
+    },
+];
+
+/// The cargo arguments (after `test --release --no-fail-fast`) that select
+/// [`UNFILTERED_TARGETS`]: one run for the libraries and one for the integration tests.
+fn unfiltered_selections() -> Vec<Vec<String>> {
+    let mut runs = Vec::new();
+    for kind in [TargetKind::Lib, TargetKind::Test] {
+        let targets: Vec<&UnfilteredTarget> = UNFILTERED_TARGETS
+            .iter()
+            .filter(|target| target.kind == kind)
+            .collect();
+        if targets.is_empty() {
+            continue;
+        }
+        let mut args = Vec::new();
+        let mut packages: Vec<&str> = Vec::new();
+        for target in &targets {
+            if !packages.contains(&target.package) {
+                packages.push(target.package);
+            }
+        }
+        for package in packages {
+            args.extend(["-p".to_owned(), package.to_owned()]);
+        }
+        match kind {
+            TargetKind::Lib => args.push("--lib".to_owned()),
+            TargetKind::Test => {
+                for target in targets {
+                    args.extend(["--test".to_owned(), target.name.to_owned()]);
+                }
+            }
+        }
+        runs.push(args);
+    }
+    runs
+}
 
 /// The environment variable that makes a CUDA test fail, not skip, when CUDA is unusable.
 pub const REQUIRE_CUDA_VAR: &str = "GPU_REQUIRE_CUDA";
@@ -119,40 +209,15 @@ fn test_args(extra: &[String]) -> Vec<String> {
     args
 }
 
-/// Runs `cargo xtask gpu-test [-- args]`.
-pub fn run(root: &Path, args: &[String]) -> Result {
-    if wants_help(args) {
-        print!("{USAGE}");
-        return Ok(());
-    }
-    let extra = match args.split_first() {
-        None => &[][..],
-        Some((first, rest)) if first == "--" => rest,
-        Some((first, _)) => {
-            return Err(Failure::usage(format!(
-                "unknown argument `{first}` for `cargo xtask gpu-test` \
-                 (arguments for `cargo test` go after `--`)"
-            )))
-        }
-    };
-
-    let mut cmd = util::cargo(root);
-    cmd.env(REQUIRE_CUDA_VAR, "1")
-        .args([
-            "test",
-            "--release",
-            "--no-fail-fast",
-            "--workspace",
-            "--exclude",
-            "xtask",
-            FILTER,
-        ])
-        .args(test_args(extra));
-    let (mut child, shown) = util::spawn_piped(&mut cmd)?;
-
-    // Relay the tests' output as it comes (cargo's own messages go to stderr, untouched).
-    let mut tally = Tally::default();
-    let mut skips = Skips::default();
+/// Runs a `cargo test` command, relaying its output as it comes (cargo's own messages go to
+/// stderr, untouched) while adding up its results and `SKIPPED:` lines; returns the command
+/// as shown and its exit status.
+fn relay(
+    cmd: &mut std::process::Command,
+    tally: &mut Tally,
+    skips: &mut Skips,
+) -> Result<(String, std::process::ExitStatus)> {
+    let (mut child, shown) = util::spawn_piped(cmd)?;
     if let Some(stdout) = child.stdout.take() {
         let mut reader = BufReader::new(stdout);
         let mut line = Vec::new();
@@ -176,6 +241,50 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     let status = child
         .wait()
         .map_err(|err| Failure::new(format!("waiting for `{shown}` failed: {err}")))?;
+    Ok((shown, status))
+}
+
+/// Runs `cargo xtask gpu-test [-- args]`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    if wants_help(args) {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let extra = match args.split_first() {
+        None => &[][..],
+        Some((first, rest)) if first == "--" => rest,
+        Some((first, _)) => {
+            return Err(Failure::usage(format!(
+                "unknown argument `{first}` for `cargo xtask gpu-test` \
+                 (arguments for `cargo test` go after `--`)"
+            )))
+        }
+    };
+
+    // The filtered run over the workspace, then the unfiltered targets.
+    let filtered = ["--workspace", "--exclude", "xtask", FILTER].map(str::to_owned);
+    let mut selections = vec![filtered.to_vec()];
+    selections.extend(unfiltered_selections());
+
+    let mut tally = Tally::default();
+    let mut skips = Skips::default();
+    let mut failed_runs = Vec::new();
+    for selection in &selections {
+        let mut cmd = util::cargo(root);
+        cmd.env(REQUIRE_CUDA_VAR, "1")
+            .args(["test", "--release", "--no-fail-fast"])
+            .args(selection)
+            .args(test_args(extra));
+        let results_before = tally.results;
+        let (shown, status) = relay(&mut cmd, &mut tally, &mut skips)?;
+        if !status.success() {
+            failed_runs.push((shown, status));
+            if tally.results == results_before {
+                // No test binary reported: the build failed, and the next runs would too.
+                break;
+            }
+        }
+    }
 
     if !skips.lines.is_empty() {
         // With GPU_REQUIRE_CUDA=1 a missing GPU fails; these are skips the harness still
@@ -193,7 +302,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         "{} passed, {} failed, {} ignored",
         tally.passed, tally.failed, tally.ignored
     );
-    if !status.success() {
+    if let Some((shown, status)) = failed_runs.first() {
         if tally.results == 0 {
             println!(
                 "==> gpu-test FAILED: no test result (the build, or a test binary before its \
@@ -205,15 +314,20 @@ pub fn run(root: &Path, args: &[String]) -> Result {
                  when no GPU is usable; see the output above)"
             );
         }
+        let more = match failed_runs.len() {
+            1 => String::new(),
+            n => format!(" (and {} more cargo runs)", n - 1),
+        };
         return Err(Failure {
-            message: format!("`{shown}` failed ({status})"),
-            code: util::exit_code(status),
+            message: format!("`{shown}` failed ({status}){more}"),
+            code: util::exit_code(*status),
         });
     }
     if tally.passed == 0 {
         println!("==> gpu-test FAILED: {counts}: no test ran, so nothing was verified on a GPU");
         return Err(Failure::new(format!(
-            "no test matching `{FILTER}` passed; nothing was verified on a GPU"
+            "no test matching `{FILTER}`, and no unfiltered CUDA test, passed; nothing was \
+             verified on a GPU"
         )));
     }
     println!("==> gpu-test PASSED on a usable GPU ({REQUIRE_CUDA_VAR}=1): {counts}");
@@ -277,6 +391,40 @@ mod tests {
             test_args(&strings(&["--", "--nocapture"])),
             strings(&["--", "--nocapture", "--show-output"])
         );
+    }
+
+    #[test]
+    fn unfiltered_targets_are_selected_by_kind_and_exist() {
+        let strings = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            unfiltered_selections(),
+            [
+                strings(&["-p", "cuda-sys", "-p", "gpu-cuda", "--lib"]),
+                strings(&[
+                    "-p",
+                    "cuda-sys",
+                    "-p",
+                    "gpu",
+                    "--test",
+                    "nvrtc",
+                    "--test",
+                    "cuda_poison"
+                ]),
+            ]
+        );
+        // A renamed or moved target must not silently drop out of the GPU runs.
+        let root = util::workspace_root();
+        for target in UNFILTERED_TARGETS {
+            let package = root.join("crates").join(target.package);
+            let source = match target.kind {
+                TargetKind::Lib => package.join("src/lib.rs"),
+                TargetKind::Test => package.join("tests").join(format!("{}.rs", target.name)),
+            };
+            assert!(source.is_file(), "{target:?}: no {}", source.display());
+            if target.kind == TargetKind::Lib {
+                assert_eq!(target.name, target.package.replace('-', "_"), "{target:?}");
+            }
+        }
     }
 
     #[test]

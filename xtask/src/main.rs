@@ -27,11 +27,14 @@ pub const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-doc] [-- <test args>]
+  ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-no-cuda] [--skip-doc]
+     [-- <test args>]
         run the checks CI runs, in order, stopping at the first failure:
-        cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace,
-        cargo doc with RUSTDOCFLAGS=\"-D warnings\". Arguments after `--` are appended to
-        `cargo test --workspace` (e.g. a test filter, or `-- --nocapture`).
+        cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace, no-cuda
+        (the facade without its default `cuda` feature: no CUDA crate in its dependency
+        tree, clippy, and the tests of every non-CUDA crate), cargo doc with
+        RUSTDOCFLAGS=\"-D warnings\". Arguments after `--` are appended to both test runs
+        (e.g. a test filter, or `-- --nocapture`).
   tidy
         check the house rules: `//!` module docs in every file, `// SAFETY:` comments on
         unsafe blocks and impls, `# Safety` docs on unsafe fns and traits, and no
@@ -47,17 +50,22 @@ commands:
   gpu-test [-- <test args>]
         run the CUDA tests on this machine (release build) and fail when no GPU is usable:
         GPU_REQUIRE_CUDA=1 cargo test --release --no-fail-fast --workspace --exclude xtask
-        cuda [args].
+        cuda [args], then, unfiltered, the targets whose CUDA tests lack `cuda` in their
+        names (cuda-sys's unit and nvrtc tests, gpu-cuda's unit tests, gpu's cuda_poison).
         With GPU_REQUIRE_CUDA=1 a CUDA test fails instead of printing `SKIPPED:`, so this
         never reports a GPU pass without a GPU; a run where no test passed fails too.
-        Arguments after `--` are appended (e.g. `-- -p gpu`, or `-- -- --nocapture`), then
-        `--show-output` for the test binaries; `SKIPPED:` lines are listed at the end.
+        Arguments after `--` are appended to each run (e.g. `-- -p gpu`, or
+        `-- -- --nocapture`), then `--show-output` for the test binaries; `SKIPPED:` lines
+        are listed at the end.
   gpu-bundle [DIR]
-        build the release test binaries and the benchmarks into DIR (default: bundle/),
-        stripped, with MANIFEST.txt and run.sh, for a GPU machine without Rust (same
-        x86-64 Linux). Refuses to empty a non-empty DIR that has no MANIFEST.txt, and fails
-        at 64 MiB or more. On the GPU machine: `DIR/run.sh [--serial] [--sanitize]
-        [--bench] [--allow-skip] [--logs DIR] [-- <test args>]` (see `run.sh --help`).
+        build the release test binaries, the benchmarks and the cuda_doctor tool into DIR
+        (default: bundle/), stripped, with MANIFEST.txt and run.sh, for a GPU machine
+        without Rust (same x86-64 Linux). Refuses to empty a non-empty DIR that has no
+        MANIFEST.txt, and fails at 64 MiB or more. On the GPU machine, one step per call:
+        `DIR/run.sh [--doctor] [--tests] [--sanitize memcheck|racecheck|synccheck|all]
+        [--bench] [--budget S] [--allow-skip] [--expect-skip TEXT] [--out DIR]
+        [-- <test args>]` (see `run.sh --help`; GPU-RUNS.md has the sequence); the
+        summary, a log archive and the benchmark JSON go to $OUT.
   bindgen [--include DIR]...
         regenerate crates/cuda-sys/src/ffi/*.rs from CUDA's headers (DIR, or
         $CUDA_HOME/include) with the `bindgen` tool (`cargo install bindgen-cli --locked`,

@@ -5,7 +5,7 @@
 //! is there: cuBLAS needs it (`DT_NEEDED libcublasLt.so.<major>`) and the dynamic loader then
 //! finds the copy already loaded instead of searching `LD_LIBRARY_PATH` for one.
 
-use std::ffi::CStr;
+use std::ffi::{c_int, CStr};
 use std::sync::OnceLock;
 
 use crate::discover::{self, Lib, LibError, Loaded};
@@ -57,6 +57,39 @@ impl CublasLib {
             }
         };
         format!("{} ({})", read(name), read(text))
+    }
+
+    /// cuBLAS's version `(major, minor, patch)`, from
+    /// [`cublasGetProperty`](https://docs.nvidia.com/cuda/cublas/#cublasgetproperty), which
+    /// needs no handle and so no GPU. An error names the failed call or status.
+    pub fn version(&self) -> Result<(u32, u32, u32), String> {
+        // cublasGetProperty(libraryPropertyType, int*) -> cublasStatus_t; not among the
+        // bindgen declarations (they are generated from `functions.txt` with libclang), so it
+        // is declared here; libraryPropertyType is a C enum, an int.
+        type GetProperty = unsafe extern "C" fn(c_int, *mut c_int) -> cublasStatus_t;
+        // SAFETY: the symbol is cuBLAS's `cublasGetProperty`, whose C signature is the one
+        // declared above (cublas_api.h); the pointer is used while the library stays loaded.
+        let get = unsafe {
+            self.loaded
+                .handle
+                .get::<GetProperty>(b"cublasGetProperty\0")
+        }
+        .map_err(|e| format!("cublasGetProperty: {e}"))?;
+        // MAJOR_VERSION, MINOR_VERSION and PATCH_LEVEL of libraryPropertyType.
+        let mut parts = [0u32; 3];
+        for (property, part) in (0..).zip(parts.iter_mut()) {
+            let mut value: c_int = 0;
+            // SAFETY: the property is a valid libraryPropertyType; `value` is a live local.
+            let status = unsafe { get(property, &mut value) };
+            if status != cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                return Err(format!(
+                    "cublasGetProperty({property}) failed: {}",
+                    self.status_text(status)
+                ));
+            }
+            *part = u32::try_from(value).unwrap_or(0);
+        }
+        Ok((parts[0], parts[1], parts[2]))
     }
 }
 

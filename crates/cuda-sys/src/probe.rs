@@ -142,6 +142,28 @@ impl DriverLib {
             .map(|s| *s as usize)
     }
 
+    /// The driver's CUDA version as `cuDriverGetVersion` reports it (13000 is 13.0).
+    ///
+    /// Needs no `cuInit` and no device, so it answers where [`probe`] fails for want of a
+    /// device (for a diagnosis that reports the driver's version either way).
+    pub fn version(&self) -> Result<u32, ProbeError> {
+        let mut version: c_int = 0;
+        // SAFETY: cuDriverGetVersion only writes an int through the pointer, a live local;
+        // the entry point was resolved from this driver by bindgen's declaration of cuda.h.
+        let r = unsafe { self.api.cuDriverGetVersion(&mut version) };
+        if r != CUresult::CUDA_SUCCESS {
+            let (name, message) = self.error_text(r);
+            return Err(ProbeError::Driver {
+                call: "cuDriverGetVersion",
+                code: r.0,
+                name,
+                message,
+                hint: "",
+            });
+        }
+        Ok(u32::try_from(version).unwrap_or(0))
+    }
+
     /// The name and description of a `CUresult`, as the driver gives them.
     pub fn error_text(&self, code: CUresult) -> (String, String) {
         let mut name: *const c_char = std::ptr::null();
@@ -234,12 +256,7 @@ fn run_probe() -> Result<Probe, ProbeError> {
     // SAFETY: see above.
     let init = unsafe { drv.api.cuInit(0) };
     check("cuInit", init)?;
-    let mut version: c_int = 0;
-    // SAFETY: see above.
-    check("cuDriverGetVersion", unsafe {
-        drv.api.cuDriverGetVersion(&mut version)
-    })?;
-    let version = u32::try_from(version).unwrap_or(0);
+    let version = drv.version()?;
     if version < MIN_DRIVER_VERSION {
         return Err(ProbeError::DriverTooOld {
             version,

@@ -42,13 +42,17 @@
 //!   per-stream scratch buffer, then one block), accumulating floats in f64.
 //! - **gemm** is cuBLAS (`cublasSgemm`/`cublasDgemm`, `cublasGemmEx` with f32 compute for
 //!   f16/bf16), one handle per stream, created on the stream's first gemm, with cuBLAS's
-//!   default math mode (no TF32 unless `NVIDIA_TF32_OVERRIDE` asks for it). Row-major
+//!   default math mode (no TF32 unless `NVIDIA_TF32_OVERRIDE` asks for it) and reductions
+//!   never in 16 bits (`CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION`). Row-major
 //!   products are computed as the column-major product of the transposes. cuBLAS is loaded
 //!   on the first gemm; without it, gemm is `Unavailable` and everything else works.
 //! - **Custom kernels** from CUDA C go through NVRTC (SASS for the device's architecture when
 //!   NVRTC knows it, PTX otherwise; cached per process), PTX is loaded as is. A launch is
 //!   checked against the device's limits by gpu-core and against the kernel's own
-//!   `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (registers can lower it) here.
+//!   `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (registers can lower it) here. The GPU code
+//!   itself is the caller's promise (`KernelSpec::cuda`/`ptx` are `unsafe fn`).
+//!   [`compile_check`] compiles a spec's CUDA C with NVRTC alone, so a machine without a
+//!   GPU (CI) can tell that a kernel compiles and has its entry point.
 //! - **Errors**: every `CUresult` becomes a [`gpu_core::Error`] naming the failed call.
 //!   A sticky error (illegal address, failed launch, device assertion, ...) breaks the
 //!   device's primary context, so it poisons the device for the whole process: that call and
@@ -83,6 +87,7 @@ pub use backend::{
 pub use cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
 pub use error::CudaError;
 pub use kernel::compile_check;
+pub use loader::{cudarc_driver_report, CudarcDriverReport};
 
 /// A context on the CUDA backend.
 pub type CudaContext = gpu_core::Context<CudaBackend>;

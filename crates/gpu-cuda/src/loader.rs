@@ -7,8 +7,10 @@
 //! opens is that same library (the dynamic loader matches a name against libraries already
 //! loaded, so `libcuda.so.1` finds the probe's copy; a stray `libcuda.so` earlier on the
 //! search path, such as the toolkit's link stub, would not). Then it lets cudarc load,
-//! inside `catch_unwind` for good measure.
+//! inside `catch_unwind` for good measure. [`cudarc_driver_report`] shows the same walk
+//! over cudarc's names, for a diagnosis (the bundle's `cuda_doctor`).
 
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use crate::error::CudaError;
@@ -71,22 +73,7 @@ fn run() -> Result<(), CudaError> {
         )));
     }
     let ours = drv.symbol_address("cuInit");
-    // The library cudarc will get: the first of its names that opens, as it tries them.
-    let mut first: Option<(String, Option<usize>)> = None;
-    for name in cudarc::get_lib_name_candidates("cuda") {
-        // SAFETY: opening a library runs its initialisers; every candidate is a name of the
-        // CUDA driver, which cudarc would open anyway. The handle is closed again at once;
-        // the probe's own handle keeps its library loaded.
-        if let Ok(lib) = unsafe { libloading::Library::new(&name) } {
-            // SAFETY: looked up only to compare addresses.
-            let addr = unsafe { lib.get::<*const std::ffi::c_void>(b"cuInit\0") }
-                .ok()
-                .map(|s| *s as usize);
-            first = Some((name, addr));
-            break;
-        }
-    }
-    match first {
+    match first_opening_candidate() {
         None => Err(CudaError::Unavailable(format!(
             "cudarc cannot open the CUDA driver by name although it was loaded from {path}"
         ))),
@@ -111,6 +98,55 @@ fn run() -> Result<(), CudaError> {
                 ))),
             }
         }
+    }
+}
+
+/// The library cudarc will get: the first of its names that opens, as it tries them, with
+/// the address of its `cuInit` (to compare with the probe's).
+fn first_opening_candidate() -> Option<(String, Option<usize>)> {
+    for name in cudarc::get_lib_name_candidates("cuda") {
+        // SAFETY: opening a library runs its initialisers; every candidate is a name of the
+        // CUDA driver, which cudarc would open anyway. The handle is closed again at once;
+        // the probe's own handle keeps its library loaded.
+        if let Ok(lib) = unsafe { libloading::Library::new(&name) } {
+            // SAFETY: looked up only to compare addresses.
+            let addr = unsafe { lib.get::<*const std::ffi::c_void>(b"cuInit\0") }
+                .ok()
+                .map(|s| *s as usize);
+            return Some((name, addr));
+        }
+    }
+    None
+}
+
+/// What cudarc's driver loader will open, next to what the probe loaded: the facts behind
+/// the check every CUDA context runs first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CudarcDriverReport {
+    /// cudarc's file names for the driver, in the order it tries them.
+    pub candidates: Vec<String>,
+    /// Where the probe loaded the driver from, if it did.
+    pub probe_path: Option<PathBuf>,
+    /// The first candidate that opens, and whether it is the probe's library (the same
+    /// `cuInit`); `None` when none opens.
+    pub first_opened: Option<(String, bool)>,
+    /// The check's verdict, as opening a CUDA context would get it (the probe's error where
+    /// there is no driver).
+    pub verdict: Result<(), CudaError>,
+}
+
+/// Walks cudarc's driver names as the check before every context does and reports what it
+/// found. Never panics and, where the check fails, never lets cudarc load.
+pub fn cudarc_driver_report() -> CudarcDriverReport {
+    let driver = cuda_sys::probe::driver().ok();
+    let ours = driver.and_then(|drv| drv.symbol_address("cuInit"));
+    let first_opened =
+        first_opening_candidate().map(|(name, addr)| (name, addr.is_some() && addr == ours));
+    CudarcDriverReport {
+        candidates: cudarc::get_lib_name_candidates("cuda"),
+        probe_path: driver.map(|drv| drv.loaded.path.clone()),
+        first_opened,
+        verdict: check(),
     }
 }
 
