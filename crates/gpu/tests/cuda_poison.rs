@@ -3,7 +3,9 @@
 //! A sticky CUDA error (an illegal address, here) breaks the device's primary context for
 //! the whole process: every later driver call on it fails until the process ends. So this
 //! test is its own test binary, its own process, and the only test in it. Without a usable
-//! CUDA device it prints `SKIPPED: <reason>` and returns.
+//! CUDA device it prints `SKIPPED: <reason>` and returns; without the `cuda` feature there
+//! is nothing to test.
+#![cfg(feature = "cuda")]
 
 #[path = "common/mod.rs"]
 mod common;

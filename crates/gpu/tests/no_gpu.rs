@@ -83,26 +83,6 @@ fn check<T>(what: &str, got: gpu::Result<T>, want: &Option<Error>) -> Option<T> 
     }
 }
 
-/// A context opened on a GPU: CUDA device `ordinal`, chosen without a rejection, and the
-/// device the probe describes.
-fn assert_opened_gpu(what: &str, ctx: &Context, ordinal: usize) {
-    let p = probe().unwrap_or_else(|e| panic!("{what}: a CUDA context but no probe: {e}"));
-    let device = &p.devices[ordinal];
-    assert_eq!(ctx.backend_name(), "cuda", "{what}");
-    assert_eq!(ctx.device_id(), ordinal, "{what}");
-    assert!(
-        ctx.selection().rejected.is_empty(),
-        "{what}: {:?}",
-        ctx.selection()
-    );
-    assert_eq!(ctx.info().name, device.name, "{what}");
-    assert_eq!(
-        ctx.info().compute_capability,
-        Some(device.compute_capability),
-        "{what}"
-    );
-}
-
 #[test]
 fn the_probe_says_why_without_panicking() {
     match probe() {
@@ -126,7 +106,7 @@ fn context_new_with_cuda_is_a_typed_error() {
         ("Context::new(Cuda(Some(0)))", DeviceSpec::Cuda(Some(0))),
     ] {
         if let Some(ctx) = check(what, Context::new(spec), &want) {
-            assert_opened_gpu(what, &ctx, 0);
+            common::assert_on_gpu(what, &ctx, 0);
         }
     }
     // Without a GPU the probe's reason comes first, not an ordinal error.
@@ -146,7 +126,7 @@ fn context_new_with_cuda_is_a_typed_error() {
         ),
         (None, _) => {
             if let Some(ctx) = check(what, seven, &want) {
-                assert_opened_gpu(what, &ctx, 7);
+                common::assert_on_gpu(what, &ctx, 7);
             }
         }
     }
@@ -169,7 +149,7 @@ fn parsed_cuda_specs_are_typed_errors() {
         };
         let what = format!("Context::new({text:?})");
         if let Some(ctx) = check(&what, Context::new(spec), &want) {
-            assert_opened_gpu(&what, &ctx, 0);
+            common::assert_on_gpu(&what, &ctx, 0);
         }
     }
 }
@@ -218,7 +198,7 @@ fn a_config_that_forbids_fallback_is_a_typed_error() {
         ] {
             let what = format!("Context::with_config({device}, fallback = error, from {origin})");
             if let Some(ctx) = check(&what, Context::with_config(&cfg, origin), &want) {
-                assert_opened_gpu(&what, &ctx, 0);
+                common::assert_on_gpu(&what, &ctx, 0);
             }
         }
     }
@@ -232,7 +212,7 @@ fn a_config_that_forbids_fallback_is_a_typed_error() {
         Context::with_config(&cfg, SpecOrigin::File(path)),
         &want,
     ) {
-        assert_opened_gpu(what, &ctx, 0);
+        common::assert_on_gpu(what, &ctx, 0);
     }
 }
 
@@ -251,7 +231,7 @@ fn fallback_to_the_cpu_records_the_typed_reason() {
             ("auto", Context::new(DeviceSpec::Auto)),
         ] {
             if let Some(ctx) = check(what, opened, &None) {
-                assert_opened_gpu(what, &ctx, 0);
+                common::assert_on_gpu(what, &ctx, 0);
             }
         }
         return;
@@ -288,7 +268,7 @@ fn asking_twice_gives_the_same_typed_error() {
                 Context::new(DeviceSpec::Cuda(None)),
                 &None,
             ) {
-                assert_opened_gpu("Context::new(Cuda(None)), again", &ctx, 0);
+                common::assert_on_gpu("Context::new(Cuda(None)), again", &ctx, 0);
             }
         }
         return;

@@ -27,41 +27,6 @@ fn cuda_usable() -> bool {
     }
 }
 
-/// The probe's devices, `(name, compute capability)` by ordinal: none in a build without
-/// the `cuda` feature, where CUDA is never usable.
-fn probed_devices() -> Vec<(String, (u32, u32))> {
-    #[cfg(feature = "cuda")]
-    let devices = match gpu::cuda::probe() {
-        Ok(p) => p
-            .devices
-            .iter()
-            .map(|d| (d.name.clone(), d.compute_capability))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    #[cfg(not(feature = "cuda"))]
-    let devices = Vec::new();
-    devices
-}
-
-/// Asserts that `ctx` is CUDA device `ordinal`, the one the probe describes, chosen with
-/// no rejection.
-fn assert_on_gpu(what: &str, ctx: &Context, ordinal: usize) {
-    let devices = probed_devices();
-    let Some((name, cc)) = devices.get(ordinal) else {
-        panic!("{what}: CUDA device {ordinal} opened, but the probe lists {devices:?}");
-    };
-    assert_eq!(ctx.backend_name(), "cuda", "{what}");
-    assert_eq!(ctx.device_id(), ordinal, "{what}");
-    assert!(
-        ctx.selection().rejected.is_empty(),
-        "{what}: {:?}",
-        ctx.selection()
-    );
-    assert_eq!(&ctx.info().name, name, "{what}");
-    assert_eq!(ctx.info().compute_capability, Some(*cc), "{what}");
-}
-
 fn expect_err(r: gpu::Result<Context>) -> Error {
     match r {
         Ok(ctx) => panic!("expected an error, got a context on {}", ctx.backend_name()),
@@ -85,7 +50,7 @@ fn auto_records_why_cuda_was_rejected() -> gpu::Result<()> {
     assert_eq!(ctx.selection().requested, DeviceSpec::Auto);
     if cuda_usable() {
         // Nothing to fall back from: auto is the first CUDA device.
-        assert_on_gpu("auto", &ctx, 0);
+        common::assert_on_gpu("auto", &ctx, 0);
         return Ok(());
     }
     assert_eq!(ctx.backend_name(), "cpu");
@@ -99,9 +64,9 @@ fn auto_records_why_cuda_was_rejected() -> gpu::Result<()> {
 #[test]
 fn explicit_cuda_fails_with_the_reason_instead_of_falling_back() {
     if cuda_usable() {
-        let count = probed_devices().len();
+        let count = common::probed_devices().len();
         let first = Context::new(DeviceSpec::Cuda(None)).expect("CUDA is usable");
-        assert_on_gpu("cuda", &first, 0);
+        common::assert_on_gpu("cuda", &first, 0);
         // An ordinal past the devices is refused with the count, never the CPU.
         for ordinal in [count, 1000] {
             assert_eq!(
@@ -193,11 +158,11 @@ fn environment_and_file_follow_the_precedence_rules() {
     if cuda_usable {
         for ctx in [Context::default(), Context::from_config()] {
             let ctx = ctx.expect("GPU_DEVICE=cuda with a usable GPU");
-            assert_on_gpu("GPU_DEVICE=cuda", &ctx, 0);
+            common::assert_on_gpu("GPU_DEVICE=cuda", &ctx, 0);
             assert_eq!(ctx.selection().origin, SpecOrigin::Env);
         }
         // One past the last device is refused, naming the count.
-        let count = probed_devices().len();
+        let count = common::probed_devices().len();
         set("GPU_DEVICE", Some(format!("cuda:{count}").as_ref()));
         let e = expect_err(Context::default());
         assert!(
@@ -230,7 +195,7 @@ fn environment_and_file_follow_the_precedence_rules() {
     assert_eq!(ctx.selection().origin, SpecOrigin::File(fallback.clone()));
     if cuda_usable {
         // ... where there is nothing to fall back from ...
-        assert_on_gpu("gpu.toml cuda:0, fallback = cpu", &ctx, 0);
+        common::assert_on_gpu("gpu.toml cuda:0, fallback = cpu", &ctx, 0);
     } else {
         assert_eq!(ctx.backend_name(), "cpu");
         assert_eq!(ctx.selection().rejected.len(), 1);
@@ -241,7 +206,7 @@ fn environment_and_file_follow_the_precedence_rules() {
     set("GPU_CONFIG", Some(strict.as_os_str()));
     if cuda_usable {
         let ctx = Context::from_config().expect("gpu.toml cuda:0 with a usable GPU");
-        assert_on_gpu("gpu.toml cuda:0, fallback = error", &ctx, 0);
+        common::assert_on_gpu("gpu.toml cuda:0, fallback = error", &ctx, 0);
     } else {
         let e = expect_err(Context::from_config());
         assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
@@ -275,7 +240,7 @@ fn environment_and_file_follow_the_precedence_rules() {
     assert_eq!(ctx.selection().requested, DeviceSpec::Auto);
     assert_eq!(ctx.selection().origin, SpecOrigin::Default);
     if cuda_usable {
-        assert_on_gpu("Context::default() with nothing set", &ctx, 0);
+        common::assert_on_gpu("Context::default() with nothing set", &ctx, 0);
     } else {
         assert_eq!(ctx.backend_name(), "cpu");
         assert_eq!(ctx.selection().rejected.len(), 1);

@@ -2,7 +2,8 @@
 //! every backend.
 //!
 //! `backend_tests! { fn name(ctx) { ...; Ok(()) } }` makes a module `name` with one test per
-//! backend (`name::cpu`, `name::cuda`). Each body gets a `&gpu::Context` and returns
+//! backend (`name::cpu`, and `name::cuda` when the `cuda` feature compiles CUDA in). Each
+//! body gets a `&gpu::Context` and returns
 //! `gpu::Result<()>`. A backend that cannot be opened on this machine prints
 //! `SKIPPED: <reason>` and returns: the test never counts a GPU behaviour as verified, and
 //! never fails because hardware is missing. Adding a backend means adding one function
@@ -92,6 +93,8 @@ macro_rules! backend_tests {
                 $crate::common::run($crate::common::cpu(), body);
             }
 
+            // Without the `cuda` feature there is no CUDA backend to skip.
+            #[cfg(feature = "cuda")]
             #[test]
             fn cuda() {
                 $crate::common::run($crate::common::cuda(), body);
@@ -171,4 +174,39 @@ pub fn delay_spec() -> KernelSpec<(u32,)> {
     // SAFETY: `delay(unsigned int)` matches `(u32,)` and touches no memory.
     let spec = unsafe { KernelSpec::<(u32,)>::cuda(DELAY_SRC, "delay") };
     spec.cpu(|_, (us,)| std::thread::sleep(std::time::Duration::from_micros(u64::from(*us))))
+}
+
+/// The probe's devices, `(name, compute capability)` by ordinal: none in a build without
+/// the `cuda` feature, where CUDA is never usable.
+pub fn probed_devices() -> Vec<(String, (u32, u32))> {
+    #[cfg(feature = "cuda")]
+    let devices = match gpu::cuda::probe() {
+        Ok(p) => p
+            .devices
+            .iter()
+            .map(|d| (d.name.clone(), d.compute_capability))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    #[cfg(not(feature = "cuda"))]
+    let devices = Vec::new();
+    devices
+}
+
+/// Asserts that `ctx` is CUDA device `ordinal`, the one the probe describes, chosen with
+/// no rejection.
+pub fn assert_on_gpu(what: &str, ctx: &Context, ordinal: usize) {
+    let devices = probed_devices();
+    let Some((name, cc)) = devices.get(ordinal) else {
+        panic!("{what}: CUDA device {ordinal} opened, but the probe lists {devices:?}");
+    };
+    assert_eq!(ctx.backend_name(), "cuda", "{what}");
+    assert_eq!(ctx.device_id(), ordinal, "{what}");
+    assert!(
+        ctx.selection().rejected.is_empty(),
+        "{what}: {:?}",
+        ctx.selection()
+    );
+    assert_eq!(&ctx.info().name, name, "{what}");
+    assert_eq!(ctx.info().compute_capability, Some(*cc), "{what}");
 }

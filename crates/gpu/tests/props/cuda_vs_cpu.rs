@@ -21,6 +21,9 @@
 //!   last element and in the last block of partials, so that a reduction losing either
 //!   fails (`cross_rejects.rs` shows the comparisons catching exactly that).
 
+// Without the `cuda` feature only the helpers that cross_rejects shares are used.
+#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+
 use super::cross::*;
 use super::*;
 
@@ -425,6 +428,7 @@ fn failed(message: String) -> gpu::Error {
 
 macro_rules! random_ops_tests {
     ($($name:ident: $t:ty),*) => {$(
+        #[cfg(feature = "cuda")]
         #[test]
         fn $name() {
             cross(random_ops::<$t>);
@@ -447,11 +451,13 @@ random_ops_tests!(
 
 macro_rules! float_tests {
     ($($math:ident, $gemm:ident: $t:ty),*) => {$(
+        #[cfg(feature = "cuda")]
         #[test]
         fn $math() {
             cross(random_math::<$t>);
         }
 
+        #[cfg(feature = "cuda")]
         #[test]
         fn $gemm() {
             cross(random_gemm::<$t>);
@@ -466,6 +472,7 @@ float_tests!(
     bf16_math_matches_the_cpu, bf16_gemm_matches_the_cpu: bf16
 );
 
+#[cfg(feature = "cuda")]
 #[test]
 fn large_lengths_match_the_cpu() {
     cross(|cpu, cuda| {
