@@ -15,17 +15,8 @@ fn gemm_reference(g: &Gemm<f64>, a: &[f64], b: &[f64]) -> Vec<f64> {
         for j in 0..n {
             c[i * n + j] = (0..k)
                 .map(|l| {
-                    let x = if g.trans_a {
-                        a[l * m + i]
-                    } else {
-                        a[i * k + l]
-                    };
-                    let y = if g.trans_b {
-                        b[j * k + l]
-                    } else {
-                        b[l * n + j]
-                    };
-                    x * y
+                    common::op_at(a, g.trans_a, m, k, i, l)
+                        * common::op_at(b, g.trans_b, k, n, l, j)
                 })
                 .sum();
         }

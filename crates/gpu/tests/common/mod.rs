@@ -81,25 +81,8 @@ pub fn run(ctx: Option<Context>, body: impl FnOnce(&Context) -> gpu::Result<()>)
 #[macro_export]
 macro_rules! backend_tests {
     ($( $(#[$meta:meta])* fn $name:ident($ctx:ident) $body:block )*) => {$(
-        $(#[$meta])*
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-
-            fn body($ctx: &gpu::Context) -> gpu::Result<()> $body
-
-            #[test]
-            fn cpu() {
-                $crate::common::run($crate::common::cpu(), body);
-            }
-
-            // Without the `cuda` feature there is no CUDA backend to skip.
-            #[cfg(feature = "cuda")]
-            #[test]
-            fn cuda() {
-                $crate::common::run($crate::common::cuda(), body);
-            }
-        }
+        // Without the `cuda` feature there is no CUDA backend to skip.
+        $crate::tests_on! { [cpu, #[cfg(feature = "cuda")] cuda] $(#[$meta])* fn $name($ctx) $body }
     )*};
 }
 
@@ -107,6 +90,15 @@ macro_rules! backend_tests {
 #[macro_export]
 macro_rules! cpu_tests {
     ($( $(#[$meta:meta])* fn $name:ident($ctx:ident) $body:block )*) => {$(
+        $crate::tests_on! { [cpu] $(#[$meta])* fn $name($ctx) $body }
+    )*};
+}
+
+/// The module of one body with a test per listed backend (each a function of this
+/// module opening that backend, with the attributes given before it).
+#[macro_export]
+macro_rules! tests_on {
+    ([$( $(#[$when:meta])* $backend:ident ),+] $(#[$meta:meta])* fn $name:ident($ctx:ident) $body:block) => {
         $(#[$meta])*
         mod $name {
             #[allow(unused_imports)]
@@ -114,12 +106,15 @@ macro_rules! cpu_tests {
 
             fn body($ctx: &gpu::Context) -> gpu::Result<()> $body
 
-            #[test]
-            fn cpu() {
-                $crate::common::run($crate::common::cpu(), body);
-            }
+            $(
+                $(#[$when])*
+                #[test]
+                fn $backend() {
+                    $crate::common::run($crate::common::$backend(), body);
+                }
+            )+
         }
-    )*};
+    };
 }
 
 /// Relative-or-absolute closeness for float comparisons against an f64 reference.
@@ -209,4 +204,15 @@ pub fn assert_on_gpu(what: &str, ctx: &Context, ordinal: usize) {
     );
     assert_eq!(&ctx.info().name, name, "{what}");
     assert_eq!(ctx.info().compute_capability, Some(*cc), "{what}");
+}
+
+/// Entry `(r, c)` of `op(X)`, an `rows x cols` matrix stored row-major as `X`, or as `X^T`
+/// (`cols x rows`) when `trans`: `op(A)[i][l]` is `op_at(a, trans_a, m, k, i, l)` and
+/// `op(B)[l][j]` is `op_at(b, trans_b, k, n, l, j)` for a [`gpu::Gemm`].
+pub fn op_at<T: Copy>(x: &[T], trans: bool, rows: usize, cols: usize, r: usize, c: usize) -> T {
+    if trans {
+        x[c * rows + r]
+    } else {
+        x[r * cols + c]
+    }
 }

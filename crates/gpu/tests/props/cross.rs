@@ -332,13 +332,8 @@ pub(super) fn compare_max<T: Cross>(
 /// A gemm problem: `C = alpha op(A) op(B) + beta C`, row-major.
 #[derive(Debug, Clone)]
 pub(super) struct GemmCase<T> {
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
-    pub trans_a: bool,
-    pub trans_b: bool,
-    pub alpha: T,
-    pub beta: T,
+    /// Shapes, transposes and scalars.
+    pub spec: Gemm<T>,
     pub a: Vec<T>,
     pub b: Vec<T>,
     /// NaN everywhere when `beta == 0`, which must then be ignored.
@@ -346,41 +341,21 @@ pub(super) struct GemmCase<T> {
 }
 
 impl<T: Float> GemmCase<T> {
-    /// The spec to run.
-    pub fn spec(&self) -> Gemm<T> {
-        Gemm::new(self.m, self.n, self.k)
-            .transpose(self.trans_a, self.trans_b)
-            .scaled(self.alpha, self.beta)
-    }
-
     /// `|alpha| Σ_l |op(A)[i][l] op(B)[l][j]| + |beta C[i][j]|`: the scale of entry `(i, j)`'s
     /// error bound.
     pub fn scale(&self, i: usize, j: usize) -> f64 {
-        let (m, n, k) = (self.m, self.n, self.k);
-        let at = |l: usize| {
-            if self.trans_a {
-                self.a[l * m + i]
-            } else {
-                self.a[i * k + l]
-            }
-            .to_f64()
-        };
-        let bt = |l: usize| {
-            if self.trans_b {
-                self.b[j * k + l]
-            } else {
-                self.b[l * n + j]
-            }
-            .to_f64()
-        };
+        let g = &self.spec;
+        let (m, n, k) = (g.m, g.n, g.k);
+        let at = |l: usize| common::op_at(&self.a, g.trans_a, m, k, i, l).to_f64();
+        let bt = |l: usize| common::op_at(&self.b, g.trans_b, k, n, l, j).to_f64();
         let products: f64 = (0..k).map(|l| (at(l) * bt(l)).abs()).sum();
-        let beta = self.beta.to_f64();
+        let beta = g.beta.to_f64();
         let cv = if beta == 0.0 {
             0.0
         } else {
             beta * self.c[i * n + j].to_f64()
         };
-        self.alpha.to_f64().abs() * products + cv.abs()
+        g.alpha.to_f64().abs() * products + cv.abs()
     }
 }
 
@@ -390,7 +365,7 @@ pub(super) fn compare_gemm<T: CrossFloat>(
     want: &[T],
     got: &[T],
 ) -> Result<(), String> {
-    let (m, n, k) = (g.m, g.n, g.k);
+    let (m, n, k) = (g.spec.m, g.spec.n, g.spec.k);
     for (name, r) in [("cpu", want), ("cuda", got)] {
         if r.len() != m * n {
             return Err(format!(
@@ -408,10 +383,10 @@ pub(super) fn compare_gemm<T: CrossFloat>(
                 return Err(format!(
                     "gemm {} C[{i}][{j}] of {m}x{n}x{k} (trans {} {}, alpha {:?}, beta {:?}): cpu {w:?}, cuda {c:?} (scale {scale})",
                     T::DTYPE,
-                    g.trans_a,
-                    g.trans_b,
-                    g.alpha,
-                    g.beta,
+                    g.spec.trans_a,
+                    g.spec.trans_b,
+                    g.spec.alpha,
+                    g.spec.beta,
                 ));
             }
         }

@@ -266,13 +266,9 @@ fn rejects_wrong_gemm<T: CrossFloat>(one: &gpu::Context, two: &gpu::Context) {
                 .collect()
         };
         let g = GemmCase {
-            m: k,
-            n: k,
-            k,
-            trans_a,
-            trans_b,
-            alpha: T::from_f64(1.5),
-            beta: T::from_f64(0.5),
+            spec: Gemm::new(k, k, k)
+                .transpose(trans_a, trans_b)
+                .scaled(T::from_f64(1.5), T::from_f64(0.5)),
             a: values(1),
             b: values(2),
             c: values(3),
@@ -293,9 +289,9 @@ fn rejects_wrong_gemm<T: CrossFloat>(one: &gpu::Context, two: &gpu::Context) {
 
         let mut wrong = g.clone();
         if trans_a == trans_b {
-            wrong.trans_a = !trans_a;
+            wrong.spec.trans_a = !trans_a;
         } else {
-            (wrong.trans_a, wrong.trans_b) = (trans_b, trans_a);
+            (wrong.spec.trans_a, wrong.spec.trans_b) = (trans_b, trans_a);
         }
         let (_, swapped) = run_gemm(one, two, &wrong).unwrap_or_else(|e| panic!("{what}: {e}"));
         let e = compare_gemm(&g, &want, &swapped);

@@ -292,13 +292,9 @@ fn gemm_case<T: CrossFloat>() -> impl Strategy<Value = GemmCase<T>> {
                 c
             };
             GemmCase {
-                m,
-                n,
-                k,
-                trans_a,
-                trans_b,
-                alpha: T::from_f64(alpha),
-                beta: T::from_f64(beta),
+                spec: Gemm::new(m, n, k)
+                    .transpose(trans_a, trans_b)
+                    .scaled(T::from_f64(alpha), T::from_f64(beta)),
                 a,
                 b,
                 c,
@@ -316,7 +312,7 @@ pub(super) fn run_gemm<T: Float>(
         let a = ctx.alloc_upload(&g.a)?;
         let b = ctx.alloc_upload(&g.b)?;
         let mut c = ctx.alloc_upload(&g.c)?;
-        ctx.gemm(g.spec(), &a, &b, &mut c)?;
+        ctx.gemm(g.spec, &a, &b, &mut c)?;
         c.download()
     })
 }

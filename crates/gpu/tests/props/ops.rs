@@ -342,22 +342,8 @@ fn gemm_vs_reference<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
         prop_assert_eq!(got.len(), g.m * g.n);
 
         let (m, n, k) = (g.m, g.n, g.k);
-        let at = |i: usize, l: usize| {
-            if g.trans_a {
-                a[l * m + i]
-            } else {
-                a[i * k + l]
-            }
-            .to_f64()
-        };
-        let bt = |l: usize, j: usize| {
-            if g.trans_b {
-                b[j * k + l]
-            } else {
-                b[l * n + j]
-            }
-            .to_f64()
-        };
+        let at = |i: usize, l: usize| common::op_at(&a, g.trans_a, m, k, i, l).to_f64();
+        let bt = |l: usize, j: usize| common::op_at(&b, g.trans_b, k, n, l, j).to_f64();
         for i in 0..m {
             for j in 0..n {
                 let (mut acc, mut mag) = (0.0f64, 0.0f64);
