@@ -52,6 +52,17 @@ struct Call<'a> {
     out: Option<&'a Path>,
 }
 
+/// [`run_sh`] with only arguments.
+fn run_args(bundle: &Path, args: &[&str]) -> (i32, String) {
+    run_sh(
+        bundle,
+        Call {
+            args,
+            ..Call::default()
+        },
+    )
+}
+
 /// Runs `bundle/run.sh`; returns (exit code, stdout). Nothing may reach stderr. Fresh log
 /// folders go next to the bundle (`TMPDIR`), so they are removed with it.
 fn run_sh(bundle: &Path, call: Call<'_>) -> (i32, String) {
@@ -270,20 +281,17 @@ fn a_failing_binary_and_a_crash_fail_the_run() {
     );
     let logs = tmp.path().join("logs");
     let out = tmp.path().join("out");
-    let (code, stdout) = run_sh(
+    let (code, stdout) = run_args(
         &bundle,
-        Call {
-            args: &[
-                "--allow-skip",
-                "--logs",
-                logs.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-                "--",
-                "extra",
-            ],
-            ..Call::default()
-        },
+        &[
+            "--allow-skip",
+            "--logs",
+            logs.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "extra",
+        ],
     );
     assert_eq!(code, 1, "{stdout}");
     assert_eq!(line(&stdout, "6 passed"), "6 passed, 3 failed", "{stdout}");
@@ -354,25 +362,13 @@ echo "test a::cpu ... ok"
 echo "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out; finished in 0.00s"
 "#;
     let bundle = fake_bundle(&tmp, &[("alpha", cpu_only)]);
-    let (code, stdout) = run_sh(
-        &bundle,
-        Call {
-            args: &["--", "--skip", "cuda"],
-            ..Call::default()
-        },
-    );
+    let (code, stdout) = run_args(&bundle, &["--", "--skip", "cuda"]);
     assert_eq!(code, 1, "{stdout}");
     assert!(
         verdict(&stdout).contains("no test with `cuda` in its name passed"),
         "{stdout}"
     );
-    let (code, stdout) = run_sh(
-        &bundle,
-        Call {
-            args: &["--allow-skip"],
-            ..Call::default()
-        },
-    );
+    let (code, stdout) = run_args(&bundle, &["--allow-skip"]);
     assert_eq!(code, 0, "{stdout}");
 }
 
@@ -398,26 +394,14 @@ fn a_skipped_line_fails_unless_allowed_or_expected() {
         "1 skipped (0 expected), 1 ignored"
     );
 
-    let (code, stdout) = run_sh(
-        &bundle,
-        Call {
-            args: &["--expect-skip", "no CUDA driver"],
-            ..Call::default()
-        },
-    );
+    let (code, stdout) = run_args(&bundle, &["--expect-skip", "no CUDA driver"]);
     assert_eq!(code, 0, "{stdout}");
     assert!(
         stdout.contains("  1x (expected) beta: b::cuda: SKIPPED: no CUDA driver"),
         "{stdout}"
     );
 
-    let (code, stdout) = run_sh(
-        &bundle,
-        Call {
-            args: &["--allow-skip"],
-            ..Call::default()
-        },
-    );
+    let (code, stdout) = run_args(&bundle, &["--allow-skip"]);
     assert_eq!(code, 0, "{stdout}");
 }
 
@@ -444,13 +428,7 @@ fn usage_errors_exit_2_and_an_empty_bundle_fails() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
-    let (code, stdout) = run_sh(
-        &bundle,
-        Call {
-            args: &["--logs", "logs"],
-            ..Call::default()
-        },
-    );
+    let (code, stdout) = run_args(&bundle, &["--logs", "logs"]);
     assert_eq!(code, 1, "{stdout}");
     assert!(verdict(&stdout).contains("no test binaries"), "{stdout}");
 }
@@ -699,13 +677,7 @@ fn a_missing_sanitizer_fails_unless_skips_are_allowed() {
     }
     let tmp = TempDir::new("nosan");
     let bundle = fake_bundle(&tmp, &[("alpha", PASSING)]);
-    let (code, stdout) = run_sh(
-        &bundle,
-        Call {
-            args: &["--sanitize", "memcheck"],
-            ..Call::default()
-        },
-    );
+    let (code, stdout) = run_args(&bundle, &["--sanitize", "memcheck"]);
     if !stdout.contains("SKIPPED: compute-sanitizer not found (searched ") {
         // This machine has a real compute-sanitizer; the missing case cannot be shown here.
         println!("SKIPPED: compute-sanitizer is installed here");
@@ -716,13 +688,7 @@ fn a_missing_sanitizer_fails_unless_skips_are_allowed() {
         verdict(&stdout).contains("memcheck: compute-sanitizer not found"),
         "{stdout}"
     );
-    let (code, stdout) = run_sh(
-        &bundle,
-        Call {
-            args: &["--sanitize", "memcheck", "--allow-skip"],
-            ..Call::default()
-        },
-    );
+    let (code, stdout) = run_args(&bundle, &["--sanitize", "memcheck", "--allow-skip"]);
     assert_eq!(code, 0, "{stdout}");
 }
 
