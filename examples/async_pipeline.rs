@@ -34,8 +34,8 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use gpu::{Context, DeviceSpec, GpuArray, Pattern, Pipeline, Report, Stage, Stream};
-use gpu_examples::{fmt_bytes, median};
+use gpukit::{Context, DeviceSpec, GpuArray, Pattern, Pipeline, Report, Stage, Stream};
+use gpukit_examples::{fmt_bytes, median};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
 
@@ -166,7 +166,7 @@ fn compute(
     x: &GpuArray<f32>,
     y: &mut GpuArray<f32>,
     t: &mut GpuArray<f32>,
-) -> gpu::Result<()> {
+) -> gpukit::Result<()> {
     s.relu(x, y)?;
     for j in 1..ops {
         match (j - 1) % 4 {
@@ -219,7 +219,7 @@ fn run_pattern(
     // can share it; batches on different streams must not.
     let mut scratch = (0..lanes)
         .map(|_| ctx.alloc_zeros::<f32>(w.len))
-        .collect::<gpu::Result<Vec<_>>>()?;
+        .collect::<gpukit::Result<Vec<_>>>()?;
     let io = Duration::from_secs_f64(w.io_ms / 1e3);
     let report = Pipeline::new(ctx, pattern)
         .batches(w.batches)
@@ -354,7 +354,7 @@ fn run() -> Res {
         println!("{USAGE}");
         return Ok(());
     }
-    let ctx = gpu_examples::open_context(opts.device)?;
+    let ctx = gpukit_examples::open_context(opts.device)?;
     let sel = ctx.selection();
     let info = ctx.info();
     println!(

@@ -13,7 +13,7 @@
 use std::error::Error;
 use std::process::ExitCode;
 
-use gpu::{Context, Gemm, HostUse, In, KernelSpec, LaunchConfig, Out};
+use gpukit::{Context, Gemm, HostUse, In, KernelSpec, LaunchConfig, Out};
 
 /// The CUDA C of the custom kernel; the CPU backend runs the closure beside it.
 const VECTOR_ADD: &str = r#"

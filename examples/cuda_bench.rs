@@ -23,8 +23,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use cudarc::driver::{result, sys};
-use gpu::{Context, DeviceSpec, HostUse};
-use gpu_examples::{fmt_bytes, gbps, median, to_json, Json};
+use gpukit::{Context, DeviceSpec, HostUse};
+use gpukit_examples::{fmt_bytes, gbps, median, to_json, Json};
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
@@ -208,7 +208,7 @@ fn transfers(ctx: &Context, args: &Args, records: &mut Vec<Vec<(&'static str, Js
             for kind in KINDS {
                 // One host buffer of each kind, used by both sides.
                 let mut host_vec: Option<Vec<f32>> = None;
-                let mut host_buf: Option<gpu::HostBuffer<f32>> = None;
+                let mut host_buf: Option<gpukit::HostBuffer<f32>> = None;
                 match kind {
                     "pageable" => host_vec = Some(vec![1.0f32; n]),
                     "pinned" => {
@@ -336,13 +336,13 @@ fn enqueue(ctx: &Context, records: &mut Vec<Vec<(&'static str, Json)>>) -> Res {
 
     // The same kernel, raw: the built-in f32 module compiled by the same NVRTC.
     let cc = ctx.info().compute_capability.unwrap_or((0, 0));
-    let nvrtc = cuda_sys::nvrtc::nvrtc(None)?;
-    let src = cuda_sys::kernels::builtin_source(cuda_sys::kernels::Elem::F32);
+    let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(None)?;
+    let src = gpukit_cuda_sys::kernels::builtin_source(gpukit_cuda_sys::kernels::Elem::F32);
     let image = nvrtc.compile_cached(
         &src,
         "builtin_f32",
         nvrtc.target_for(cc),
-        cuda_sys::kernels::BUILTIN_OPTIONS,
+        gpukit_cuda_sys::kernels::BUILTIN_OPTIONS,
     )?;
     // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX.
     let module = unsafe { result::module::load_data(image.image.as_ptr().cast())? };

@@ -18,7 +18,7 @@
 //! cargo run --release --example cuda_doctor
 //! ```
 //!
-//! It uses `cuda-sys` and `gpu-cuda` directly: it diagnoses those
+//! It uses `gpukit-cuda-sys` and `gpukit-cuda` directly: it diagnoses those
 //! layers, so it must not go through the facade's fallback to the CPU.
 
 use std::fmt::Display;
@@ -26,10 +26,10 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use cuda_sys::discover::{self, Lib};
-use cuda_sys::kernels::{builtin_source, Elem, BUILTIN_OPTIONS};
-use cuda_sys::nvrtc::{self, Target};
-use cuda_sys::probe::{self, version_pair};
+use gpukit_cuda_sys::discover::{self, Lib};
+use gpukit_cuda_sys::kernels::{builtin_source, Elem, BUILTIN_OPTIONS};
+use gpukit_cuda_sys::nvrtc::{self, Target};
+use gpukit_cuda_sys::probe::{self, version_pair};
 
 /// The architecture compiled for when there is no device: an H100's.
 const FALLBACK_CC: (u32, u32) = (9, 0);
@@ -214,7 +214,7 @@ fn driver(checks: &mut Checks) -> DriverFacts {
 
 fn cudarc_loader(checks: &mut Checks, facts: &DriverFacts) {
     heading("cudarc's driver loader");
-    let report = gpu_cuda::cudarc_driver_report();
+    let report = gpukit_cuda::cudarc_driver_report();
     // cudarc's list repeats some names; each is shown once, in its first place.
     let mut names: Vec<&str> = Vec::new();
     for name in &report.candidates {
@@ -296,7 +296,7 @@ fn cublas_section(checks: &mut Checks, facts: &DriverFacts) {
     heading("cuBLAS");
     candidates(Lib::Cublas);
     candidates(Lib::CublasLt);
-    let lib = match cuda_sys::cublas::cublas(facts.major) {
+    let lib = match gpukit_cuda_sys::cublas::cublas(facts.major) {
         Ok(lib) => lib,
         Err(err) => {
             checks.fail("cuBLAS", err);

@@ -32,10 +32,10 @@ pub fn median_seconds<E>(runs: usize, mut f: impl FnMut() -> Result<(), E>) -> R
 
 /// The context an example runs on: the device `--device` named, else `Context::default()`
 /// (`GPU_DEVICE`, else CUDA when usable, else the CPU).
-pub fn open_context(device: Option<gpu::DeviceSpec>) -> gpu::Result<gpu::Context> {
+pub fn open_context(device: Option<gpukit::DeviceSpec>) -> gpukit::Result<gpukit::Context> {
     match device {
-        Some(spec) => gpu::Context::new(spec),
-        None => gpu::Context::default(),
+        Some(spec) => gpukit::Context::new(spec),
+        None => gpukit::Context::default(),
     }
 }
 

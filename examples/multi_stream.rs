@@ -14,7 +14,7 @@
 //! cargo run --release --example multi_stream -- --device cpu --len 65536 --rounds 2
 //! ```
 //!
-//! gpu-core would order the combine stream's reads after the workers' writes by itself;
+//! gpukit-core would order the combine stream's reads after the workers' writes by itself;
 //! waiting on the events says so explicitly, and keeps the combine stream's timing events
 //! around its own work. A wrong result or any error prints a message and exits with status 1.
 
@@ -22,7 +22,7 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gpu::{DeviceSpec, Event, GpuArray, HostUse, In, KernelSpec, LaunchConfig, Out};
+use gpukit::{DeviceSpec, Event, GpuArray, HostUse, In, KernelSpec, LaunchConfig, Out};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
 
@@ -158,7 +158,7 @@ fn main() -> ExitCode {
 
 /// A worker stream's arrays and events.
 struct Worker {
-    stream: gpu::Stream,
+    stream: gpukit::Stream,
     x: GpuArray<f32>,
     acc: GpuArray<f32>,
     rounds: usize,
@@ -172,7 +172,7 @@ fn run() -> Res {
         println!("{USAGE}");
         return Ok(());
     }
-    let ctx = gpu_examples::open_context(opts.device)?;
+    let ctx = gpukit_examples::open_context(opts.device)?;
     println!(
         "backend {} device {} ({})",
         ctx.backend_name(),
@@ -330,7 +330,7 @@ fn run() -> Res {
         workers
             .iter()
             .map(|w| w.end.elapsed_ms(&combine_start))
-            .collect::<gpu::Result<Vec<f64>>>()?
+            .collect::<gpukit::Result<Vec<f64>>>()?
             .into_iter()
             .fold(f64::INFINITY, f64::min)
     );

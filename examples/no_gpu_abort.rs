@@ -1,12 +1,12 @@
 //! The no-GPU contract under `panic = "abort"`: every public constructor that can request
-//! CUDA, and cuda-sys's library loaders, called on this machine; without a usable GPU each
+//! CUDA, and gpukit-cuda-sys's library loaders, called on this machine; without a usable GPU each
 //! must return a typed error. A panic anywhere aborts the process (SIGABRT), which
 //! `cargo xtask no-gpu` reports as a failure.
 //!
 //! ```text
 //! CARGO_PROFILE_RELEASE_PANIC=abort cargo run --release --example no_gpu_abort \
 //!     --target-dir target/panic-abort -- --require-abort
-//! cargo xtask no-gpu          # the same, after the `no_gpu` test of the gpu crate
+//! cargo xtask no-gpu          # the same, after the `no_gpu` test of the gpukit crate
 //! ```
 //!
 //! Exit status 0 when every call returned what the contract says (with a GPU usable, the
@@ -19,8 +19,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use gpu::cuda::{probe, CudaBackend};
-use gpu::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
+use gpukit::cuda::{probe, CudaBackend};
+use gpukit::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
 
 /// What the calls returned, and what broke the contract.
 #[derive(Default)]
@@ -32,7 +32,7 @@ struct Tally {
 impl Tally {
     /// Records a constructor's result against the expected error (`None`: a GPU is usable,
     /// so `Ok` or a typed CUDA error will do).
-    fn check<T>(&mut self, what: &str, got: gpu::Result<T>, want: Option<&Error>) {
+    fn check<T>(&mut self, what: &str, got: gpukit::Result<T>, want: Option<&Error>) {
         self.calls += 1;
         let verdict = match (want, &got) {
             (Some(want), Err(e)) if e == want => Ok(format!("typed error: {e}")),
@@ -212,23 +212,23 @@ fn main() -> ExitCode {
         };
         t.report(what, verdict);
     }
-    // cuda-sys's loaders: Ok or a typed error.
+    // gpukit-cuda-sys's loaders: Ok or a typed error.
     t.loader(
-        "cuda_sys::probe()",
-        cuda_sys::probe().map(|p| format!("driver {}", p.driver_path.display())),
+        "gpukit_cuda_sys::probe()",
+        gpukit_cuda_sys::probe().map(|p| format!("driver {}", p.driver_path.display())),
     );
     t.loader(
-        "cuda_sys::probe::driver()",
-        cuda_sys::probe::driver().map(|d| d.loaded.path.display().to_string()),
+        "gpukit_cuda_sys::probe::driver()",
+        gpukit_cuda_sys::probe::driver().map(|d| d.loaded.path.display().to_string()),
     );
     t.loader(
-        "cuda_sys::nvrtc::nvrtc(None)",
-        cuda_sys::nvrtc::nvrtc(None)
+        "gpukit_cuda_sys::nvrtc::nvrtc(None)",
+        gpukit_cuda_sys::nvrtc::nvrtc(None)
             .map(|n| format!("{} (NVRTC {:?})", n.loaded.path.display(), n.version)),
     );
     t.loader(
-        "cuda_sys::cublas::cublas(None)",
-        cuda_sys::cublas::cublas(None).map(|c| c.loaded.path.display().to_string()),
+        "gpukit_cuda_sys::cublas::cublas(None)",
+        gpukit_cuda_sys::cublas::cublas(None).map(|c| c.loaded.path.display().to_string()),
     );
 
     if t.broken.is_empty() {

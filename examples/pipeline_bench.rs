@@ -1,4 +1,4 @@
-//! Overlap of upload, compute and download: every pattern of [`gpu::Pattern::STANDARD`]
+//! Overlap of upload, compute and download: every pattern of [`gpukit::Pattern::STANDARD`]
 //! against the sequential pattern, in the same run, over compute:transfer ratios 0.25, 1 and
 //! 4 and three batch sizes.
 //!
@@ -21,7 +21,7 @@
 //! `--runs` repeats (at least 3; 5 by default, 3 with `--quick`), after a warm-up run per
 //! batch size that fills the pinned pool; the patterns alternate within each repeat. Seconds
 //! are the pipeline's own wall time (start event to last delivery); efficiency is its
-//! max-stage bound over that time (`gpu_pipeline::Report::efficiency`, which on the CPU
+//! max-stage bound over that time (`gpukit_pipeline::Report::efficiency`, which on the CPU
 //! backend counts every stage but the loader's waiting as work for the same cores).
 //!
 //! ```text
@@ -36,8 +36,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gpu::{Context, DeviceSpec, GpuArray, In, KernelSpec, LaunchConfig, Out, Pattern, Stage};
-use gpu_examples::{fmt_bytes, median, to_json, Json};
+use gpukit::{Context, DeviceSpec, GpuArray, In, KernelSpec, LaunchConfig, Out, Pattern, Stage};
+use gpukit_examples::{fmt_bytes, median, to_json, Json};
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
@@ -57,7 +57,7 @@ extern "C" __global__ void spin(const float* in, float* out, unsigned long long 
 "#;
 
 type SpinSig = (In<f32>, Out<f32>, u64);
-type SpinKernel = gpu::Kernel<SpinSig>;
+type SpinKernel = gpukit::Kernel<SpinSig>;
 
 struct Args {
     device: DeviceSpec,
@@ -185,7 +185,7 @@ impl IoWait {
 fn transfer_ms(ctx: &Context, n: usize, batches: usize, kernel: &SpinKernel) -> Res<(f64, f64)> {
     let mut spans = Vec::new();
     for _ in 0..2 {
-        let report = gpu::Pipeline::new(ctx, Pattern::Sequential)
+        let report = gpukit::Pipeline::new(ctx, Pattern::Sequential)
             .batches(batches)
             .input_len(n)
             .output_len(n)
@@ -215,7 +215,7 @@ fn transfer_ms(ctx: &Context, n: usize, batches: usize, kernel: &SpinKernel) -> 
 /// One measured run.
 struct Sample {
     seconds: f64,
-    report: gpu::Report,
+    report: gpukit::Report,
 }
 
 /// What the sweep measured at one point.
@@ -296,7 +296,7 @@ fn run(ctx: &Context, args: &Args) -> Res {
         // One run of `pattern` with compute taking `ratio` transfers.
         let run_once = |pattern: Pattern, ratio: f64| -> Res<Sample> {
             let spin_ns = (t_up * ratio * 1e6) as u64;
-            let report = gpu::Pipeline::new(ctx, pattern)
+            let report = gpukit::Pipeline::new(ctx, pattern)
                 .batches(batches)
                 .input_len(n)
                 .output_len(n)

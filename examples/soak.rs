@@ -17,7 +17,7 @@
 //!   (all pinned memory the context holds, since nothing is out between runs), and the
 //!   counts of `fresh` allocations and `reused` buffers.
 //! - **device used** (CUDA only): total minus free device memory from `cuMemGetInfo` (through
-//!   cudarc on the context the backend made current; the `gpu` API does not expose free
+//!   cudarc on the context the backend made current; the `gpukit` API does not expose free
 //!   memory). It counts the whole device, other processes included.
 //!
 //! The warm-up is the first 20 % of the time, and at least 3 runs; the first sample after it
@@ -35,8 +35,8 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gpu::{Context, DeviceSpec, GpuArray, Pattern, Pipeline, Stream};
-use gpu_examples::fmt_bytes;
+use gpukit::{Context, DeviceSpec, GpuArray, Pattern, Pipeline, Stream};
+use gpukit_examples::fmt_bytes;
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
 
@@ -159,7 +159,7 @@ fn fill(batch: usize, buf: &mut [f32]) {
 }
 
 /// The device work of a batch: `y = relu(x)`, `y *= 0.5`, `y += 0.25 x`.
-fn compute(s: &Stream, x: &GpuArray<f32>, y: &mut GpuArray<f32>) -> gpu::Result<()> {
+fn compute(s: &Stream, x: &GpuArray<f32>, y: &mut GpuArray<f32>) -> gpukit::Result<()> {
     s.relu(x, y)?;
     s.scale(0.5f32, y)?;
     s.axpy(0.25f32, x, y)

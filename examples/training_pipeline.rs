@@ -1,5 +1,5 @@
 //! Trains a logistic-regression classifier on the detected backend, from data streamed off
-//! disk in batches through a triple-buffered [`gpu::Pipeline`] with a prefetching loader.
+//! disk in batches through a triple-buffered [`gpukit::Pipeline`] with a prefetching loader.
 //!
 //! ```text
 //! cargo run --release --example training_pipeline                  # GPU_DEVICE, else auto
@@ -43,7 +43,7 @@
 //! Plain minibatch SGD, learning rate 0.1, weight decay 1e-4, weights starting at zero, 5
 //! epochs; each epoch visits the 64 batches in an order shuffled from the seed (rows stay in
 //! their batch). The loss is the mean binary cross-entropy `softplus(z) - y z`, computed on
-//! the host in f64 from the downloaded logits (gpu-core has no `log` op). A batch's loss is
+//! the host in f64 from the downloaded logits (gpukit-core has no `log` op). A batch's loss is
 //! measured before its own update, as training loops report it. After training, a forward-
 //! only pass over the data (the same pipeline, no update) evaluates the final weights.
 //!
@@ -62,7 +62,7 @@
 //! downloading batch `i-1` overlap. The weights and the scratch arrays (`p`, `p - y`, the
 //! gradient) live outside the pipeline and are shared by every batch: that is correct
 //! because there is one compute stream, on which batches run in order, so each SGD step
-//! sees the weights of the step before. (With `compute_streams(k > 1)` gpu-core's automatic
+//! sees the weights of the step before. (With `compute_streams(k > 1)` gpukit-core's automatic
 //! ordering of shared arrays would serialise the steps anyway, since every step reads and
 //! writes the weights: a model update is sequential by nature.) The whole run, all epochs,
 //! is one pipeline run of 320 batches, so the loader prefetches across epoch boundaries.
@@ -110,7 +110,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use gpu::{Context, DeviceSpec, Gemm, GpuArray, Pattern, Pipeline, Stream};
+use gpukit::{Context, DeviceSpec, Gemm, GpuArray, Pattern, Pipeline, Stream};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
 
@@ -199,7 +199,7 @@ fn run() -> Res {
     let Some(args) = parse_args()? else {
         return Ok(());
     };
-    let ctx = gpu_examples::open_context(args.device)?;
+    let ctx = gpukit_examples::open_context(args.device)?;
     let sel = ctx.selection();
     println!(
         "{} device {} ({}; requested `{}` by {})",
@@ -488,7 +488,7 @@ impl ShardReader {
 
     /// Reads data batch `b` (rows `b*BATCH ..`) into `buf` as `[X | y]`, where each row of
     /// `X` is the record's features followed by a 1 (the intercept column).
-    fn read_batch(&mut self, b: usize, buf: &mut [f32]) -> Result<(), gpu::pipeline::BoxError> {
+    fn read_batch(&mut self, b: usize, buf: &mut [f32]) -> Result<(), gpukit::pipeline::BoxError> {
         let per_shard = SAMPLES / SHARDS / BATCH;
         let (file, path) = self
             .files
@@ -527,7 +527,7 @@ struct Model {
 }
 
 impl Model {
-    fn new(ctx: &Context) -> gpu::Result<Model> {
+    fn new(ctx: &Context) -> gpukit::Result<Model> {
         Ok(Model {
             w: ctx.alloc_zeros(COLS)?,
             p: ctx.alloc_zeros(BATCH)?,
@@ -544,7 +544,7 @@ impl Model {
         input: &GpuArray<f32>,
         output: &mut GpuArray<f32>,
         update: bool,
-    ) -> gpu::Result<()> {
+    ) -> gpukit::Result<()> {
         let x = input.slice(..BATCH * COLS)?;
         let y = input.slice(BATCH * COLS..)?;
         let (mut logits, rest) = output.split_at_mut(BATCH)?;
@@ -612,7 +612,7 @@ struct Outcome {
     eval: Tally,
     weights: Vec<f32>,
     seconds: f64,
-    train_report: gpu::Report,
+    train_report: gpukit::Report,
 }
 
 impl Outcome {

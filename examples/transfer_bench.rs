@@ -3,7 +3,7 @@
 //! For each size, the median wall time of repeated runs of:
 //! - `memcpy`: `copy_nonoverlapping` between two host buffers (the baseline);
 //! - `d2d`: `Stream::copy` between two device arrays, then `sync`;
-//! - `upload` / `download`: an asynchronous copy from / to a pinned [`gpu::HostBuffer`]
+//! - `upload` / `download`: an asynchronous copy from / to a pinned [`gpukit::HostBuffer`]
 //!   (`HostUse::Upload` / `Download`), then `Pending::wait`;
 //! - `upload_slice`: the blocking `GpuArray::upload` from a borrowed slice.
 //!
@@ -18,8 +18,8 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use gpu::{Context, DeviceSpec, HostUse};
-use gpu_examples::{fmt_bytes, gbps, median_seconds, to_json, Json};
+use gpukit::{Context, DeviceSpec, HostUse};
+use gpukit_examples::{fmt_bytes, gbps, median_seconds, to_json, Json};
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
@@ -176,7 +176,7 @@ fn run() -> Res {
                 .filter(|(k, _)| *k == kind)
                 .map(|(_, r)| *r)
                 .collect();
-            if let Some(m) = gpu_examples::median(&mut r) {
+            if let Some(m) = gpukit_examples::median(&mut r) {
                 println!("  {kind:<16} {m:.3}x");
             }
         }

@@ -6,7 +6,7 @@
 //! ignores ASCII case and surrounding white space.
 #![no_main]
 
-use gpu_core::{DeviceSpec, Error};
+use gpukit_core::{DeviceSpec, Error};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

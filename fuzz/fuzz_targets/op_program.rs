@@ -9,15 +9,15 @@
 //! sums, syncs, early waits on outstanding copies, and dropping an array for a fresh one while
 //! work on it may still be queued. Every operand is a range of an array.
 //!
-//! gpu-core orders work on different streams by data dependencies, so the program must give
+//! gpukit-core orders work on different streams by data dependencies, so the program must give
 //! exactly what running it one instruction at a time gives: every download and sum is an
 //! observation compared with the interpreter's, and so is every array at the end. `i32`
-//! arithmetic wraps (as [`gpu_core::Numeric`] says), so the comparison is exact.
+//! arithmetic wraps (as [`gpukit_core::Numeric`] says), so the comparison is exact.
 #![no_main]
 
-use gpu_core::{BinaryOp, Context, Event, GpuArray, GpuView, GpuViewMut, HostBuffer, HostUse};
-use gpu_core::{Pending, Stream};
-use gpu_cpu::CpuBackend;
+use gpukit_core::{BinaryOp, Context, Event, GpuArray, GpuView, GpuViewMut, HostBuffer, HostUse};
+use gpukit_core::{Pending, Stream};
+use gpukit_cpu::CpuBackend;
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
@@ -373,7 +373,7 @@ fn with_views<R>(
     Some(f(&views, &mut w))
 }
 
-fn must<T>(r: gpu_core::Result<T>, what: &str) -> T {
+fn must<T>(r: gpukit_core::Result<T>, what: &str) -> T {
     match r {
         Ok(v) => v,
         Err(e) => panic!("{what} failed on valid input: {e}"),

@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: builds and runs the benchmarks in release mode.
 //!
-//! The benchmarks are examples of the `gpu-examples` package: `transfer_bench` (copies
+//! The benchmarks are examples of the `gpukit-examples` package: `transfer_bench` (copies
 //! against `memcpy`, on the device `--device` names, the CPU by default), `cuda_bench`
 //! (the CUDA backend against raw cudarc; it prints `SKIPPED: <reason>` without a GPU) and
 //! `pipeline_bench` (every pipeline pattern against sequential over compute:transfer
@@ -56,14 +56,14 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     }
 
     let mut cmd = util::cargo(root);
-    cmd.args(["run", "--release", "--package", "gpu-examples"])
+    cmd.args(["run", "--release", "--package", "gpukit-examples"])
         .args(["--example", "transfer_bench", "--", "--json"])
         .arg(&json)
         .args(&extra);
     util::run(&mut cmd)?;
     let cuda_json = json.with_file_name("cuda_bench.json");
     let mut cmd = util::cargo(root);
-    cmd.args(["run", "--release", "--package", "gpu-examples"])
+    cmd.args(["run", "--release", "--package", "gpukit-examples"])
         .args(["--example", "cuda_bench", "--", "--json"])
         .arg(&cuda_json);
     util::run(&mut cmd)?;
@@ -74,7 +74,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         // writes none when it skips).
         let _ = fs::remove_file(report);
         let mut cmd = util::cargo(root);
-        cmd.args(["run", "--release", "--package", "gpu-examples"])
+        cmd.args(["run", "--release", "--package", "gpukit-examples"])
             .args([
                 "--example",
                 "pipeline_bench",

@@ -1,4 +1,4 @@
-//! `cargo xtask bindgen`: regenerates cuda-sys's raw declarations from CUDA's headers.
+//! `cargo xtask bindgen`: regenerates gpukit-cuda-sys's raw declarations from CUDA's headers.
 //!
 //! The functions bound are listed in `crates/cuda-sys/bindgen/functions.txt`, one section per
 //! library: `[file Struct header.h]` followed by function names. Each section becomes

@@ -26,7 +26,7 @@ enum Step {
 }
 
 /// The crates a build without the facade's `cuda` feature must not compile.
-const CUDA_CRATES: [&str; 3] = ["gpu-cuda", "cuda-sys", "cudarc"];
+const CUDA_CRATES: [&str; 3] = ["gpukit-cuda", "gpukit-cuda-sys", "cudarc"];
 
 impl Step {
     const ALL: [Step; 6] = [
@@ -95,16 +95,16 @@ impl Step {
     }
 }
 
-/// The `no-cuda` step: the dependency tree of `gpu` without default features holds no CUDA
+/// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA
 /// crate; clippy (where installed) on the facade and the examples in that configuration;
 /// then the tests of every crate but the CUDA ones and xtask.
 fn no_cuda(root: &Path, test_args: &[String]) -> Result {
-    util::header("no-cuda: `gpu` without its default `cuda` feature compiles no CUDA crate");
+    util::header("no-cuda: `gpukit` without its default `cuda` feature compiles no CUDA crate");
     let mut tree = util::cargo(root);
     tree.args([
         "tree",
         "--package",
-        "gpu",
+        "gpukit",
         "--no-default-features",
         "--edges",
         "normal,build",
@@ -128,7 +128,7 @@ fn no_cuda(root: &Path, test_args: &[String]) -> Result {
     let found = cuda_crates_in(&tree);
     if !found.is_empty() {
         return Err(Failure::new(format!(
-            "`gpu` without default features still depends on {}",
+            "`gpukit` without default features still depends on {}",
             found.join(", ")
         )));
     }
@@ -140,9 +140,9 @@ fn no_cuda(root: &Path, test_args: &[String]) -> Result {
         util::run(util::cargo(root).args([
             "clippy",
             "--package",
-            "gpu",
+            "gpukit",
             "--package",
-            "gpu-examples",
+            "gpukit-examples",
             "--all-targets",
             "--no-default-features",
             "--",
@@ -156,9 +156,9 @@ fn no_cuda(root: &Path, test_args: &[String]) -> Result {
                 "test",
                 "--workspace",
                 "--exclude",
-                "gpu-cuda",
+                "gpukit-cuda",
                 "--exclude",
-                "cuda-sys",
+                "gpukit-cuda-sys",
                 "--exclude",
                 "xtask",
                 "--no-default-features",
@@ -314,11 +314,11 @@ mod tests {
 
     #[test]
     fn finds_cuda_crates_in_a_tree_by_name() {
-        let with = "gpu v0.1.0 (/w/crates/gpu)\ngpu-cuda v0.1.0 (/w/crates/gpu-cuda)\n\
-                    cudarc v0.19.10\ngpu-core v0.1.0 (/w/crates/gpu-core)\n";
-        assert_eq!(cuda_crates_in(with), ["gpu-cuda", "cudarc"]);
+        let with = "gpukit v0.1.0 (/w/crates/gpu)\ngpukit-cuda v0.1.0 (/w/crates/gpu-cuda)\n\
+                    cudarc v0.19.10\ngpukit-core v0.1.0 (/w/crates/gpu-core)\n";
+        assert_eq!(cuda_crates_in(with), ["gpukit-cuda", "cudarc"]);
         // Names that only contain a CUDA crate's name are not it.
-        let without = "gpu v0.1.0 (/w/crates/gpu)\nmy-cuda-sys-helper v1.0.0\ntracing v0.1.41\n";
+        let without = "gpukit v0.1.0 (/w/crates/gpu)\nmy-cuda-sys-helper v1.0.0\ntracing v0.1.41\n";
         assert!(cuda_crates_in(without).is_empty());
     }
 

@@ -10,7 +10,7 @@
 //!    `profile.test` is true and whose `executable` is set names a test binary (cargo's JSON
 //!    is read with the std-only [`crate::json`] reader). xtask's own tests are left out: they
 //!    check this tooling, not the GPU, and expect the source tree.
-//! 2. `cargo build --release -p gpu-examples --examples`, the same way, for the benchmark
+//! 2. `cargo build --release -p gpukit-examples --examples`, the same way, for the benchmark
 //!    programs named in [`BENCH_PROGRAMS`] and the tools in [`TOOL_PROGRAMS`] (the
 //!    `cuda_doctor` that `run.sh --doctor` runs); a name with no executable is skipped with
 //!    a warning.
@@ -41,10 +41,10 @@ use crate::json::{self, Value};
 use crate::util::{self, Failure, Result};
 use crate::{wants_help, USAGE};
 
-/// The benchmark programs (examples of `gpu-examples`) copied into `DIR/bench/`.
+/// The benchmark programs (examples of `gpukit-examples`) copied into `DIR/bench/`.
 pub const BENCH_PROGRAMS: &[&str] = &["transfer_bench", "cuda_bench", "pipeline_bench"];
 
-/// The tools (examples of `gpu-examples`) copied into `DIR/tools/`; `run.sh` runs them by
+/// The tools (examples of `gpukit-examples`) copied into `DIR/tools/`; `run.sh` runs them by
 /// name.
 pub const TOOL_PROGRAMS: &[&str] = &["cuda_doctor"];
 
@@ -118,7 +118,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             "build",
             "--release",
             "--package",
-            "gpu-examples",
+            "gpukit-examples",
             "--examples",
         ],
     )?;
@@ -207,7 +207,7 @@ fn pick_examples(examples: &[Artifact], names: &[&str], what: &str) -> Vec<(Stri
             }
             _ => eprintln!(
                 "warning: {what} `{name}` was not built (no example of that name in \
-                 gpu-examples?); it is left out of the bundle"
+                 gpukit-examples?); it is left out of the bundle"
             ),
         }
     }
@@ -217,7 +217,7 @@ fn pick_examples(examples: &[Artifact], names: &[&str], what: &str) -> Vec<(Stri
 /// One executable cargo reported building.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Artifact {
-    /// The target's name (`behaviour`, `gpu_core`, `transfer_bench`).
+    /// The target's name (`behaviour`, `gpukit_core`, `transfer_bench`).
     name: String,
     /// The target's kinds (`lib`, `test`, `example`, ...).
     kinds: Vec<String>,

@@ -9,7 +9,7 @@
 //!    --show-output`: the filter `cuda` selects the CUDA variants of the mixed binaries
 //!    (`behaviour`, `props`, `bad_input`, ...); xtask's own tests are not GPU tests;
 //! 2. the targets in [`UNFILTERED_TARGETS`], unfiltered: their tests use CUDA without
-//!    `cuda` in their names (the NVRTC tests, gpu-cuda's unit tests, `cuda_poison`), so the
+//!    `cuda` in their names (the NVRTC tests, gpukit-cuda's unit tests, `cuda_poison`), so the
 //!    filter would leave them out. One cargo run per kind of target, since cargo applies
 //!    `--lib` to every package named.
 //!
@@ -53,24 +53,24 @@ pub struct UnfilteredTarget {
 pub const UNFILTERED_TARGETS: &[UnfilteredTarget] = &[
     // The probe and library discovery on a real driver.
     UnfilteredTarget {
-        package: "cuda-sys",
+        package: "gpukit-cuda-sys",
         kind: TargetKind::Lib,
-        name: "cuda_sys",
+        name: "gpukit_cuda_sys",
     },
     // NVRTC compiling every built-in module.
     UnfilteredTarget {
-        package: "cuda-sys",
+        package: "gpukit-cuda-sys",
         kind: TargetKind::Test,
         name: "nvrtc",
     },
     UnfilteredTarget {
-        package: "gpu-cuda",
+        package: "gpukit-cuda",
         kind: TargetKind::Lib,
-        name: "gpu_cuda",
+        name: "gpukit_cuda",
     },
     // A wild write poisons the device (a sticky CUDA error).
     UnfilteredTarget {
-        package: "gpu",
+        package: "gpukit",
         kind: TargetKind::Test,
         name: "cuda_poison",
     },
@@ -393,18 +393,32 @@ mod tests {
         );
     }
 
+    /// The folder under `crates/` whose manifest names `package` (folders keep their short
+    /// names, e.g. `crates/cuda-sys` holds `gpukit-cuda-sys`).
+    fn package_dir(root: &std::path::Path, package: &str) -> std::path::PathBuf {
+        let wanted = format!("name = \"{package}\"");
+        std::fs::read_dir(root.join("crates"))
+            .expect("crates/ is readable")
+            .map(|entry| entry.expect("crates/ entry").path())
+            .find(|dir| {
+                std::fs::read_to_string(dir.join("Cargo.toml"))
+                    .is_ok_and(|manifest| manifest.lines().any(|line| line == wanted))
+            })
+            .unwrap_or_else(|| panic!("no crate under crates/ is named {package}"))
+    }
+
     #[test]
     fn unfiltered_targets_are_selected_by_kind_and_exist() {
         let strings = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
         assert_eq!(
             unfiltered_selections(),
             [
-                strings(&["-p", "cuda-sys", "-p", "gpu-cuda", "--lib"]),
+                strings(&["-p", "gpukit-cuda-sys", "-p", "gpukit-cuda", "--lib"]),
                 strings(&[
                     "-p",
-                    "cuda-sys",
+                    "gpukit-cuda-sys",
                     "-p",
-                    "gpu",
+                    "gpukit",
                     "--test",
                     "nvrtc",
                     "--test",
@@ -415,7 +429,7 @@ mod tests {
         // A renamed or moved target must not silently drop out of the GPU runs.
         let root = util::workspace_root();
         for target in UNFILTERED_TARGETS {
-            let package = root.join("crates").join(target.package);
+            let package = package_dir(&root, target.package);
             let source = match target.kind {
                 TargetKind::Lib => package.join("src/lib.rs"),
                 TargetKind::Test => package.join("tests").join(format!("{}.rs", target.name)),
@@ -459,7 +473,7 @@ running 2 tests
 test a::cuda ... ok
 test b::cuda ... FAILED
 test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 4 filtered out; finished in 0.01s
-   Doc-tests gpu
+   Doc-tests gpukit
 test result: ok. 7 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.20s
 ";
         let added = output.lines().filter(|line| tally.add_line(line)).count();

@@ -51,10 +51,10 @@ commands:
         run the CUDA tests on this machine (release build) and fail when no GPU is usable:
         GPU_REQUIRE_CUDA=1 cargo test --release --no-fail-fast --workspace --exclude xtask
         cuda [args], then, unfiltered, the targets whose CUDA tests lack `cuda` in their
-        names (cuda-sys's unit and nvrtc tests, gpu-cuda's unit tests, gpu's cuda_poison).
+        names (gpukit-cuda-sys's unit and nvrtc tests, gpukit-cuda's unit tests, gpukit's cuda_poison).
         With GPU_REQUIRE_CUDA=1 a CUDA test fails instead of printing `SKIPPED:`, so this
         never reports a GPU pass without a GPU; a run where no test passed fails too.
-        Arguments after `--` are appended to each run (e.g. `-- -p gpu`, or
+        Arguments after `--` are appended to each run (e.g. `-- -p gpukit`, or
         `-- -- --nocapture`), then `--show-output` for the test binaries; `SKIPPED:` lines
         are listed at the end.
   gpu-bundle [DIR]
@@ -78,12 +78,12 @@ commands:
         run's output equals the first's. `--backend cuda` without a GPU prints SKIPPED.
         Arguments after `--` go to the example (`--batches N`, `--batch-mib X`).
   no-gpu
-        the no-GPU contract: `cargo test -p gpu --test no_gpu`, then the no_gpu_abort
+        the no-GPU contract: `cargo test -p gpukit --test no_gpu`, then the no_gpu_abort
         example built with CARGO_PROFILE_RELEASE_PANIC=abort into target/panic-abort:
         every constructor that can request CUDA must return a typed error without
         panicking; then a deliberate panic in it must abort (SIGABRT).
   miri [-- <args>]
-        run gpu-core's and gpu-cpu's unit and doc tests under Miri (needs the nightly toolchain with
+        run gpukit-core's and gpukit-cpu's unit and doc tests under Miri (needs the nightly toolchain with
         the miri and rust-src components)
   fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]
         run the cargo-fuzz targets in fuzz/ (device_spec, config_toml, op_program; all by

@@ -1,8 +1,8 @@
-//! `cargo xtask miri`: gpu-core's and gpu-cpu's tests (unit tests and doc tests) under Miri.
+//! `cargo xtask miri`: gpukit-core's and gpukit-cpu's tests (unit tests and doc tests) under Miri.
 //!
 //! Miri runs the tests in an interpreter that checks every memory access, so undefined
-//! behaviour in the unsafe code of gpu-core (host buffers, views, the CPU kernel argument
-//! plumbing) and gpu-cpu (its memory, queues and worker threads) shows up as an error. It
+//! behaviour in the unsafe code of gpukit-core (host buffers, views, the CPU kernel argument
+//! plumbing) and gpukit-cpu (its memory, queues and worker threads) shows up as an error. It
 //! needs the nightly toolchain with the `miri` component (`rustup component add
 //! --toolchain nightly miri rust-src`); this command says so when they are missing.
 //! Isolation is disabled because the CPU backend reads `/proc/cpuinfo` and `/proc/meminfo`
@@ -46,7 +46,14 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         cmd.current_dir(root)
             .env("MIRIFLAGS", "-Zmiri-disable-isolation")
             .args([
-                "+nightly", "miri", "test", "-p", "gpu-core", "-p", "gpu-cpu", kind,
+                "+nightly",
+                "miri",
+                "test",
+                "-p",
+                "gpukit-core",
+                "-p",
+                "gpukit-cpu",
+                kind,
             ])
             .args(&extra);
         util::run(&mut cmd)?;

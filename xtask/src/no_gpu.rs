@@ -1,9 +1,9 @@
 //! `cargo xtask no-gpu`: the no-GPU contract, with unwinding and with `panic = "abort"`.
 //!
-//! 1. `cargo test -p gpu --test no_gpu`: every public constructor that can request CUDA
+//! 1. `cargo test -p gpukit --test no_gpu`: every public constructor that can request CUDA
 //!    returns a typed error on a machine without a usable GPU (with one, the test prints
 //!    `SKIPPED: a GPU is usable here` for what needs its absence).
-//! 2. The same calls, plus cuda-sys's library loaders, in the `no_gpu_abort` example built
+//! 2. The same calls, plus gpukit-cuda-sys's library loaders, in the `no_gpu_abort` example built
 //!    with `CARGO_PROFILE_RELEASE_PANIC=abort` into `target/panic-abort` (its own target
 //!    folder, so the normal build cache keeps its `panic = "unwind"` artefacts). A test
 //!    harness needs unwinding, an example does not. The binary is run directly, so that a
@@ -43,7 +43,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     let mut build = util::cargo(root);
     build
         .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
-        .args(["build", "--release", "--package", "gpu-examples"])
+        .args(["build", "--release", "--package", "gpukit-examples"])
         .args(["--example", "no_gpu_abort", "--target-dir"])
         .arg(&target_dir);
     util::run(&mut build)?;

@@ -82,7 +82,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     }
     let opts = parse(args)?;
     let mut cmd = util::cargo(root);
-    cmd.args(["run", "--release", "--package", "gpu-examples"])
+    cmd.args(["run", "--release", "--package", "gpukit-examples"])
         .args(["--example", "soak", "--", "--minutes"])
         .arg(opts.minutes.to_string())
         .args(["--backend", &opts.backend])

@@ -1,2 +1,2 @@
-/* cuBLAS, for gemm (cuda-sys/src/cublas.rs). */
+/* cuBLAS, for gemm (gpukit-cuda-sys/src/cublas.rs). */
 #include <cublas_v2.h>

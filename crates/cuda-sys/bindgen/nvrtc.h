@@ -1,2 +1,2 @@
-/* NVRTC, the run-time CUDA C compiler (cuda-sys/src/nvrtc.rs). */
+/* NVRTC, the run-time CUDA C compiler (gpukit-cuda-sys/src/nvrtc.rs). */
 #include <nvrtc.h>

@@ -1,6 +1,6 @@
-// The built-in ops of the gpu workspace, for one element type per compiled module.
+// The built-in ops of the gpukit workspace, for one element type per compiled module.
 //
-// cuda-sys (src/kernels.rs) puts a prelude in front of this file that defines, for the
+// gpukit-cuda-sys (src/kernels.rs) puts a prelude in front of this file that defines, for the
 // element type:
 //   T        the stored type (unsigned short for f16 and bf16)
 //   C        the type arithmetic is done in (float for f16 and bf16)
@@ -11,7 +11,7 @@
 //   load(T) -> C, store(C) -> T, op_add/op_sub/op_mul/op_div(C, C) -> C, cmax(C, C) -> C,
 //   to_acc(C) -> ACC, from_acc(ACC) -> T, C_LOWEST (the identity of max)
 //
-// The semantics are gpu_core::Numeric's and Float's, which the CPU backend implements:
+// The semantics are gpukit_core::Numeric's and Float's, which the CPU backend implements:
 // integers wrap and divide by zero to 0, float max ignores NaN (fmax), relu(NaN) is 0.
 // Every kernel is a grid-stride loop with 64-bit indices, so any length and any grid work.
 // Built with --fmad=false so that axpy rounds the product and the sum separately, as the

@@ -27,7 +27,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The CUDA libraries cuda-sys knows how to find.
+/// The CUDA libraries gpukit-cuda-sys knows how to find.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lib {
     /// The driver, `libcuda.so.1` (installed with the kernel driver, not the toolkit).

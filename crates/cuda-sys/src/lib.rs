@@ -1,6 +1,6 @@
-//! # cuda-sys
+//! # gpukit-cuda-sys
 //!
-//! The raw layer of the `gpu` workspace, under the CUDA backend (`gpu-cuda`):
+//! The raw layer of the `gpukit` workspace, under the CUDA backend (`gpukit-cuda`):
 //!
 //! - [`discover`]: finds libcuda, libnvrtc and libcublas/libcublasLt (`CUDA_HOME`,
 //!   `CUDA_PATH`, `/usr/local/cuda*`, the loader's cache and system folders, and the
@@ -17,7 +17,7 @@
 //!
 //! Nothing here needs a CUDA toolkit or libclang to build: the declarations in [`ffi`] are
 //! generated offline by `cargo xtask bindgen` and committed. The driver API beyond the probe
-//! is reached through cudarc, in `gpu-cuda`.
+//! is reached through cudarc, in `gpukit-cuda`.
 //!
 //! Dependencies: `libc` (dlopen flags), `libloading` (the handle type bindgen's
 //! `--dynamic-loading` output is built on; opened through its `os::unix::Library::open`,

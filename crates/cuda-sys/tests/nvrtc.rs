@@ -4,8 +4,8 @@
 
 use std::io::Write;
 
-use cuda_sys::kernels::{builtin_source, kernel_names, Elem, BUILTIN_OPTIONS};
-use cuda_sys::nvrtc::{nvrtc, NvrtcError, NvrtcLib, Target};
+use gpukit_cuda_sys::kernels::{builtin_source, kernel_names, Elem, BUILTIN_OPTIONS};
+use gpukit_cuda_sys::nvrtc::{nvrtc, NvrtcError, NvrtcLib, Target};
 
 fn lib() -> Option<&'static NvrtcLib> {
     match nvrtc(None) {

@@ -11,26 +11,26 @@
 //!   it (the safe layer inserts the waits).
 //!
 //! What a backend must provide in return is written on each method. The CPU backend
-//! (`gpu-cpu`) is the reference implementation of these semantics.
+//! (`gpukit-cpu`) is the reference implementation of these semantics.
 //!
 //! ## Why the memory methods are `unsafe`
 //!
-//! A backend is a public type (`gpu_cpu::CpuBackend::new()`, `ctx.backend()`), and
+//! A backend is a public type (`gpukit_cpu::CpuBackend::new()`, `ctx.backend()`), and
 //! [`BufAt`] is plain data, so a safe method taking a `BufAt` and a length would let safe
 //! code write past any allocation. Every method that frees memory other work may still use,
 //! or reads or writes device memory at a caller-chosen place (copies, ops, kernel launches),
 //! is therefore an `unsafe fn` whose `# Safety` section is the list above made precise; the
-//! safe layer of gpu-core is the one caller that discharges it. Stream and event
+//! safe layer of gpukit-core is the one caller that discharges it. Stream and event
 //! management, allocation and loading a kernel stay safe: they touch no memory a caller
 //! chose.
 //!
 //! ```compile_fail,E0133
-//! use gpu_core::{Backend, BufAt};
-//! let b = gpu_cpu::CpuBackend::new()?;
+//! use gpukit_core::{Backend, BufAt};
+//! let b = gpukit_cpu::CpuBackend::new()?;
 //! let (s, buf) = (b.create_stream(0)?, b.alloc(4, true)?);
 //! // A terabyte past a 4-byte buffer: refused at compile time outside `unsafe`.
 //! b.fill(&s, BufAt { buf: &buf, offset: 1 << 40 }, 1, 1.0f32)?;
-//! # Ok::<(), gpu_core::Error>(())
+//! # Ok::<(), gpukit_core::Error>(())
 //! ```
 
 use crate::element::{Float, Numeric};
@@ -261,7 +261,7 @@ pub enum KernelArg<'a, B: Backend> {
 
 /// A compute backend: the objects a device has and the raw operations on them.
 ///
-/// Implemented by `gpu_cpu::CpuBackend` (the reference) and by the facade's dispatch enum;
+/// Implemented by `gpukit_cpu::CpuBackend` (the reference) and by the facade's dispatch enum;
 /// the CUDA backend implements it on cudarc. All methods that enqueue work are asynchronous:
 /// they return once the work is queued on the stream.
 pub trait Backend: Send + Sync + Sized + 'static {

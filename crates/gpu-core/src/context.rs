@@ -85,13 +85,13 @@ impl<B: Backend> Drop for Shared<B> {
 /// runs on the default stream. Cloning a context is cheap and shares the device.
 ///
 /// ```
-/// # let ctx = gpu_cpu::CpuBackend::context()?;
+/// # let ctx = gpukit_cpu::CpuBackend::context()?;
 /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 /// let b = ctx.alloc_upload(&[4.0f32, 5.0, 6.0])?;
 /// let mut out = ctx.alloc_zeros::<f32>(3)?;
 /// ctx.add(&a, &b, &mut out)?;
 /// assert_eq!(out.download()?, [5.0, 7.0, 9.0]);
-/// # Ok::<(), gpu_core::Error>(())
+/// # Ok::<(), gpukit_core::Error>(())
 /// ```
 pub struct Context<B: Backend> {
     default: Stream<B>,

@@ -1,6 +1,6 @@
-//! # gpu-core
+//! # gpukit-core
 //!
-//! The backend-agnostic heart of the `gpu` workspace. It defines what every backend must do
+//! The backend-agnostic heart of the `gpukit` workspace. It defines what every backend must do
 //! (the [`Backend`] trait, with associated types for buffers, host memory, streams, events
 //! and kernels, dispatched statically) and builds the safe, typed API on top of it once, for
 //! all backends:
@@ -18,7 +18,7 @@
 //!
 //! ## Layers
 //!
-//! `cuda-sys -> backends (gpu-cpu, gpu-cuda) -> gpu-core <- gpu-pipeline`, with the `gpu`
+//! `gpukit-cuda-sys -> backends (gpukit-cpu, gpukit-cuda) -> gpukit-core <- gpukit-pipeline`, with the `gpukit`
 //! facade on top. This crate depends on no GPU library: backends depend on it.
 //!
 //! ## Design choices
@@ -35,8 +35,8 @@
 //! - Dependencies: `thiserror` for errors, `serde` + `toml` for `gpu.toml`, `tracing` for
 //!   logs, and `half` (feature `half`) for f16/bf16 elements.
 //!
-//! The CPU backend (`gpu-cpu`) is the reference implementation of the semantics written on
-//! each [`Backend`] method; the tests of the `gpu` facade run every behaviour on every
+//! The CPU backend (`gpukit-cpu`) is the reference implementation of the semantics written on
+//! each [`Backend`] method; the tests of the `gpukit` facade run every behaviour on every
 //! backend against it.
 
 #![warn(unsafe_op_in_unsafe_fn)]

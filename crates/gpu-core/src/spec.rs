@@ -10,11 +10,11 @@ use crate::error::{Error, Result};
 /// Parsed case-insensitively with surrounding white space ignored:
 ///
 /// ```
-/// use gpu_core::DeviceSpec;
+/// use gpukit_core::DeviceSpec;
 /// assert_eq!("auto".parse::<DeviceSpec>()?, DeviceSpec::Auto);
 /// assert_eq!(" CUDA:1 ".parse::<DeviceSpec>()?, DeviceSpec::Cuda(Some(1)));
 /// assert!("cuda:x!".parse::<DeviceSpec>().is_err());
-/// # Ok::<(), gpu_core::Error>(())
+/// # Ok::<(), gpukit_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum DeviceSpec {

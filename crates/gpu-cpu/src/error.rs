@@ -1,4 +1,4 @@
-//! The CPU backend's own errors, and how they become `gpu_core::Error`.
+//! The CPU backend's own errors, and how they become `gpukit_core::Error`.
 
 /// What can go wrong inside the CPU backend.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,9 +45,9 @@ pub enum CpuError {
     NullHostPointer,
 }
 
-impl From<CpuError> for gpu_core::Error {
+impl From<CpuError> for gpukit_core::Error {
     fn from(e: CpuError) -> Self {
-        use gpu_core::Error;
+        use gpukit_core::Error;
         match e {
             CpuError::OutOfMemory { requested, detail } => Error::OutOfMemory {
                 backend: "cpu",

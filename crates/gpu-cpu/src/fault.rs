@@ -7,22 +7,22 @@
 //! no checks.
 //!
 //! ```
-//! use gpu_cpu::{CpuBackend, FaultKind, FaultPlan};
+//! use gpukit_cpu::{CpuBackend, FaultKind, FaultPlan};
 //!
 //! let (backend, probe) = CpuBackend::with_faults(FaultPlan::new(FaultKind::Alloc, 2))?;
-//! let ctx = gpu_core::Context::new(backend)?;
+//! let ctx = gpukit_core::Context::new(backend)?;
 //! let a = ctx.alloc_zeros::<f32>(4)?;                  // allocation #1: fine
 //! let err = ctx.alloc_zeros::<f32>(4).unwrap_err();    // allocation #2: injected
-//! assert!(matches!(err, gpu_core::Error::OutOfMemory { .. }));
+//! assert!(matches!(err, gpukit_core::Error::OutOfMemory { .. }));
 //! assert_eq!(probe.stats().live_buffers, 1);
 //! drop(a);
 //! assert_eq!(probe.stats().live_buffers, 0);
-//! # Ok::<(), gpu_core::Error>(())
+//! # Ok::<(), gpukit_core::Error>(())
 //! ```
 //!
 //! What counts as which kind:
 //! - [`FaultKind::Alloc`]: `alloc` (device) and `alloc_host`; an injected failure is
-//!   [`gpu_core::Error::OutOfMemory`];
+//!   [`gpukit_core::Error::OutOfMemory`];
 //! - [`FaultKind::Copy`]: `copy_h2d`, `copy_d2h`, `copy_d2d`;
 //! - [`FaultKind::Op`]: `fill`, `axpy`, `scale`, `binary`, `unary`, `reduce`, `dot`,
 //!   `gemm` and kernel `launch`;
@@ -30,7 +30,7 @@
 //!   included) and `stream_wait`;
 //! - [`FaultKind::Any`]: every call of the four kinds above, in one count.
 //!
-//! Copy, op and event faults are [`gpu_core::Error::Backend`] with `backend: "cpu"`, the
+//! Copy, op and event faults are [`gpukit_core::Error::Backend`] with `backend: "cpu"`, the
 //! backend call's name as `call` and `"injected fault #N"` as the message. A failing copy or
 //! op fails at the call that would have queued it: nothing is queued, and the error is
 //! returned there and then (never later, from a sync). A fault is one-shot: the calls after
@@ -39,12 +39,12 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-use gpu_core::Error;
+use gpukit_core::Error;
 
 /// The start of an injected fault's message (or, for allocations, detail).
 const INJECTED: &str = "injected fault";
 
-/// Whether `e` (or the error it wraps, see [`gpu_core::Error::root`]) is a fault injected by
+/// Whether `e` (or the error it wraps, see [`gpukit_core::Error::root`]) is a fault injected by
 /// a [`FaultPlan`], in its typed form.
 pub fn is_injected(e: &Error) -> bool {
     match e.root() {

@@ -1,7 +1,7 @@
 //! What the CPU "device" is: the host's model name, memory and cores, read from `/proc`
 //! where it exists, with fallbacks elsewhere.
 
-use gpu_core::{DeviceInfo, LaunchLimits};
+use gpukit_core::{DeviceInfo, LaunchLimits};
 
 /// Stream priorities accepted, as CUDA reports them on current GPUs: (least, greatest).
 pub(crate) const PRIORITY_RANGE: (i32, i32) = (0, -5);

@@ -1,8 +1,8 @@
-//! # gpu-cpu
+//! # gpukit-cpu
 //!
-//! The CPU reference backend of the `gpu` workspace: a complete implementation of
-//! [`gpu_core::Backend`] on the host, and the oracle every other backend is tested against.
-//! It sits beside `gpu-cuda` in the layers (`backends -> gpu-core`), needs nothing but the
+//! The CPU reference backend of the `gpukit` workspace: a complete implementation of
+//! [`gpukit_core::Backend`] on the host, and the oracle every other backend is tested against.
+//! It sits beside `gpukit-cuda` in the layers (`backends -> gpukit-core`), needs nothing but the
 //! standard library and `matrixmultiply`, and runs everywhere, so every program and test of
 //! the workspace also runs on a machine without a GPU.
 //!
@@ -12,7 +12,7 @@
 //!   `alloc` and `alloc_zeros` differ only in promise). An allocation larger than the
 //!   machine's memory is `OutOfMemory` before the allocator is asked.
 //! - **Streams** are in-order queues, each run by its own worker thread
-//!   (`gpu-cpu-stream-N`). Every copy, op and kernel is a task on its stream's queue and
+//!   (`gpukit-cpu-stream-N`). Every copy, op and kernel is a task on its stream's queue and
 //!   really runs asynchronously: the call returns once the task is queued.
 //! - **Events** are positions in a queue; a timing event is a task that stamps the time
 //!   when the worker reaches it. A stream waiting on an event queues a task that blocks
@@ -21,16 +21,16 @@
 //! - **Copies** are `memcpy`s run by the stream's worker, asynchronous like everything else;
 //!   host memory from `alloc_host` is page-aligned heap memory (a CPU has nothing to pin)
 //!   and registration is accepted and does nothing.
-//! - **Ops** follow `gpu_core::Numeric`/`Float` exactly: element-wise loops; `sum` and `dot`
+//! - **Ops** follow `gpukit_core::Numeric`/`Float` exactly: element-wise loops; `sum` and `dot`
 //!   accumulate floats in f64; gemm uses `matrixmultiply` (f16/bf16 widened to f32).
 //! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
-//!   coordinates (`gpu_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
+//!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
 //!   after another on the stream's worker. A panicking closure does not take the worker down: the launch's
 //!   outputs are undefined and the stream's next `sync` (or the context's) returns
 //!   `KernelFailed`; the context stays usable.
 //! - **Priorities** are accepted in CUDA's usual range (0 least, -5 most urgent) and
 //!   recorded; the workers all run at the OS's normal priority.
-//! - **Launch limits** are CUDA's common ones ([`gpu_core::LaunchLimits::CUDA_COMMON`]), so
+//! - **Launch limits** are CUDA's common ones ([`gpukit_core::LaunchLimits::CUDA_COMMON`]), so
 //!   a launch the CPU accepts is accepted by any recent GPU.
 //!
 //! Dependencies: `matrixmultiply` for gemm (a well-kept, pure-Rust, cache-blocked kernel
@@ -49,7 +49,7 @@ mod queue;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Weak};
 
-use gpu_core::{
+use gpukit_core::{
     Backend, BinaryOp, BufAt, CpuKernelFn, DeviceInfo, Float, Gemm, HostUse, KernelArg, KernelDesc,
     LaunchConfig, Numeric, RawArg, ReduceOp, Result, UnaryOp,
 };
@@ -65,7 +65,7 @@ use ops::{Dst, Src};
 use queue::{panic_message, Queue, Task};
 
 /// A context on the CPU reference backend.
-pub type CpuContext = gpu_core::Context<CpuBackend>;
+pub type CpuContext = gpukit_core::Context<CpuBackend>;
 
 /// The CPU backend: one "device" (the host).
 pub struct CpuBackend {
@@ -137,13 +137,13 @@ impl CpuBackend {
     /// Opens a context on the CPU backend.
     ///
     /// ```
-    /// let ctx = gpu_cpu::CpuBackend::context()?;
+    /// let ctx = gpukit_cpu::CpuBackend::context()?;
     /// let a = ctx.alloc_upload(&[1i32, 2, 3])?;
     /// assert_eq!(ctx.sum(&a)?, 6);
-    /// # Ok::<(), gpu_core::Error>(())
+    /// # Ok::<(), gpukit_core::Error>(())
     /// ```
     pub fn context() -> Result<CpuContext> {
-        gpu_core::Context::new(CpuBackend::new()?)
+        gpukit_core::Context::new(CpuBackend::new()?)
     }
 
     fn push(&self, stream: &CpuStream, task: Task) -> Result<()> {
@@ -155,11 +155,11 @@ impl CpuBackend {
     }
 }
 
-fn src<T: gpu_core::Element>(at: BufAt<'_, CpuBackend>, len: usize) -> (Arc<Mem>, Src<T>) {
+fn src<T: gpukit_core::Element>(at: BufAt<'_, CpuBackend>, len: usize) -> (Arc<Mem>, Src<T>) {
     (at.buf.mem.clone(), Src::new(at.buf.at(at.offset), len))
 }
 
-fn dst<T: gpu_core::Element>(at: BufAt<'_, CpuBackend>, len: usize) -> (Arc<Mem>, Dst<T>) {
+fn dst<T: gpukit_core::Element>(at: BufAt<'_, CpuBackend>, len: usize) -> (Arc<Mem>, Dst<T>) {
     (at.buf.mem.clone(), Dst::new(at.buf.at(at.offset), len))
 }
 
@@ -324,7 +324,7 @@ impl Backend for CpuBackend {
                 let _keep = keep;
                 // SAFETY: the caller keeps `src..src + bytes` readable and unmodified until
                 // the stream passes this task (Backend::copy_h2d contract); `to` is inside a
-                // live buffer (held by `_keep`) that gpu-core orders against other access.
+                // live buffer (held by `_keep`) that gpukit-core orders against other access.
                 unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
                 Ok(())
             }),
@@ -348,7 +348,7 @@ impl Backend for CpuBackend {
                 let _keep = keep;
                 // SAFETY: the caller keeps `dst..dst + bytes` writable and otherwise
                 // unaccessed until the stream passes this task (Backend::copy_d2h contract);
-                // `from` is inside a live buffer ordered against writers by gpu-core.
+                // `from` is inside a live buffer ordered against writers by gpukit-core.
                 unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
                 Ok(())
             }),
@@ -370,7 +370,7 @@ impl Backend for CpuBackend {
             Box::new(move || {
                 let _keep = keep;
                 // SAFETY: both ranges are inside live buffers (held by `_keep`) and do not
-                // overlap (Backend::copy_d2d contract); gpu-core orders both against other
+                // overlap (Backend::copy_d2d contract); gpukit-core orders both against other
                 // access.
                 unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
                 Ok(())
@@ -557,7 +557,7 @@ impl Backend for CpuBackend {
             stream,
             Box::new(move || {
                 let _keep = (ka, kb, kc);
-                // SAFETY: see `Src::get` and `Dst::get`; gpu-core checked the lengths.
+                // SAFETY: see `Src::get` and `Dst::get`; gpukit-core checked the lengths.
                 ops::gemm(&g, unsafe { sa.get() }, unsafe { sb.get() }, unsafe {
                     sc.get()
                 });

@@ -21,7 +21,7 @@ pub(crate) struct Mem {
 }
 
 // SAFETY: `Mem` owns its allocation; access to the bytes goes through raw pointers whose
-// synchronisation the stream ordering of gpu-core guarantees (no write overlaps any other
+// synchronisation the stream ordering of gpukit-core guarantees (no write overlaps any other
 // access to the same bytes). Moving or sharing the owner itself is harmless.
 unsafe impl Send for Mem {}
 // SAFETY: as for `Send`: `&Mem` only hands out the pointer.
@@ -79,7 +79,7 @@ pub struct CpuBuffer {
 impl CpuBuffer {
     /// Start of the range at `offset` bytes.
     pub(crate) fn at(&self, offset: usize) -> SendPtr {
-        // SAFETY: gpu-core only passes offsets inside the buffer (Backend contract).
+        // SAFETY: gpukit-core only passes offsets inside the buffer (Backend contract).
         SendPtr(unsafe { self.mem.ptr().add(offset) })
     }
 }
@@ -98,7 +98,7 @@ pub struct CpuRegistration;
 #[derive(Clone, Copy)]
 pub(crate) struct SendPtr(pub(crate) *mut u8);
 
-// SAFETY: the pointer is only dereferenced by tasks whose access gpu-core orders against
+// SAFETY: the pointer is only dereferenced by tasks whose access gpukit-core orders against
 // every other access to the same memory, while an `Arc<Mem>` or the caller's contract keeps
 // the memory alive.
 unsafe impl Send for SendPtr {}

@@ -1,7 +1,7 @@
 //! The built-in ops as tasks: plain loops over slices with the scalar semantics of
-//! `gpu_core::Numeric` and `gpu_core::Float`; gemm through `matrixmultiply`.
+//! `gpukit_core::Numeric` and `gpukit_core::Float`; gemm through `matrixmultiply`.
 
-use gpu_core::{BinaryOp, DType, Element, Float, Gemm, Numeric, ReduceOp, UnaryOp};
+use gpukit_core::{BinaryOp, DType, Element, Float, Gemm, Numeric, ReduceOp, UnaryOp};
 
 use crate::mem::SendPtr;
 
@@ -33,7 +33,7 @@ impl<T: Element> Src<T> {
     /// # Safety
     ///
     /// - the range is live, aligned for `T` and not written while the slice is used (the
-    ///   task holds the buffer's `Arc` and gpu-core orders every writer against it).
+    ///   task holds the buffer's `Arc` and gpukit-core orders every writer against it).
     pub(crate) unsafe fn get<'a>(self) -> &'a [T] {
         // SAFETY: forwarded from the caller.
         unsafe { std::slice::from_raw_parts(self.ptr.get().cast::<T>(), self.len) }
@@ -52,7 +52,7 @@ impl<T: Element> Dst<T> {
     /// # Safety
     ///
     /// - the range is live, aligned for `T`, and accessed by nothing else while the slice is
-    ///   used (gpu-core orders every other access against this write, and `&mut` borrows at
+    ///   used (gpukit-core orders every other access against this write, and `&mut` borrows at
     ///   the call site keep a write from overlapping the op's other arguments).
     pub(crate) unsafe fn get<'a>(self) -> &'a mut [T] {
         // SAFETY: forwarded from the caller.
@@ -100,7 +100,7 @@ pub(crate) fn reduce<T: Numeric>(op: ReduceOp, x: &[T]) -> T {
     }
 }
 
-/// Row-major gemm (see `gpu_core::Gemm`). f32 and f64 go straight to matrixmultiply; the
+/// Row-major gemm (see `gpukit_core::Gemm`). f32 and f64 go straight to matrixmultiply; the
 /// 16-bit floats are widened to f32, multiplied, and rounded back once.
 pub(crate) fn gemm<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
     // Strides of op(A) (m x k) and op(B) (k x n) over row-major storage.
@@ -112,7 +112,7 @@ pub(crate) fn gemm<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
         DType::F32 | DType::F64 => {
             let (alpha, beta) = (g.alpha.to_f64(), g.beta.to_f64());
             // SAFETY: `Element`'s contract makes `T` an f32 (f64) when its dtype says so;
-            // the slices hold m*k, k*n and m*n elements (checked by gpu-core), so every index
+            // the slices hold m*k, k*n and m*n elements (checked by gpukit-core), so every index
             // matrixmultiply forms from these strides is inside them; `c` is exclusive.
             unsafe {
                 if T::DTYPE == DType::F32 {

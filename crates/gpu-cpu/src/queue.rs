@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::Instant;
 
-use gpu_core::Error;
+use gpukit_core::Error;
 
 use crate::error::CpuError;
 
@@ -146,7 +146,7 @@ impl CpuStream {
         });
         let q = queue.clone();
         let handle = std::thread::Builder::new()
-            .name(format!("gpu-cpu-stream-{}", queue.id))
+            .name(format!("gpukit-cpu-stream-{}", queue.id))
             .spawn(move || run(q, rx))
             .map_err(|e| CpuError::Spawn(e.to_string()))?;
         let id = handle.thread().id();
@@ -264,7 +264,7 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
-    use gpu_core::Backend;
+    use gpukit_core::Backend;
 
     use super::*;
 

@@ -1,6 +1,6 @@
 //! Fault injection on the CPU backend (feature `fault-injection`; run with
-//! `cargo test -p gpu-cpu --features fault-injection`, and by `cargo test --workspace`,
-//! where gpu-pipeline's dev-dependency turns the feature on):
+//! `cargo test -p gpukit-cpu --features fault-injection`, and by `cargo test --workspace`,
+//! where gpukit-pipeline's dev-dependency turns the feature on):
 //!
 //! - each kind of fault (allocation, copy, op, event) fails exactly the planned call, with a
 //!   typed error, at the call that would have queued the work;
@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpu_core::{
+use gpukit_core::{
     Error, Event, Gemm, GpuArray, HostBuffer, HostUse, In, Kernel, KernelSpec, LaunchConfig, Out,
     Pending, Stream,
 };
-use gpu_cpu::fault::is_injected;
-use gpu_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
+use gpukit_cpu::fault::is_injected;
+use gpukit_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
 
 /// How long one case may take before it counts as a hang.
 const CASE_LIMIT: Duration = Duration::from_secs(30);
@@ -48,7 +48,7 @@ fn faulty_context(plan: Option<FaultPlan>) -> (CpuContext, FaultProbe) {
         probe.disarm();
     }
     (
-        gpu_core::Context::new(backend).expect("open a context"),
+        gpukit_core::Context::new(backend).expect("open a context"),
         probe,
     )
 }
@@ -220,7 +220,7 @@ impl Prog {
     }
 }
 
-type Run = fn(&mut Prog, &Model) -> gpu_core::Result<()>;
+type Run = fn(&mut Prog, &Model) -> gpukit_core::Result<()>;
 type Update = fn(&mut Model);
 
 /// One step of the program: the calls, and what they do to the model when they succeed.
@@ -243,8 +243,8 @@ fn ys() -> Vec<f32> {
 fn with_out(
     p: &mut Prog,
     out: &'static str,
-    f: impl FnOnce(&Prog, &mut Arr) -> gpu_core::Result<()>,
-) -> gpu_core::Result<()> {
+    f: impl FnOnce(&Prog, &mut Arr) -> gpukit_core::Result<()>,
+) -> gpukit_core::Result<()> {
     let mut o = p.take(out);
     let r = f(p, &mut o);
     p.put(out, o);
@@ -451,7 +451,7 @@ struct Outcome {
     /// written (never allowed: a failed call leaves its outputs untouched).
     outputs_written_despite_error: bool,
     /// The step whose injected fault was absorbed: an ordering event after queued work
-    /// failed, gpu-core waited for the work instead, and the call succeeded.
+    /// failed, gpukit-core waited for the work instead, and the call succeeded.
     absorbed: Option<usize>,
 }
 
@@ -501,7 +501,7 @@ fn run_program(plan: Option<FaultPlan>) -> Outcome {
             Ok(()) => {
                 if injected_now {
                     // Only an ordering event recorded after queued work may fail without
-                    // failing the call: gpu-core then waits for the work instead, and the
+                    // failing the call: gpukit-core then waits for the work instead, and the
                     // call has done what it should.
                     let last = probe.injected().last().map(|f| f.call);
                     assert_eq!(

@@ -1,15 +1,15 @@
-//! [`CudaBackend`] and its objects: the `gpu_core::Backend` implementation.
+//! [`CudaBackend`] and its objects: the `gpukit_core::Backend` implementation.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
-use cuda_sys::ffi::cublas::cublasHandle_t;
-use cuda_sys::kernels::MAX_PARTIALS;
 use cudarc::driver::sys::{self, CUresult};
-use gpu_core::{
+use gpukit_core::{
     Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
     LaunchConfig, Numeric, ReduceOp, Result, UnaryOp,
 };
+use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
+use gpukit_cuda_sys::kernels::MAX_PARTIALS;
 
 use crate::device::{lock, Device, Raw};
 use crate::error::CudaError;
@@ -85,7 +85,7 @@ impl CudaBackend {
     /// (no driver, too old, no device, no NVRTC), and with [`Error::InvalidDevice`] for an
     /// ordinal past the last device. Never panics.
     pub fn new(ordinal: usize) -> Result<CudaBackend> {
-        let probe = cuda_sys::probe().map_err(|e| CudaError::Unavailable(e.to_string()))?;
+        let probe = gpukit_cuda_sys::probe().map_err(|e| CudaError::Unavailable(e.to_string()))?;
         let Some(found) = probe.devices.get(ordinal) else {
             return Err(Error::InvalidDevice {
                 backend: "cuda",
@@ -96,7 +96,7 @@ impl CudaBackend {
         loader::check()?;
         // NVRTC is needed for every built-in op: a context without it would be a context
         // whose ops all fail, so its absence makes CUDA unavailable.
-        let nvrtc = cuda_sys::nvrtc::nvrtc(Some(probe.driver_version_pair().0))
+        let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(Some(probe.driver_version_pair().0))
             .map_err(|e| CudaError::Unavailable(e.to_string()))?;
         let dev = Arc::new(Device::open(
             ordinal,
@@ -121,7 +121,7 @@ impl CudaBackend {
 
     /// Opens a context on CUDA device `ordinal` (see [`CudaBackend::new`]).
     pub fn context(ordinal: usize) -> Result<crate::CudaContext> {
-        gpu_core::Context::new(CudaBackend::new(ordinal)?)
+        gpukit_core::Context::new(CudaBackend::new(ordinal)?)
     }
 
     /// Where NVRTC was loaded from and its version, for reports.
@@ -424,7 +424,7 @@ impl Backend for CudaBackend {
         bytes: usize,
     ) -> Result<()> {
         self.bind()?;
-        // SAFETY: `dst` lies inside its buffer (gpu-core checked it); the caller keeps `src`
+        // SAFETY: `dst` lies inside its buffer (gpukit-core checked it); the caller keeps `src`
         // readable and unmodified until the stream passes the copy.
         self.check("cuMemcpyHtoDAsync", unsafe {
             sys::cuMemcpyHtoDAsync_v2(dst.buf.at(dst.offset), src.cast(), bytes, stream.raw.0)
@@ -454,7 +454,7 @@ impl Backend for CudaBackend {
         bytes: usize,
     ) -> Result<()> {
         self.bind()?;
-        // SAFETY: both ranges lie inside their buffers and do not overlap (gpu-core checked);
+        // SAFETY: both ranges lie inside their buffers and do not overlap (gpukit-core checked);
         // buffers outlive queued work (freed after their users' events).
         self.check("cuMemcpyDtoDAsync", unsafe {
             sys::cuMemcpyDtoDAsync_v2(

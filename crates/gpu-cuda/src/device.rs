@@ -11,7 +11,7 @@ use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUresult};
-use gpu_core::{DeviceInfo, LaunchLimits};
+use gpukit_core::{DeviceInfo, LaunchLimits};
 
 use crate::error::{describe, is_sticky, CudaError};
 

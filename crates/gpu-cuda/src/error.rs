@@ -1,9 +1,9 @@
-//! The CUDA backend's own errors, and how every `CUresult` becomes a `gpu_core::Error`.
+//! The CUDA backend's own errors, and how every `CUresult` becomes a `gpukit_core::Error`.
 //!
 //! Every driver call goes through [`Device::check`](crate::device::Device::check), which
 //! names the call in the error. Errors that leave the context unusable (an illegal address,
 //! a failed launch, an assertion in a kernel: CUDA calls them sticky) poison the backend:
-//! that call and every later one return [`gpu_core::Error::Poisoned`] with the first error
+//! that call and every later one return [`gpukit_core::Error::Poisoned`] with the first error
 //! as its origin.
 
 use cudarc::driver::sys::{self, CUresult};
@@ -69,9 +69,9 @@ pub enum CudaError {
     },
 }
 
-impl From<CudaError> for gpu_core::Error {
+impl From<CudaError> for gpukit_core::Error {
     fn from(e: CudaError) -> Self {
-        use gpu_core::Error;
+        use gpukit_core::Error;
         match e {
             CudaError::Unavailable(reason) => Error::Unavailable {
                 backend: "cuda",
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn errors_map_to_the_core_variants() {
-        let oom: gpu_core::Error = CudaError::OutOfMemory {
+        let oom: gpukit_core::Error = CudaError::OutOfMemory {
             call: "cuMemAlloc",
             requested: 10,
             free: 1,
@@ -179,20 +179,20 @@ mod tests {
         .into();
         assert!(matches!(
             oom,
-            gpu_core::Error::OutOfMemory {
+            gpukit_core::Error::OutOfMemory {
                 backend: "cuda",
                 requested: 10,
                 ..
             }
         ));
-        let p: gpu_core::Error = CudaError::Poisoned { origin: "x".into() }.into();
-        assert_eq!(p, gpu_core::Error::Poisoned { origin: "x".into() });
-        let l: gpu_core::Error = CudaError::Launch {
+        let p: gpukit_core::Error = CudaError::Poisoned { origin: "x".into() }.into();
+        assert_eq!(p, gpukit_core::Error::Poisoned { origin: "x".into() });
+        let l: gpukit_core::Error = CudaError::Launch {
             kernel: "k".into(),
             reason: "r".into(),
         }
         .into();
-        assert!(matches!(l, gpu_core::Error::InvalidLaunch { .. }));
+        assert!(matches!(l, gpukit_core::Error::InvalidLaunch { .. }));
     }
 
     #[test]

@@ -1,14 +1,14 @@
 //! Custom kernels: CUDA C through NVRTC or PTX as given, loaded as modules, launched with
-//! arguments packed from gpu-core's [`KernelArg`]s.
+//! arguments packed from gpukit-core's [`KernelArg`]s.
 
 use std::ffi::{c_int, c_void, CString};
 use std::sync::Arc;
 
-use cuda_sys::nvrtc::Target;
 use cudarc::driver::sys::{self, CUresult};
-use gpu_core::{
+use gpukit_core::{
     Error, KernelArg, KernelDesc, KernelSig, KernelSource, KernelSpec, LaunchConfig, Result,
 };
+use gpukit_cuda_sys::nvrtc::Target;
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::device::{Device, Raw};
@@ -74,7 +74,7 @@ fn no_gpu_code(desc: &KernelDesc) -> Error {
 /// for a spec without GPU code.
 ///
 /// ```
-/// # use gpu_core::{KernelSpec, Out};
+/// # use gpukit_core::{KernelSpec, Out};
 /// // SAFETY: `ones(float*, unsigned long long)` matches the signature and writes below `n`.
 /// let spec = unsafe {
 ///     KernelSpec::<(Out<f32>, u64)>::cuda(
@@ -85,9 +85,9 @@ fn no_gpu_code(desc: &KernelDesc) -> Error {
 ///         "ones",
 ///     )
 /// };
-/// match gpu_cuda::compile_check(&spec, (9, 0)) {
+/// match gpukit_cuda::compile_check(&spec, (9, 0)) {
 ///     Ok(()) => println!("compiles for sm_90"),
-///     Err(gpu_core::Error::Unavailable { reason, .. }) => println!("no NVRTC here: {reason}"),
+///     Err(gpukit_core::Error::Unavailable { reason, .. }) => println!("no NVRTC here: {reason}"),
 ///     Err(e) => panic!("{e}"),
 /// }
 /// ```
@@ -97,8 +97,8 @@ pub fn compile_check<S: KernelSig>(spec: &KernelSpec<S>, cc: (u32, u32)) -> Resu
     let ptx = match &desc.source {
         None => return Err(no_gpu_code(desc)),
         Some(KernelSource::CudaC(src)) => {
-            let nvrtc =
-                cuda_sys::nvrtc::nvrtc(None).map_err(|e| CudaError::Unavailable(e.to_string()))?;
+            let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(None)
+                .map_err(|e| CudaError::Unavailable(e.to_string()))?;
             let compiled = nvrtc
                 .compile_cached(src, &desc.name, Target::Ptx(cc.0, cc.1), &[])
                 .map_err(|e| compile_err(e.to_string()))?;
@@ -194,7 +194,7 @@ struct Slot([u8; 16]);
 
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::launch`].
+/// The contract of [`gpukit_core::Backend::launch`].
 pub(crate) unsafe fn launch(
     b: &CudaBackend,
     stream: &CudaStream,

@@ -1,11 +1,11 @@
-//! # gpu-cuda
+//! # gpukit-cuda
 //!
-//! The CUDA backend of the `gpu` workspace: [`gpu_core::Backend`] on NVIDIA GPUs, through
-//! cudarc's driver bindings, with NVRTC and cuBLAS from `cuda-sys`.
+//! The CUDA backend of the `gpukit` workspace: [`gpukit_core::Backend`] on NVIDIA GPUs, through
+//! cudarc's driver bindings, with NVRTC and cuBLAS from `gpukit-cuda-sys`.
 //!
 //! ```no_run
-//! # fn main() -> gpu_core::Result<()> {
-//! let ctx = gpu_cuda::CudaBackend::context(0)?;       // a clear error without a GPU
+//! # fn main() -> gpukit_core::Result<()> {
+//! let ctx = gpukit_cuda::CudaBackend::context(0)?;       // a clear error without a GPU
 //! let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 //! let mut b = ctx.alloc_zeros::<f32>(3)?;
 //! ctx.add(&a, &a, &mut b)?;                            // an NVRTC-compiled kernel
@@ -15,9 +15,9 @@
 //!
 //! ## How each part maps onto CUDA
 //!
-//! - **Opening** a device runs `cuda-sys`'s probe first (driver found and loaded by absolute
+//! - **Opening** a device runs `gpukit-cuda-sys`'s probe first (driver found and loaded by absolute
 //!   path, `cuInit`, devices listed), so a machine without CUDA gets
-//!   [`gpu_core::Error::Unavailable`] with the probe's reason and never reaches cudarc's
+//!   [`gpukit_core::Error::Unavailable`] with the probe's reason and never reaches cudarc's
 //!   loader, which panics when it finds no library. Before the first cudarc call the backend
 //!   also checks that cudarc, which opens the driver by name, gets the same library. The
 //!   device's primary context is used, so memory can be shared with the CUDA runtime and
@@ -27,14 +27,14 @@
 //!   of those streams and frees the memory once all have completed, checking on later calls,
 //!   so `free` never blocks. Running out is `OutOfMemory` with the free and total memory,
 //!   after the deferred frees have been waited for and the allocation retried.
-//! - **Pinned host memory** is `cuMemHostAlloc`: write-combined for [`gpu_core::HostUse::Upload`]
+//! - **Pinned host memory** is `cuMemHostAlloc`: write-combined for [`gpukit_core::HostUse::Upload`]
 //!   (fast for the device to read over PCIe, slow for the CPU to read), plainly pinned
-//!   otherwise, portable to every context. gpu-core's pool reuses it, so a steady-state
+//!   otherwise, portable to every context. gpukit-core's pool reuses it, so a steady-state
 //!   pipeline pins nothing. Existing memory is registered with `cuMemHostRegister`.
 //! - **Streams** are `CU_STREAM_NON_BLOCKING` streams with the requested priority (they never
 //!   synchronise with the legacy default stream). **Events** are `CUevent`s; ordering events
 //!   (without timing) come from a pool. Copies are `cuMemcpy*Async`.
-//! - **Built-in ops** are the CUDA C in `cuda-sys/kernels/builtin.cu`, compiled by NVRTC once
+//! - **Built-in ops** are the CUDA C in `gpukit-cuda-sys/kernels/builtin.cu`, compiled by NVRTC once
 //!   per process for each element type on first use (`--fmad=false`, so results equal the
 //!   CPU backend's bit for bit for the element-wise ops), loaded once per context. Every
 //!   kernel is a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM,
@@ -48,16 +48,16 @@
 //!   on the first gemm; without it, gemm is `Unavailable` and everything else works.
 //! - **Custom kernels** from CUDA C go through NVRTC (SASS for the device's architecture when
 //!   NVRTC knows it, PTX otherwise; cached per process), PTX is loaded as is. A launch is
-//!   checked against the device's limits by gpu-core and against the kernel's own
+//!   checked against the device's limits by gpukit-core and against the kernel's own
 //!   `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (registers can lower it) here. The GPU code
 //!   itself is the caller's promise (`KernelSpec::cuda`/`ptx` are `unsafe fn`).
 //!   [`compile_check`] compiles a spec's CUDA C with NVRTC alone, so a machine without a
 //!   GPU (CI) can tell that a kernel compiles and has its entry point.
-//! - **Errors**: every `CUresult` becomes a [`gpu_core::Error`] naming the failed call.
+//! - **Errors**: every `CUresult` becomes a [`gpukit_core::Error`] naming the failed call.
 //!   A sticky error (illegal address, failed launch, device assertion, ...) breaks the
 //!   device's primary context, so it poisons the device for the whole process: that call and
 //!   every later one, on every context of that device, return
-//!   [`gpu_core::Error::Poisoned`] with the first error as the origin, and opening a new
+//!   [`gpukit_core::Error::Poisoned`] with the first error as the origin, and opening a new
 //!   context on it fails the same way.
 //! - **Kernel modules** of dropped custom kernels are unloaded at the next
 //!   `synchronize` (launches of them may still be queued), or after 64 have piled up.
@@ -67,10 +67,10 @@
 //! cudarc is built with `cuda-12000` and `dynamic-loading`: the driver API as of CUDA 12.0,
 //! resolved symbol by symbol at run time. The probe requires a driver of CUDA 12.0 or newer;
 //! CUDA 13 drivers keep every 12.x entry point, so the same build runs on 12.x and 13.x
-//! drivers. NVRTC and cuBLAS of CUDA 11.2 to 13 are found by `cuda-sys`, preferring a major
+//! drivers. NVRTC and cuBLAS of CUDA 11.2 to 13 are found by `gpukit-cuda-sys`, preferring a major
 //! version not newer than the driver's.
 //!
-//! Dependencies: `cudarc` (driver API), `cuda-sys` (discovery, probe, NVRTC, cuBLAS,
+//! Dependencies: `cudarc` (driver API), `gpukit-cuda-sys` (discovery, probe, NVRTC, cuBLAS,
 //! kernel sources), `libloading` (only to compare cudarc's driver handle with the probe's)
 //! and `thiserror`.
 
@@ -84,10 +84,10 @@ mod ops;
 pub use backend::{
     CudaBackend, CudaBuffer, CudaEvent, CudaHostMem, CudaKernel, CudaRegistration, CudaStream,
 };
-pub use cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
 pub use error::CudaError;
+pub use gpukit_cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
 pub use kernel::compile_check;
 pub use loader::{cudarc_driver_report, CudarcDriverReport};
 
 /// A context on the CUDA backend.
-pub type CudaContext = gpu_core::Context<CudaBackend>;
+pub type CudaContext = gpukit_core::Context<CudaBackend>;

@@ -65,7 +65,8 @@ pub(crate) fn check() -> Result<(), CudaError> {
 }
 
 fn run() -> Result<(), CudaError> {
-    let drv = cuda_sys::probe::driver().map_err(|e| CudaError::Unavailable(e.to_string()))?;
+    let drv =
+        gpukit_cuda_sys::probe::driver().map_err(|e| CudaError::Unavailable(e.to_string()))?;
     let path = drv.loaded.path.display().to_string();
     if let Some(missing) = DRIVER_SYMBOLS.iter().find(|s| !drv.has_symbol(s)) {
         return Err(CudaError::Unavailable(format!(
@@ -138,7 +139,7 @@ pub struct CudarcDriverReport {
 /// Walks cudarc's driver names as the check before every context does and reports what it
 /// found. Never panics and, where the check fails, never lets cudarc load.
 pub fn cudarc_driver_report() -> CudarcDriverReport {
-    let driver = cuda_sys::probe::driver().ok();
+    let driver = gpukit_cuda_sys::probe::driver().ok();
     let ours = driver.and_then(|drv| drv.symbol_address("cuInit"));
     let first_opened =
         first_opening_candidate().map(|(name, addr)| (name, addr.is_some() && addr == ours));

@@ -4,17 +4,17 @@
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 
-use cuda_sys::cublas::CublasLib;
-use cuda_sys::ffi::cublas::{
+use cudarc::driver::sys;
+use gpukit_core::{BinaryOp, BufAt, DType, Error, Float, Gemm, Numeric, ReduceOp, Result, UnaryOp};
+use gpukit_cuda_sys::cublas::CublasLib;
+use gpukit_cuda_sys::ffi::cublas::{
     cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasMath_t, cublasOperation_t,
     cublasStatus_t, cudaDataType,
 };
-use cuda_sys::kernels::{
+use gpukit_cuda_sys::kernels::{
     builtin_source, kernel_names, Elem, BUILTIN_OPTIONS, MAX_PARTIALS, REDUCE_BLOCK,
 };
-use cuda_sys::nvrtc::{NvrtcLib, Target};
-use cudarc::driver::sys;
-use gpu_core::{BinaryOp, BufAt, DType, Error, Float, Gemm, Numeric, ReduceOp, Result, UnaryOp};
+use gpukit_cuda_sys::nvrtc::{NvrtcLib, Target};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::device::{lock, Device, Raw};
@@ -158,7 +158,7 @@ fn grid_for(b: &CudaBackend, n: usize) -> u32 {
 ///
 /// - `params` point, in order, at values of the types `name`'s parameters have in
 ///   builtin.cu for `T`;
-/// - the device ranges among them meet the [`gpu_core::Backend`] contract of the op that
+/// - the device ranges among them meet the [`gpukit_core::Backend`] contract of the op that
 ///   calls this (inside their buffers, ordered, not freed before the launch has run), and
 ///   the scratch buffer is the stream's own.
 unsafe fn run<T: Numeric>(
@@ -199,7 +199,7 @@ fn p<V>(v: &V) -> *mut c_void {
 
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::fill`].
+/// The contract of [`gpukit_core::Backend::fill`].
 pub(crate) unsafe fn fill<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
@@ -224,7 +224,7 @@ pub(crate) unsafe fn fill<T: Numeric>(
 
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::axpy`].
+/// The contract of [`gpukit_core::Backend::axpy`].
 pub(crate) unsafe fn axpy<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
@@ -250,7 +250,7 @@ pub(crate) unsafe fn axpy<T: Numeric>(
 
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::scale`].
+/// The contract of [`gpukit_core::Backend::scale`].
 pub(crate) unsafe fn scale<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
@@ -275,7 +275,7 @@ pub(crate) unsafe fn scale<T: Numeric>(
 
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::binary`].
+/// The contract of [`gpukit_core::Backend::binary`].
 pub(crate) unsafe fn binary<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
@@ -313,7 +313,7 @@ pub(crate) unsafe fn binary<T: Numeric>(
 
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::unary`].
+/// The contract of [`gpukit_core::Backend::unary`].
 pub(crate) unsafe fn unary<T: Float>(
     b: &CudaBackend,
     s: &CudaStream,
@@ -352,7 +352,7 @@ fn partial_grid(len: usize) -> u32 {
 
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::reduce`].
+/// The contract of [`gpukit_core::Backend::reduce`].
 pub(crate) unsafe fn reduce<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
@@ -396,7 +396,7 @@ pub(crate) unsafe fn reduce<T: Numeric>(
 
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::dot`].
+/// The contract of [`gpukit_core::Backend::dot`].
 pub(crate) unsafe fn dot<T: Numeric>(
     b: &CudaBackend,
     s: &CudaStream,
@@ -442,8 +442,10 @@ pub(crate) unsafe fn dot<T: Numeric>(
 // ----- gemm --------------------------------------------------------------------------
 
 fn blas_lib(b: &CudaBackend) -> Result<&'static CublasLib> {
-    let major = cuda_sys::probe().ok().map(|p| p.driver_version_pair().0);
-    cuda_sys::cublas::cublas(major).map_err(|e| Error::Unavailable {
+    let major = gpukit_cuda_sys::probe()
+        .ok()
+        .map(|p| p.driver_version_pair().0);
+    gpukit_cuda_sys::cublas::cublas(major).map_err(|e| Error::Unavailable {
         backend: "cuda",
         reason: format!("gemm needs cuBLAS on CUDA device {}: {e}", b.dev.ordinal),
     })
@@ -498,7 +500,7 @@ fn blas_handle(b: &CudaBackend, lib: &CublasLib, s: &CudaStream) -> Result<cubla
 
 /// Destroys a stream's cuBLAS handle (its stream is synchronised).
 pub(crate) fn destroy_blas(h: Raw<cublasHandle_t>) {
-    if let Ok(lib) = cuda_sys::cublas::cublas(None) {
+    if let Ok(lib) = gpukit_cuda_sys::cublas::cublas(None) {
         // SAFETY: a handle created by `blas_handle`, destroyed once, its stream idle.
         unsafe { lib.api.cublasDestroy_v2(h.0) };
     }
@@ -507,9 +509,9 @@ pub(crate) fn destroy_blas(h: Raw<cublasHandle_t>) {
 /// Which stored matrix fills one of cuBLAS's operand slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Operand {
-    /// gpu-core's `A`.
+    /// gpukit-core's `A`.
     A,
-    /// gpu-core's `B`.
+    /// gpukit-core's `B`.
     B,
 }
 
@@ -518,8 +520,8 @@ enum Operand {
 /// so the two cannot drift apart.
 ///
 /// cuBLAS is column-major and a row-major `r x c` matrix is a column-major `c x r` one, so
-/// gpu-core's row-major `C = op(A) op(B)` is cuBLAS's `C^T = op(B)^T op(A)^T`: B fills the
-/// first slot, A the second, and cuBLAS's `m x n` result is gpu-core's `n x m` C^T.
+/// gpukit-core's row-major `C = op(A) op(B)` is cuBLAS's `C^T = op(B)^T op(A)^T`: B fills the
+/// first slot, A the second, and cuBLAS's `m x n` result is gpukit-core's `n x m` C^T.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct BlasCall {
     /// The matrix in cuBLAS's first slot (its `A`), its operation and leading dimension.
@@ -539,7 +541,7 @@ struct BlasCall {
 }
 
 impl BlasCall {
-    /// The call for gpu-core's row-major gemm of `op(A)` (`m x k`) and `op(B)` (`k x n`).
+    /// The call for gpukit-core's row-major gemm of `op(A)` (`m x k`) and `op(B)` (`k x n`).
     ///
     /// Row-major `B` (`k x n`, or `n x k` when transposed) read column-major is `B^T` with
     /// leading dimension `n` (or `B` itself with leading dimension `k`, which the call
@@ -566,7 +568,7 @@ impl BlasCall {
         }
     }
 
-    /// The operands in cuBLAS's order, given gpu-core's `a` and `b`.
+    /// The operands in cuBLAS's order, given gpukit-core's `a` and `b`.
     fn operands<P: Copy>(&self, a: P, b: P) -> (P, P) {
         let pick = |o: Operand| match o {
             Operand::A => a,
@@ -581,7 +583,7 @@ impl BlasCall {
 ///
 /// # Safety
 ///
-/// The contract of [`gpu_core::Backend::gemm`].
+/// The contract of [`gpukit_core::Backend::gemm`].
 pub(crate) unsafe fn gemm<T: Float>(
     b: &CudaBackend,
     s: &CudaStream,
@@ -603,7 +605,7 @@ pub(crate) unsafe fn gemm<T: Float>(
     let call = BlasCall::for_row_major(g.trans_a, g.trans_b, int(g.m)?, int(g.n)?, int(g.k)?);
     let (first, second) = call.operands(a.buf.at(a.offset), bm.buf.at(bm.offset));
     let cp = c.buf.at(c.offset);
-    // SAFETY: (all three calls) a live handle bound to `s`; device pointers to ranges gpu-core
+    // SAFETY: (all three calls) a live handle bound to `s`; device pointers to ranges gpukit-core
     // checked to hold op(A) m x k, op(B) k x n and C m x n (all non-zero), which `call` lays
     // out as cuBLAS's column-major operands (its unit test runs these very arguments); alpha
     // and beta are host scalars of the type the call reads.
@@ -734,7 +736,7 @@ mod tests {
     }
 
     /// The cuBLAS call `gemm` makes, every argument taken from the same [`BlasCall`], computes
-    /// the row-major product gpu-core defines.
+    /// the row-major product gpukit-core defines.
     #[test]
     fn column_major_call_computes_the_row_major_product() {
         for (m, n, k) in [(3usize, 4usize, 5usize), (1, 6, 2), (7, 1, 3), (2, 3, 1)] {

@@ -73,7 +73,7 @@ pub enum PipelineError {
         stage: Stage,
         /// The device error.
         #[source]
-        source: gpu_core::Error,
+        source: gpukit_core::Error,
     },
     /// The pipeline was configured in a way that cannot run.
     #[error("invalid pipeline: {0}")]
@@ -98,9 +98,9 @@ impl PipelineError {
     }
 }
 
-impl From<PipelineError> for gpu_core::Error {
+impl From<PipelineError> for gpukit_core::Error {
     /// A device error comes back as itself; a user stage's error as
-    /// [`gpu_core::Error::Backend`] naming the stage and batch.
+    /// [`gpukit_core::Error::Backend`] naming the stage and batch.
     fn from(e: PipelineError) -> Self {
         match e {
             PipelineError::Gpu { source, .. } => source,
@@ -108,12 +108,12 @@ impl From<PipelineError> for gpu_core::Error {
                 batch,
                 stage,
                 source,
-            } => gpu_core::Error::Backend {
+            } => gpukit_core::Error::Backend {
                 backend: "pipeline",
                 call: stage.name(),
                 message: format!("batch {batch}: {source}"),
             },
-            PipelineError::Config(message) => gpu_core::Error::Backend {
+            PipelineError::Config(message) => gpukit_core::Error::Backend {
                 backend: "pipeline",
                 call: "configure",
                 message,

@@ -1,6 +1,6 @@
-//! # gpu-pipeline
+//! # gpukit-pipeline
 //!
-//! Overlapped upload, compute and download on any backend of the `gpu` workspace: the
+//! Overlapped upload, compute and download on any backend of the `gpukit` workspace: the
 //! pattern a PyTorch `DataLoader` with pinned memory and `non_blocking` copies gives, safe
 //! and measured.
 //!
@@ -30,7 +30,7 @@
 //! loader is told to stop, queued work is waited for, every batch before the failing one is
 //! delivered, every buffer goes back, and the [`PipelineError`] names the batch and stage.
 //!
-//! The crate depends on gpu-core only (the layering is `gpu-core <- gpu-pipeline`): it runs on
+//! The crate depends on gpukit-core only (the layering is `gpukit-core <- gpukit-pipeline`): it runs on
 //! the CPU backend, the CUDA backend, or the facade's `AnyBackend`. `libc` gives the loader's
 //! CPU time, which the CPU backend's bound needs (a loader waiting on I/O uses no core).
 

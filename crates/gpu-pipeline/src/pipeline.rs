@@ -6,7 +6,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::Instant;
 
-use gpu_core::{Backend, Context, Element, Event, GpuArray, HostBuffer, HostUse, Pending, Stream};
+use gpukit_core::{
+    Backend, Context, Element, Event, GpuArray, HostBuffer, HostUse, Pending, Stream,
+};
 
 use crate::error::{BoxError, PipelineError, Stage};
 use crate::report::{self, Lane, Report, Span};
@@ -123,9 +125,9 @@ impl Progress {
 /// A pipeline over a context: how many batches, how large, in which pattern.
 ///
 /// ```
-/// use gpu_pipeline::{Pattern, Pipeline};
+/// use gpukit_pipeline::{Pattern, Pipeline};
 ///
-/// let ctx = gpu_cpu::CpuBackend::context()?;
+/// let ctx = gpukit_cpu::CpuBackend::context()?;
 /// let mut out = Vec::new();
 /// let report = Pipeline::new(&ctx, Pattern::Triple)
 ///     .batches(8)
@@ -268,7 +270,7 @@ impl<B: Backend> Pipeline<B> {
             usize,
             &GpuArray<In, B>,
             &mut GpuArray<Out, B>,
-        ) -> gpu_core::Result<()>,
+        ) -> gpukit_core::Result<()>,
         S: FnMut(usize, &[Out]) -> Result<(), BoxError>,
     {
         if let Pattern::Deep(0) = self.pattern {
@@ -310,7 +312,7 @@ impl<B: Backend> Pipeline<B> {
             usize,
             &GpuArray<In, B>,
             &mut GpuArray<Out, B>,
-        ) -> gpu_core::Result<()>,
+        ) -> gpukit_core::Result<()>,
         S: FnMut(usize, &[Out]) -> Result<(), BoxError>,
     {
         let mut items = iter.into_iter();
@@ -336,7 +338,7 @@ impl<B: Backend> Pipeline<B> {
 /// The compute stage's function (the bound of [`Pipeline::run`]'s `compute`), named once
 /// for the engine's internal functions.
 trait ComputeFn<B: Backend, In: Element, Out: Element>:
-    FnMut(&Stream<B>, usize, &GpuArray<In, B>, &mut GpuArray<Out, B>) -> gpu_core::Result<()>
+    FnMut(&Stream<B>, usize, &GpuArray<In, B>, &mut GpuArray<Out, B>) -> gpukit_core::Result<()>
 {
 }
 
@@ -345,7 +347,7 @@ where
     B: Backend,
     In: Element,
     Out: Element,
-    F: FnMut(&Stream<B>, usize, &GpuArray<In, B>, &mut GpuArray<Out, B>) -> gpu_core::Result<()>,
+    F: FnMut(&Stream<B>, usize, &GpuArray<In, B>, &mut GpuArray<Out, B>) -> gpukit_core::Result<()>,
 {
 }
 
@@ -366,7 +368,7 @@ struct Run<'p, B: Backend> {
 }
 
 /// Wraps a device error with its batch and stage.
-fn gpu(batch: usize, stage: Stage) -> impl Fn(gpu_core::Error) -> PipelineError {
+fn gpu(batch: usize, stage: Stage) -> impl Fn(gpukit_core::Error) -> PipelineError {
     move |source| PipelineError::Gpu {
         batch,
         stage,
@@ -399,7 +401,7 @@ impl<'p, B: Backend> Run<'p, B> {
         } else {
             let computes = (0..p.compute_streams)
                 .map(|_| ctx.create_stream())
-                .collect::<gpu_core::Result<Vec<_>>>()
+                .collect::<gpukit_core::Result<Vec<_>>>()
                 .map_err(&setup)?;
             (computes, ctx.create_stream().map_err(&setup)?)
         };
@@ -422,7 +424,7 @@ impl<'p, B: Backend> Run<'p, B> {
 
     /// Records a new start event on the upload stream, waits for it, and takes the host's
     /// start instant right after.
-    fn restart_clock(&mut self) -> gpu_core::Result<()> {
+    fn restart_clock(&mut self) -> gpukit_core::Result<()> {
         self.p.ctx.sync()?;
         let t0 = self.streams.upload.record_event()?;
         t0.sync()?;
@@ -526,7 +528,7 @@ impl<'p, B: Backend> Run<'p, B> {
             .into_iter()
             .chain(&self.streams.computes)
             .map(|s| s.sync())
-            .collect::<gpu_core::Result<Vec<()>>>();
+            .collect::<gpukit_core::Result<Vec<()>>>();
         drop(slots);
         result?;
         synced.map_err(gpu(p.batches.saturating_sub(1), Stage::Download))?;
@@ -641,7 +643,7 @@ impl<'p, B: Backend> Run<'p, B> {
         let cs = &computes[lane];
         let up_err = gpu(i, Stage::Upload);
         // The copy into `input` waits for the compute that last read it; waiting explicitly
-        // (rather than leaving it to gpu-core's automatic ordering) keeps the wait before
+        // (rather than leaving it to gpukit-core's automatic ordering) keeps the wait before
         // the start event, so the events time the copy alone.
         if let Some(e) = &slot.compute_done {
             upload.wait(e).map_err(&up_err)?;
@@ -714,7 +716,7 @@ impl<'p, B: Backend> Run<'p, B> {
             .events
             .iter()
             .map(ms)
-            .collect::<gpu_core::Result<Vec<f64>>>()
+            .collect::<gpukit_core::Result<Vec<f64>>>()
             .map_err(gpu(i, Stage::Download))?;
         let sequential = self.p.pattern == Pattern::Sequential;
         let lane_of = |stage: Stage| -> Lane {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use gpu_core::{Backend, Context};
+use gpukit_core::{Backend, Context};
 
 use crate::error::Stage;
 use crate::pipeline::Pattern;

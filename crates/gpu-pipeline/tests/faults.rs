@@ -1,4 +1,4 @@
-//! A pipeline run with a fault injected at every backend call in turn (gpu-cpu's
+//! A pipeline run with a fault injected at every backend call in turn (gpukit-cpu's
 //! `fault-injection` feature, which this crate's dev-dependency turns on).
 //!
 //! A run without faults counts the calls of each kind; then, for every kind and every `k`
@@ -13,9 +13,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpu_cpu::fault::is_injected;
-use gpu_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
-use gpu_pipeline::{Pattern, Pipeline, PipelineError};
+use gpukit_cpu::fault::is_injected;
+use gpukit_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
+use gpukit_pipeline::{Pattern, Pipeline, PipelineError};
 
 const CASE_LIMIT: Duration = Duration::from_secs(30);
 const BATCHES: usize = 6;
@@ -85,7 +85,7 @@ fn case(pattern: Pattern, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
     let (backend, probe) = CpuBackend::with_faults(FaultPlan::new(FaultKind::Any, u64::MAX))
         .expect("open the CPU backend");
     probe.disarm();
-    let ctx = gpu_core::Context::new(backend).expect("open a context");
+    let ctx = gpukit_core::Context::new(backend).expect("open a context");
     let before = probe.stats();
     if let Some(plan) = plan {
         probe.arm(plan);
@@ -96,7 +96,7 @@ fn case(pattern: Pattern, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
     let error = match r {
         Ok(()) => {
             // An injected fault may be absorbed only when it hit an ordering event recorded
-            // after queued work: gpu-core then waits for the work, and the call succeeds.
+            // after queued work: gpukit-core then waits for the work, and the call succeeds.
             if injected {
                 let last = probe.injected().last().map(|f| f.call);
                 assert_eq!(

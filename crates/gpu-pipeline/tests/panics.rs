@@ -2,11 +2,11 @@
 //! thread does not take the run down, earlier batches are delivered, and the context stays
 //! usable.
 
-use gpu_pipeline::{Pattern, Pipeline, PipelineError, Stage};
+use gpukit_pipeline::{Pattern, Pipeline, PipelineError, Stage};
 
 #[test]
 fn a_panicking_load_is_the_batchs_load_error() {
-    let ctx = match gpu_cpu::CpuBackend::context() {
+    let ctx = match gpukit_cpu::CpuBackend::context() {
         Ok(ctx) => ctx,
         Err(e) => panic!("the CPU backend opens: {e}"),
     };

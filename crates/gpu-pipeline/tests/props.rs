@@ -8,7 +8,7 @@
 //!   with an error naming that batch and stage, within a time limit (never a hang), after
 //!   delivering exactly the batches before it; every pinned buffer goes back to the
 //!   context's pool, the context syncs cleanly, and the next pipeline on it runs correctly;
-//! - **progress**: a thread polling [`gpu_pipeline::Progress`] during a run sees consistent,
+//! - **progress**: a thread polling [`gpukit_pipeline::Progress`] during a run sees consistent,
 //!   monotone counters and, at the end, every batch delivered and the run finished.
 //!
 //! Each test drives proptest's [`TestRunner`] itself with a modest number of cases (the
@@ -19,9 +19,9 @@ use std::hint::black_box;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpu_core::{Error, GpuArray, HostUse, In, Kernel, KernelSpec, LaunchConfig, Out, Stream};
-use gpu_cpu::{CpuBackend, CpuContext};
-use gpu_pipeline::{BoxError, Pattern, Pipeline, PipelineError, ProgressSnapshot, Stage};
+use gpukit_core::{Error, GpuArray, HostUse, In, Kernel, KernelSpec, LaunchConfig, Out, Stream};
+use gpukit_cpu::{CpuBackend, CpuContext};
+use gpukit_pipeline::{BoxError, Pattern, Pipeline, PipelineError, ProgressSnapshot, Stage};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -252,7 +252,7 @@ impl Case {
 /// The spinning kernel's signature: input, output, element count, spin iterations.
 type SpinSig = (In<f32>, Out<f32>, u64, u64);
 
-fn spin_kernel(ctx: &CpuContext) -> gpu_core::Result<Kernel<SpinSig, CpuBackend>> {
+fn spin_kernel(ctx: &CpuContext) -> gpukit_core::Result<Kernel<SpinSig, CpuBackend>> {
     ctx.kernel(
         KernelSpec::<SpinSig>::named("half_minus_one").cpu(|t, (x, y, n, spin)| {
             let i = t.x();
@@ -278,7 +278,7 @@ fn enqueue(
     i: usize,
     x: &GpuArray<f32, CpuBackend>,
     y: &mut GpuArray<f32, CpuBackend>,
-) -> gpu_core::Result<()> {
+) -> gpukit_core::Result<()> {
     let m = x.len().min(y.len());
     let xv = x.slice(..m)?;
     let (mut yv, mut tail) = y.split_at_mut(m)?;
@@ -321,7 +321,7 @@ struct Fault {
 
 /// What a run returned, what its sink received (in order), and its progress at the end.
 type Outcome = (
-    Result<gpu_pipeline::Report, PipelineError>,
+    Result<gpukit_pipeline::Report, PipelineError>,
     Vec<(usize, Vec<f32>)>,
     ProgressSnapshot,
 );

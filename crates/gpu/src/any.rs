@@ -1,19 +1,19 @@
 //! `AnyBackend`: the backend chosen at run time, as one enum that itself implements
-//! [`Backend`], so the whole safe layer of gpu-core serves it unchanged.
+//! [`Backend`], so the whole safe layer of gpukit-core serves it unchanged.
 //!
 //! Adding a backend takes two lines: a `Name => crate::Backend` entry in the `backends!`
 //! invocation below (which generates a variant in every enum and the narrowing functions)
 //! and one arm in `dispatch!`. No method is written per backend. A backend behind a cargo
 //! feature carries its `#[cfg(feature = "...")]` on both lines.
 
-use gpu_core::{
+use gpukit_core::{
     Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
     LaunchConfig, Numeric, ReduceOp, Result, UnaryOp,
 };
 
 /// A backend that is one of the compiled-in backends.
 ///
-/// Objects of one backend never reach another: gpu-core checks that every argument comes
+/// Objects of one backend never reach another: gpukit-core checks that every argument comes
 /// from the calling context. Should one arrive anyway, the call fails with
 /// [`Error::Backend`] rather than misbehaving.
 pub trait Member: Backend {
@@ -100,9 +100,9 @@ macro_rules! backends {
 }
 
 backends! {
-    Cpu => gpu_cpu::CpuBackend,
+    Cpu => gpukit_cpu::CpuBackend,
     #[cfg(feature = "cuda")]
-    Cuda => gpu_cuda::CudaBackend,
+    Cuda => gpukit_cuda::CudaBackend,
 }
 
 /// Runs `$body` with `$b` bound to the concrete backend inside `$any` and `$B` naming its
@@ -112,13 +112,13 @@ macro_rules! dispatch {
         match $any {
             AnyBackend::Cpu($b) => {
                 #[allow(dead_code)]
-                type $B = gpu_cpu::CpuBackend;
+                type $B = gpukit_cpu::CpuBackend;
                 $body
             }
             #[cfg(feature = "cuda")]
             AnyBackend::Cuda($b) => {
                 #[allow(dead_code)]
-                type $B = gpu_cuda::CudaBackend;
+                type $B = gpukit_cuda::CudaBackend;
                 $body
             }
         }

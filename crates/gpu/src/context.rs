@@ -3,7 +3,7 @@
 
 use std::ops::Deref;
 
-use gpu_core::{Config, DType, DeviceSpec, Error, FallbackPolicy, Result, SpecOrigin};
+use gpukit_core::{Config, DType, DeviceSpec, Error, FallbackPolicy, Result, SpecOrigin};
 
 use crate::any::AnyBackend;
 
@@ -31,22 +31,22 @@ pub struct Selection {
 
 /// An opened device: CUDA when usable, else the CPU backend.
 ///
-/// `Context` dereferences to [`gpu_core::Context`], which dereferences to its default
+/// `Context` dereferences to [`gpukit_core::Context`], which dereferences to its default
 /// [`crate::Stream`]: everything in those two types is available here, and stream
 /// operations called on a context run on its default stream.
 ///
 /// ```
-/// let ctx = gpu::Context::new(gpu::DeviceSpec::Cpu)?;
+/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
 /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0])?;
 /// let b = ctx.alloc_upload(&[5.0f32, 6.0, 7.0, 8.0])?;
 /// let mut out = ctx.alloc_zeros::<f32>(4)?;
 /// ctx.add(&a, &b, &mut out)?;
 /// assert_eq!(out.download()?, vec![6.0, 8.0, 10.0, 12.0]);
-/// # Ok::<(), gpu::Error>(())
+/// # Ok::<(), gpukit::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Context {
-    inner: gpu_core::Context<AnyBackend>,
+    inner: gpukit_core::Context<AnyBackend>,
     selection: Selection,
 }
 
@@ -61,7 +61,7 @@ impl std::fmt::Debug for Context {
 }
 
 impl Deref for Context {
-    type Target = gpu_core::Context<AnyBackend>;
+    type Target = gpukit_core::Context<AnyBackend>;
 
     fn deref(&self) -> &Self::Target {
         &self.inner
@@ -74,7 +74,7 @@ impl Context {
     /// error. Reads no file (see [`Context::from_config`]).
     #[allow(clippy::should_implement_trait)] // fallible, so not `Default::default`
     pub fn default() -> Result<Context> {
-        let env = gpu_core::read_device_var()?;
+        let env = gpukit_core::read_device_var()?;
         let (cfg, origin) = Config::resolve(None, env.as_deref(), None)?;
         Context::open(&cfg, origin)
     }
@@ -153,7 +153,7 @@ impl Context {
     }
 
     /// The backend-generic context underneath.
-    pub fn core(&self) -> &gpu_core::Context<AnyBackend> {
+    pub fn core(&self) -> &gpukit_core::Context<AnyBackend> {
         &self.inner
     }
 
@@ -163,23 +163,23 @@ impl Context {
     }
 }
 
-fn open_cpu() -> Result<gpu_core::Context<AnyBackend>> {
-    gpu_core::Context::new(AnyBackend::Cpu(gpu_cpu::CpuBackend::new()?))
+fn open_cpu() -> Result<gpukit_core::Context<AnyBackend>> {
+    gpukit_core::Context::new(AnyBackend::Cpu(gpukit_cpu::CpuBackend::new()?))
 }
 
 /// The CUDA arm of the fallback chain: device `ordinal` (0 for `auto` and `cuda`) among
 /// those `CUDA_VISIBLE_DEVICES` leaves visible. Fails with the probe's reason (no driver,
 /// too old, no device, no NVRTC, with every path searched) or `InvalidDevice`.
 #[cfg(feature = "cuda")]
-fn open_cuda(ordinal: Option<usize>) -> Result<gpu_core::Context<AnyBackend>> {
-    let backend = gpu_cuda::CudaBackend::new(ordinal.unwrap_or(0))?;
-    gpu_core::Context::new(AnyBackend::Cuda(backend))
+fn open_cuda(ordinal: Option<usize>) -> Result<gpukit_core::Context<AnyBackend>> {
+    let backend = gpukit_cuda::CudaBackend::new(ordinal.unwrap_or(0))?;
+    gpukit_core::Context::new(AnyBackend::Cuda(backend))
 }
 
 /// Without the `cuda` feature there is no CUDA arm: every CUDA request is `Unavailable`,
 /// saying so, and `auto` records it among the rejections.
 #[cfg(not(feature = "cuda"))]
-fn open_cuda(_ordinal: Option<usize>) -> Result<gpu_core::Context<AnyBackend>> {
+fn open_cuda(_ordinal: Option<usize>) -> Result<gpukit_core::Context<AnyBackend>> {
     Err(Error::Unavailable {
         backend: "cuda",
         reason: NOT_COMPILED_IN.to_owned(),
@@ -189,5 +189,5 @@ fn open_cuda(_ordinal: Option<usize>) -> Result<gpu_core::Context<AnyBackend>> {
 /// The reason a CUDA request fails in a build without the `cuda` feature.
 #[cfg(not(feature = "cuda"))]
 const NOT_COMPILED_IN: &str =
-    "not compiled in: this build of `gpu` has no `cuda` feature (it is on by default; \
-     enable it with `features = [\"cuda\"]` on the `gpu` dependency)";
+    "not compiled in: this build of `gpukit` has no `cuda` feature (it is on by default; \
+     enable it with `features = [\"cuda\"]` on the `gpukit` dependency)";

@@ -1,10 +1,10 @@
-//! # gpu
+//! # gpukit
 //!
 //! One safe interface to GPU compute: pick a device in one line, move typed arrays to it and
 //! back, launch work on streams, and overlap upload, compute and download.
 //!
 //! ```
-//! use gpu::{Context, HostUse};
+//! use gpukit::{Context, HostUse};
 //!
 //! let ctx = Context::default()?;                 // GPU_DEVICE, else CUDA if usable, else CPU
 //! println!("{} device {}", ctx.backend_name(), ctx.device_id());
@@ -24,18 +24,18 @@
 //! let ms = start.elapsed_ms(&s.record_event()?)?;
 //! assert!(ms >= 0.0);
 //! assert_eq!(out.download()?, &host[..]);
-//! # Ok::<(), gpu::Error>(())
+//! # Ok::<(), gpukit::Error>(())
 //! ```
 //!
 //! ## Where this crate sits
 //!
-//! `gpu` is the facade users start from. It chooses a backend at run time through
+//! `gpukit` is the facade users start from. It chooses a backend at run time through
 //! [`AnyBackend`], an enum over the compiled-in backends that implements
-//! [`gpu_core::Backend`] itself, so every type here is gpu-core's generic type instantiated
-//! once (`GpuArray<T> = gpu_core::GpuArray<T, AnyBackend>`). Programs that know their
-//! backend at compile time can use `gpu_core` with `gpu_cpu::CpuBackend` directly.
+//! [`gpukit_core::Backend`] itself, so every type here is gpukit-core's generic type instantiated
+//! once (`GpuArray<T> = gpukit_core::GpuArray<T, AnyBackend>`). Programs that know their
+//! backend at compile time can use `gpukit_core` with `gpukit_cpu::CpuBackend` directly.
 //!
-//! The fallback chain is CUDA (`gpu-cuda`), then the CPU (`gpu-cpu`). `auto` opens CUDA
+//! The fallback chain is CUDA (`gpukit-cuda`), then the CPU (`gpukit-cpu`). `auto` opens CUDA
 //! device 0 when the probe finds a usable driver, device and NVRTC, and otherwise logs why
 //! CUDA was rejected (`tracing` at info level) and records it in [`Context::selection`];
 //! `cuda` and `cuda:N` fail with that reason instead. Devices are numbered as the driver
@@ -43,7 +43,7 @@
 //!
 //! ## Cargo features
 //!
-//! - `cuda` (on by default): the CUDA backend (`gpu-cuda`, `cuda-sys`, `cudarc`). It loads
+//! - `cuda` (on by default): the CUDA backend (`gpukit-cuda`, `gpukit-cuda-sys`, `cudarc`). It loads
 //!   the driver, NVRTC and cuBLAS at run time, so building it needs no CUDA toolkit. With
 //!   `default-features = false` none of those crates is compiled, the facade has the CPU
 //!   backend alone, and a CUDA request is [`Error::Unavailable`] whose reason begins
@@ -60,43 +60,43 @@ pub use any::{
 };
 pub use context::{Context, Rejection, Selection};
 
-pub use gpu_core::{
+pub use gpukit_core::{
     BinaryOp, Config, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error,
     FallbackPolicy, Float, Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig,
     LaunchLimits, Numeric, Out, ReduceOp, Rejected, Result, SpecOrigin, ThreadIndex, UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.
-pub use gpu_core as core;
+pub use gpukit_core as core;
 /// The CPU reference backend.
-pub use gpu_cpu as cpu;
-/// The CUDA backend (and its availability probe, `gpu::cuda::probe()`); cargo feature
+pub use gpukit_cpu as cpu;
+/// The CUDA backend (and its availability probe, `gpukit::cuda::probe()`); cargo feature
 /// `cuda`, on by default.
 #[cfg(feature = "cuda")]
-pub use gpu_cuda as cuda;
+pub use gpukit_cuda as cuda;
 /// Overlapped upload, compute and download ([`Pipeline`], [`Pattern`], reports, timelines).
-pub use gpu_pipeline as pipeline;
-pub use gpu_pipeline::{Pattern, PipelineError, Report, Stage, Timeline};
+pub use gpukit_pipeline as pipeline;
+pub use gpukit_pipeline::{Pattern, PipelineError, Report, Stage, Timeline};
 
 /// A pipeline over the context's backend.
-pub type Pipeline = gpu_pipeline::Pipeline<AnyBackend>;
+pub type Pipeline = gpukit_pipeline::Pipeline<AnyBackend>;
 
 /// A typed array in device memory.
-pub type GpuArray<T> = gpu_core::GpuArray<T, AnyBackend>;
+pub type GpuArray<T> = gpukit_core::GpuArray<T, AnyBackend>;
 /// A read-only view of part of a [`GpuArray`].
-pub type GpuView<'a, T> = gpu_core::GpuView<'a, T, AnyBackend>;
+pub type GpuView<'a, T> = gpukit_core::GpuView<'a, T, AnyBackend>;
 /// A writable view of part of a [`GpuArray`].
-pub type GpuViewMut<'a, T> = gpu_core::GpuViewMut<'a, T, AnyBackend>;
+pub type GpuViewMut<'a, T> = gpukit_core::GpuViewMut<'a, T, AnyBackend>;
 /// An in-order queue of work.
-pub type Stream = gpu_core::Stream<AnyBackend>;
+pub type Stream = gpukit_core::Stream<AnyBackend>;
 /// A position in a stream, with timing.
-pub type Event = gpu_core::Event<AnyBackend>;
+pub type Event = gpukit_core::Event<AnyBackend>;
 /// Host memory for fast transfers.
-pub type HostBuffer<T> = gpu_core::HostBuffer<T, AnyBackend>;
+pub type HostBuffer<T> = gpukit_core::HostBuffer<T, AnyBackend>;
 /// A copy in flight that owns its host memory.
-pub type Pending<H> = gpu_core::Pending<H, AnyBackend>;
+pub type Pending<H> = gpukit_core::Pending<H, AnyBackend>;
 /// A kernel loaded on a context.
-pub type Kernel<S> = gpu_core::Kernel<S, AnyBackend>;
+pub type Kernel<S> = gpukit_core::Kernel<S, AnyBackend>;
 
 /// The names most programs use.
 pub mod prelude {

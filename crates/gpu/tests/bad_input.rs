@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use gpu::{
+use gpukit::{
     BinaryOp, Config, DeviceSpec, Error, FallbackPolicy, Gemm, HostUse, KernelSpec, LaunchConfig,
     Out, SpecOrigin, UnaryOp,
 };
@@ -16,13 +16,13 @@ use gpu::{
 use common::{vector_add_spec, VectorAdd, VECTOR_ADD_SRC};
 
 /// A second context, always on the CPU backend: its objects never belong to `ctx`.
-fn other_context() -> gpu::Result<gpu::Context> {
-    gpu::Context::new(DeviceSpec::Cpu)
+fn other_context() -> gpukit::Result<gpukit::Context> {
+    gpukit::Context::new(DeviceSpec::Cpu)
 }
 
 /// Asserts a `LengthMismatch` with the given lengths.
 #[track_caller]
-fn assert_mismatch<T: std::fmt::Debug>(r: gpu::Result<T>, expected: usize, got: usize) {
+fn assert_mismatch<T: std::fmt::Debug>(r: gpukit::Result<T>, expected: usize, got: usize) {
     match r {
         Err(Error::LengthMismatch {
             expected: e,
@@ -36,7 +36,7 @@ fn assert_mismatch<T: std::fmt::Debug>(r: gpu::Result<T>, expected: usize, got: 
 }
 
 #[track_caller]
-fn assert_context_mismatch<T: std::fmt::Debug>(r: gpu::Result<T>) {
+fn assert_context_mismatch<T: std::fmt::Debug>(r: gpukit::Result<T>) {
     assert!(
         matches!(r, Err(Error::ContextMismatch { .. })),
         "expected ContextMismatch, got {r:?}"
@@ -44,7 +44,7 @@ fn assert_context_mismatch<T: std::fmt::Debug>(r: gpu::Result<T>) {
 }
 
 #[track_caller]
-fn assert_out_of_range<T>(r: gpu::Result<T>) {
+fn assert_out_of_range<T>(r: gpukit::Result<T>) {
     match r {
         Err(Error::OutOfRange { .. }) => {}
         Err(e) => panic!("expected OutOfRange, got {e:?}"),
@@ -53,7 +53,7 @@ fn assert_out_of_range<T>(r: gpu::Result<T>) {
 }
 
 #[track_caller]
-fn assert_invalid_launch(r: gpu::Result<()>, what: &str) {
+fn assert_invalid_launch(r: gpukit::Result<()>, what: &str) {
     assert!(
         matches!(r, Err(Error::InvalidLaunch { ref kernel, .. }) if kernel == "vector_add"),
         "{what}: expected InvalidLaunch, got {r:?}"
@@ -516,7 +516,7 @@ backend_tests! {
 #[test]
 fn unusable_cuda_devices_are_errors() {
     for spec in [DeviceSpec::Cuda(Some(7)), DeviceSpec::Cuda(Some(999))] {
-        match gpu::Context::new(spec) {
+        match gpukit::Context::new(spec) {
             Err(
                 Error::Unavailable {
                     backend: "cuda", ..
@@ -532,7 +532,7 @@ fn unusable_cuda_devices_are_errors() {
     }
     let spec = "cuda".parse::<DeviceSpec>();
     assert_eq!(spec, Ok(DeviceSpec::Cuda(None)));
-    match spec.and_then(gpu::Context::new) {
+    match spec.and_then(gpukit::Context::new) {
         Err(Error::Unavailable {
             backend: "cuda",
             reason,
@@ -571,7 +571,7 @@ fn malformed_device_specs_are_rejected() {
         }
     }
     // The variable's name is the origin when the spec comes from GPU_DEVICE.
-    let r = gpu::Config::resolve(None, Some("tpu"), None);
+    let r = gpukit::Config::resolve(None, Some("tpu"), None);
     assert!(
         matches!(&r, Err(Error::InvalidDeviceSpec { origin, .. }) if origin == "GPU_DEVICE"),
         "{r:?}"
@@ -598,7 +598,7 @@ fn malformed_config_files_are_rejected() {
         "[device]\nname = \"cpu\"",
         "device = \"cpu\"\ndevice = \"cuda\"",
     ] {
-        match gpu::Config::from_toml(bad, path) {
+        match gpukit::Config::from_toml(bad, path) {
             Err(Error::Config { path: p, message }) => {
                 assert_eq!(p, path.display().to_string(), "{bad:?}");
                 assert!(!message.is_empty(), "{bad:?}");
@@ -606,13 +606,13 @@ fn malformed_config_files_are_rejected() {
             other => panic!("{bad:?}: expected Config, got {other:?}"),
         }
     }
-    let good = gpu::Config::from_toml("device = \"cpu\"\ndtype = \"i8\"", path);
+    let good = gpukit::Config::from_toml("device = \"cpu\"\ndtype = \"i8\"", path);
     assert!(
-        matches!(&good, Ok(c) if c.device == DeviceSpec::Cpu && c.dtype == gpu::DType::I8),
+        matches!(&good, Ok(c) if c.device == DeviceSpec::Cpu && c.dtype == gpukit::DType::I8),
         "{good:?}"
     );
     // A missing file named explicitly is a Config error too.
-    let r = gpu::Config::load(Path::new("/nonexistent/dir/gpu.toml"));
+    let r = gpukit::Config::load(Path::new("/nonexistent/dir/gpu.toml"));
     assert!(matches!(r, Err(Error::Config { .. })), "{r:?}");
 }
 
@@ -795,7 +795,7 @@ fn a_configured_gpu_that_cannot_be_used_follows_the_fallback_policy() {
     assert_eq!(strict.fallback, FallbackPolicy::Error);
     let lenient =
         Config::from_toml("device = \"cuda:999\"", path).expect("a valid file, fallback = cpu");
-    let is_unusable = |r: gpu::Result<gpu::Context>, what: &str| match r {
+    let is_unusable = |r: gpukit::Result<gpukit::Context>, what: &str| match r {
         Err(Error::Unavailable {
             backend: "cuda", ..
         }) => {}
@@ -808,17 +808,20 @@ fn a_configured_gpu_that_cannot_be_used_follows_the_fallback_policy() {
     };
     let file = SpecOrigin::File(path.to_path_buf());
     is_unusable(
-        gpu::Context::with_config(&strict, file.clone()),
+        gpukit::Context::with_config(&strict, file.clone()),
         "file, fallback = error",
     );
     // Code and GPU_DEVICE never fall back, whatever the file says.
     is_unusable(
-        gpu::Context::with_config(&lenient, SpecOrigin::Explicit),
+        gpukit::Context::with_config(&lenient, SpecOrigin::Explicit),
         "explicit",
     );
-    is_unusable(gpu::Context::with_config(&lenient, SpecOrigin::Env), "env");
+    is_unusable(
+        gpukit::Context::with_config(&lenient, SpecOrigin::Env),
+        "env",
+    );
     // The file's default policy falls back to the CPU and records why.
-    let ctx = gpu::Context::with_config(&lenient, file).expect("fallback to the CPU");
+    let ctx = gpukit::Context::with_config(&lenient, file).expect("fallback to the CPU");
     assert_eq!(ctx.backend_name(), "cpu");
     let rejected = &ctx.selection().rejected;
     assert_eq!(rejected.len(), 1, "{rejected:?}");

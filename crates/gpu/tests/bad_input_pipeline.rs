@@ -9,8 +9,8 @@
 
 mod common;
 
-use gpu::pipeline::BoxError;
-use gpu::{Error, GpuArray, Pattern, Pipeline, PipelineError, Stage, Stream};
+use gpukit::pipeline::BoxError;
+use gpukit::{Error, GpuArray, Pattern, Pipeline, PipelineError, Stage, Stream};
 
 /// Elements per batch.
 const LEN: usize = 4;
@@ -30,7 +30,7 @@ fn output(i: usize) -> Vec<f32> {
 }
 
 /// The compute stage of every case that does not fail there: `y = 2 * x`.
-fn double(s: &Stream, _i: usize, x: &GpuArray<f32>, y: &mut GpuArray<f32>) -> gpu::Result<()> {
+fn double(s: &Stream, _i: usize, x: &GpuArray<f32>, y: &mut GpuArray<f32>) -> gpukit::Result<()> {
     s.copy(x, y)?;
     s.scale(2.0, y)
 }
@@ -42,7 +42,7 @@ fn load(i: usize, buf: &mut [f32]) -> Result<(), BoxError> {
 }
 
 /// A pipeline of `batches` batches of `LEN` elements each way.
-fn pipeline(ctx: &gpu::Context, pattern: Pattern, batches: usize) -> Pipeline {
+fn pipeline(ctx: &gpukit::Context, pattern: Pattern, batches: usize) -> Pipeline {
     Pipeline::new(ctx, pattern)
         .batches(batches)
         .input_len(LEN)
@@ -61,7 +61,7 @@ fn assert_delivered(got: &[(usize, Vec<f32>)], n: usize, what: &str) {
 
 /// Asserts a `PipelineError::Stage` (a user's load or sink error) at `batch` and `stage`.
 #[track_caller]
-fn assert_stage(r: Result<gpu::Report, PipelineError>, batch: usize, stage: Stage, what: &str) {
+fn assert_stage(r: Result<gpukit::Report, PipelineError>, batch: usize, stage: Stage, what: &str) {
     match r {
         Err(PipelineError::Stage {
             batch: b,
@@ -79,7 +79,7 @@ fn assert_stage(r: Result<gpu::Report, PipelineError>, batch: usize, stage: Stag
 /// Asserts a `PipelineError::Gpu` at `batch` and `stage`; returns the device error.
 #[track_caller]
 fn assert_gpu(
-    r: Result<gpu::Report, PipelineError>,
+    r: Result<gpukit::Report, PipelineError>,
     batch: usize,
     stage: Stage,
     what: &str,
@@ -166,7 +166,7 @@ backend_tests! {
     }
 
     fn failing_user_stages_name_the_batch_and_stage(ctx) {
-        let other = gpu::Context::new(gpu::DeviceSpec::Cpu)?;
+        let other = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
         let foreign = other.alloc_upload(&[7.0f32; LEN])?;
         let mut short = ctx.alloc_upload(&[-1.0f32; LEN - 1])?;
         for pattern in PATTERNS {

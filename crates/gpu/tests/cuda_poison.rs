@@ -10,7 +10,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use gpu::{Context, DeviceSpec, Error, KernelSpec, LaunchConfig, Out};
+use gpukit::{Context, DeviceSpec, Error, KernelSpec, LaunchConfig, Out};
 
 /// Writes one float 1 TiB past the array it is given: far outside any allocation.
 const WILD_SRC: &str = r#"
@@ -20,7 +20,7 @@ extern "C" __global__ void wild(float* p) {
 
 /// The poison's origin, or a failure naming `what` when `r` is not `Poisoned` (also behind
 /// `Deferred`: an error raised in a `Drop` after the fault is returned by the next call).
-fn poisoned<T>(what: &str, r: gpu::Result<T>) -> String {
+fn poisoned<T>(what: &str, r: gpukit::Result<T>) -> String {
     match r {
         Err(e) => match e.root() {
             Error::Poisoned { origin } => origin.clone(),

@@ -4,8 +4,8 @@
 
 mod common;
 
-use gpu::core::half::{bf16, f16};
-use gpu::{Float, Gemm};
+use gpukit::core::half::{bf16, f16};
+use gpukit::{Float, Gemm};
 
 /// Row-major `op(A) op(B)` in f64.
 fn gemm_reference(g: &Gemm<f64>, a: &[f64], b: &[f64]) -> Vec<f64> {
@@ -27,7 +27,10 @@ fn gemm_reference(g: &Gemm<f64>, a: &[f64], b: &[f64]) -> Vec<f64> {
 /// Every transpose combination of a small product, against f64: one rounding of the f32
 /// result to `significand_bits` bits (half an ulp: `2^-bits` relative), plus the f32
 /// accumulation of `k` products (far below that).
-fn gemm_all_transposes<T: Float>(ctx: &gpu::Context, significand_bits: i32) -> gpu::Result<()> {
+fn gemm_all_transposes<T: Float>(
+    ctx: &gpukit::Context,
+    significand_bits: i32,
+) -> gpukit::Result<()> {
     let (m, n, k) = (3, 4, 5);
     let a: Vec<T> = (0..m * k)
         .map(|i| T::from_f64(i as f64 * 0.5 - 2.0))

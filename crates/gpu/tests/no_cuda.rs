@@ -1,4 +1,4 @@
-//! The facade built without its default `cuda` feature (`cargo test -p gpu
+//! The facade built without its default `cuda` feature (`cargo test -p gpukit
 //! --no-default-features`, which `cargo xtask ci` runs): there is no CUDA arm, every CUDA
 //! request is `Unavailable` with a reason that says it was not compiled in, `auto` records
 //! that and opens the CPU, and the CPU backend works. Nothing here sets environment
@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use gpu::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
+use gpukit::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
 
 /// Whether `e` says that CUDA is not compiled in.
 fn not_compiled_in(e: &Error) -> bool {
@@ -15,7 +15,7 @@ fn not_compiled_in(e: &Error) -> bool {
 }
 
 #[test]
-fn auto_opens_the_cpu_and_records_that_cuda_is_not_compiled_in() -> gpu::Result<()> {
+fn auto_opens_the_cpu_and_records_that_cuda_is_not_compiled_in() -> gpukit::Result<()> {
     let ctx = Context::with_config(&Config::default(), SpecOrigin::Default)?;
     assert_eq!(ctx.backend_name(), "cpu");
     let rejected = &ctx.selection().rejected;
@@ -50,7 +50,7 @@ fn explicit_cuda_requests_say_not_compiled_in() {
 }
 
 #[test]
-fn a_config_file_naming_cuda_falls_back_or_fails_as_it_says() -> gpu::Result<()> {
+fn a_config_file_naming_cuda_falls_back_or_fails_as_it_says() -> gpukit::Result<()> {
     let file = SpecOrigin::File(PathBuf::from("gpu.toml"));
     let fallback = Config {
         device: DeviceSpec::Cuda(None),

@@ -9,7 +9,7 @@
 //!
 //! The same calls are made by `examples/no_gpu_abort.rs`, which `cargo xtask no-gpu` builds
 //! with `panic = "abort"` (a test harness needs unwinding, an example does not); that example
-//! also drives cuda-sys's library loaders (driver, NVRTC, cuBLAS), which this crate does not
+//! also drives gpukit-cuda-sys's library loaders (driver, NVRTC, cuBLAS), which this crate does not
 //! depend on directly. Environment-variable cases (`GPU_DEVICE`, `GPU_CONFIG`) are in
 //! `selection.rs`: nothing here sets environment variables.
 
@@ -21,8 +21,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use gpu::cuda::{probe, CudaBackend};
-use gpu::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
+use gpukit::cuda::{probe, CudaBackend};
+use gpukit::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
 
 /// The error every CUDA request gives without a GPU: the probe's reason. `None` where the
 /// probe finds a GPU (the GPU-branch assertions run instead).
@@ -50,7 +50,7 @@ fn expected_error() -> Option<Error> {
 
 /// Asserts that `got` is `want` (no GPU). With a GPU, returns the opened value, or accepts
 /// a typed CUDA error where a GPU is not required (NVRTC missing, say).
-fn check<T>(what: &str, got: gpu::Result<T>, want: &Option<Error>) -> Option<T> {
+fn check<T>(what: &str, got: gpukit::Result<T>, want: &Option<Error>) -> Option<T> {
     match (want, got) {
         (Some(want), Err(e)) => {
             assert_eq!(&e, want, "{what}");

@@ -10,8 +10,8 @@
 
 mod common;
 
-use gpu::cuda::{probe, Probe, ProbeError};
-use gpu::{Context, DeviceSpec, Error};
+use gpukit::cuda::{probe, Probe, ProbeError};
+use gpukit::{Context, DeviceSpec, Error};
 
 /// Asserts that `ctx` is CUDA device `ordinal` as the probe `p` describes it.
 fn assert_is_probed_device(ctx: &Context, p: &Probe, ordinal: usize) {
@@ -42,7 +42,7 @@ fn the_probe_answers_with_data_and_the_same_answer_twice() {
         Ok(p) => {
             assert!(!p.devices.is_empty(), "a successful probe lists devices");
             assert!(p.driver_path.is_absolute(), "{}", p.driver_path.display());
-            // The probe refuses drivers older than CUDA 12.0 (cuda-sys's MIN_DRIVER_VERSION).
+            // The probe refuses drivers older than CUDA 12.0 (gpukit-cuda-sys's MIN_DRIVER_VERSION).
             assert!(
                 p.driver_version_pair().0 >= 12,
                 "{:?}",

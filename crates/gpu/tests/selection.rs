@@ -11,7 +11,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use gpu::{Context, DType, DeviceSpec, Error, SpecOrigin};
+use gpukit::{Context, DType, DeviceSpec, Error, SpecOrigin};
 
 /// Whether CUDA opens here; under `GPU_REQUIRE_CUDA=1` it must.
 fn cuda_usable() -> bool {
@@ -27,7 +27,7 @@ fn cuda_usable() -> bool {
     }
 }
 
-fn expect_err(r: gpu::Result<Context>) -> Error {
+fn expect_err(r: gpukit::Result<Context>) -> Error {
     match r {
         Ok(ctx) => panic!("expected an error, got a context on {}", ctx.backend_name()),
         Err(e) => e,
@@ -35,7 +35,7 @@ fn expect_err(r: gpu::Result<Context>) -> Error {
 }
 
 #[test]
-fn explicit_cpu_opens_the_cpu_backend() -> gpu::Result<()> {
+fn explicit_cpu_opens_the_cpu_backend() -> gpukit::Result<()> {
     let ctx = Context::new(DeviceSpec::Cpu)?;
     assert_eq!(ctx.backend_name(), "cpu");
     assert_eq!(ctx.device_id(), 0);
@@ -45,7 +45,7 @@ fn explicit_cpu_opens_the_cpu_backend() -> gpu::Result<()> {
 }
 
 #[test]
-fn auto_records_why_cuda_was_rejected() -> gpu::Result<()> {
+fn auto_records_why_cuda_was_rejected() -> gpukit::Result<()> {
     let ctx = Context::new(DeviceSpec::Auto)?;
     assert_eq!(ctx.selection().requested, DeviceSpec::Auto);
     if cuda_usable() {

@@ -47,17 +47,17 @@ fn artifact(name: &str, test: bool, executable: &str) -> Artifact {
 #[test]
 fn reads_test_artifacts_from_cargo_json() {
     // `target.test` is true for a lib too; only `profile.test` says it is a test harness.
-    let lib = r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["lib"],"crate_types":["lib"],"name":"gpu_core","src_path":"/w/src/lib.rs","edition":"2021","doctest":true,"test":true},"profile":{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":false},"features":[],"filenames":["/w/target/release/deps/libgpu_core-1.rlib"],"executable":null,"fresh":true}"#;
+    let lib = r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["lib"],"crate_types":["lib"],"name":"gpukit_core","src_path":"/w/src/lib.rs","edition":"2021","doctest":true,"test":true},"profile":{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":false},"features":[],"filenames":["/w/target/release/deps/libgpukit_core-1.rlib"],"executable":null,"fresh":true}"#;
     assert_eq!(parse_artifact(lib).unwrap(), None);
 
-    let unit = r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["lib"],"crate_types":["lib"],"name":"gpu_core","src_path":"/w/src/lib.rs","edition":"2021","doctest":true,"test":true},"profile":{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":true},"features":[],"filenames":["/w/target/release/deps/gpu_core-0123abcd"],"executable":"/w/target/release/deps/gpu_core-0123abcd","fresh":false}"#;
+    let unit = r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["lib"],"crate_types":["lib"],"name":"gpukit_core","src_path":"/w/src/lib.rs","edition":"2021","doctest":true,"test":true},"profile":{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":true},"features":[],"filenames":["/w/target/release/deps/gpukit_core-0123abcd"],"executable":"/w/target/release/deps/gpukit_core-0123abcd","fresh":false}"#;
     assert_eq!(
         parse_artifact(unit).unwrap(),
         Some(Artifact {
-            name: "gpu_core".to_owned(),
+            name: "gpukit_core".to_owned(),
             kinds: vec!["lib".to_owned()],
             test: true,
-            executable: PathBuf::from("/w/target/release/deps/gpu_core-0123abcd"),
+            executable: PathBuf::from("/w/target/release/deps/gpukit_core-0123abcd"),
         })
     );
 

@@ -162,7 +162,7 @@ backend_tests! {
         match ctx.backend_name() {
             "cpu" => {
                 assert_eq!(info.compute_capability, None);
-                assert_eq!(info.limits, gpu::LaunchLimits::CUDA_COMMON);
+                assert_eq!(info.limits, gpukit::LaunchLimits::CUDA_COMMON);
                 assert_eq!(ctx.device_id(), 0);
             }
             "cuda" => assert!(info.compute_capability.is_some()),

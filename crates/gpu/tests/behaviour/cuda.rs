@@ -8,15 +8,15 @@
 
 use super::*;
 
-use gpu::{Context, DeviceSpec, Error};
+use gpukit::{Context, DeviceSpec, Error};
 
 /// Runs `body` on the first CUDA device (or skips); the context must be clean afterwards.
-fn on_cuda(body: impl FnOnce(&Context) -> gpu::Result<()>) {
+fn on_cuda(body: impl FnOnce(&Context) -> gpukit::Result<()>) {
     common::run(common::cuda(), body);
 }
 
 /// `vector_add` on a few elements: the context still works.
-fn still_usable(ctx: &Context) -> gpu::Result<()> {
+fn still_usable(ctx: &Context) -> gpukit::Result<()> {
     let k = ctx.kernel(vector_add_spec())?;
     let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
     let b = ctx.alloc_upload(&[10.0f32, 20.0, 30.0])?;
@@ -59,7 +59,7 @@ fn unlaunched(src: &str, name: &str) -> KernelSpec<OneOut> {
 
 /// Asserts a kernel compile error for `kernel` whose log contains every one of `needles`.
 fn expect_compile_error(
-    got: gpu::Result<gpu::Kernel<OneOut>>,
+    got: gpukit::Result<gpukit::Kernel<OneOut>>,
     kernel_name: &str,
     needles: &[&str],
 ) {
@@ -301,7 +301,7 @@ fn device_info_agrees_with_the_probe() {
         assert!(l.max_shared_mem_per_block > 0, "{l:?}");
 
         // The same device as the probe describes it.
-        let probe = gpu::cuda::probe().expect("CUDA opened, so the probe succeeded");
+        let probe = gpukit::cuda::probe().expect("CUDA opened, so the probe succeeded");
         let dev = probe
             .devices
             .get(ctx.device_id())
@@ -384,24 +384,26 @@ fn allocating_more_than_the_device_has_is_out_of_memory_and_harmless() {
 /// The kernels meant not to compile compile with their errors.
 #[test]
 fn test_kernels_compile_with_nvrtc_without_a_gpu() {
-    type Check = fn((u32, u32)) -> gpu::Result<()>;
+    type Check = fn((u32, u32)) -> gpukit::Result<()>;
     let compiles: [(&str, Check); 7] = [
         ("vector_add", |cc| {
-            gpu::cuda::compile_check(&vector_add_spec(), cc)
+            gpukit::cuda::compile_check(&vector_add_spec(), cc)
         }),
-        ("saxpy", |cc| gpu::cuda::compile_check(&saxpy_spec(), cc)),
+        ("saxpy", |cc| gpukit::cuda::compile_check(&saxpy_spec(), cc)),
         ("scalars", |cc| {
-            gpu::cuda::compile_check(&kernels::scalars_spec(), cc)
+            gpukit::cuda::compile_check(&kernels::scalars_spec(), cc)
         }),
         ("coords", |cc| {
-            gpu::cuda::compile_check(&kernels::coords_spec(), cc)
+            gpukit::cuda::compile_check(&kernels::coords_spec(), cc)
         }),
-        ("vscale", |cc| gpu::cuda::compile_check(&vscale_spec(), cc)),
+        ("vscale", |cc| {
+            gpukit::cuda::compile_check(&vscale_spec(), cc)
+        }),
         ("present", |cc| {
-            gpu::cuda::compile_check(&unlaunched(PRESENT_SRC, "present"), cc)
+            gpukit::cuda::compile_check(&unlaunched(PRESENT_SRC, "present"), cc)
         }),
         ("delay", |cc| {
-            gpu::cuda::compile_check(&common::delay_spec(), cc)
+            gpukit::cuda::compile_check(&common::delay_spec(), cc)
         }),
     ];
     for (name, check) in compiles {
@@ -419,7 +421,7 @@ fn test_kernels_compile_with_nvrtc_without_a_gpu() {
     let broken = unlaunched(BROKEN_SRC, "broken");
     let mangled = unlaunched(MANGLED_SRC, "mangled");
     for (spec, needle) in [(broken, "not_declared_anywhere"), (mangled, "extern \"C\"")] {
-        match gpu::cuda::compile_check(&spec, (9, 0)) {
+        match gpukit::cuda::compile_check(&spec, (9, 0)) {
             Err(Error::KernelCompile { log, .. }) => assert!(log.contains(needle), "{log}"),
             other => panic!("expected KernelCompile mentioning {needle:?}, got {other:?}"),
         }

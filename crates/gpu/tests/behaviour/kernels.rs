@@ -25,7 +25,7 @@ extern "C" __global__ void coords(unsigned int* out, unsigned long long n) {
 
 type Coords = (Out<u32>, u64);
 
-fn pack(d: gpu::Dim3) -> u32 {
+fn pack(d: gpukit::Dim3) -> u32 {
     d.x | (d.y << 10) | (d.z << 20)
 }
 
@@ -168,7 +168,7 @@ cpu_tests! {
         let mut out = ctx.alloc_zeros::<f32>(8)?;
         s.launch(&k, LaunchConfig::for_elems(8), (&mut out,))?; // queued: Ok
         match s.sync() {
-            Err(gpu::Error::KernelFailed { kernel, message }) => {
+            Err(gpukit::Error::KernelFailed { kernel, message }) => {
                 assert_eq!(kernel, "boom");
                 assert!(message.contains("boom at thread 3"), "{message}");
             }
@@ -193,9 +193,9 @@ cpu_tests! {
         drop(s);
         drop(out);
         match ctx.check() {
-            Err(e @ gpu::Error::Deferred { origin: "Stream drop", .. }) => {
+            Err(e @ gpukit::Error::Deferred { origin: "Stream drop", .. }) => {
                 assert!(
-                    matches!(e.root(), gpu::Error::KernelFailed { kernel, .. } if kernel == "boom"),
+                    matches!(e.root(), gpukit::Error::KernelFailed { kernel, .. } if kernel == "boom"),
                     "root: {:?}",
                     e.root()
                 );

@@ -7,7 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use gpu::{Gemm, HostUse, In, KernelSpec, LaunchConfig, Numeric, Out};
+use gpukit::{Gemm, HostUse, In, KernelSpec, LaunchConfig, Numeric, Out};
 
 use common::{close, vector_add_spec};
 
@@ -66,7 +66,7 @@ fn assert_close<T: Numeric>(got: &[T], want: &[f64], rel: f64, what: &str) {
     }
 }
 
-fn bits_eq<T: gpu::Element>(a: &[T], b: &[T]) -> bool {
+fn bits_eq<T: gpukit::Element>(a: &[T], b: &[T]) -> bool {
     // Compare as bytes so NaNs and -0.0 count as themselves.
     let bytes = |x: &[T]| -> Vec<u8> {
         x.iter()
@@ -82,7 +82,7 @@ fn bits_eq<T: gpu::Element>(a: &[T], b: &[T]) -> bool {
 }
 
 /// Every way of moving `data` to the device and back, and the array's sizes.
-fn round_trip<T: gpu::Element>(ctx: &gpu::Context, data: &[T]) -> gpu::Result<()> {
+fn round_trip<T: gpukit::Element>(ctx: &gpukit::Context, data: &[T]) -> gpukit::Result<()> {
     let n = data.len();
     let bytes = std::mem::size_of_val(data);
     let what = T::DTYPE;
@@ -143,14 +143,14 @@ fn gemm_reference(g: &Gemm<f64>, a: &[f64], b: &[f64], c: &[f64]) -> Vec<f64> {
 }
 
 /// Values of `T` (rounded from `f`) and their exact f64 values.
-fn floats<T: gpu::Float>(n: usize, f: impl Fn(usize) -> f64) -> (Vec<T>, Vec<f64>) {
+fn floats<T: gpukit::Float>(n: usize, f: impl Fn(usize) -> f64) -> (Vec<T>, Vec<f64>) {
     let t: Vec<T> = (0..n).map(|i| T::from_f64(f(i))).collect();
     let r = t.iter().map(|v| v.to_f64()).collect();
     (t, r)
 }
 
 /// All four transposes, with alpha and beta, against the naive f64 product.
-fn gemm_all<T: gpu::Float>(ctx: &gpu::Context, rel: f64) -> gpu::Result<()> {
+fn gemm_all<T: gpukit::Float>(ctx: &gpukit::Context, rel: f64) -> gpukit::Result<()> {
     let (m, n, k) = (5, 7, 3);
     let (a, ar) = floats::<T>(m * k, |i| (i as f64 * 0.7).sin() * 2.0);
     let (b, br) = floats::<T>(k * n, |i| (i as f64 * 0.3).cos() - 0.25);
@@ -191,7 +191,7 @@ fn gemm_all<T: gpu::Float>(ctx: &gpu::Context, rel: f64) -> gpu::Result<()> {
 }
 
 /// Every float op against an f64 reference computed from the same rounded inputs.
-fn float_ops<T: gpu::Float>(ctx: &gpu::Context, rel: f64) -> gpu::Result<()> {
+fn float_ops<T: gpukit::Float>(ctx: &gpukit::Context, rel: f64) -> gpukit::Result<()> {
     let n = 1000;
     let (x, xr) = floats::<T>(n, |i| (i as f64 * 0.37).sin() * 4.0);
     let (y, yr) = floats::<T>(n, |i| 1.0 + (i as f64 * 0.11).cos().abs() * 3.0);
@@ -269,7 +269,7 @@ fn float_ops<T: gpu::Float>(ctx: &gpu::Context, rel: f64) -> gpu::Result<()> {
 /// Integer element-wise ops, reductions, axpy and scale against wrapping references.
 macro_rules! int_ops {
     ($ctx:expr, $t:ty) => {{
-        let ctx: &gpu::Context = $ctx;
+        let ctx: &gpukit::Context = $ctx;
         let x: Vec<$t> = (0..300u32)
             .map(|i| (i.wrapping_mul(2654435761) >> 7) as $t)
             .chain([<$t>::MIN, <$t>::MAX, 0, 1])

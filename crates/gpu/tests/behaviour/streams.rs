@@ -172,7 +172,7 @@ backend_tests! {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                     s2.fill(&mut right, 2.0)
                 });
-                let wait = |t: std::thread::ScopedJoinHandle<'_, gpu::Result<()>>| {
+                let wait = |t: std::thread::ScopedJoinHandle<'_, gpukit::Result<()>>| {
                     t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
                 };
                 (wait(t1), wait(t2))

@@ -3,8 +3,8 @@
 //!
 //! `backend_tests! { fn name(ctx) { ...; Ok(()) } }` makes a module `name` with one test per
 //! backend (`name::cpu`, and `name::cuda` when the `cuda` feature compiles CUDA in). Each
-//! body gets a `&gpu::Context` and returns
-//! `gpu::Result<()>`. A backend that cannot be opened on this machine prints
+//! body gets a `&gpukit::Context` and returns
+//! `gpukit::Result<()>`. A backend that cannot be opened on this machine prints
 //! `SKIPPED: <reason>` and returns: the test never counts a GPU behaviour as verified, and
 //! never fails because hardware is missing. Adding a backend means adding one function
 //! here and one test in the macro, not new tests.
@@ -15,7 +15,7 @@
 
 #![allow(dead_code)]
 
-use gpu::{Context, DeviceSpec, In, KernelSpec, Out};
+use gpukit::{Context, DeviceSpec, In, KernelSpec, Out};
 
 /// The CPU reference backend: always available.
 pub fn cpu() -> Option<Context> {
@@ -59,12 +59,12 @@ pub fn require_cuda() -> bool {
 /// primary context is not torn down and rebuilt between tests (hundreds of milliseconds
 /// each time on a large GPU). Tests still get contexts of their own.
 fn keep_cuda_context_alive(ctx: &Context) {
-    static KEEP: std::sync::OnceLock<gpu::Result<Context>> = std::sync::OnceLock::new();
+    static KEEP: std::sync::OnceLock<gpukit::Result<Context>> = std::sync::OnceLock::new();
     KEEP.get_or_init(|| Context::new(DeviceSpec::Cuda(Some(ctx.device_id()))));
 }
 
 /// Runs a test body and turns an error into a failure that shows the error.
-pub fn run(ctx: Option<Context>, body: impl FnOnce(&Context) -> gpu::Result<()>) {
+pub fn run(ctx: Option<Context>, body: impl FnOnce(&Context) -> gpukit::Result<()>) {
     let Some(ctx) = ctx else { return };
     if let Err(e) = body(&ctx) {
         panic!("{} backend: {e}", ctx.backend_name());
@@ -104,7 +104,7 @@ macro_rules! tests_on {
             #[allow(unused_imports)]
             use super::*;
 
-            fn body($ctx: &gpu::Context) -> gpu::Result<()> $body
+            fn body($ctx: &gpukit::Context) -> gpukit::Result<()> $body
 
             $(
                 $(#[$when])*
@@ -175,7 +175,7 @@ pub fn delay_spec() -> KernelSpec<(u32,)> {
 /// the `cuda` feature, where CUDA is never usable.
 pub fn probed_devices() -> Vec<(String, (u32, u32))> {
     #[cfg(feature = "cuda")]
-    let devices = match gpu::cuda::probe() {
+    let devices = match gpukit::cuda::probe() {
         Ok(p) => p
             .devices
             .iter()
@@ -208,7 +208,7 @@ pub fn assert_on_gpu(what: &str, ctx: &Context, ordinal: usize) {
 
 /// Entry `(r, c)` of `op(X)`, an `rows x cols` matrix stored row-major as `X`, or as `X^T`
 /// (`cols x rows`) when `trans`: `op(A)[i][l]` is `op_at(a, trans_a, m, k, i, l)` and
-/// `op(B)[l][j]` is `op_at(b, trans_b, k, n, l, j)` for a [`gpu::Gemm`].
+/// `op(B)[l][j]` is `op_at(b, trans_b, k, n, l, j)` for a [`gpukit::Gemm`].
 pub fn op_at<T: Copy>(x: &[T], trans: bool, rows: usize, cols: usize, r: usize, c: usize) -> T {
     if trans {
         x[c * rows + r]

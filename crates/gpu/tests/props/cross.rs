@@ -8,8 +8,8 @@
 
 use super::*;
 
-use gpu::core::half::{bf16, f16};
-use gpu::{Element, UnaryOp};
+use gpukit::core::half::{bf16, f16};
+use gpukit::{Element, UnaryOp};
 
 /// What the cross-backend comparisons need of an element type.
 pub(super) trait Cross: Numeric {
@@ -317,12 +317,14 @@ pub(super) fn compare_sum<T: Cross>(
 pub(super) fn compare_max<T: Cross>(
     what: &str,
     n: usize,
-    want: gpu::Result<T>,
-    got: gpu::Result<T>,
+    want: gpukit::Result<T>,
+    got: gpukit::Result<T>,
 ) -> Result<(), String> {
     match (want, got) {
         (Ok(w), Ok(g)) if w.same_value(g) => Ok(()),
-        (Err(gpu::Error::EmptyInput { .. }), Err(gpu::Error::EmptyInput { .. })) if n == 0 => {
+        (Err(gpukit::Error::EmptyInput { .. }), Err(gpukit::Error::EmptyInput { .. }))
+            if n == 0 =>
+        {
             Ok(())
         }
         (w, g) => Err(format!("{what} {} of {n}: cpu {w:?}, cuda {g:?}", T::DTYPE)),
@@ -398,7 +400,7 @@ pub(super) fn compare_gemm<T: CrossFloat>(
 // The CUDA backend's reductions, replayed on the host
 // ---------------------------------------------------------------------------------------
 
-/// Threads per block and the most blocks of the CUDA backend's reductions: cuda-sys's
+/// Threads per block and the most blocks of the CUDA backend's reductions: gpukit-cuda-sys's
 /// `REDUCE_BLOCK` and `MAX_PARTIALS` (kernels.rs), which the facade does not re-export.
 pub(super) const REDUCE_BLOCK: usize = 256;
 pub(super) const MAX_PARTIALS: usize = 1024;

@@ -10,8 +10,8 @@ use super::cross::*;
 use super::cuda_vs_cpu::{dot_scale, large_inputs, run_gemm, LARGE};
 use super::*;
 
-use gpu::core::half::{bf16, f16};
-use gpu::UnaryOp;
+use gpukit::core::half::{bf16, f16};
+use gpukit::UnaryOp;
 
 /// `x` moved `steps` ulp up (for positive finite `x`).
 fn ulps_up<T: CrossFloat>(x: T, steps: u32) -> T {
@@ -188,11 +188,11 @@ fn integer_sum_comparisons_reject_lost_terms() {
 /// `max` of the large inputs: losing the last element (on `a`) or the last block (on
 /// `b_peaked`) changes it; NaN or an error for a value fails.
 fn rejects_wrong_max<T: Cross>() {
-    let max = |xs: &[T]| -> gpu::Result<T> {
+    let max = |xs: &[T]| -> gpukit::Result<T> {
         xs.iter()
             .copied()
             .reduce(T::maximum)
-            .ok_or(gpu::Error::EmptyInput { op: "max" })
+            .ok_or(gpukit::Error::EmptyInput { op: "max" })
     };
     for (i, &len) in LARGE.iter().enumerate().skip(1) {
         let x = large_inputs::<T>(i as u64 * 4, len);
@@ -207,7 +207,7 @@ fn rejects_wrong_max<T: Cross>() {
             let e = compare_max("max", len, max(&x.b_peaked), max(&kept));
             assert!(e.is_err(), "max of {len} without its last block passed");
         }
-        let empty = Err(gpu::Error::EmptyInput { op: "max" });
+        let empty = Err(gpukit::Error::EmptyInput { op: "max" });
         assert!(compare_max("max", len, max(&x.a), empty).is_err());
     }
     assert_eq!(compare_max::<T>("max", 0, max(&[]), max(&[])), Ok(()));
@@ -228,7 +228,7 @@ fn max_comparisons_reject_a_lost_last_element_or_block() {
 /// Sums of random values with heavy cancellation (a vector, its negation in another order
 /// and a few small values) in the CUDA backend's order pass: the tolerance is not tighter
 /// than the reordering it must allow.
-fn accepts_the_cuda_order<T: CrossFloat>() -> gpu::Result<()> {
+fn accepts_the_cuda_order<T: CrossFloat>() -> gpukit::Result<()> {
     let strategy = (vec(T::plain(), 0..1500), vec(-1.0..1.0f64, 0..8));
     check(32, strategy, |(v, small)| {
         let mut xs = v.clone();
@@ -243,7 +243,7 @@ fn accepts_the_cuda_order<T: CrossFloat>() -> gpu::Result<()> {
 
 #[test]
 fn sum_comparisons_accept_the_cuda_order_on_cancelling_sums() {
-    let run = || -> gpu::Result<()> {
+    let run = || -> gpukit::Result<()> {
         accepts_the_cuda_order::<f32>()?;
         accepts_the_cuda_order::<f64>()?;
         accepts_the_cuda_order::<f16>()?;
@@ -256,7 +256,7 @@ fn sum_comparisons_accept_the_cuda_order_on_cancelling_sums() {
 
 /// A gemm on two CPU contexts passes; the same with two entries swapped, or computed with
 /// its transposes swapped (or one dropped, where both are equal), fails.
-fn rejects_wrong_gemm<T: CrossFloat>(one: &gpu::Context, two: &gpu::Context) {
+fn rejects_wrong_gemm<T: CrossFloat>(one: &gpukit::Context, two: &gpukit::Context) {
     let k = 6;
     for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
         let values = |seed: u32| -> Vec<T> {

@@ -27,11 +27,11 @@
 use super::cross::*;
 use super::*;
 
-use gpu::core::half::{bf16, f16};
-use gpu::{BinaryOp, Context, UnaryOp};
+use gpukit::core::half::{bf16, f16};
+use gpukit::{BinaryOp, Context, UnaryOp};
 
 /// Runs `body` with the CPU and the CUDA context; without CUDA, prints why and returns.
-fn cross(body: impl FnOnce(&Context, &Context) -> gpu::Result<()>) {
+fn cross(body: impl FnOnce(&Context, &Context) -> gpukit::Result<()>) {
     let Some(cuda) = common::cuda() else { return };
     let Some(cpu) = common::cpu() else { return };
     if let Err(e) = body(&cpu, &cuda) {
@@ -51,7 +51,7 @@ fn cross(body: impl FnOnce(&Context, &Context) -> gpu::Result<()>) {
 fn both<R>(
     cpu: &Context,
     cuda: &Context,
-    f: impl Fn(&Context) -> gpu::Result<R>,
+    f: impl Fn(&Context) -> gpukit::Result<R>,
 ) -> Result<(R, R), String> {
     let want = f(cpu).map_err(|e| format!("cpu backend: {e}"))?;
     let got = f(cuda).map_err(|e| format!("cuda backend: {e}"))?;
@@ -234,7 +234,7 @@ fn case<T: Cross>(max_len: usize) -> impl Strategy<Value = Case<T>> {
 /// Cases per property: every case runs on both backends.
 const CASES: u32 = 32;
 
-fn random_ops<T: Cross>(cpu: &Context, cuda: &Context) -> gpu::Result<()> {
+fn random_ops<T: Cross>(cpu: &Context, cuda: &Context) -> gpukit::Result<()> {
     check(CASES, case::<T>(3000), |c| {
         elementwise(cpu, cuda, &c.a, &c.b, c.alpha, c.fill).map_err(fail)?;
         reductions(cpu, cuda, &c.x, &c.y, &c.a).map_err(fail)
@@ -265,7 +265,7 @@ fn math_input<T: CrossFloat>() -> BoxedStrategy<T> {
     .boxed()
 }
 
-fn random_math<T: CrossFloat>(cpu: &Context, cuda: &Context) -> gpu::Result<()> {
+fn random_math<T: CrossFloat>(cpu: &Context, cuda: &Context) -> gpukit::Result<()> {
     let strategy = length(3000).prop_flat_map(|n| vec(math_input::<T>(), n));
     check(CASES, strategy, |x| unary(cpu, cuda, &x).map_err(fail))
 }
@@ -317,7 +317,7 @@ pub(super) fn run_gemm<T: Float>(
     })
 }
 
-fn random_gemm<T: CrossFloat>(cpu: &Context, cuda: &Context) -> gpu::Result<()> {
+fn random_gemm<T: CrossFloat>(cpu: &Context, cuda: &Context) -> gpukit::Result<()> {
     check(CASES, gemm_case::<T>(), |g| {
         let (want, got) = run_gemm(cpu, cuda, &g).map_err(fail)?;
         compare_gemm(&g, &want, &got).map_err(fail)
@@ -410,8 +410,8 @@ fn large_math<T: CrossFloat>(cpu: &Context, cuda: &Context) -> Result<(), String
 }
 
 /// A comparison failure outside proptest, as an error the harness reports.
-fn failed(message: String) -> gpu::Error {
-    gpu::Error::Backend {
+fn failed(message: String) -> gpukit::Error {
+    gpukit::Error::Backend {
         backend: "test",
         call: "cpu vs cuda",
         message,
@@ -497,13 +497,13 @@ fn comparisons_accept_two_cpu_contexts() {
     let (Some(one), Some(two)) = (common::cpu(), common::cpu()) else {
         return;
     };
-    fn ops<T: Cross>(one: &Context, two: &Context) -> gpu::Result<()> {
+    fn ops<T: Cross>(one: &Context, two: &Context) -> gpukit::Result<()> {
         check(4, case::<T>(300), |c| {
             elementwise(one, two, &c.a, &c.b, c.alpha, c.fill).map_err(fail)?;
             reductions(one, two, &c.x, &c.y, &c.a).map_err(fail)
         })
     }
-    let run = || -> gpu::Result<()> {
+    let run = || -> gpukit::Result<()> {
         ops::<f32>(&one, &two)?;
         ops::<f16>(&one, &two)?;
         ops::<bf16>(&one, &two)?;

@@ -31,7 +31,7 @@ mod views;
 
 use std::ops::Bound;
 
-use gpu::{Float, Gemm, GpuArray, Numeric};
+use gpukit::{Float, Gemm, GpuArray, Numeric};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -40,9 +40,9 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 // Harness glue
 // ---------------------------------------------------------------------------------------
 
-/// A harness error (not a property's failure) as a `gpu::Error`.
-fn harness_error(call: &'static str, message: String) -> gpu::Error {
-    gpu::Error::Backend {
+/// A harness error (not a property's failure) as a `gpukit::Error`.
+fn harness_error(call: &'static str, message: String) -> gpukit::Error {
+    gpukit::Error::Backend {
         backend: "test",
         call,
         message,
@@ -51,12 +51,12 @@ fn harness_error(call: &'static str, message: String) -> gpu::Error {
 
 /// The cases to run for a property whose default is `default`: more when `PROPTEST_CASES`
 /// asks for more, never fewer.
-fn cases(default: u32) -> gpu::Result<u32> {
+fn cases(default: u32) -> gpukit::Result<u32> {
     cases_from(default, std::env::var("PROPTEST_CASES"))
 }
 
 /// [`cases`] for a given value of the variable.
-fn cases_from(default: u32, var: Result<String, std::env::VarError>) -> gpu::Result<u32> {
+fn cases_from(default: u32, var: Result<String, std::env::VarError>) -> gpukit::Result<u32> {
     match var {
         Err(std::env::VarError::NotPresent) => Ok(default),
         Ok(text) => text
@@ -74,12 +74,12 @@ fn cases_from(default: u32, var: Result<String, std::env::VarError>) -> gpu::Res
 }
 
 /// Runs `test` on `default_cases` inputs drawn from `strategy` (or more: see [`cases`]); a
-/// failure becomes a `gpu::Error` whose message holds the shrunk input.
+/// failure becomes a `gpukit::Error` whose message holds the shrunk input.
 fn check<S>(
     default_cases: u32,
     strategy: S,
     test: impl Fn(S::Value) -> Result<(), TestCaseError>,
-) -> gpu::Result<()>
+) -> gpukit::Result<()>
 where
     S: Strategy,
     S::Value: std::fmt::Debug,

@@ -3,7 +3,7 @@
 
 use super::*;
 
-use gpu::core::half::{bf16, f16};
+use gpukit::core::half::{bf16, f16};
 
 /// Input ranges and element-wise tolerances of one float type against the f64 reference.
 /// Reductions and gemm use the derived bounds of `tolerance.rs`.
@@ -148,7 +148,7 @@ fn check_elementwise<T: FloatRef>(
     Ok(())
 }
 
-fn float_ops<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
+fn float_ops<T: FloatRef>(ctx: &gpukit::Context) -> gpukit::Result<()> {
     check(128, float_case::<T>(), |c| {
         let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
         let back = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
@@ -261,7 +261,7 @@ fn float_ops<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
                 prop_assert_eq!(got.to_f64(), want, "max of {}", n);
             }
             Err(e) => prop_assert!(
-                n == 0 && matches!(e, gpu::Error::EmptyInput { .. }),
+                n == 0 && matches!(e, gpukit::Error::EmptyInput { .. }),
                 "max of {}: {}",
                 n,
                 e
@@ -319,7 +319,7 @@ fn gemm_case<T: FloatRef>() -> impl Strategy<Value = GemmCase> {
         )
 }
 
-fn gemm_vs_reference<T: FloatRef>(ctx: &gpu::Context) -> gpu::Result<()> {
+fn gemm_vs_reference<T: FloatRef>(ctx: &gpukit::Context) -> gpukit::Result<()> {
     check(256, gemm_case::<T>(), |g| {
         let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
         let (a, b) = (to_t(&g.a), to_t(&g.b));
@@ -435,7 +435,7 @@ struct IntCase<T> {
     fill: T,
 }
 
-fn int_ops<T: IntRef>(ctx: &gpu::Context) -> gpu::Result<()> {
+fn int_ops<T: IntRef>(ctx: &gpukit::Context) -> gpukit::Result<()> {
     let strategy = length(2000)
         .prop_flat_map(|n| {
             (
@@ -488,7 +488,7 @@ fn int_ops<T: IntRef>(ctx: &gpu::Context) -> gpu::Result<()> {
         prop_assert_eq!(ctx.dot(&da, &db).tc()?, want, "dot");
         match (ctx.max(&da), a.iter().max()) {
             (Ok(got), Some(&want)) => prop_assert_eq!(got, want, "max"),
-            (Err(gpu::Error::EmptyInput { .. }), None) => {}
+            (Err(gpukit::Error::EmptyInput { .. }), None) => {}
             (got, want) => prop_assert!(false, "max: got {:?}, want {:?}", got, want),
         }
         Ok(())

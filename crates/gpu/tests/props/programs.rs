@@ -222,7 +222,7 @@ fn split_dst<T>(arrs: &mut [T], dst: usize) -> (Others<'_, T>, &mut T) {
 
 /// The program run on `ctx`'s streams, with no synchronisation but what it says; the
 /// final downloads rely on the automatic ordering alone.
-fn execute(ctx: &gpu::Context, p: &Program) -> Result<Outcome, TestCaseError> {
+fn execute(ctx: &gpukit::Context, p: &Program) -> Result<Outcome, TestCaseError> {
     let delay = if p.fresh || p.instrs.iter().any(|i| matches!(i, Instr::Delay { .. })) {
         Some(ctx.kernel(common::delay_spec()).tc()?)
     } else {
@@ -239,9 +239,9 @@ fn execute(ctx: &gpu::Context, p: &Program) -> Result<Outcome, TestCaseError> {
         let halves: Vec<GpuArray<f32>> = init
             .iter()
             .map(|v| ctx.alloc_upload(&v.iter().map(|x| x / 2.0).collect::<Vec<f32>>()))
-            .collect::<gpu::Result<_>>()
+            .collect::<gpukit::Result<_>>()
             .tc()?;
-        ctx.launch(k, gpu::LaunchConfig::linear(1, 1), (2000u32,))
+        ctx.launch(k, gpukit::LaunchConfig::linear(1, 1), (2000u32,))
             .tc()?;
         for (i, (v, mut half)) in init.into_iter().zip(halves).enumerate() {
             if i % 2 == 1 {
@@ -259,7 +259,7 @@ fn execute(ctx: &gpu::Context, p: &Program) -> Result<Outcome, TestCaseError> {
     let mut streams = Vec::with_capacity(p.streams);
     for k in 0..p.streams {
         streams.push(if k == 0 && p.default_first {
-            gpu::Stream::clone(ctx)
+            gpukit::Stream::clone(ctx)
         } else {
             ctx.create_stream().tc()?
         });
@@ -310,7 +310,7 @@ fn execute(ctx: &gpu::Context, p: &Program) -> Result<Outcome, TestCaseError> {
             Instr::Delay { s, us } => {
                 let k = delay.as_ref().expect("loaded when the program has delays");
                 streams[s]
-                    .launch(k, gpu::LaunchConfig::linear(1, 1), (us,))
+                    .launch(k, gpukit::LaunchConfig::linear(1, 1), (us,))
                     .tc()?
             }
         }
@@ -318,7 +318,7 @@ fn execute(ctx: &gpu::Context, p: &Program) -> Result<Outcome, TestCaseError> {
     let finals = arrs
         .iter()
         .map(|a| a.download())
-        .collect::<gpu::Result<Vec<_>>>()
+        .collect::<gpukit::Result<Vec<_>>>()
         .tc()?;
     for u in uploads {
         u.wait().tc()?;
@@ -345,11 +345,11 @@ fn same_bits(got: &[f32], want: &[f32]) -> Option<usize> {
         .position(|(g, w)| g.to_bits() != w.to_bits() && !(g.is_nan() && w.is_nan()))
 }
 
-fn programs_match_sequential(ctx: &gpu::Context) -> gpu::Result<()> {
+fn programs_match_sequential(ctx: &gpukit::Context) -> gpukit::Result<()> {
     check(384, program(), |p| {
         let (want, want_snaps) = interpret(&p);
         let (got, got_snaps) = if p.fresh {
-            let fresh = gpu::Context::new(ctx.selection().requested).tc()?;
+            let fresh = gpukit::Context::new(ctx.selection().requested).tc()?;
             let r = execute(&fresh, &p);
             fresh.close().tc()?;
             r?

@@ -23,7 +23,7 @@
 //! (tensor cores truncate where IEEE arithmetic rounds). Two backends differ by at most
 //! twice that, plus 1 ulp of the result type for the rounding to 16 bits.
 
-use gpu::DType;
+use gpukit::DType;
 
 /// `2^e` for any exponent an f64 can hold, subnormal ones included.
 fn pow2(e: i32) -> f64 {
@@ -138,7 +138,7 @@ fn ulp_is_the_spacing_of_each_type() {
             "{x}"
         );
     }
-    use gpu::core::half::{bf16, f16};
+    use gpukit::core::half::{bf16, f16};
     for x in [1.0f64, 0.3, 1000.0, 6.0e-5, 1.0e-7] {
         let h = f16::from_f64(x);
         let next = f16::from_bits(h.to_bits() + 1);

@@ -60,9 +60,9 @@ fn resolve(r: Range, len: usize) -> Option<(usize, usize)> {
     Some((start, start + part.len()))
 }
 
-fn out_of_range<T>(r: gpu::Result<T>, len: usize) -> Result<(), TestCaseError> {
+fn out_of_range<T>(r: gpukit::Result<T>, len: usize) -> Result<(), TestCaseError> {
     match r {
-        Err(gpu::Error::OutOfRange { len: l, .. }) if l == len => Ok(()),
+        Err(gpukit::Error::OutOfRange { len: l, .. }) if l == len => Ok(()),
         Err(e) => Err(TestCaseError::fail(format!(
             "expected OutOfRange for length {len}, got {e}"
         ))),
@@ -72,7 +72,7 @@ fn out_of_range<T>(r: gpu::Result<T>, len: usize) -> Result<(), TestCaseError> {
     }
 }
 
-fn view_laws(ctx: &gpu::Context) -> gpu::Result<()> {
+fn view_laws(ctx: &gpukit::Context) -> gpukit::Result<()> {
     check(512, view_case(), |c| {
         let to_i = |v: Vec<f32>| {
             v.into_iter()
@@ -150,7 +150,7 @@ fn view_laws(ctx: &gpu::Context) -> gpu::Result<()> {
         // split_at_mut: lengths, contents, and copies between the halves.
         if c.mid > c.len {
             prop_assert!(
-                matches!(a.split_at_mut(c.mid), Err(gpu::Error::OutOfRange { .. })),
+                matches!(a.split_at_mut(c.mid), Err(gpukit::Error::OutOfRange { .. })),
                 "split_at_mut({}) of {}",
                 c.mid,
                 c.len

@@ -188,7 +188,7 @@ fn run_sh_is_valid_bash_with_the_unfiltered_targets_filled_in() {
     assert!(text.starts_with("#!/usr/bin/env bash\n"));
     assert!(!text.contains(UNFILTERED_PLACEHOLDER));
     assert!(
-        text.contains("unfiltered_targets=\"cuda_sys nvrtc gpu_cuda cuda_poison\""),
+        text.contains("unfiltered_targets=\"gpukit_cuda_sys nvrtc gpukit_cuda cuda_poison\""),
         "the sanitizer steps must know the unfiltered targets"
     );
     if !bash_available() {
