@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use gpukit_core::{Config, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
+use gpukit::{Config, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
 use libfuzzer_sys::fuzz_target;
 
 const FILE: &str = "fuzz/gpu.toml";

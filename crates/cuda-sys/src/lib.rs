@@ -23,6 +23,8 @@
 //! `--dynamic-loading` output is built on; opened through its `os::unix::Library::open`,
 //! which is dlopen with our flags) and `thiserror`.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod cublas;
 pub mod discover;
 pub mod ffi;

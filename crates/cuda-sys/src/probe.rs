@@ -69,7 +69,7 @@ pub enum ProbeError {
         /// The loader's message (names the missing symbol).
         message: String,
     },
-    /// The driver is older than [`MIN_DRIVER_VERSION`].
+    /// The driver is older than `MIN_DRIVER_VERSION` (CUDA 12.0).
     #[error("the CUDA driver is too old: it supports CUDA {}.{}, the workspace needs {}.{} or newer (update the NVIDIA driver)",
         version_pair(*version).0, version_pair(*version).1,
         version_pair(*required).0, version_pair(*required).1)]

@@ -25,12 +25,12 @@
 //! chose.
 //!
 //! ```compile_fail,E0133
-//! use gpukit_core::{Backend, BufAt};
-//! let b = gpukit_cpu::CpuBackend::new()?;
+//! use gpukit::core::{Backend, BufAt};
+//! let b = gpukit::cpu::CpuBackend::new()?;
 //! let (s, buf) = (b.create_stream(0)?, b.alloc(4, true)?);
 //! // A terabyte past a 4-byte buffer: refused at compile time outside `unsafe`.
 //! b.fill(&s, BufAt { buf: &buf, offset: 1 << 40 }, 1, 1.0f32)?;
-//! # Ok::<(), gpukit_core::Error>(())
+//! # Ok::<(), gpukit::Error>(())
 //! ```
 
 use crate::element::{Float, Numeric};

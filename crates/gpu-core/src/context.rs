@@ -67,12 +67,14 @@ impl<B: Backend> Drop for Shared<B> {
                 self.deferred.push("HostPool drop", e);
             }
         }
-        // Nothing can return these any more: the last handle is gone. Say them loudly.
+        // Nothing can return these any more: the last handle is gone. Log them at error
+        // level (a library only logs; `Context::sync` before the drop returns them instead).
         for (origin, error) in self.deferred.drain() {
-            tracing::error!(origin, %error, "error left unreported when the context was dropped");
-            eprintln!(
-                "gpu: context #{} dropped with an unreported error from {origin}: {error}",
-                self.id
+            tracing::error!(
+                context = self.id,
+                origin,
+                %error,
+                "error left unreported when the context was dropped"
             );
         }
     }
@@ -85,13 +87,13 @@ impl<B: Backend> Drop for Shared<B> {
 /// runs on the default stream. Cloning a context is cheap and shares the device.
 ///
 /// ```
-/// # let ctx = gpukit_cpu::CpuBackend::context()?;
+/// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
 /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 /// let b = ctx.alloc_upload(&[4.0f32, 5.0, 6.0])?;
 /// let mut out = ctx.alloc_zeros::<f32>(3)?;
 /// ctx.add(&a, &b, &mut out)?;
 /// assert_eq!(out.download()?, [5.0, 7.0, 9.0]);
-/// # Ok::<(), gpukit_core::Error>(())
+/// # Ok::<(), gpukit::Error>(())
 /// ```
 pub struct Context<B: Backend> {
     default: Stream<B>,

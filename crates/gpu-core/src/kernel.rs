@@ -3,7 +3,7 @@
 //! and launches that order their array arguments like any other op.
 //!
 //! ```
-//! use gpukit_core::{In, KernelSpec, LaunchConfig, Out};
+//! use gpukit::{In, KernelSpec, LaunchConfig, Out};
 //!
 //! const SRC: &str = r#"
 //! extern "C" __global__ void vector_add(const float* a, const float* b, float* out, unsigned long long n) {
@@ -23,14 +23,14 @@
 //!         out[i] = a[i] + b[i];
 //!     }
 //! });
-//! # let ctx = gpukit_cpu::CpuBackend::context()?;
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
 //! let k = ctx.kernel(spec)?;
 //! let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 //! let b = ctx.alloc_upload(&[10.0f32, 20.0, 30.0])?;
 //! let mut out = ctx.alloc_zeros::<f32>(3)?;
 //! ctx.launch(&k, LaunchConfig::for_elems(3), (&a, &b, &mut out, 3u64))?;
 //! assert_eq!(out.download()?, [11.0, 22.0, 33.0]);
-//! # Ok::<(), gpukit_core::Error>(())
+//! # Ok::<(), gpukit::Error>(())
 //! ```
 //!
 //! ## Why GPU code is `unsafe` to construct
@@ -46,19 +46,19 @@
 //! launch arguments of its own: [`LaunchArg`] and [`LaunchArgs`] are sealed.
 //!
 //! ```compile_fail,E0133
-//! use gpukit_core::{In, KernelSpec};
+//! use gpukit::{In, KernelSpec};
 //! let spec = KernelSpec::<(In<f32>,)>::cuda("extern \"C\" __global__ void k(const float*) {}", "k");
 //! ```
 //!
 //! ```compile_fail,E0133
-//! use gpukit_core::{In, KernelSpec};
+//! use gpukit::{In, KernelSpec};
 //! let spec = KernelSpec::<(In<f32>,)>::ptx(".version 8.0", "k");
 //! ```
 //!
 //! Nor can safe code make an argument that claims to be something it is not:
 //!
 //! ```compile_fail,E0277
-//! use gpukit_core::{ArgRef, Backend, LaunchArg, Out};
+//! use gpukit::core::{ArgRef, Backend, LaunchArg, Out};
 //! struct Pretend;
 //! impl<B: Backend> LaunchArg<B> for Pretend {
 //!     type Param = Out<f32>;
@@ -196,7 +196,7 @@ impl From<[u32; 3]> for Dim3 {
 /// | `blockIdx.x * blockDim.x + threadIdx.x` | [`ThreadIndex::x`] (also [`y`](ThreadIndex::y), [`z`](ThreadIndex::z)) |
 ///
 /// ```
-/// # use gpukit_core::{Dim3, ThreadIndex};
+/// # use gpukit::{Dim3, ThreadIndex};
 /// let t = ThreadIndex {
 ///     block_idx: Dim3 { x: 2, y: 1, z: 0 },
 ///     thread_idx: Dim3 { x: 5, y: 3, z: 0 },
@@ -599,7 +599,7 @@ impl<S: KernelSig> KernelSpec<S> {
     /// what the GPU gives for every launch shape. Safe: slices are bounds-checked.
     ///
     /// ```
-    /// # use gpukit_core::{KernelSpec, LaunchConfig, Out};
+    /// # use gpukit::{KernelSpec, LaunchConfig, Out};
     /// // A 2-D kernel: out[y][x] = 10 * y + x over a 3 x 4 matrix.
     /// let spec = KernelSpec::<(Out<u32>, u32, u32)>::named("grid").cpu(|t, (out, rows, cols)| {
     ///     let (x, y) = (t.x(), t.y());
@@ -607,13 +607,13 @@ impl<S: KernelSig> KernelSpec<S> {
     ///         out[y * *cols as usize + x] = 10 * y as u32 + x as u32;
     ///     }
     /// });
-    /// # let ctx = gpukit_cpu::CpuBackend::context()?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
     /// let k = ctx.kernel(spec)?;
     /// let mut out = ctx.alloc_zeros::<u32>(12)?;
     /// let cfg = LaunchConfig { grid: [2, 2, 1], block: [2, 2, 1], shared_mem_bytes: 0 };
     /// ctx.launch(&k, cfg, (&mut out, 3u32, 4u32))?;
     /// assert_eq!(out.download()?, [0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23]);
-    /// # Ok::<(), gpukit_core::Error>(())
+    /// # Ok::<(), gpukit::Error>(())
     /// ```
     pub fn cpu<F>(mut self, f: F) -> Self
     where

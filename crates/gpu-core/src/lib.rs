@@ -14,7 +14,8 @@
 //!   memory into a [`Pending`] that gives it back when the copy is done);
 //! - built-in ops (`fill`, `axpy`, `add`, `relu`, `sum`, `gemm`, ...) and custom kernels
 //!   ([`KernelSpec`], [`Stream::launch`]);
-//! - [`DeviceSpec`] and [`Config`] (`GPU_DEVICE`, `gpu.toml`), and the one [`Error`] type.
+//! - [`DeviceSpec`] (parsed from code, `GPU_DEVICE` or the facade's `gpu.toml`), and the one
+//!   [`Error`] type.
 //!
 //! ## Layers
 //!
@@ -31,19 +32,22 @@
 //!   readers ([`Stream`] explains the rule). Until a context has a second stream nothing is
 //!   recorded beyond the stream itself, so single-stream programs pay no events.
 //! - Errors raised in `Drop` are kept by the context and returned by its next call (or
-//!   [`Context::check`]); a context dropped with errors still pending prints them.
-//! - Dependencies: `thiserror` for errors, `serde` + `toml` for `gpu.toml`, `tracing` for
-//!   logs, and `half` (feature `half`) for f16/bf16 elements.
+//!   [`Context::check`]); a context dropped with errors still pending logs them with
+//!   `tracing::error!` (a library only logs; call [`Context::sync`] before the drop to get
+//!   them as values).
+//! - Dependencies: `thiserror` for errors, `tracing` (without its proc-macro crate) for
+//!   logs, and `half` (feature `half`) for f16/bf16 elements. Reading `gpu.toml` is the
+//!   facade's job, so this crate needs no parser.
 //!
 //! The CPU backend (`gpukit-cpu`) is the reference implementation of the semantics written on
 //! each [`Backend`] method; the tests of the `gpukit` facade run every behaviour on every
 //! backend against it.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod array;
 mod backend;
-mod config;
 mod context;
 mod element;
 mod error;
@@ -59,9 +63,6 @@ pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut};
 pub use backend::{
     Backend, BinaryOp, BufAt, DeviceInfo, Gemm, HostUse, KernelArg, LaunchLimits, ReduceOp, UnaryOp,
 };
-pub use config::{
-    read_device_var, Config, FallbackPolicy, SpecOrigin, CONFIG_FILE, CONFIG_VAR, DEVICE_VAR,
-};
 pub use context::Context;
 pub use element::{DType, Element, Float, Numeric};
 pub use error::{Error, Rejected, Result};
@@ -75,4 +76,5 @@ pub use stream::{Event, Stream};
 pub use track::SliceRef;
 
 #[cfg(feature = "half")]
+#[doc(no_inline)]
 pub use half;

@@ -318,14 +318,14 @@ impl<B: Backend> Stream<B> {
     /// Row-major `C = alpha * op(A) * op(B) + beta * C` (see [`Gemm`] for the shapes).
     ///
     /// ```
-    /// # let ctx = gpukit_cpu::CpuBackend::context()?;
-    /// use gpukit_core::Gemm;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// use gpukit::Gemm;
     /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?; // 2 x 3
     /// let b = ctx.alloc_upload(&[1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0])?; // 3 x 2
     /// let mut c = ctx.alloc_zeros::<f32>(4)?;                          // 2 x 2
     /// ctx.gemm(Gemm::new(2, 2, 3), &a, &b, &mut c)?;
     /// assert_eq!(c.download()?, [4.0, 5.0, 10.0, 11.0]);
-    /// # Ok::<(), gpukit_core::Error>(())
+    /// # Ok::<(), gpukit::Error>(())
     /// ```
     pub fn gemm<T: Float>(
         &self,

@@ -10,11 +10,11 @@ use crate::error::{Error, Result};
 /// Parsed case-insensitively with surrounding white space ignored:
 ///
 /// ```
-/// use gpukit_core::DeviceSpec;
+/// use gpukit::DeviceSpec;
 /// assert_eq!("auto".parse::<DeviceSpec>()?, DeviceSpec::Auto);
 /// assert_eq!(" CUDA:1 ".parse::<DeviceSpec>()?, DeviceSpec::Cuda(Some(1)));
 /// assert!("cuda:x!".parse::<DeviceSpec>().is_err());
-/// # Ok::<(), gpukit_core::Error>(())
+/// # Ok::<(), gpukit::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum DeviceSpec {
@@ -78,13 +78,6 @@ impl fmt::Display for DeviceSpec {
             DeviceSpec::Cuda(None) => f.write_str("cuda"),
             DeviceSpec::Cuda(Some(n)) => write!(f, "cuda:{n}"),
         }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for DeviceSpec {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        DeviceSpec::parse_from(&s, "configuration").map_err(serde::de::Error::custom)
     }
 }
 

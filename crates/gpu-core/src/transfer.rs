@@ -16,8 +16,8 @@ impl<B: Backend> Stream<B> {
     /// Starts copying `src` (host memory, moved in) into `dst`; lengths must match.
     ///
     /// ```
-    /// # let ctx = gpukit_cpu::CpuBackend::context()?;
-    /// use gpukit_core::HostUse;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// use gpukit::HostUse;
     /// let s = ctx.create_stream()?;
     /// let mut host = ctx.alloc_host::<f32>(4, HostUse::Upload)?;
     /// host.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
@@ -25,7 +25,7 @@ impl<B: Backend> Stream<B> {
     /// let pending = s.upload(host, &mut dev)?;   // `host` cannot be touched now ...
     /// let host = pending.wait()?;                 // ... until the copy is done
     /// assert_eq!(dev.download()?, &host[..]);
-    /// # Ok::<(), gpukit_core::Error>(())
+    /// # Ok::<(), gpukit::Error>(())
     /// ```
     pub fn upload<T: Element, H: HostSlice<T>>(
         &self,

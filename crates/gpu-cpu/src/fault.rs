@@ -7,17 +7,17 @@
 //! no checks.
 //!
 //! ```
-//! use gpukit_cpu::{CpuBackend, FaultKind, FaultPlan};
+//! use gpukit::cpu::{CpuBackend, FaultKind, FaultPlan};
 //!
 //! let (backend, probe) = CpuBackend::with_faults(FaultPlan::new(FaultKind::Alloc, 2))?;
-//! let ctx = gpukit_core::Context::new(backend)?;
+//! let ctx = gpukit::core::Context::new(backend)?;
 //! let a = ctx.alloc_zeros::<f32>(4)?;                  // allocation #1: fine
 //! let err = ctx.alloc_zeros::<f32>(4).unwrap_err();    // allocation #2: injected
-//! assert!(matches!(err, gpukit_core::Error::OutOfMemory { .. }));
+//! assert!(matches!(err, gpukit::Error::OutOfMemory { .. }));
 //! assert_eq!(probe.stats().live_buffers, 1);
 //! drop(a);
 //! assert_eq!(probe.stats().live_buffers, 0);
-//! # Ok::<(), gpukit_core::Error>(())
+//! # Ok::<(), gpukit::Error>(())
 //! ```
 //!
 //! What counts as which kind:

@@ -36,6 +36,7 @@
 //! Dependencies: `matrixmultiply` for gemm (a well-kept, pure-Rust, cache-blocked kernel
 //! that beats a hand-written loop by an order of magnitude), `thiserror` for [`CpuError`].
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod error;
@@ -137,10 +138,10 @@ impl CpuBackend {
     /// Opens a context on the CPU backend.
     ///
     /// ```
-    /// let ctx = gpukit_cpu::CpuBackend::context()?;
+    /// let ctx = gpukit::cpu::CpuBackend::context()?;
     /// let a = ctx.alloc_upload(&[1i32, 2, 3])?;
     /// assert_eq!(ctx.sum(&a)?, 6);
-    /// # Ok::<(), gpukit_core::Error>(())
+    /// # Ok::<(), gpukit::Error>(())
     /// ```
     pub fn context() -> Result<CpuContext> {
         gpukit_core::Context::new(CpuBackend::new()?)

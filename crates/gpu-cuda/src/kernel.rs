@@ -74,7 +74,7 @@ fn no_gpu_code(desc: &KernelDesc) -> Error {
 /// for a spec without GPU code.
 ///
 /// ```
-/// # use gpukit_core::{KernelSpec, Out};
+/// # use gpukit::{KernelSpec, Out};
 /// // SAFETY: `ones(float*, unsigned long long)` matches the signature and writes below `n`.
 /// let spec = unsafe {
 ///     KernelSpec::<(Out<f32>, u64)>::cuda(
@@ -85,9 +85,9 @@ fn no_gpu_code(desc: &KernelDesc) -> Error {
 ///         "ones",
 ///     )
 /// };
-/// match gpukit_cuda::compile_check(&spec, (9, 0)) {
+/// match gpukit::cuda::compile_check(&spec, (9, 0)) {
 ///     Ok(()) => println!("compiles for sm_90"),
-///     Err(gpukit_core::Error::Unavailable { reason, .. }) => println!("no NVRTC here: {reason}"),
+///     Err(gpukit::Error::Unavailable { reason, .. }) => println!("no NVRTC here: {reason}"),
 ///     Err(e) => panic!("{e}"),
 /// }
 /// ```

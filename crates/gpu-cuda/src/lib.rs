@@ -4,8 +4,8 @@
 //! cudarc's driver bindings, with NVRTC and cuBLAS from `gpukit-cuda-sys`.
 //!
 //! ```no_run
-//! # fn main() -> gpukit_core::Result<()> {
-//! let ctx = gpukit_cuda::CudaBackend::context(0)?;       // a clear error without a GPU
+//! # fn main() -> gpukit::Result<()> {
+//! let ctx = gpukit::cuda::CudaBackend::context(0)?;       // a clear error without a GPU
 //! let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 //! let mut b = ctx.alloc_zeros::<f32>(3)?;
 //! ctx.add(&a, &a, &mut b)?;                            // an NVRTC-compiled kernel
@@ -73,6 +73,8 @@
 //! Dependencies: `cudarc` (driver API), `gpukit-cuda-sys` (discovery, probe, NVRTC, cuBLAS,
 //! kernel sources), `libloading` (only to compare cudarc's driver handle with the probe's)
 //! and `thiserror`.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
 mod device;

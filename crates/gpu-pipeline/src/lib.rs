@@ -34,6 +34,8 @@
 //! the CPU backend, the CUDA backend, or the facade's `AnyBackend`. `libc` gives the loader's
 //! CPU time, which the CPU backend's bound needs (a loader waiting on I/O uses no core).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod error;
 mod pipeline;
 pub mod report;

@@ -125,9 +125,9 @@ impl Progress {
 /// A pipeline over a context: how many batches, how large, in which pattern.
 ///
 /// ```
-/// use gpukit_pipeline::{Pattern, Pipeline};
+/// use gpukit::{Pattern, Pipeline};
 ///
-/// let ctx = gpukit_cpu::CpuBackend::context()?;
+/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
 /// let mut out = Vec::new();
 /// let report = Pipeline::new(&ctx, Pattern::Triple)
 ///     .batches(8)

@@ -3,7 +3,9 @@
 
 use std::ops::Deref;
 
-use gpukit_core::{Config, DType, DeviceSpec, Error, FallbackPolicy, Result, SpecOrigin};
+use gpukit_core::{DType, DeviceSpec, Error, Result};
+
+use crate::config::{Config, FallbackPolicy, SpecOrigin};
 
 use crate::any::AnyBackend;
 
@@ -74,7 +76,7 @@ impl Context {
     /// error. Reads no file (see [`Context::from_config`]).
     #[allow(clippy::should_implement_trait)] // fallible, so not `Default::default`
     pub fn default() -> Result<Context> {
-        let env = gpukit_core::read_device_var()?;
+        let env = crate::config::read_device_var()?;
         let (cfg, origin) = Config::resolve(None, env.as_deref(), None)?;
         Context::open(&cfg, origin)
     }

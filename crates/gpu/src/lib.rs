@@ -48,38 +48,72 @@
 //!   `default-features = false` none of those crates is compiled, the facade has the CPU
 //!   backend alone, and a CUDA request is [`Error::Unavailable`] whose reason begins
 //!   "not compiled in" (`auto` records it in [`Context::selection`] and uses the CPU).
-//! - `half`: f16 and bf16 elements (`half::f16`, `half::bf16`).
+//! - `half` (on by default): f16 and bf16 elements ([`half::f16`], [`half::bf16`]), stored
+//!   in 16 bits, computed in f32 and rounded once, identically on every backend.
+//!
+//! Elements without a feature: `f32`, `f64`, `i32`, `u32`, `i64`, `u64`, `i8`, `u8`.
+//!
+//! ## Configuration
+//!
+//! [`Context::from_config`] reads `gpu.toml` (or the file `GPU_CONFIG` names) through
+//! [`Config`]: `device`, `dtype` and `fallback`, each optional; `GPU_DEVICE` overrides the
+//! device. Code beats `GPU_DEVICE` beats the file.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod any;
+mod config;
 mod context;
 
 pub use any::{
     AnyBackend, AnyBuffer, AnyEvent, AnyHostMem, AnyKernel, AnyRegistration, AnyStream, Member,
 };
+pub use config::{
+    read_device_var, Config, FallbackPolicy, SpecOrigin, CONFIG_FILE, CONFIG_VAR, DEVICE_VAR,
+};
 pub use context::{Context, Rejection, Selection};
 
 pub use gpukit_core::{
-    BinaryOp, Config, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error,
-    FallbackPolicy, Float, Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig,
-    LaunchLimits, Numeric, Out, ReduceOp, Rejected, Result, SpecOrigin, ThreadIndex, UnaryOp,
+    BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error,
+    Float, Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig,
+    LaunchLimits, Numeric, Out, ReduceOp, Rejected, Result, ThreadIndex, UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.
+#[doc(inline)]
 pub use gpukit_core as core;
+/// The `half` crate's f16 and bf16, the element types of cargo feature `half`.
+#[cfg(feature = "half")]
+#[doc(no_inline)]
+pub use gpukit_core::half;
 /// The CPU reference backend.
+#[doc(inline)]
 pub use gpukit_cpu as cpu;
 /// The CUDA backend (and its availability probe, `gpukit::cuda::probe()`); cargo feature
 /// `cuda`, on by default.
 #[cfg(feature = "cuda")]
+#[doc(inline)]
 pub use gpukit_cuda as cuda;
 /// Overlapped upload, compute and download ([`Pipeline`], [`Pattern`], reports, timelines).
+#[doc(inline)]
 pub use gpukit_pipeline as pipeline;
-pub use gpukit_pipeline::{Pattern, PipelineError, Report, Stage, Timeline};
+pub use gpukit_pipeline::{
+    BoxError, Lane, Pattern, PipelineError, Progress, ProgressSnapshot, Report, Span, Stage,
+    StageTimes, Timeline,
+};
 
 /// A pipeline over the context's backend.
 pub type Pipeline = gpukit_pipeline::Pipeline<AnyBackend>;
+
+// The READMEs' Rust blocks are complete programs, compiled and run as doc tests so that
+// they stay in step with the API (the workspace README's f16 block needs `half`).
+#[cfg(all(doctest, feature = "half"))]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadme;
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadme;
 
 /// A typed array in device memory.
 pub type GpuArray<T> = gpukit_core::GpuArray<T, AnyBackend>;

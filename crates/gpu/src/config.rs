@@ -14,11 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
-use crate::element::DType;
-use crate::error::{Error, Result};
-use crate::spec::DeviceSpec;
+use gpukit_core::{DType, DeviceSpec, Error, Result};
 
 /// The environment variable that overrides the configured device.
 pub const DEVICE_VAR: &str = "GPU_DEVICE";
@@ -28,8 +24,7 @@ pub const CONFIG_VAR: &str = "GPU_CONFIG";
 pub const CONFIG_FILE: &str = "gpu.toml";
 
 /// What to do when the requested GPU cannot be used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FallbackPolicy {
     /// Use the CPU backend and record why the GPU was rejected.
     #[default]
@@ -63,18 +58,15 @@ impl std::fmt::Display for SpecOrigin {
 }
 
 /// The contents of `gpu.toml`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The device to open.
     pub device: DeviceSpec,
     /// The element type programs should default to.
-    #[serde(deserialize_with = "dtype_from_str")]
     pub dtype: DType,
     /// What to do when the requested GPU is unusable.
     pub fallback: FallbackPolicy,
     /// The file this configuration was read from, if any.
-    #[serde(skip)]
     pub source: Option<PathBuf>,
 }
 
@@ -89,19 +81,60 @@ impl Default for Config {
     }
 }
 
-fn dtype_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<DType, D::Error> {
-    let s = String::deserialize(d)?;
-    s.parse().map_err(serde::de::Error::custom)
+/// The string value of `key`, or a message saying what it holds instead.
+fn string_value<'t>(key: &str, value: &'t toml::Value) -> std::result::Result<&'t str, String> {
+    value
+        .as_str()
+        .ok_or_else(|| format!("`{key}` must be a string, not a {}", value.type_str()))
 }
 
 impl Config {
     /// Parses configuration text; `path` names it in errors.
+    ///
+    /// Every key is optional; an unknown key, a value of the wrong type and a value that does
+    /// not parse are [`Error::Config`] errors naming the file and the key.
     pub fn from_toml(text: &str, path: &Path) -> Result<Config> {
-        let mut cfg: Config = toml::from_str(text).map_err(|e| Error::Config {
+        let config_error = |message: String| Error::Config {
             path: path.display().to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
-        cfg.source = Some(path.to_path_buf());
+            message,
+        };
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| config_error(e.to_string().trim_end().to_string()))?;
+        let mut cfg = Config {
+            source: Some(path.to_path_buf()),
+            ..Config::default()
+        };
+        for (key, value) in &table {
+            let text = string_value(key, value).map_err(config_error)?;
+            match key.as_str() {
+                "device" => {
+                    cfg.device = DeviceSpec::parse_from(text, "configuration")
+                        .map_err(|e| config_error(format!("`device`: {e}")))?;
+                }
+                "dtype" => {
+                    cfg.dtype = text
+                        .parse()
+                        .map_err(|e| config_error(format!("`dtype`: {e}")))?;
+                }
+                "fallback" => {
+                    cfg.fallback = match text {
+                        "cpu" => FallbackPolicy::Cpu,
+                        "error" => FallbackPolicy::Error,
+                        other => {
+                            return Err(config_error(format!(
+                                "`fallback` is {other:?}; expected \"cpu\" or \"error\""
+                            )))
+                        }
+                    };
+                }
+                other => {
+                    return Err(config_error(format!(
+                        "unknown key `{other}`; expected `device`, `dtype` or `fallback`"
+                    )))
+                }
+            }
+        }
         Ok(cfg)
     }
 
