@@ -75,9 +75,9 @@ pub use config::{
 pub use context::{Context, Rejection, Selection};
 
 pub use gpukit_core::{
-    BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error,
-    Float, Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig,
-    LaunchLimits, Numeric, Out, ReduceOp, Rejected, Result, ThreadIndex, UnaryOp,
+    BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error, Float,
+    Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits, Numeric,
+    Out, ReduceOp, Rejected, Result, ThreadIndex, UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.
