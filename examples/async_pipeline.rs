@@ -31,10 +31,12 @@
 //! result that differs between patterns prints a message and exits with status 1.
 
 use std::error::Error;
+use std::ops::Bound;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use gpukit::{Context, DeviceSpec, GpuArray, Pattern, Pipeline, Report, Stage, Stream};
+use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
 use gpukit_examples::{fmt_bytes, median};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
@@ -44,9 +46,11 @@ usage: async_pipeline [options]
 
   --quick              a small data set (24 batches of 2 MiB on the CPU)
   --batches N          batches per run (default 96)
-  --batch-mib X        MiB of f32 per batch (default 4 on the CPU, 8 on CUDA)
+  --batch-mib X        MiB of f32 per batch, above 0, at most 4096 (default 4 on the
+                       CPU, 8 on CUDA)
   --device SPEC        auto | cpu | cuda | cuda:N (default: GPU_DEVICE, else auto)
-  --io-ms X            simulated I/O wait per batch in ms (default: calibrated)
+  --io-ms X            simulated I/O wait per batch in ms, 0 to 10000 (default:
+                       calibrated)
   --compute-ops N      chained built-in ops per batch (default: calibrated)
   --compute-streams K  spread compute over K streams (default 1)
   -h, --help           this text";
@@ -71,66 +75,35 @@ struct Opts {
     io_ms: Option<f64>,
     compute_ops: Option<usize>,
     compute_streams: usize,
-    help: bool,
 }
 
-fn parse_args(args: impl IntoIterator<Item = String>) -> Res<Opts> {
+fn parse_args(cli: &mut Cli) -> Result<Opts, CliError> {
     let mut o = Opts {
         compute_streams: 1,
         ..Opts::default()
     };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |what: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{flag} needs {what}\n\n{USAGE}").into())
-        };
-        match flag.as_str() {
-            "--quick" => o.quick = true,
-            "-h" | "--help" => o.help = true,
-            "--batches" => o.batches = Some(positive(&flag, &value("a count")?)?),
-            "--batch-mib" => {
-                let v: f64 = number(&flag, &value("a size in MiB")?)?;
-                if !(v > 0.0 && v <= 4096.0) {
-                    return Err(format!("--batch-mib {v}: give a size in (0, 4096] MiB").into());
-                }
-                o.batch_mib = Some(v);
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("quick") => o.quick = true,
+            Long("batches") => o.batches = Some(cli.number("--batches", "a count", 1..)?),
+            Long("batch-mib") => {
+                let mib = (Bound::Excluded(0.0), Bound::Included(4096.0));
+                o.batch_mib = Some(cli.number("--batch-mib", "a size in MiB", mib)?);
             }
-            "--device" => {
-                let spec = value("a device (auto, cpu, cuda, cuda:N)")?;
-                o.device = Some(spec.parse().map_err(|e| format!("--device {spec}: {e}"))?);
+            Long("device") => o.device = Some(cli.device("--device", ANY_DEVICE, |_| true)?),
+            Long("io-ms") => {
+                o.io_ms = Some(cli.number("--io-ms", "milliseconds", 0.0..=10_000.0)?);
             }
-            "--io-ms" => {
-                let v: f64 = number(&flag, &value("milliseconds")?)?;
-                if !(0.0..=10_000.0).contains(&v) {
-                    return Err(format!("--io-ms {v}: give 0 to 10000 ms").into());
-                }
-                o.io_ms = Some(v);
+            Long("compute-ops") => {
+                o.compute_ops = Some(cli.number("--compute-ops", "a count", 1..)?);
             }
-            "--compute-ops" => o.compute_ops = Some(positive(&flag, &value("a count")?)?),
-            "--compute-streams" => o.compute_streams = positive(&flag, &value("a count")?)?,
-            other => return Err(format!("unknown argument `{other}`\n\n{USAGE}").into()),
+            Long("compute-streams") => {
+                o.compute_streams = cli.number("--compute-streams", "a count", 1..)?;
+            }
+            other => return Err(other.unexpected().into()),
         }
     }
     Ok(o)
-}
-
-fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Res<T> {
-    v.parse()
-        .map_err(|_| format!("{flag}: `{v}` is not a number").into())
-}
-
-fn positive(flag: &str, v: &str) -> Res<usize> {
-    match number::<usize>(flag, v)? {
-        0 => Err(format!("{flag}: give at least 1").into()),
-        n => Ok(n),
-    }
 }
 
 /// What every pattern processes.
@@ -349,11 +322,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res {
-    let opts = parse_args(std::env::args().skip(1))?;
-    if opts.help {
-        println!("{USAGE}");
-        return Ok(());
-    }
+    let opts = cli::parse_or_exit("async_pipeline", USAGE, parse_args);
     let ctx = gpukit_examples::open_context(opts.device)?;
     let sel = ctx.selection();
     let info = ctx.info();

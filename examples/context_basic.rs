@@ -14,6 +14,13 @@ use std::error::Error;
 use std::process::ExitCode;
 
 use gpukit::{Context, Gemm, HostUse, In, KernelSpec, LaunchConfig, Out};
+use gpukit_examples::cli::{self, Cli};
+
+const USAGE: &str = "\
+usage: context_basic
+
+Tours the context API on the device that gpu.toml, GPU_DEVICE or detection selects
+(GPU_DEVICE=cpu forces the CPU backend), verifying every result. It takes no options.";
 
 /// The CUDA C of the custom kernel; the CPU backend runs the closure beside it.
 const VECTOR_ADD: &str = r#"
@@ -45,6 +52,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res {
+    cli::parse_or_exit("context_basic", USAGE, Cli::none);
     let ctx = Context::from_config()?;
     let sel = ctx.selection();
     println!(

@@ -12,7 +12,7 @@
 //!    NVRTC) with the same grid, 256 launches per run, medians of 21 runs (target <= 1.1x).
 //!
 //! ```text
-//! cargo run --release --example cuda_bench -- [--device cuda:N] [--json FILE] [--max-mib N] [--runs N]
+//! cargo run --release --example cuda_bench -- [--device cuda|cuda:N] [--json FILE] [--max-mib N] [--runs N] [--require]
 //! ```
 //!
 //! Without a usable GPU it prints `SKIPPED: <the probe's reason>` and exits with status 0
@@ -24,9 +24,22 @@ use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 use gpukit::{Context, DeviceSpec, HostUse};
-use gpukit_examples::{fmt_bytes, gbps, median, to_json, Json};
+use gpukit_examples::cli::{self, Cli, CliError, Long};
+use gpukit_examples::{fmt_bytes, gbps, median, write_json};
+use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+const USAGE: &str = "\
+usage: cuda_bench [options]
+
+  --device SPEC  the CUDA device to measure: cuda | cuda:N (default cuda)
+  --json FILE    write the records to FILE as JSON
+  --max-mib N    the largest transfer, in MiB: 1 to 65536 (default 1024)
+  --runs N       runs per transfer size below 256 MiB, at least 10 (default 11); from
+                 256 MiB on every size runs 10 times
+  --require      exit with status 1, not 0, when no GPU is usable (SKIPPED)
+  -h, --help     this text";
 
 struct Args {
     device: DeviceSpec,
@@ -36,7 +49,7 @@ struct Args {
     require: bool,
 }
 
-fn parse_args() -> Res<Args> {
+fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     let mut args = Args {
         device: DeviceSpec::Cuda(None),
         json: None,
@@ -44,36 +57,49 @@ fn parse_args() -> Res<Args> {
         runs: 11,
         require: false,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
-        match a.as_str() {
-            "--device" => args.device = value("--device")?.parse()?,
-            "--json" => args.json = Some(value("--json")?),
-            "--max-mib" => args.max_bytes = value("--max-mib")?.parse::<usize>()? << 20,
-            "--runs" => args.runs = value("--runs")?.parse::<usize>()?.max(10),
-            "--require" => args.require = true,
-            "-h" | "--help" => {
-                println!("usage: cuda_bench [--device cuda:N] [--json FILE] [--max-mib N] [--runs N] [--require]");
-                std::process::exit(0);
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            // It measures the CUDA backend against raw CUDA: another device has no baseline.
+            Long("device") => {
+                args.device = cli.device("--device", "cuda or cuda:N", |spec| {
+                    matches!(spec, DeviceSpec::Cuda(_))
+                })?
             }
-            other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+            Long("json") => args.json = Some(cli.string("--json")?),
+            Long("max-mib") => {
+                args.max_bytes = cli.number::<usize>("--max-mib", "a size in MiB", 1..=65536)? << 20
+            }
+            Long("runs") => args.runs = cli.number("--runs", "a count", 10..)?,
+            Long("require") => args.require = true,
+            other => return Err(other.unexpected().into()),
         }
-    }
-    if matches!(args.device, DeviceSpec::Cpu | DeviceSpec::Auto) {
-        args.device = DeviceSpec::Cuda(None);
     }
     Ok(args)
 }
 
+/// One measurement, as written to the JSON report (`bench` tells the two kinds apart).
+#[derive(Serialize)]
+#[serde(tag = "bench", rename_all = "lowercase")]
+enum Record {
+    /// A transfer of `bytes`, ours against raw cudarc.
+    Transfer {
+        kind: String,
+        bytes: usize,
+        ours_ms: f64,
+        raw_ms: f64,
+        ratio_vs_raw: f64,
+    },
+    /// The host cost of enqueuing one op, ours against `cuLaunchKernel`.
+    Enqueue {
+        kind: &'static str,
+        ours_us: f64,
+        raw_us: f64,
+        ratio_vs_raw: f64,
+    },
+}
+
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("cuda_bench: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = cli::parse_or_exit("cuda_bench", USAGE, parse_args);
     let ctx = match Context::new(args.device) {
         Ok(ctx) => ctx,
         Err(e) => {
@@ -174,7 +200,7 @@ fn run(ctx: &Context, args: &Args) -> Res {
     transfers(ctx, args, &mut records)?;
     enqueue(ctx, &mut records)?;
     if let Some(path) = &args.json {
-        std::fs::write(path, to_json(&records)).map_err(|e| format!("cannot write {path}: {e}"))?;
+        write_json(path, &records)?;
         println!("wrote {} records to {path}", records.len());
     }
     Ok(())
@@ -182,7 +208,7 @@ fn run(ctx: &Context, args: &Args) -> Res {
 
 const KINDS: [&str; 3] = ["pageable", "pinned", "registered"];
 
-fn transfers(ctx: &Context, args: &Args, records: &mut Vec<Vec<(&'static str, Json)>>) -> Res {
+fn transfers(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
     println!(
         "\ntransfers: raw cudarc time / our time (1.00 = equal), medians of {} runs",
         args.runs
@@ -280,14 +306,13 @@ fn transfers(ctx: &Context, args: &Args, records: &mut Vec<Vec<(&'static str, Js
                 if bytes >= 8 << 20 {
                     large.push((name.clone(), ratio));
                 }
-                records.push(vec![
-                    ("bench", Json::Str("transfer".into())),
-                    ("kind", Json::Str(name)),
-                    ("bytes", Json::Num(bytes as f64)),
-                    ("ours_ms", Json::Num(ours)),
-                    ("raw_ms", Json::Num(theirs)),
-                    ("ratio_vs_raw", Json::Num(ratio)),
-                ]);
+                records.push(Record::Transfer {
+                    kind: name,
+                    bytes,
+                    ours_ms: ours,
+                    raw_ms: theirs,
+                    ratio_vs_raw: ratio,
+                });
             }
         }
         println!(
@@ -326,7 +351,7 @@ fn transfers(ctx: &Context, args: &Args, records: &mut Vec<Vec<(&'static str, Js
 /// Launches per timed run of the enqueue benchmark.
 const LAUNCHES: usize = 256;
 
-fn enqueue(ctx: &Context, records: &mut Vec<Vec<(&'static str, Json)>>) -> Res {
+fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     let n = 1024usize;
     let a = ctx.alloc_upload(&vec![1.0f32; n])?;
     let b = ctx.alloc_upload(&vec![2.0f32; n])?;
@@ -406,13 +431,12 @@ fn enqueue(ctx: &Context, records: &mut Vec<Vec<(&'static str, Json)>>) -> Res {
         r * 1e6,
         o / r
     );
-    records.push(vec![
-        ("bench", Json::Str("enqueue".into())),
-        ("kind", Json::Str("add_f32_1024".into())),
-        ("ours_us", Json::Num(o * 1e6)),
-        ("raw_us", Json::Num(r * 1e6)),
-        ("ratio_vs_raw", Json::Num(o / r)),
-    ]);
+    records.push(Record::Enqueue {
+        kind: "add_f32_1024",
+        ours_us: o * 1e6,
+        raw_us: r * 1e6,
+        ratio_vs_raw: o / r,
+    });
     drop(bufs);
     // SAFETY: the raw stream is idle; the module is unloaded once.
     unsafe { result::module::unload(module)? };

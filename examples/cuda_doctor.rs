@@ -30,6 +30,7 @@ use gpukit_cuda_sys::discover::{self, Lib};
 use gpukit_cuda_sys::kernels::{builtin_source, Elem, BUILTIN_OPTIONS};
 use gpukit_cuda_sys::nvrtc::{self, Target};
 use gpukit_cuda_sys::probe::{self, version_pair};
+use gpukit_examples::cli::{self, Cli};
 
 /// The architecture compiled for when there is no device: an H100's.
 const FALLBACK_CC: (u32, u32) = (9, 0);
@@ -71,17 +72,7 @@ struct DriverFacts {
 }
 
 fn main() -> ExitCode {
-    match std::env::args().nth(1).as_deref() {
-        None => {}
-        Some("-h" | "--help") => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Some(other) => {
-            eprintln!("cuda_doctor: unknown argument {other:?}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    }
+    cli::parse_or_exit("cuda_doctor", USAGE, Cli::none);
     let mut checks = Checks::default();
     environment();
     nvidia_smi();

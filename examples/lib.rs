@@ -1,7 +1,11 @@
-//! Helpers shared by the example programs and benchmarks: medians of repeated timings,
-//! human-readable sizes, and a tiny JSON writer for benchmark records.
+//! Helpers shared by the example programs and benchmarks: their command lines ([`cli`]),
+//! medians of repeated timings, human-readable sizes, and the benchmarks' JSON reports.
+
+pub mod cli;
 
 use std::time::Instant;
+
+use serde::Serialize;
 
 /// The median of the samples (the mean of the middle two for an even count); `None` when
 /// there are none.
@@ -60,55 +64,23 @@ pub fn gbps(bytes: usize, seconds: f64) -> f64 {
     bytes as f64 / seconds / 1e9
 }
 
-/// A value in a JSON record.
-#[derive(Debug, Clone)]
-pub enum Json {
-    /// A string.
-    Str(String),
-    /// A number (non-finite numbers are written as `null`).
-    Num(f64),
+/// Writes `records` to `path` as a JSON array, one record per line; a number that is not
+/// finite is written as `null`. The error names the file.
+pub fn write_json<T: Serialize>(path: &str, records: &[T]) -> Result<(), String> {
+    std::fs::write(path, json_lines(records)?).map_err(|e| format!("cannot write {path}: {e}"))
 }
 
-/// Writes records (lists of key/value pairs) as a JSON array of objects.
-pub fn to_json(records: &[Vec<(&str, Json)>]) -> String {
-    let mut out = String::from("[\n");
-    for (i, rec) in records.iter().enumerate() {
-        out.push_str("  {");
-        for (j, (k, v)) in rec.iter().enumerate() {
-            if j > 0 {
-                out.push_str(", ");
-            }
-            out.push_str(&format!("{}: ", quote(k)));
-            match v {
-                Json::Str(s) => out.push_str(&quote(s)),
-                Json::Num(n) if n.is_finite() => out.push_str(&format!("{n}")),
-                Json::Num(_) => out.push_str("null"),
-            }
-        }
-        out.push('}');
-        if i + 1 < records.len() {
-            out.push(',');
-        }
-        out.push('\n');
+/// `records` as a JSON array with one record per line.
+fn json_lines<T: Serialize>(records: &[T]) -> Result<String, String> {
+    let lines = records
+        .iter()
+        .map(|record| serde_json::to_string(record).map(|line| format!("  {line}")))
+        .collect::<Result<Vec<String>, _>>()
+        .map_err(|e| format!("cannot write a record as JSON: {e}"))?;
+    if lines.is_empty() {
+        return Ok("[]\n".to_owned());
     }
-    out.push(']');
-    out.push('\n');
-    out
-}
-
-fn quote(s: &str) -> String {
-    let mut q = String::with_capacity(s.len() + 2);
-    q.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => q.push_str("\\\""),
-            '\\' => q.push_str("\\\\"),
-            c if (c as u32) < 0x20 => q.push_str(&format!("\\u{:04x}", c as u32)),
-            c => q.push(c),
-        }
-    }
-    q.push('"');
-    q
+    Ok(format!("[\n{}\n]\n", lines.join(",\n")))
 }
 
 #[cfg(test)]
@@ -130,11 +102,30 @@ mod tests {
     }
 
     #[test]
-    fn json_escapes_and_nulls() {
-        let s = to_json(&[vec![
-            ("a", Json::Str("x\"y".into())),
-            ("b", Json::Num(f64::NAN)),
-        ]]);
-        assert_eq!(s, "[\n  {\"a\": \"x\\\"y\", \"b\": null}\n]\n");
+    fn json_has_one_record_per_line_with_escapes_and_nulls() {
+        #[derive(Serialize)]
+        struct Record {
+            a: &'static str,
+            b: f64,
+            c: usize,
+        }
+        let text = json_lines(&[
+            Record {
+                a: "x\"y",
+                b: f64::NAN,
+                c: 4096,
+            },
+            Record {
+                a: "z",
+                b: 0.5,
+                c: 1,
+            },
+        ])
+        .unwrap();
+        assert_eq!(
+            text,
+            "[\n  {\"a\":\"x\\\"y\",\"b\":null,\"c\":4096},\n  {\"a\":\"z\",\"b\":0.5,\"c\":1}\n]\n"
+        );
+        assert_eq!(json_lines::<Record>(&[]).unwrap(), "[]\n");
     }
 }

@@ -23,6 +23,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use gpukit::{DeviceSpec, Event, GpuArray, HostUse, In, KernelSpec, LaunchConfig, Out};
+use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
 
@@ -62,44 +63,20 @@ struct Opts {
     rounds: Option<usize>,
     device: Option<DeviceSpec>,
     quick: bool,
-    help: bool,
 }
 
-fn parse_args(args: impl IntoIterator<Item = String>) -> Res<Opts> {
+fn parse_args(cli: &mut Cli) -> Result<Opts, CliError> {
     let mut o = Opts::default();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = || -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{flag} needs a value\n\n{USAGE}").into())
-        };
-        match flag.as_str() {
-            "--len" => o.len = Some(count(&flag, &value()?)?),
-            "--rounds" => o.rounds = Some(count(&flag, &value()?)?),
-            "--device" => {
-                let spec = value()?;
-                o.device = Some(spec.parse().map_err(|e| format!("--device {spec}: {e}"))?);
-            }
-            "--quick" => o.quick = true,
-            "-h" | "--help" => o.help = true,
-            other => return Err(format!("unknown argument `{other}`\n\n{USAGE}").into()),
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("len") => o.len = Some(cli.number("--len", "a count", 1..)?),
+            Long("rounds") => o.rounds = Some(cli.number("--rounds", "a count", 1..)?),
+            Long("device") => o.device = Some(cli.device("--device", ANY_DEVICE, |_| true)?),
+            Long("quick") => o.quick = true,
+            other => return Err(other.unexpected().into()),
         }
     }
     Ok(o)
-}
-
-fn count(flag: &str, v: &str) -> Res<usize> {
-    match v.parse::<usize>() {
-        Ok(0) => Err(format!("{flag}: give at least 1").into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("{flag}: `{v}` is not a count").into()),
-    }
 }
 
 /// Worker `k`'s input: a sawtooth in [-1, 1).
@@ -167,11 +144,7 @@ struct Worker {
 }
 
 fn run() -> Res {
-    let opts = parse_args(std::env::args().skip(1))?;
-    if opts.help {
-        println!("{USAGE}");
-        return Ok(());
-    }
+    let opts = cli::parse_or_exit("multi_stream", USAGE, parse_args);
     let ctx = gpukit_examples::open_context(opts.device)?;
     println!(
         "backend {} device {} ({})",

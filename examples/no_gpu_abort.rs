@@ -21,6 +21,7 @@ use std::process::ExitCode;
 
 use gpukit::cuda::{probe, CudaBackend};
 use gpukit::{Config, Context, DeviceSpec, Error, FallbackPolicy, SpecOrigin};
+use gpukit_examples::cli::{self, Cli, CliError, Long};
 
 /// What the calls returned, and what broke the contract.
 #[derive(Default)]
@@ -87,30 +88,46 @@ fn first_line(text: &str) -> String {
     }
 }
 
+const USAGE: &str = "\
+usage: no_gpu_abort [options]
+
+  --require-abort  exit with status 2 unless built with panic = \"abort\"
+  --panic          panic on purpose (after the --require-abort check), to show that a
+                   panic aborts
+  -h, --help       this text";
+
+/// The command line.
+#[derive(Default)]
+struct Args {
+    require_abort: bool,
+    panic: bool,
+}
+
+fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
+    let mut args = Args::default();
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("require-abort") => args.require_abort = true,
+            Long("panic") => args.panic = true,
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    Ok(args)
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = cli::parse_or_exit("no_gpu_abort", USAGE, parse_args);
     let abort = cfg!(panic = "abort");
     println!(
         "no_gpu_abort: built with panic = \"{}\"",
         if abort { "abort" } else { "unwind" }
     );
-    for arg in &args {
-        match arg.as_str() {
-            "--require-abort" if !abort => {
-                eprintln!("no_gpu_abort: not built with panic = \"abort\"");
-                return ExitCode::from(2);
-            }
-            "--require-abort" => {}
-            "--panic" => panic!("no_gpu_abort: a deliberate panic (--panic)"),
-            "-h" | "--help" => {
-                println!("usage: no_gpu_abort [--require-abort] [--panic]");
-                return ExitCode::SUCCESS;
-            }
-            other => {
-                eprintln!("no_gpu_abort: unknown argument {other:?}");
-                return ExitCode::from(2);
-            }
-        }
+    if args.require_abort && !abort {
+        eprintln!("no_gpu_abort: not built with panic = \"abort\"");
+        return ExitCode::from(2);
+    }
+    if args.panic {
+        panic!("no_gpu_abort: a deliberate panic (--panic)");
     }
 
     let want = match probe() {

@@ -37,7 +37,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use gpukit::{Context, DeviceSpec, GpuArray, In, KernelSpec, LaunchConfig, Out, Pattern, Stage};
-use gpukit_examples::{fmt_bytes, median, to_json, Json};
+use gpukit_examples::cli::{self, Cli, CliError, Long};
+use gpukit_examples::{fmt_bytes, median, write_json};
+use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
@@ -69,10 +71,20 @@ struct Args {
     require: bool,
 }
 
-const USAGE: &str = "usage: pipeline_bench [--backend cpu|cuda] [--device SPEC] [--json FILE] \
-[--quick] [--runs N] [--batches N] [--sizes-kib K,K,...] [--require]";
+const USAGE: &str = "\
+usage: pipeline_bench [options]
 
-fn parse_args() -> Res<Args> {
+  --backend B        the backend to measure: cpu | cuda (default cpu)
+  --device SPEC      the same, naming a device: cpu | cuda | cuda:N
+  --json FILE        write the records to FILE as JSON
+  --quick            fewer runs and batches
+  --runs N           repeats per point, at least 3 (default 5, 3 with --quick)
+  --batches N        batches per run, at least 1 (default: by backend and --quick)
+  --sizes-kib K,...  batch sizes in KiB, each 1 to 4194304 (default: by backend)
+  --require          exit with status 1, not 0, when the backend is unusable (SKIPPED)
+  -h, --help         this text";
+
+fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     let mut args = Args {
         device: DeviceSpec::Cpu,
         json: None,
@@ -82,52 +94,50 @@ fn parse_args() -> Res<Args> {
         sizes: None,
         require: false,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
-        match a.as_str() {
-            "--backend" => {
-                args.device = match value("--backend")?.as_str() {
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("backend") => {
+                args.device = match cli.choice("--backend", &["cpu", "cuda"])? {
                     "cpu" => DeviceSpec::Cpu,
-                    "cuda" => DeviceSpec::Cuda(None),
-                    other => return Err(format!("--backend {other:?}: cpu or cuda").into()),
+                    _ => DeviceSpec::Cuda(None),
                 }
             }
-            "--device" => args.device = value("--device")?.parse()?,
-            "--json" => args.json = Some(value("--json")?),
-            "--quick" => args.quick = true,
-            "--runs" => args.runs = Some(value("--runs")?.parse::<usize>()?.max(3)),
-            "--batches" => args.batches = Some(value("--batches")?.parse::<usize>()?.max(1)),
-            "--sizes-kib" => {
-                let list = value("--sizes-kib")?;
-                let sizes = list
-                    .split(',')
-                    .map(|k| Ok(k.trim().parse::<usize>()?.max(1) << 10))
-                    .collect::<Res<Vec<usize>>>()?;
-                args.sizes = Some(sizes);
+            // A benchmark names what it measures: `auto` could measure either.
+            Long("device") => {
+                args.device = cli.device("--device", "cpu, cuda or cuda:N", |spec| {
+                    spec != DeviceSpec::Auto
+                })?
             }
-            "--require" => args.require = true,
-            "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
+            Long("json") => args.json = Some(cli.string("--json")?),
+            Long("quick") => args.quick = true,
+            Long("runs") => args.runs = Some(cli.number("--runs", "a count", 3..)?),
+            Long("batches") => args.batches = Some(cli.number("--batches", "a count", 1..)?),
+            Long("sizes-kib") => {
+                let kib: Vec<usize> = cli.numbers("--sizes-kib", "a size in KiB", 1..=4 << 20)?;
+                args.sizes = Some(kib.into_iter().map(|k| k << 10).collect());
             }
-            other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+            Long("require") => args.require = true,
+            other => return Err(other.unexpected().into()),
         }
-    }
-    if args.device == DeviceSpec::Auto {
-        return Err("--device auto: name the backend to measure (cpu or cuda)".into());
     }
     Ok(args)
 }
 
+/// One point, as written to the JSON report.
+#[derive(Serialize)]
+struct Record {
+    backend: &'static str,
+    pattern: String,
+    ratio: f64,
+    batch_bytes: usize,
+    batches: usize,
+    seconds: f64,
+    speedup_vs_sequential: f64,
+    efficiency: f64,
+}
+
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("pipeline_bench: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = cli::parse_or_exit("pipeline_bench", USAGE, parse_args);
     let ctx = match Context::new(args.device) {
         Ok(ctx) => ctx,
         Err(e) if args.device != DeviceSpec::Cpu => {
@@ -408,22 +418,20 @@ fn run(ctx: &Context, args: &Args) -> Res {
     println!("triple buffering at ratio 1 on {backend}: {verdict}");
 
     if let Some(path) = &args.json {
-        let records: Vec<Vec<(&str, Json)>> = points
+        let records: Vec<Record> = points
             .iter()
-            .map(|p| {
-                vec![
-                    ("backend", Json::Str(backend.into())),
-                    ("pattern", Json::Str(p.pattern.name())),
-                    ("ratio", Json::Num(p.ratio)),
-                    ("batch_bytes", Json::Num(p.batch_bytes as f64)),
-                    ("batches", Json::Num(p.batches as f64)),
-                    ("seconds", Json::Num(p.seconds)),
-                    ("speedup_vs_sequential", Json::Num(p.speedup)),
-                    ("efficiency", Json::Num(p.efficiency)),
-                ]
+            .map(|p| Record {
+                backend,
+                pattern: p.pattern.name(),
+                ratio: p.ratio,
+                batch_bytes: p.batch_bytes,
+                batches: p.batches,
+                seconds: p.seconds,
+                speedup_vs_sequential: p.speedup,
+                efficiency: p.efficiency,
             })
             .collect();
-        std::fs::write(path, to_json(&records)).map_err(|e| format!("cannot write {path}: {e}"))?;
+        write_json(path, &records)?;
         println!("wrote {} records to {path}", records.len());
     }
     Ok(())

@@ -32,10 +32,12 @@
 //! `--backend cuda` without a usable GPU prints `SKIPPED: <reason>` and exits with status 0.
 
 use std::error::Error;
+use std::ops::Bound;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use gpukit::{Context, DeviceSpec, GpuArray, Pattern, Pipeline, Stream};
+use gpukit_examples::cli::{self, Cli, CliError, Long};
 use gpukit_examples::fmt_bytes;
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
@@ -43,13 +45,18 @@ type Res<T = ()> = Result<T, Box<dyn Error>>;
 const USAGE: &str = "\
 usage: soak --minutes X [options]
 
-  --minutes X        how long to run, in minutes (fractions allowed: 0.2 is 12 s)
-  --backend B        cpu | cuda (default cpu); cuda without a GPU prints SKIPPED
-  --batches N        batches per pipeline run (default 16)
-  --batch-mib X      MiB of f32 per batch (default 1 on the CPU, 8 on CUDA)
-  --leak-kib N       leak N KiB of host memory per run, on purpose (checks the check)
+  --minutes X        how long to run, in minutes, above 0 and at most 10080 (a week);
+                     fractions allowed: 0.2 is 12 s
+  --backend B        cpu | cuda | cuda:N (default cpu); cuda without a GPU prints SKIPPED
+  --batches N        batches per pipeline run, at least 1 (default 16)
+  --batch-mib X      MiB of f32 per batch, above 0 and at most 4096 (default 1 on the
+                     CPU, 8 on CUDA)
+  --leak-kib N       leak N KiB (at most 1048576) of host memory per run, on purpose
+                     (checks the check)
   -h, --help         this text";
 
+/// The longest soak `--minutes` accepts: a week.
+const MAX_MINUTES: f64 = 7.0 * 24.0 * 60.0;
 /// Fraction of the time that is warm-up.
 const WARMUP_FRACTION: f64 = 0.2;
 /// Runs that are warm-up at least.
@@ -73,7 +80,7 @@ struct Opts {
     leak_kib: usize,
 }
 
-fn parse_args(args: impl IntoIterator<Item = String>) -> Res<Option<Opts>> {
+fn parse_args(cli: &mut Cli) -> Result<Opts, CliError> {
     let mut minutes = None;
     let mut o = Opts {
         minutes: 0.0,
@@ -82,67 +89,31 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Res<Option<Opts>> {
         batch_mib: None,
         leak_kib: 0,
     };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |what: &str| -> Res<String> {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{flag} needs {what}\n\n{USAGE}").into())
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--minutes" => {
-                let v = value("a number of minutes")?;
-                match v.parse::<f64>() {
-                    Ok(m) if m > 0.0 && m <= 7.0 * 24.0 * 60.0 => minutes = Some(m),
-                    _ => return Err(format!("--minutes {v}: give a number > 0").into()),
-                }
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("minutes") => {
+                let range = (Bound::Excluded(0.0), Bound::Included(MAX_MINUTES));
+                minutes = Some(cli.number("--minutes", "a number of minutes", range)?);
             }
-            "--backend" => {
-                o.backend = match value("cpu or cuda")?.as_str() {
-                    "cpu" => DeviceSpec::Cpu,
-                    "cuda" => DeviceSpec::Cuda(None),
-                    other => {
-                        let spec: DeviceSpec = other
-                            .parse()
-                            .map_err(|e| format!("--backend {other}: {e}"))?;
-                        if matches!(spec, DeviceSpec::Auto) {
-                            return Err("--backend: give cpu or cuda".into());
-                        }
-                        spec
-                    }
-                }
+            Long("backend") => {
+                // `auto` would let the machine choose what the soak checks.
+                o.backend = cli.device("--backend", "cpu, cuda or cuda:N", |spec| {
+                    spec != DeviceSpec::Auto
+                })?
             }
-            "--batches" => {
-                let v = value("a count")?;
-                o.batches = match v.parse::<usize>() {
-                    Ok(n) if n > 0 => n,
-                    _ => return Err(format!("--batches {v}: give a count >= 1").into()),
-                }
+            Long("batches") => o.batches = cli.number("--batches", "a count", 1..)?,
+            Long("batch-mib") => {
+                let range = (Bound::Excluded(0.0), Bound::Included(4096.0));
+                o.batch_mib = Some(cli.number("--batch-mib", "a size in MiB", range)?);
             }
-            "--batch-mib" => {
-                let v = value("a size in MiB")?;
-                match v.parse::<f64>() {
-                    Ok(m) if m > 0.0 && m <= 4096.0 => o.batch_mib = Some(m),
-                    _ => return Err(format!("--batch-mib {v}: give a size in (0, 4096]").into()),
-                }
+            Long("leak-kib") => {
+                o.leak_kib = cli.number("--leak-kib", "a size in KiB", 0..=1 << 20)?
             }
-            "--leak-kib" => {
-                let v = value("a size in KiB")?;
-                o.leak_kib = v
-                    .parse()
-                    .map_err(|_| format!("--leak-kib {v}: give a size in KiB"))?;
-            }
-            other => return Err(format!("unknown argument `{other}`\n\n{USAGE}").into()),
+            other => return Err(other.unexpected().into()),
         }
     }
-    o.minutes = minutes.ok_or_else(|| format!("--minutes is required\n\n{USAGE}"))?;
-    Ok(Some(o))
+    o.minutes = minutes.ok_or_else(|| CliError::Bad("--minutes is required".into()))?;
+    Ok(o)
 }
 
 /// Element `i` of batch `batch`: a hash mapped to [-1, 1), the same in every run.
@@ -293,10 +264,7 @@ fn main() -> ExitCode {
 
 /// Runs the soak; `Ok(false)` when the verdict is FAIL.
 fn run() -> Res<bool> {
-    let Some(opts) = parse_args(std::env::args().skip(1))? else {
-        println!("{USAGE}");
-        return Ok(true);
-    };
+    let opts = cli::parse_or_exit("soak", USAGE, parse_args);
     let ctx = match Context::new(opts.backend) {
         Ok(ctx) => ctx,
         Err(e) if opts.backend != DeviceSpec::Cpu => {

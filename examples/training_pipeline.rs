@@ -111,6 +111,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use gpukit::{Context, DeviceSpec, Gemm, GpuArray, Pattern, Pipeline, Stream};
+use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
 
@@ -150,8 +151,12 @@ const IN_LEN: usize = BATCH * COLS + BATCH;
 /// Device output per batch: the logits, the labels, the batch's Brier sum.
 const OUT_LEN: usize = 2 * BATCH + 1;
 
-const USAGE: &str =
-    "usage: training_pipeline [--device auto|cpu|cuda|cuda:N] [--check-against-cpu]";
+const USAGE: &str = "\
+usage: training_pipeline [options]
+
+  --device SPEC        auto | cpu | cuda | cuda:N (default: GPU_DEVICE, else auto)
+  --check-against-cpu  train a second time on the CPU backend and compare the losses
+  -h, --help           this text";
 
 fn main() -> ExitCode {
     match run() {
@@ -169,36 +174,23 @@ struct Args {
     check_against_cpu: bool,
 }
 
-fn parse_args() -> Res<Option<Args>> {
+fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     let mut args = Args {
         device: None,
         check_against_cpu: false,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            "--check-against-cpu" => args.check_against_cpu = true,
-            "--device" => {
-                let spec = it.next().ok_or("--device needs a value")?;
-                args.device = Some(DeviceSpec::parse_from(&spec, "--device")?);
-            }
-            other => match other.strip_prefix("--device=") {
-                Some(spec) => args.device = Some(DeviceSpec::parse_from(spec, "--device")?),
-                None => return Err(format!("unknown argument `{other}`\n{USAGE}").into()),
-            },
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("check-against-cpu") => args.check_against_cpu = true,
+            Long("device") => args.device = Some(cli.device("--device", ANY_DEVICE, |_| true)?),
+            other => return Err(other.unexpected().into()),
         }
     }
-    Ok(Some(args))
+    Ok(args)
 }
 
 fn run() -> Res {
-    let Some(args) = parse_args()? else {
-        return Ok(());
-    };
+    let args = cli::parse_or_exit("training_pipeline", USAGE, parse_args);
     let ctx = gpukit_examples::open_context(args.device)?;
     let sel = ctx.selection();
     println!(

@@ -12,16 +12,33 @@
 //! what the queue, the hand-off to the worker and the wake-up cost.
 //!
 //! ```text
-//! cargo run --release --example transfer_bench -- [--device cpu] [--json FILE] [--max-mib N] [--runs N]
+//! cargo run --release --example transfer_bench -- [--device SPEC] [--json FILE] [--max-mib N] [--runs N]
 //! ```
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use gpukit::{Context, DeviceSpec, HostUse};
-use gpukit_examples::{fmt_bytes, gbps, median_seconds, to_json, Json};
+use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
+use gpukit_examples::{fmt_bytes, gbps, median_seconds, write_json};
+use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+const USAGE: &str = "\
+usage: transfer_bench [options]
+
+  --device SPEC  the device to measure: auto | cpu | cuda | cuda:N (default cpu)
+  --json FILE    write the records to FILE as JSON
+  --max-mib N    the largest size, in MiB: 1 to 65536 (default 256)
+  --runs N       runs per size below 64 MiB, at least 11 (default 15); from 64 MiB on,
+                 where one run is long, every size runs 11 times
+  -h, --help     this text";
+
+/// Runs of the sizes from [`LARGE`] on, and the fewest runs of the smaller ones.
+const MIN_RUNS: usize = 11;
+/// The sizes that run [`MIN_RUNS`] times whatever `--runs` says.
+const LARGE: usize = 64 << 20;
 
 struct Args {
     device: DeviceSpec,
@@ -30,31 +47,37 @@ struct Args {
     runs: usize,
 }
 
-fn parse_args() -> Res<Args> {
+fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     let mut args = Args {
         device: DeviceSpec::Cpu,
         json: None,
         max_bytes: 256 << 20,
         runs: 15,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
-        match a.as_str() {
-            "--device" => args.device = value("--device")?.parse()?,
-            "--json" => args.json = Some(value("--json")?),
-            "--max-mib" => args.max_bytes = value("--max-mib")?.parse::<usize>()? << 20,
-            "--runs" => args.runs = value("--runs")?.parse()?,
-            "-h" | "--help" => {
-                println!(
-                    "usage: transfer_bench [--device SPEC] [--json FILE] [--max-mib N] [--runs N]"
-                );
-                std::process::exit(0);
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("device") => args.device = cli.device("--device", ANY_DEVICE, |_| true)?,
+            Long("json") => args.json = Some(cli.string("--json")?),
+            Long("max-mib") => {
+                args.max_bytes = cli.number::<usize>("--max-mib", "a size in MiB", 1..=65536)? << 20
             }
-            other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+            Long("runs") => args.runs = cli.number("--runs", "a count", MIN_RUNS..)?,
+            other => return Err(other.unexpected().into()),
         }
     }
     Ok(args)
+}
+
+/// One measurement, as written to the JSON report.
+#[derive(Serialize)]
+struct Record {
+    backend: &'static str,
+    kind: &'static str,
+    bytes: usize,
+    seconds: f64,
+    gbps: f64,
+    memcpy_seconds: f64,
+    ratio_vs_memcpy: f64,
 }
 
 fn main() -> ExitCode {
@@ -67,23 +90,26 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs per size: enough for a stable median at small sizes, fewer where one run is long.
-fn runs_for(bytes: usize, base: usize) -> usize {
-    if bytes >= 64 << 20 {
-        base.min(11)
+/// Runs per size: `--runs` for a stable median at small sizes, [`MIN_RUNS`] where one run
+/// is long.
+fn runs_for(bytes: usize, runs: usize) -> usize {
+    if bytes >= LARGE {
+        MIN_RUNS
     } else {
-        base.max(11)
+        runs
     }
 }
 
 fn run() -> Res {
-    let args = parse_args()?;
+    let args = cli::parse_or_exit("transfer_bench", USAGE, parse_args);
     let ctx = Context::new(args.device)?;
     println!(
-        "transfer_bench: {} backend, device {} ({}), medians of >= 11 runs",
+        "transfer_bench: {} backend, device {} ({}), medians of {} runs ({MIN_RUNS} from {})",
         ctx.backend_name(),
         ctx.device_id(),
-        ctx.info().name
+        ctx.info().name,
+        args.runs,
+        fmt_bytes(LARGE)
     );
     println!(
         "{:>10} {:>12} {:>8} {:>8} {:>10} {:>13}",
@@ -152,15 +178,15 @@ fn run() -> Res {
             ("download_pinned", t_download),
             ("upload_slice", t_slice),
         ] {
-            records.push(vec![
-                ("backend", Json::Str(ctx.backend_name().into())),
-                ("kind", Json::Str(kind.into())),
-                ("bytes", Json::Num(bytes as f64)),
-                ("seconds", Json::Num(t)),
-                ("gbps", Json::Num(gbps(bytes, t))),
-                ("memcpy_seconds", Json::Num(t_memcpy)),
-                ("ratio_vs_memcpy", Json::Num(ratio(t))),
-            ]);
+            records.push(Record {
+                backend: ctx.backend_name(),
+                kind,
+                bytes,
+                seconds: t,
+                gbps: gbps(bytes, t),
+                memcpy_seconds: t_memcpy,
+                ratio_vs_memcpy: ratio(t),
+            });
             if bytes >= 8 << 20 {
                 large.push((kind, ratio(t)));
             }
@@ -183,7 +209,7 @@ fn run() -> Res {
     }
     if let Some(path) = &args.json {
         let t = Instant::now();
-        std::fs::write(path, to_json(&records)).map_err(|e| format!("cannot write {path}: {e}"))?;
+        write_json(path, &records)?;
         println!(
             "wrote {} records to {path} in {:?}",
             records.len(),

@@ -13,35 +13,21 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::util::{self, Failure, Result};
+use lexopt::Arg::Long;
+
+use crate::util::{self, Cli, Failure, Result};
 
 /// Where the JSON report goes when `--json` is not given, relative to the workspace root.
 const DEFAULT_JSON: &str = "target/bench/transfer_bench.json";
 
 /// Runs `cargo xtask bench [--json FILE] [-- extra args]`.
 pub fn run(root: &Path, args: &[String]) -> Result {
-    if crate::wants_help(args) {
-        print!("{}", crate::USAGE);
-        return Ok(());
-    }
+    let (mut cli, extra) = Cli::with_passthrough(args);
     let mut json: Option<PathBuf> = None;
-    let mut extra: Vec<String> = Vec::new();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        if arg == "--" {
-            extra.extend(iter.by_ref().cloned());
-        } else if arg == "--json" {
-            let file = iter
-                .next()
-                .ok_or_else(|| Failure::usage("`--json` needs a file name"))?;
-            json = Some(PathBuf::from(file));
-        } else if let Some(file) = arg.strip_prefix("--json=") {
-            json = Some(PathBuf::from(file));
-        } else {
-            return Err(Failure::usage(format!(
-                "unknown argument `{arg}` for `cargo xtask bench` \
-                 (arguments for the benchmark go after `--`)"
-            )));
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("json") => json = Some(PathBuf::from(cli.string("--json")?)),
+            other => return Err(other.unexpected().into()),
         }
     }
 

@@ -1,9 +1,12 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
 //!
-//! fmt, clippy, tidy, test, no-cuda, doc: cheap checks first so a formatting slip fails in
-//! seconds. `no-cuda` builds and tests the other configuration users can choose: the facade
-//! without its default `cuda` feature. It checks that no CUDA crate is in that build's
+//! fmt, clippy, tidy, test, no-cuda, doc, package: cheap checks first so a formatting slip
+//! fails in seconds. `no-cuda` builds and tests the other configuration users can choose: the
+//! facade without its default `cuda` feature. It checks that no CUDA crate is in that build's
 //! dependency tree, lints it, and runs every test of the crates that do not need CUDA.
+//! `package` runs `cargo package` on every library crate, in dependency order, and builds
+//! each from its `.crate` file: a crate that needs a file outside its folder, or lacks the
+//! metadata crates.io requires, fails here rather than at release time.
 //! `.ci/run` calls this on a fresh clone; where rustfmt or clippy is not installed (and
 //! could not be added) their steps are reported as skipped rather than failing the build,
 //! since the tests are what a machine without those components can still verify.
@@ -11,8 +14,10 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::util::{self, Failure, Result};
-use crate::{tidy, wants_help, USAGE};
+use lexopt::Arg::Long;
+
+use crate::tidy;
+use crate::util::{self, Cli, Failure, Result};
 
 /// One CI step, in the order they run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -23,19 +28,24 @@ enum Step {
     Test,
     NoCuda,
     Doc,
+    Package,
 }
 
 /// The crates a build without the facade's `cuda` feature must not compile.
 const CUDA_CRATES: [&str; 3] = ["gpukit-cuda", "gpukit-cuda-sys", "cudarc"];
 
+/// The workspace members that are not published (`publish = false`), left out of `package`.
+const UNPUBLISHED: [&str; 2] = ["gpukit-examples", "xtask"];
+
 impl Step {
-    const ALL: [Step; 6] = [
+    const ALL: [Step; 7] = [
         Step::Fmt,
         Step::Clippy,
         Step::Tidy,
         Step::Test,
         Step::NoCuda,
         Step::Doc,
+        Step::Package,
     ];
 
     fn name(self) -> &'static str {
@@ -46,6 +56,7 @@ impl Step {
             Step::Test => "test",
             Step::NoCuda => "no-cuda",
             Step::Doc => "doc",
+            Step::Package => "package",
         }
     }
 
@@ -54,7 +65,7 @@ impl Step {
         match self {
             Step::Fmt => Some(("fmt", "rustfmt")),
             Step::Clippy => Some(("clippy", "clippy")),
-            Step::Tidy | Step::Test | Step::NoCuda | Step::Doc => None,
+            Step::Tidy | Step::Test | Step::NoCuda | Step::Doc | Step::Package => None,
         }
     }
 
@@ -70,7 +81,7 @@ impl Step {
                 "warnings",
             ])),
             Step::Tidy => {
-                util::header("tidy (module docs, SAFETY comments, no unwrap in library code)");
+                util::header("tidy (module docs, generated files only in ffi/)");
                 tidy::run(root)
             }
             Step::Test => util::run(
@@ -91,8 +102,22 @@ impl Step {
                     "--no-deps",
                 ]))
             }
+            Step::Package => util::run(&mut package_command(root)),
         }
     }
+}
+
+/// `cargo package` of every published crate. `--workspace` packages them in dependency order
+/// and verifies each by building it from its `.crate` file, resolving the workspace crates it
+/// depends on (not on crates.io yet) through a temporary local registry. `--allow-dirty`:
+/// the check is of the tree as it is, uncommitted changes included.
+fn package_command(root: &Path) -> std::process::Command {
+    let mut cmd = util::cargo(root);
+    cmd.args(["package", "--workspace", "--allow-dirty"]);
+    for name in UNPUBLISHED {
+        cmd.args(["--exclude", name]);
+    }
+    cmd
 }
 
 /// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA
@@ -207,34 +232,26 @@ struct Options {
 
 impl Options {
     fn parse(args: &[String]) -> Result<Options> {
-        let mut options = Options::default();
-        let mut iter = args.iter();
-        while let Some(arg) = iter.next() {
-            if arg == "--" {
-                options.test_args.extend(iter.by_ref().cloned());
-                break;
+        let (mut cli, test_args) = Cli::with_passthrough(args);
+        let mut skip = Vec::new();
+        while let Some(arg) = cli.next_arg()? {
+            let step = match &arg {
+                Long(flag) => flag
+                    .strip_prefix("skip-")
+                    .and_then(|name| Step::ALL.into_iter().find(|step| step.name() == name)),
+                _ => None,
+            };
+            match step {
+                Some(step) => skip.push(step),
+                None => return Err(arg.unexpected().into()),
             }
-            let step = arg
-                .strip_prefix("--skip-")
-                .and_then(|name| Step::ALL.into_iter().find(|step| step.name() == name))
-                .ok_or_else(|| {
-                    Failure::usage(format!(
-                        "unknown argument `{arg}` for `cargo xtask ci` \
-                         (arguments for `cargo test` go after `--`)"
-                    ))
-                })?;
-            options.skip.push(step);
         }
-        Ok(options)
+        Ok(Options { skip, test_args })
     }
 }
 
 /// Runs `cargo xtask ci [--skip-STEP ...] [-- test args]`.
 pub fn run(root: &Path, args: &[String]) -> Result {
-    if wants_help(args) {
-        print!("{USAGE}");
-        return Ok(());
-    }
     let options = Options::parse(args)?;
     let mut outcomes = Vec::new();
     let mut failure = None;
@@ -307,9 +324,30 @@ mod tests {
 
     #[test]
     fn rejects_unknown_arguments_with_usage_code() {
-        let err = Options::parse(&strings(&["--skip-everything"])).unwrap_err();
-        assert_eq!(err.code, 2);
-        assert!(err.message.contains("--skip-everything"));
+        for bad in ["--skip-everything", "--fmt", "fmt", "-x"] {
+            let err = Options::parse(&strings(&[bad])).unwrap_err();
+            assert_eq!(err.code, 2, "{bad}");
+            assert!(err.message.contains(bad), "{bad}: {}", err.message);
+        }
+        assert!(Options::parse(&strings(&["--help"])).unwrap_err().is_help());
+    }
+
+    #[test]
+    fn packages_every_published_crate() {
+        let cmd = package_command(Path::new("."));
+        let shown = util::display(&cmd);
+        assert!(
+            shown.ends_with(
+                "package --workspace --allow-dirty --exclude gpukit-examples --exclude xtask"
+            ),
+            "{shown}"
+        );
+        // Every member left out must really be unpublished.
+        let root = util::workspace_root();
+        for dir in ["examples", "xtask"] {
+            let manifest = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
+            assert!(manifest.contains("publish = false"), "{dir}");
+        }
     }
 
     #[test]

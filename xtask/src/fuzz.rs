@@ -14,7 +14,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::util::{self, Failure, Result};
+use lexopt::Arg::Long;
+
+use crate::util::{self, Cli, Failure, Result};
 
 /// The fuzz targets, in the order they run by default.
 pub const TARGETS: [&str; 3] = ["device_spec", "config_toml", "op_program"];
@@ -35,49 +37,24 @@ pub struct Opts {
 
 /// Parses `[--seconds N] [--target NAME]... [-- libFuzzer args]`.
 pub fn parse(args: &[String]) -> Result<Opts> {
+    let (mut cli, extra) = Cli::with_passthrough(args);
     let mut seconds = DEFAULT_SECONDS;
     let mut targets = Vec::new();
-    let mut extra = Vec::new();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        let (flag, inline) = util::split_flag(arg);
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| iter.next().cloned())
-                .ok_or_else(|| Failure::usage(format!("`{flag}` needs {what}")))
-        };
-        match flag {
-            "--" => extra.extend(iter.by_ref().cloned()),
-            "--seconds" => {
-                let text = value("a number of seconds")?;
-                seconds = match text.parse::<u64>() {
-                    Ok(n) if n > 0 => n,
-                    _ => {
-                        return Err(Failure::usage(format!(
-                            "`--seconds {text}`: give a whole number of seconds > 0"
-                        )))
-                    }
-                };
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("seconds") => {
+                seconds =
+                    cli.number("--seconds", "a whole number of seconds, at least 1", |n| {
+                        *n >= 1
+                    })?;
             }
-            "--target" => {
-                let text = value("a target name")?;
-                if !TARGETS.contains(&text.as_str()) {
-                    return Err(Failure::usage(format!(
-                        "unknown fuzz target `{text}`; the targets are {}",
-                        TARGETS.join(", ")
-                    )));
-                }
-                if !targets.contains(&text) {
-                    targets.push(text);
+            Long("target") => {
+                let target = cli.one_of("--target", &TARGETS)?.to_owned();
+                if !targets.contains(&target) {
+                    targets.push(target);
                 }
             }
-            other => {
-                return Err(Failure::usage(format!(
-                    "unknown argument `{other}` for `cargo xtask fuzz` (libFuzzer arguments go \
-                     after `--`)"
-                )))
-            }
+            other => return Err(other.unexpected().into()),
         }
     }
     if targets.is_empty() {
@@ -207,10 +184,6 @@ fn show(n: Option<u64>) -> String {
 
 /// Runs `cargo xtask fuzz ...`.
 pub fn run(root: &Path, args: &[String]) -> Result {
-    if crate::wants_help(args) {
-        print!("{}", crate::USAGE);
-        return Ok(());
-    }
     let opts = parse(args)?;
     let fuzz_dir = root.join("fuzz");
     if !fuzz_dir.join("Cargo.toml").is_file() {

@@ -8,8 +8,8 @@
 //! 1. `cargo test --release --workspace --exclude xtask --no-run` with
 //!    `--message-format=json-render-diagnostics`: every `compiler-artifact` line whose
 //!    `profile.test` is true and whose `executable` is set names a test binary (cargo's JSON
-//!    is read with the std-only [`crate::json`] reader). xtask's own tests are left out: they
-//!    check this tooling, not the GPU, and expect the source tree.
+//!    is read with serde_json). xtask's own tests are left out: they check this tooling, not
+//!    the GPU, and expect the source tree.
 //! 2. `cargo build --release -p gpukit-examples --examples`, the same way, for the benchmark
 //!    programs named in [`BENCH_PROGRAMS`] and the tools in [`TOOL_PROGRAMS`] (the
 //!    `cuda_doctor` that `run.sh --doctor` runs); a name with no executable is skipped with
@@ -21,7 +21,8 @@
 //!    on PATH.
 //! 4. `DIR/run.sh` (the template `run.sh` next to this file, with the names of
 //!    [`gpu_test::UNFILTERED_TARGETS`] filled in; read it for what it does) and
-//!    `DIR/MANIFEST.txt` (commit, date, toolchain, every file with its size) are written.
+//!    `DIR/MANIFEST.txt` (commit, date from `date -u`, toolchain, every file with its size)
+//!    are written.
 //! 5. The total size is printed; [`MAX_BUNDLE_BYTES`] or more is an error, since the bundle
 //!    must travel to machines that limit what they accept.
 //!
@@ -34,12 +35,12 @@ use std::fs;
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
+
+use lexopt::Arg;
+use serde_json::Value;
 
 use crate::gpu_test;
-use crate::json::{self, Value};
-use crate::util::{self, Failure, Result};
-use crate::{wants_help, USAGE};
+use crate::util::{self, Cli, Failure, Result};
 
 /// The benchmark programs (examples of `gpukit-examples`) copied into `DIR/bench/`.
 pub const BENCH_PROGRAMS: &[&str] = &["transfer_bench", "cuda_bench", "pipeline_bench"];
@@ -75,24 +76,18 @@ pub fn run_sh_text() -> String {
 
 /// Runs `cargo xtask gpu-bundle [DIR]`.
 pub fn run(root: &Path, args: &[String]) -> Result {
-    if wants_help(args) {
-        print!("{USAGE}");
-        return Ok(());
+    let mut cli = Cli::new(args);
+    let mut dir = None;
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Arg::Value(folder) if dir.is_none() => {
+                dir = Some(util::absolute(Path::new(&folder))?);
+            }
+            Arg::Value(_) => return Err(Failure::usage("it takes at most one folder")),
+            other => return Err(other.unexpected().into()),
+        }
     }
-    let dir = match args {
-        [] => root.join(DEFAULT_DIR),
-        [dir] if !dir.starts_with('-') => util::absolute(Path::new(dir))?,
-        [arg, ..] if arg.starts_with('-') => {
-            return Err(Failure::usage(format!(
-                "unknown argument `{arg}` for `cargo xtask gpu-bundle`"
-            )))
-        }
-        _ => {
-            return Err(Failure::usage(
-                "`cargo xtask gpu-bundle` takes at most one folder",
-            ))
-        }
-    };
+    let dir = dir.unwrap_or_else(|| root.join(DEFAULT_DIR));
     // Refuse a folder that may not be emptied before spending minutes on the build.
     refuse_unsafe_dir(root, &dir)?;
     replaceable_entries(&dir)?;
@@ -229,37 +224,20 @@ struct Artifact {
 
 /// The executable artifact a cargo JSON message describes, if it is one: a
 /// `compiler-artifact` with a non-null `executable`. Other messages give `Ok(None)`.
-fn parse_artifact(line: &str) -> std::result::Result<Option<Artifact>, json::ParseError> {
-    let message = json::parse(line)?;
-    if message.get("reason").and_then(Value::as_str) != Some("compiler-artifact") {
+fn parse_artifact(line: &str) -> serde_json::Result<Option<Artifact>> {
+    let message: Value = serde_json::from_str(line)?;
+    if message["reason"] != "compiler-artifact" {
         return Ok(None);
     }
-    let Some(executable) = message.get("executable").and_then(Value::as_str) else {
+    let Some(executable) = message["executable"].as_str() else {
         return Ok(None);
     };
-    let target = message.get("target");
-    let name = target
-        .and_then(|target| target.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let kinds = target
-        .and_then(|target| target.get("kind"))
-        .and_then(Value::as_array)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
-    let test = message
-        .get("profile")
-        .and_then(|profile| profile.get("test"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let target = &message["target"];
+    let kinds = target["kind"].as_array().into_iter().flatten();
     Ok(Some(Artifact {
-        name,
-        kinds,
-        test,
+        name: target["name"].as_str().unwrap_or_default().to_owned(),
+        kinds: kinds.filter_map(Value::as_str).map(str::to_owned).collect(),
+        test: message["profile"]["test"].as_bool().unwrap_or(false),
         executable: PathBuf::from(executable),
     }))
 }
@@ -486,10 +464,8 @@ fn provenance(root: &Path) -> Provenance {
         },
         None => "unknown (`git rev-parse HEAD` failed)".to_owned(),
     };
-    let date = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|since| utc_date_time(since.as_secs()))
-        .unwrap_or_else(|_| "unknown (clock before 1970)".to_owned());
+    let date = quiet_output(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M:%S UTC"]))
+        .unwrap_or_else(|| "unknown (`date -u` failed)".to_owned());
     let rustc = quiet_output(Command::new("rustc").arg("-V").current_dir(root))
         .unwrap_or_else(|| "unknown".to_owned());
     Provenance {
@@ -534,33 +510,6 @@ fn manifest_text(provenance: &Provenance, files: &[(String, u64)]) -> String {
         human_size(total)
     ));
     text
-}
-
-/// `seconds` since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
-fn utc_date_time(seconds: u64) -> String {
-    let days = seconds / 86_400;
-    let rem = seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// The Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 /// `bytes` in KiB or MiB with one decimal, for people.

@@ -22,8 +22,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use crate::util::{self, Failure, Result};
-use crate::{wants_help, USAGE};
+use crate::util::{self, Cli, Failure, Result};
 
 /// The test filter: the CUDA variants (`<test>::cuda`).
 const FILTER: &str = "cuda";
@@ -246,20 +245,8 @@ fn relay(
 
 /// Runs `cargo xtask gpu-test [-- args]`.
 pub fn run(root: &Path, args: &[String]) -> Result {
-    if wants_help(args) {
-        print!("{USAGE}");
-        return Ok(());
-    }
-    let extra = match args.split_first() {
-        None => &[][..],
-        Some((first, rest)) if first == "--" => rest,
-        Some((first, _)) => {
-            return Err(Failure::usage(format!(
-                "unknown argument `{first}` for `cargo xtask gpu-test` \
-                 (arguments for `cargo test` go after `--`)"
-            )))
-        }
-    };
+    let (mut cli, extra) = Cli::with_passthrough(args);
+    cli.none()?;
 
     // The filtered run over the workspace, then the unfiltered targets.
     let filtered = ["--workspace", "--exclude", "xtask", FILTER].map(str::to_owned);
@@ -274,7 +261,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         cmd.env(REQUIRE_CUDA_VAR, "1")
             .args(["test", "--release", "--no-fail-fast"])
             .args(selection)
-            .args(test_args(extra));
+            .args(test_args(&extra));
         let results_before = tally.results;
         let (shown, status) = relay(&mut cmd, &mut tally, &mut skips)?;
         if !status.success() {

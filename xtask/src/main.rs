@@ -2,8 +2,9 @@
 //!
 //! This is the matklad xtask pattern (as in rust-analyzer and wgpu): `.cargo/config.toml`
 //! aliases `cargo xtask` to `cargo run --package xtask --`, so no tool has to be installed.
-//! Each subcommand lives in its own module; `util` holds the shared command plumbing.
-//! The package uses only `std` (arguments are parsed by hand) so it builds in seconds.
+//! Each subcommand lives in its own module; `util` holds the shared plumbing, its command
+//! lines included (lexopt). Its few dependencies are small and well kept (lexopt, serde_json)
+//! so it builds in seconds.
 
 mod bench;
 mod bindgen;
@@ -11,7 +12,6 @@ mod ci;
 mod fuzz;
 mod gpu_bundle;
 mod gpu_test;
-mod json;
 mod miri;
 mod no_gpu;
 mod soak;
@@ -28,17 +28,19 @@ usage: cargo xtask <command> [options]
 
 commands:
   ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-no-cuda] [--skip-doc]
-     [-- <test args>]
+     [--skip-package] [-- <test args>]
         run the checks CI runs, in order, stopping at the first failure:
         cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace, no-cuda
         (the facade without its default `cuda` feature: no CUDA crate in its dependency
         tree, clippy, and the tests of every non-CUDA crate), cargo doc with
-        RUSTDOCFLAGS=\"-D warnings\". Arguments after `--` are appended to both test runs
-        (e.g. a test filter, or `-- --nocapture`).
+        RUSTDOCFLAGS=\"-D warnings\", package (cargo package of every library crate, in
+        dependency order, each built from its .crate file). Arguments after `--` are
+        appended to both test runs (e.g. a test filter, or `-- --nocapture`).
   tidy
-        check the house rules: `//!` module docs in every file, `// SAFETY:` comments on
-        unsafe blocks and impls, `# Safety` docs on unsafe fns and traits, and no
-        `.unwrap()`/`.expect(` in library code (escape hatch: `// tidy: allow(unwrap)`).
+        check the house rules no lint checks: `//!` module docs in every file, and the
+        files `cargo xtask bindgen` generates in crates/cuda-sys/src/ffi/ and only there.
+        clippy checks the rest: `// SAFETY:` comments on unsafe blocks and impls,
+        `# Safety` docs on unsafe fns and traits, no unwrap/expect in library code.
   bench [--json FILE] [-- <args>]
         run the benchmarks (release build): transfer_bench, whose JSON goes to FILE (by
         default target/bench/transfer_bench.json) and which gets the arguments after `--`
@@ -71,7 +73,8 @@ commands:
         $CUDA_HOME/include) with the `bindgen` tool (`cargo install bindgen-cli --locked`,
         needs libclang); the functions bound are listed in crates/cuda-sys/bindgen/functions.txt
   soak --minutes N [--backend cpu|cuda] [-- <args>]
-        run the soak example (release build) for N minutes (fractions allowed: 0.2):
+        run the soak example (release build) for N minutes (fractions allowed: 0.2; at
+        most 10080, a week):
         a triple-buffered pipeline repeated while host RSS, the pinned pool and (CUDA)
         device memory are sampled; fails unless memory is flat after the warm-up (the
         first 20 %) within max(8 MiB, 5 %) and the pool stops allocating, and unless every
@@ -98,6 +101,10 @@ commands:
 fn main() -> ExitCode {
     match dispatch() {
         Ok(()) => ExitCode::SUCCESS,
+        Err(failure) if failure.is_help() => {
+            print!("{USAGE}");
+            ExitCode::SUCCESS
+        }
         Err(failure) => {
             eprintln!("error: {}", failure.message);
             if failure.code == 2 {
@@ -115,7 +122,7 @@ fn dispatch() -> Result {
         print!("{USAGE}");
         return Ok(());
     };
-    match command.as_str() {
+    let result = match command.as_str() {
         "ci" => ci::run(&root, rest),
         "tidy" => tidy::run_cli(&root, rest),
         "bench" => bench::run(&root, rest),
@@ -126,15 +133,17 @@ fn dispatch() -> Result {
         "soak" => soak::run(&root, rest),
         "no-gpu" => no_gpu::run(&root, rest),
         "fuzz" => fuzz::run(&root, rest),
-        "help" | "-h" | "--help" => {
-            print!("{USAGE}");
-            Ok(())
-        }
+        "help" | "-h" | "--help" => return Err(Failure::help()),
         other => {
             eprint!("{USAGE}");
-            Err(Failure::usage(format!("unknown subcommand `{other}`")))
+            return Err(Failure::usage(format!("unknown subcommand `{other}`")));
         }
-    }
+    };
+    // A usage error says which subcommand it is about.
+    result.map_err(|failure| match failure.code {
+        2 => Failure::usage(format!("`cargo xtask {command}`: {}", failure.message)),
+        _ => failure,
+    })
 }
 
 /// The arguments after the program name; a non-UTF-8 argument is a usage error, not a panic.
@@ -146,11 +155,4 @@ fn args() -> Result<Vec<String>> {
                 .map_err(|arg| Failure::usage(format!("argument {arg:?} is not valid UTF-8")))
         })
         .collect()
-}
-
-/// True when `args` asks for help (`-h`/`--help` before any `--`).
-pub fn wants_help(args: &[String]) -> bool {
-    args.iter()
-        .take_while(|arg| *arg != "--")
-        .any(|arg| arg == "-h" || arg == "--help")
 }

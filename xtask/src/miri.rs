@@ -11,23 +11,12 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::util::{self, Failure, Result};
+use crate::util::{self, Cli, Failure, Result};
 
 /// Runs `cargo xtask miri [-- <args>]`.
 pub fn run(root: &Path, args: &[String]) -> Result {
-    if crate::wants_help(args) {
-        print!("{}", crate::USAGE);
-        return Ok(());
-    }
-    let extra: Vec<String> = match args.split_first() {
-        None => Vec::new(),
-        Some((first, rest)) if first == "--" => rest.to_vec(),
-        Some((other, _)) => {
-            return Err(Failure::usage(format!(
-                "unknown argument `{other}` for `cargo xtask miri` (test arguments go after `--`)"
-            )))
-        }
-    };
+    let (mut cli, extra) = Cli::with_passthrough(args);
+    cli.none()?;
     let has_miri = Command::new("cargo")
         .args(["+nightly", "miri", "--version"])
         .current_dir(root)

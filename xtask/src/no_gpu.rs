@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 
-use crate::util::{self, Failure, Result};
+use crate::util::{self, Cli, Failure, Result};
 
 /// The target folder of the `panic = "abort"` build, relative to the workspace root.
 pub const ABORT_TARGET_DIR: &str = "target/panic-abort";
@@ -24,18 +24,10 @@ const SIGABRT: i32 = 6;
 
 /// Runs `cargo xtask no-gpu`.
 pub fn run(root: &Path, args: &[String]) -> Result {
-    if crate::wants_help(args) {
-        print!("{}", crate::USAGE);
-        return Ok(());
-    }
-    if let Some(arg) = args.first() {
-        return Err(Failure::usage(format!(
-            "unknown argument `{arg}` for `cargo xtask no-gpu`"
-        )));
-    }
+    Cli::new(args).none()?;
 
     let mut test = util::cargo(root);
-    test.args(["test", "--package", "gpu", "--test", "no_gpu"])
+    test.args(["test", "--package", "gpukit", "--test", "no_gpu"])
         .args(["--", "--nocapture", "--test-threads=1"]);
     util::run(&mut test)?;
 

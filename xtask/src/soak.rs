@@ -8,7 +8,9 @@
 
 use std::path::Path;
 
-use crate::util::{self, Failure, Result};
+use lexopt::Arg::Long;
+
+use crate::util::{self, Cli, Failure, Result};
 
 /// What `cargo xtask soak` was asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,65 +23,36 @@ pub struct Opts {
     pub extra: Vec<String>,
 }
 
+/// The longest soak: a week, as the example accepts.
+pub const MAX_MINUTES: f64 = 7.0 * 24.0 * 60.0;
+
 /// Parses `--minutes N [--backend cpu|cuda] [-- example args]`.
 pub fn parse(args: &[String]) -> Result<Opts> {
+    let (mut cli, extra) = Cli::with_passthrough(args);
     let mut minutes = None;
-    let mut backend = "cpu".to_string();
-    let mut extra = Vec::new();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        let (flag, inline) = util::split_flag(arg);
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| iter.next().cloned())
-                .ok_or_else(|| Failure::usage(format!("`{flag}` needs {what}")))
-        };
-        match flag {
-            "--" => {
-                extra.extend(iter.by_ref().cloned());
+    let mut backend = "cpu";
+    while let Some(arg) = cli.next_arg()? {
+        match arg {
+            Long("minutes") => {
+                let accepted = format!("a number of minutes above 0, at most {MAX_MINUTES}");
+                minutes = Some(cli.number("--minutes", &accepted, |m: &f64| {
+                    *m > 0.0 && *m <= MAX_MINUTES
+                })?);
             }
-            "--minutes" => {
-                let text = value("a number of minutes")?;
-                match text.parse::<f64>() {
-                    Ok(m) if m.is_finite() && m > 0.0 => minutes = Some(m),
-                    _ => {
-                        return Err(Failure::usage(format!(
-                            "`--minutes {text}`: give a number of minutes > 0 (e.g. 0.5)"
-                        )))
-                    }
-                }
-            }
-            "--backend" => {
-                let text = value("`cpu` or `cuda`")?;
-                if text != "cpu" && text != "cuda" {
-                    return Err(Failure::usage(format!(
-                        "`--backend {text}`: give `cpu` or `cuda`"
-                    )));
-                }
-                backend = text;
-            }
-            other => {
-                return Err(Failure::usage(format!(
-                    "unknown argument `{other}` for `cargo xtask soak`"
-                )))
-            }
+            Long("backend") => backend = cli.one_of("--backend", &["cpu", "cuda"])?,
+            other => return Err(other.unexpected().into()),
         }
     }
-    let minutes = minutes.ok_or_else(|| Failure::usage("`cargo xtask soak` needs --minutes N"))?;
+    let minutes = minutes.ok_or_else(|| Failure::usage("--minutes N is required"))?;
     Ok(Opts {
         minutes,
-        backend,
+        backend: backend.to_owned(),
         extra,
     })
 }
 
 /// Runs `cargo xtask soak ...`.
 pub fn run(root: &Path, args: &[String]) -> Result {
-    if crate::wants_help(args) {
-        print!("{}", crate::USAGE);
-        return Ok(());
-    }
     let opts = parse(args)?;
     let mut cmd = util::cargo(root);
     cmd.args(["run", "--release", "--package", "gpukit-examples"])

@@ -1,10 +1,12 @@
-//! Shared plumbing for the subcommands: where the workspace is, how to call cargo, and how
-//! to run a command so that it is echoed first and its failure ends `xtask` with its status.
+//! Shared plumbing for the subcommands: their command lines ([`Cli`]), where the workspace
+//! is, how to call cargo, and how to run a command so that it is echoed first and its
+//! failure ends `xtask` with its status.
 
 use std::ffi::OsStr;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::str::FromStr;
 
 /// Why a subcommand stopped: a message for `error: ...` and the exit code to leave with.
 #[derive(Debug)]
@@ -30,6 +32,29 @@ impl Failure {
             message: message.into(),
             code: 2,
         }
+    }
+
+    /// `-h` or `--help`: not a failure, but it ends the subcommand the same way; `main`
+    /// prints the usage and exits with 0.
+    pub fn help() -> Self {
+        Failure {
+            message: String::new(),
+            code: 0,
+        }
+    }
+
+    /// Whether this is [`Failure::help`].
+    pub fn is_help(&self) -> bool {
+        self.code == 0
+    }
+}
+
+impl From<lexopt::Error> for Failure {
+    fn from(err: lexopt::Error) -> Self {
+        Failure::usage(match err {
+            lexopt::Error::UnexpectedOption(option) => format!("unknown option {option}"),
+            other => other.to_string(),
+        })
     }
 }
 
@@ -58,12 +83,81 @@ pub fn header(text: &str) {
     println!("==> {text}");
 }
 
-/// Splits `--flag=value` into the flag and its inline value; any other argument is returned
-/// whole, without a value.
-pub fn split_flag(arg: &str) -> (&str, Option<String>) {
-    match arg.split_once('=') {
-        Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_string())),
-        _ => (arg, None),
+/// A subcommand's command line, read with lexopt: `--flag value` and `--flag=value` alike,
+/// `-h`/`--help` ends the parse with [`Failure::help`], and an unknown flag or a bad value is
+/// a usage failure that names the flag and what it accepts. Nothing is clamped or replaced.
+#[derive(Debug)]
+pub struct Cli {
+    parser: lexopt::Parser,
+}
+
+impl Cli {
+    /// All of `args` as flags and values (after a `--` everything is a value).
+    pub fn new(args: &[String]) -> Cli {
+        Cli {
+            parser: lexopt::Parser::from_args(args),
+        }
+    }
+
+    /// The arguments before the first `--` as flags and values, and those after it, which
+    /// the subcommand passes on untouched (to cargo, a test binary, libFuzzer, ...).
+    pub fn with_passthrough(args: &[String]) -> (Cli, Vec<String>) {
+        let (own, passthrough) = match args.iter().position(|arg| arg == "--") {
+            Some(at) => (&args[..at], args[at + 1..].to_vec()),
+            None => (args, Vec::new()),
+        };
+        (Cli::new(own), passthrough)
+    }
+
+    /// The next flag or value.
+    pub fn next_arg(&mut self) -> Result<Option<lexopt::Arg<'_>>> {
+        match self.parser.next()? {
+            Some(lexopt::Arg::Short('h') | lexopt::Arg::Long("help")) => Err(Failure::help()),
+            arg => Ok(arg),
+        }
+    }
+
+    /// Accepts no arguments (but `--help`).
+    pub fn none(&mut self) -> Result {
+        match self.next_arg()? {
+            Some(arg) => Err(arg.unexpected().into()),
+            None => Ok(()),
+        }
+    }
+
+    /// The value of the flag just read, as text.
+    pub fn string(&mut self, flag: &str) -> Result<String> {
+        self.parser
+            .value()?
+            .into_string()
+            .map_err(|value| Failure::usage(format!("{flag} {value:?} is not valid UTF-8")))
+    }
+
+    /// The value of `flag`, parsed and checked by `ok`; `accepted` says what is accepted,
+    /// for the error.
+    pub fn number<T: FromStr>(
+        &mut self,
+        flag: &str,
+        accepted: &str,
+        ok: impl Fn(&T) -> bool,
+    ) -> Result<T> {
+        let text = self.string(flag)?;
+        text.parse::<T>()
+            .ok()
+            .filter(|value| ok(value))
+            .ok_or_else(|| Failure::usage(format!("{flag} {text}: expected {accepted}")))
+    }
+
+    /// The value of `flag`, one of `names`.
+    pub fn one_of(&mut self, flag: &str, names: &[&'static str]) -> Result<&'static str> {
+        let text = self.string(flag)?;
+        if let Some(name) = names.iter().find(|name| **name == text) {
+            return Ok(name);
+        }
+        Err(Failure::usage(format!(
+            "{flag} {text}: expected one of {}",
+            names.join(", ")
+        )))
     }
 }
 
@@ -152,5 +246,75 @@ fn quote(word: &OsStr) -> String {
         word.into_owned()
     } else {
         format!("{word:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lexopt::Arg::Long;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|arg| arg.to_string()).collect()
+    }
+
+    /// `--n`, `--mode`, `--quick` and the arguments after `--`.
+    type Parsed = (Option<u32>, Option<&'static str>, bool, Vec<String>);
+
+    /// `--n N` (a count), `--mode cpu|cuda` and `--quick`, the way the subcommands read them.
+    fn parse(args: &[&str]) -> Result<Parsed> {
+        let (mut cli, rest) = Cli::with_passthrough(&strings(args));
+        let (mut n, mut mode, mut quick) = (None, None, false);
+        while let Some(arg) = cli.next_arg()? {
+            match arg {
+                Long("n") => n = Some(cli.number("--n", "a count, at least 1", |n| *n >= 1)?),
+                Long("mode") => mode = Some(cli.one_of("--mode", &["cpu", "cuda"])?),
+                Long("quick") => quick = true,
+                other => return Err(other.unexpected().into()),
+            }
+        }
+        Ok((n, mode, quick, rest))
+    }
+
+    fn usage_error(args: &[&str]) -> String {
+        let err = parse(args).unwrap_err();
+        assert_eq!(err.code, 2, "{args:?}: {}", err.message);
+        err.message
+    }
+
+    #[test]
+    fn reads_both_value_spellings_and_passes_the_rest_on() {
+        let parsed = parse(&["--n=3", "--mode", "cuda", "--quick", "--", "-x", "--", "y"]).unwrap();
+        assert_eq!(
+            parsed,
+            (Some(3), Some("cuda"), true, strings(&["-x", "--", "y"]))
+        );
+        assert_eq!(parse(&[]).unwrap(), (None, None, false, vec![]));
+    }
+
+    #[test]
+    fn help_before_the_passthrough_asks_for_help() {
+        assert!(parse(&["--n", "1", "-h"]).unwrap_err().is_help());
+        assert!(parse(&["--help"]).unwrap_err().is_help());
+        assert!(parse(&["--", "--help"]).is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_flag_and_what_it_accepts() {
+        let cases: [(&[&str], &str); 7] = [
+            (&["--n", "0"], "--n 0: expected a count, at least 1"),
+            (&["--n=x"], "--n x: expected a count, at least 1"),
+            (&["--mode", "tpu"], "--mode tpu: expected one of cpu, cuda"),
+            (&["--fast"], "unknown option --fast"),
+            (&["--n"], "missing argument for option '--n'"),
+            (
+                &["--quick=1"],
+                "unexpected argument for option '--quick': \"1\"",
+            ),
+            (&["stray"], "unexpected argument \"stray\""),
+        ];
+        for (args, message) in cases {
+            assert_eq!(usage_error(args), message, "{args:?}");
+        }
     }
 }

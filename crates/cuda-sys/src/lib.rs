@@ -24,6 +24,7 @@
 //! which is dlopen with our flags) and `thiserror`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod cublas;
 pub mod discover;

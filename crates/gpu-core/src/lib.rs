@@ -44,6 +44,7 @@
 //! backend against it.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod array;

@@ -35,9 +35,14 @@
 //! op fails at the call that would have queued it: nothing is queued, and the error is
 //! returned there and then (never later, from a sync). A fault is one-shot: the calls after
 //! the Nth succeed again.
+//!
+//! A fault must never leave a stream waiting forever, so fault tests run each case through
+//! [`within_limit`], which turns a hang into a test failure instead of a stalled suite.
 
+use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 use gpukit_core::Error;
 
@@ -375,4 +380,53 @@ impl FaultProbe {
     pub fn injected(&self) -> Vec<InjectedFault> {
         self.0.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+}
+
+/// Why [`within_limit`] has no result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overrun {
+    /// The case was still running when the limit passed: it hangs (or is far too slow).
+    TimedOut(Duration),
+    /// The case panicked; the panic message was printed where it happened.
+    Panicked,
+}
+
+impl fmt::Display for Overrun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Overrun::TimedOut(limit) => write!(f, "did not finish within {limit:?}: it hangs"),
+            Overrun::Panicked => f.write_str("panicked (its message is printed above)"),
+        }
+    }
+}
+
+impl std::error::Error for Overrun {}
+
+/// Runs `case` on a thread of its own and waits at most `limit` for its result.
+///
+/// A test's guard against a hang: the case fails with [`Overrun::TimedOut`] rather than
+/// stalling the test run. A thread that overruns is left behind (nothing can stop it), to
+/// end with the test process.
+///
+/// ```
+/// use std::time::Duration;
+/// use gpukit_cpu::fault::{within_limit, Overrun};
+///
+/// assert_eq!(within_limit(Duration::from_secs(5), || 6 * 7), Ok(42));
+/// let hang = within_limit(Duration::from_millis(10), || std::thread::sleep(Duration::from_secs(1)));
+/// assert_eq!(hang, Err(Overrun::TimedOut(Duration::from_millis(10))));
+/// ```
+pub fn within_limit<T: Send + 'static>(
+    limit: Duration,
+    case: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Overrun> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        // The receiver is gone only after a time-out; then nobody wants the result.
+        let _ = tx.send(case());
+    });
+    rx.recv_timeout(limit).map_err(|err| match err {
+        mpsc::RecvTimeoutError::Timeout => Overrun::TimedOut(limit),
+        mpsc::RecvTimeoutError::Disconnected => Overrun::Panicked,
+    })
 }

@@ -37,6 +37,7 @@
 //! that beats a hand-written loop by an order of magnitude), `thiserror` for [`CpuError`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod error;
@@ -46,6 +47,7 @@ mod info;
 mod mem;
 mod ops;
 mod queue;
+pub mod reference;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Weak};

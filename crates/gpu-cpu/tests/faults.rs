@@ -11,34 +11,20 @@
 //!   wrote, and every buffer, host allocation and stream is released in the end.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use gpukit_core::{
     Error, Event, Gemm, GpuArray, HostBuffer, HostUse, In, Kernel, KernelSpec, LaunchConfig, Out,
     Pending, Stream,
 };
-use gpukit_cpu::fault::is_injected;
-use gpukit_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
+use gpukit_cpu::fault::{is_injected, within_limit};
+use gpukit_cpu::{reference, CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
 
-/// How long one case may take before it counts as a hang.
+/// How long one case may take before it counts as a hang (see [`within_limit`]).
 const CASE_LIMIT: Duration = Duration::from_secs(30);
 
 /// Elements per array (a 4 x 4 matrix for gemm).
 const N: usize = 16;
-
-/// Runs `f` on a thread of its own; panics if it takes longer than [`CASE_LIMIT`].
-fn within_limit<T: Send + 'static>(what: String, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(CASE_LIMIT) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for {CASE_LIMIT:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
-    }
-}
 
 fn faulty_context(plan: Option<FaultPlan>) -> (CpuContext, FaultProbe) {
     let (backend, probe) =
@@ -266,14 +252,11 @@ macro_rules! alloc_step {
     };
 }
 
-fn gemm_ref(a: &[f32], b: &[f32]) -> Vec<f32> {
-    let mut c = vec![0.0; N];
-    for i in 0..4 {
-        for j in 0..4 {
-            c[i * 4 + j] = (0..4).map(|k| a[i * 4 + k] * b[k * 4 + j]).sum();
-        }
-    }
-    c
+/// `a b` for two 4 x 4 matrices, from the f64 reference (exact here: small integers and
+/// halves).
+fn gemm_4x4(a: &[f32], b: &[f32]) -> Vec<f32> {
+    let product = reference::gemm(&Gemm::new(4, 4, 4), a, b, &[]);
+    product.into_iter().map(|v| v as f32).collect()
 }
 
 fn program() -> Vec<Step> {
@@ -361,7 +344,7 @@ fn program() -> Vec<Step> {
                     p.s[2].gemm(Gemm::new(4, 4, 4), p.a("z"), p.a("y"), m)
                 })
             },
-            update: |m| m.set("m", gemm_ref(&m.get("z"), &m.get("y"))),
+            update: |m| m.set("m", gemm_4x4(&m.get("z"), &m.get("y"))),
         },
         Step {
             name: "s1: y = v (d2d copy; waits for gemm's read of y)",
@@ -580,7 +563,8 @@ fn run_program(plan: Option<FaultPlan>) -> Outcome {
 #[test]
 fn a_fault_at_every_call_of_a_multi_stream_program_surfaces_at_its_step() {
     let steps = program().len();
-    let dry = within_limit("dry run".into(), || run_program(None));
+    let dry = within_limit(CASE_LIMIT, || run_program(None))
+        .unwrap_or_else(|e| panic!("the dry run {e}"));
     assert!(dry.failed.is_none());
     assert_eq!(dry.calls_after.len(), steps);
     let total = *dry.calls_after.last().unwrap();
@@ -589,7 +573,8 @@ fn a_fault_at_every_call_of_a_multi_stream_program_surfaces_at_its_step() {
     // Every call overall; the failing step must be the one that made the call.
     for k in 1..=total {
         let plan = FaultPlan::new(FaultKind::Any, k);
-        let out = within_limit(format!("{plan:?}"), move || run_program(Some(plan)));
+        let out = within_limit(CASE_LIMIT, move || run_program(Some(plan)))
+            .unwrap_or_else(|e| panic!("{plan:?} {e}"));
         let expected = dry.calls_after.iter().position(|&c| c >= k).unwrap();
         assert!(
             !out.outputs_written_despite_error,
@@ -617,7 +602,8 @@ fn a_fault_at_every_call_of_a_multi_stream_program_surfaces_at_its_step() {
         let mut k = 1;
         loop {
             let plan = FaultPlan::new(kind, k);
-            let out = within_limit(format!("{plan:?}"), move || run_program(Some(plan)));
+            let out = within_limit(CASE_LIMIT, move || run_program(Some(plan)))
+                .unwrap_or_else(|e| panic!("{plan:?} {e}"));
             assert!(!out.outputs_written_despite_error, "{plan:?}");
             match out.failed {
                 Some((_, err)) => assert!(is_injected(&err)),

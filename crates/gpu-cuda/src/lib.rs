@@ -75,6 +75,7 @@
 //! and `thiserror`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod backend;
 mod device;

@@ -35,6 +35,7 @@
 //! CPU time, which the CPU backend's bound needs (a loader waiting on I/O uses no core).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod error;
 mod pipeline;

@@ -10,13 +10,13 @@
 //! device buffer, host allocation and stream it made; the context must then run the
 //! pipeline again correctly.
 
-use std::sync::mpsc;
 use std::time::Duration;
 
-use gpukit_cpu::fault::is_injected;
+use gpukit_cpu::fault::{is_injected, within_limit};
 use gpukit_cpu::{CpuBackend, CpuContext, FaultKind, FaultPlan, FaultProbe};
 use gpukit_pipeline::{Pattern, Pipeline, PipelineError};
 
+/// How long one case may take before it counts as a hang (see [`within_limit`]).
 const CASE_LIMIT: Duration = Duration::from_secs(30);
 const BATCHES: usize = 6;
 const LEN: usize = 256;
@@ -154,20 +154,9 @@ fn case(pattern: Pattern, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
     (Case { injected, error }, probe)
 }
 
-fn within_limit<T: Send + 'static>(what: String, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(CASE_LIMIT) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for {CASE_LIMIT:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
-    }
-}
-
 fn every_call(pattern: Pattern) {
-    let (_, dry) = within_limit(format!("{pattern} dry run"), move || case(pattern, None));
+    let (_, dry) = within_limit(CASE_LIMIT, move || case(pattern, None))
+        .unwrap_or_else(|e| panic!("{pattern} dry run {e}"));
     let counts = dry.stats();
     let mut cases = 0;
     let mut fired = 0;
@@ -177,9 +166,8 @@ fn every_call(pattern: Pattern) {
         let n = counts.count(kind) / 2 + 2;
         for k in 1..=n {
             let plan = FaultPlan::new(kind, k);
-            let (c, _) = within_limit(format!("{pattern} {plan:?}"), move || {
-                case(pattern, Some(plan))
-            });
+            let (c, _) = within_limit(CASE_LIMIT, move || case(pattern, Some(plan)))
+                .unwrap_or_else(|e| panic!("{pattern} {plan:?} {e}"));
             cases += 1;
             fired += u32::from(c.injected);
             if let Some(e) = c.error {

@@ -20,6 +20,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use gpukit_core::{Error, GpuArray, HostUse, In, Kernel, KernelSpec, LaunchConfig, Out, Stream};
+use gpukit_cpu::fault::within_limit;
 use gpukit_cpu::{CpuBackend, CpuContext};
 use gpukit_pipeline::{BoxError, Pattern, Pipeline, PipelineError, ProgressSnapshot, Stage};
 use proptest::collection::vec;
@@ -66,24 +67,14 @@ impl<T, E: std::fmt::Display> OrFail<T> for Result<T, E> {
     }
 }
 
-/// Runs `f` in a thread of its own and fails if it takes longer than [`CASE_LIMIT`] (a
-/// hang) or panics. A hung thread is left behind; the test fails anyway.
-fn within_limit<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, TestCaseError> + Send + 'static,
+/// Runs `case` with gpukit-cpu's [`within_limit`]: a hang (a case still running after
+/// [`CASE_LIMIT`]) or a panic fails the case. A hung thread is left behind; the test fails
+/// anyway.
+fn limited<T: Send + 'static>(
+    case: impl FnOnce() -> Result<T, TestCaseError> + Send + 'static,
 ) -> Result<T, TestCaseError> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(CASE_LIMIT) {
-        Ok(r) => r,
-        Err(mpsc::RecvTimeoutError::Timeout) => Err(TestCaseError::fail(format!(
-            "the case did not finish within {CASE_LIMIT:?}: the pipeline hangs"
-        ))),
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err(TestCaseError::fail(
-            "the case panicked (see the output above)",
-        )),
-    }
+    within_limit(CASE_LIMIT, case)
+        .map_err(|overrun| TestCaseError::fail(format!("the case {overrun}")))?
 }
 
 // ---------------------------------------------------------------------------------------
@@ -451,7 +442,7 @@ fn all_returned(ctx: &CpuContext, case: &Case) -> Result<(), TestCaseError> {
 #[test]
 fn any_pipeline_matches_sequential_processing() {
     check(160, case(0usize..=12), |case| {
-        within_limit(move || {
+        limited(move || {
             let ctx = CpuBackend::context().tc()?;
             let (seq, seq_out, _) = run_case(&ctx, &case, Pattern::Sequential, None)?;
             let seq = seq.tc()?;
@@ -517,7 +508,7 @@ fn a_failing_stage_stops_the_run_cleanly() {
     let strategy = (case(1usize..=12), pattern())
         .prop_flat_map(|(case, next)| (fault(case.batches), Just(case), Just(next)));
     check(200, strategy, |(fault, case, next_pattern)| {
-        within_limit(move || {
+        limited(move || {
             let ctx = CpuBackend::context().tc()?;
             let (result, out, progress) = run_case(&ctx, &case, case.pattern, Some(fault))?;
             let err = match result {
@@ -558,7 +549,7 @@ fn progress_is_monotone_and_ends_complete() {
         1usize..=3,
     );
     check(40, strategy, |(pattern, batches, len, load_us, k)| {
-        within_limit(move || {
+        limited(move || {
             let ctx = CpuBackend::context().tc()?;
             let pipeline = Pipeline::new(&ctx, pattern)
                 .batches(batches)

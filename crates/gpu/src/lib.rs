@@ -60,6 +60,7 @@
 //! device. Code beats `GPU_DEVICE` beats the file.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
 mod any;

@@ -5,24 +5,8 @@
 mod common;
 
 use gpukit::core::half::{bf16, f16};
+use gpukit::cpu::reference;
 use gpukit::{Float, Gemm};
-
-/// Row-major `op(A) op(B)` in f64.
-fn gemm_reference(g: &Gemm<f64>, a: &[f64], b: &[f64]) -> Vec<f64> {
-    let (m, n, k) = (g.m, g.n, g.k);
-    let mut c = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            c[i * n + j] = (0..k)
-                .map(|l| {
-                    common::op_at(a, g.trans_a, m, k, i, l)
-                        * common::op_at(b, g.trans_b, k, n, l, j)
-                })
-                .sum();
-        }
-    }
-    c
-}
 
 /// Every transpose combination of a small product, against f64: one rounding of the f32
 /// result to `significand_bits` bits (half an ulp: `2^-bits` relative), plus the f32
@@ -38,16 +22,14 @@ fn gemm_all_transposes<T: Float>(
     let b: Vec<T> = (0..k * n)
         .map(|i| T::from_f64(1.0 - i as f64 * 0.25))
         .collect();
-    let (af, bf): (Vec<f64>, Vec<f64>) = (
-        a.iter().map(|v| v.to_f64()).collect(),
-        b.iter().map(|v| v.to_f64()).collect(),
-    );
     let da = ctx.alloc_upload(&a)?;
     let db = ctx.alloc_upload(&b)?;
     for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut dc = ctx.alloc_zeros::<T>(m * n)?;
-        ctx.gemm(Gemm::new(m, n, k).transpose(ta, tb), &da, &db, &mut dc)?;
-        let want = gemm_reference(&Gemm::new(m, n, k).transpose(ta, tb), &af, &bf);
+        let g = Gemm::new(m, n, k).transpose(ta, tb);
+        ctx.gemm(g, &da, &db, &mut dc)?;
+        // The exact f64 values of the T inputs, multiplied and summed in f64.
+        let want = reference::gemm(&g, &a, &b, &[]);
         for (i, (got, want)) in dc.download()?.iter().zip(&want).enumerate() {
             let got = got.to_f64();
             let bound = want.abs() * 2f64.powi(-significand_bits) + 1e-6;

@@ -75,7 +75,29 @@ fn reads_test_artifacts_from_cargo_json() {
 
     let other = r#"{"reason":"build-finished","success":true}"#;
     assert_eq!(parse_artifact(other).unwrap(), None);
+    // A build script's run has no `executable`; a diagnostic has no `target` fields we read.
+    let script = r#"{"reason":"build-script-executed","package_id":"x","linked_libs":[],"out_dir":"/w/out"}"#;
+    assert_eq!(parse_artifact(script).unwrap(), None);
+    let diagnostic = r#"{"reason":"compiler-message","target":{"kind":["lib"],"name":"x"},"message":{"rendered":"warning"}}"#;
+    assert_eq!(parse_artifact(diagnostic).unwrap(), None);
     assert!(parse_artifact("{not json").is_err());
+    assert_eq!(
+        parse_artifact(r#"{"executable":"/t"}"#).unwrap(),
+        None,
+        "no reason"
+    );
+    assert_eq!(parse_artifact("[1, 2]").unwrap(), None, "not an object");
+}
+
+#[test]
+fn refuses_bad_arguments_before_building() {
+    let root = Path::new("/nonexistent-xtask-root");
+    for bad in [&["a", "b"][..], &["--fast"][..], &["--dir=x"][..]] {
+        let args: Vec<String> = bad.iter().map(|arg| arg.to_string()).collect();
+        let err = run(root, &args).unwrap_err();
+        assert_eq!(err.code, 2, "{bad:?}: {}", err.message);
+    }
+    assert!(run(root, &["-h".to_owned()]).unwrap_err().is_help());
 }
 
 #[test]
@@ -101,11 +123,7 @@ fn names_binaries_by_target_and_disambiguates_collisions() {
 }
 
 #[test]
-fn formats_dates_and_sizes() {
-    assert_eq!(utc_date_time(0), "1970-01-01 00:00:00 UTC");
-    assert_eq!(utc_date_time(951_782_400), "2000-02-29 00:00:00 UTC");
-    assert_eq!(utc_date_time(1_700_000_000), "2023-11-14 22:13:20 UTC");
-    assert_eq!(utc_date_time(4_107_542_399), "2100-02-28 23:59:59 UTC");
+fn formats_sizes() {
     assert_eq!(human_size(512), "512 B");
     assert_eq!(human_size(1536), "1.5 KiB");
     assert_eq!(human_size(MAX_BUNDLE_BYTES), "64.0 MiB");

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+use gpukit::cpu::reference;
 use gpukit::{Gemm, HostUse, In, KernelSpec, LaunchConfig, Numeric, Out};
 
 use common::{close, vector_add_spec};
@@ -118,30 +119,6 @@ fn round_trip<T: gpukit::Element>(ctx: &gpukit::Context, data: &[T]) -> gpukit::
     Ok(())
 }
 
-fn gemm_reference(g: &Gemm<f64>, a: &[f64], b: &[f64], c: &[f64]) -> Vec<f64> {
-    let mut out = vec![0.0; g.m * g.n];
-    for i in 0..g.m {
-        for j in 0..g.n {
-            let mut acc = 0.0;
-            for l in 0..g.k {
-                let av = if g.trans_a {
-                    a[l * g.m + i]
-                } else {
-                    a[i * g.k + l]
-                };
-                let bv = if g.trans_b {
-                    b[j * g.k + l]
-                } else {
-                    b[l * g.n + j]
-                };
-                acc += av * bv;
-            }
-            out[i * g.n + j] = g.alpha * acc + g.beta * c[i * g.n + j];
-        }
-    }
-    out
-}
-
 /// Values of `T` (rounded from `f`) and their exact f64 values.
 fn floats<T: gpukit::Float>(n: usize, f: impl Fn(usize) -> f64) -> (Vec<T>, Vec<f64>) {
     let t: Vec<T> = (0..n).map(|i| T::from_f64(f(i))).collect();
@@ -167,7 +144,7 @@ fn gemm_all<T: gpukit::Float>(ctx: &gpukit::Context, rel: f64) -> gpukit::Result
                 .scaled(alpha, beta);
             let mut dc = ctx.alloc_upload(&c0)?;
             ctx.gemm(g, &da, &db, &mut dc)?;
-            let want = gemm_reference(&gr, &ar, &br, &cr);
+            let want = reference::gemm(&gr, &ar, &br, &cr);
             let what = format!(
                 "gemm {} ta={ta} tb={tb} alpha={alpha} beta={beta}",
                 T::DTYPE
@@ -178,7 +155,7 @@ fn gemm_all<T: gpukit::Float>(ctx: &gpukit::Context, rel: f64) -> gpukit::Result
     // beta = 0 ignores whatever C held, NaNs included (as BLAS does).
     let mut dc = ctx.alloc_upload(&vec![T::from_f64(f64::NAN); m * n])?;
     ctx.gemm(Gemm::<T>::new(m, n, k), &da, &db, &mut dc)?;
-    let want = gemm_reference(&Gemm::<f64>::new(m, n, k), &ar, &br, &vec![0.0; m * n]);
+    let want = reference::gemm(&Gemm::<f64>::new(m, n, k), &ar, &br, &[]);
     assert_close(&dc.download()?, &want, rel, "gemm beta=0 over NaN");
     // k = 0: an empty product leaves beta * C.
     let empty = ctx.alloc_zeros::<T>(0)?;

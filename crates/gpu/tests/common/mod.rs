@@ -205,14 +205,3 @@ pub fn assert_on_gpu(what: &str, ctx: &Context, ordinal: usize) {
     assert_eq!(&ctx.info().name, name, "{what}");
     assert_eq!(ctx.info().compute_capability, Some(*cc), "{what}");
 }
-
-/// Entry `(r, c)` of `op(X)`, an `rows x cols` matrix stored row-major as `X`, or as `X^T`
-/// (`cols x rows`) when `trans`: `op(A)[i][l]` is `op_at(a, trans_a, m, k, i, l)` and
-/// `op(B)[l][j]` is `op_at(b, trans_b, k, n, l, j)` for a [`gpukit::Gemm`].
-pub fn op_at<T: Copy>(x: &[T], trans: bool, rows: usize, cols: usize, r: usize, c: usize) -> T {
-    if trans {
-        x[c * rows + r]
-    } else {
-        x[r * cols + c]
-    }
-}

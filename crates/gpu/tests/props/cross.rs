@@ -9,6 +9,7 @@
 use super::*;
 
 use gpukit::core::half::{bf16, f16};
+use gpukit::cpu::reference;
 use gpukit::{Element, UnaryOp};
 
 /// What the cross-backend comparisons need of an element type.
@@ -342,25 +343,6 @@ pub(super) struct GemmCase<T> {
     pub c: Vec<T>,
 }
 
-impl<T: Float> GemmCase<T> {
-    /// `|alpha| Σ_l |op(A)[i][l] op(B)[l][j]| + |beta C[i][j]|`: the scale of entry `(i, j)`'s
-    /// error bound.
-    pub fn scale(&self, i: usize, j: usize) -> f64 {
-        let g = &self.spec;
-        let (m, n, k) = (g.m, g.n, g.k);
-        let at = |l: usize| common::op_at(&self.a, g.trans_a, m, k, i, l).to_f64();
-        let bt = |l: usize| common::op_at(&self.b, g.trans_b, k, n, l, j).to_f64();
-        let products: f64 = (0..k).map(|l| (at(l) * bt(l)).abs()).sum();
-        let beta = g.beta.to_f64();
-        let cv = if beta == 0.0 {
-            0.0
-        } else {
-            beta * self.c[i * n + j].to_f64()
-        };
-        g.alpha.to_f64().abs() * products + cv.abs()
-    }
-}
-
 /// Two results of `g` entry by entry, within `tolerance::gemm_agree`.
 pub(super) fn compare_gemm<T: CrossFloat>(
     g: &GemmCase<T>,
@@ -377,10 +359,12 @@ pub(super) fn compare_gemm<T: CrossFloat>(
             ));
         }
     }
+    // The scale of each entry's error bound (`C` is NaN where beta is zero, and unread).
+    let scales = reference::gemm_magnitudes(&g.spec, &g.a, &g.b, &g.c);
     for i in 0..m {
         for j in 0..n {
             let (w, c) = (want[i * n + j], got[i * n + j]);
-            let scale = g.scale(i, j);
+            let scale = scales[i * n + j];
             if !tolerance::gemm_agree(T::DTYPE, w.to_f64(), c.to_f64(), k, scale) {
                 return Err(format!(
                     "gemm {} C[{i}][{j}] of {m}x{n}x{k} (trans {} {}, alpha {:?}, beta {:?}): cpu {w:?}, cuda {c:?} (scale {scale})",

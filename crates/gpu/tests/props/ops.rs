@@ -4,6 +4,7 @@
 use super::*;
 
 use gpukit::core::half::{bf16, f16};
+use gpukit::cpu::reference;
 
 /// Input ranges and element-wise tolerances of one float type against the f64 reference.
 /// Reductions and gemm use the derived bounds of `tolerance.rs`.
@@ -329,7 +330,6 @@ fn gemm_vs_reference<T: FloatRef>(ctx: &gpukit::Context) -> gpukit::Result<()> {
             to_t(&g.c)
         };
         let (alpha, beta) = (T::from_f64(g.alpha), T::from_f64(g.beta));
-        let (al, be) = (alpha.to_f64(), beta.to_f64());
 
         let da = ctx.alloc_upload(&a).tc()?;
         let db = ctx.alloc_upload(&b).tc()?;
@@ -342,22 +342,12 @@ fn gemm_vs_reference<T: FloatRef>(ctx: &gpukit::Context) -> gpukit::Result<()> {
         prop_assert_eq!(got.len(), g.m * g.n);
 
         let (m, n, k) = (g.m, g.n, g.k);
-        let at = |i: usize, l: usize| common::op_at(&a, g.trans_a, m, k, i, l).to_f64();
-        let bt = |l: usize, j: usize| common::op_at(&b, g.trans_b, k, n, l, j).to_f64();
+        // From the rounded inputs and scalars, in f64; C only where beta is not zero.
+        let wants = reference::gemm(&spec, &a, &b, &c0);
+        let scales = reference::gemm_magnitudes(&spec, &a, &b, &c0);
         for i in 0..m {
             for j in 0..n {
-                let (mut acc, mut mag) = (0.0f64, 0.0f64);
-                for l in 0..k {
-                    acc += at(i, l) * bt(l, j);
-                    mag += (at(i, l) * bt(l, j)).abs();
-                }
-                let cv = if be == 0.0 {
-                    0.0
-                } else {
-                    be * c0[i * n + j].to_f64()
-                };
-                let want = al * acc + cv;
-                let scale = al.abs() * mag + cv.abs();
+                let (want, scale) = (wants[i * n + j], scales[i * n + j]);
                 let got = got[i * n + j].to_f64();
                 prop_assert!(
                     tolerance::gemm_agree(T::DTYPE, want, got, k, scale),
