@@ -96,10 +96,13 @@ impl Step {
                     Ok(flags) if !flags.trim().is_empty() => format!("{flags} -D warnings"),
                     _ => "-D warnings".to_owned(),
                 };
+                // Every feature, as docs.rs builds them (`half`, `fault-injection`): a broken
+                // intra-doc link in feature-gated docs fails here too.
                 util::run(util::cargo(root).env("RUSTDOCFLAGS", flags).args([
                     "doc",
                     "--workspace",
                     "--no-deps",
+                    "--all-features",
                 ]))
             }
             Step::Package => util::run(&mut package_command(root)),
