@@ -315,7 +315,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("async_pipeline: error: {e}");
+            eprintln!("async_pipeline: error: {}", gpukit::error_chain(&*e));
             ExitCode::FAILURE
         }
     }

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("context_basic: error: {e}");
+            eprintln!("context_basic: error: {}", gpukit::error_chain(&*e));
             ExitCode::FAILURE
         }
     }

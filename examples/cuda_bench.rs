@@ -114,7 +114,7 @@ fn main() -> ExitCode {
     match run(&ctx, &args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("cuda_bench: error: {e}");
+            eprintln!("cuda_bench: error: {}", gpukit::error_chain(&*e));
             ExitCode::FAILURE
         }
     }

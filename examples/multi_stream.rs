@@ -127,7 +127,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("multi_stream: error: {e}");
+            eprintln!("multi_stream: error: {}", gpukit::error_chain(&*e));
             ExitCode::FAILURE
         }
     }

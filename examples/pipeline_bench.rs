@@ -149,14 +149,14 @@ fn main() -> ExitCode {
             };
         }
         Err(e) => {
-            eprintln!("pipeline_bench: error: {e}");
+            eprintln!("pipeline_bench: error: {}", gpukit::error_chain(&e));
             return ExitCode::FAILURE;
         }
     };
     match run(&ctx, &args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pipeline_bench: error: {e}");
+            eprintln!("pipeline_bench: error: {}", gpukit::error_chain(&*e));
             ExitCode::FAILURE
         }
     }

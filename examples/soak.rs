@@ -256,7 +256,7 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("soak: error: {e}");
+            eprintln!("soak: error: {}", gpukit::error_chain(&*e));
             ExitCode::FAILURE
         }
     }

@@ -162,7 +162,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("training_pipeline: error: {e}");
+            eprintln!("training_pipeline: error: {}", gpukit::error_chain(&*e));
             ExitCode::FAILURE
         }
     }

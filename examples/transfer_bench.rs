@@ -84,7 +84,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("transfer_bench: error: {e}");
+            eprintln!("transfer_bench: error: {}", gpukit::error_chain(&*e));
             ExitCode::FAILURE
         }
     }

@@ -38,9 +38,26 @@ pub struct CublasLib {
     pub api: Cublas,
 }
 
+impl std::fmt::Debug for CublasLib {
+    /// The libraries' paths; the table of entry points is left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CublasLib")
+            .field("loaded", &self.loaded)
+            .field("lt", &self.lt)
+            .finish_non_exhaustive()
+    }
+}
+
 impl CublasLib {
     /// The name and description of a status, as cuBLAS gives them.
     pub fn status_text(&self, status: cublasStatus_t) -> String {
+        let (name, text) = self.status_parts(status);
+        format!("{name} ({text})")
+    }
+
+    /// `(name, description)` of a status, from `cublasGetStatusName` and
+    /// `cublasGetStatusString`.
+    pub fn status_parts(&self, status: cublasStatus_t) -> (String, String) {
         // SAFETY: both calls return static NUL-terminated strings for any status.
         let (name, text) = unsafe {
             (
@@ -56,7 +73,7 @@ impl CublasLib {
                 unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
             }
         };
-        format!("{} ({})", read(name), read(text))
+        (read(name), read(text))
     }
 
     /// cuBLAS's version `(major, minor, patch)`, from

@@ -104,17 +104,37 @@ impl fmt::Display for DType {
     }
 }
 
-impl FromStr for DType {
-    type Err = String;
+/// A name that is not one of [`DType::ALL`]'s (from `"f33".parse::<DType>()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseDTypeError {
+    /// The text that was given.
+    pub input: String,
+}
 
+impl fmt::Display for ParseDTypeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown dtype {:?}; expected one of ", self.input)?;
+        for (i, d) in DType::ALL.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{}", d.name())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ParseDTypeError {}
+
+impl FromStr for DType {
+    type Err = ParseDTypeError;
+
+    /// Parses a name of [`DType::name`], ignoring case and surrounding blanks.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim().to_ascii_lowercase();
+        let wanted = s.trim().to_ascii_lowercase();
         DType::ALL
             .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = DType::ALL.iter().map(|d| d.name()).collect();
-                format!("unknown dtype {s:?}; expected one of {}", names.join(", "))
+            .find(|d| d.name() == wanted)
+            .ok_or_else(|| ParseDTypeError {
+                input: s.to_owned(),
             })
     }
 }
@@ -308,7 +328,12 @@ mod tests {
         for d in DType::ALL {
             assert_eq!(d.name().parse::<DType>(), Ok(d));
         }
-        assert!("f33".parse::<DType>().is_err());
+        let err = "F33 ".parse::<DType>().unwrap_err();
+        assert_eq!(err.input, "F33 ");
+        assert!(
+            err.to_string().contains("expected one of f32, f64"),
+            "{err}"
+        );
     }
 
     #[test]

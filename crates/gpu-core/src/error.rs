@@ -176,6 +176,26 @@ pub enum Error {
         message: String,
     },
 
+    /// A call into a backend's library (the CUDA driver, cuBLAS) failed with a status code.
+    /// `code` is the library's own value, so callers can match on it (for CUDA,
+    /// `gpukit::cuda::driver_result` turns it back into cudarc's `CUresult`).
+    #[error("{backend} call `{call}` failed with {name} ({code}): {message}")]
+    Status {
+        /// The backend (`cuda`).
+        backend: &'static str,
+        /// The library whose code this is: `driver` (a `CUresult`) or `cublas` (a
+        /// `cublasStatus_t`).
+        api: &'static str,
+        /// The call that failed (`cuMemAlloc`, `cublasSgemm_v2`, ...).
+        call: &'static str,
+        /// The status code, as the library defines it.
+        code: i64,
+        /// The code's name (`CUDA_ERROR_INVALID_VALUE`).
+        name: String,
+        /// The library's description of the code.
+        message: String,
+    },
+
     /// A backend call failed in a way no other variant describes.
     #[error("{backend} call `{call}` failed: {message}")]
     Backend {
@@ -188,15 +208,18 @@ pub enum Error {
     },
 
     /// The context hit an unrecoverable device error earlier; every later call fails with
-    /// this until the context is dropped.
-    #[error("the context is unusable after an earlier fatal error: {origin}")]
+    /// this until the context is dropped. The first fatal error (with its status code) is
+    /// [`source`](std::error::Error::source).
+    #[error("the context is unusable after an earlier fatal error")]
     Poisoned {
-        /// The first fatal error, in words.
-        origin: String,
+        /// The first fatal error.
+        #[source]
+        first: Box<Error>,
     },
 
     /// An error raised in a `Drop` (or in work nobody waited for), returned by the next call.
-    #[error("error deferred from {origin}: {source}")]
+    /// The error itself is [`source`](std::error::Error::source).
+    #[error("error deferred from {origin}")]
     Deferred {
         /// What was being dropped or cleaned up.
         origin: &'static str,
@@ -206,10 +229,12 @@ pub enum Error {
 }
 
 impl Error {
-    /// The error behind any number of [`Error::Deferred`] wrappers.
+    /// The error behind any number of [`Error::Deferred`] and [`Error::Poisoned`] wrappers:
+    /// the fault itself.
     pub fn root(&self) -> &Error {
         match self {
             Error::Deferred { source, .. } => source.root(),
+            Error::Poisoned { first } => first.root(),
             other => other,
         }
     }
@@ -238,6 +263,7 @@ pub(crate) fn same_len(
 ///
 /// Calls that take ownership of host memory (asynchronous copies) return this so that a
 /// rejected buffer is never lost. It converts into [`Error`] for `?`, dropping the value.
+/// As an error it is transparent: it displays as `error` and its source is `error`'s.
 pub struct Rejected<T> {
     /// Why the call failed.
     pub error: Error,
@@ -272,7 +298,7 @@ impl<T> fmt::Display for Rejected<T> {
 
 impl<T> std::error::Error for Rejected<T> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        std::error::Error::source(&self.error)
     }
 }
 

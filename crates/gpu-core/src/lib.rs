@@ -65,7 +65,7 @@ pub use backend::{
     Backend, BinaryOp, BufAt, DeviceInfo, Gemm, HostUse, KernelArg, LaunchLimits, ReduceOp, UnaryOp,
 };
 pub use context::Context;
-pub use element::{DType, Element, Float, Numeric};
+pub use element::{DType, Element, Float, Numeric, ParseDTypeError};
 pub use error::{Error, Rejected, Result};
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{

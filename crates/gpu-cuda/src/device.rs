@@ -33,8 +33,8 @@ unsafe impl<T> Send for Raw<T> {}
 unsafe impl<T> Sync for Raw<T> {}
 
 /// The poison flag of device `ordinal`, one per device per process.
-fn poison_flag(ordinal: usize) -> Arc<OnceLock<String>> {
-    static FLAGS: OnceLock<Mutex<HashMap<usize, Arc<OnceLock<String>>>>> = OnceLock::new();
+fn poison_flag(ordinal: usize) -> Arc<OnceLock<CudaError>> {
+    static FLAGS: OnceLock<Mutex<HashMap<usize, Arc<OnceLock<CudaError>>>>> = OnceLock::new();
     let flags = FLAGS.get_or_init(|| Mutex::new(HashMap::new()));
     Arc::clone(lock(flags).entry(ordinal).or_default())
 }
@@ -56,7 +56,7 @@ pub(crate) struct Device {
     pub info: DeviceInfo,
     /// The device's poison flag, shared by every context on it in this process (a sticky
     /// error breaks the primary context they all use).
-    poison: Arc<OnceLock<String>>,
+    poison: Arc<OnceLock<CudaError>>,
     frees: Mutex<Vec<Raw<PendingFree>>>,
     events: Mutex<Vec<Raw<sys::CUevent>>>,
     /// Modules of dropped kernels, unloaded when nothing can still be running them.
@@ -67,9 +67,9 @@ impl Device {
     /// Opens device `ordinal` (already checked against the probe's count).
     pub fn open(ordinal: usize, name: String, total_memory: u64) -> Result<Device, CudaError> {
         let poison = poison_flag(ordinal);
-        if let Some(origin) = poison.get() {
+        if let Some(first) = poison.get() {
             return Err(CudaError::Poisoned {
-                origin: origin.clone(),
+                first: Box::new(first.clone()),
             });
         }
         let call = |call: &'static str, r: CUresult| -> Result<(), CudaError> {
@@ -79,6 +79,7 @@ impl Device {
                 let (name, message) = describe(r);
                 Err(CudaError::Driver {
                     call,
+                    result: r,
                     name,
                     message,
                 })
@@ -158,8 +159,8 @@ impl Device {
     pub fn alive(&self) -> Result<(), CudaError> {
         match self.poison.get() {
             None => Ok(()),
-            Some(origin) => Err(CudaError::Poisoned {
-                origin: origin.clone(),
+            Some(first) => Err(CudaError::Poisoned {
+                first: Box::new(first.clone()),
             }),
         }
     }
@@ -194,14 +195,14 @@ impl Device {
     pub fn error(&self, call: &'static str, r: CUresult) -> CudaError {
         let (name, message) = describe(r);
         if is_sticky(r) {
-            let origin = self.poison.get_or_init(|| {
-                format!(
-                    "{call} failed with {name} ({message}) on CUDA device {}",
-                    self.ordinal
-                )
+            let first = self.poison.get_or_init(|| CudaError::Driver {
+                call,
+                result: r,
+                name: name.clone(),
+                message: format!("{message} (CUDA device {})", self.ordinal),
             });
             return CudaError::Poisoned {
-                origin: origin.clone(),
+                first: Box::new(first.clone()),
             };
         }
         if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
@@ -215,6 +216,7 @@ impl Device {
         }
         CudaError::Driver {
             call,
+            result: r,
             name,
             message,
         }

@@ -1,12 +1,16 @@
 //! The CUDA backend's own errors, and how every `CUresult` becomes a `gpukit_core::Error`.
 //!
 //! Every driver call goes through [`Device::check`](crate::device::Device::check), which
-//! names the call in the error. Errors that leave the context unusable (an illegal address,
-//! a failed launch, an assertion in a kernel: CUDA calls them sticky) poison the backend:
-//! that call and every later one return [`gpukit_core::Error::Poisoned`] with the first error
-//! as its origin.
+//! names the call in the error. A failed call keeps the driver's code as data:
+//! [`gpukit_core::Error::Status`] with `api: "driver"` and the `CUresult`'s value, name and
+//! description ([`driver_result`] matches it against a `CUresult`; cuBLAS statuses likewise
+//! with `api: "cublas"`). Errors that leave the context unusable (an illegal address, a
+//! failed launch, an assertion in a kernel: CUDA calls them sticky) poison the backend: that
+//! call and every later one return [`gpukit_core::Error::Poisoned`], whose source is the
+//! first sticky error with its code.
 
 use cudarc::driver::sys::{self, CUresult};
+use gpukit_core::Error;
 
 /// What can go wrong inside the CUDA backend.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -16,10 +20,12 @@ pub enum CudaError {
     #[error("{0}")]
     Unavailable(String),
     /// A driver call failed.
-    #[error("{call}: {name} ({message})")]
+    #[error("{call} failed with {name} ({}): {message}", *result as u32)]
     Driver {
         /// The call (`cuMemAlloc`, ...).
         call: &'static str,
+        /// The driver's result code.
+        result: CUresult,
         /// The `CUresult` name.
         name: String,
         /// The driver's description.
@@ -37,11 +43,12 @@ pub enum CudaError {
         /// Total device memory.
         total: usize,
     },
-    /// An earlier error left the context unusable.
-    #[error("{origin}")]
+    /// An earlier error left the context unusable; the first one is the source.
+    #[error("the context is unusable after an earlier fatal error")]
     Poisoned {
-        /// The first sticky error, with its call.
-        origin: String,
+        /// The first sticky error, with its call and code.
+        #[source]
+        first: Box<CudaError>,
     },
     /// A kernel did not compile or load.
     #[error("kernel `{kernel}`: {log}")]
@@ -60,18 +67,21 @@ pub enum CudaError {
         reason: String,
     },
     /// A cuBLAS call failed.
-    #[error("{call}: {message}")]
+    #[error("{call} failed with {name} ({status}): {message}")]
     Cublas {
         /// The call.
         call: &'static str,
-        /// cuBLAS's status name and description.
+        /// The `cublasStatus_t` value.
+        status: u32,
+        /// The status's name.
+        name: String,
+        /// cuBLAS's description.
         message: String,
     },
 }
 
-impl From<CudaError> for gpukit_core::Error {
+impl From<CudaError> for Error {
     fn from(e: CudaError) -> Self {
-        use gpukit_core::Error;
         match e {
             CudaError::Unavailable(reason) => Error::Unavailable {
                 backend: "cuda",
@@ -79,12 +89,16 @@ impl From<CudaError> for gpukit_core::Error {
             },
             CudaError::Driver {
                 call,
+                result,
                 name,
                 message,
-            } => Error::Backend {
+            } => Error::Status {
                 backend: "cuda",
+                api: "driver",
                 call,
-                message: format!("{name} ({message})"),
+                code: i64::from(result as u32),
+                name,
+                message,
             },
             CudaError::OutOfMemory {
                 call,
@@ -96,16 +110,50 @@ impl From<CudaError> for gpukit_core::Error {
                 requested,
                 detail: format!("{call}: {free} of {total} bytes free"),
             },
-            CudaError::Poisoned { origin } => Error::Poisoned { origin },
+            CudaError::Poisoned { first } => Error::Poisoned {
+                first: Box::new(Error::from(*first)),
+            },
             CudaError::Compile { kernel, log } => Error::KernelCompile { kernel, log },
             CudaError::Launch { kernel, reason } => Error::InvalidLaunch { kernel, reason },
-            CudaError::Cublas { call, message } => Error::Backend {
-                backend: "cuda",
+            CudaError::Cublas {
                 call,
+                status,
+                name,
+                message,
+            } => Error::Status {
+                backend: "cuda",
+                api: "cublas",
+                call,
+                code: i64::from(status),
+                name,
                 message,
             },
         }
     }
+}
+
+/// Whether `err` is (or wraps, through [`Error::Deferred`] and [`Error::Poisoned`]) a failed
+/// CUDA driver call that returned `result`.
+///
+/// ```
+/// use gpukit::cuda::{driver_result, CUresult};
+///
+/// let err = gpukit::Error::Status {
+///     backend: "cuda",
+///     api: "driver",
+///     call: "cuMemAlloc",
+///     code: CUresult::CUDA_ERROR_INVALID_VALUE as i64,
+///     name: "CUDA_ERROR_INVALID_VALUE".into(),
+///     message: "invalid argument".into(),
+/// };
+/// assert!(driver_result(&err, CUresult::CUDA_ERROR_INVALID_VALUE));
+/// assert!(!driver_result(&err, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+/// ```
+pub fn driver_result(err: &Error, result: CUresult) -> bool {
+    matches!(
+        err.root(),
+        Error::Status { backend: "cuda", api: "driver", code, .. } if *code == i64::from(result as u32)
+    )
 }
 
 /// `(name, description)` of a `CUresult`, from the driver.
@@ -185,8 +233,42 @@ mod tests {
                 ..
             }
         ));
-        let p: gpukit_core::Error = CudaError::Poisoned { origin: "x".into() }.into();
-        assert_eq!(p, gpukit_core::Error::Poisoned { origin: "x".into() });
+        let driver = CudaError::Driver {
+            call: "cuLaunchKernel",
+            result: CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+            name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            message: "an illegal memory access was encountered".into(),
+        };
+        let p: gpukit_core::Error = CudaError::Poisoned {
+            first: Box::new(driver),
+        }
+        .into();
+        // The code survives the poisoning and both wrappers.
+        assert!(driver_result(&p, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        let deferred = gpukit_core::Error::Deferred {
+            origin: "Stream drop",
+            source: Box::new(p.clone()),
+        };
+        assert!(driver_result(
+            &deferred,
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+        ));
+        assert!(!driver_result(
+            &deferred,
+            CUresult::CUDA_ERROR_LAUNCH_FAILED
+        ));
+        match p {
+            gpukit_core::Error::Poisoned { first } => assert!(matches!(
+                *first,
+                gpukit_core::Error::Status {
+                    api: "driver",
+                    code: 700,
+                    call: "cuLaunchKernel",
+                    ..
+                }
+            )),
+            other => panic!("expected Poisoned, got {other:?}"),
+        }
         let l: gpukit_core::Error = CudaError::Launch {
             kernel: "k".into(),
             reason: "r".into(),

@@ -87,7 +87,8 @@ mod ops;
 pub use backend::{
     CudaBackend, CudaBuffer, CudaEvent, CudaHostMem, CudaKernel, CudaRegistration, CudaStream,
 };
-pub use error::CudaError;
+pub use cudarc::driver::sys::CUresult;
+pub use error::{driver_result, CudaError};
 pub use gpukit_cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
 pub use kernel::compile_check;
 pub use loader::{cudarc_driver_report, CudarcDriverReport};

@@ -455,9 +455,12 @@ fn blas_check(lib: &CublasLib, call: &'static str, st: cublasStatus_t) -> Result
     if st == cublasStatus_t::CUBLAS_STATUS_SUCCESS {
         return Ok(());
     }
+    let (name, message) = lib.status_parts(st);
     Err(CudaError::Cublas {
         call,
-        message: lib.status_text(st),
+        status: st.0,
+        name,
+        message,
     }
     .into())
 }

@@ -50,11 +50,16 @@ impl fmt::Display for Stage {
 
 /// Why a pipeline stopped. Every batch before `batch` was delivered, in order; nothing of
 /// `batch` or later was.
+///
+/// Each level of the chain states one fact: `Display` says which batch and stage, and the
+/// cause is [`source`](std::error::Error::source), so `anyhow`'s `{:#}` (or any walk of
+/// `source()`) prints `batch 3: the upload stage failed: Stream::upload: ...` once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PipelineError {
-    /// A user stage (the loader or the sink) returned an error.
-    #[error("batch {batch}: the {stage} stage failed: {source}")]
+    /// A user stage (the loader or the sink) returned an error, which is
+    /// [`source`](std::error::Error::source).
+    #[error("batch {batch}: the {stage} stage failed")]
     Stage {
         /// The batch that failed.
         batch: usize,
@@ -64,8 +69,9 @@ pub enum PipelineError {
         #[source]
         source: BoxError,
     },
-    /// A device call failed (or the compute stage returned a device error).
-    #[error("batch {batch}: the {stage} stage failed: {source}")]
+    /// A device call failed (or the compute stage returned a device error), which is
+    /// [`source`](std::error::Error::source).
+    #[error("batch {batch}: the {stage} stage failed")]
     Gpu {
         /// The batch that failed.
         batch: usize,

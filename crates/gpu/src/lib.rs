@@ -78,7 +78,7 @@ pub use context::{Context, Rejection, Selection};
 pub use gpukit_core::{
     BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error, Float,
     Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits, Numeric,
-    Out, ReduceOp, Rejected, Result, ThreadIndex, UnaryOp,
+    Out, ParseDTypeError, ReduceOp, Rejected, Result, ThreadIndex, UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.
@@ -115,6 +115,44 @@ struct WorkspaceReadme;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct CrateReadme;
+
+/// An error and its causes, `: `-joined, as anyhow's `{:#}` prints them.
+///
+/// Each level of this workspace's errors states one fact and leaves its cause to
+/// [`source`](std::error::Error::source) (a pipeline error says which batch and stage failed,
+/// its source says how), so `{e}` alone shows only the outermost fact. Programs that do not
+/// use anyhow or eyre print errors with this:
+///
+/// ```
+/// use gpukit::{Context, DeviceSpec, Pattern, Pipeline};
+///
+/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let err = Pipeline::new(&ctx, Pattern::Double)
+///     .batches(2)
+///     .input_len(4)
+///     .output_len(4)
+///     .run(
+///         |_i, _buf: &mut [f32]| Ok(()),
+///         |s, _i, x, y| s.add(x, &x.slice(..1)?, y), // lengths 4 and 1
+///         |_i, _y: &[f32]| Ok(()),
+///     )
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "batch 0: the compute stage failed");
+/// let chain = gpukit::error_chain(&err);
+/// assert!(chain.starts_with("batch 0: the compute stage failed: "), "{chain}");
+/// assert!(chain.ends_with("has 1 elements, expected 4"), "{chain}");
+/// # Ok::<(), gpukit::Error>(())
+/// ```
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
 
 /// A typed array in device memory.
 pub type GpuArray<T> = gpukit_core::GpuArray<T, AnyBackend>;

@@ -18,15 +18,26 @@ extern "C" __global__ void wild(float* p) {
     p[(1ull << 40) / 4] = 1.0f;
 }"#;
 
-/// The poison's origin, or a failure naming `what` when `r` is not `Poisoned` (also behind
-/// `Deferred`: an error raised in a `Drop` after the fault is returned by the next call).
+/// The poison's first error, in words, or a failure naming `what` when `r` is not
+/// `Poisoned` (also behind `Deferred`: an error raised in a `Drop` after the fault is
+/// returned by the next call). The first error keeps the driver's code as data.
 fn poisoned<T>(what: &str, r: gpukit::Result<T>) -> String {
-    match r {
-        Err(e) => match e.root() {
-            Error::Poisoned { origin } => origin.clone(),
-            other => panic!("{what}: expected Poisoned, got {other:?} ({e})"),
-        },
+    let mut e = match r {
+        Err(e) => e,
         Ok(_) => panic!("{what}: succeeded on a poisoned context"),
+    };
+    loop {
+        match e {
+            Error::Deferred { source, .. } => e = *source,
+            Error::Poisoned { first } => {
+                assert!(
+                    matches!(*first, Error::Status { backend: "cuda", api: "driver", code, .. } if code != 0),
+                    "{what}: the first error is not a driver status: {first:?}"
+                );
+                return first.to_string();
+            }
+            other => panic!("{what}: expected Poisoned, got {other:?} ({other})"),
+        }
     }
 }
 

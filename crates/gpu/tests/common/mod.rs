@@ -67,12 +67,17 @@ fn keep_cuda_context_alive(ctx: &Context) {
 pub fn run(ctx: Option<Context>, body: impl FnOnce(&Context) -> gpukit::Result<()>) {
     let Some(ctx) = ctx else { return };
     if let Err(e) = body(&ctx) {
-        panic!("{} backend: {e}", ctx.backend_name());
+        panic!(
+            "{} backend: {}",
+            ctx.backend_name(),
+            gpukit::error_chain(&e)
+        );
     }
     if let Err(e) = ctx.sync() {
         panic!(
-            "{} backend: error left after the test: {e}",
-            ctx.backend_name()
+            "{} backend: error left after the test: {}",
+            ctx.backend_name(),
+            gpukit::error_chain(&e)
         );
     }
 }
