@@ -93,6 +93,25 @@ pub struct NvrtcLib {
     cache: Mutex<Cache>,
 }
 
+impl std::fmt::Debug for NvrtcLib {
+    /// Where NVRTC came from, its version and architectures, and how many programs are
+    /// cached (`?` while another thread holds the cache); never blocks.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("NvrtcLib");
+        d.field("loaded", &self.loaded)
+            .field("version", &self.version)
+            .field("archs", &self.archs);
+        match self.cache.try_lock() {
+            Ok(cache) => d.field("cached_programs", &cache.len()),
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                d.field("cached_programs", &p.into_inner().len())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => d.field("cached_programs", &"?"),
+        };
+        d.finish_non_exhaustive()
+    }
+}
+
 /// NVRTC, loaded once per process. `max_major` (the driver's CUDA major version) steers the
 /// search away from an NVRTC newer than the driver; the first call's value decides.
 pub fn nvrtc(max_major: Option<u32>) -> Result<&'static NvrtcLib, NvrtcError> {

@@ -116,6 +116,15 @@ pub struct DriverLib {
     api: Driver,
 }
 
+impl std::fmt::Debug for DriverLib {
+    /// Where the driver came from; the table of entry points is left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverLib")
+            .field("loaded", &self.loaded)
+            .finish_non_exhaustive()
+    }
+}
+
 impl DriverLib {
     /// Whether the driver exports `symbol` (for checking, before calling through another
     /// binding such as cudarc's, that no call can find its entry point missing).

@@ -35,19 +35,47 @@ pub trait DeviceWrite<T: Element, B: Backend>: DeviceRead<T, B> {}
 /// Freed on drop; the backend frees it only after the work already queued on it, so
 /// dropping an array that a stream still uses is safe. The element type is fixed here, once:
 /// the backend sees untyped bytes.
+///
+/// `{:?}` shows the element type, the length, the context's id and the device, never the
+/// values, and never blocks; [`Stream::peek`] downloads the first few values.
 pub struct GpuArray<T: Element, B: Backend> {
     alloc: Alloc<B>,
     len: usize,
     _t: PhantomData<T>,
 }
 
+/// `Debug` of arrays and views: the element type's name, the length, the offset in the array
+/// (views only), the context's id and the device (`cpu:0`, `cuda:1`). It shows no values:
+/// reading them means a device copy that waits for queued writes and can fail, which a
+/// `Debug` must not do; [`Stream::peek`] (`ctx.peek(&a, 8)?`) downloads the first few.
+/// Never blocks: it reads only what the handle holds.
+fn fmt_device_memory<T: Element, B: Backend>(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    alloc: &Alloc<B>,
+    offset: Option<usize>,
+    len: usize,
+) -> std::fmt::Result {
+    let home = &alloc.home;
+    let mut d = f.debug_struct(name);
+    d.field("dtype", &format_args!("{}", T::DTYPE.name()))
+        .field("len", &len);
+    if let Some(offset) = offset {
+        d.field("offset", &offset);
+    }
+    d.field("context", &home.context_id())
+        .field(
+            "device",
+            &format_args!("{}:{}", home.backend().name(), home.backend().device_id()),
+        )
+        .finish()
+}
+
 impl<T: Element, B: Backend> std::fmt::Debug for GpuArray<T, B> {
+    /// `GpuArray { dtype: f32, len: 4, context: 1, device: cpu:0 }`; no values (see
+    /// [`Stream::peek`]) and never blocks.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GpuArray")
-            .field("dtype", &T::DTYPE)
-            .field("len", &self.len)
-            .field("context", &self.context_id())
-            .finish()
+        fmt_device_memory::<T, B>(f, "GpuArray", &self.alloc, None, self.len)
     }
 }
 
@@ -208,6 +236,14 @@ impl<T: Element, B: Backend> Clone for GpuView<'_, T, B> {
 
 impl<T: Element, B: Backend> Copy for GpuView<'_, T, B> {}
 
+impl<T: Element, B: Backend> std::fmt::Debug for GpuView<'_, T, B> {
+    /// `GpuView { dtype: f32, len: 2, offset: 1, context: 1, device: cpu:0 }`; no values
+    /// (see [`Stream::peek`]) and never blocks.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fmt_device_memory::<T, B>(f, "GpuView", self.alloc, Some(self.offset), self.len)
+    }
+}
+
 impl<'a, T: Element, B: Backend> GpuView<'a, T, B> {
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -260,6 +296,13 @@ pub struct GpuViewMut<'a, T: Element, B: Backend> {
     offset: usize,
     len: usize,
     _t: PhantomData<&'a mut [T]>,
+}
+
+impl<T: Element, B: Backend> std::fmt::Debug for GpuViewMut<'_, T, B> {
+    /// As [`GpuView`]'s: dtype, length, offset, context and device; no values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fmt_device_memory::<T, B>(f, "GpuViewMut", self.alloc, Some(self.offset), self.len)
+    }
 }
 
 impl<'a, T: Element, B: Backend> GpuViewMut<'a, T, B> {

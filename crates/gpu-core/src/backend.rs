@@ -109,6 +109,15 @@ impl<B: Backend> Clone for BufAt<'_, B> {
 
 impl<B: Backend> Copy for BufAt<'_, B> {}
 
+impl<B: Backend> std::fmt::Debug for BufAt<'_, B> {
+    /// The offset; the buffer is the backend's opaque handle.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufAt")
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Element-wise binary operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
@@ -257,6 +266,23 @@ pub enum KernelArg<'a, B: Backend> {
         /// Size of the value.
         len: usize,
     },
+}
+
+impl<B: Backend> std::fmt::Debug for KernelArg<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelArg::Buffer { at, bytes, write } => f
+                .debug_struct("Buffer")
+                .field("at", at)
+                .field("bytes", bytes)
+                .field("write", write)
+                .finish(),
+            KernelArg::Scalar { bytes, len } => f
+                .debug_struct("Scalar")
+                .field("bytes", &bytes.get(..*len).unwrap_or(bytes))
+                .finish(),
+        }
+    }
 }
 
 /// A compute backend: the objects a device has and the raw operations on them.

@@ -178,12 +178,10 @@ pub enum Error {
 
     /// A call into a backend's library (the CUDA driver, cuBLAS) failed with a status code.
     /// `code` is the library's own value, so callers can match on it (for CUDA,
-    /// `gpukit::cuda::driver_result` turns it back into cudarc's `CUresult`).
-    #[error("{backend} call `{call}` failed with {name} ({code}): {message}")]
+    /// `gpukit::cuda::driver_result` compares it with cudarc's `CUresult`).
+    #[error("{api} call `{call}` failed with {name} ({code}): {message}")]
     Status {
-        /// The backend (`cuda`).
-        backend: &'static str,
-        /// The library whose code this is: `driver` (a `CUresult`) or `cublas` (a
+        /// The library whose code this is: `cuda-driver` (a `CUresult`) or `cublas` (a
         /// `cublasStatus_t`).
         api: &'static str,
         /// The call that failed (`cuMemAlloc`, `cublasSgemm_v2`, ...).

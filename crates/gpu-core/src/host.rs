@@ -27,6 +27,12 @@ pub unsafe trait HostSlice<T: Element>: Send + 'static {
     fn host_ptr(&mut self) -> *mut T;
     /// Number of elements.
     fn host_len(&self) -> usize;
+    /// The id of the context the memory belongs to, if it belongs to one (a
+    /// [`HostBuffer`] does; a `Vec` does not): a copy on another context's stream rejects
+    /// it, as it rejects that context's arrays.
+    fn host_context(&self) -> Option<u64> {
+        None
+    }
 }
 
 // SAFETY: a Vec's elements live in a heap allocation that does not move when the Vec value
@@ -305,10 +311,11 @@ impl<T: Element, B: Backend> DerefMut for HostBuffer<T, B> {
 impl<T: Element, B: Backend> std::fmt::Debug for HostBuffer<T, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostBuffer")
-            .field("dtype", &T::DTYPE)
+            .field("dtype", &format_args!("{}", T::DTYPE.name()))
             .field("len", &self.len)
             .field("usage", &self.usage)
             .field("registered", &self.is_registered())
+            .field("context", &self.context_id())
             .finish()
     }
 }
@@ -322,6 +329,10 @@ unsafe impl<T: Element, B: Backend> HostSlice<T> for HostBuffer<T, B> {
 
     fn host_len(&self) -> usize {
         self.len
+    }
+
+    fn host_context(&self) -> Option<u64> {
+        Some(self.context_id())
     }
 }
 
@@ -360,6 +371,18 @@ pub struct Pending<H, B: Backend> {
     value: Option<H>,
     event: Option<Arc<B::Event>>,
     home: Stream<B>,
+}
+
+impl<H, B: Backend> std::fmt::Debug for Pending<H, B> {
+    /// The stream and context of the copy, and whether it is done (`done: None` when the
+    /// query failed; the error comes back from `wait`). Queries without blocking.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("stream", &self.home.id())
+            .field("context", &self.home.context_id())
+            .field("done", &self.is_ready().ok())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<H, B: Backend> Pending<H, B> {

@@ -333,6 +333,18 @@ pub struct In<T>(PhantomData<T>);
 /// A kernel argument the kernel may write: `&mut [T]` on the CPU, `T*` in CUDA C.
 pub struct Out<T>(PhantomData<T>);
 
+impl<T> std::fmt::Debug for In<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "In<{}>", std::any::type_name::<T>())
+    }
+}
+
+impl<T> std::fmt::Debug for Out<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Out<{}>", std::any::type_name::<T>())
+    }
+}
+
 /// One parameter of a kernel signature.
 pub trait KernelParam: 'static {
     /// What the CPU closure receives for it.
@@ -454,6 +466,19 @@ pub enum ArgRef<'a, B: Backend> {
     },
 }
 
+impl<B: Backend> std::fmt::Debug for ArgRef<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgRef::Read(s) => f.debug_tuple("Read").field(s).finish(),
+            ArgRef::Write(s) => f.debug_tuple("Write").field(s).finish(),
+            ArgRef::Scalar { bytes, len } => f
+                .debug_struct("Scalar")
+                .field("bytes", &bytes.get(..*len).unwrap_or(bytes))
+                .finish(),
+        }
+    }
+}
+
 impl<T: Element, B: Backend> sealed::Sealed for &GpuArray<T, B> {}
 
 impl<T: Element, B: Backend> LaunchArg<B> for &GpuArray<T, B> {
@@ -544,6 +569,23 @@ tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7);
 pub struct KernelSpec<S: KernelSig> {
     desc: KernelDesc,
     _s: PhantomData<fn(S)>,
+}
+
+impl<S: KernelSig> std::fmt::Debug for KernelSpec<S> {
+    /// `KernelSpec { name: "vector_add", params: 4, source: Some("cuda"), cpu: true }`: which
+    /// implementations it has, not their code.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let source = self.desc.source.as_ref().map(|s| match s {
+            KernelSource::CudaC(_) => "cuda",
+            KernelSource::Ptx(_) => "ptx",
+        });
+        f.debug_struct("KernelSpec")
+            .field("name", &self.desc.name)
+            .field("params", &S::ARITY)
+            .field("source", &source)
+            .field("cpu", &self.desc.cpu.is_some())
+            .finish()
+    }
 }
 
 impl<S: KernelSig> KernelSpec<S> {

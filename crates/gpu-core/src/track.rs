@@ -110,6 +110,17 @@ pub struct SliceRef<'a, B: Backend> {
     bytes: usize,
 }
 
+impl<B: Backend> std::fmt::Debug for SliceRef<'_, B> {
+    /// The context, and the range in bytes within its allocation.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SliceRef")
+            .field("context", &self.context_id())
+            .field("offset", &self.offset)
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
 impl<'a, B: Backend> SliceRef<'a, B> {
     /// Length in bytes.
     pub fn bytes(&self) -> usize {
@@ -119,6 +130,15 @@ impl<'a, B: Backend> SliceRef<'a, B> {
     /// The id of the context the memory belongs to.
     pub fn context_id(&self) -> u64 {
         self.alloc.home.context_id()
+    }
+
+    /// The first `bytes` bytes of the range (all of it when it is shorter).
+    pub(crate) fn prefix(&self, bytes: usize) -> SliceRef<'a, B> {
+        SliceRef {
+            alloc: self.alloc,
+            offset: self.offset,
+            bytes: bytes.min(self.bytes),
+        }
     }
 
     /// Where the range starts; `None` when it is empty.

@@ -10,10 +10,12 @@ use crate::element::Element;
 use crate::error::{same_len, Rejected, Result};
 use crate::host::{HostSlice, Pending};
 use crate::stream::Stream;
-use crate::track::Access;
+use crate::track::{Access, SliceRef};
 
 impl<B: Backend> Stream<B> {
-    /// Starts copying `src` (host memory, moved in) into `dst`; lengths must match.
+    /// Starts copying `src` (host memory, moved in) into `dst`; lengths must match, and
+    /// `dst` (and `src`, when it is a [`crate::HostBuffer`]) must belong to this stream's
+    /// context. A rejected call gives `src` back inside [`Rejected`].
     ///
     /// ```
     /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
@@ -33,7 +35,9 @@ impl<B: Backend> Stream<B> {
         dst: &mut impl DeviceWrite<T, B>,
     ) -> Result<Pending<H, B>, Rejected<H>> {
         let len = src.host_len();
-        if let Err(e) = same_len("Stream::upload", "dst", len, dst.len()) {
+        if let Err(e) = same_len("Stream::upload", "dst", len, dst.len())
+            .and_then(|()| self.same_host_context("Stream::upload", "src", &src))
+        {
             return Err(Rejected::new(e, src));
         }
         let d = dst.slice_ref();
@@ -52,13 +56,17 @@ impl<B: Backend> Stream<B> {
         }
     }
 
-    /// Starts copying `src` into `dst` (host memory, moved in); lengths must match.
+    /// Starts copying `src` into `dst` (host memory, moved in); lengths must match, and
+    /// `src` (and `dst`, when it is a [`crate::HostBuffer`]) must belong to this stream's
+    /// context. A rejected call gives `dst` back inside [`Rejected`].
     pub fn download<T: Element, H: HostSlice<T>>(
         &self,
         src: &impl DeviceRead<T, B>,
         mut dst: H,
     ) -> Result<Pending<H, B>, Rejected<H>> {
-        if let Err(e) = same_len("Stream::download", "dst", src.len(), dst.host_len()) {
+        if let Err(e) = same_len("Stream::download", "dst", src.len(), dst.host_len())
+            .and_then(|()| self.same_host_context("Stream::download", "dst", &dst))
+        {
             return Err(Rejected::new(e, dst));
         }
         let s = src.slice_ref();
@@ -74,6 +82,20 @@ impl<B: Backend> Stream<B> {
         match queued {
             Ok(((), event)) => Ok(Pending::new(dst, event, self.clone())),
             Err(e) => Err(Rejected::new(e, dst)),
+        }
+    }
+
+    /// Rejects host memory that belongs to another context (a [`crate::HostBuffer`] is
+    /// pinned for, and pooled by, the context that made it).
+    fn same_host_context<T: Element>(
+        &self,
+        op: &'static str,
+        arg: &'static str,
+        host: &impl HostSlice<T>,
+    ) -> Result<()> {
+        match host.host_context() {
+            Some(id) => self.shared_arc().same_context(op, arg, id),
+            None => Ok(()),
         }
     }
 
@@ -122,6 +144,29 @@ impl<B: Backend> Stream<B> {
         })
     }
 
+    /// The first `n` elements of `src` (all of them when it has fewer), downloaded: for
+    /// looking at an array while debugging, since its `Debug` shows no values. Like any
+    /// download it waits for the work queued on `src` (on any stream) and returns that
+    /// work's error, if any.
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0])?;
+    /// assert_eq!(ctx.peek(&a, 2)?, [1.0, 2.0]);
+    /// assert_eq!(ctx.peek(&a.slice(3..)?, 8)?, [4.0, 5.0]); // clamped to the length
+    /// println!("{a:?} starts {:?}", ctx.peek(&a, 3)?);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn peek<T: Element>(&self, src: &impl DeviceRead<T, B>, n: usize) -> Result<Vec<T>> {
+        let n = n.min(src.len());
+        let mut out = vec![T::default(); n];
+        let s = src
+            .slice_ref()
+            .prefix(std::mem::size_of_val(out.as_slice()));
+        self.download_slice("peek", &s, &mut out)?;
+        Ok(out)
+    }
+
     /// Copies `src` into `dst` and returns once the copy is done.
     pub fn download_blocking<T: Element>(
         &self,
@@ -129,11 +174,22 @@ impl<B: Backend> Stream<B> {
         dst: &mut [T],
     ) -> Result<()> {
         same_len("download", "dst", src.len(), dst.len())?;
-        let s = src.slice_ref();
-        self.enqueue("download", &[("src", &s, Access::Read)], || {
+        self.download_slice("download", &src.slice_ref(), dst)
+    }
+
+    /// Copies the range `s`, exactly as long as `dst`, into `dst`; returns once it is done.
+    fn download_slice<T: Element>(
+        &self,
+        op: &'static str,
+        s: &SliceRef<'_, B>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        debug_assert_eq!(s.bytes(), std::mem::size_of_val(dst));
+        self.enqueue(op, &[("src", s, Access::Read)], || {
             let Some(at) = s.at() else { return Ok(()) };
-            // SAFETY: `dst` is borrowed mutably for this whole call, and the stream is synced
-            // before returning (see `upload_blocking`).
+            // SAFETY: `dst` is borrowed mutably for this whole call and is as long as the
+            // range (both callers size it so), and the stream is synced before returning
+            // (see `upload_blocking`).
             unsafe {
                 self.backend()
                     .copy_d2h(self.raw(), at, dst.as_mut_ptr().cast(), s.bytes())?

@@ -98,6 +98,31 @@ pub struct CpuKernel {
     f: CpuKernelFn,
 }
 
+impl std::fmt::Debug for CpuBackend {
+    /// The host's name and how many streams are open (`?` while another thread is
+    /// creating one: never blocks).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("CpuBackend");
+        d.field("device", &self.info.name);
+        match self.queues.try_lock() {
+            Ok(q) => d.field(
+                "streams",
+                &q.iter().filter(|w| w.strong_count() > 0).count(),
+            ),
+            Err(_) => d.field("streams", &format_args!("?")),
+        };
+        d.finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CpuKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuKernel")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl CpuBackend {
     /// Opens the CPU backend; never fails on a working machine.
     pub fn new() -> Result<CpuBackend> {

@@ -60,6 +60,11 @@ impl Mem {
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
+
+    /// The allocation's size in bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.layout.size()
+    }
 }
 
 impl Drop for Mem {
@@ -87,6 +92,24 @@ impl CpuBuffer {
 /// Host memory allocated by the CPU backend (page-aligned; nothing to pin on a CPU).
 pub struct CpuHostMem {
     pub(crate) mem: Mem,
+}
+
+impl std::fmt::Debug for CpuBuffer {
+    /// The size; the address is left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBuffer")
+            .field("bytes", &self.mem.bytes())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for CpuHostMem {
+    /// The size; the address is left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuHostMem")
+            .field("bytes", &self.mem.bytes())
+            .finish()
+    }
 }
 
 /// A registration of caller-owned host memory: a CPU has nothing to pin, so it holds

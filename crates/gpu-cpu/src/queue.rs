@@ -70,6 +70,16 @@ impl Queue {
         self.progress().finished >= seq
     }
 
+    /// How many tasks have finished, or `None` when another thread holds the count (for
+    /// `Debug`, which must not wait).
+    fn finished_now(&self) -> Option<u64> {
+        match self.progress.try_lock() {
+            Ok(p) => Some(p.finished),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner().finished),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Blocks until task `seq` has finished.
     pub(crate) fn wait_for(&self, seq: u64) {
         let mut p = self.progress();
@@ -187,6 +197,19 @@ impl CpuStream {
     }
 }
 
+impl std::fmt::Debug for CpuStream {
+    /// The queue's id, priority, and tasks queued and finished so far (`finished: None`
+    /// while the worker is updating it: never blocks).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuStream")
+            .field("queue", &self.queue.id)
+            .field("priority", &self.priority)
+            .field("queued", &self.queue.tail())
+            .field("finished", &self.queue.finished_now())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for CpuStream {
     fn drop(&mut self) {
         // Reached only when the stream was not destroyed through the backend (which reports
@@ -200,6 +223,19 @@ pub struct CpuEvent {
     pub(crate) queue: Arc<Queue>,
     pub(crate) seq: u64,
     pub(crate) stamp: Option<Arc<OnceLock<Instant>>>,
+}
+
+impl std::fmt::Debug for CpuEvent {
+    /// The queue and position it marks, whether it takes a time stamp, and whether the
+    /// queue has passed it (`None` while the worker is updating its count: never blocks).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuEvent")
+            .field("queue", &self.queue.id)
+            .field("seq", &self.seq)
+            .field("timing", &self.stamp.is_some())
+            .field("done", &self.queue.finished_now().map(|n| n >= self.seq))
+            .finish()
+    }
 }
 
 impl CpuEvent {

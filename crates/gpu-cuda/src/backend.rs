@@ -24,7 +24,6 @@ pub struct CudaBackend {
 }
 
 /// Device memory: `cuMemAlloc`'d bytes.
-#[derive(Debug)]
 pub struct CudaBuffer {
     pub(crate) ptr: sys::CUdeviceptr,
     bytes: usize,
@@ -43,16 +42,36 @@ impl CudaBuffer {
 }
 
 /// Pinned host memory from `cuMemHostAlloc`.
-#[derive(Debug)]
 pub struct CudaHostMem {
     ptr: Raw<*mut u8>,
     bytes: usize,
 }
 
 /// A `cuMemHostRegister` registration.
-#[derive(Debug)]
 pub struct CudaRegistration {
     ptr: Raw<*mut u8>,
+}
+
+impl std::fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBuffer")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CudaHostMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaHostMem")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CudaRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaRegistration").finish_non_exhaustive()
+    }
 }
 
 /// A non-blocking CUDA stream with its reduction scratch buffer and cuBLAS handle.
@@ -68,6 +87,39 @@ pub struct CudaEvent {
     raw: Raw<sys::CUevent>,
     timing: bool,
     dev: Arc<Device>,
+}
+
+// Debug shows ids, sizes and states, never driver handles or addresses (the interop
+// accessors hand those out explicitly).
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("ordinal", &self.dev.ordinal)
+            .field("name", &self.dev.info.name)
+            .field("compute_capability", &self.dev.info.compute_capability)
+            .field("nvrtc", &self.builtins.nvrtc.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CudaStream {
+    /// Whether the stream has made its cuBLAS handle (`None` while a gemm is being queued
+    /// on it: never blocks).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let blas = self.blas.try_lock().ok().map(|h| h.is_some());
+        f.debug_struct("CudaStream")
+            .field("blas", &blas)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CudaEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaEvent")
+            .field("device", &self.dev.ordinal)
+            .field("timing", &self.timing)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for CudaEvent {

@@ -2,7 +2,7 @@
 //!
 //! Every driver call goes through [`Device::check`](crate::device::Device::check), which
 //! names the call in the error. A failed call keeps the driver's code as data:
-//! [`gpukit_core::Error::Status`] with `api: "driver"` and the `CUresult`'s value, name and
+//! [`gpukit_core::Error::Status`] with `api: "cuda-driver"` and the `CUresult`'s value, name and
 //! description ([`driver_result`] matches it against a `CUresult`; cuBLAS statuses likewise
 //! with `api: "cublas"`). Errors that leave the context unusable (an illegal address, a
 //! failed launch, an assertion in a kernel: CUDA calls them sticky) poison the backend: that
@@ -93,8 +93,7 @@ impl From<CudaError> for Error {
                 name,
                 message,
             } => Error::Status {
-                backend: "cuda",
-                api: "driver",
+                api: "cuda-driver",
                 call,
                 code: i64::from(result as u32),
                 name,
@@ -121,7 +120,6 @@ impl From<CudaError> for Error {
                 name,
                 message,
             } => Error::Status {
-                backend: "cuda",
                 api: "cublas",
                 call,
                 code: i64::from(status),
@@ -139,8 +137,7 @@ impl From<CudaError> for Error {
 /// use gpukit::cuda::{driver_result, CUresult};
 ///
 /// let err = gpukit::Error::Status {
-///     backend: "cuda",
-///     api: "driver",
+///     api: "cuda-driver",
 ///     call: "cuMemAlloc",
 ///     code: CUresult::CUDA_ERROR_INVALID_VALUE as i64,
 ///     name: "CUDA_ERROR_INVALID_VALUE".into(),
@@ -152,7 +149,7 @@ impl From<CudaError> for Error {
 pub fn driver_result(err: &Error, result: CUresult) -> bool {
     matches!(
         err.root(),
-        Error::Status { backend: "cuda", api: "driver", code, .. } if *code == i64::from(result as u32)
+        Error::Status { api: "cuda-driver", code, .. } if *code == i64::from(result as u32)
     )
 }
 
@@ -261,7 +258,7 @@ mod tests {
             gpukit_core::Error::Poisoned { first } => assert!(matches!(
                 *first,
                 gpukit_core::Error::Status {
-                    api: "driver",
+                    api: "cuda-driver",
                     code: 700,
                     call: "cuLaunchKernel",
                     ..

@@ -25,6 +25,16 @@ pub struct CudaKernel {
     dev: Arc<Device>,
 }
 
+impl std::fmt::Debug for CudaKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaKernel")
+            .field("name", &self.name)
+            .field("device", &self.dev.ordinal)
+            .field("max_threads_per_block", &self.max_threads)
+            .finish_non_exhaustive()
+    }
+}
+
 impl CudaKernel {
     /// The entry point's name.
     pub fn name(&self) -> &str {

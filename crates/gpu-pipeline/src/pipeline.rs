@@ -152,6 +152,23 @@ pub struct Pipeline<B: Backend> {
     progress: Progress,
 }
 
+impl<B: Backend> std::fmt::Debug for Pipeline<B> {
+    /// The context, the pattern, the sizes, and a snapshot of the progress of the current
+    /// (or last) run; never blocks, also while the pipeline runs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("context", &self.ctx.id())
+            .field("backend", &self.ctx.backend_name())
+            .field("pattern", &format_args!("{}", self.pattern))
+            .field("batches", &self.batches)
+            .field("input_len", &self.input_len)
+            .field("output_len", &self.output_len)
+            .field("compute_streams", &self.compute_streams)
+            .field("progress", &self.progress.snapshot())
+            .finish()
+    }
+}
+
 /// A loaded batch on its way from the loader thread.
 struct Loaded<In: Element, B: Backend> {
     batch: usize,

@@ -37,7 +37,12 @@ fn a_panicking_load_is_the_batchs_load_error() {
                     (Some(3), Some(Stage::Load)),
                     "{pattern}"
                 );
-                assert!(e.to_string().contains("disk on fire at batch 3"), "{e}");
+                // The panic's message is the cause, one level down.
+                let cause = std::error::Error::source(&e).map(ToString::to_string);
+                assert!(
+                    cause.as_deref().is_some_and(|c| c.contains("disk on fire at batch 3")),
+                    "{e}: {cause:?}"
+                );
             }
             other => panic!("{pattern}: expected the load error of batch 3, got {other:?}"),
         }

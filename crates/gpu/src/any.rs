@@ -54,6 +54,7 @@ macro_rules! backends {
         /// The backend a [`crate::Context`] runs on.
         // One per context, behind its Arc: the variants' sizes do not matter.
         #[allow(clippy::large_enum_variant)]
+        #[derive(Debug)]
         pub enum AnyBackend { $(
             #[doc = concat!("The `", stringify!($backend), "` backend.")]
             $(#[$cfg])*
@@ -91,6 +92,8 @@ macro_rules! backends {
     };
     (@enum $name:ident, $assoc:ident, $doc:literal, $($(#[$cfg:meta])* $variant:ident => $backend:ty),+) => {
         #[doc = $doc]
+        // Each backend's object prints itself (sizes, ids, states; no handles or addresses).
+        #[derive(Debug)]
         pub enum $name { $(
             #[doc = concat!("Of the `", stringify!($backend), "` backend.")]
             $(#[$cfg])*

@@ -57,6 +57,7 @@ impl std::fmt::Debug for Context {
         f.debug_struct("Context")
             .field("backend", &self.backend_name())
             .field("device_id", &self.device_id())
+            .field("id", &self.id())
             .field("selection", &self.selection)
             .finish()
     }

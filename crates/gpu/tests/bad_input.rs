@@ -402,6 +402,64 @@ backend_tests! {
         Ok(())
     }
 
+    fn host_buffers_from_another_context_are_rejected(ctx) {
+        // A HostBuffer is pinned for, and pooled by, its own context: another context's
+        // stream refuses it as it refuses that context's arrays, and gives it back intact.
+        let other = other_context()?;
+        let s = ctx.create_stream()?;
+        let mut dev = ctx.alloc_upload(&[1.0f32; 4])?;
+
+        let mut theirs = other.alloc_host::<f32>(4, HostUse::Upload)?;
+        theirs.copy_from_slice(&[5.0, 6.0, 7.0, 8.0]);
+        let Err(rejected) = s.upload(theirs, &mut dev) else {
+            panic!("an upload from another context's HostBuffer was accepted");
+        };
+        let (error, theirs) = rejected.into_parts();
+        assert!(
+            matches!(error, Error::ContextMismatch { op: "Stream::upload", arg: "src", expected, got }
+                if expected == ctx.id() && got == other.id()),
+            "{error:?}"
+        );
+        assert_eq!(&theirs[..], &[5.0, 6.0, 7.0, 8.0]);
+        assert_eq!(theirs.context_id(), other.id());
+
+        let mut back = other.alloc_host::<f32>(4, HostUse::Download)?;
+        back.copy_from_slice(&[-1.0; 4]);
+        let Err(rejected) = ctx.download(&dev, back) else {
+            panic!("a download into another context's HostBuffer was accepted");
+        };
+        assert!(
+            matches!(rejected.error, Error::ContextMismatch { op: "Stream::download", arg: "dst", .. }),
+            "{rejected:?}"
+        );
+        assert_eq!(&rejected.value[..], &[-1.0; 4]);
+
+        // Registered vectors too, and in the other direction: ctx's buffer on other's stream.
+        let reg = other.register_host(vec![3.0f32; 4])?;
+        let Err(rejected) = ctx.upload(reg, &mut dev) else {
+            panic!("an upload from another context's registered Vec was accepted");
+        };
+        assert!(matches!(rejected.error, Error::ContextMismatch { .. }), "{rejected:?}");
+        assert_eq!(rejected.value.into_vec()?, vec![3.0; 4]);
+        let mut on_other = other.alloc_upload(&[2.0f32; 4])?;
+        let mine = ctx.register_host(vec![4.0f32; 4])?;
+        let Err(rejected) = other.upload(mine, &mut on_other) else {
+            panic!("an upload from ctx's HostBuffer on another context's stream was accepted");
+        };
+        assert!(matches!(rejected.error, Error::ContextMismatch { .. }), "{rejected:?}");
+        assert_eq!(rejected.value.into_vec()?, vec![4.0; 4]);
+
+        // Nothing was written, and the same buffers work on their own context.
+        assert_eq!(dev.download()?, [1.0; 4]);
+        assert_eq!(on_other.download()?, [2.0; 4]);
+        let theirs = other.upload(theirs, &mut on_other)?.wait()?;
+        assert_eq!(on_other.download()?, &theirs[..]);
+        // A Vec belongs to no context.
+        s.upload(vec![9.0f32; 4], &mut dev)?.wait()?;
+        assert_eq!(dev.download()?, [9.0; 4]);
+        Ok(())
+    }
+
     fn stream_priority_outside_the_range_is_rejected(ctx) {
         let (least, greatest) = ctx.info().priority_range;
         for p in [least + 1, greatest - 1, i32::MIN, i32::MAX] {

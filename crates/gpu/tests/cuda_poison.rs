@@ -31,7 +31,7 @@ fn poisoned<T>(what: &str, r: gpukit::Result<T>) -> String {
             Error::Deferred { source, .. } => e = *source,
             Error::Poisoned { first } => {
                 assert!(
-                    matches!(*first, Error::Status { backend: "cuda", api: "driver", code, .. } if code != 0),
+                    matches!(*first, Error::Status { api: "cuda-driver", code, .. } if code != 0),
                     "{what}: the first error is not a driver status: {first:?}"
                 );
                 return first.to_string();
