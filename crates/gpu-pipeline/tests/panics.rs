@@ -40,7 +40,9 @@ fn a_panicking_load_is_the_batchs_load_error() {
                 // The panic's message is the cause, one level down.
                 let cause = std::error::Error::source(&e).map(ToString::to_string);
                 assert!(
-                    cause.as_deref().is_some_and(|c| c.contains("disk on fire at batch 3")),
+                    cause
+                        .as_deref()
+                        .is_some_and(|c| c.contains("disk on fire at batch 3")),
                     "{e}: {cause:?}"
                 );
             }
