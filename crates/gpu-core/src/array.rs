@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, RawPtr};
 use crate::element::{byte_len, Element};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
@@ -25,6 +25,25 @@ pub trait DeviceRead<T: Element, B: Backend>: sealed::Sealed {
     }
     /// The untyped range, for the safe layer.
     fn slice_ref(&self) -> SliceRef<'_, B>;
+
+    /// The native address of the first element (a view's offset included), for interop;
+    /// `None` when empty. [`crate::Stream::with_raw`] and [`crate::Stream::with_raw_mut`]
+    /// order raw use against the library's streams for you; prefer them.
+    ///
+    /// # Safety
+    ///
+    /// The address itself is harmless; this is `unsafe` because whatever uses it bypasses
+    /// the library's ordering and lifetime checks. The caller vouches that:
+    /// - the memory is used only while this array lives (a view: while its array lives);
+    /// - every access is ordered after the work the library queued on the array (call
+    ///   [`crate::Stream::sync`] on the streams that used it, or [`crate::Context::sync`],
+    ///   first), and the library queues no work on the array until the raw accesses are
+    ///   done;
+    /// - at most `len()` elements are accessed, and none through a read-only handle is
+    ///   written.
+    unsafe fn raw_ptr(&self) -> Option<RawPtr> {
+        self.slice_ref().raw_ptr()
+    }
 }
 
 /// Device memory an op may write: an array or a mutable view of one.
@@ -106,6 +125,15 @@ fn range_of(
 }
 
 impl<T: Element, B: Backend> GpuArray<T, B> {
+    /// An array over an allocation made elsewhere; see [`crate::Context::array_from_raw`].
+    pub(crate) fn from_buffer(home: &Stream<B>, buf: B::Buffer, len: usize) -> Self {
+        GpuArray {
+            alloc: Alloc::from_buffer(home, buf, len * std::mem::size_of::<T>()),
+            len,
+            _t: PhantomData,
+        }
+    }
+
     pub(crate) fn alloc(home: &Stream<B>, len: usize, zeroed: bool) -> Result<Self> {
         let bytes = byte_len::<T>("alloc", len)?;
         Ok(GpuArray {

@@ -93,6 +93,32 @@ pub struct DeviceInfo {
     pub priority_range: (i32, i32),
 }
 
+/// A backend's native address of device memory, for interop with code outside this
+/// library (cudarc, your own cuBLAS or cuDNN calls, other CUDA libraries).
+///
+/// Obtained from an array or view ([`crate::DeviceRead::raw_ptr`],
+/// [`crate::Stream::with_raw`]) or given to [`crate::Context::array_from_raw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RawPtr {
+    /// A CUDA device address (`CUdeviceptr`), valid in the device's primary context.
+    Cuda(u64),
+    /// A host address: the CPU backend's device memory is host memory.
+    Host(*mut u8),
+}
+
+/// A backend's native stream handle, for interop (see [`RawPtr`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RawStream {
+    /// A CUDA stream (`CUstream`) of the device's primary context.
+    Cuda(*mut std::ffi::c_void),
+    /// The backend has no native stream object: the CPU backend's streams are worker-thread
+    /// queues. Raw access on such a stream happens on the calling thread, after the stream
+    /// has finished its queued work ([`crate::Stream::with_raw`]).
+    None,
+}
+
 /// A position inside a backend buffer: the buffer and a byte offset.
 pub struct BufAt<'a, B: Backend> {
     /// The buffer.
@@ -582,4 +608,34 @@ pub trait Backend: Send + Sync + Sized + 'static {
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, Self>],
     ) -> crate::Result<()>;
+
+    /// The native address of `at` (buffer start plus offset). Returns a number: using it is
+    /// what the safe layer guards (see [`crate::Stream::with_raw`]).
+    fn raw_ptr(&self, at: BufAt<'_, Self>) -> RawPtr;
+
+    /// The native handle of `stream`, or [`RawStream::None`] where the backend has none.
+    fn raw_stream(&self, stream: &Self::Stream) -> RawStream;
+
+    /// A buffer over `bytes > 0` bytes of device memory this backend did not allocate; freeing
+    /// it releases nothing. A pointer of another backend's kind is
+    /// [`crate::Error::Unsupported`].
+    ///
+    /// # Safety
+    ///
+    /// - `ptr` addresses `bytes` bytes of device memory of this backend's device (for CUDA,
+    ///   allocated in its primary context or accessible from it), readable and writable;
+    /// - the memory stays allocated, and is not used by anything outside this library in a
+    ///   way that races with the work queued on the buffer, until the buffer is freed and
+    ///   the work queued on it has finished.
+    unsafe fn buffer_from_raw(&self, ptr: RawPtr, bytes: usize) -> crate::Result<Self::Buffer>;
+
+    /// A stream over a native stream this backend did not create; destroying it releases
+    /// nothing (it waits for the work queued on it). A handle of another kind, or
+    /// [`RawStream::None`], is [`crate::Error::Unsupported`].
+    ///
+    /// # Safety
+    ///
+    /// - `raw` is a live stream of this backend's device (for CUDA, of its primary context);
+    /// - it stays alive until the stream is destroyed.
+    unsafe fn stream_from_raw(&self, raw: RawStream) -> crate::Result<Self::Stream>;
 }

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::array::GpuArray;
-use crate::backend::{Backend, DeviceInfo, HostUse};
-use crate::element::Element;
+use crate::backend::{Backend, DeviceInfo, HostUse, RawPtr, RawStream};
+use crate::element::{byte_len, Element};
 use crate::error::{DeferredErrors, Error, Result};
 use crate::host::{HostBuffer, HostPool, HostPoolStats};
 use crate::kernel::{Kernel, KernelSig, KernelSpec};
@@ -213,6 +213,62 @@ impl<B: Backend> Context<B> {
         }
         s.multi_stream.store(true, Ordering::Release);
         Stream::create(self.default.shared_arc().clone(), priority)
+    }
+
+    /// A stream over a native stream made outside this library (a cudarc or PyTorch
+    /// `CUstream`), for interop. The stream is not destroyed when the last handle goes
+    /// (its queued work is waited for); ordering with the library's other streams works as
+    /// for any stream. [`RawStream::None`] and handles of another backend are
+    /// [`Error::Unsupported`].
+    ///
+    /// # Safety
+    ///
+    /// - `raw` is a live stream of this context's device (for CUDA, of its primary
+    ///   context, which cudarc's `CudaContext` and the runtime API use);
+    /// - it stays alive until every handle of the returned stream is dropped.
+    pub unsafe fn stream_from_raw(&self, raw: RawStream) -> Result<Stream<B>> {
+        let s = self.shared();
+        s.check()?;
+        // SAFETY: the caller's contract is the backend's.
+        let wrapped = unsafe { s.backend.stream_from_raw(raw) }?;
+        s.multi_stream.store(true, Ordering::Release);
+        Ok(Stream::from_backend(
+            self.default.shared_arc().clone(),
+            wrapped,
+            s.info.priority_range.0,
+        ))
+    }
+
+    /// An array over `len` elements of device memory allocated outside this library (by
+    /// cudarc, PyTorch, a custom allocator), for interop: ops, copies and kernels use it as
+    /// any array, ordered the same way. Dropping it frees nothing.
+    ///
+    /// A pointer of another backend's kind is [`Error::Unsupported`]; `len * size_of::<T>()`
+    /// overflowing is [`Error::SizeOverflow`].
+    ///
+    /// # Safety
+    ///
+    /// - `ptr` addresses `len` elements of `T`, readable and writable, in this context's
+    ///   device memory (for CUDA: allocated in, or accessible from, the device's primary
+    ///   context; for the CPU backend: host memory aligned for `T`);
+    /// - the memory stays allocated until the array is dropped and the work queued on it
+    ///   has finished ([`Context::sync`] after the drop), and nothing outside this library
+    ///   accesses it meanwhile except through [`Stream::with_raw`] / [`Stream::with_raw_mut`];
+    /// - no other array of this library wraps overlapping memory while this one lives.
+    pub unsafe fn array_from_raw<T: Element>(
+        &self,
+        ptr: RawPtr,
+        len: usize,
+    ) -> Result<GpuArray<T, B>> {
+        let s = self.shared();
+        s.check()?;
+        let bytes = byte_len::<T>("Context::array_from_raw", len)?;
+        if bytes == 0 {
+            return GpuArray::alloc(&self.default, 0, false);
+        }
+        // SAFETY: the caller's contract covers the backend's.
+        let buf = unsafe { s.backend.buffer_from_raw(ptr, bytes) }?;
+        Ok(GpuArray::from_buffer(&self.default, buf, len))
     }
 
     /// Allocates `len` elements whose contents are unspecified (but initialized: any

@@ -102,6 +102,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// The backend cannot do what was asked (wrap a foreign stream on a backend without
+    /// native streams, a pointer of another backend's kind, ...).
+    #[error("the {backend} backend does not support {what}")]
+    Unsupported {
+        /// The backend asked.
+        backend: &'static str,
+        /// What it cannot do.
+        what: String,
+    },
+
     /// A device ordinal is not among the devices the backend can see.
     #[error("{backend} device {ordinal} does not exist: {count} device(s) visible")]
     InvalidDevice {

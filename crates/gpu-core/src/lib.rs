@@ -62,7 +62,8 @@ mod transfer;
 
 pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut};
 pub use backend::{
-    Backend, BinaryOp, BufAt, DeviceInfo, Gemm, HostUse, KernelArg, LaunchLimits, ReduceOp, UnaryOp,
+    Backend, BinaryOp, BufAt, DeviceInfo, Gemm, HostUse, KernelArg, LaunchLimits, RawPtr,
+    RawStream, ReduceOp, UnaryOp,
 };
 pub use context::Context;
 pub use element::{DType, Element, Float, Numeric, ParseDTypeError};

@@ -4,8 +4,10 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::Backend;
+use crate::array::{DeviceRead, DeviceWrite};
+use crate::backend::{Backend, RawPtr, RawStream};
 use crate::context::Shared;
+use crate::element::Element;
 use crate::error::Result;
 use crate::track::{Access, SliceRef, Use, Uses};
 
@@ -65,14 +67,19 @@ impl<B: Backend> std::fmt::Debug for Stream<B> {
 impl<B: Backend> Stream<B> {
     pub(crate) fn create(shared: Arc<Shared<B>>, priority: i32) -> Result<Self> {
         let raw = shared.backend.create_stream(priority)?;
-        Ok(Stream {
+        Ok(Self::from_backend(shared, raw, priority))
+    }
+
+    /// A stream over a backend stream (created here or wrapped from a native handle).
+    pub(crate) fn from_backend(shared: Arc<Shared<B>>, raw: B::Stream, priority: i32) -> Self {
+        Stream {
             inner: Arc::new(StreamInner {
                 raw: ManuallyDrop::new(raw),
                 id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
                 priority,
                 shared,
             }),
-        })
+        }
     }
 
     pub(crate) fn shared_arc(&self) -> &Arc<Shared<B>> {
@@ -131,6 +138,96 @@ impl<B: Backend> Stream<B> {
         shared.check()?;
         shared.same_context("Stream::wait", "event", event.stream.context_id())?;
         self.backend().stream_wait(self.raw(), &event.raw)
+    }
+
+    /// Runs `f` with the native address of `a` (`None` when empty) and this stream's native
+    /// handle, ordered as a read of `a` on this stream, for interop with code outside this
+    /// library: `f` enqueues its own work (a `cuLaunchKernel`, a cuBLAS call, a cudarc copy)
+    /// on the raw stream, and the library orders it like one of its own ops: after the work
+    /// queued on `a` that it must follow (on any stream), and before later writes of `a`.
+    ///
+    /// On a backend without native streams ([`RawStream::None`], the CPU backend) the
+    /// stream finishes its queued work before `f` runs, and `f` does its access on the
+    /// calling thread before it returns.
+    ///
+    /// ```
+    /// use gpukit::{Context, DeviceSpec, RawPtr};
+    ///
+    /// let ctx = Context::new(DeviceSpec::Cpu)?;
+    /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
+    /// // SAFETY: on the CPU backend the address is host memory holding `a.len()` f32s, and
+    /// // the closure reads it before returning.
+    /// let sum = unsafe {
+    ///     ctx.with_raw(&a, |ptr, _stream| match ptr {
+    ///         Some(RawPtr::Host(p)) => std::slice::from_raw_parts(p.cast::<f32>(), 3).iter().sum(),
+    ///         _ => f32::NAN,
+    ///     })
+    /// }?;
+    /// assert_eq!(sum, 6.0);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// The caller vouches that `f` and the work it enqueues:
+    /// - only read `a`, at most `a.len()` elements from the address given;
+    /// - enqueue device work on the stream given and no other (or order it after that
+    ///   stream themselves, and before anything later queued on it);
+    /// - on [`RawStream::None`], finish every access before `f` returns.
+    pub unsafe fn with_raw<T: Element, R>(
+        &self,
+        a: &impl DeviceRead<T, B>,
+        f: impl FnOnce(Option<RawPtr>, RawStream) -> R,
+    ) -> Result<R> {
+        let s = a.slice_ref();
+        self.enqueue("Stream::with_raw", &[("a", &s, Access::Read)], || {
+            self.raw_access(s.raw_ptr(), f)
+        })
+    }
+
+    /// [`Stream::with_raw`] for writing: `f` and the work it enqueues may read and write `a`,
+    /// and the library orders it as a write (after every queued read and write of `a`,
+    /// before every later access).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Stream::with_raw`], except that `f` and its work may also write the
+    /// `a.len()` elements at the address given (and nothing outside them).
+    pub unsafe fn with_raw_mut<T: Element, R>(
+        &self,
+        a: &mut impl DeviceWrite<T, B>,
+        f: impl FnOnce(Option<RawPtr>, RawStream) -> R,
+    ) -> Result<R> {
+        let s = a.slice_ref();
+        self.enqueue("Stream::with_raw_mut", &[("a", &s, Access::Write)], || {
+            self.raw_access(s.raw_ptr(), f)
+        })
+    }
+
+    /// Runs a raw access once the stream is ordered: on a backend without native streams,
+    /// after the stream has finished its queued work.
+    fn raw_access<R>(
+        &self,
+        ptr: Option<RawPtr>,
+        f: impl FnOnce(Option<RawPtr>, RawStream) -> R,
+    ) -> Result<R> {
+        let raw = self.backend().raw_stream(self.raw());
+        if raw == RawStream::None {
+            self.backend().stream_sync(self.raw())?;
+        }
+        Ok(f(ptr, raw))
+    }
+
+    /// This stream's native handle ([`RawStream::None`] on the CPU backend), for interop.
+    ///
+    /// # Safety
+    ///
+    /// The handle is valid while this stream (or a clone) lives. The caller vouches that
+    /// work it enqueues on the handle touches no memory of this library's arrays except
+    /// through [`Stream::with_raw`] / [`Stream::with_raw_mut`], and that it does not
+    /// destroy the stream.
+    pub unsafe fn raw_handle(&self) -> RawStream {
+        self.backend().raw_stream(self.raw())
     }
 
     /// Queues `f` (which enqueues backend work on this stream) after making the stream wait

@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::backend::{Backend, BufAt};
+use crate::backend::{Backend, BufAt, RawPtr};
 use crate::error::Result;
 use crate::stream::{Stream, StreamInner};
 
@@ -65,6 +65,19 @@ impl<B: Backend> Alloc<B> {
                 readers: Vec::new(),
             }),
         })
+    }
+
+    /// An allocation over a buffer made elsewhere (a wrapped foreign allocation).
+    pub(crate) fn from_buffer(home: &Stream<B>, buf: B::Buffer, bytes: usize) -> Self {
+        Alloc {
+            buf: Some(buf),
+            bytes,
+            home: home.clone(),
+            track: Mutex::new(Tracker {
+                writer: None,
+                readers: Vec::new(),
+            }),
+        }
     }
 
     fn tracker(&self) -> MutexGuard<'_, Tracker<B>> {
@@ -142,6 +155,11 @@ impl<'a, B: Backend> SliceRef<'a, B> {
     }
 
     /// Where the range starts; `None` when it is empty.
+    /// The native address of the range's first byte; `None` when it is empty.
+    pub(crate) fn raw_ptr(&self) -> Option<RawPtr> {
+        self.at().map(|at| self.alloc.home.backend().raw_ptr(at))
+    }
+
     pub(crate) fn at(&self) -> Option<BufAt<'a, B>> {
         if self.bytes == 0 {
             return None;

@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
     Backend, BinaryOp, BufAt, CpuKernelFn, DeviceInfo, Float, Gemm, HostUse, KernelArg, KernelDesc,
-    LaunchConfig, Numeric, RawArg, ReduceOp, Result, UnaryOp,
+    LaunchConfig, Numeric, RawArg, RawPtr, RawStream, ReduceOp, Result, UnaryOp,
 };
 
 pub use error::CpuError;
@@ -668,5 +668,42 @@ impl Backend for CpuBackend {
                 }
             }),
         )
+    }
+
+    fn raw_ptr(&self, at: BufAt<'_, Self>) -> RawPtr {
+        RawPtr::Host(at.buf.at(at.offset).get())
+    }
+
+    fn raw_stream(&self, _stream: &CpuStream) -> RawStream {
+        RawStream::None
+    }
+
+    unsafe fn buffer_from_raw(&self, ptr: RawPtr, bytes: usize) -> Result<CpuBuffer> {
+        let RawPtr::Host(p) = ptr else {
+            return Err(gpukit_core::Error::Unsupported {
+                backend: "cpu",
+                what: format!("{ptr:?} as device memory (it needs a host address)"),
+            });
+        };
+        let Some(p) = std::ptr::NonNull::new(p) else {
+            return Err(gpukit_core::Error::Unsupported {
+                backend: "cpu",
+                what: "a null host address as device memory".into(),
+            });
+        };
+        // SAFETY: the caller's contract (Backend::buffer_from_raw): `bytes` readable and
+        // writable bytes that outlive the buffer and the work queued on it.
+        let mem = unsafe { Mem::foreign(p, bytes) }?;
+        Ok(CpuBuffer { mem: Arc::new(mem) })
+    }
+
+    unsafe fn stream_from_raw(&self, raw: RawStream) -> Result<CpuStream> {
+        Err(gpukit_core::Error::Unsupported {
+            backend: "cpu",
+            what: format!(
+                "wrapping a native stream ({raw:?}): its streams are worker-thread queues \
+                 with no native handle"
+            ),
+        })
     }
 }

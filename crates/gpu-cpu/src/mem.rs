@@ -11,10 +11,13 @@ pub(crate) const DEVICE_ALIGN: usize = 256;
 /// Alignment of host buffers: a page, as pinned memory is.
 pub(crate) const HOST_ALIGN: usize = 4096;
 
-/// One zeroed heap allocation, freed on drop.
+/// One zeroed heap allocation, freed on drop; or memory the caller owns (wrapped for
+/// interop), which is never freed here.
 pub(crate) struct Mem {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// Whether `ptr` came from `alloc_zeroed` with `layout` and is freed on drop.
+    owned: bool,
     /// Counts the allocation as live until it is freed (dropped after `drop` deallocates).
     #[cfg(feature = "fault-injection")]
     pub(crate) live: Option<crate::fault::Live>,
@@ -52,6 +55,27 @@ impl Mem {
         Ok(Mem {
             ptr,
             layout,
+            owned: true,
+            #[cfg(feature = "fault-injection")]
+            live: None,
+        })
+    }
+
+    /// `bytes > 0` bytes at `ptr` that the caller owns: never freed here.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` addresses `bytes` readable and writable bytes that stay allocated while this
+    /// `Mem` (and every task holding it) lives.
+    pub(crate) unsafe fn foreign(ptr: NonNull<u8>, bytes: usize) -> Result<Mem, CpuError> {
+        let layout = Layout::from_size_align(bytes, 1).map_err(|e| CpuError::OutOfMemory {
+            requested: bytes,
+            detail: e.to_string(),
+        })?;
+        Ok(Mem {
+            ptr,
+            layout,
+            owned: false,
             #[cfg(feature = "fault-injection")]
             live: None,
         })
@@ -69,8 +93,11 @@ impl Mem {
 
 impl Drop for Mem {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from `alloc_zeroed` with this very layout and is freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        if self.owned {
+            // SAFETY: an owned `ptr` came from `alloc_zeroed` with this very layout and is
+            // freed once, here.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        }
     }
 }
 

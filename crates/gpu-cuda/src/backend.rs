@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::sys::{self, CUresult};
 use gpukit_core::{
     Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
-    LaunchConfig, Numeric, ReduceOp, Result, UnaryOp,
+    LaunchConfig, Numeric, RawPtr, RawStream, ReduceOp, Result, UnaryOp,
 };
 use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
 use gpukit_cuda_sys::kernels::MAX_PARTIALS;
@@ -27,6 +27,8 @@ pub struct CudaBackend {
 pub struct CudaBuffer {
     pub(crate) ptr: sys::CUdeviceptr,
     bytes: usize,
+    /// Whether the backend allocated it (a wrapped foreign allocation is never freed here).
+    owned: bool,
 }
 
 impl CudaBuffer {
@@ -80,6 +82,8 @@ pub struct CudaStream {
     /// `MAX_PARTIALS * 8` bytes for the partial results of reductions.
     pub(crate) scratch: sys::CUdeviceptr,
     pub(crate) blas: Mutex<Option<Raw<cublasHandle_t>>>,
+    /// Whether the backend created it (a wrapped foreign stream is never destroyed here).
+    owned: bool,
 }
 
 /// A CUDA event; ordering events go back to a pool when dropped.
@@ -251,7 +255,11 @@ impl Backend for CudaBackend {
         self.bind()?;
         self.dev.reap(false)?;
         let ptr = self.mem_alloc(bytes)?;
-        let buf = CudaBuffer { ptr, bytes };
+        let buf = CudaBuffer {
+            ptr,
+            bytes,
+            owned: true,
+        };
         if zeroed {
             // SAFETY: `ptr..ptr + bytes` is the new allocation; the internal stream is live.
             let r = unsafe { sys::cuMemsetD8Async(ptr, 0, bytes, self.util.0) };
@@ -273,6 +281,11 @@ impl Backend for CudaBackend {
     }
 
     unsafe fn free(&self, buf: CudaBuffer, users: &[&CudaStream]) -> Result<()> {
+        if !buf.owned {
+            // A foreign allocation: its owner frees it (after the work queued on it, by the
+            // contract of `buffer_from_raw`).
+            return Ok(());
+        }
         let mut streams = [std::ptr::null_mut(); 8];
         if users.len() <= streams.len() {
             for (slot, s) in streams.iter_mut().zip(users) {
@@ -356,6 +369,7 @@ impl Backend for CudaBackend {
                 raw: Raw(s),
                 scratch,
                 blas: Mutex::new(None),
+                owned: true,
             }),
             Err(e) => {
                 // SAFETY: the new stream has no work.
@@ -375,10 +389,13 @@ impl Backend for CudaBackend {
             ops::destroy_blas(handle);
         }
         // SAFETY: the stream has finished its work (or failed for good), so nothing uses the
-        // scratch buffer; the stream is destroyed once.
+        // scratch buffer; a stream this backend created is destroyed once (a wrapped one
+        // belongs to its creator).
         unsafe {
             sys::cuMemFree_v2(stream.scratch);
-            sys::cuStreamDestroy_v2(stream.raw.0);
+            if stream.owned {
+                sys::cuStreamDestroy_v2(stream.raw.0);
+            }
         }
         synced
     }
@@ -626,5 +643,65 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         // SAFETY: forwarded; our caller upholds the same contract.
         unsafe { kernel::launch(self, stream, k, cfg, args) }
+    }
+
+    fn raw_ptr(&self, at: BufAt<'_, Self>) -> RawPtr {
+        RawPtr::Cuda(at.buf.at(at.offset))
+    }
+
+    fn raw_stream(&self, stream: &CudaStream) -> RawStream {
+        RawStream::Cuda(stream.raw.0.cast())
+    }
+
+    unsafe fn buffer_from_raw(&self, ptr: RawPtr, bytes: usize) -> Result<CudaBuffer> {
+        match ptr {
+            RawPtr::Cuda(0) => Err(Error::Unsupported {
+                backend: "cuda",
+                what: "a null device address as device memory".into(),
+            }),
+            RawPtr::Cuda(p) => Ok(CudaBuffer {
+                ptr: p,
+                bytes,
+                owned: false,
+            }),
+            other => Err(Error::Unsupported {
+                backend: "cuda",
+                what: format!("{other:?} as device memory (it needs a CUDA device address)"),
+            }),
+        }
+    }
+
+    unsafe fn stream_from_raw(&self, raw: RawStream) -> Result<CudaStream> {
+        let RawStream::Cuda(handle) = raw else {
+            return Err(Error::Unsupported {
+                backend: "cuda",
+                what: format!("wrapping {raw:?} (it needs a CUstream)"),
+            });
+        };
+        self.bind()?;
+        let s: sys::CUstream = handle.cast();
+        // A stream of another context would order nothing against this one's work.
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: the caller vouches that `s` is a live stream (stream_from_raw's contract);
+        // live out-pointer.
+        self.check("cuStreamGetCtx", unsafe {
+            sys::cuStreamGetCtx(s, &mut ctx)
+        })?;
+        if ctx != self.dev.ctx.0 {
+            return Err(Error::Unsupported {
+                backend: "cuda",
+                what: format!(
+                    "a stream of another CUDA context (device {} uses its primary context)",
+                    self.dev.ordinal
+                ),
+            });
+        }
+        let scratch = self.mem_alloc(MAX_PARTIALS as usize * 8)?;
+        Ok(CudaStream {
+            raw: Raw(s),
+            scratch,
+            blas: Mutex::new(None),
+            owned: false,
+        })
     }
 }

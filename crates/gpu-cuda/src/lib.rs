@@ -87,6 +87,9 @@ mod ops;
 pub use backend::{
     CudaBackend, CudaBuffer, CudaEvent, CudaHostMem, CudaKernel, CudaRegistration, CudaStream,
 };
+/// The cudarc this backend is built on, for interop at the same version (raw handles from
+/// [`gpukit_core::Stream::with_raw`] and friends are cudarc `sys` types).
+pub use cudarc;
 pub use cudarc::driver::sys::CUresult;
 pub use error::{driver_result, CudaError};
 pub use gpukit_cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};

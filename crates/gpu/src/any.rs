@@ -8,7 +8,7 @@
 
 use gpukit_core::{
     Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
-    LaunchConfig, Numeric, ReduceOp, Result, UnaryOp,
+    LaunchConfig, Numeric, RawPtr, RawStream, ReduceOp, Result, UnaryOp,
 };
 
 /// A backend that is one of the compiled-in backends.
@@ -416,5 +416,31 @@ impl Backend for AnyBackend {
             // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
             unsafe { b.launch(stream, kernel, cfg, &args) }
         })
+    }
+
+    fn raw_ptr(&self, x: BufAt<'_, Self>) -> RawPtr {
+        dispatch!(self, b: Be => match at(b, x) {
+            Ok(x) => b.raw_ptr(x),
+            // Unreachable through gpukit-core (one context, one backend); a null address
+            // rather than a panic, as `host_ptr` does.
+            Err(_) => RawPtr::Host(std::ptr::null_mut()),
+        })
+    }
+
+    fn raw_stream(&self, s: &AnyStream) -> RawStream {
+        dispatch!(self, b: Be => match st(b, s) {
+            Ok(s) => b.raw_stream(s),
+            Err(_) => RawStream::None,
+        })
+    }
+
+    unsafe fn buffer_from_raw(&self, ptr: RawPtr, bytes: usize) -> Result<AnyBuffer> {
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.buffer_from_raw(ptr, bytes) }.map(Be::wrap_buffer))
+    }
+
+    unsafe fn stream_from_raw(&self, raw: RawStream) -> Result<AnyStream> {
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        dispatch!(self, b: Be => unsafe { b.stream_from_raw(raw) }.map(Be::wrap_stream))
     }
 }

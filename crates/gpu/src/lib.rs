@@ -53,6 +53,30 @@
 //!
 //! Elements without a feature: `f32`, `f64`, `i32`, `u32`, `i64`, `u64`, `i8`, `u8`.
 //!
+//! ## Interop with other CUDA code
+//!
+//! Arrays, views and streams give their native handles to code outside this library
+//! (cudarc, your own cuBLAS or cuDNN calls, other CUDA libraries), and foreign allocations
+//! and streams can be used as arrays and streams. Every entry point is `unsafe`, with the
+//! contract in its `# Safety` section:
+//!
+//! - [`Stream::with_raw`](gpukit_core::Stream::with_raw) /
+//!   [`with_raw_mut`](gpukit_core::Stream::with_raw_mut): run a closure with an array's
+//!   [`RawPtr`] (a `CUdeviceptr` with the view's offset) and the stream's [`RawStream`] (a
+//!   `CUstream`), ordered like one of the library's own ops: the work the closure enqueues on
+//!   the raw stream comes after the queued work it must follow, on any stream, and before
+//!   the later work that must follow it. On the CPU backend the closure touches host memory
+//!   itself, after the stream has drained.
+//! - [`DeviceRead::raw_ptr`] and [`Stream::raw_handle`](gpukit_core::Stream::raw_handle):
+//!   the bare handles, when you order the work yourself.
+//! - [`Context::array_from_raw`](gpukit_core::Context::array_from_raw) and
+//!   [`Context::stream_from_raw`](gpukit_core::Context::stream_from_raw): wrap a foreign
+//!   allocation or stream without taking ownership (dropping the wrapper frees and destroys
+//!   nothing).
+//!
+//! `gpukit::cuda::cudarc` is the cudarc this build uses. A pointer or stream of another
+//! backend's kind is [`Error::Unsupported`].
+//!
 //! ## Configuration
 //!
 //! [`Context::from_config`] reads `gpu.toml` (or the file `GPU_CONFIG` names) through
@@ -78,7 +102,7 @@ pub use context::{Context, Rejection, Selection};
 pub use gpukit_core::{
     BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error, Float,
     Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits, Numeric,
-    Out, ParseDTypeError, ReduceOp, Rejected, Result, ThreadIndex, UnaryOp,
+    Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result, ThreadIndex, UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.
