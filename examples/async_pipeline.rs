@@ -312,13 +312,7 @@ fn first_difference(want: &[Vec<f32>], got: &[Vec<f32>]) -> Option<(usize, usize
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("async_pipeline: error: {}", gpukit::error_chain(&*e));
-            ExitCode::FAILURE
-        }
-    }
+    gpukit_examples::exit_status("async_pipeline", run())
 }
 
 fn run() -> Res {

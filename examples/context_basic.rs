@@ -42,13 +42,7 @@ fn verify(ok: bool, what: &str) -> Res {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("context_basic: error: {}", gpukit::error_chain(&*e));
-            ExitCode::FAILURE
-        }
-    }
+    gpukit_examples::exit_status("context_basic", run())
 }
 
 fn run() -> Res {

@@ -83,6 +83,21 @@ fn json_lines<T: Serialize>(records: &[T]) -> Result<String, String> {
     Ok(format!("[\n{}\n]\n", lines.join(",\n")))
 }
 
+/// The exit status of a program whose work is `result`: success, or the error's whole chain
+/// (`gpukit::error_chain`) on stderr after `program: error: `, and failure.
+pub fn exit_status(
+    program: &str,
+    result: Result<(), Box<dyn std::error::Error>>,
+) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program}: error: {}", gpukit::error_chain(&*e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

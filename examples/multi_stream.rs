@@ -124,13 +124,7 @@ fn max_error(want: &[f32], got: &[f32]) -> Option<f64> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("multi_stream: error: {}", gpukit::error_chain(&*e));
-            ExitCode::FAILURE
-        }
-    }
+    gpukit_examples::exit_status("multi_stream", run())
 }
 
 /// A worker stream's arrays and events.

@@ -159,13 +159,7 @@ usage: training_pipeline [options]
   -h, --help           this text";
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("training_pipeline: error: {}", gpukit::error_chain(&*e));
-            ExitCode::FAILURE
-        }
-    }
+    gpukit_examples::exit_status("training_pipeline", run())
 }
 
 /// Command-line options.

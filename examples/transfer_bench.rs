@@ -81,13 +81,7 @@ struct Record {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("transfer_bench: error: {}", gpukit::error_chain(&*e));
-            ExitCode::FAILURE
-        }
-    }
+    gpukit_examples::exit_status("transfer_bench", run())
 }
 
 /// Runs per size: `--runs` for a stable median at small sizes, [`MIN_RUNS`] where one run
