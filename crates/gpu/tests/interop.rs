@@ -7,7 +7,7 @@
 
 mod common;
 
-use gpukit::{Context, DeviceRead, Error, LaunchConfig, RawPtr, RawStream};
+use gpukit::{DeviceRead, Error, LaunchConfig, RawPtr, RawStream};
 
 /// Sets `n` f32s at `ptr` to `value` through the backend's own means: a host loop on the
 /// CPU (after reading them, so the test also sees what was there), `cuMemsetD32Async` on
@@ -131,6 +131,7 @@ cpu_tests! {
 mod cuda {
     use super::*;
     use gpukit::cuda::cudarc::driver::{result, sys};
+    use gpukit::Context;
 
     /// A cudarc allocation and a cudarc stream used by the library, then freed and
     /// destroyed by cudarc: both succeed only if the library released neither.
