@@ -105,9 +105,49 @@ impl Step {
                     "--all-features",
                 ]))
             }
-            Step::Package => util::run(&mut package_command(root)),
+            Step::Package => {
+                forget_stale_package_sources()?;
+                util::run(&mut package_command(root))
+            }
         }
     }
+}
+
+/// Removes the sources cargo extracted from earlier runs' temporary local registries
+/// (`$CARGO_HOME/registry/src/-<hash>/gpukit-*`). cargo reuses an extracted `name-version`
+/// folder without looking at the new `.crate`, so a second `cargo package` of the same
+/// version in the same checkout would verify each crate against the previous run's sources
+/// of its dependencies and fail (or pass) on stale code. Only folders of local registries
+/// (whose names start with `-`) holding this workspace's crates are touched.
+fn forget_stale_package_sources() -> Result {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry").join("src")) else {
+        return Ok(());
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for krate in crates.flatten() {
+            if krate.file_name().to_string_lossy().starts_with("gpukit") {
+                std::fs::remove_dir_all(krate.path()).map_err(|e| {
+                    util::Failure::new(format!(
+                        "cannot remove stale package sources {}: {e}",
+                        krate.path().display()
+                    ))
+                })?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `cargo package` of every published crate. `--workspace` packages them in dependency order
