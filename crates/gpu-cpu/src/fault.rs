@@ -410,7 +410,7 @@ impl std::error::Error for Overrun {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use gpukit_cpu::fault::{within_limit, Overrun};
+/// use gpukit::cpu::fault::{within_limit, Overrun};
 ///
 /// assert_eq!(within_limit(Duration::from_secs(5), || 6 * 7), Ok(42));
 /// let hang = within_limit(Duration::from_millis(10), || std::thread::sleep(Duration::from_secs(1)));

@@ -7,24 +7,26 @@
 //! independent of the code under test.
 //!
 //! ```
-//! use gpukit_core::Gemm;
-//! use gpukit_cpu::reference;
+//! use gpukit::Gemm;
+//! use gpukit::cpu::reference;
 //!
 //! // [1 2; 3 4] * [5 6; 7 8]
-//! let c = reference::gemm(&Gemm::<f32>::new(2, 2, 2), &[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0], &[]);
+//! let c = reference::gemm(&Gemm::<f32>::new(2, 2, 2), &[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0], &[])?;
 //! assert_eq!(c, [19.0, 22.0, 43.0, 50.0]);
+//! // Slices shorter than the shapes are an error, as they are for the backends' gemm.
+//! assert!(reference::gemm(&Gemm::<f32>::new(2, 2, 2), &[1.0], &[5.0], &[]).is_err());
+//! # Ok::<(), gpukit::Error>(())
 //! ```
 
-use gpukit_core::{Gemm, Numeric};
+use gpukit_core::{Error, Gemm, Numeric, Result};
 
 /// `alpha op(A) op(B) + beta C` in f64, row-major, as [`Gemm`] defines it: the products of
 /// the exact f64 values of the elements, summed in order. `C` is not read when `beta` is
 /// zero (it may then be empty), as the backends ignore it then, NaNs included.
 ///
-/// # Panics
-///
-/// If a slice is shorter than `g`'s shapes require (`m * k`, `k * n`, `m * n`).
-pub fn gemm<T: Numeric>(g: &Gemm<T>, a: &[T], b: &[T], c: &[T]) -> Vec<f64> {
+/// A slice shorter than `g`'s shapes require (`m * k`, `k * n`, and `m * n` for `c` when
+/// `beta` is not zero) is [`Error::LengthMismatch`].
+pub fn gemm<T: Numeric>(g: &Gemm<T>, a: &[T], b: &[T], c: &[T]) -> Result<Vec<f64>> {
     terms_summed(g, a, b, c, |x| x)
 }
 
@@ -33,10 +35,8 @@ pub fn gemm<T: Numeric>(g: &Gemm<T>, a: &[T], b: &[T], c: &[T]) -> Vec<f64> {
 /// `beta` is zero). The rounding error of any summation order is bounded in proportion to
 /// it, so tests scale their tolerances by it.
 ///
-/// # Panics
-///
-/// As [`gemm`].
-pub fn gemm_magnitudes<T: Numeric>(g: &Gemm<T>, a: &[T], b: &[T], c: &[T]) -> Vec<f64> {
+/// Lengths are checked as for [`gemm`].
+pub fn gemm_magnitudes<T: Numeric>(g: &Gemm<T>, a: &[T], b: &[T], c: &[T]) -> Result<Vec<f64>> {
     terms_summed(g, a, b, c, f64::abs)
 }
 
@@ -48,8 +48,27 @@ fn terms_summed<T: Numeric>(
     b: &[T],
     c: &[T],
     term: impl Fn(f64) -> f64,
-) -> Vec<f64> {
+) -> Result<Vec<f64>> {
     let (m, n, k) = (g.m, g.n, g.k);
+    let beta_reads_c = g.beta.to_f64() != 0.0;
+    for (arg, got, expected) in [
+        ("a", a.len(), m.saturating_mul(k)),
+        ("b", b.len(), k.saturating_mul(n)),
+        (
+            "c",
+            if beta_reads_c { c.len() } else { usize::MAX },
+            m.saturating_mul(n),
+        ),
+    ] {
+        if got < expected {
+            return Err(Error::LengthMismatch {
+                op: "reference::gemm",
+                arg,
+                expected,
+                got,
+            });
+        }
+    }
     let a_at = |i: usize, l: usize| op_at(a, g.trans_a, m, k, i, l);
     let b_at = |l: usize, j: usize| op_at(b, g.trans_b, k, n, l, j);
     let (alpha, beta) = (term(g.alpha.to_f64()), g.beta.to_f64());
@@ -65,7 +84,7 @@ fn terms_summed<T: Numeric>(
             out.push(alpha * products + scaled_c);
         }
     }
-    out
+    Ok(out)
 }
 
 /// Entry `(r, c)` of `op(X)`, a `rows x cols` matrix stored row-major as `X`, or as `X^T`
@@ -94,7 +113,7 @@ mod tests {
             (true, true, &a_t, &b_t),
         ] {
             let g = Gemm::<f64>::new(2, 2, 3).transpose(ta, tb);
-            assert_eq!(gemm(&g, a, b, &[]), want, "{ta} {tb}");
+            assert_eq!(gemm(&g, a, b, &[]).unwrap(), want, "{ta} {tb}");
         }
     }
 
@@ -102,11 +121,11 @@ mod tests {
     fn scales_and_ignores_c_when_beta_is_zero() {
         let g = Gemm::<f32>::new(1, 1, 2).scaled(-2.0, 0.5);
         assert_eq!(
-            gemm(&g, &[1.0, 2.0], &[3.0, -4.0], &[10.0]),
+            gemm(&g, &[1.0, 2.0], &[3.0, -4.0], &[10.0]).unwrap(),
             [-2.0 * -5.0 + 5.0]
         );
         let g = Gemm::<f32>::new(1, 1, 1).scaled(1.0, 0.0);
-        assert_eq!(gemm(&g, &[2.0], &[3.0], &[f32::NAN]), [6.0]);
+        assert_eq!(gemm(&g, &[2.0], &[3.0], &[f32::NAN]).unwrap(), [6.0]);
     }
 
     #[test]
@@ -114,7 +133,7 @@ mod tests {
         let g = Gemm::<f64>::new(1, 1, 2).scaled(-2.0, -0.5);
         // |-2| (|1 * 3| + |2 * -4|) + |-0.5 * 10|
         assert_eq!(
-            gemm_magnitudes(&g, &[1.0, 2.0], &[3.0, -4.0], &[10.0]),
+            gemm_magnitudes(&g, &[1.0, 2.0], &[3.0, -4.0], &[10.0]).unwrap(),
             [27.0]
         );
     }
