@@ -248,9 +248,10 @@ impl<B: Backend> Context<B> {
     ///
     /// # Safety
     ///
-    /// - `ptr` addresses `len` elements of `T`, readable and writable, in this context's
-    ///   device memory (for CUDA: allocated in, or accessible from, the device's primary
-    ///   context; for the CPU backend: host memory aligned for `T`);
+    /// - `ptr` addresses `len` elements of `T`, aligned for `T` (the built-in ops of every
+    ///   backend read whole elements), readable and writable, in this context's device
+    ///   memory (for CUDA: allocated in, or accessible from, the device's primary context;
+    ///   for the CPU backend: host memory);
     /// - the memory stays allocated until the array is dropped and the work queued on it
     ///   has finished ([`Context::sync`] after the drop), and nothing outside this library
     ///   accesses it meanwhile except through [`Stream::with_raw`] / [`Stream::with_raw_mut`];
