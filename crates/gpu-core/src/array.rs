@@ -125,10 +125,11 @@ fn range_of(
 }
 
 impl<T: Element, B: Backend> GpuArray<T, B> {
-    /// An array over an allocation made elsewhere; see [`crate::Context::array_from_raw`].
-    pub(crate) fn from_buffer(home: &Stream<B>, buf: B::Buffer, len: usize) -> Self {
+    /// An array of `len` elements (`bytes` bytes, already checked) over an allocation made
+    /// elsewhere; see [`crate::Context::array_from_raw`].
+    pub(crate) fn from_buffer(home: &Stream<B>, buf: B::Buffer, len: usize, bytes: usize) -> Self {
         GpuArray {
-            alloc: Alloc::from_buffer(home, buf, len * std::mem::size_of::<T>()),
+            alloc: Alloc::with_buffer(home, Some(buf), bytes),
             len,
             _t: PhantomData,
         }

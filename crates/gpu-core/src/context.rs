@@ -269,7 +269,7 @@ impl<B: Backend> Context<B> {
         }
         // SAFETY: the caller's contract covers the backend's.
         let buf = unsafe { s.backend.buffer_from_raw(ptr, bytes) }?;
-        Ok(GpuArray::from_buffer(&self.default, buf, len))
+        Ok(GpuArray::from_buffer(&self.default, buf, len, bytes))
     }
 
     /// Allocates `len` elements whose contents are unspecified (but initialized: any

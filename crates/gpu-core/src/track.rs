@@ -56,21 +56,14 @@ impl<B: Backend> Alloc<B> {
         } else {
             Some(home.backend().alloc(bytes, zeroed)?)
         };
-        Ok(Alloc {
-            buf,
-            bytes,
-            home: home.clone(),
-            track: Mutex::new(Tracker {
-                writer: None,
-                readers: Vec::new(),
-            }),
-        })
+        Ok(Self::with_buffer(home, buf, bytes))
     }
 
-    /// An allocation over a buffer made elsewhere (a wrapped foreign allocation).
-    pub(crate) fn from_buffer(home: &Stream<B>, buf: B::Buffer, bytes: usize) -> Self {
+    /// An allocation of `bytes` over `buf` (none when empty), with no uses yet: a new
+    /// allocation, or a wrapped foreign one.
+    pub(crate) fn with_buffer(home: &Stream<B>, buf: Option<B::Buffer>, bytes: usize) -> Self {
         Alloc {
-            buf: Some(buf),
+            buf,
             bytes,
             home: home.clone(),
             track: Mutex::new(Tracker {
@@ -154,12 +147,12 @@ impl<'a, B: Backend> SliceRef<'a, B> {
         }
     }
 
-    /// Where the range starts; `None` when it is empty.
     /// The native address of the range's first byte; `None` when it is empty.
     pub(crate) fn raw_ptr(&self) -> Option<RawPtr> {
         self.at().map(|at| self.alloc.home.backend().raw_ptr(at))
     }
 
+    /// Where the range starts; `None` when it is empty.
     pub(crate) fn at(&self) -> Option<BufAt<'a, B>> {
         if self.bytes == 0 {
             return None;

@@ -196,6 +196,18 @@ impl CudaBackend {
         Ok(self.dev.bind()?)
     }
 
+    /// A `CudaStream` over `s` with its reductions' scratch memory; `owned` streams are
+    /// destroyed with it.
+    fn stream_over(&self, s: sys::CUstream, owned: bool) -> Result<CudaStream> {
+        let scratch = self.mem_alloc(MAX_PARTIALS as usize * 8)?;
+        Ok(CudaStream {
+            raw: Raw(s),
+            scratch,
+            blas: Mutex::new(None),
+            owned,
+        })
+    }
+
     /// `cuMemAlloc`, retried once after waiting for deferred frees.
     fn mem_alloc(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
         let mut ptr: sys::CUdeviceptr = 0;
@@ -364,19 +376,10 @@ impl Backend for CudaBackend {
                 priority,
             )
         })?;
-        match self.mem_alloc(MAX_PARTIALS as usize * 8) {
-            Ok(scratch) => Ok(CudaStream {
-                raw: Raw(s),
-                scratch,
-                blas: Mutex::new(None),
-                owned: true,
-            }),
-            Err(e) => {
-                // SAFETY: the new stream has no work.
-                let _ = unsafe { sys::cuStreamDestroy_v2(s) };
-                Err(e)
-            }
-        }
+        self.stream_over(s, true).inspect_err(|_| {
+            // SAFETY: the new stream has no work and nothing else holds it.
+            let _ = unsafe { sys::cuStreamDestroy_v2(s) };
+        })
     }
 
     fn destroy_stream(&self, stream: CudaStream) -> Result<()> {
@@ -696,12 +699,6 @@ impl Backend for CudaBackend {
                 ),
             });
         }
-        let scratch = self.mem_alloc(MAX_PARTIALS as usize * 8)?;
-        Ok(CudaStream {
-            raw: Raw(s),
-            scratch,
-            blas: Mutex::new(None),
-            owned: false,
-        })
+        self.stream_over(s, false)
     }
 }

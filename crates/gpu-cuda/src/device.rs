@@ -39,6 +39,13 @@ fn poison_flag(ordinal: usize) -> Arc<OnceLock<CudaError>> {
     Arc::clone(lock(flags).entry(ordinal).or_default())
 }
 
+/// The error every call returns once `first`, a sticky error, has poisoned the device.
+fn poisoned_by(first: &CudaError) -> CudaError {
+    CudaError::Poisoned {
+        first: Box::new(first.clone()),
+    }
+}
+
 /// Most retired modules kept before a device-wide synchronisation unloads them.
 const RETIRED_MAX: usize = 64;
 
@@ -68,9 +75,7 @@ impl Device {
     pub fn open(ordinal: usize, name: String, total_memory: u64) -> Result<Device, CudaError> {
         let poison = poison_flag(ordinal);
         if let Some(first) = poison.get() {
-            return Err(CudaError::Poisoned {
-                first: Box::new(first.clone()),
-            });
+            return Err(poisoned_by(first));
         }
         let call = |call: &'static str, r: CUresult| -> Result<(), CudaError> {
             if r == CUresult::CUDA_SUCCESS {
@@ -159,9 +164,7 @@ impl Device {
     pub fn alive(&self) -> Result<(), CudaError> {
         match self.poison.get() {
             None => Ok(()),
-            Some(first) => Err(CudaError::Poisoned {
-                first: Box::new(first.clone()),
-            }),
+            Some(first) => Err(poisoned_by(first)),
         }
     }
 
@@ -201,9 +204,7 @@ impl Device {
                 name: name.clone(),
                 message: format!("{message} (CUDA device {})", self.ordinal),
             });
-            return CudaError::Poisoned {
-                first: Box::new(first.clone()),
-            };
+            return poisoned_by(first);
         }
         if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             let (free, total) = self.mem_info();
