@@ -8,11 +8,18 @@
 //            integers (whose sums wrap, so accumulating modulo 2^64 and truncating gives
 //            the wrapped result of the narrower type)
 //   IS_FLOAT 1 for floating-point types
-//   load(T) -> C, store(C) -> T, op_add/op_sub/op_mul/op_div(C, C) -> C, cmax(C, C) -> C,
-//   to_acc(C) -> ACC, from_acc(ACC) -> T, C_LOWEST (the identity of max)
+//   load(T) -> C, store(C) -> T, op_add/op_sub/op_mul/op_div(C, C) -> C, op_neg(C),
+//   op_abs(C), cmin/cmax(C, C) -> C, to_acc(C) -> ACC, from_acc(ACC) -> T,
+//   C_LOWEST and C_HIGHEST (the identities of max and min: NaN for floats)
+// and, for every module, the 16-bit float conversions f16_load/f16_store/bf16_load/
+// bf16_store and f16_from_double/bf16_from_double, which the casts use.
+//
+// The element-wise ops of gpukit-core's op table (u_*, b_*, s_*) and the casts (cast_*) are
+// generated after this file (gpukit-cuda's source.rs and gpukit-cuda-sys's kernels.rs).
 //
 // The semantics are gpukit_core::Numeric's and Float's, which the CPU backend implements:
-// integers wrap and divide by zero to 0, float max ignores NaN (fmax), relu(NaN) is 0.
+// integers wrap and divide by zero to 0, float min/max ignore NaN (fmin/fmax) and keep the
+// first operand of two equal ones, relu(NaN) is 0.
 // Every kernel is a grid-stride loop with 64-bit indices, so any length and any grid work.
 // Built with --fmad=false so that axpy rounds the product and the sum separately, as the
 // CPU does.
@@ -30,37 +37,21 @@ extern "C" __global__ void axpy(T alpha, const T *x, T *y, unsigned long long n)
     GRID_STRIDE(i, n) { y[i] = store(op_add(op_mul(a, load(x[i])), load(y[i]))); }
 }
 
-extern "C" __global__ void scale(T alpha, T *x, unsigned long long n) {
-    C a = load(alpha);
-    GRID_STRIDE(i, n) { x[i] = store(op_mul(a, load(x[i]))); }
+extern "C" __global__ void clamp_op(const T *in, T lo, T hi, T *out, unsigned long long n) {
+    C l = load(lo), h = load(hi);
+    GRID_STRIDE(i, n) {
+        T v = in[i];
+        C x = load(v);
+        out[i] = x < l ? lo : (x > h ? hi : v);
+    }
 }
 
-#define BINARY(name, f)                                                                 \
-    extern "C" __global__ void name(const T *a, const T *b, T *out, unsigned long long n) { \
-        GRID_STRIDE(i, n) { out[i] = store(f(load(a[i]), load(b[i]))); }                \
-    }
-BINARY(add_op, op_add)
-BINARY(sub_op, op_sub)
-BINARY(mul_op, op_mul)
-BINARY(div_op, op_div)
-
-#if IS_FLOAT
-#define UNARY(name, expr)                                                               \
-    extern "C" __global__ void name(const T *in, T *out, unsigned long long n) {       \
-        GRID_STRIDE(i, n) {                                                             \
-            C x = load(in[i]);                                                          \
-            out[i] = store(expr);                                                       \
-        }                                                                               \
-    }
-UNARY(relu, x > (C)0 ? x : (C)0)
-UNARY(sigmoid, (C)1 / ((C)1 + exp(-x)))
-UNARY(tanh_op, tanh(x))
-UNARY(exp_op, exp(x))
-#endif
-
-// Reductions run in two launches: REDUCE_BLOCK threads per block each fold a grid-stride
-// share, the block folds its threads in shared memory and writes one partial; then one
-// block folds the partials and writes the result.
+// Reductions of a whole array run in two launches: REDUCE_BLOCK threads per block each fold
+// a grid-stride share, the block folds its threads in shared memory and writes one partial;
+// then one block folds the partials and writes the result. Reductions per row run one
+// block per row (blocks stride over the rows). Argmin/argmax fold (value, index) pairs
+// under one total order (numbers before NaN, then by value, then the lower index), so any
+// folding order gives the same, first, index.
 
 template <typename A, typename F>
 __device__ __forceinline__ A block_fold(A v, F f) {
@@ -71,15 +62,42 @@ __device__ __forceinline__ A block_fold(A v, F f) {
         if (threadIdx.x < step) s[threadIdx.x] = f(s[threadIdx.x], s[threadIdx.x + step]);
         __syncthreads();
     }
-    return s[0];
+    A r = s[0];
+    // The next fold of the same type may reuse `s` only once every thread has read it.
+    __syncthreads();
+    return r;
 }
 
 struct AccAdd {
     __device__ ACC operator()(ACC a, ACC b) const { return a + b; }
 };
-struct CMax {
-    __device__ C operator()(C a, C b) const { return cmax(a, b); }
+struct CMinMax {
+    int is_max;
+    __device__ C operator()(C a, C b) const { return is_max ? cmax(a, b) : cmin(a, b); }
 };
+struct ArgP {
+    C v;
+    unsigned long long i;
+};
+struct ArgFold {
+    int is_max;
+    // Whether b ranks before a.
+    __device__ bool first(ArgP b, ArgP a) const {
+        bool bn = b.v != b.v, an = a.v != a.v;
+        if (bn != an) return an;
+        if (!bn && b.v != a.v) return is_max ? b.v > a.v : b.v < a.v;
+        return b.i < a.i;
+    }
+    __device__ ArgP operator()(ArgP a, ArgP b) const { return first(b, a) ? b : a; }
+};
+
+__device__ __forceinline__ C minmax_identity(int is_max) { return is_max ? C_LOWEST : C_HIGHEST; }
+__device__ __forceinline__ ArgP arg_identity(int is_max) {
+    ArgP p;
+    p.v = minmax_identity(is_max);
+    p.i = ~0ull;
+    return p;
+}
 
 extern "C" __global__ void sum_partial(const T *x, unsigned long long n, ACC *partial) {
     ACC acc = 0;
@@ -96,23 +114,159 @@ extern "C" __global__ void dot_partial(const T *x, const T *y, unsigned long lon
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-extern "C" __global__ void sum_final(const ACC *partial, unsigned int parts, T *out) {
+// `count` is 0 for a sum, the number of elements for a mean (floats only).
+extern "C" __global__ void sum_final(const ACC *partial, unsigned int parts, T *out,
+                                     unsigned long long count) {
     ACC acc = 0;
     for (unsigned int i = threadIdx.x; i < parts; i += blockDim.x) acc += partial[i];
     acc = block_fold(acc, AccAdd());
+#if IS_FLOAT
+    if (count != 0) acc = acc / (ACC)count;
+#endif
     if (threadIdx.x == 0) *out = from_acc(acc);
 }
 
-extern "C" __global__ void max_partial(const T *x, unsigned long long n, C *partial) {
-    C m = C_LOWEST;
-    GRID_STRIDE(i, n) { m = cmax(m, load(x[i])); }
-    m = block_fold(m, CMax());
+extern "C" __global__ void minmax_partial(const T *x, unsigned long long n, int is_max,
+                                          C *partial) {
+    CMinMax f = {is_max};
+    C m = minmax_identity(is_max);
+    GRID_STRIDE(i, n) { m = f(m, load(x[i])); }
+    m = block_fold(m, f);
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 
-extern "C" __global__ void max_final(const C *partial, unsigned int parts, T *out) {
-    C m = C_LOWEST;
-    for (unsigned int i = threadIdx.x; i < parts; i += blockDim.x) m = cmax(m, partial[i]);
-    m = block_fold(m, CMax());
+extern "C" __global__ void minmax_final(const C *partial, unsigned int parts, int is_max,
+                                        T *out) {
+    CMinMax f = {is_max};
+    C m = minmax_identity(is_max);
+    for (unsigned int i = threadIdx.x; i < parts; i += blockDim.x) m = f(m, partial[i]);
+    m = block_fold(m, f);
     if (threadIdx.x == 0) *out = store(m);
 }
+
+extern "C" __global__ void arg_partial(const T *x, unsigned long long n, int is_max,
+                                       ArgP *partial) {
+    ArgFold f = {is_max};
+    ArgP m = arg_identity(is_max);
+    GRID_STRIDE(i, n) {
+        ArgP p;
+        p.v = load(x[i]);
+        p.i = i;
+        m = f(m, p);
+    }
+    m = block_fold(m, f);
+    if (threadIdx.x == 0) partial[blockIdx.x] = m;
+}
+
+extern "C" __global__ void arg_final(const ArgP *partial, unsigned int parts, int is_max,
+                                     unsigned int *out) {
+    ArgFold f = {is_max};
+    ArgP m = arg_identity(is_max);
+    for (unsigned int i = threadIdx.x; i < parts; i += blockDim.x) m = f(m, partial[i]);
+    m = block_fold(m, f);
+    if (threadIdx.x == 0) *out = (unsigned int)m.i;
+}
+
+#define ROWS(r, rows) for (unsigned long long r = blockIdx.x; r < (rows); r += gridDim.x)
+#define COLS(j, cols) for (unsigned long long j = threadIdx.x; j < (cols); j += blockDim.x)
+
+// `mean` is nonzero for a mean (floats only).
+extern "C" __global__ void row_sum(const T *x, unsigned long long rows, unsigned long long cols,
+                                   int mean, T *out) {
+    ROWS(r, rows) {
+        const T *row = x + r * cols;
+        ACC acc = 0;
+        COLS(j, cols) { acc += to_acc(load(row[j])); }
+        acc = block_fold(acc, AccAdd());
+#if IS_FLOAT
+        if (mean) acc = acc / (ACC)cols;
+#endif
+        if (threadIdx.x == 0) out[r] = from_acc(acc);
+    }
+}
+
+extern "C" __global__ void row_minmax(const T *x, unsigned long long rows,
+                                      unsigned long long cols, int is_max, T *out) {
+    CMinMax f = {is_max};
+    ROWS(r, rows) {
+        const T *row = x + r * cols;
+        C m = minmax_identity(is_max);
+        COLS(j, cols) { m = f(m, load(row[j])); }
+        m = block_fold(m, f);
+        if (threadIdx.x == 0) out[r] = store(m);
+    }
+}
+
+extern "C" __global__ void row_arg(const T *x, unsigned long long rows, unsigned long long cols,
+                                   int is_max, unsigned int *out) {
+    ArgFold f = {is_max};
+    ROWS(r, rows) {
+        const T *row = x + r * cols;
+        ArgP m = arg_identity(is_max);
+        COLS(j, cols) {
+            ArgP p;
+            p.v = load(row[j]);
+            p.i = j;
+            m = f(m, p);
+        }
+        m = block_fold(m, f);
+        if (threadIdx.x == 0) out[r] = (unsigned int)m.i;
+    }
+}
+
+#if IS_FLOAT
+// Softmax statistics of one row: its maximum (NaNs ignored) and sum of exp(x - max) in ACC.
+__device__ __forceinline__ void softmax_stats(const T *row, unsigned long long cols, C *m_out,
+                                              ACC *s_out) {
+    CMinMax f = {1};
+    C m = C_LOWEST;
+    COLS(j, cols) { m = f(m, load(row[j])); }
+    m = block_fold(m, f);
+    ACC s = 0;
+    COLS(j, cols) { s += (ACC)exp(op_sub(load(row[j]), m)); }
+    *s_out = block_fold(s, AccAdd());
+    *m_out = m;
+}
+
+// Row-wise softmax (log = 0) or log-softmax; `out` may be `x` (each thread reads its
+// elements before writing them, after the row's statistics are folded).
+extern "C" __global__ void softmax_rows(const T *x, T *out, unsigned long long rows,
+                                        unsigned long long cols, int log_) {
+    ROWS(r, rows) {
+        const T *row = x + r * cols;
+        T *o = out + r * cols;
+        C m;
+        ACC s;
+        softmax_stats(row, cols, &m, &s);
+        ACC ls = log(s);
+        COLS(j, cols) {
+            C d = op_sub(load(row[j]), m);
+            o[j] = log_ ? from_acc((ACC)d - ls) : from_acc((ACC)exp(d) / s);
+        }
+    }
+}
+
+// Cross-entropy of each row against its label; `grad` may be null.
+extern "C" __global__ void cross_entropy_rows(const T *x, const unsigned int *labels, T *loss,
+                                              T *grad, unsigned long long rows,
+                                              unsigned long long cols) {
+    const ACC nan = __longlong_as_double(0x7ff8000000000000LL);
+    ROWS(r, rows) {
+        const T *row = x + r * cols;
+        C m;
+        ACC s;
+        softmax_stats(row, cols, &m, &s);
+        unsigned long long l = labels[r];
+        if (l >= cols) {
+            if (threadIdx.x == 0) loss[r] = from_acc(nan);
+            if (grad) COLS(j, cols) { grad[r * cols + j] = from_acc(nan); }
+            continue;
+        }
+        if (threadIdx.x == 0) loss[r] = from_acc(log(s) - (ACC)op_sub(load(row[l]), m));
+        if (grad) COLS(j, cols) {
+            ACC hot = j == l ? 1.0 : 0.0;
+            grad[r * cols + j] = from_acc((ACC)exp(op_sub(load(row[j]), m)) / s - hot);
+        }
+    }
+}
+#endif

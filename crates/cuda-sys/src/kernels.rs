@@ -22,24 +22,29 @@ pub const MAX_PARTIALS: u32 = 1024;
 /// product and its sum separately, exactly as the CPU backend does.
 pub const BUILTIN_OPTIONS: &[&str] = &["--fmad=false"];
 
-/// Entry points of every built-in module.
+/// Entry points of the template that every built-in module has.
 pub const COMMON_KERNELS: &[&str] = &[
     "fill",
     "axpy",
-    "scale",
-    "add_op",
-    "sub_op",
-    "mul_op",
-    "div_op",
+    "clamp_op",
     "sum_partial",
     "dot_partial",
     "sum_final",
-    "max_partial",
-    "max_final",
+    "minmax_partial",
+    "minmax_final",
+    "arg_partial",
+    "arg_final",
+    "row_sum",
+    "row_minmax",
+    "row_arg",
 ];
 
-/// Entry points only floating-point modules have.
-pub const FLOAT_KERNELS: &[&str] = &["relu", "sigmoid", "tanh_op", "exp_op"];
+/// Entry points of the template that only floating-point modules have.
+pub const FLOAT_KERNELS: &[&str] = &["softmax_rows", "cross_entropy_rows"];
+
+/// Bytes of a stream's reduction scratch buffer: `MAX_PARTIALS` partials of at most 16
+/// bytes (an argmin/argmax partial is a value and a 64-bit index).
+pub const SCRATCH_BYTES: usize = MAX_PARTIALS as usize * 16;
 
 /// The element types the built-in kernels are generated for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,6 +102,16 @@ impl Elem {
         }
     }
 
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            Elem::F64 | Elem::I64 | Elem::U64 => 8,
+            Elem::F32 | Elem::I32 | Elem::U32 => 4,
+            Elem::F16 | Elem::BF16 => 2,
+            Elem::I8 | Elem::U8 => 1,
+        }
+    }
+
     /// Whether this is a floating-point type (has the unary math ops).
     pub const fn is_float(self) -> bool {
         matches!(self, Elem::F32 | Elem::F64 | Elem::F16 | Elem::BF16)
@@ -107,7 +122,7 @@ impl Elem {
         match self {
             Elem::F32 => ("float", "float", ""),
             Elem::F64 => ("double", "double", ""),
-            Elem::F16 | Elem::BF16 => ("unsigned short", "float", ""),
+            Elem::F16 | Elem::BF16 => ("unsigned short", "float", "unsigned short"),
             Elem::I8 => ("signed char", "signed char", "unsigned char"),
             Elem::U8 => ("unsigned char", "unsigned char", "unsigned char"),
             Elem::I32 => ("int", "int", "unsigned int"),
@@ -126,10 +141,35 @@ impl Elem {
     }
 }
 
-/// The complete CUDA C source of `elem`'s built-in module.
+/// The CUDA C source of `elem`'s built-in module: the prelude, the template and the casts
+/// to every element type. (The CUDA backend appends the op table's element-wise kernels.)
 pub fn builtin_source(elem: Elem) -> String {
-    format!("{}\n{BUILTIN_TEMPLATE}", prelude(elem))
+    format!("{}\n{BUILTIN_TEMPLATE}\n{}", prelude(elem), casts(elem))
 }
+
+/// The 16-bit float conversions every module has (the casts need them whatever `T` is).
+/// f16 converts with PTX `cvt`; bf16 with bit arithmetic, rounding to nearest even and
+/// keeping a NaN a NaN (quiet bit set), as the `half` crate does. From f64, both first
+/// round to f32 to odd (toward zero, then the last bit set when inexact), so that the
+/// second rounding gives the correctly rounded result of f64 -> 16 bits, as the CPU
+/// computes it.
+const HALF_HELPERS: &str = r#"__device__ __forceinline__ float f16_load(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
+__device__ __forceinline__ unsigned short f16_store(float x) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
+__device__ __forceinline__ float bf16_load(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
+__device__ __forceinline__ unsigned short bf16_store(float x) {
+    unsigned int u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+__device__ __forceinline__ float round_to_odd(double x) {
+    float f = __double2float_rz(x);
+    if ((double)f != x) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return f;
+}
+__device__ __forceinline__ unsigned short f16_from_double(double x) { return f16_store(round_to_odd(x)); }
+__device__ __forceinline__ unsigned short bf16_from_double(double x) { return bf16_store(round_to_odd(x)); }
+"#;
 
 /// The type-specific definitions the template expects.
 fn prelude(elem: Elem) -> String {
@@ -138,6 +178,7 @@ fn prelude(elem: Elem) -> String {
         "// Built-in ops for {name}.\n\
          #define REDUCE_BLOCK {REDUCE_BLOCK}\n\
          #define IS_FLOAT {float}\n\
+         {HALF_HELPERS}\
          typedef {t} T;\n\
          typedef {c} C;\n",
         name = elem.name(),
@@ -146,11 +187,10 @@ fn prelude(elem: Elem) -> String {
     let f = "__device__ __forceinline__";
     match elem {
         Elem::F32 | Elem::F64 => {
-            let max = if elem == Elem::F32 { "fmaxf" } else { "fmax" };
-            let nan = if elem == Elem::F32 {
-                "__int_as_float(0x7fc00000)"
+            let (nan, abs) = if elem == Elem::F32 {
+                ("__int_as_float(0x7fc00000)", "fabsf")
             } else {
-                "__longlong_as_double(0x7ff8000000000000LL)"
+                ("__longlong_as_double(0x7ff8000000000000LL)", "fabs")
             };
             p += &format!(
                 "typedef double ACC;\n\
@@ -158,56 +198,46 @@ fn prelude(elem: Elem) -> String {
                  {f} T store(C x) {{ return x; }}\n\
                  {f} ACC to_acc(C x) {{ return (ACC)x; }}\n\
                  {f} T from_acc(ACC x) {{ return (T)x; }}\n\
-                 {f} C cmax(C a, C b) {{ return {max}(a, b); }}\n\
-                 #define C_LOWEST ({nan})\n"
+                 {f} C op_abs(C a) {{ return {abs}(a); }}\n\
+                 #define C_LOWEST ({nan})\n\
+                 #define C_HIGHEST ({nan})\n"
             );
         }
         Elem::F16 | Elem::BF16 => {
-            let (load, store) = if elem == Elem::F16 {
-                (
-                    "float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(x)); return f;",
-                    "unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x)); return h;",
-                )
-            } else {
-                (
-                    "return __uint_as_float(((unsigned int)x) << 16);",
-                    // Round to nearest even; a NaN stays a NaN (quiet bit set), as in `half`.
-                    "unsigned int u = __float_as_uint(x); \
-                     if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); \
-                     u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16);",
-                )
-            };
-            // f64 -> f32 rounds to odd (toward zero, then the last bit set when inexact), so
-            // that the second rounding, f32 -> 16 bits, gives the correctly rounded result of
-            // f64 -> 16 bits, as the CPU computes it.
-            let from_acc = "float f = __double2float_rz(x); \
-                 if ((double)f != x) f = __uint_as_float(__float_as_uint(f) | 1u); return store(f);";
+            let h = if elem == Elem::F16 { "f16" } else { "bf16" };
             p += &format!(
                 "typedef double ACC;\n\
-                 {f} C load(T x) {{ {load} }}\n\
-                 {f} T store(C x) {{ {store} }}\n\
+                 {f} C load(T x) {{ return {h}_load(x); }}\n\
+                 {f} T store(C x) {{ return {h}_store(x); }}\n\
                  {f} ACC to_acc(C x) {{ return (ACC)x; }}\n\
-                 {f} T from_acc(ACC x) {{ {from_acc} }}\n\
-                 {f} C cmax(C a, C b) {{ return fmaxf(a, b); }}\n\
-                 #define C_LOWEST (__int_as_float(0x7fc00000))\n"
+                 {f} T from_acc(ACC x) {{ return {h}_from_double(x); }}\n\
+                 {f} C op_abs(C a) {{ return fabsf(a); }}\n\
+                 #define C_LOWEST (__int_as_float(0x7fc00000))\n\
+                 #define C_HIGHEST (__int_as_float(0x7fc00000))\n"
             );
         }
         _ => {
             // Integers: wrapping arithmetic through the unsigned type of the same width.
-            let lowest = if elem.is_signed_int() {
-                format!("((C)(({u})1 << (sizeof(C) * 8 - 1)))")
+            let (lowest, highest) = if elem.is_signed_int() {
+                (
+                    format!("((C)(({u})1 << (sizeof(C) * 8 - 1)))"),
+                    format!("((C)((({u})1 << (sizeof(C) * 8 - 1)) - 1))"),
+                )
             } else {
-                "((C)0)".to_string()
+                ("((C)0)".to_string(), format!("((C)~({u})0)"))
             };
             let div = if elem.is_signed_int() {
                 format!("if (b == 0) return 0; if (b == (C)-1) return (C)(({u})0 - ({u})a); return a / b;")
             } else {
                 "if (b == 0) return 0; return a / b;".to_string()
             };
-            let to_acc = if elem.is_signed_int() {
-                "(ACC)(long long)x"
+            let (to_acc, abs) = if elem.is_signed_int() {
+                (
+                    "(ACC)(long long)x",
+                    format!("return a < 0 ? (C)(({u})0 - ({u})a) : a;"),
+                )
             } else {
-                "(ACC)x"
+                ("(ACC)x", "return a;".to_string())
             };
             p += &format!(
                 "typedef unsigned long long ACC;\n\
@@ -215,9 +245,10 @@ fn prelude(elem: Elem) -> String {
                  {f} T store(C x) {{ return x; }}\n\
                  {f} ACC to_acc(C x) {{ return {to_acc}; }}\n\
                  {f} T from_acc(ACC x) {{ return (T)({u})x; }}\n\
-                 {f} C cmax(C a, C b) {{ return a > b ? a : b; }}\n\
                  {f} C op_div(C a, C b) {{ {div} }}\n\
-                 #define C_LOWEST {lowest}\n"
+                 {f} C op_abs(C a) {{ {abs} }}\n\
+                 #define C_LOWEST {lowest}\n\
+                 #define C_HIGHEST {highest}\n"
             );
         }
     }
@@ -226,24 +257,86 @@ fn prelude(elem: Elem) -> String {
             "{f} C op_add(C a, C b) {{ return a + b; }}\n\
              {f} C op_sub(C a, C b) {{ return a - b; }}\n\
              {f} C op_mul(C a, C b) {{ return a * b; }}\n\
-             {f} C op_div(C a, C b) {{ return a / b; }}\n"
+             {f} C op_div(C a, C b) {{ return a / b; }}\n\
+             {f} C op_neg(C a) {{ return -a; }}\n"
         );
     } else {
         p += &format!(
             "{f} C op_add(C a, C b) {{ return (C)(({u})a + ({u})b); }}\n\
              {f} C op_sub(C a, C b) {{ return (C)(({u})a - ({u})b); }}\n\
-             {f} C op_mul(C a, C b) {{ return (C)(({u})a * ({u})b); }}\n"
+             {f} C op_mul(C a, C b) {{ return (C)(({u})a * ({u})b); }}\n\
+             {f} C op_neg(C a) {{ return (C)(({u})0 - ({u})a); }}\n"
         );
     }
+    // min and max as gpukit_core::Arith defines them: a NaN loses to a number, and of two
+    // equal operands (0.0 and -0.0 included) the first wins.
+    p += &format!(
+        "{f} C cmin(C a, C b) {{ return (b < a || (a != a && b == b)) ? b : a; }}\n\
+         {f} C cmax(C a, C b) {{ return (b > a || (a != a && b == b)) ? b : a; }}\n"
+    );
     p
 }
 
-/// The entry points `elem`'s module has.
-pub fn kernel_names(elem: Elem) -> Vec<&'static str> {
-    let mut names = COMMON_KERNELS.to_vec();
-    if elem.is_float() {
-        names.extend_from_slice(FLOAT_KERNELS);
+/// `cast_<to>(const T *x, <to> *out, n)` for every element type `to`: integers wrap from
+/// integers and saturate from floats (NaN to 0); floats round to nearest even, f16 and bf16
+/// from the f64 of the value (gpukit_core::Numeric::from_wide).
+fn casts(from: Elem) -> String {
+    let mut s = String::new();
+    for to in Elem::ALL {
+        let (stored, _, to_u) = to.c_types();
+        let v = "load(x[i])";
+        let body = if to.is_float() {
+            match to {
+                Elem::F32 => format!("(float){v}"),
+                Elem::F64 => format!("(double){v}"),
+                Elem::F16 => format!("f16_from_double((double){v})"),
+                _ => format!("bf16_from_double((double){v})"),
+            }
+        } else if from.is_float() {
+            // Saturating truncation; the bounds are exact doubles (MIN and MAX + 1).
+            let bits = 8 * to.size();
+            let (lo, hi) = if to.is_signed_int() {
+                (-(2f64.powi(bits as i32 - 1)), 2f64.powi(bits as i32 - 1))
+            } else {
+                (0.0, 2f64.powi(bits as i32))
+            };
+            let (lo_v, hi_v) = if to.is_signed_int() {
+                (
+                    format!("(({stored})(({to_u})1 << {})) ", bits - 1),
+                    format!("(({stored})((({to_u})1 << {}) - 1))", bits - 1),
+                )
+            } else {
+                ("0".to_string(), format!("(({stored})~({to_u})0)"))
+            };
+            format!(
+                "({v} != {v}) ? ({stored})0 : ((double){v} <= {lo:?} ? {lo_v} : ((double){v} >= {hi:?} ? {hi_v} : ({stored}){v}))"
+            )
+        } else {
+            // Integer to integer: through the 64-bit value (sign- or zero-extended), then
+            // truncated modulo 2^bits.
+            let wide = if from.is_signed_int() {
+                "long long"
+            } else {
+                "unsigned long long"
+            };
+            format!("({stored})({to_u})({wide}){v}")
+        };
+        s += &format!(
+            "extern \"C\" __global__ void cast_{name}(const T *x, {stored} *out, unsigned long long n) {{\n    \
+             GRID_STRIDE(i, n) {{ out[i] = {body}; }}\n}}\n",
+            name = to.name()
+        );
     }
+    s
+}
+
+/// The entry points of the template and the casts that `elem`'s module has.
+pub fn kernel_names(elem: Elem) -> Vec<String> {
+    let mut names: Vec<String> = COMMON_KERNELS.iter().map(|s| s.to_string()).collect();
+    if elem.is_float() {
+        names.extend(FLOAT_KERNELS.iter().map(|s| s.to_string()));
+    }
+    names.extend(Elem::ALL.iter().map(|to| format!("cast_{}", to.name())));
     names
 }
 
@@ -253,13 +346,12 @@ mod tests {
 
     #[test]
     fn every_entry_point_is_in_the_template() {
-        for name in COMMON_KERNELS.iter().chain(FLOAT_KERNELS) {
-            let decl = format!("void {name}(");
-            let by_macro = format!("({name}, ");
-            assert!(
-                BUILTIN_TEMPLATE.contains(&decl) || BUILTIN_TEMPLATE.contains(&by_macro),
-                "{name} is not defined in builtin.cu"
-            );
+        for elem in Elem::ALL {
+            let src = builtin_source(elem);
+            for name in kernel_names(elem) {
+                let decl = format!("void {name}(");
+                assert!(src.contains(&decl), "{name} is not defined for {elem:?}");
+            }
         }
     }
 
@@ -268,7 +360,17 @@ mod tests {
         for elem in Elem::ALL {
             let src = builtin_source(elem);
             for needed in [
-                "typedef", "load(", "store(", "op_div(", "cmax(", "C_LOWEST", "to_acc(",
+                "typedef",
+                "load(",
+                "store(",
+                "op_div(",
+                "op_neg(",
+                "op_abs(",
+                "cmin(",
+                "cmax(",
+                "C_LOWEST",
+                "C_HIGHEST",
+                "to_acc(",
             ] {
                 assert!(src.contains(needed), "{elem:?} lacks {needed}");
             }

@@ -29,12 +29,18 @@
 //! let b = gpukit::cpu::CpuBackend::new()?;
 //! let (s, buf) = (b.create_stream(0)?, b.alloc(4, true)?);
 //! // A terabyte past a 4-byte buffer: refused at compile time outside `unsafe`.
-//! b.fill(&s, BufAt { buf: &buf, offset: 1 << 40 }, 1, 1.0f32)?;
+//! let op = gpukit::core::Op::Fill {
+//!     out: BufAt { buf: &buf, offset: 1 << 40 },
+//!     len: 1,
+//!     value: gpukit::core::Scalar::new(1.0f32),
+//! };
+//! b.op(&s, gpukit::DType::F32, &op)?;
 //! # Ok::<(), gpukit::Error>(())
 //! ```
 
-use crate::element::{Float, Numeric};
+use crate::element::DType;
 use crate::kernel::{KernelDesc, LaunchConfig};
+use crate::optable::Op;
 
 /// How host memory will be used; the backend picks the kind of pinning from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -141,136 +147,6 @@ impl<B: Backend> std::fmt::Debug for BufAt<'_, B> {
         f.debug_struct("BufAt")
             .field("offset", &self.offset)
             .finish_non_exhaustive()
-    }
-}
-
-/// Element-wise binary operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b` (integers: see [`Numeric::div`])
-    Div,
-}
-
-impl BinaryOp {
-    /// Applies the operation with the reference semantics.
-    pub fn apply<T: Numeric>(self, a: T, b: T) -> T {
-        match self {
-            BinaryOp::Add => a.add(b),
-            BinaryOp::Sub => a.sub(b),
-            BinaryOp::Mul => a.mul(b),
-            BinaryOp::Div => a.div(b),
-        }
-    }
-
-    /// Lower-case name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-        }
-    }
-}
-
-/// Element-wise math functions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
-    /// `max(x, 0)`
-    Relu,
-    /// `1 / (1 + e^-x)`
-    Sigmoid,
-    /// `tanh(x)`
-    Tanh,
-    /// `e^x`
-    Exp,
-}
-
-impl UnaryOp {
-    /// Applies the operation with the reference semantics.
-    pub fn apply<T: Float>(self, x: T) -> T {
-        match self {
-            UnaryOp::Relu => x.relu(),
-            UnaryOp::Sigmoid => x.sigmoid(),
-            UnaryOp::Tanh => x.tanh(),
-            UnaryOp::Exp => x.exp(),
-        }
-    }
-
-    /// Lower-case name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Relu => "relu",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Exp => "exp",
-        }
-    }
-}
-
-/// Reductions to one element.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// Sum of all elements ([`Numeric::sum`]).
-    Sum,
-    /// Largest element ([`Numeric::maximum`]).
-    Max,
-}
-
-/// A row-major matrix product `C = alpha * op(A) * op(B) + beta * C`.
-///
-/// `op(A)` is `m x k`: `A` is stored `m x k`, or `k x m` when `trans_a`. `op(B)` is `k x n`:
-/// `B` is stored `k x n`, or `n x k` when `trans_b`. `C` is `m x n`. All dense, row-major.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Gemm<T> {
-    /// Rows of `op(A)` and `C`.
-    pub m: usize,
-    /// Columns of `op(B)` and `C`.
-    pub n: usize,
-    /// Columns of `op(A)`, rows of `op(B)`.
-    pub k: usize,
-    /// Whether `A` is stored transposed.
-    pub trans_a: bool,
-    /// Whether `B` is stored transposed.
-    pub trans_b: bool,
-    /// Scale of the product.
-    pub alpha: T,
-    /// Scale of `C`'s previous contents (0 ignores them, NaNs included).
-    pub beta: T,
-}
-
-impl<T: Numeric> Gemm<T> {
-    /// `C = A * B` for `A: m x k`, `B: k x n`, no transposes, `alpha = 1`, `beta = 0`.
-    pub fn new(m: usize, n: usize, k: usize) -> Self {
-        Gemm {
-            m,
-            n,
-            k,
-            trans_a: false,
-            trans_b: false,
-            alpha: T::from_f64(1.0),
-            beta: T::ZERO,
-        }
-    }
-
-    /// Sets whether `A` and `B` are stored transposed.
-    pub fn transpose(mut self, a: bool, b: bool) -> Self {
-        self.trans_a = a;
-        self.trans_b = b;
-        self
-    }
-
-    /// Sets `alpha` and `beta`.
-    pub fn scaled(mut self, alpha: T, beta: T) -> Self {
-        self.alpha = alpha;
-        self.beta = beta;
-        self
     }
 }
 
@@ -445,148 +321,27 @@ pub trait Backend: Send + Sync + Sized + 'static {
         bytes: usize,
     ) -> crate::Result<()>;
 
-    /// Sets `len` elements to `value`.
+    /// Runs one built-in op of the op table ([`Op`]) on elements of `dtype`, queued on
+    /// `stream`. An op or element type the backend lacks (a float-only op on integers, a
+    /// cast to a type it was built without) is [`crate::Error::Unsupported`].
     ///
     /// # Safety
     ///
     /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
-    ///   buffer and is aligned to the element type;
+    /// - every range (a [`BufAt`] and the elements the op covers from it, by its lengths and
+    ///   shape) lies inside its buffer and is aligned to its element type (`dtype`, `u32`
+    ///   for labels and indices, the target type of a cast);
+    /// - lengths, shapes and batch counts are non-zero, and a batched gemm's outputs do not
+    ///   overlap;
     /// - nothing else reads a range this call writes, or writes a range it reads, until the
     ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]).
-    unsafe fn fill<T: Numeric>(
+    ///   are not freed before then (see [`Backend::free`]); a written range overlaps no
+    ///   other argument (an in-place op passes it once, as its output).
+    unsafe fn op(
         &self,
         stream: &Self::Stream,
-        dst: BufAt<'_, Self>,
-        len: usize,
-        value: T,
-    ) -> crate::Result<()>;
-    /// `y = alpha * x + y` over `len` elements.
-    ///
-    /// # Safety
-    ///
-    /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
-    ///   buffer and is aligned to the element type;
-    /// - nothing else reads a range this call writes, or writes a range it reads, until the
-    ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]).
-    unsafe fn axpy<T: Numeric>(
-        &self,
-        stream: &Self::Stream,
-        alpha: T,
-        x: BufAt<'_, Self>,
-        y: BufAt<'_, Self>,
-        len: usize,
-    ) -> crate::Result<()>;
-    /// `x = alpha * x` over `len` elements.
-    ///
-    /// # Safety
-    ///
-    /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
-    ///   buffer and is aligned to the element type;
-    /// - nothing else reads a range this call writes, or writes a range it reads, until the
-    ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]).
-    unsafe fn scale<T: Numeric>(
-        &self,
-        stream: &Self::Stream,
-        alpha: T,
-        x: BufAt<'_, Self>,
-        len: usize,
-    ) -> crate::Result<()>;
-    /// `out = a op b` element-wise over `len` elements.
-    ///
-    /// # Safety
-    ///
-    /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
-    ///   buffer and is aligned to the element type;
-    /// - nothing else reads a range this call writes, or writes a range it reads, until the
-    ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]).
-    unsafe fn binary<T: Numeric>(
-        &self,
-        stream: &Self::Stream,
-        op: BinaryOp,
-        a: BufAt<'_, Self>,
-        b: BufAt<'_, Self>,
-        out: BufAt<'_, Self>,
-        len: usize,
-    ) -> crate::Result<()>;
-    /// `out = op(x)` element-wise over `len` elements.
-    ///
-    /// # Safety
-    ///
-    /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
-    ///   buffer and is aligned to the element type;
-    /// - nothing else reads a range this call writes, or writes a range it reads, until the
-    ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]).
-    unsafe fn unary<T: Float>(
-        &self,
-        stream: &Self::Stream,
-        op: UnaryOp,
-        x: BufAt<'_, Self>,
-        out: BufAt<'_, Self>,
-        len: usize,
-    ) -> crate::Result<()>;
-    /// Writes the reduction of `len >= 1` elements of `x` to the one element at `out`.
-    ///
-    /// # Safety
-    ///
-    /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
-    ///   buffer and is aligned to the element type;
-    /// - nothing else reads a range this call writes, or writes a range it reads, until the
-    ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]).
-    unsafe fn reduce<T: Numeric>(
-        &self,
-        stream: &Self::Stream,
-        op: ReduceOp,
-        x: BufAt<'_, Self>,
-        len: usize,
-        out: BufAt<'_, Self>,
-    ) -> crate::Result<()>;
-    /// Writes the dot product of `len >= 1` elements of `x` and `y` to `out`.
-    ///
-    /// # Safety
-    ///
-    /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
-    ///   buffer and is aligned to the element type;
-    /// - nothing else reads a range this call writes, or writes a range it reads, until the
-    ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]).
-    unsafe fn dot<T: Numeric>(
-        &self,
-        stream: &Self::Stream,
-        x: BufAt<'_, Self>,
-        y: BufAt<'_, Self>,
-        len: usize,
-        out: BufAt<'_, Self>,
-    ) -> crate::Result<()>;
-    /// Row-major matrix product (see [`Gemm`]); `m`, `n` and `k` are all non-zero.
-    ///
-    /// # Safety
-    ///
-    /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the bytes the call covers from it) lies inside its
-    ///   buffer and is aligned to the element type;
-    /// - nothing else reads a range this call writes, or writes a range it reads, until the
-    ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]).
-    unsafe fn gemm<T: Float>(
-        &self,
-        stream: &Self::Stream,
-        g: &Gemm<T>,
-        a: BufAt<'_, Self>,
-        b: BufAt<'_, Self>,
-        c: BufAt<'_, Self>,
+        dtype: DType,
+        op: &Op<'_, Self>,
     ) -> crate::Result<()>;
 
     /// Loads (compiles, where needed) a kernel for this device. Loading runs nothing.

@@ -2,7 +2,8 @@
 //!
 //! [`Element`] is plain data (any bit pattern valid, no padding) so bytes can move between
 //! host and device without conversion. [`Numeric`] adds the scalar arithmetic that defines
-//! the built-in ops' results on every backend; [`Float`] adds the math functions.
+//! the built-in ops' results on every backend, through its compute type ([`Arith`]);
+//! [`Float`] is a numeric element whose compute type has the math functions ([`Real`]).
 //!
 //! Integer semantics, identical on every backend: `add`, `sub`, `mul`, `sum` and `dot` wrap;
 //! `div` truncates toward zero, wraps for `MIN / -1` and gives 0 for a division by zero.
@@ -158,25 +159,120 @@ pub unsafe trait Element:
     const DTYPE: DType;
 }
 
+/// The arithmetic an element computes in: the element type itself, except f16 and bf16,
+/// which compute in f32 (as CUDA's `__half` math does). The bodies of the op table
+/// ([`crate::UnaryOp`], [`crate::BinaryOp`]) are written over it.
+///
+/// Integers wrap (`add`, `sub`, `mul`, `neg`, `abs`), divide toward zero with `x / 0 == 0`
+/// and `MIN / -1 == MIN`. Floats follow IEEE-754 without fused multiply-add; `min` and
+/// `max` ignore a NaN operand (C's `fmin`/`fmax`) and return the first operand when the two
+/// compare equal.
+pub trait Arith: Copy + PartialOrd + Send + Sync + fmt::Debug + 'static {
+    /// The additive identity.
+    const ZERO: Self;
+    /// The multiplicative identity.
+    const ONE: Self;
+    /// `self + rhs`.
+    fn add(self, rhs: Self) -> Self;
+    /// `self - rhs`.
+    fn sub(self, rhs: Self) -> Self;
+    /// `self * rhs`.
+    fn mul(self, rhs: Self) -> Self;
+    /// `self / rhs`.
+    fn div(self, rhs: Self) -> Self;
+    /// `-self`.
+    fn neg(self) -> Self;
+    /// `|self|`.
+    fn abs(self) -> Self;
+    /// Whether this is a NaN (never, for integers).
+    fn is_nan(self) -> bool;
+    /// The smaller operand; a NaN loses to a number.
+    fn min(self, rhs: Self) -> Self {
+        if rhs < self || (self.is_nan() && !rhs.is_nan()) {
+            rhs
+        } else {
+            self
+        }
+    }
+    /// The larger operand; a NaN loses to a number.
+    fn max(self, rhs: Self) -> Self {
+        if rhs > self || (self.is_nan() && !rhs.is_nan()) {
+            rhs
+        } else {
+            self
+        }
+    }
+}
+
+/// The math functions of float compute types (f32 and f64), through Rust's `std`.
+pub trait Real: Arith {
+    /// Rounds an f64 to this type.
+    fn from_f64(v: f64) -> Self;
+    /// Widens to f64 (exact).
+    fn to_f64(self) -> f64;
+    /// Square root (correctly rounded).
+    fn sqrt(self) -> Self;
+    /// `e^self`.
+    fn exp(self) -> Self;
+    /// Natural logarithm.
+    fn ln(self) -> Self;
+    /// `ln(1 + self)`, accurate near 0.
+    fn ln_1p(self) -> Self;
+    /// Hyperbolic tangent.
+    fn tanh(self) -> Self;
+    /// `self^e`.
+    fn powf(self, e: Self) -> Self;
+}
+
+/// An element value widened for [`crate::Stream::cast`]: integers to i128 (exact), floats
+/// to f64 (exact).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Wide {
+    /// An integer.
+    Int(i128),
+    /// A float.
+    Float(f64),
+}
+
 /// An element with arithmetic: the scalar semantics of every built-in op.
 pub trait Numeric: Element + PartialOrd {
     /// The additive identity.
     const ZERO: Self;
+    /// The type arithmetic runs in ([`Arith`]).
+    type Compute: Arith;
+    /// Widens to the compute type (exact).
+    fn load(self) -> Self::Compute;
+    /// Rounds from the compute type (to nearest even for f16 and bf16).
+    fn store(c: Self::Compute) -> Self;
     /// `self + rhs` (wrapping for integers).
-    fn add(self, rhs: Self) -> Self;
+    fn add(self, rhs: Self) -> Self {
+        Self::store(self.load().add(rhs.load()))
+    }
     /// `self - rhs` (wrapping for integers).
-    fn sub(self, rhs: Self) -> Self;
+    fn sub(self, rhs: Self) -> Self {
+        Self::store(self.load().sub(rhs.load()))
+    }
     /// `self * rhs` (wrapping for integers).
-    fn mul(self, rhs: Self) -> Self;
+    fn mul(self, rhs: Self) -> Self {
+        Self::store(self.load().mul(rhs.load()))
+    }
     /// `self / rhs`; for integers 0 when `rhs == 0` and wrapping for `MIN / -1`.
-    fn div(self, rhs: Self) -> Self;
+    fn div(self, rhs: Self) -> Self {
+        Self::store(self.load().div(rhs.load()))
+    }
     /// The larger of the two; for floats a NaN loses to a number (C's `fmax`).
-    fn maximum(self, rhs: Self) -> Self;
+    fn maximum(self, rhs: Self) -> Self {
+        Self::store(self.load().max(rhs.load()))
+    }
+    /// The smaller of the two; for floats a NaN loses to a number (C's `fmin`).
+    fn minimum(self, rhs: Self) -> Self {
+        Self::store(self.load().min(rhs.load()))
+    }
     /// `self * x + y`, one element of the built-in `axpy`: the product and the sum are each
-    /// rounded in the type's arithmetic (no fused multiply-add). f16 and bf16 compute both
-    /// in f32 and round to 16 bits once, at the end, as the CUDA kernels do.
+    /// rounded in the compute type (no fused multiply-add), and f16 and bf16 round to 16
+    /// bits once, at the end, as the CUDA kernels do.
     fn axpy(self, x: Self, y: Self) -> Self {
-        self.mul(x).add(y)
+        Self::store(self.load().mul(x.load()).add(y.load()))
     }
     /// The sum of a slice. Floats accumulate in f64 and round once; integers wrap.
     fn sum(xs: &[Self]) -> Self;
@@ -186,19 +282,16 @@ pub trait Numeric: Element + PartialOrd {
     fn to_f64(self) -> f64;
     /// Conversion from f64: rounding for floats, saturating truncation for integers.
     fn from_f64(v: f64) -> Self;
+    /// Widens exactly, for casts.
+    fn to_wide(self) -> Wide;
+    /// The cast of a widened value: integers wrap from integers (two's complement
+    /// truncation) and saturate from floats (NaN to 0, truncation toward zero); floats round
+    /// to nearest even, f16 and bf16 from the f64 of the value.
+    fn from_wide(w: Wide) -> Self;
 }
 
-/// A floating-point element: the math functions of the built-in unary ops.
-pub trait Float: Numeric {
-    /// `max(x, 0)`.
-    fn relu(self) -> Self;
-    /// `1 / (1 + exp(-x))`.
-    fn sigmoid(self) -> Self;
-    /// Hyperbolic tangent.
-    fn tanh(self) -> Self;
-    /// `e^x`.
-    fn exp(self) -> Self;
-}
+/// A floating-point element: one whose compute type has the math functions ([`Real`]).
+pub trait Float: Numeric<Compute: Real> {}
 
 macro_rules! element {
     ($($t:ty => $d:ident),* $(,)?) => {$(
@@ -213,51 +306,92 @@ macro_rules! element {
 element!(f32 => F32, f64 => F64, i32 => I32, u32 => U32, i64 => I64, u64 => U64, u8 => U8, i8 => I8);
 
 macro_rules! integer {
-    ($($t:ty),*) => {$(
-        impl Numeric for $t {
+    ($($t:ty: $abs:expr),*) => {$(
+        impl Arith for $t {
             const ZERO: Self = 0;
+            const ONE: Self = 1;
             fn add(self, rhs: Self) -> Self { self.wrapping_add(rhs) }
             fn sub(self, rhs: Self) -> Self { self.wrapping_sub(rhs) }
             fn mul(self, rhs: Self) -> Self { self.wrapping_mul(rhs) }
             fn div(self, rhs: Self) -> Self {
                 if rhs == 0 { 0 } else { self.wrapping_div(rhs) }
             }
-            fn maximum(self, rhs: Self) -> Self { Ord::max(self, rhs) }
+            fn neg(self) -> Self { self.wrapping_neg() }
+            fn abs(self) -> Self { let f: fn(Self) -> Self = $abs; f(self) }
+            fn is_nan(self) -> bool { false }
+        }
+
+        impl Numeric for $t {
+            const ZERO: Self = 0;
+            type Compute = $t;
+            fn load(self) -> Self { self }
+            fn store(c: Self) -> Self { c }
             fn sum(xs: &[Self]) -> Self { xs.iter().fold(0, |a: Self, &x| a.wrapping_add(x)) }
             fn dot(xs: &[Self], ys: &[Self]) -> Self {
                 xs.iter().zip(ys).fold(0, |a: Self, (&x, &y)| a.wrapping_add(x.wrapping_mul(y)))
             }
             fn to_f64(self) -> f64 { self as f64 }
             fn from_f64(v: f64) -> Self { v as Self }
+            fn to_wide(self) -> Wide { Wide::Int(self as i128) }
+            fn from_wide(w: Wide) -> Self {
+                match w { Wide::Int(v) => v as Self, Wide::Float(v) => v as Self }
+            }
         }
     )*};
 }
 
-integer!(i32, u32, i64, u64, u8, i8);
+integer!(
+    i32: |x| x.wrapping_abs(),
+    u32: |x| x,
+    i64: |x| x.wrapping_abs(),
+    u64: |x| x,
+    u8: |x| x,
+    i8: |x| x.wrapping_abs()
+);
 
 macro_rules! float {
-    ($($t:ty),*) => {$(
-        impl Numeric for $t {
+    ($($t:ident),*) => {$(
+        impl Arith for $t {
             const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
             fn add(self, rhs: Self) -> Self { self + rhs }
             fn sub(self, rhs: Self) -> Self { self - rhs }
             fn mul(self, rhs: Self) -> Self { self * rhs }
             fn div(self, rhs: Self) -> Self { self / rhs }
-            fn maximum(self, rhs: Self) -> Self { <$t>::max(self, rhs) }
+            fn neg(self) -> Self { -self }
+            fn abs(self) -> Self { <$t>::abs(self) }
+            fn is_nan(self) -> bool { <$t>::is_nan(self) }
+        }
+
+        impl Real for $t {
+            fn from_f64(v: f64) -> Self { v as Self }
+            fn to_f64(self) -> f64 { self as f64 }
+            fn sqrt(self) -> Self { <$t>::sqrt(self) }
+            fn exp(self) -> Self { <$t>::exp(self) }
+            fn ln(self) -> Self { <$t>::ln(self) }
+            fn ln_1p(self) -> Self { <$t>::ln_1p(self) }
+            fn tanh(self) -> Self { <$t>::tanh(self) }
+            fn powf(self, e: Self) -> Self { <$t>::powf(self, e) }
+        }
+
+        impl Numeric for $t {
+            const ZERO: Self = 0.0;
+            type Compute = $t;
+            fn load(self) -> Self { self }
+            fn store(c: Self) -> Self { c }
             fn sum(xs: &[Self]) -> Self { xs.iter().map(|&x| x as f64).sum::<f64>() as Self }
             fn dot(xs: &[Self], ys: &[Self]) -> Self {
                 xs.iter().zip(ys).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as Self
             }
             fn to_f64(self) -> f64 { self as f64 }
             fn from_f64(v: f64) -> Self { v as Self }
+            fn to_wide(self) -> Wide { Wide::Float(self as f64) }
+            fn from_wide(w: Wide) -> Self {
+                match w { Wide::Int(v) => v as Self, Wide::Float(v) => v as Self }
+            }
         }
 
-        impl Float for $t {
-            fn relu(self) -> Self { if self > 0.0 { self } else { 0.0 } }
-            fn sigmoid(self) -> Self { 1.0 / (1.0 + (-self).exp()) }
-            fn tanh(self) -> Self { <$t>::tanh(self) }
-            fn exp(self) -> Self { <$t>::exp(self) }
-        }
+        impl Float for $t {}
     )*};
 }
 
@@ -275,14 +409,9 @@ mod half_types {
         ($($t:ty),*) => {$(
             impl Numeric for $t {
                 const ZERO: Self = <$t>::ZERO;
-                fn add(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() + rhs.to_f32()) }
-                fn sub(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() - rhs.to_f32()) }
-                fn mul(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() * rhs.to_f32()) }
-                fn div(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32() / rhs.to_f32()) }
-                fn maximum(self, rhs: Self) -> Self { <$t>::from_f32(self.to_f32().max(rhs.to_f32())) }
-                fn axpy(self, x: Self, y: Self) -> Self {
-                    <$t>::from_f32(self.to_f32() * x.to_f32() + y.to_f32())
-                }
+                type Compute = f32;
+                fn load(self) -> f32 { self.to_f32() }
+                fn store(c: f32) -> Self { <$t>::from_f32(c) }
                 fn sum(xs: &[Self]) -> Self {
                     <$t>::from_f64(xs.iter().map(|x| x.to_f64()).sum::<f64>())
                 }
@@ -291,14 +420,13 @@ mod half_types {
                 }
                 fn to_f64(self) -> f64 { <$t>::to_f64(self) }
                 fn from_f64(v: f64) -> Self { <$t>::from_f64(v) }
+                fn to_wide(self) -> Wide { Wide::Float(<$t>::to_f64(self)) }
+                fn from_wide(w: Wide) -> Self {
+                    match w { Wide::Int(v) => <$t>::from_f64(v as f64), Wide::Float(v) => <$t>::from_f64(v) }
+                }
             }
 
-            impl Float for $t {
-                fn relu(self) -> Self { <$t>::from_f32(self.to_f32().relu()) }
-                fn sigmoid(self) -> Self { <$t>::from_f32(self.to_f32().sigmoid()) }
-                fn tanh(self) -> Self { <$t>::from_f32(self.to_f32().tanh()) }
-                fn exp(self) -> Self { <$t>::from_f32(self.to_f32().exp()) }
-            }
+            impl Float for $t {}
         )*};
     }
 

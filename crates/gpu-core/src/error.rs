@@ -73,6 +73,19 @@ pub enum Error {
         op: &'static str,
     },
 
+    /// Arguments whose sizes are each possible but do not fit together: a batch stride that
+    /// makes a gemm's outputs overlap, an index reduction over more elements than a `u32`
+    /// counts.
+    #[error("{op}: `{arg}`: {message}")]
+    InvalidShape {
+        /// The call that was rejected.
+        op: &'static str,
+        /// The argument at fault.
+        arg: &'static str,
+        /// What is wrong, with the numbers.
+        message: String,
+    },
+
     /// A device spec could not be parsed.
     #[error("invalid device spec {input:?} (from {origin}): {reason}; expected one of `auto`, `cpu`, `cuda` or `cuda:N`")]
     InvalidDeviceSpec {

@@ -12,8 +12,10 @@
 //! - [`Stream`] and [`Event`]: in-order queues, ordering and timing;
 //! - asynchronous copies that are safe by ownership ([`Stream::upload`] moves the host
 //!   memory into a [`Pending`] that gives it back when the copy is done);
-//! - built-in ops (`fill`, `axpy`, `add`, `relu`, `sum`, `gemm`, ...) and custom kernels
-//!   ([`KernelSpec`], [`Stream::launch`]);
+//! - built-in ops, described once in the op table ([`optable`]: element-wise unary and
+//!   binary ops with scalar, row and column forms, all also in place; reductions whole and
+//!   per row; softmax; cross-entropy; casts; batched gemm) and run by a backend through one
+//!   method, [`Backend::op`]; custom kernels ([`KernelSpec`], [`Stream::launch`]);
 //! - [`DeviceSpec`] (parsed from code, `GPU_DEVICE` or the facade's `gpu.toml`), and the one
 //!   [`Error`] type.
 //!
@@ -55,6 +57,7 @@ mod error;
 mod host;
 mod kernel;
 mod ops;
+pub mod optable;
 mod spec;
 mod stream;
 mod track;
@@ -62,16 +65,19 @@ mod transfer;
 
 pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut};
 pub use backend::{
-    Backend, BinaryOp, BufAt, DeviceInfo, Gemm, HostUse, KernelArg, LaunchLimits, RawPtr,
-    RawStream, ReduceOp, UnaryOp,
+    Backend, BufAt, DeviceInfo, HostUse, KernelArg, LaunchLimits, RawPtr, RawStream,
 };
 pub use context::Context;
-pub use element::{DType, Element, Float, Numeric, ParseDTypeError};
+pub use element::{Arith, DType, Element, Float, Numeric, ParseDTypeError, Real, Wide};
 pub use error::{Error, Rejected, Result};
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{
     ArgRef, CpuKernelFn, Dim3, In, Kernel, KernelDesc, KernelParam, KernelSig, KernelSource,
     KernelSpec, LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex,
+};
+pub use optable::{
+    arg_better, cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Gemm, Op, ReduceOp, Rhs,
+    RhsSlice, Scalar, Shape, UnaryOp,
 };
 pub use spec::DeviceSpec;
 pub use stream::{Event, Stream};

@@ -21,8 +21,11 @@
 //! - **Copies** are `memcpy`s run by the stream's worker, asynchronous like everything else;
 //!   host memory from `alloc_host` is page-aligned heap memory (a CPU has nothing to pin)
 //!   and registration is accepted and does nothing.
-//! - **Ops** follow `gpukit_core::Numeric`/`Float` exactly: element-wise loops; `sum` and `dot`
-//!   accumulate floats in f64; gemm uses `matrixmultiply` (f16/bf16 widened to f32).
+//! - **Ops** run the op table's reference semantics (`gpukit_core::optable`) exactly:
+//!   element-wise loops in the element's compute type; `sum`, `mean` and `dot` accumulate
+//!   floats in f64; softmax and cross-entropy as `gpukit_core::softmax_rows` and
+//!   `gpukit_core::cross_entropy_rows`; gemm (batched by a loop) uses `matrixmultiply`
+//!   (f16/bf16 widened to f32). One backend method, `op`, runs them all.
 //! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
 //!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
 //!   after another on the stream's worker. A panicking closure does not take the worker down: the launch's
@@ -53,8 +56,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
-    Backend, BinaryOp, BufAt, CpuKernelFn, DeviceInfo, Float, Gemm, HostUse, KernelArg, KernelDesc,
-    LaunchConfig, Numeric, RawArg, RawPtr, RawStream, ReduceOp, Result, UnaryOp,
+    Backend, BufAt, CpuKernelFn, DType, DeviceInfo, HostUse, KernelArg, KernelDesc, LaunchConfig,
+    Op, RawArg, RawPtr, RawStream, Result,
 };
 
 pub use error::CpuError;
@@ -64,7 +67,6 @@ pub use mem::{CpuBuffer, CpuHostMem, CpuRegistration};
 pub use queue::{CpuEvent, CpuStream};
 
 use mem::{Mem, SendPtr, DEVICE_ALIGN, HOST_ALIGN};
-use ops::{Dst, Src};
 use queue::{panic_message, Queue, Task};
 
 /// A context on the CPU reference backend.
@@ -83,10 +85,10 @@ pub struct CpuBackend {
 /// Counts a backend call of a fault kind and returns the injected error when it is the
 /// planned one (feature `fault-injection`; expands to nothing without it).
 macro_rules! inject {
-    ($self:ident, $kind:ident, $call:literal) => {
+    ($self:ident, $kind:ident, $call:expr) => {
         inject!($self, $kind, $call, 0)
     };
-    ($self:ident, $kind:ident, $call:literal, $bytes:expr) => {
+    ($self:ident, $kind:ident, $call:expr, $bytes:expr) => {
         #[cfg(feature = "fault-injection")]
         $self.faults.hit(fault::FaultKind::$kind, $call, $bytes)?;
     };
@@ -181,14 +183,6 @@ impl CpuBackend {
     fn limit(&self) -> u64 {
         self.info.total_memory
     }
-}
-
-fn src<T: gpukit_core::Element>(at: BufAt<'_, CpuBackend>, len: usize) -> (Arc<Mem>, Src<T>) {
-    (at.buf.mem.clone(), Src::new(at.buf.at(at.offset), len))
-}
-
-fn dst<T: gpukit_core::Element>(at: BufAt<'_, CpuBackend>, len: usize) -> (Arc<Mem>, Dst<T>) {
-    (at.buf.mem.clone(), Dst::new(at.buf.at(at.offset), len))
 }
 
 /// A zero-sized type whose dangling pointer is 256-aligned: the start of empty ranges.
@@ -406,192 +400,11 @@ impl Backend for CpuBackend {
         )
     }
 
-    unsafe fn fill<T: Numeric>(
-        &self,
-        stream: &CpuStream,
-        d: BufAt<'_, Self>,
-        len: usize,
-        value: T,
-    ) -> Result<()> {
-        inject!(self, Op, "fill");
-        let (keep, out) = dst::<T>(d, len);
-        self.push(
-            stream,
-            Box::new(move || {
-                let _keep = keep;
-                // SAFETY: see `Dst::get`: the buffer is held and the write is ordered.
-                ops::fill(unsafe { out.get() }, value);
-                Ok(())
-            }),
-        )
-    }
-
-    unsafe fn axpy<T: Numeric>(
-        &self,
-        stream: &CpuStream,
-        alpha: T,
-        x: BufAt<'_, Self>,
-        y: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        inject!(self, Op, "axpy");
-        let (kx, xs) = src::<T>(x, len);
-        let (ky, ys) = dst::<T>(y, len);
-        self.push(
-            stream,
-            Box::new(move || {
-                let _keep = (kx, ky);
-                // SAFETY: see `Src::get` and `Dst::get`; `y` does not overlap `x` (it is
-                // borrowed mutably at the call site).
-                ops::axpy(alpha, unsafe { xs.get() }, unsafe { ys.get() });
-                Ok(())
-            }),
-        )
-    }
-
-    unsafe fn scale<T: Numeric>(
-        &self,
-        stream: &CpuStream,
-        alpha: T,
-        x: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        inject!(self, Op, "scale");
-        let (keep, xs) = dst::<T>(x, len);
-        self.push(
-            stream,
-            Box::new(move || {
-                let _keep = keep;
-                // SAFETY: see `Dst::get`.
-                ops::scale(alpha, unsafe { xs.get() });
-                Ok(())
-            }),
-        )
-    }
-
-    unsafe fn binary<T: Numeric>(
-        &self,
-        stream: &CpuStream,
-        op: BinaryOp,
-        a: BufAt<'_, Self>,
-        b: BufAt<'_, Self>,
-        out: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        inject!(self, Op, "binary");
-        let (ka, sa) = src::<T>(a, len);
-        let (kb, sb) = src::<T>(b, len);
-        let (ko, so) = dst::<T>(out, len);
-        self.push(
-            stream,
-            Box::new(move || {
-                let _keep = (ka, kb, ko);
-                // SAFETY: see `Src::get` and `Dst::get`; `out` overlaps neither input.
-                ops::binary(op, unsafe { sa.get() }, unsafe { sb.get() }, unsafe {
-                    so.get()
-                });
-                Ok(())
-            }),
-        )
-    }
-
-    unsafe fn unary<T: Float>(
-        &self,
-        stream: &CpuStream,
-        op: UnaryOp,
-        x: BufAt<'_, Self>,
-        out: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        inject!(self, Op, "unary");
-        let (kx, sx) = src::<T>(x, len);
-        let (ko, so) = dst::<T>(out, len);
-        self.push(
-            stream,
-            Box::new(move || {
-                let _keep = (kx, ko);
-                // SAFETY: see `Src::get` and `Dst::get`; `out` does not overlap `x`.
-                ops::unary(op, unsafe { sx.get() }, unsafe { so.get() });
-                Ok(())
-            }),
-        )
-    }
-
-    unsafe fn reduce<T: Numeric>(
-        &self,
-        stream: &CpuStream,
-        op: ReduceOp,
-        x: BufAt<'_, Self>,
-        len: usize,
-        out: BufAt<'_, Self>,
-    ) -> Result<()> {
-        inject!(self, Op, "reduce");
-        let (kx, sx) = src::<T>(x, len);
-        let (ko, so) = dst::<T>(out, 1);
-        self.push(
-            stream,
-            Box::new(move || {
-                let _keep = (kx, ko);
-                // SAFETY: see `Src::get` and `Dst::get`; `len >= 1` (Backend contract).
-                let v = ops::reduce(op, unsafe { sx.get() });
-                // SAFETY: as above.
-                let out = unsafe { so.get() };
-                out[0] = v;
-                Ok(())
-            }),
-        )
-    }
-
-    unsafe fn dot<T: Numeric>(
-        &self,
-        stream: &CpuStream,
-        x: BufAt<'_, Self>,
-        y: BufAt<'_, Self>,
-        len: usize,
-        out: BufAt<'_, Self>,
-    ) -> Result<()> {
-        inject!(self, Op, "dot");
-        let (kx, sx) = src::<T>(x, len);
-        let (ky, sy) = src::<T>(y, len);
-        let (ko, so) = dst::<T>(out, 1);
-        self.push(
-            stream,
-            Box::new(move || {
-                let _keep = (kx, ky, ko);
-                // SAFETY: see `Src::get` and `Dst::get`.
-                let v = T::dot(unsafe { sx.get() }, unsafe { sy.get() });
-                // SAFETY: as above.
-                let out = unsafe { so.get() };
-                out[0] = v;
-                Ok(())
-            }),
-        )
-    }
-
-    unsafe fn gemm<T: Float>(
-        &self,
-        stream: &CpuStream,
-        g: &Gemm<T>,
-        a: BufAt<'_, Self>,
-        b: BufAt<'_, Self>,
-        c: BufAt<'_, Self>,
-    ) -> Result<()> {
-        inject!(self, Op, "gemm");
-        let g = *g;
-        let (ka, sa) = src::<T>(a, g.m * g.k);
-        let (kb, sb) = src::<T>(b, g.k * g.n);
-        let (kc, sc) = dst::<T>(c, g.m * g.n);
-        self.push(
-            stream,
-            Box::new(move || {
-                let _keep = (ka, kb, kc);
-                // SAFETY: see `Src::get` and `Dst::get`; gpukit-core checked the lengths.
-                ops::gemm(&g, unsafe { sa.get() }, unsafe { sb.get() }, unsafe {
-                    sc.get()
-                });
-                Ok(())
-            }),
-        )
+    unsafe fn op(&self, stream: &CpuStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {
+        inject!(self, Op, op.name());
+        // SAFETY: forwarded from our caller (the `Backend::op` contract `task` asks for).
+        let task = unsafe { ops::task(dtype, op) }?;
+        self.push(stream, task)
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<CpuKernel> {

@@ -1,9 +1,17 @@
-//! The built-in ops as tasks: plain loops over slices with the scalar semantics of
-//! `gpukit_core::Numeric` and `gpukit_core::Float`; gemm through `matrixmultiply`.
+//! The built-in ops as tasks: the op table's reference semantics (`gpukit_core::optable`) run
+//! over slices on the stream's worker; gemm through `matrixmultiply`. One function,
+//! [`task`], turns any [`Op`] into a task: adding an op to the table needs nothing here.
 
-use gpukit_core::{BinaryOp, DType, Element, Float, Gemm, Numeric, ReduceOp, UnaryOp};
+use std::sync::Arc;
 
-use crate::mem::SendPtr;
+use gpukit_core::{
+    BinaryOp, BufAt, DType, Element, Float, Gemm, Numeric, Op, Result, Rhs, RhsSlice, Scalar,
+    UnaryOp,
+};
+
+use crate::mem::{Mem, SendPtr};
+use crate::queue::Task;
+use crate::CpuBackend;
 
 /// A typed read-only range captured by a task.
 #[derive(Clone, Copy)]
@@ -60,48 +68,407 @@ impl<T: Element> Dst<T> {
     }
 }
 
-pub(crate) fn fill<T: Numeric>(dst: &mut [T], value: T) {
-    dst.fill(value);
+/// The ranges a task touches: the buffers it keeps alive.
+type Keep = [Option<Arc<Mem>>; 4];
+
+/// Collects a task's ranges, keeping each buffer alive until the task has run.
+#[derive(Default)]
+struct Ranges {
+    keep: Keep,
+    n: usize,
 }
 
-pub(crate) fn axpy<T: Numeric>(alpha: T, x: &[T], y: &mut [T]) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y = alpha.axpy(x, *y);
+impl Ranges {
+    fn hold(&mut self, at: BufAt<'_, CpuBackend>) -> SendPtr {
+        if let Some(slot) = self.keep.get_mut(self.n) {
+            *slot = Some(at.buf.mem.clone());
+            self.n += 1;
+        }
+        at.buf.at(at.offset)
+    }
+
+    fn src<T: Element>(&mut self, at: BufAt<'_, CpuBackend>, len: usize) -> Src<T> {
+        Src::new(self.hold(at), len)
+    }
+
+    fn dst<T: Element>(&mut self, at: BufAt<'_, CpuBackend>, len: usize) -> Dst<T> {
+        Dst::new(self.hold(at), len)
     }
 }
 
-pub(crate) fn scale<T: Numeric>(alpha: T, x: &mut [T]) {
-    for x in x {
-        *x = alpha.mul(*x);
+/// What an element type runs of the table: integers the `numeric` entries, floats all.
+pub(crate) trait CpuElem: Numeric {
+    /// Whether the type has float-only ops (unary and binary math, mean, softmax,
+    /// cross-entropy, gemm).
+    const FLOAT: bool;
+    fn unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]);
+    fn binary(
+        op: BinaryOp,
+        src: Option<&[Self]>,
+        rhs: RhsSlice<'_, Self>,
+        cols: usize,
+        out: &mut [Self],
+    );
+    fn softmax(log: bool, src: Option<&[Self]>, cols: usize, out: &mut [Self]);
+    fn cross_entropy(
+        logits: &[Self],
+        labels: &[u32],
+        cols: usize,
+        loss: &mut [Self],
+        grad: Option<&mut [Self]>,
+    );
+    fn gemm(g: &Gemm<Self>, a: &[Self], b: &[Self], c: &mut [Self]);
+}
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl CpuElem for $t {
+            const FLOAT: bool = false;
+            fn unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]) {
+                op.map_numeric(src, out);
+            }
+            fn binary(op: BinaryOp, src: Option<&[Self]>, rhs: RhsSlice<'_, Self>, cols: usize, out: &mut [Self]) {
+                op.map_numeric(src, rhs, cols, out);
+            }
+            // Unreachable: `task` refuses float-only ops on integers before queuing them.
+            fn softmax(_: bool, _: Option<&[Self]>, _: usize, _: &mut [Self]) {}
+            fn cross_entropy(_: &[Self], _: &[u32], _: usize, _: &mut [Self], _: Option<&mut [Self]>) {}
+            fn gemm(_: &Gemm<Self>, _: &[Self], _: &[Self], _: &mut [Self]) {}
+        }
+    )*};
+}
+
+int_elem!(i8, u8, i32, u32, i64, u64);
+
+macro_rules! float_elem {
+    ($($t:ty),*) => {$(
+        impl CpuElem for $t {
+            const FLOAT: bool = true;
+            fn unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]) {
+                op.map_float(src, out);
+            }
+            fn binary(op: BinaryOp, src: Option<&[Self]>, rhs: RhsSlice<'_, Self>, cols: usize, out: &mut [Self]) {
+                op.map_float(src, rhs, cols, out);
+            }
+            fn softmax(log: bool, src: Option<&[Self]>, cols: usize, out: &mut [Self]) {
+                gpukit_core::softmax_rows(log, src, cols, out);
+            }
+            fn cross_entropy(logits: &[Self], labels: &[u32], cols: usize, loss: &mut [Self], grad: Option<&mut [Self]>) {
+                gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
+            }
+            fn gemm(g: &Gemm<Self>, a: &[Self], b: &[Self], c: &mut [Self]) {
+                gemm(g, a, b, c);
+            }
+        }
+    )*};
+}
+
+float_elem!(f32, f64);
+#[cfg(feature = "half")]
+float_elem!(gpukit_core::half::f16, gpukit_core::half::bf16);
+
+fn unsupported(what: String) -> gpukit_core::Error {
+    gpukit_core::Error::Unsupported {
+        backend: "cpu",
+        what,
     }
 }
 
-pub(crate) fn binary<T: Numeric>(op: BinaryOp, a: &[T], b: &[T], out: &mut [T]) {
-    // One loop per op so that each loop body is a single instruction the compiler vectorizes.
-    let zip = out.iter_mut().zip(a.iter().zip(b));
-    match op {
-        BinaryOp::Add => zip.for_each(|(o, (&a, &b))| *o = a.add(b)),
-        BinaryOp::Sub => zip.for_each(|(o, (&a, &b))| *o = a.sub(b)),
-        BinaryOp::Mul => zip.for_each(|(o, (&a, &b))| *o = a.mul(b)),
-        BinaryOp::Div => zip.for_each(|(o, (&a, &b))| *o = a.div(b)),
-    }
+/// Runs `$body` with `$T` the element type named by `$dtype`; a dtype this build lacks
+/// (f16 and bf16 without the `half` feature) is `Unsupported`.
+macro_rules! by_dtype {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            #[cfg(feature = "half")]
+            DType::F16 => {
+                type $T = gpukit_core::half::f16;
+                $body
+            }
+            #[cfg(feature = "half")]
+            DType::BF16 => {
+                type $T = gpukit_core::half::bf16;
+                $body
+            }
+            #[allow(unreachable_patterns)]
+            other => Err(unsupported(format!(
+                "{other} elements (build gpukit-cpu with the `half` feature)"
+            ))),
+        }
+    };
 }
 
-pub(crate) fn unary<T: Float>(op: UnaryOp, x: &[T], out: &mut [T]) {
-    for (o, &x) in out.iter_mut().zip(x) {
-        *o = op.apply(x);
-    }
+/// The task that runs `op` on elements of `dtype`, or why the CPU backend cannot.
+///
+/// # Safety
+///
+/// The contract of `Backend::op`: every range lies inside its buffer and is aligned, and
+/// gpukit-core orders every other access to the written ranges against the task.
+pub(crate) unsafe fn task(dtype: DType, op: &Op<'_, CpuBackend>) -> Result<Task> {
+    // SAFETY: forwarded from the caller.
+    by_dtype!(dtype, T => unsafe { typed::<T>(op) })
 }
 
-pub(crate) fn reduce<T: Numeric>(op: ReduceOp, x: &[T]) -> T {
-    match op {
-        ReduceOp::Sum => T::sum(x),
-        ReduceOp::Max => x[1..].iter().fold(x[0], |m, &v| m.maximum(v)),
+/// [`task`] for the element type `T`.
+///
+/// # Safety
+///
+/// As [`task`].
+unsafe fn typed<T: CpuElem>(op: &Op<'_, CpuBackend>) -> Result<Task> {
+    if op.floats_only() && !T::FLOAT {
+        return Err(unsupported(format!("`{}` on {}", op.name(), T::DTYPE)));
     }
+    let scalar = |s: Scalar| {
+        s.get::<T>()
+            .ok_or_else(|| unsupported(format!("a {} scalar for {} elements", s.dtype(), T::DTYPE)))
+    };
+    let mut r = Ranges::default();
+    // Every arm captures typed ranges (`Src`/`Dst`, whose `get` is sound under this
+    // function's contract: live, aligned, ordered, a written range overlapping nothing else).
+    let run: Box<dyn FnOnce() + Send> = match *op {
+        Op::Fill { out, len, value } => {
+            let (o, v) = (r.dst::<T>(out, len), scalar(value)?);
+            Box::new(move || {
+                // SAFETY: see above.
+                let o = unsafe { o.get() };
+                o.fill(v);
+            })
+        }
+        Op::Axpy { alpha, x, y, len } => {
+            let (a, x, y) = (scalar(alpha)?, r.src::<T>(x, len), r.dst::<T>(y, len));
+            Box::new(move || {
+                // SAFETY: see above.
+                let (x, y) = unsafe { (x.get(), y.get()) };
+                for (y, &x) in y.iter_mut().zip(x) {
+                    *y = a.axpy(x, *y);
+                }
+            })
+        }
+        Op::Unary { op, src, out, len } => {
+            let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
+            Box::new(move || {
+                // SAFETY: see above.
+                let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
+                T::unary(op, s, o);
+            })
+        }
+        Op::Binary {
+            op,
+            src,
+            ref rhs,
+            out,
+            shape,
+        } => {
+            let len = shape.rows * shape.cols;
+            let s = src.map(|s| r.src::<T>(s, len));
+            let o = r.dst::<T>(out, len);
+            enum R<T> {
+                A(Src<T>),
+                Row(Src<T>),
+                Col(Src<T>),
+                S(T),
+            }
+            let rhs = match *rhs {
+                Rhs::Array(b) => R::A(r.src::<T>(b, len)),
+                Rhs::Row(v) => R::Row(r.src::<T>(v, shape.cols)),
+                Rhs::Col(v) => R::Col(r.src::<T>(v, shape.rows)),
+                Rhs::Scalar(v) => R::S(scalar(v)?),
+            };
+            Box::new(move || {
+                // SAFETY: see above.
+                let rhs = unsafe {
+                    match rhs {
+                        R::A(b) => RhsSlice::Array(b.get()),
+                        R::Row(v) => RhsSlice::Row(v.get()),
+                        R::Col(v) => RhsSlice::Col(v.get()),
+                        R::S(v) => RhsSlice::Scalar(v),
+                    }
+                };
+                // SAFETY: see above.
+                let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
+                T::binary(op, s, rhs, shape.cols, o);
+            })
+        }
+        Op::Clamp {
+            lo,
+            hi,
+            src,
+            out,
+            len,
+        } => {
+            let (lo, hi) = (scalar(lo)?, scalar(hi)?);
+            let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
+            Box::new(move || {
+                let clamp = |x: T| {
+                    if x < lo {
+                        lo
+                    } else if x > hi {
+                        hi
+                    } else {
+                        x
+                    }
+                };
+                // SAFETY: see above.
+                let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
+                match s {
+                    Some(s) => o.iter_mut().zip(s).for_each(|(o, &x)| *o = clamp(x)),
+                    None => o.iter_mut().for_each(|o| *o = clamp(*o)),
+                }
+            })
+        }
+        Op::Reduce { op, x, shape, out } => {
+            let (rows, cols) = (shape.rows, shape.cols);
+            let x = r.src::<T>(x, rows * cols);
+            if op.is_index() {
+                let o = r.dst::<u32>(out, rows);
+                Box::new(move || {
+                    // SAFETY: see above.
+                    let (x, o) = unsafe { (x.get(), o.get()) };
+                    for (o, row) in o.iter_mut().zip(x.chunks(cols)) {
+                        *o = op.index(row).unwrap_or(0);
+                    }
+                })
+            } else {
+                let o = r.dst::<T>(out, rows);
+                Box::new(move || {
+                    // SAFETY: see above.
+                    let (x, o) = unsafe { (x.get(), o.get()) };
+                    for (o, row) in o.iter_mut().zip(x.chunks(cols)) {
+                        *o = op.value(row).unwrap_or(T::ZERO);
+                    }
+                })
+            }
+        }
+        Op::Dot { x, y, len, out } => {
+            let (x, y, o) = (r.src::<T>(x, len), r.src::<T>(y, len), r.dst::<T>(out, 1));
+            Box::new(move || {
+                // SAFETY: see above.
+                let (x, y, o) = unsafe { (x.get(), y.get(), o.get()) };
+                o[0] = T::dot(x, y);
+            })
+        }
+        Op::Softmax {
+            log,
+            src,
+            out,
+            shape,
+        } => {
+            let len = shape.rows * shape.cols;
+            let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
+            Box::new(move || {
+                // SAFETY: see above.
+                let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
+                T::softmax(log, s, shape.cols, o);
+            })
+        }
+        Op::CrossEntropy {
+            logits,
+            labels,
+            loss,
+            grad,
+            shape,
+        } => {
+            let len = shape.rows * shape.cols;
+            let x = r.src::<T>(logits, len);
+            let y = r.src::<u32>(labels, shape.rows);
+            let l = r.dst::<T>(loss, shape.rows);
+            let g = grad.map(|g| r.dst::<T>(g, len));
+            Box::new(move || {
+                // SAFETY: see above.
+                let (x, y, l, g) = unsafe { (x.get(), y.get(), l.get(), g.map(|g| g.get())) };
+                T::cross_entropy(x, y, shape.cols, l, g);
+            })
+        }
+        Op::Cast { to, src, out, len } => {
+            let s = r.src::<T>(src, len);
+            let (p, keep) = (r.hold(out), r);
+            return by_dtype!(to, U => {
+                let o = Dst::<U>::new(p, len);
+                Ok(Box::new(move || {
+                    let _keep = keep;
+                    // SAFETY: see above (`out` holds `len` elements of the target type).
+                    let (s, o) = unsafe { (s.get(), o.get()) };
+                    gpukit_core::cast_slice(s, o);
+                    Ok(())
+                }) as Task)
+            });
+        }
+        Op::Gemm { g, a, b, c } => {
+            let typed = Gemm {
+                alpha: T::from_f64(g.alpha),
+                beta: T::from_f64(g.beta),
+                m: g.m,
+                n: g.n,
+                k: g.k,
+                trans_a: g.trans_a,
+                trans_b: g.trans_b,
+                batch: g.batch,
+                stride_a: g.stride_a,
+                stride_b: g.stride_b,
+                stride_c: g.stride_c,
+            };
+            let span = |size: usize, stride: usize| g.span(size, stride).unwrap_or(0);
+            let a = r.src::<T>(a, span(g.m * g.k, g.stride_a));
+            let b = r.src::<T>(b, span(g.k * g.n, g.stride_b));
+            let c = r.dst::<T>(c, span(g.m * g.n, g.stride_c));
+            Box::new(move || {
+                // SAFETY: see above.
+                let (a, b, c) = unsafe { (a.get(), b.get(), c.get()) };
+                let (sa, sb, sc) = (g.m * g.k, g.k * g.n, g.m * g.n);
+                for i in 0..g.batch {
+                    let (ia, ib, ic) = (i * g.stride_a, i * g.stride_b, i * g.stride_c);
+                    T::gemm(
+                        &typed,
+                        &a[ia..ia + sa],
+                        &b[ib..ib + sb],
+                        &mut c[ic..ic + sc],
+                    );
+                }
+            })
+        }
+    };
+    let keep = r;
+    Ok(Box::new(move || {
+        let _keep = keep;
+        run();
+        Ok(())
+    }))
 }
 
-/// Row-major gemm (see `gpukit_core::Gemm`). f32 and f64 go straight to matrixmultiply; the
-/// 16-bit floats are widened to f32, multiplied, and rounded back once.
+/// One row-major product of a gemm (see `gpukit_core::Gemm`; the batch is the caller's
+/// loop). f32 and f64 go straight to matrixmultiply; the 16-bit floats are widened to f32,
+/// multiplied, and rounded back once.
 pub(crate) fn gemm<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
     // Strides of op(A) (m x k) and op(B) (k x n) over row-major storage.
     let (rsa, csa) = if g.trans_a { (1, g.m) } else { (g.k, 1) };
@@ -160,15 +527,9 @@ pub(crate) fn gemm<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
             } else {
                 wide(c)
             };
-            let g32 = Gemm {
-                m: g.m,
-                n: g.n,
-                k: g.k,
-                trans_a: g.trans_a,
-                trans_b: g.trans_b,
-                alpha: g.alpha.to_f64() as f32,
-                beta: g.beta.to_f64() as f32,
-            };
+            let g32 = Gemm::new(g.m, g.n, g.k)
+                .transpose(g.trans_a, g.trans_b)
+                .scaled(g.alpha.to_f64() as f32, g.beta.to_f64() as f32);
             gemm(&g32, &a32, &b32, &mut c32);
             for (c, v) in c.iter_mut().zip(c32) {
                 *c = T::from_f64(v as f64);
@@ -180,6 +541,53 @@ pub(crate) fn gemm<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without the `half` feature the backend has no f16 or bf16: ops on them, and casts to
+    /// them, are `Unsupported` (before anything is queued or touched).
+    #[cfg(not(feature = "half"))]
+    #[test]
+    fn sixteen_bit_types_are_unsupported_without_the_half_feature() {
+        use gpukit_core::{Backend, Error, Scalar};
+        let b = CpuBackend::new().expect("the CPU backend opens");
+        let s = b.create_stream(0).expect("a stream");
+        let buf = b.alloc(8, true).expect("8 bytes");
+        let at = BufAt {
+            buf: &buf,
+            offset: 0,
+        };
+        let ops = [
+            (
+                DType::F32,
+                Op::Cast {
+                    to: DType::F16,
+                    src: at,
+                    out: at,
+                    len: 1,
+                },
+            ),
+            (
+                DType::BF16,
+                Op::Fill {
+                    out: at,
+                    len: 1,
+                    value: Scalar::new(0.0f32),
+                },
+            ),
+        ];
+        for (dtype, op) in &ops {
+            // SAFETY: the ranges are inside the 8-byte buffer, aligned, and used by nothing
+            // else; the call is refused before any task is queued anyway.
+            let r = unsafe { b.op(&s, *dtype, op) };
+            assert!(
+                matches!(r, Err(Error::Unsupported { backend: "cpu", ref what }) if what.contains("half")),
+                "{r:?}"
+            );
+        }
+        b.stream_sync(&s).expect("nothing failed on the stream");
+        b.destroy_stream(s).expect("destroyed");
+        // SAFETY: no stream uses the buffer.
+        unsafe { b.free(buf, &[]) }.expect("freed");
+    }
 
     #[test]
     fn gemm_matches_the_reference_for_every_transpose() {

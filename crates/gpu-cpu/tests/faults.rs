@@ -103,7 +103,7 @@ fn an_alloc_fault_is_out_of_memory_and_only_the_nth_fails() {
 fn copy_op_and_event_faults_fail_synchronously_and_leave_outputs_untouched() {
     for (kind, nth, call) in [
         (FaultKind::Copy, 2, "copy_h2d"),
-        (FaultKind::Op, 1, "binary"),
+        (FaultKind::Op, 1, "add"),
         (FaultKind::Event, 1, "record_event"),
     ] {
         let (ctx, probe) = faulty_context(None);

@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUresult};
 use gpukit_core::{
-    Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
-    LaunchConfig, Numeric, RawPtr, RawStream, ReduceOp, Result, UnaryOp,
+    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig, Op,
+    RawPtr, RawStream, Result,
 };
 use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
-use gpukit_cuda_sys::kernels::MAX_PARTIALS;
+use gpukit_cuda_sys::kernels::SCRATCH_BYTES;
 
 use crate::device::{lock, Device, Raw};
 use crate::error::CudaError;
@@ -79,7 +79,7 @@ impl std::fmt::Debug for CudaRegistration {
 /// A non-blocking CUDA stream with its reduction scratch buffer and cuBLAS handle.
 pub struct CudaStream {
     pub(crate) raw: Raw<sys::CUstream>,
-    /// `MAX_PARTIALS * 8` bytes for the partial results of reductions.
+    /// `SCRATCH_BYTES` for the partial results of reductions.
     pub(crate) scratch: sys::CUdeviceptr,
     pub(crate) blas: Mutex<Option<Raw<cublasHandle_t>>>,
     /// Whether the backend created it (a wrapped foreign stream is never destroyed here).
@@ -199,7 +199,7 @@ impl CudaBackend {
     /// A `CudaStream` over `s` with its reductions' scratch memory; `owned` streams are
     /// destroyed with it.
     fn stream_over(&self, s: sys::CUstream, owned: bool) -> Result<CudaStream> {
-        let scratch = self.mem_alloc(MAX_PARTIALS as usize * 8)?;
+        let scratch = self.mem_alloc(SCRATCH_BYTES)?;
         Ok(CudaStream {
             raw: Raw(s),
             scratch,
@@ -538,99 +538,9 @@ impl Backend for CudaBackend {
         })
     }
 
-    unsafe fn fill<T: Numeric>(
-        &self,
-        stream: &CudaStream,
-        dst: BufAt<'_, Self>,
-        len: usize,
-        value: T,
-    ) -> Result<()> {
-        // SAFETY: forwarded; our caller upholds the same contract.
-        unsafe { ops::fill(self, stream, dst, len, value) }
-    }
-
-    unsafe fn axpy<T: Numeric>(
-        &self,
-        stream: &CudaStream,
-        alpha: T,
-        x: BufAt<'_, Self>,
-        y: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded; our caller upholds the same contract.
-        unsafe { ops::axpy(self, stream, alpha, x, y, len) }
-    }
-
-    unsafe fn scale<T: Numeric>(
-        &self,
-        stream: &CudaStream,
-        alpha: T,
-        x: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded; our caller upholds the same contract.
-        unsafe { ops::scale(self, stream, alpha, x, len) }
-    }
-
-    unsafe fn binary<T: Numeric>(
-        &self,
-        stream: &CudaStream,
-        op: BinaryOp,
-        a: BufAt<'_, Self>,
-        b: BufAt<'_, Self>,
-        out: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded; our caller upholds the same contract.
-        unsafe { ops::binary::<T>(self, stream, op, a, b, out, len) }
-    }
-
-    unsafe fn unary<T: Float>(
-        &self,
-        stream: &CudaStream,
-        op: UnaryOp,
-        x: BufAt<'_, Self>,
-        out: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded; our caller upholds the same contract.
-        unsafe { ops::unary::<T>(self, stream, op, x, out, len) }
-    }
-
-    unsafe fn reduce<T: Numeric>(
-        &self,
-        stream: &CudaStream,
-        op: ReduceOp,
-        x: BufAt<'_, Self>,
-        len: usize,
-        out: BufAt<'_, Self>,
-    ) -> Result<()> {
-        // SAFETY: forwarded; our caller upholds the same contract.
-        unsafe { ops::reduce::<T>(self, stream, op, x, len, out) }
-    }
-
-    unsafe fn dot<T: Numeric>(
-        &self,
-        stream: &CudaStream,
-        x: BufAt<'_, Self>,
-        y: BufAt<'_, Self>,
-        len: usize,
-        out: BufAt<'_, Self>,
-    ) -> Result<()> {
-        // SAFETY: forwarded; our caller upholds the same contract.
-        unsafe { ops::dot::<T>(self, stream, x, y, len, out) }
-    }
-
-    unsafe fn gemm<T: Float>(
-        &self,
-        stream: &CudaStream,
-        g: &Gemm<T>,
-        a: BufAt<'_, Self>,
-        b: BufAt<'_, Self>,
-        c: BufAt<'_, Self>,
-    ) -> Result<()> {
-        // SAFETY: forwarded; our caller upholds the same contract.
-        unsafe { ops::gemm(self, stream, g, a, b, c) }
+    unsafe fn op(&self, stream: &CudaStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        unsafe { ops::op(self, stream, dtype, op) }
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<CudaKernel> {

@@ -34,18 +34,29 @@
 //! - **Streams** are `CU_STREAM_NON_BLOCKING` streams with the requested priority (they never
 //!   synchronise with the legacy default stream). **Events** are `CUevent`s; ordering events
 //!   (without timing) come from a pool. Copies are `cuMemcpy*Async`.
-//! - **Built-in ops** are the CUDA C in `gpukit-cuda-sys/kernels/builtin.cu`, compiled by NVRTC once
-//!   per process for each element type on first use (`--fmad=false`, so results equal the
-//!   CPU backend's bit for bit for the element-wise ops), loaded once per context. Every
-//!   kernel is a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM,
-//!   and any length works. `sum`, `max` and `dot` run two launches (per-block partials into a
-//!   per-stream scratch buffer, then one block), accumulating floats in f64.
+//! - **Built-in ops** are one module of CUDA C per element type: the template
+//!   `gpukit-cuda-sys/kernels/builtin.cu` (fill, axpy, clamp, reductions, softmax,
+//!   cross-entropy) with the casts, then one kernel per element-wise op of gpukit-core's op
+//!   table, generated from its body in `src/source.rs` (`u_<op>`, `b_<op>` with a mode for
+//!   row and column vectors, `s_<op>` for a scalar; in place is the same kernel with the
+//!   input as the output). NVRTC compiles a module once per process on first use
+//!   (`--fmad=false`, so results equal the CPU backend's bit for bit for the element-wise ops
+//!   without transcendental functions), and it is loaded once per context. One function
+//!   (`ops::op`) turns any `gpukit_core::Op` into its launches. Every element-wise kernel is
+//!   a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM, and any
+//!   length works. Whole-array reductions run two launches (per-block partials into a
+//!   per-stream scratch buffer, then one block), accumulating floats in f64; per-row
+//!   reductions, softmax and cross-entropy give each row a block. Argmin/argmax fold (value,
+//!   index) pairs under one total order, so the first index wins whatever the folding order.
 //! - **gemm** is cuBLAS (`cublasSgemm`/`cublasDgemm`, `cublasGemmEx` with f32 compute for
 //!   f16/bf16), one handle per stream, created on the stream's first gemm, with cuBLAS's
 //!   default math mode (no TF32 unless `NVIDIA_TF32_OVERRIDE` asks for it) and reductions
 //!   never in 16 bits (`CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION`). Row-major
 //!   products are computed as the column-major product of the transposes. cuBLAS is loaded
-//!   on the first gemm; without it, gemm is `Unavailable` and everything else works.
+//!   on the first gemm; without it, gemm is `Unavailable` and everything else works. A
+//!   batched gemm is one call per matrix of the batch on the stream (the strided-batched
+//!   entry points are not among the bound functions: binding them needs `cargo xtask bindgen`
+//!   with CUDA's headers).
 //! - **Custom kernels** from CUDA C go through NVRTC (SASS for the device's architecture when
 //!   NVRTC knows it, PTX otherwise; cached per process), PTX is loaded as is. A launch is
 //!   checked against the device's limits by gpukit-core and against the kernel's own
@@ -83,6 +94,7 @@ mod error;
 mod kernel;
 mod loader;
 mod ops;
+mod source;
 
 pub use backend::{
     CudaBackend, CudaBuffer, CudaEvent, CudaHostMem, CudaKernel, CudaRegistration, CudaStream,

@@ -1,24 +1,23 @@
-//! The built-in ops: NVRTC-compiled modules per element type, their launches, and gemm
-//! through cuBLAS.
+//! The built-in ops: NVRTC-compiled modules per element type (source.rs), one dispatcher
+//! from the op table's [`Op`] to their launches, and gemm through cuBLAS.
 
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::sys;
-use gpukit_core::{BinaryOp, BufAt, DType, Error, Float, Gemm, Numeric, ReduceOp, Result, UnaryOp};
+use gpukit_core::{BufAt, DType, Error, Gemm, Op, ReduceOp, Result, Rhs, Scalar};
 use gpukit_cuda_sys::cublas::CublasLib;
 use gpukit_cuda_sys::ffi::cublas::{
     cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasMath_t, cublasOperation_t,
     cublasStatus_t, cudaDataType,
 };
-use gpukit_cuda_sys::kernels::{
-    builtin_source, kernel_names, Elem, BUILTIN_OPTIONS, MAX_PARTIALS, REDUCE_BLOCK,
-};
+use gpukit_cuda_sys::kernels::{Elem, BUILTIN_OPTIONS, MAX_PARTIALS, REDUCE_BLOCK};
 use gpukit_cuda_sys::nvrtc::{NvrtcLib, Target};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::device::{lock, Device, Raw};
 use crate::error::CudaError;
+use crate::source::{entries, module_source, Entry};
 
 /// Threads per block of the element-wise kernels.
 const BLOCK: u32 = 256;
@@ -28,19 +27,19 @@ const BLOCKS_PER_SM: u32 = 32;
 /// One element type's loaded module.
 pub(crate) struct Module {
     raw: Raw<sys::CUmodule>,
-    fns: Vec<(&'static str, Raw<sys::CUfunction>)>,
+    fns: Vec<(Entry, Raw<sys::CUfunction>)>,
 }
 
 impl Module {
-    fn get(&self, name: &'static str) -> Result<sys::CUfunction> {
+    fn get(&self, entry: Entry) -> Result<sys::CUfunction> {
         self.fns
             .iter()
-            .find(|(n, _)| *n == name)
+            .find(|(e, _)| *e == entry)
             .map(|(_, f)| f.0)
             .ok_or_else(|| Error::Backend {
                 backend: "cuda",
                 call: "cuModuleGetFunction",
-                message: format!("the built-in module has no `{name}`"),
+                message: format!("the built-in module has no `{}`", entry.c_name()),
             })
     }
 }
@@ -74,7 +73,7 @@ impl Builtins {
         if let Some(m) = slot.get() {
             return Ok(m);
         }
-        let src = builtin_source(elem);
+        let src = module_source(elem);
         let compiled = self
             .nvrtc
             .compile_cached(
@@ -94,9 +93,9 @@ impl Builtins {
             sys::cuModuleLoadData(&mut module, compiled.image.as_ptr().cast())
         })?;
         let mut fns = Vec::new();
-        for name in kernel_names(elem) {
+        for entry in entries(elem) {
             let mut f: sys::CUfunction = std::ptr::null_mut();
-            let c_name = format!("{name}\0");
+            let c_name = format!("{}\0", entry.c_name());
             // SAFETY: a live module; NUL-terminated name; live out-pointer.
             let r = unsafe { sys::cuModuleGetFunction(&mut f, module, c_name.as_ptr().cast()) };
             if let Err(e) = dev.check("cuModuleGetFunction", r) {
@@ -104,7 +103,7 @@ impl Builtins {
                 unsafe { sys::cuModuleUnload(module) };
                 return Err(e.into());
             }
-            fns.push((name, Raw(f)));
+            fns.push((entry, Raw(f)));
         }
         let _ = slot.set(Module {
             raw: Raw(module),
@@ -152,25 +151,26 @@ fn grid_for(b: &CudaBackend, n: usize) -> u32 {
     u32::try_from(blocks).unwrap_or(u32::MAX).min(cap)
 }
 
-/// Launches built-in `name` for `T` with the given parameters.
+/// Launches built-in `entry` of `dtype`'s module with the given parameters.
 ///
 /// # Safety
 ///
-/// - `params` point, in order, at values of the types `name`'s parameters have in
-///   builtin.cu for `T`;
-/// - the device ranges among them meet the [`gpukit_core::Backend`] contract of the op that
-///   calls this (inside their buffers, ordered, not freed before the launch has run), and
-///   the scratch buffer is the stream's own.
-unsafe fn run<T: Numeric>(
+/// - `params` point, in order, at values of the types `entry`'s parameters have in the
+///   module's source for `dtype`;
+/// - the device ranges among them meet the [`gpukit_core::Backend::op`] contract (inside
+///   their buffers, ordered, not freed before the launch has run), and the scratch buffer
+///   is the stream's own.
+unsafe fn run(
     b: &CudaBackend,
     stream: &CudaStream,
-    name: &'static str,
+    dtype: DType,
+    entry: Entry,
     grid: u32,
     block: u32,
     params: &mut [*mut c_void],
 ) -> Result<()> {
     b.dev.bind()?;
-    let f = b.builtins.module(&b.dev, T::DTYPE)?.get(name)?;
+    let f = b.builtins.module(&b.dev, dtype)?.get(entry)?;
     // SAFETY: `f` is a kernel of this context whose parameters are, in order, the values the
     // pointers in `params` point to, and every device range among them is valid for the
     // launch (this function's contract).
@@ -197,150 +197,9 @@ fn p<V>(v: &V) -> *mut c_void {
     (v as *const V).cast_mut().cast()
 }
 
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::fill`].
-pub(crate) unsafe fn fill<T: Numeric>(
-    b: &CudaBackend,
-    s: &CudaStream,
-    dst: BufAt<'_, CudaBackend>,
-    len: usize,
-    value: T,
-) -> Result<()> {
-    let (out, n) = (dst.buf.at(dst.offset), len as u64);
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
-    unsafe {
-        run::<T>(
-            b,
-            s,
-            "fill",
-            grid_for(b, len),
-            BLOCK,
-            &mut [p(&out), p(&value), p(&n)],
-        )
-    }
-}
-
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::axpy`].
-pub(crate) unsafe fn axpy<T: Numeric>(
-    b: &CudaBackend,
-    s: &CudaStream,
-    alpha: T,
-    x: BufAt<'_, CudaBackend>,
-    y: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (xp, yp, n) = (x.buf.at(x.offset), y.buf.at(y.offset), len as u64);
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
-    unsafe {
-        run::<T>(
-            b,
-            s,
-            "axpy",
-            grid_for(b, len),
-            BLOCK,
-            &mut [p(&alpha), p(&xp), p(&yp), p(&n)],
-        )
-    }
-}
-
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::scale`].
-pub(crate) unsafe fn scale<T: Numeric>(
-    b: &CudaBackend,
-    s: &CudaStream,
-    alpha: T,
-    x: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (xp, n) = (x.buf.at(x.offset), len as u64);
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
-    unsafe {
-        run::<T>(
-            b,
-            s,
-            "scale",
-            grid_for(b, len),
-            BLOCK,
-            &mut [p(&alpha), p(&xp), p(&n)],
-        )
-    }
-}
-
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::binary`].
-pub(crate) unsafe fn binary<T: Numeric>(
-    b: &CudaBackend,
-    s: &CudaStream,
-    op: BinaryOp,
-    x: BufAt<'_, CudaBackend>,
-    y: BufAt<'_, CudaBackend>,
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let name = match op {
-        BinaryOp::Add => "add_op",
-        BinaryOp::Sub => "sub_op",
-        BinaryOp::Mul => "mul_op",
-        BinaryOp::Div => "div_op",
-    };
-    let (xp, yp, op_, n) = (
-        x.buf.at(x.offset),
-        y.buf.at(y.offset),
-        out.buf.at(out.offset),
-        len as u64,
-    );
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
-    unsafe {
-        run::<T>(
-            b,
-            s,
-            name,
-            grid_for(b, len),
-            BLOCK,
-            &mut [p(&xp), p(&yp), p(&op_), p(&n)],
-        )
-    }
-}
-
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::unary`].
-pub(crate) unsafe fn unary<T: Float>(
-    b: &CudaBackend,
-    s: &CudaStream,
-    op: UnaryOp,
-    x: BufAt<'_, CudaBackend>,
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let name = match op {
-        UnaryOp::Relu => "relu",
-        UnaryOp::Sigmoid => "sigmoid",
-        UnaryOp::Tanh => "tanh_op",
-        UnaryOp::Exp => "exp_op",
-    };
-    let (xp, op_, n) = (x.buf.at(x.offset), out.buf.at(out.offset), len as u64);
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
-    unsafe {
-        run::<T>(
-            b,
-            s,
-            name,
-            grid_for(b, len),
-            BLOCK,
-            &mut [p(&xp), p(&op_), p(&n)],
-        )
-    }
+/// The grid of a kernel that gives each row a block (blocks stride over the rows).
+fn row_grid(rows: usize) -> u32 {
+    u32::try_from(rows).unwrap_or(u32::MAX).clamp(1, 65_535)
 }
 
 /// Blocks of a reduction's first launch.
@@ -350,92 +209,259 @@ fn partial_grid(len: usize) -> u32 {
         .min(MAX_PARTIALS)
 }
 
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::reduce`].
-pub(crate) unsafe fn reduce<T: Numeric>(
-    b: &CudaBackend,
-    s: &CudaStream,
-    op: ReduceOp,
-    x: BufAt<'_, CudaBackend>,
-    len: usize,
-    out: BufAt<'_, CudaBackend>,
-) -> Result<()> {
-    let (partial, final_) = match op {
-        ReduceOp::Sum => ("sum_partial", "sum_final"),
-        ReduceOp::Max => ("max_partial", "max_final"),
-    };
-    let (xp, n, scratch) = (x.buf.at(x.offset), len as u64, s.scratch);
-    let parts = partial_grid(len);
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
-    unsafe {
-        run::<T>(
-            b,
-            s,
-            partial,
-            parts,
-            REDUCE_BLOCK,
-            &mut [p(&xp), p(&n), p(&scratch)],
-        )
-    }?;
-    let op_ = out.buf.at(out.offset);
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
-    unsafe {
-        run::<T>(
-            b,
-            s,
-            final_,
-            1,
-            REDUCE_BLOCK,
-            &mut [p(&scratch), p(&parts), p(&op_)],
-        )
-    }
+/// A pointer to a scalar operand's bytes, as `cuLaunchKernel` reads a `T` parameter.
+fn ps(v: &Scalar) -> *mut c_void {
+    v.bytes().as_ptr().cast_mut().cast()
 }
 
+/// Runs one op of the table (the contract of [`gpukit_core::Backend::op`]).
+///
 /// # Safety
 ///
-/// The contract of [`gpukit_core::Backend::dot`].
-pub(crate) unsafe fn dot<T: Numeric>(
+/// The contract of [`gpukit_core::Backend::op`].
+pub(crate) unsafe fn op(
     b: &CudaBackend,
     s: &CudaStream,
-    x: BufAt<'_, CudaBackend>,
-    y: BufAt<'_, CudaBackend>,
-    len: usize,
-    out: BufAt<'_, CudaBackend>,
+    dtype: DType,
+    op: &Op<'_, CudaBackend>,
 ) -> Result<()> {
-    let (xp, yp, n, scratch) = (
-        x.buf.at(x.offset),
-        y.buf.at(y.offset),
-        len as u64,
-        s.scratch,
-    );
-    let parts = partial_grid(len);
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
+    if op.floats_only() && !dtype.is_float() {
+        return Err(Error::Unsupported {
+            backend: "cuda",
+            what: format!("`{}` on {dtype}", op.name()),
+        });
+    }
+    let ptr = |at: BufAt<'_, CudaBackend>| at.buf.at(at.offset);
+    // SAFETY: for every launch below, the parameters follow the entry point's signature in the
+    // module's source for `dtype` (source.rs, builtin.cu, kernels.rs), in order and type:
+    // device pointers as `CUdeviceptr`, `unsigned long long` as u64, `int` as i32,
+    // `unsigned int` as u32, a `T` scalar as the bytes of a `Scalar` of `dtype`; the ranges
+    // meet the `Backend::op` contract this function was called under.
     unsafe {
-        run::<T>(
-            b,
-            s,
-            "dot_partial",
-            parts,
-            REDUCE_BLOCK,
-            &mut [p(&xp), p(&yp), p(&n), p(&scratch)],
-        )
-    }?;
-    let op_ = out.buf.at(out.offset);
-    // SAFETY: the parameters follow the entry point's signature in builtin.cu, and the ranges
-    // meet the Backend contract this function was called under.
-    unsafe {
-        run::<T>(
-            b,
-            s,
-            "sum_final",
-            1,
-            REDUCE_BLOCK,
-            &mut [p(&scratch), p(&parts), p(&op_)],
-        )
+        let launch = |entry, grid, block, params: &mut [*mut c_void]| {
+            run(b, s, dtype, entry, grid, block, params)
+        };
+        match *op {
+            Op::Fill { out, len, value } => {
+                let (o, n) = (ptr(out), len as u64);
+                launch(
+                    Entry::Named("fill"),
+                    grid_for(b, len),
+                    BLOCK,
+                    &mut [p(&o), ps(&value), p(&n)],
+                )
+            }
+            Op::Axpy { alpha, x, y, len } => {
+                let (xp, yp, n) = (ptr(x), ptr(y), len as u64);
+                launch(
+                    Entry::Named("axpy"),
+                    grid_for(b, len),
+                    BLOCK,
+                    &mut [ps(&alpha), p(&xp), p(&yp), p(&n)],
+                )
+            }
+            Op::Unary { op, src, out, len } => {
+                let (o, n) = (ptr(out), len as u64);
+                let i = src.map_or(o, ptr);
+                launch(
+                    Entry::Unary(op),
+                    grid_for(b, len),
+                    BLOCK,
+                    &mut [p(&i), p(&o), p(&n)],
+                )
+            }
+            Op::Binary {
+                op,
+                src,
+                ref rhs,
+                out,
+                shape,
+            } => {
+                let len = shape.rows * shape.cols;
+                let (o, n, cols) = (ptr(out), len as u64, shape.cols as u64);
+                let i = src.map_or(o, ptr);
+                let (v, mode) = match *rhs {
+                    Rhs::Scalar(v) => {
+                        return launch(
+                            Entry::Scalar(op),
+                            grid_for(b, len),
+                            BLOCK,
+                            &mut [p(&i), ps(&v), p(&o), p(&n)],
+                        )
+                    }
+                    Rhs::Array(v) => (ptr(v), 0i32),
+                    Rhs::Row(v) => (ptr(v), 1),
+                    Rhs::Col(v) => (ptr(v), 2),
+                };
+                launch(
+                    Entry::Binary(op),
+                    grid_for(b, len),
+                    BLOCK,
+                    &mut [p(&i), p(&v), p(&o), p(&n), p(&cols), p(&mode)],
+                )
+            }
+            Op::Clamp {
+                lo,
+                hi,
+                src,
+                out,
+                len,
+            } => {
+                let (o, n) = (ptr(out), len as u64);
+                let i = src.map_or(o, ptr);
+                launch(
+                    Entry::Named("clamp_op"),
+                    grid_for(b, len),
+                    BLOCK,
+                    &mut [p(&i), ps(&lo), ps(&hi), p(&o), p(&n)],
+                )
+            }
+            Op::Reduce { op, x, shape, out } => {
+                let (xp, o) = (ptr(x), ptr(out));
+                let is_max = i32::from(matches!(op, ReduceOp::Max | ReduceOp::ArgMax));
+                let (rows, cols) = (shape.rows as u64, shape.cols as u64);
+                if shape.rows > 1 {
+                    let grid = row_grid(shape.rows);
+                    let mut params = [p(&xp), p(&rows), p(&cols), p(&is_max), p(&o)];
+                    let mean = i32::from(op == ReduceOp::Mean);
+                    let entry = match op {
+                        ReduceOp::Sum | ReduceOp::Mean => {
+                            params[3] = p(&mean);
+                            "row_sum"
+                        }
+                        ReduceOp::Min | ReduceOp::Max => "row_minmax",
+                        ReduceOp::ArgMin | ReduceOp::ArgMax => "row_arg",
+                    };
+                    return launch(Entry::Named(entry), grid, REDUCE_BLOCK, &mut params);
+                }
+                let (n, scratch, parts) = (cols, s.scratch, partial_grid(shape.cols));
+                match op {
+                    ReduceOp::Sum | ReduceOp::Mean => {
+                        let count = if op == ReduceOp::Mean { n } else { 0 };
+                        launch(
+                            Entry::Named("sum_partial"),
+                            parts,
+                            REDUCE_BLOCK,
+                            &mut [p(&xp), p(&n), p(&scratch)],
+                        )?;
+                        launch(
+                            Entry::Named("sum_final"),
+                            1,
+                            REDUCE_BLOCK,
+                            &mut [p(&scratch), p(&parts), p(&o), p(&count)],
+                        )
+                    }
+                    ReduceOp::Min | ReduceOp::Max => {
+                        launch(
+                            Entry::Named("minmax_partial"),
+                            parts,
+                            REDUCE_BLOCK,
+                            &mut [p(&xp), p(&n), p(&is_max), p(&scratch)],
+                        )?;
+                        launch(
+                            Entry::Named("minmax_final"),
+                            1,
+                            REDUCE_BLOCK,
+                            &mut [p(&scratch), p(&parts), p(&is_max), p(&o)],
+                        )
+                    }
+                    ReduceOp::ArgMin | ReduceOp::ArgMax => {
+                        launch(
+                            Entry::Named("arg_partial"),
+                            parts,
+                            REDUCE_BLOCK,
+                            &mut [p(&xp), p(&n), p(&is_max), p(&scratch)],
+                        )?;
+                        launch(
+                            Entry::Named("arg_final"),
+                            1,
+                            REDUCE_BLOCK,
+                            &mut [p(&scratch), p(&parts), p(&is_max), p(&o)],
+                        )
+                    }
+                }
+            }
+            Op::Dot { x, y, len, out } => {
+                let (xp, yp, o, n, scratch) = (ptr(x), ptr(y), ptr(out), len as u64, s.scratch);
+                let (parts, count) = (partial_grid(len), 0u64);
+                launch(
+                    Entry::Named("dot_partial"),
+                    parts,
+                    REDUCE_BLOCK,
+                    &mut [p(&xp), p(&yp), p(&n), p(&scratch)],
+                )?;
+                launch(
+                    Entry::Named("sum_final"),
+                    1,
+                    REDUCE_BLOCK,
+                    &mut [p(&scratch), p(&parts), p(&o), p(&count)],
+                )
+            }
+            Op::Softmax {
+                log,
+                src,
+                out,
+                shape,
+            } => {
+                let o = ptr(out);
+                let i = src.map_or(o, ptr);
+                let (rows, cols, log) = (shape.rows as u64, shape.cols as u64, i32::from(log));
+                launch(
+                    Entry::Named("softmax_rows"),
+                    row_grid(shape.rows),
+                    REDUCE_BLOCK,
+                    &mut [p(&i), p(&o), p(&rows), p(&cols), p(&log)],
+                )
+            }
+            Op::CrossEntropy {
+                logits,
+                labels,
+                loss,
+                grad,
+                shape,
+            } => {
+                let (x, y, l) = (ptr(logits), ptr(labels), ptr(loss));
+                let g: sys::CUdeviceptr = grad.map_or(0, ptr);
+                let (rows, cols) = (shape.rows as u64, shape.cols as u64);
+                launch(
+                    Entry::Named("cross_entropy_rows"),
+                    row_grid(shape.rows),
+                    REDUCE_BLOCK,
+                    &mut [p(&x), p(&y), p(&l), p(&g), p(&rows), p(&cols)],
+                )
+            }
+            Op::Cast { to, src, out, len } => {
+                let (i, o, n) = (ptr(src), ptr(out), len as u64);
+                launch(
+                    Entry::Cast(elem(to)),
+                    grid_for(b, len),
+                    BLOCK,
+                    &mut [p(&i), p(&o), p(&n)],
+                )
+            }
+            Op::Gemm { g, a, b: bm, c } => {
+                let size = dtype.size();
+                for i in 0..g.batch {
+                    let (ma, mb, mc) = (a, bm, c);
+                    let (ma, mb, mc) = (
+                        BufAt {
+                            offset: ma.offset + i * g.stride_a * size,
+                            ..ma
+                        },
+                        BufAt {
+                            offset: mb.offset + i * g.stride_b * size,
+                            ..mb
+                        },
+                        BufAt {
+                            offset: mc.offset + i * g.stride_c * size,
+                            ..mc
+                        },
+                    );
+                    gemm(b, s, dtype, &g, ma, mb, mc)?;
+                }
+                Ok(())
+            }
+        }
     }
 }
 
@@ -584,13 +610,17 @@ impl BlasCall {
 /// `C = alpha op(A) op(B) + beta C`, row-major, through the column-major cuBLAS call that
 /// [`BlasCall`] describes.
 ///
+/// One product of a gemm (the batch is the caller's loop: the strided-batched cuBLAS entry
+/// points are not among the bound functions yet).
+///
 /// # Safety
 ///
-/// The contract of [`gpukit_core::Backend::gemm`].
-pub(crate) unsafe fn gemm<T: Float>(
+/// The contract of [`gpukit_core::Backend::op`] for one matrix of each operand.
+unsafe fn gemm(
     b: &CudaBackend,
     s: &CudaStream,
-    g: &Gemm<T>,
+    dtype: DType,
+    g: &Gemm<f64>,
     a: BufAt<'_, CudaBackend>,
     bm: BufAt<'_, CudaBackend>,
     c: BufAt<'_, CudaBackend>,
@@ -613,9 +643,9 @@ pub(crate) unsafe fn gemm<T: Float>(
     // out as cuBLAS's column-major operands (its unit test runs these very arguments); alpha
     // and beta are host scalars of the type the call reads.
     let st = unsafe {
-        match T::DTYPE {
+        match dtype {
             DType::F32 => {
-                let (alpha, beta) = (g.alpha.to_f64() as f32, g.beta.to_f64() as f32);
+                let (alpha, beta) = (g.alpha as f32, g.beta as f32);
                 lib.api.cublasSgemm_v2(
                     h,
                     call.op_first,
@@ -634,7 +664,7 @@ pub(crate) unsafe fn gemm<T: Float>(
                 )
             }
             DType::F64 => {
-                let (alpha, beta) = (g.alpha.to_f64(), g.beta.to_f64());
+                let (alpha, beta) = (g.alpha, g.beta);
                 lib.api.cublasDgemm_v2(
                     h,
                     call.op_first,
@@ -653,12 +683,13 @@ pub(crate) unsafe fn gemm<T: Float>(
                 )
             }
             DType::F16 | DType::BF16 => {
-                let ty = if T::DTYPE == DType::F16 {
+                let ty = if dtype == DType::F16 {
                     cudaDataType::CUDA_R_16F
                 } else {
                     cudaDataType::CUDA_R_16BF
                 };
-                let (alpha, beta) = (g.alpha.to_f64() as f32, g.beta.to_f64() as f32);
+                // The compute type is f32; 16-bit alpha and beta are exact in it.
+                let (alpha, beta) = (g.alpha as f32, g.beta as f32);
                 lib.api.cublasGemmEx(
                     h,
                     call.op_first,

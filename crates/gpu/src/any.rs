@@ -7,8 +7,8 @@
 //! feature carries its `#[cfg(feature = "...")]` on both lines.
 
 use gpukit_core::{
-    Backend, BinaryOp, BufAt, DeviceInfo, Error, Float, Gemm, HostUse, KernelArg, KernelDesc,
-    LaunchConfig, Numeric, RawPtr, RawStream, ReduceOp, Result, UnaryOp,
+    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig, Op,
+    RawPtr, RawStream, Result,
 };
 
 /// A backend that is one of the compiled-in backends.
@@ -291,99 +291,12 @@ impl Backend for AnyBackend {
         dispatch!(self, b: Be => unsafe { b.copy_d2d(st(b, s)?, at(b, src)?, at(b, dst)?, bytes) })
     }
 
-    unsafe fn fill<T: Numeric>(
-        &self,
-        s: &AnyStream,
-        dst: BufAt<'_, Self>,
-        len: usize,
-        value: T,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        dispatch!(self, b: Be => unsafe { b.fill(st(b, s)?, at(b, dst)?, len, value) })
-    }
-
-    unsafe fn axpy<T: Numeric>(
-        &self,
-        s: &AnyStream,
-        alpha: T,
-        x: BufAt<'_, Self>,
-        y: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        dispatch!(self, b: Be => unsafe { b.axpy(st(b, s)?, alpha, at(b, x)?, at(b, y)?, len) })
-    }
-
-    unsafe fn scale<T: Numeric>(
-        &self,
-        s: &AnyStream,
-        alpha: T,
-        x: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        dispatch!(self, b: Be => unsafe { b.scale(st(b, s)?, alpha, at(b, x)?, len) })
-    }
-
-    unsafe fn binary<T: Numeric>(
-        &self,
-        s: &AnyStream,
-        op: BinaryOp,
-        a: BufAt<'_, Self>,
-        c: BufAt<'_, Self>,
-        out: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        dispatch!(self, b: Be => unsafe { b.binary::<T>(st(b, s)?, op, at(b, a)?, at(b, c)?, at(b, out)?, len) })
-    }
-
-    unsafe fn unary<T: Float>(
-        &self,
-        s: &AnyStream,
-        op: UnaryOp,
-        x: BufAt<'_, Self>,
-        out: BufAt<'_, Self>,
-        len: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        dispatch!(self, b: Be => unsafe { b.unary::<T>(st(b, s)?, op, at(b, x)?, at(b, out)?, len) })
-    }
-
-    unsafe fn reduce<T: Numeric>(
-        &self,
-        s: &AnyStream,
-        op: ReduceOp,
-        x: BufAt<'_, Self>,
-        len: usize,
-        out: BufAt<'_, Self>,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        dispatch!(self, b: Be => unsafe { b.reduce::<T>(st(b, s)?, op, at(b, x)?, len, at(b, out)?) })
-    }
-
-    unsafe fn dot<T: Numeric>(
-        &self,
-        s: &AnyStream,
-        x: BufAt<'_, Self>,
-        y: BufAt<'_, Self>,
-        len: usize,
-        out: BufAt<'_, Self>,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        dispatch!(self, b: Be => unsafe { b.dot::<T>(st(b, s)?, at(b, x)?, at(b, y)?, len, at(b, out)?) })
-    }
-
-    unsafe fn gemm<T: Float>(
-        &self,
-        s: &AnyStream,
-        g: &Gemm<T>,
-        a: BufAt<'_, Self>,
-        x: BufAt<'_, Self>,
-        c: BufAt<'_, Self>,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        dispatch!(self, b: Be => unsafe { b.gemm(st(b, s)?, g, at(b, a)?, at(b, x)?, at(b, c)?) })
+    unsafe fn op(&self, s: &AnyStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {
+        dispatch!(self, b: Be => {
+            let op = op.try_map(|x| at(b, x))?;
+            // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+            unsafe { b.op(st(b, s)?, dtype, &op) }
+        })
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<AnyKernel> {

@@ -102,7 +102,8 @@ pub use context::{Context, Rejection, Selection};
 pub use gpukit_core::{
     BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error, Float,
     Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits, Numeric,
-    Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result, ThreadIndex, UnaryOp,
+    Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result, Shape, ThreadIndex,
+    UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use gpukit::{
     BinaryOp, Config, DeviceSpec, Error, FallbackPolicy, Gemm, HostUse, KernelSpec, LaunchConfig,
-    Out, SpecOrigin, UnaryOp,
+    Out, Shape, SpecOrigin, UnaryOp,
 };
 
 use common::{vector_add_spec, VectorAdd, VECTOR_ADD_SRC};
@@ -747,13 +747,17 @@ backend_tests! {
         let b = ctx.alloc_upload(&[1.0f32, 2.0])?;
         let mut out = ctx.alloc_upload(&[-1.0f32; 3])?;
         let mut short = ctx.alloc_upload(&[-2.0f32; 2])?;
-        for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+        for &op in BinaryOp::ALL {
             assert_mismatch(ctx.binary(op, &a, &b, &mut out), 3, 2);
             assert_mismatch(ctx.binary(op, &a, &a, &mut short), 3, 2);
+            assert_mismatch(ctx.binary_inplace(op, &mut short, &a), 2, 3);
+            assert_mismatch(ctx.binary_scalar(op, &a, 1.0, &mut short), 3, 2);
         }
-        for op in [UnaryOp::Relu, UnaryOp::Sigmoid, UnaryOp::Tanh, UnaryOp::Exp] {
+        for &op in UnaryOp::ALL {
             assert_mismatch(ctx.unary(op, &a, &mut short), 3, 2);
         }
+        assert_mismatch(ctx.clamp(&a, 0.0, 1.0, &mut short), 3, 2);
+        assert_mismatch(ctx.cast(&a, &mut ctx.alloc::<i32>(2)?), 3, 2);
         let s = ctx.create_stream()?;
         assert_mismatch(s.add(&a, &b, &mut out), 3, 2);
         assert_mismatch(s.sigmoid(&a, &mut short), 3, 2);
@@ -764,6 +768,85 @@ backend_tests! {
         s.sync()?;
         assert_eq!(out.download()?, [-1.0; 3]);
         assert_eq!(short.download()?, [-2.0; 2]);
+        Ok(())
+    }
+
+    fn table_ops_reject_bad_shapes_and_types(ctx) {
+        let shape = Shape::new(2, 3);
+        let m = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+        let five = ctx.alloc_upload(&[1.0f32; 5])?;
+        let row = ctx.alloc_upload(&[1.0f32; 3])?;
+        let col = ctx.alloc_upload(&[1.0f32; 2])?;
+        let mut out = ctx.alloc_upload(&[-1.0f32; 6])?;
+        let mut x = ctx.alloc_upload(&[-2.0f32; 6])?;
+        // Broadcasts: the matrix is not rows x cols; the vector is not cols (row) or rows (col).
+        assert_mismatch(ctx.add_row(shape, &five, &row, &mut out), 6, 5);
+        assert_mismatch(ctx.add_row(shape, &m, &col, &mut out), 3, 2);
+        assert_mismatch(ctx.mul_col(shape, &m, &row, &mut out), 2, 3);
+        assert_mismatch(ctx.div_row_inplace(shape, &mut x, &col), 3, 2);
+        assert_mismatch(ctx.sub_col_inplace(shape, &mut x, &five), 2, 5);
+        assert_mismatch(ctx.add_row(Shape::new(3, 2), &m, &col, &mut ctx.alloc::<f32>(5)?), 6, 5);
+        // Per-row reductions, softmax, cross-entropy.
+        let mut rows_out = ctx.alloc_upload(&[-3.0f32; 2])?;
+        let mut idx = ctx.alloc_upload(&[7u32; 3])?;
+        assert_mismatch(ctx.row_sum(shape, &five, &mut rows_out), 6, 5);
+        assert_mismatch(ctx.row_max(shape, &m, &mut out), 2, 6);
+        assert_mismatch(ctx.row_argmax(shape, &m, &mut idx), 2, 3);
+        assert_mismatch(ctx.softmax(shape, &m, &mut ctx.alloc::<f32>(5)?), 6, 5);
+        assert_mismatch(ctx.log_softmax_inplace(Shape::new(1, 5), &mut x), 5, 6);
+        let labels = ctx.alloc_upload(&[0u32, 1])?;
+        let three = ctx.alloc_upload(&[0u32, 1, 2])?;
+        assert_mismatch(ctx.cross_entropy(shape, &m, &three, &mut rows_out), 2, 3);
+        assert_mismatch(ctx.cross_entropy(shape, &five, &labels, &mut rows_out), 6, 5);
+        assert_mismatch(ctx.cross_entropy_grad(shape, &m, &labels, &mut rows_out, &mut ctx.alloc::<f32>(5)?), 6, 5);
+        let r = ctx.cross_entropy(Shape::new(2, 0), &ctx.alloc::<f32>(0)?, &labels, &mut rows_out);
+        assert!(matches!(r, Err(Error::EmptyInput { op: "cross_entropy" })), "{r:?}");
+        // Empty inputs of the reductions without an identity; the sum of empty rows is 0.
+        let empty = ctx.alloc::<f32>(0)?;
+        for (name, r) in [
+            ("argmax", ctx.argmax(&empty).map(|_| ())),
+            ("argmin", ctx.argmin(&empty).map(|_| ())),
+            ("min", ctx.min(&empty).map(|_| ())),
+            ("mean", ctx.mean(&empty).map(|_| ())),
+            ("max", ctx.row_max(Shape::new(2, 0), &empty, &mut rows_out)),
+            ("argmax", ctx.row_argmax(Shape::new(3, 0), &empty, &mut idx)),
+        ] {
+            assert!(matches!(r, Err(Error::EmptyInput { op }) if op == name), "{name}: {r:?}");
+        }
+        // Float-only ops through the untyped entry points on integers (the named methods
+        // do not compile for them).
+        let ints = ctx.alloc_upload(&[4i32, 9])?;
+        let mut iout = ctx.alloc_upload(&[5i32, 5])?;
+        let r = ctx.unary(UnaryOp::Sqrt, &ints, &mut iout);
+        assert!(matches!(r, Err(Error::Unsupported { ref what, .. }) if what.contains("sqrt") && what.contains("i32")), "{r:?}");
+        let r = ctx.binary_scalar(BinaryOp::Pow, &ints, 2, &mut iout);
+        assert!(matches!(r, Err(Error::Unsupported { ref what, .. }) if what.contains("pow")), "{r:?}");
+        // A batch whose outputs would overlap; operands that are not their batch's span.
+        let g = Gemm::<f32>::new(1, 2, 3).strided(2, 3, 0, 1);
+        let (a6, b6) = (ctx.alloc_upload(&[1.0f32; 6])?, ctx.alloc_upload(&[1.0f32; 6])?);
+        let mut c3 = ctx.alloc_upload(&[-5.0f32; 3])?;
+        let r = ctx.gemm(g, &a6, &b6, &mut c3);
+        assert!(matches!(r, Err(Error::InvalidShape { op: "gemm", arg: "c", ref message }) if message.contains("overlap")), "{r:?}");
+        let mut c4 = ctx.alloc_upload(&[-5.0f32; 4])?;
+        assert_mismatch(ctx.gemm(Gemm::<f32>::new(1, 2, 3).batched(2), &a6, &b6, &mut c4), 12, 6);
+        assert_mismatch(ctx.gemm(Gemm::<f32>::new(1, 2, 3).batched(3), &a6, &b6, &mut c4), 9, 6);
+        // An index reduction whose indices would not fit the u32 result (nothing is run).
+        let huge = Shape::new(1, (u32::MAX as usize) + 2);
+        let big = ctx.alloc_zeros::<u8>(huge.cols)?;
+        let mut one = ctx.alloc_upload(&[9u32])?;
+        let r = ctx.row_argmax(huge, &big, &mut one);
+        assert!(matches!(r, Err(Error::InvalidShape { op: "argmax", arg: "x", .. })), "{r:?}");
+        drop(big);
+        // Nothing was written.
+        ctx.sync()?;
+        assert_eq!(out.download()?, [-1.0; 6]);
+        assert_eq!(x.download()?, [-2.0; 6]);
+        assert_eq!(rows_out.download()?, [-3.0; 2]);
+        assert_eq!(idx.download()?, [7; 3]);
+        assert_eq!(iout.download()?, [5, 5]);
+        assert_eq!(c3.download()?, [-5.0; 3]);
+        assert_eq!(c4.download()?, [-5.0; 4]);
+        assert_eq!(one.download()?, [9]);
         Ok(())
     }
 

@@ -28,7 +28,7 @@ use super::cross::*;
 use super::*;
 
 use gpukit::core::half::{bf16, f16};
-use gpukit::{BinaryOp, Context, UnaryOp};
+use gpukit::{BinaryOp, Context, Shape, UnaryOp};
 
 /// Runs `body` with the CPU and the CUDA context; without CUDA, prints why and returns.
 fn cross(body: impl FnOnce(&Context, &Context) -> gpukit::Result<()>) {
@@ -107,16 +107,60 @@ fn elementwise<T: Cross>(
     })?;
     same_elements("scale", &want, &got, T::same, show)?;
 
-    for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+    // Every binary op of the table the type has, in all its forms: element-wise, in place,
+    // with a scalar (in place too), and with a row and a column vector over a matrix.
+    let (rows, cols) = if n % 3 == 0 { (3, n / 3) } else { (1, n) };
+    let shape = Shape::new(rows, cols);
+    for &op in BinaryOp::ALL.iter().filter(|op| !op.floats_only()) {
         let (want, got) = both(cpu, cuda, |ctx| {
             let x = ctx.alloc_upload(a)?;
             let y = ctx.alloc_upload(b)?;
+            let row = ctx.alloc_upload(&b[..cols])?;
+            let col = ctx.alloc_upload(&b[..rows.min(n)])?;
             let mut out = ctx.alloc::<T>(n)?;
+            let mut forms = Vec::new();
             ctx.binary(op, &x, &y, &mut out)?;
-            out.download()
+            forms.push(out.download()?);
+            let mut inplace = ctx.alloc_upload(a)?;
+            ctx.binary_inplace(op, &mut inplace, &y)?;
+            forms.push(inplace.download()?);
+            ctx.binary_scalar(op, &x, alpha, &mut out)?;
+            forms.push(out.download()?);
+            if n > 0 {
+                ctx.binary_row(op, shape, &x, &row, &mut out)?;
+                forms.push(out.download()?);
+                ctx.binary_col(op, shape, &x, &col, &mut out)?;
+                forms.push(out.download()?);
+            }
+            Ok(forms)
         })?;
-        same_elements(op.name(), &want, &got, T::same, show)?;
+        for (form, (w, g)) in ["", " in place", " scalar", " row", " col"]
+            .iter()
+            .zip(want.iter().zip(&got))
+        {
+            same_elements(&format!("{}{form}", op.name()), w, g, T::same, show)?;
+        }
     }
+
+    // The unary ops every numeric type has, out of place and in place; clamp.
+    for &op in UnaryOp::ALL.iter().filter(|op| !op.floats_only()) {
+        let (want, got) = both(cpu, cuda, |ctx| {
+            let x = ctx.alloc_upload(a)?;
+            let mut out = ctx.alloc::<T>(n)?;
+            ctx.unary(op, &x, &mut out)?;
+            let mut inplace = ctx.alloc_upload(a)?;
+            ctx.unary_inplace(op, &mut inplace)?;
+            Ok([out.download()?, inplace.download()?])
+        })?;
+        same_elements(op.name(), &want[0], &got[0], T::same, show)?;
+        same_elements(op.name(), &want[1], &got[1], T::same, show)?;
+    }
+    let (want, got) = both(cpu, cuda, |ctx| {
+        let mut x = ctx.alloc_upload(a)?;
+        ctx.clamp_inplace(&mut x, alpha, fill)?;
+        x.download()
+    })?;
+    same_elements("clamp", &want, &got, T::same, show)?;
 
     // Through views that start a few elements in (device addresses off the allocation's
     // start); the elements before the views stay zero.
@@ -134,27 +178,68 @@ fn elementwise<T: Cross>(
     same_elements("sub on views", &want, &got, T::same, show)
 }
 
-/// relu bit for bit; sigmoid, tanh and exp within their ulp budgets.
+/// Every unary op within its ulp budget ([`CrossFloat::ulp_budget`]; `gelu` also within
+/// [`gelu_slack`] where it cancels), in place as out of place, and `pow` of `|x|` to the
+/// power of the reversed `x` clamped to -4..4 within 8 ulp (1 for the 16-bit types).
 fn unary<T: CrossFloat>(cpu: &Context, cuda: &Context, x: &[T]) -> Result<(), String> {
     let n = x.len();
-    for op in [UnaryOp::Relu, UnaryOp::Sigmoid, UnaryOp::Tanh, UnaryOp::Exp] {
+    let eps = if T::DTYPE == gpukit::DType::F64 {
+        f64::EPSILON
+    } else {
+        f64::from(f32::EPSILON)
+    };
+    for &op in UnaryOp::ALL {
         let (want, got) = both(cpu, cuda, |ctx| {
             let dx = ctx.alloc_upload(x)?;
             let mut out = ctx.alloc::<T>(n)?;
             ctx.unary(op, &dx, &mut out)?;
-            out.download()
+            let mut inplace = ctx.alloc_upload(x)?;
+            ctx.unary_inplace(op, &mut inplace)?;
+            Ok([out.download()?, inplace.download()?])
         })?;
         let ulps = T::ulp_budget(op);
-        let agree = |w: T, g: T| {
+        let agree = |i: usize, w: T, g: T| {
             if ulps == 0 {
                 w.same(g)
             } else {
                 within_ulps(w, g, ulps)
+                    || (op == UnaryOp::Gelu
+                        && (w.to_f64() - g.to_f64()).abs() <= gelu_slack(x[i].to_f64(), eps))
             }
         };
-        let what = format!("{} (within {ulps} ulp)", op.name());
-        same_elements(&what, &want, &got, agree, |i| format!("x = {:?}", x[i]))?;
+        for (form, (w, g)) in ["", " in place"].iter().zip(want.iter().zip(&got)) {
+            if let Some(i) = (0..n).find(|&i| !agree(i, w[i], g[i])) {
+                return Err(format!(
+                    "{}{form} {} [{i}] of {n} (within {ulps} ulp): cpu {:?}, cuda {:?} (x = {:?})",
+                    op.name(),
+                    T::DTYPE,
+                    w[i],
+                    g[i],
+                    x[i]
+                ));
+            }
+        }
     }
+    let base: Vec<T> = x.iter().map(|v| T::from_f64(v.to_f64().abs())).collect();
+    let expo: Vec<T> = x
+        .iter()
+        .rev()
+        .map(|v| T::from_f64(v.to_f64().clamp(-4.0, 4.0)))
+        .collect();
+    let (want, got) = both(cpu, cuda, |ctx| {
+        let (b, e) = (ctx.alloc_upload(&base)?, ctx.alloc_upload(&expo)?);
+        let mut out = ctx.alloc::<T>(n)?;
+        ctx.pow(&b, &e, &mut out)?;
+        out.download()
+    })?;
+    let ulps = if T::DTYPE.size() == 2 { 1 } else { 8 };
+    same_elements(
+        "pow",
+        &want,
+        &got,
+        |w, g| within_ulps(w, g, ulps),
+        |i| format!("{:?} ^ {:?}", base[i], expo[i]),
+    )?;
     Ok(())
 }
 
@@ -180,6 +265,66 @@ fn reductions<T: Cross>(
     for (name, x) in [("max", a), ("max of edge values", edgy)] {
         let (want, got) = both(cpu, cuda, |ctx| Ok(ctx.max(&ctx.alloc_upload(x)?)))?;
         compare_max(name, x.len(), want, got)?;
+        let (want, got) = both(cpu, cuda, |ctx| {
+            let dx = ctx.alloc_upload(x)?;
+            Ok((
+                ctx.min(&dx).ok(),
+                ctx.argmin(&dx).ok(),
+                ctx.argmax(&dx).ok(),
+            ))
+        })?;
+        let same_min = match (want.0, got.0) {
+            (Some(w), Some(g)) => w.same_value(g),
+            (w, g) => w.is_none() && g.is_none(),
+        };
+        if !same_min || want.1 != got.1 || want.2 != got.2 {
+            return Err(format!(
+                "{name} of {} elements: (min, argmin, argmax) cpu {want:?}, cuda {got:?}",
+                x.len()
+            ));
+        }
+    }
+    // Per row: sums within the sums' tolerance, min, max and the arg reductions exactly.
+    let (rows, cols) = if n % 4 == 0 && n > 0 {
+        (4, n / 4)
+    } else {
+        (1, n)
+    };
+    let shape = Shape::new(rows, cols);
+    let (want, got) = both(cpu, cuda, |ctx| {
+        let dx = ctx.alloc_upload(edgy)?;
+        let (mut v, mut i) = (ctx.alloc::<T>(rows)?, ctx.alloc::<u32>(rows)?);
+        let mut out = Vec::new();
+        ctx.row_sum(shape, &ctx.alloc_upload(a)?, &mut v)?;
+        let sums = v.download()?;
+        if cols > 0 {
+            ctx.row_max(shape, &dx, &mut v)?;
+            out.push(v.download()?);
+            ctx.row_min(shape, &dx, &mut v)?;
+            out.push(v.download()?);
+        }
+        let mut idx = Vec::new();
+        if cols > 0 {
+            ctx.row_argmax(shape, &dx, &mut i)?;
+            idx.push(i.download()?);
+            ctx.row_argmin(shape, &dx, &mut i)?;
+            idx.push(i.download()?);
+        }
+        Ok((sums, out, idx))
+    })?;
+    for r in 0..rows {
+        let row = &a[r * cols..(r + 1) * cols];
+        let scale: f64 = row.iter().map(|x| x.to_f64().abs()).sum();
+        compare_sum("row_sum", cols, scale, want.0[r], got.0[r])?;
+    }
+    for (name, (w, g)) in ["row_max", "row_min"].iter().zip(want.1.iter().zip(&got.1)) {
+        same_elements(name, w, g, T::same_value, |r| format!("row {r}"))?;
+    }
+    if want.2 != got.2 {
+        return Err(format!(
+            "row_argmax, row_argmin: cpu {:?}, cuda {:?}",
+            want.2, got.2
+        ));
     }
     Ok(())
 }

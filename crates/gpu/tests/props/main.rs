@@ -26,6 +26,7 @@ mod cross_rejects;
 mod cuda_vs_cpu;
 mod ops;
 mod programs;
+mod table;
 mod tolerance;
 mod views;
 

@@ -1,0 +1,184 @@
+//! The op table in CUDA C: one body per element-wise op of gpukit-core's table, and the
+//! complete source of an element type's built-in module.
+//!
+//! Adding an element-wise op to the table (`gpukit_core::optable`) means one arm here: the
+//! `match`es below are exhaustive, so an op without a CUDA body does not compile. A body is
+//! a CUDA C expression over the compute type `C` (operand `x`, or `a` and `b`), written with
+//! the prelude's `op_*` functions in the same order of operations as the reference, so that
+//! ops without transcendental functions give the same bits as the CPU backend (the module
+//! is compiled without fused multiply-add).
+
+use gpukit_core::{BinaryOp, UnaryOp};
+use gpukit_cuda_sys::kernels::{builtin_source, Elem, COMMON_KERNELS, FLOAT_KERNELS};
+
+/// The CUDA C body of a unary op over `x`.
+pub(crate) fn unary_body(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Neg => "op_neg(x)",
+        UnaryOp::Abs => "op_abs(x)",
+        UnaryOp::Square => "op_mul(x, x)",
+        UnaryOp::Relu => "(x > (C)0 ? x : (C)0)",
+        UnaryOp::Sqrt => "sqrt(x)",
+        UnaryOp::Rsqrt => "op_div((C)1, sqrt(x))",
+        UnaryOp::Exp => "exp(x)",
+        UnaryOp::Log => "log(x)",
+        UnaryOp::Log1p => "log1p(x)",
+        UnaryOp::Sigmoid => "op_div((C)1, op_add((C)1, exp(op_neg(x))))",
+        UnaryOp::Tanh => "tanh(x)",
+        UnaryOp::Gelu => {
+            "op_mul(op_mul((C)0.5, x), op_add((C)1, tanh(op_mul((C)0.7978845608028654, \
+             op_add(x, op_mul(op_mul(op_mul((C)0.044715, x), x), x))))))"
+        }
+        UnaryOp::Softplus => "op_add((x > (C)0 ? x : (C)0), log1p(exp(op_neg(op_abs(x)))))",
+    }
+}
+
+/// The CUDA C body of a binary op over `a` and `b`.
+pub(crate) fn binary_body(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "op_add(a, b)",
+        BinaryOp::Sub => "op_sub(a, b)",
+        BinaryOp::Mul => "op_mul(a, b)",
+        BinaryOp::Div => "op_div(a, b)",
+        BinaryOp::Min => "cmin(a, b)",
+        BinaryOp::Max => "cmax(a, b)",
+        BinaryOp::Pow => "pow(a, b)",
+    }
+}
+
+/// An entry point of a built-in module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// A kernel of the template (`builtin.cu`).
+    Named(&'static str),
+    /// `u_<name>(in, out, n)`.
+    Unary(UnaryOp),
+    /// `b_<name>(in, rhs, out, n, cols, mode)`: mode 0 element-wise, 1 row vector, 2 column
+    /// vector.
+    Binary(BinaryOp),
+    /// `s_<name>(in, s, out, n)`.
+    Scalar(BinaryOp),
+    /// `cast_<to>(in, out, n)`.
+    Cast(Elem),
+}
+
+impl Entry {
+    /// The entry point's name in the module.
+    pub(crate) fn c_name(self) -> String {
+        match self {
+            Entry::Named(n) => n.to_string(),
+            Entry::Unary(op) => format!("u_{}", op.name()),
+            Entry::Binary(op) => format!("b_{}", op.name()),
+            Entry::Scalar(op) => format!("s_{}", op.name()),
+            Entry::Cast(to) => format!("cast_{}", to.name()),
+        }
+    }
+}
+
+/// Every entry point of `elem`'s module.
+pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
+    let float = elem.is_float();
+    let mut v: Vec<Entry> = COMMON_KERNELS.iter().map(|&n| Entry::Named(n)).collect();
+    if float {
+        v.extend(FLOAT_KERNELS.iter().map(|&n| Entry::Named(n)));
+    }
+    v.extend(Elem::ALL.iter().map(|&e| Entry::Cast(e)));
+    v.extend(
+        UnaryOp::ALL
+            .iter()
+            .filter(|op| float || !op.floats_only())
+            .map(|&op| Entry::Unary(op)),
+    );
+    for &op in BinaryOp::ALL.iter().filter(|op| float || !op.floats_only()) {
+        v.push(Entry::Binary(op));
+        v.push(Entry::Scalar(op));
+    }
+    v
+}
+
+/// The complete CUDA C source of `elem`'s module: gpukit-cuda-sys's prelude, template and
+/// casts, then a kernel per element-wise op of the table.
+pub(crate) fn module_source(elem: Elem) -> String {
+    let mut s = builtin_source(elem);
+    s += "\n// The op table's element-wise ops (gpukit-cuda, source.rs).\n";
+    for e in entries(elem) {
+        match e {
+            Entry::Unary(op) => {
+                s += &format!(
+                    "extern \"C\" __global__ void {}(const T *in, T *out, unsigned long long n) {{\n    \
+                     GRID_STRIDE(i, n) {{ C x = load(in[i]); out[i] = store({}); }}\n}}\n",
+                    e.c_name(),
+                    unary_body(op)
+                );
+            }
+            Entry::Binary(op) => {
+                s += &format!(
+                    "extern \"C\" __global__ void {}(const T *in, const T *rhs, T *out, unsigned long long n,\n    \
+                     unsigned long long cols, int mode) {{\n    \
+                     GRID_STRIDE(i, n) {{\n        \
+                     C a = load(in[i]);\n        \
+                     C b = load(rhs[mode == 0 ? i : (mode == 1 ? i % cols : i / cols)]);\n        \
+                     out[i] = store({});\n    }}\n}}\n",
+                    e.c_name(),
+                    binary_body(op)
+                );
+            }
+            Entry::Scalar(op) => {
+                s += &format!(
+                    "extern \"C\" __global__ void {}(const T *in, T s, T *out, unsigned long long n) {{\n    \
+                     C b = load(s);\n    \
+                     GRID_STRIDE(i, n) {{ C a = load(in[i]); out[i] = store({}); }}\n}}\n",
+                    e.c_name(),
+                    binary_body(op)
+                );
+            }
+            Entry::Named(_) | Entry::Cast(_) => {}
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpukit_cuda_sys::kernels::BUILTIN_OPTIONS;
+    use gpukit_cuda_sys::nvrtc::{nvrtc, Target};
+
+    #[test]
+    fn every_entry_point_is_defined_once_in_its_module() {
+        for elem in Elem::ALL {
+            let src = module_source(elem);
+            for e in entries(elem) {
+                let decl = format!("void {}(", e.c_name());
+                assert_eq!(src.matches(&decl).count(), 1, "{elem:?}: {decl}");
+            }
+            // Integer modules have no float-only op.
+            assert_eq!(src.contains("void u_sqrt("), elem.is_float(), "{elem:?}");
+        }
+    }
+
+    /// Every module compiles with NVRTC, where libnvrtc can be found (a GPU is not needed),
+    /// and its PTX has every entry point the backend looks up.
+    #[test]
+    fn every_module_compiles_with_nvrtc() {
+        let lib = match nvrtc(None) {
+            Ok(lib) => lib,
+            Err(e) => {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {e}");
+                return;
+            }
+        };
+        for elem in Elem::ALL {
+            let src = module_source(elem);
+            let out = lib
+                .compile(&src, elem.name(), Target::Ptx(8, 0), BUILTIN_OPTIONS)
+                .unwrap_or_else(|e| panic!("{elem:?}: {e}"));
+            let ptx = String::from_utf8_lossy(&out.image);
+            for e in entries(elem) {
+                let entry = format!(".entry {}(", e.c_name());
+                assert!(ptx.contains(&entry), "{elem:?} lacks {entry}");
+            }
+        }
+    }
+}
