@@ -26,46 +26,57 @@
 //!
 //! # The model
 //!
-//! Logistic regression with an intercept: `z = X w` where each row of `X` is a sample's 64
-//! features followed by a constant 1, so `w` has 65 entries (64 weights and the bias), kept
-//! on the device for the whole run. Per batch of `B = 1024` rows, all on the device:
+//! Logistic regression with an intercept: `z = X w + b`, where `X` is the batch's 64 features
+//! per row, `w` the 64 weights and `b` the bias. The 65 parameters are one device array
+//! `[w | b]`, kept on the device for the whole run. Per batch of `B = 1024` rows, all on the
+//! device:
 //!
-//! | step                          | op                                                     |
-//! |-------------------------------|--------------------------------------------------------|
-//! | logits `z = X w`              | `gemm` (B x 65 times 65 x 1), written into the output  |
-//! | probabilities `p = sigmoid(z)`| `sigmoid`                                              |
-//! | `dL/dz = p - y`               | `sub`                                                  |
-//! | Brier sum `sum (p - y)^2`     | `dot_into`, written into the output                    |
-//! | gradient `g = X^T (p - y) / B`| `gemm` with `trans_a` and `alpha = 1/B`                |
-//! | weight decay `w *= 1 - lr*l2` | `scale`                                                |
-//! | SGD step `w -= lr g`          | `axpy`                                                 |
+//! | step                               | op                                                      |
+//! |------------------------------------|---------------------------------------------------------|
+//! | logits `z = X w`                   | `gemm` (B x 64 times 64 x 1), written into the output   |
+//! | bias `z += b`                      | `add_row_inplace` over the B x 1 logits                 |
+//! | labels `y`, for the host           | `copy` into the output                                  |
+//! | residual `r = sigmoid(z) - y`      | `sigmoid`, then `sub_inplace`                           |
+//! | Brier sum `sum r^2`                | `dot_into`, written into the output                     |
+//! | signed logits `t = (1 - 2y) z`     | `mul_scalar`, `add_scalar_inplace`, `mul_inplace`       |
+//! | per-sample loss `softplus(t)`      | `softplus_inplace`                                      |
+//! | the batch's mean loss              | `mean_into`, written into the output                    |
+//! | gradient `g_w = X^T r / B`         | `gemm` with `trans_a` and `alpha = 1/B`                 |
+//! | gradient `g_b = mean r`            | `mean_into`                                             |
+//! | weight decay `(w, b) *= 1 - lr*l2` | `scale`                                                 |
+//! | SGD step `(w, b) -= lr (g_w, g_b)` | `axpy`                                                  |
 //!
-//! Plain minibatch SGD, learning rate 0.1, weight decay 1e-4, weights starting at zero, 5
-//! epochs; each epoch visits the 64 batches in an order shuffled from the seed (rows stay in
-//! their batch). The loss is the mean binary cross-entropy `softplus(z) - y z`, computed on
-//! the host in f64 from the downloaded logits (gpukit-core has no `log` op). A batch's loss is
-//! measured before its own update, as training loops report it. After training, a forward-
-//! only pass over the data (the same pipeline, no update) evaluates the final weights.
+//! Plain minibatch SGD, learning rate 0.1, weight decay 1e-4 (on the bias too), parameters
+//! starting at zero, 5 epochs; each epoch visits the 64 batches in an order shuffled from the
+//! seed (rows stay in their batch). The loss is the mean binary cross-entropy
+//! `softplus(z) - y z`. For a label of 0 or 1 that is `softplus((1 - 2y) z)` (`softplus(z)`
+//! for `y = 0`, `softplus(-z) = softplus(z) - z` for `y = 1`), which the device evaluates
+//! without the cancellation of the difference: per sample in f32, then `mean_into`, which
+//! accumulates in f64 and rounds once. The host recomputes each batch's loss in f64 from the
+//! downloaded logits and labels as a reference (see below). A batch's loss is measured before
+//! its own update, as training loops report it. After training, a forward-only pass over the
+//! data (the same pipeline, no update) evaluates the final parameters.
 //!
 //! # The streams
 //!
 //! ```text
 //! loader thread:   seek + read a shard -> unpack into a pinned staging buffer (<= 3 ahead)
-//! upload stream:   staging buffer -> the slot's device input [X (B x 65) | y (B)]
-//! compute stream:  gemm, sigmoid, sub, dot, gemm, scale, axpy on the shared weights
-//! download stream: the slot's device output [z (B) | y (B) | Brier sum (1)] -> host
-//! sink (this thread, in batch order): epoch loss, accuracy and Brier score
+//! upload stream:   staging buffer -> the slot's device input [X (B x 64) | y (B)]
+//! compute stream:  forward, loss, gradient and SGD step on the shared parameters (the table)
+//! download stream: the slot's device output [z (B) | y (B) | Brier sum (1) | loss (1)] -> host
+//! sink (this thread, in batch order): epoch loss, its host reference, accuracy, Brier score
 //! ```
 //!
 //! `Pattern::Triple` keeps three batches in flight, each in its own slot of device buffers,
 //! so reading batch `i+2` from disk, uploading batch `i+1`, computing batch `i` and
-//! downloading batch `i-1` overlap. The weights and the scratch arrays (`p`, `p - y`, the
-//! gradient) live outside the pipeline and are shared by every batch: that is correct
-//! because there is one compute stream, on which batches run in order, so each SGD step
-//! sees the weights of the step before. (With `compute_streams(k > 1)` gpukit-core's automatic
-//! ordering of shared arrays would serialise the steps anyway, since every step reads and
-//! writes the weights: a model update is sequential by nature.) The whole run, all epochs,
-//! is one pipeline run of 320 batches, so the loader prefetches across epoch boundaries.
+//! downloading batch `i-1` overlap. The parameters and the scratch arrays (the residual, the
+//! per-sample losses, the gradient) live outside the pipeline and are shared by every batch:
+//! that is correct because there is one compute stream, on which batches run in order, so
+//! each SGD step sees the parameters of the step before. (With `compute_streams(k > 1)`
+//! gpukit-core's automatic ordering of shared arrays would serialise the steps anyway, since
+//! every step reads and writes the parameters: a model update is sequential by nature.) The
+//! whole run, all epochs, is one pipeline run of 320 batches, so the loader prefetches across
+//! epoch boundaries.
 //!
 //! # Reproducibility and its tolerance
 //!
@@ -79,19 +90,25 @@
 //! - on the CPU itself (no GPU), the two runs must agree exactly (bit for bit);
 //! - on CUDA they must agree within a relative `1e-3`. They cannot agree exactly: cuBLAS
 //!   sums the f32 products of a gemm in another order (and may use other kernels for other
-//!   shapes) than the CPU backend, and CUDA's `expf` in `sigmoid` may differ in the last
-//!   bit; each step's rounding differences (about `1e-7` relative per value) feed into the
-//!   next step's weights over 320 SGD steps. The logistic loss is smooth and SGD with this
-//!   small learning rate does not amplify perturbations (it contracts towards the optimum),
-//!   so the differences should stay orders of magnitude below `1e-3`, while a real bug (a
-//!   wrong transpose, a missed or doubled update, a step that raced another) changes the
-//!   losses by far more than 0.1%. (The losses are means over 65536 samples accumulated in
-//!   f64 on the host, so the comparison itself adds no rounding of note.)
+//!   shapes) than the CPU backend, and CUDA's `expf` and `log1pf` in `sigmoid` and `softplus`
+//!   may differ in the last bits; each step's rounding differences (about `1e-7` relative per
+//!   value) feed into the next step's parameters over 320 SGD steps. The logistic loss is
+//!   smooth and SGD with this small learning rate does not amplify perturbations (it
+//!   contracts towards the optimum), so the differences should stay orders of magnitude below
+//!   `1e-3`, while a real bug (a wrong transpose, a missed or doubled update, a step that
+//!   raced another) changes the losses by far more than 0.1%. (Each batch's loss is a mean
+//!   accumulated in f64 and rounded once to f32, and the host averages an epoch's batches in
+//!   f64, so the comparison itself adds no rounding of note.)
 //!
 //! # What is checked
 //!
 //! The run fails (exit status 1) unless
 //!
+//! - every epoch's loss and the evaluation loss from the device match the host's f64
+//!   recomputation from the downloaded logits within a relative `1e-5` (each per-sample loss
+//!   is an f32 `softplus` within a few ulp, a few `1e-7` relative, and these roundings
+//!   largely cancel in the mean, which `mean_into` rounds once: on the CPU the two differ by
+//!   about `1e-8`; a wrong sign, label or count is off by far more),
 //! - the last epoch's mean loss is below 0.7 times the first epoch's (on this data about
 //!   0.49 falls to 0.31, 0.62x), and
 //! - the accuracy of the final weights on the training data is at least the hidden model's
@@ -110,7 +127,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use gpukit::{Context, DeviceSpec, Gemm, GpuArray, Pattern, Pipeline, Stream};
+use gpukit::{Context, DeviceSpec, Gemm, GpuArray, Pattern, Pipeline, Shape, Stream};
 use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
@@ -119,8 +136,8 @@ type Res<T = ()> = Result<T, Box<dyn Error>>;
 const SEED: u64 = 0x7261_696e_2d67_7075;
 /// Features per sample.
 const FEATURES: usize = 64;
-/// Columns of the design matrix: the features and a constant 1 for the intercept.
-const COLS: usize = FEATURES + 1;
+/// Parameters of the model: the weights of the features, then the bias.
+const PARAMS: usize = FEATURES + 1;
 /// `f32` values per record on disk: the features and the label.
 const RECORD: usize = FEATURES + 1;
 /// Samples in the data set.
@@ -143,13 +160,15 @@ const LOSS_RATIO: f64 = 0.7;
 /// The final weights' accuracy on the training data must reach the hidden model's accuracy
 /// minus this.
 const ACCURACY_MARGIN: f64 = 0.01;
+/// Largest relative difference between a loss from the device and its f64 host reference.
+const HOST_LOSS_RTOL: f64 = 1e-5;
 /// Largest relative difference of a loss between CUDA and the CPU backend.
 const CUDA_VS_CPU_RTOL: f64 = 1e-3;
 
-/// Device input per batch: `X` (BATCH x COLS, row-major) then the labels.
-const IN_LEN: usize = BATCH * COLS + BATCH;
-/// Device output per batch: the logits, the labels, the batch's Brier sum.
-const OUT_LEN: usize = 2 * BATCH + 1;
+/// Device input per batch: `X` (BATCH x FEATURES, row-major) then the labels.
+const IN_LEN: usize = BATCH * FEATURES + BATCH;
+/// Device output per batch: the logits, the labels, the batch's Brier sum, its mean loss.
+const OUT_LEN: usize = 2 * BATCH + 2;
 
 const USAGE: &str = "\
 usage: training_pipeline [options]
@@ -215,13 +234,33 @@ fn run() -> Res {
         100.0 * data.teacher_accuracy
     );
     println!(
-        "model: logistic regression, {COLS} weights; SGD lr {LR}, weight decay {WEIGHT_DECAY}, batch {BATCH}, {EPOCHS} epochs"
+        "model: logistic regression, {FEATURES} weights and a bias; SGD lr {LR}, weight decay {WEIGHT_DECAY}, batch {BATCH}, {EPOCHS} epochs"
     );
 
     let main_run = train(&ctx, &data)?;
     main_run.print(ctx.backend_name());
 
     let mut failures = Vec::new();
+    // The device's losses against the host's f64 recomputation, per epoch and for the eval.
+    let host_diffs: Vec<f64> = main_run
+        .epochs
+        .iter()
+        .chain([&main_run.eval])
+        .map(|t| rel_diff(t.mean_loss(), t.host_mean_loss()))
+        .collect();
+    // `<=` is false for a NaN, which `f64::max` in `worst` would skip.
+    if host_diffs.iter().all(|&d| d <= HOST_LOSS_RTOL) {
+        let worst = host_diffs.iter().copied().fold(0.0, f64::max);
+        println!(
+            "  ok: the device's losses match their f64 host reference (largest relative difference {worst:.2e}, tolerance {HOST_LOSS_RTOL:.0e})"
+        );
+    } else {
+        let listed: Vec<String> = host_diffs.iter().map(|d| format!("{d:.2e}")).collect();
+        failures.push(format!(
+            "the device's losses differ from their f64 host reference by more than {HOST_LOSS_RTOL:.0e} relative (epochs, then eval: {})",
+            listed.join(", ")
+        ));
+    }
     let (first, last) = (main_run.loss[0], main_run.loss[EPOCHS - 1]);
     if last < LOSS_RATIO * first {
         println!(
@@ -293,7 +332,7 @@ fn check_against_cpu(ctx: &Context, data: &DataSet, main_run: &Outcome) -> Res<V
     let mut worst = 0.0f64;
     let mut failures = Vec::new();
     for (name, a, b) in &pairs {
-        let rel = (a - b).abs() / b.abs().max(f64::MIN_POSITIVE);
+        let rel = rel_diff(*a, *b);
         worst = worst.max(rel);
         println!("  {name:<8} {a:>14.9} {b:>14.9} {rel:>10.2e}");
         let bad = if exact {
@@ -472,8 +511,8 @@ impl ShardReader {
         })
     }
 
-    /// Reads data batch `b` (rows `b*BATCH ..`) into `buf` as `[X | y]`, where each row of
-    /// `X` is the record's features followed by a 1 (the intercept column).
+    /// Reads data batch `b` (rows `b*BATCH ..`) into `buf` as `[X | y]`: the records'
+    /// features, row after row, then their labels.
     fn read_batch(&mut self, b: usize, buf: &mut [f32]) -> Result<(), gpukit::pipeline::BoxError> {
         let per_shard = SAMPLES / SHARDS / BATCH;
         let (file, path) = self
@@ -484,16 +523,15 @@ impl ShardReader {
         file.seek(SeekFrom::Start(offset))
             .and_then(|_| file.read_exact(&mut self.bytes))
             .map_err(|e| format!("reading batch {b} from {}: {e}", path.display()))?;
-        let (x, y) = buf.split_at_mut(BATCH * COLS);
+        let (x, y) = buf.split_at_mut(BATCH * FEATURES);
         let records = self.bytes.chunks_exact(RECORD * 4);
-        for ((rec, row), label) in records.zip(x.chunks_exact_mut(COLS)).zip(y) {
+        for ((rec, row), label) in records.zip(x.chunks_exact_mut(FEATURES)).zip(y) {
             let mut values = rec
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            for v in row[..FEATURES].iter_mut() {
+            for v in row.iter_mut() {
                 *v = values.next().unwrap_or(f32::NAN);
             }
-            row[FEATURES] = 1.0;
             *label = values.next().unwrap_or(f32::NAN);
         }
         Ok(())
@@ -504,26 +542,30 @@ impl ShardReader {
 // The model and the training loop.
 // ---------------------------------------------------------------------------------------
 
-/// The weights and the per-batch scratch arrays, on the device; shared by every batch.
+/// The parameters and the per-batch scratch arrays, on the device; shared by every batch.
 struct Model {
-    w: GpuArray<f32>,
-    p: GpuArray<f32>,
+    /// `[w | b]`: the weights of the features, then the bias.
+    params: GpuArray<f32>,
+    /// `r = sigmoid(z) - y`, each sample's `dL/dz`.
     residual: GpuArray<f32>,
+    /// Each sample's loss.
+    loss: GpuArray<f32>,
+    /// `[g_w | g_b]`, the gradient of the batch's mean loss.
     grad: GpuArray<f32>,
 }
 
 impl Model {
     fn new(ctx: &Context) -> gpukit::Result<Model> {
         Ok(Model {
-            w: ctx.alloc_zeros(COLS)?,
-            p: ctx.alloc_zeros(BATCH)?,
+            params: ctx.alloc_zeros(PARAMS)?,
             residual: ctx.alloc_zeros(BATCH)?,
-            grad: ctx.alloc_zeros(COLS)?,
+            loss: ctx.alloc_zeros(BATCH)?,
+            grad: ctx.alloc_zeros(PARAMS)?,
         })
     }
 
-    /// Enqueues one batch on `s`: the forward pass into `output` and, when `update`, the
-    /// backward pass and the SGD step. Nothing here waits for the device.
+    /// Enqueues one batch on `s`: the forward pass and the loss into `output` and, when
+    /// `update`, the backward pass and the SGD step. Nothing here waits for the device.
     fn step(
         &mut self,
         s: &Stream,
@@ -531,24 +573,38 @@ impl Model {
         output: &mut GpuArray<f32>,
         update: bool,
     ) -> gpukit::Result<()> {
-        let x = input.slice(..BATCH * COLS)?;
-        let y = input.slice(BATCH * COLS..)?;
+        let x = input.slice(..BATCH * FEATURES)?;
+        let y = input.slice(BATCH * FEATURES..)?;
         let (mut logits, rest) = output.split_at_mut(BATCH)?;
-        let (mut labels, mut brier) = rest.into_split_at(BATCH)?;
+        let (mut labels, rest) = rest.into_split_at(BATCH)?;
+        let (mut brier, mut mean_loss) = rest.into_split_at(1)?;
+        let w = self.params.slice(..FEATURES)?;
+        let b = self.params.slice(FEATURES..)?;
 
-        s.gemm(Gemm::new(BATCH, 1, COLS), &x, &self.w, &mut logits)?; // z = X w
-        s.copy(&y, &mut labels)?;
-        s.sigmoid(&logits, &mut self.p)?; // p = sigmoid(z)
-        s.sub(&self.p, &y, &mut self.residual)?; // dL/dz = p - y
+        // z = X w + b: `b` is a row vector of one element, added to each row of the
+        // BATCH x 1 logits.
+        s.gemm(Gemm::new(BATCH, 1, FEATURES), &x, &w, &mut logits)?;
+        s.add_row_inplace(Shape::new(BATCH, 1), &mut logits, &b)?;
+        s.copy(&y, &mut labels)?; // for the host's accuracy and loss reference
+        s.sigmoid(&logits, &mut self.residual)?;
+        s.sub_inplace(&mut self.residual, &y)?; // r = sigmoid(z) - y = dL/dz
         s.dot_into(&self.residual, &self.residual, &mut brier)?;
+        // Loss softplus(z) - y z = softplus(t) for t = (1 - 2y) z, as the labels are 0 or 1.
+        s.mul_scalar(&y, -2.0, &mut self.loss)?;
+        s.add_scalar_inplace(&mut self.loss, 1.0)?;
+        s.mul_inplace(&mut self.loss, &logits)?;
+        s.softplus_inplace(&mut self.loss)?;
+        s.mean_into(&self.loss, &mut mean_loss)?;
         if update {
-            // g = X^T (p - y) / B: X is stored B x COLS, so op(A) = X^T is COLS x B.
-            let g = Gemm::new(COLS, 1, BATCH)
+            let (mut grad_w, mut grad_b) = self.grad.split_at_mut(FEATURES)?;
+            // g_w = X^T r / B: X is stored B x FEATURES, so op(A) = X^T is FEATURES x B.
+            let g = Gemm::new(FEATURES, 1, BATCH)
                 .transpose(true, false)
                 .scaled(1.0 / BATCH as f32, 0.0);
-            s.gemm(g, &x, &self.residual, &mut self.grad)?;
-            s.scale(1.0 - LR * WEIGHT_DECAY, &mut self.w)?;
-            s.axpy(-LR, &self.grad, &mut self.w)?;
+            s.gemm(g, &x, &self.residual, &mut grad_w)?;
+            s.mean_into(&self.residual, &mut grad_b)?; // g_b = sum r / B
+            s.scale(1.0 - LR * WEIGHT_DECAY, &mut self.params)?;
+            s.axpy(-LR, &self.grad, &mut self.params)?;
         }
         Ok(())
     }
@@ -557,27 +613,39 @@ impl Model {
 /// Loss, accuracy and Brier score summed over a pass.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
+    /// The device's loss, summed over the samples (each batch's mean times its size).
     loss: f64,
+    /// The same loss recomputed on the host in f64 from the downloaded logits: the reference.
+    host_loss: f64,
     correct: usize,
     brier: f64,
     samples: usize,
 }
 
 impl Tally {
-    /// Adds one batch's output `[z | y | Brier sum]`.
+    /// Adds one batch's output `[z | y | Brier sum | mean loss]`.
     fn add(&mut self, out: &[f32]) {
         let (z, rest) = out.split_at(BATCH);
-        let (y, brier) = rest.split_at(BATCH);
+        let (y, sums) = rest.split_at(BATCH);
         for (&z, &y) in z.iter().zip(y) {
-            self.loss += bce(z as f64, y as f64);
+            self.host_loss += bce(z as f64, y as f64);
             self.correct += ((z > 0.0) == (y == 1.0)) as usize;
         }
-        self.brier += brier.first().map_or(f64::NAN, |&b| b as f64);
+        let (brier, mean_loss) = match *sums {
+            [brier, mean_loss] => (brier as f64, mean_loss as f64),
+            _ => (f64::NAN, f64::NAN),
+        };
+        self.brier += brier;
+        self.loss += mean_loss * BATCH as f64;
         self.samples += BATCH;
     }
 
     fn mean_loss(&self) -> f64 {
         self.loss / self.samples as f64
+    }
+
+    fn host_mean_loss(&self) -> f64 {
+        self.host_loss / self.samples as f64
     }
 
     fn accuracy(&self) -> f64 {
@@ -686,7 +754,7 @@ fn train(ctx: &Context, data: &DataSet) -> Res<Outcome> {
                 Ok(())
             },
         )?;
-    let weights = model.w.download()?;
+    let weights = model.params.download()?;
     let seconds = t.elapsed().as_secs_f64();
 
     Ok(Outcome {
@@ -699,6 +767,11 @@ fn train(ctx: &Context, data: &DataSet) -> Res<Outcome> {
         seconds,
         train_report,
     })
+}
+
+/// `|a - b| / |b|`.
+fn rel_diff(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(f64::MIN_POSITIVE)
 }
 
 fn cosine(a: &[f32], b: &[f64]) -> f64 {
