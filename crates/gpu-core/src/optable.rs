@@ -6,14 +6,16 @@
 //! `binary_table!` invocations: each entry gives the op's variant, its name, the names of
 //! its typed methods on [`Stream`], which element types have it (`numeric`:
 //! every [`Numeric`]; `float`: [`Float`] only) and its reference semantics, written over the
-//! element's compute type ([`Arith`], [`Real`]). From that one entry the macros generate the
+//! element's compute type ([`Arith`], [`Real`]), and its accuracy contract in ulp
+//! ([`UnaryOp::ulps`]: 0 for bit for bit). From that one entry the macros generate the
 //! enum variant, [`UnaryOp::name`], the reference functions the CPU backend runs and the
 //! tests compare with, and the safe, typed methods (`relu`, `relu_inplace`, `add`,
 //! `add_inplace`, `add_scalar`, `add_row`, ...).
 //!
 //! ## Adding an element-wise op
 //!
-//! 1. One entry in the table below (its doc comment becomes the method's documentation).
+//! 1. One entry in the table below (its doc comment becomes the method's documentation):
+//!    `Variant "name" ulps N (method, method_inplace) |x| body;`.
 //! 2. Its CUDA C body in `gpukit-cuda` (`src/source.rs`: `unary_body` / `binary_body`, an
 //!    exhaustive `match`, so a missing body does not compile).
 //!
@@ -50,11 +52,13 @@
 //!
 //! ## Bit-for-bit and within ulps
 //!
-//! Ops built from `+ - * /`, comparisons, `sqrt` and conversions give the same bits on every
-//! backend (IEEE-754 arithmetic in the compute type, no fused multiply-add, correctly rounded
-//! square root). Ops that call `exp`, `ln`, `ln_1p`, `tanh` or `powf` use each platform's
-//! math library: CUDA's and the host's may differ by a few ulp (the tests state the budget
-//! per op), and f16/bf16 results, rounded from f32, by at most one 16-bit ulp.
+//! Each entry states its accuracy as `ulps N` ([`UnaryOp::ulps`], [`BinaryOp::ulps`]), and
+//! the property tests hold every backend to it. Ops built from one correctly rounded
+//! `+ - * /`, comparison or `sqrt` (`ulps 0`) give the same bits on every backend (IEEE-754
+//! arithmetic in the compute type, no fused multiply-add). Ops that call `exp`, `ln`,
+//! `ln_1p`, `tanh` or `powf` use each platform's math library, and `rsqrt` rounds twice: they
+//! are within their `N` ulp, and f16/bf16 results, rounded once from f32, within one 16-bit
+//! ulp.
 
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::{Backend, BufAt};
@@ -242,8 +246,8 @@ fn map2<T: Numeric>(
 /// The `numeric` entries' and `float` entries' variants, their methods and reference code.
 macro_rules! unary_table {
     (
-        numeric { $( $(#[$nd:meta])* $NV:ident $nname:literal ($nm:ident, $nmi:ident) |$nx:ident| $nbody:expr; )* }
-        float { $( $(#[$fd:meta])* $FV:ident $fname:literal ($fm:ident, $fmi:ident) |$fx:ident| $fbody:expr; )* }
+        numeric { $( $(#[$nd:meta])* $NV:ident $nname:literal ulps $nulps:literal ($nm:ident, $nmi:ident) |$nx:ident| $nbody:expr; )* }
+        float { $( $(#[$fd:meta])* $FV:ident $fname:literal ulps $fulps:literal ($fm:ident, $fmi:ident) |$fx:ident| $fbody:expr; )* }
     ) => {
         /// Element-wise functions of one operand (the op table's unary entries).
         // Not `non_exhaustive`: a backend's `match` over the ops must fail to compile when
@@ -267,6 +271,17 @@ macro_rules! unary_table {
             pub const fn floats_only(self) -> bool {
                 match self { $(UnaryOp::$NV => false,)* $(UnaryOp::$FV => true,)* }
             }
+
+            /// The op's accuracy contract, in ulp of an f32 or f64 result: on every backend
+            /// the result is within this many ulp of the exact result rounded to the type,
+            /// and the backends within this many of each other. 0: correctly rounded, so bit
+            /// for bit on every backend (bodies of `+ - * /`, comparisons and `sqrt` only).
+            /// f16 and bf16 results, computed in f32 and rounded once, are within
+            /// `min(ulps, 1)` of theirs. The property tests check it.
+            pub const fn ulps(self) -> u32 {
+                match self { $(UnaryOp::$NV => $nulps,)* $(UnaryOp::$FV => $fulps,)* }
+            }
+
 
             /// The reference semantics on one value of a float compute type.
             pub fn apply_real<C: Real>(self, x: C) -> C {
@@ -340,38 +355,38 @@ macro_rules! unary_table {
 unary_table! {
     numeric {
         /// `-x`; integers wrap (`-MIN == MIN`, and unsigned `-x == 2^N - x`).
-        Neg "neg" (neg, neg_inplace) |x| x.neg();
+        Neg "neg" ulps 0 (neg, neg_inplace) |x| x.neg();
         /// `|x|`; integers wrap (`|MIN| == MIN`); unsigned values are unchanged.
-        Abs "abs" (abs, abs_inplace) |x| x.abs();
+        Abs "abs" ulps 0 (abs, abs_inplace) |x| x.abs();
         /// `x * x` (wrapping for integers).
-        Square "square" (square, square_inplace) |x| x.mul(x);
+        Square "square" ulps 0 (square, square_inplace) |x| x.mul(x);
         /// `max(x, 0)`; a NaN gives 0.
-        Relu "relu" (relu, relu_inplace) |x| if x > C::ZERO { x } else { C::ZERO };
+        Relu "relu" ulps 0 (relu, relu_inplace) |x| if x > C::ZERO { x } else { C::ZERO };
     }
     float {
         /// `sqrt(x)`, correctly rounded (bit for bit on every backend).
-        Sqrt "sqrt" (sqrt, sqrt_inplace) |x| x.sqrt();
+        Sqrt "sqrt" ulps 0 (sqrt, sqrt_inplace) |x| x.sqrt();
         /// `1 / sqrt(x)`, as a correctly rounded square root and division (bit for bit).
-        Rsqrt "rsqrt" (rsqrt, rsqrt_inplace) |x| C::ONE.div(x.sqrt());
+        Rsqrt "rsqrt" ulps 1 (rsqrt, rsqrt_inplace) |x| C::ONE.div(x.sqrt());
         /// `e^x`.
-        Exp "exp" (exp, exp_inplace) |x| x.exp();
+        Exp "exp" ulps 3 (exp, exp_inplace) |x| x.exp();
         /// `ln(x)` (NaN below 0, `-inf` at 0).
-        Log "log" (log, log_inplace) |x| x.ln();
+        Log "log" ulps 3 (log, log_inplace) |x| x.ln();
         /// `ln(1 + x)`, accurate near 0.
-        Log1p "log1p" (log1p, log1p_inplace) |x| x.ln_1p();
+        Log1p "log1p" ulps 3 (log1p, log1p_inplace) |x| x.ln_1p();
         /// `1 / (1 + e^-x)`.
-        Sigmoid "sigmoid" (sigmoid, sigmoid_inplace) |x| C::ONE.div(C::ONE.add(x.neg().exp()));
+        Sigmoid "sigmoid" ulps 4 (sigmoid, sigmoid_inplace) |x| C::ONE.div(C::ONE.add(x.neg().exp()));
         /// `tanh(x)`.
-        Tanh "tanh" (tanh, tanh_inplace) |x| x.tanh();
+        Tanh "tanh" ulps 4 (tanh, tanh_inplace) |x| x.tanh();
         /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
-        Gelu "gelu" (gelu, gelu_inplace) |x| {
+        Gelu "gelu" ulps 4 (gelu, gelu_inplace) |x| {
             let inner = C::from_f64(0.797_884_560_802_865_4)
                 .mul(x.add(C::from_f64(0.044_715).mul(x).mul(x).mul(x)));
             C::from_f64(0.5).mul(x).mul(C::ONE.add(inner.tanh()))
         };
         /// `ln(1 + e^x)`, computed as `max(x, 0) + ln(1 + e^-|x|)` so that it neither
         /// overflows nor loses small values.
-        Softplus "softplus" (softplus, softplus_inplace) |x| {
+        Softplus "softplus" ulps 4 (softplus, softplus_inplace) |x| {
             let pos = if x > C::ZERO { x } else { C::ZERO };
             pos.add(x.abs().neg().exp().ln_1p())
         };
@@ -381,8 +396,8 @@ unary_table! {
 /// The `numeric` and `float` entries of the binary table.
 macro_rules! binary_table {
     (
-        numeric { $( $(#[$nd:meta])* $NV:ident $nname:literal ($($nm:ident),*) |$na:ident, $nb:ident| $nbody:expr; )* }
-        float { $( $(#[$fd:meta])* $FV:ident $fname:literal ($($fm:ident),*) |$fa:ident, $fb:ident| $fbody:expr; )* }
+        numeric { $( $(#[$nd:meta])* $NV:ident $nname:literal ulps $nulps:literal ($($nm:ident),*) |$na:ident, $nb:ident| $nbody:expr; )* }
+        float { $( $(#[$fd:meta])* $FV:ident $fname:literal ulps $fulps:literal ($($fm:ident),*) |$fa:ident, $fb:ident| $fbody:expr; )* }
     ) => {
         /// Element-wise functions of two operands (the op table's binary entries).
         // Not `non_exhaustive`, as `UnaryOp`.
@@ -405,6 +420,17 @@ macro_rules! binary_table {
             pub const fn floats_only(self) -> bool {
                 match self { $(BinaryOp::$NV => false,)* $(BinaryOp::$FV => true,)* }
             }
+
+            /// The op's accuracy contract, in ulp of an f32 or f64 result: on every backend
+            /// the result is within this many ulp of the exact result rounded to the type,
+            /// and the backends within this many of each other. 0: correctly rounded, so bit
+            /// for bit on every backend (bodies of `+ - * /`, comparisons and `sqrt` only).
+            /// f16 and bf16 results, computed in f32 and rounded once, are within
+            /// `min(ulps, 1)` of theirs. The property tests check it.
+            pub const fn ulps(self) -> u32 {
+                match self { $(BinaryOp::$NV => $nulps,)* $(BinaryOp::$FV => $fulps,)* }
+            }
+
 
             /// The reference semantics on values of a float compute type.
             pub fn apply_real<C: Real>(self, a: C, b: C) -> C {
@@ -520,28 +546,28 @@ macro_rules! binary_table {
 binary_table! {
     numeric {
         /// `a + b` (wrapping for integers).
-        Add "add" (add, add_inplace, add_scalar, add_scalar_inplace, add_row, add_row_inplace, add_col, add_col_inplace)
+        Add "add" ulps 0 (add, add_inplace, add_scalar, add_scalar_inplace, add_row, add_row_inplace, add_col, add_col_inplace)
             |a, b| a.add(b);
         /// `a - b` (wrapping for integers).
-        Sub "sub" (sub, sub_inplace, sub_scalar, sub_scalar_inplace, sub_row, sub_row_inplace, sub_col, sub_col_inplace)
+        Sub "sub" ulps 0 (sub, sub_inplace, sub_scalar, sub_scalar_inplace, sub_row, sub_row_inplace, sub_col, sub_col_inplace)
             |a, b| a.sub(b);
         /// `a * b` (wrapping for integers).
-        Mul "mul" (mul, mul_inplace, mul_scalar, mul_scalar_inplace, mul_row, mul_row_inplace, mul_col, mul_col_inplace)
+        Mul "mul" ulps 0 (mul, mul_inplace, mul_scalar, mul_scalar_inplace, mul_row, mul_row_inplace, mul_col, mul_col_inplace)
             |a, b| a.mul(b);
         /// `a / b`; integers truncate toward zero, give 0 for a division by zero and wrap
         /// for `MIN / -1`.
-        Div "div" (div, div_inplace, div_scalar, div_scalar_inplace, div_row, div_row_inplace, div_col, div_col_inplace)
+        Div "div" ulps 0 (div, div_inplace, div_scalar, div_scalar_inplace, div_row, div_row_inplace, div_col, div_col_inplace)
             |a, b| a.div(b);
         /// The smaller of `a` and `b`; a NaN loses to a number (C's `fmin`).
-        Min "min" (minimum, minimum_inplace, min_scalar, min_scalar_inplace, min_row, min_row_inplace, min_col, min_col_inplace)
+        Min "min" ulps 0 (minimum, minimum_inplace, min_scalar, min_scalar_inplace, min_row, min_row_inplace, min_col, min_col_inplace)
             |a, b| a.min(b);
         /// The larger of `a` and `b`; a NaN loses to a number (C's `fmax`).
-        Max "max" (maximum, maximum_inplace, max_scalar, max_scalar_inplace, max_row, max_row_inplace, max_col, max_col_inplace)
+        Max "max" ulps 0 (maximum, maximum_inplace, max_scalar, max_scalar_inplace, max_row, max_row_inplace, max_col, max_col_inplace)
             |a, b| a.max(b);
     }
     float {
         /// `a` to the power `b` (C's `pow`).
-        Pow "pow" (pow, pow_inplace, pow_scalar, pow_scalar_inplace, pow_row, pow_row_inplace, pow_col, pow_col_inplace)
+        Pow "pow" ulps 8 (pow, pow_inplace, pow_scalar, pow_scalar_inplace, pow_row, pow_row_inplace, pow_col, pow_col_inplace)
             |a, b| a.powf(b);
     }
 }
