@@ -376,6 +376,8 @@ unary_table! {
         Log1p "log1p" ulps 3 (log1p, log1p_inplace) |x| x.ln_1p();
         /// `1 / (1 + e^-x)`.
         Sigmoid "sigmoid" ulps 4 (sigmoid, sigmoid_inplace) |x| C::ONE.div(C::ONE.add(x.neg().exp()));
+        /// SiLU (swish, the gate of SwiGLU): `x * sigmoid(x)`, computed as `x / (1 + e^-x)`.
+        Silu "silu" ulps 4 (silu, silu_inplace) |x| x.div(C::ONE.add(x.neg().exp()));
         /// `tanh(x)`.
         Tanh "tanh" ulps 4 (tanh, tanh_inplace) |x| x.tanh();
         /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.

@@ -24,6 +24,7 @@ pub(crate) fn unary_body(op: UnaryOp) -> &'static str {
         UnaryOp::Log => "log(x)",
         UnaryOp::Log1p => "log1p(x)",
         UnaryOp::Sigmoid => "op_div((C)1, op_add((C)1, exp(op_neg(x))))",
+        UnaryOp::Silu => "op_div(x, op_add((C)1, exp(op_neg(x))))",
         UnaryOp::Tanh => "tanh(x)",
         UnaryOp::Gelu => {
             "op_mul(op_mul((C)0.5, x), op_add((C)1, tanh(op_mul((C)0.7978845608028654, \
