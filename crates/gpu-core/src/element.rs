@@ -99,6 +99,41 @@ impl DType {
     }
 }
 
+/// A computation generic over the element type, run for a [`DType`] known only at run time
+/// ([`DType::visit`]): how a backend turns an op's dtype back into a Rust type.
+pub trait DTypeVisitor {
+    /// What the computation gives.
+    type Output;
+    /// Runs for an integer element type.
+    fn integer<T: Numeric>(self) -> Self::Output;
+    /// Runs for a float element type (which has the float-only ops).
+    fn float<T: Float>(self) -> Self::Output;
+}
+
+impl DType {
+    /// Runs `v` with the Rust type this dtype names; `None` for f16 and bf16 when gpukit-core
+    /// is built without its `half` feature (the types do not exist then). A backend that
+    /// dispatches through this supports every element type gpukit-core has.
+    pub fn visit<V: DTypeVisitor>(self, v: V) -> Option<V::Output> {
+        Some(match self {
+            DType::F32 => v.float::<f32>(),
+            DType::F64 => v.float::<f64>(),
+            DType::I32 => v.integer::<i32>(),
+            DType::U32 => v.integer::<u32>(),
+            DType::I64 => v.integer::<i64>(),
+            DType::U64 => v.integer::<u64>(),
+            DType::U8 => v.integer::<u8>(),
+            DType::I8 => v.integer::<i8>(),
+            #[cfg(feature = "half")]
+            DType::F16 => v.float::<half::f16>(),
+            #[cfg(feature = "half")]
+            DType::BF16 => v.float::<half::bf16>(),
+            #[cfg(not(feature = "half"))]
+            DType::F16 | DType::BF16 => return None,
+        })
+    }
+}
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -68,7 +68,9 @@ pub use backend::{
     Backend, BufAt, DeviceInfo, HostUse, KernelArg, LaunchLimits, RawPtr, RawStream,
 };
 pub use context::Context;
-pub use element::{Arith, DType, Element, Float, Numeric, ParseDTypeError, Real, Wide};
+pub use element::{
+    Arith, DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide,
+};
 pub use error::{Error, Rejected, Result};
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{

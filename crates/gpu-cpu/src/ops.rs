@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use gpukit_core::{
-    BinaryOp, BufAt, DType, Element, Float, Gemm, Numeric, Op, Result, Rhs, RhsSlice, Scalar,
-    UnaryOp,
+    BinaryOp, BufAt, DType, DTypeVisitor, Element, Float, Gemm, Numeric, Op, Result, Rhs, RhsSlice,
+    Scalar, UnaryOp,
 };
 
 use crate::mem::{Mem, SendPtr};
@@ -96,76 +96,67 @@ impl Ranges {
     }
 }
 
-/// What an element type runs of the table: integers the `numeric` entries, floats all.
-pub(crate) trait CpuElem: Numeric {
-    /// Whether the type has float-only ops (unary and binary math, mean, softmax,
-    /// cross-entropy, gemm).
+/// What an element type runs of the table: [`Ints`] the `numeric` entries, [`Floats`] all of
+/// them (and softmax, cross-entropy and gemm).
+trait Kind<T: Numeric> {
+    /// Whether the type has float-only ops.
     const FLOAT: bool;
-    fn unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]);
-    fn binary(
-        op: BinaryOp,
-        src: Option<&[Self]>,
-        rhs: RhsSlice<'_, Self>,
-        cols: usize,
-        out: &mut [Self],
-    );
-    fn softmax(log: bool, src: Option<&[Self]>, cols: usize, out: &mut [Self]);
+    fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]);
+    fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]);
+    fn softmax(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]);
     fn cross_entropy(
-        logits: &[Self],
+        logits: &[T],
         labels: &[u32],
         cols: usize,
-        loss: &mut [Self],
-        grad: Option<&mut [Self]>,
+        loss: &mut [T],
+        grad: Option<&mut [T]>,
     );
-    fn gemm(g: &Gemm<Self>, a: &[Self], b: &[Self], c: &mut [Self]);
+    fn gemm(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]);
 }
 
-macro_rules! int_elem {
-    ($($t:ty),*) => {$(
-        impl CpuElem for $t {
-            const FLOAT: bool = false;
-            fn unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]) {
-                op.map_numeric(src, out);
-            }
-            fn binary(op: BinaryOp, src: Option<&[Self]>, rhs: RhsSlice<'_, Self>, cols: usize, out: &mut [Self]) {
-                op.map_numeric(src, rhs, cols, out);
-            }
-            // Unreachable: `task` refuses float-only ops on integers before queuing them.
-            fn softmax(_: bool, _: Option<&[Self]>, _: usize, _: &mut [Self]) {}
-            fn cross_entropy(_: &[Self], _: &[u32], _: usize, _: &mut [Self], _: Option<&mut [Self]>) {}
-            fn gemm(_: &Gemm<Self>, _: &[Self], _: &[Self], _: &mut [Self]) {}
-        }
-    )*};
+/// The integer element types' part of the table.
+struct Ints;
+/// The float element types' part: all of it.
+struct Floats;
+
+impl<T: Numeric> Kind<T> for Ints {
+    const FLOAT: bool = false;
+    fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
+        op.map_numeric(src, out);
+    }
+    fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]) {
+        op.map_numeric(src, rhs, cols, out);
+    }
+    // Unreachable: `typed` refuses float-only ops on integers before queuing them.
+    fn softmax(_: bool, _: Option<&[T]>, _: usize, _: &mut [T]) {}
+    fn cross_entropy(_: &[T], _: &[u32], _: usize, _: &mut [T], _: Option<&mut [T]>) {}
+    fn gemm(_: &Gemm<T>, _: &[T], _: &[T], _: &mut [T]) {}
 }
 
-int_elem!(i8, u8, i32, u32, i64, u64);
-
-macro_rules! float_elem {
-    ($($t:ty),*) => {$(
-        impl CpuElem for $t {
-            const FLOAT: bool = true;
-            fn unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]) {
-                op.map_float(src, out);
-            }
-            fn binary(op: BinaryOp, src: Option<&[Self]>, rhs: RhsSlice<'_, Self>, cols: usize, out: &mut [Self]) {
-                op.map_float(src, rhs, cols, out);
-            }
-            fn softmax(log: bool, src: Option<&[Self]>, cols: usize, out: &mut [Self]) {
-                gpukit_core::softmax_rows(log, src, cols, out);
-            }
-            fn cross_entropy(logits: &[Self], labels: &[u32], cols: usize, loss: &mut [Self], grad: Option<&mut [Self]>) {
-                gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
-            }
-            fn gemm(g: &Gemm<Self>, a: &[Self], b: &[Self], c: &mut [Self]) {
-                gemm(g, a, b, c);
-            }
-        }
-    )*};
+impl<T: Float> Kind<T> for Floats {
+    const FLOAT: bool = true;
+    fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
+        op.map_float(src, out);
+    }
+    fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]) {
+        op.map_float(src, rhs, cols, out);
+    }
+    fn softmax(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) {
+        gpukit_core::softmax_rows(log, src, cols, out);
+    }
+    fn cross_entropy(
+        logits: &[T],
+        labels: &[u32],
+        cols: usize,
+        loss: &mut [T],
+        grad: Option<&mut [T]>,
+    ) {
+        gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
+    }
+    fn gemm(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
+        gemm(g, a, b, c);
+    }
 }
-
-float_elem!(f32, f64);
-#[cfg(feature = "half")]
-float_elem!(gpukit_core::half::f16, gpukit_core::half::bf16);
 
 fn unsupported(what: String) -> gpukit_core::Error {
     gpukit_core::Error::Unsupported {
@@ -174,79 +165,91 @@ fn unsupported(what: String) -> gpukit_core::Error {
     }
 }
 
-/// Runs `$body` with `$T` the element type named by `$dtype`; a dtype this build lacks
-/// (f16 and bf16 without the `half` feature) is `Unsupported`.
-macro_rules! by_dtype {
-    ($dtype:expr, $T:ident => $body:expr) => {
-        match $dtype {
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            #[cfg(feature = "half")]
-            DType::F16 => {
-                type $T = gpukit_core::half::f16;
-                $body
-            }
-            #[cfg(feature = "half")]
-            DType::BF16 => {
-                type $T = gpukit_core::half::bf16;
-                $body
-            }
-            #[allow(unreachable_patterns)]
-            other => Err(unsupported(format!(
-                "{other} elements (build gpukit-cpu with the `half` feature)"
-            ))),
-        }
-    };
+/// An element type this build of gpukit-core lacks.
+fn lacks(dtype: DType) -> gpukit_core::Error {
+    unsupported(format!(
+        "{dtype} elements (gpukit-core is built without its `half` feature)"
+    ))
 }
 
-/// The task that runs `op` on elements of `dtype`, or why the CPU backend cannot.
+/// Builds the task of an op for the element type the visit names.
+///
+/// Constructed only by [`task`], which holds the contract [`typed`] needs, so that the
+/// visitor's safe methods may call it.
+struct Build<'o, 'b> {
+    op: &'o Op<'b, CpuBackend>,
+}
+
+impl DTypeVisitor for Build<'_, '_> {
+    type Output = Result<Task>;
+    fn integer<T: Numeric>(self) -> Result<Task> {
+        // SAFETY: a `Build` exists only inside `task`, under its contract.
+        unsafe { typed::<T, Ints>(self.op) }
+    }
+    fn float<T: Float>(self) -> Result<Task> {
+        // SAFETY: as above.
+        unsafe { typed::<T, Floats>(self.op) }
+    }
+}
+
+/// The task of a cast from `T`: converts into the target type the visit names.
+struct CastTo<T> {
+    src: Src<T>,
+    out: SendPtr,
+    len: usize,
+    keep: Ranges,
+}
+
+impl<T: Numeric> CastTo<T> {
+    fn to<U: Numeric>(self) -> Task {
+        let CastTo {
+            src,
+            out,
+            len,
+            keep,
+        } = self;
+        let out = Dst::<U>::new(out, len);
+        Box::new(move || {
+            let _keep = keep;
+            // SAFETY: the contract of `task` (live, aligned, ordered); `out` holds `len`
+            // elements of the target type.
+            let (s, o) = unsafe { (src.get(), out.get()) };
+            gpukit_core::cast_slice(s, o);
+            Ok(())
+        })
+    }
+}
+
+impl<T: Numeric> DTypeVisitor for CastTo<T> {
+    type Output = Task;
+    fn integer<U: Numeric>(self) -> Task {
+        self.to::<U>()
+    }
+    fn float<U: Float>(self) -> Task {
+        self.to::<U>()
+    }
+}
+
+/// The task that runs `op` on elements of `dtype`, or why the CPU backend cannot. Every
+/// element type gpukit-core has is supported (f16 and bf16 when its `half` feature is on).
 ///
 /// # Safety
 ///
 /// The contract of `Backend::op`: every range lies inside its buffer and is aligned, and
 /// gpukit-core orders every other access to the written ranges against the task.
 pub(crate) unsafe fn task(dtype: DType, op: &Op<'_, CpuBackend>) -> Result<Task> {
-    // SAFETY: forwarded from the caller.
-    by_dtype!(dtype, T => unsafe { typed::<T>(op) })
+    dtype
+        .visit(Build { op })
+        .unwrap_or_else(|| Err(lacks(dtype)))
 }
 
-/// [`task`] for the element type `T`.
+/// [`task`] for the element type `T`, whose part of the table is `K`'s.
 ///
 /// # Safety
 ///
 /// As [`task`].
-unsafe fn typed<T: CpuElem>(op: &Op<'_, CpuBackend>) -> Result<Task> {
-    if op.floats_only() && !T::FLOAT {
+unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task> {
+    if op.floats_only() && !K::FLOAT {
         return Err(unsupported(format!("`{}` on {}", op.name(), T::DTYPE)));
     }
     let scalar = |s: Scalar| {
@@ -280,7 +283,7 @@ unsafe fn typed<T: CpuElem>(op: &Op<'_, CpuBackend>) -> Result<Task> {
             Box::new(move || {
                 // SAFETY: see above.
                 let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
-                T::unary(op, s, o);
+                K::unary(op, s, o);
             })
         }
         Op::Binary {
@@ -317,7 +320,7 @@ unsafe fn typed<T: CpuElem>(op: &Op<'_, CpuBackend>) -> Result<Task> {
                 };
                 // SAFETY: see above.
                 let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
-                T::binary(op, s, rhs, shape.cols, o);
+                K::binary(op, s, rhs, shape.cols, o);
             })
         }
         Op::Clamp {
@@ -389,7 +392,7 @@ unsafe fn typed<T: CpuElem>(op: &Op<'_, CpuBackend>) -> Result<Task> {
             Box::new(move || {
                 // SAFETY: see above.
                 let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
-                T::softmax(log, s, shape.cols, o);
+                K::softmax(log, s, shape.cols, o);
             })
         }
         Op::CrossEntropy {
@@ -407,22 +410,19 @@ unsafe fn typed<T: CpuElem>(op: &Op<'_, CpuBackend>) -> Result<Task> {
             Box::new(move || {
                 // SAFETY: see above.
                 let (x, y, l, g) = unsafe { (x.get(), y.get(), l.get(), g.map(|g| g.get())) };
-                T::cross_entropy(x, y, shape.cols, l, g);
+                K::cross_entropy(x, y, shape.cols, l, g);
             })
         }
         Op::Cast { to, src, out, len } => {
-            let s = r.src::<T>(src, len);
-            let (p, keep) = (r.hold(out), r);
-            return by_dtype!(to, U => {
-                let o = Dst::<U>::new(p, len);
-                Ok(Box::new(move || {
-                    let _keep = keep;
-                    // SAFETY: see above (`out` holds `len` elements of the target type).
-                    let (s, o) = unsafe { (s.get(), o.get()) };
-                    gpukit_core::cast_slice(s, o);
-                    Ok(())
-                }) as Task)
-            });
+            let src = r.src::<T>(src, len);
+            let out = r.hold(out);
+            let cast = CastTo {
+                src,
+                out,
+                len,
+                keep: r,
+            };
+            return to.visit(cast).ok_or_else(|| lacks(to));
         }
         Op::Gemm { g, a, b, c } => {
             let typed = Gemm {
@@ -448,7 +448,7 @@ unsafe fn typed<T: CpuElem>(op: &Op<'_, CpuBackend>) -> Result<Task> {
                 let (sa, sb, sc) = (g.m * g.k, g.k * g.n, g.m * g.n);
                 for i in 0..g.batch {
                     let (ia, ib, ic) = (i * g.stride_a, i * g.stride_b, i * g.stride_c);
-                    T::gemm(
+                    K::gemm(
                         &typed,
                         &a[ia..ia + sa],
                         &b[ib..ib + sb],
@@ -542,12 +542,19 @@ pub(crate) fn gemm<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
 mod tests {
     use super::*;
 
-    /// Without the `half` feature the backend has no f16 or bf16: ops on them, and casts to
-    /// them, are `Unsupported` (before anything is queued or touched).
-    #[cfg(not(feature = "half"))]
+    /// The backend runs every element type gpukit-core has: f16 and bf16 exactly when
+    /// gpukit-core's `half` feature is on; without it, ops on them and casts to them are
+    /// `Unsupported` naming the feature, before anything is queued or touched.
     #[test]
-    fn sixteen_bit_types_are_unsupported_without_the_half_feature() {
-        use gpukit_core::{Backend, Error, Scalar};
+    fn sixteen_bit_types_follow_gpukit_cores_half_feature() {
+        use gpukit_core::{Backend, Error};
+        struct Has;
+        impl DTypeVisitor for Has {
+            type Output = ();
+            fn integer<T: Numeric>(self) {}
+            fn float<T: Float>(self) {}
+        }
+        let has_half = DType::F16.visit(Has).is_some();
         let b = CpuBackend::new().expect("the CPU backend opens");
         let s = b.create_stream(0).expect("a stream");
         let buf = b.alloc(8, true).expect("8 bytes");
@@ -555,37 +562,47 @@ mod tests {
             buf: &buf,
             offset: 0,
         };
+        let hi = BufAt {
+            buf: &buf,
+            offset: 4,
+        };
         let ops = [
             (
                 DType::F32,
                 Op::Cast {
                     to: DType::F16,
                     src: at,
-                    out: at,
+                    out: hi,
                     len: 1,
                 },
             ),
             (
                 DType::BF16,
-                Op::Fill {
+                Op::Unary {
+                    op: UnaryOp::Exp,
+                    src: None,
                     out: at,
-                    len: 1,
-                    value: Scalar::new(0.0f32),
+                    len: 2,
                 },
             ),
         ];
         for (dtype, op) in &ops {
-            // SAFETY: the ranges are inside the 8-byte buffer, aligned, and used by nothing
-            // else; the call is refused before any task is queued anyway.
+            // SAFETY: the ranges are inside the 8-byte buffer and aligned: the cast reads the
+            // f32 at byte 0 and writes the f16 at byte 4, the in-place exp reads and writes
+            // bytes 0..4; the stream runs them in order and nothing else uses the buffer.
             let r = unsafe { b.op(&s, *dtype, op) };
-            assert!(
-                matches!(r, Err(Error::Unsupported { backend: "cpu", ref what }) if what.contains("half")),
-                "{r:?}"
-            );
+            if has_half {
+                assert!(r.is_ok(), "{r:?}");
+            } else {
+                assert!(
+                    matches!(r, Err(Error::Unsupported { backend: "cpu", ref what }) if what.contains("half")),
+                    "{r:?}"
+                );
+            }
         }
         b.stream_sync(&s).expect("nothing failed on the stream");
         b.destroy_stream(s).expect("destroyed");
-        // SAFETY: no stream uses the buffer.
+        // SAFETY: no stream uses the buffer any more.
         unsafe { b.free(buf, &[]) }.expect("freed");
     }
 
