@@ -359,10 +359,11 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     ctx.add(&a, &b, &mut out)?; // compiles and loads the f32 module
     ctx.sync()?;
 
-    // The same kernel, raw: the built-in f32 module compiled by the same NVRTC.
+    // The same kernel, raw: the built-in f32 module (the op table's `b_add` among its
+    // kernels) compiled by the same NVRTC.
     let cc = ctx.info().compute_capability.unwrap_or((0, 0));
     let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(None)?;
-    let src = gpukit_cuda_sys::kernels::builtin_source(gpukit_cuda_sys::kernels::Elem::F32);
+    let src = gpukit::cuda::builtin_module_source(gpukit::DType::F32);
     let image = nvrtc.compile_cached(
         &src,
         "builtin_f32",
@@ -372,7 +373,7 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX.
     let module = unsafe { result::module::load_data(image.image.as_ptr().cast())? };
     // SAFETY: a live module.
-    let func = unsafe { result::module::get_function(module, CString::new("add_op")?)? };
+    let func = unsafe { result::module::get_function(module, CString::new("b_add")?)? };
     let raw = Raw::new()?;
     // SAFETY: the context is current.
     let bufs = unsafe {
@@ -395,17 +396,20 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
         let t_ours = t.elapsed().as_secs_f64();
         ctx.sync()?;
 
-        let (pa, pb, po, nn) = (bufs[0].0, bufs[1].0, bufs[2].0, n as u64);
+        let (pa, pb, po, nn, cols, mode) = (bufs[0].0, bufs[1].0, bufs[2].0, n as u64, 1u64, 0i32);
         let t = Instant::now();
         for _ in 0..LAUNCHES {
-            let mut params: [*mut c_void; 4] = [
+            let mut params: [*mut c_void; 6] = [
                 (&pa as *const u64).cast_mut().cast(),
                 (&pb as *const u64).cast_mut().cast(),
                 (&po as *const u64).cast_mut().cast(),
                 (&nn as *const u64).cast_mut().cast(),
+                (&cols as *const u64).cast_mut().cast(),
+                (&mode as *const i32).cast_mut().cast(),
             ];
-            // SAFETY: `add_op(const float*, const float*, float*, unsigned long long)` with
-            // three live buffers of n floats; the parameters outlive the call.
+            // SAFETY: `b_add(const float*, const float*, float*, unsigned long long n,
+            // unsigned long long cols, int mode)` with three live buffers of n floats and
+            // mode 0 (element-wise: `cols` unused); the parameters outlive the call.
             unsafe {
                 result::launch_kernel(func, (grid, 1, 1), (256, 1, 1), 0, raw.stream, &mut params)?
             };

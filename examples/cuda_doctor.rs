@@ -27,7 +27,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use gpukit_cuda_sys::discover::{self, Lib};
-use gpukit_cuda_sys::kernels::{builtin_source, Elem, BUILTIN_OPTIONS};
+use gpukit_cuda_sys::kernels::BUILTIN_OPTIONS;
 use gpukit_cuda_sys::nvrtc::{self, Target};
 use gpukit_cuda_sys::probe::{self, version_pair};
 use gpukit_examples::cli::{self, Cli};
@@ -263,7 +263,7 @@ fn nvrtc_section(checks: &mut Checks, facts: &DriverFacts) {
     );
     let start = Instant::now();
     let compiled = lib.compile(
-        &builtin_source(Elem::F32),
+        &gpukit::cuda::builtin_module_source(gpukit::DType::F32),
         "builtin_f32",
         target,
         BUILTIN_OPTIONS,

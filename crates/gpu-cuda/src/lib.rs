@@ -106,6 +106,13 @@ pub use cudarc::driver::sys::CUresult;
 pub use error::{driver_result, CudaError};
 pub use gpukit_cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
 pub use kernel::compile_check;
+
+/// The complete CUDA C of the built-in module for `dtype`, exactly as the backend compiles it
+/// (with `gpukit_cuda_sys::kernels::BUILTIN_OPTIONS`): for benchmarks that launch the same
+/// kernels raw (`b_add(in, rhs, out, n, cols, mode)`, ...), and for inspection.
+pub fn builtin_module_source(dtype: gpukit_core::DType) -> String {
+    source::module_source(ops::elem(dtype))
+}
 pub use loader::{cudarc_driver_report, CudarcDriverReport};
 
 /// A context on the CUDA backend.

@@ -129,7 +129,7 @@ impl Builtins {
 }
 
 /// The kernel module element type of a dtype.
-fn elem(d: DType) -> Elem {
+pub(crate) fn elem(d: DType) -> Elem {
     match d {
         DType::F32 => Elem::F32,
         DType::F64 => Elem::F64,
