@@ -255,6 +255,25 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
         self.len == 0
     }
 
+    /// Shortens the buffer to its first `len` elements, like [`Vec::truncate`] (no effect
+    /// when `len >= self.len()`). The memory is not given back: a pooled buffer returns to
+    /// the pool whole on drop, so a short last batch reuses the same pinned memory, and a
+    /// registered `Vec` comes back from [`HostBuffer::into_vec`] truncated too.
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let mut staging = ctx.alloc_host::<f32>(1024, gpukit::HostUse::Upload)?;
+    /// staging[..3].copy_from_slice(&[1.0, 2.0, 3.0]);
+    /// staging.truncate(3);
+    /// let mut dev = ctx.alloc::<f32>(3)?;
+    /// ctx.default_stream().upload(staging, &mut dev)?.wait()?;
+    /// assert_eq!(dev.download()?, [1.0, 2.0, 3.0]);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// The use the buffer was allocated for.
     pub fn usage(&self) -> HostUse {
         self.usage
@@ -274,12 +293,13 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
     /// pooled memory is copied out and returned to the pool.
     pub fn into_vec(mut self) -> Result<Vec<T>> {
         match std::mem::replace(&mut self.storage, Storage::Empty) {
-            Storage::Registered { vec, reg } => {
+            Storage::Registered { mut vec, reg } => {
                 if let Some(reg) = reg {
                     // SAFETY: copies take the buffer by value and give it back only once they
                     // have completed, so holding `self` means no copy uses the memory.
                     unsafe { self.home.backend().unregister_host(reg) }?;
                 }
+                vec.truncate(self.len);
                 Ok(vec)
             }
             other => {

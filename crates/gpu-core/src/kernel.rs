@@ -506,6 +506,15 @@ impl<T: Element, B: Backend> LaunchArg<B> for GpuView<'_, T, B> {
     }
 }
 
+impl<T: Element, B: Backend> sealed::Sealed for &GpuView<'_, T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for &GpuView<'_, T, B> {
+    type Param = In<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Read(self.slice_ref())
+    }
+}
+
 impl<T: Element, B: Backend> sealed::Sealed for GpuViewMut<'_, T, B> {}
 
 impl<T: Element, B: Backend> LaunchArg<B> for GpuViewMut<'_, T, B> {
