@@ -36,7 +36,7 @@ use std::ops::Bound;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gpukit::{Context, DeviceSpec, GpuArray, Pattern, Pipeline, Stream};
+use gpukit::{Context, DeviceSpec, GpuView, GpuViewMut, Pattern, Pipeline, Stream};
 use gpukit_examples::cli::{self, Cli, CliError, Long};
 use gpukit_examples::fmt_bytes;
 
@@ -130,7 +130,7 @@ fn fill(batch: usize, buf: &mut [f32]) {
 }
 
 /// The device work of a batch: `y = relu(x)`, `y *= 0.5`, `y += 0.25 x`.
-fn compute(s: &Stream, x: &GpuArray<f32>, y: &mut GpuArray<f32>) -> gpukit::Result<()> {
+fn compute(s: &Stream, x: &GpuView<'_, f32>, y: &mut GpuViewMut<'_, f32>) -> gpukit::Result<()> {
     s.relu(x, y)?;
     s.scale(0.5f32, y)?;
     s.axpy(0.25f32, x, y)
@@ -319,15 +319,17 @@ fn run() -> Res<bool> {
         let mut mismatch: Option<String> = None;
         Pipeline::new(&ctx, Pattern::Triple)
             .batches(opts.batches)
-            .input_len(len)
-            .output_len(len)
+            .max_rows(len)
+            .input::<f32>(1)
+            .output::<f32>(1)
             .run(
-                |i, buf: &mut [f32]| {
+                |i, buf| {
                     fill(i, buf);
-                    Ok(())
+                    Ok(buf.len())
                 },
-                |s, _i, x, y| compute(s, x, y),
-                |i, y: &[f32]| {
+                |s, _b, x, y| compute(s, x, y),
+                |b, y| {
+                    let i = b.index;
                     if first && mismatch.is_none() {
                         let mut x = vec![0.0f32; y.len()];
                         fill(i, &mut x);

@@ -81,6 +81,17 @@ pub enum PipelineError {
         #[source]
         source: gpukit_core::Error,
     },
+    /// The load function said it filled more rows than the pipeline's `max_rows` (its
+    /// staging buffers hold `max_rows`).
+    #[error("batch {batch}: the loader filled {rows} rows, more than max_rows ({max_rows})")]
+    TooManyRows {
+        /// The batch that failed.
+        batch: usize,
+        /// The rows the loader reported.
+        rows: usize,
+        /// The pipeline's maximum.
+        max_rows: usize,
+    },
     /// The pipeline was configured in a way that cannot run.
     #[error("invalid pipeline: {0}")]
     Config(String),
@@ -90,7 +101,9 @@ impl PipelineError {
     /// The batch that failed, if the error belongs to one.
     pub fn batch(&self) -> Option<usize> {
         match self {
-            PipelineError::Stage { batch, .. } | PipelineError::Gpu { batch, .. } => Some(*batch),
+            PipelineError::Stage { batch, .. }
+            | PipelineError::Gpu { batch, .. }
+            | PipelineError::TooManyRows { batch, .. } => Some(*batch),
             PipelineError::Config(_) => None,
         }
     }
@@ -99,6 +112,7 @@ impl PipelineError {
     pub fn stage(&self) -> Option<Stage> {
         match self {
             PipelineError::Stage { stage, .. } | PipelineError::Gpu { stage, .. } => Some(*stage),
+            PipelineError::TooManyRows { .. } => Some(Stage::Load),
             PipelineError::Config(_) => None,
         }
     }
@@ -118,6 +132,11 @@ impl From<PipelineError> for gpukit_core::Error {
                 backend: "pipeline",
                 call: stage.name(),
                 message: format!("batch {batch}: {source}"),
+            },
+            e @ PipelineError::TooManyRows { .. } => gpukit_core::Error::Backend {
+                backend: "pipeline",
+                call: Stage::Load.name(),
+                message: e.to_string(),
             },
             PipelineError::Config(message) => gpukit_core::Error::Backend {
                 backend: "pipeline",

@@ -1,77 +1,24 @@
-//! What a run measured: per-stage times from events, the max-stage bound, overlap
-//! efficiency, device idle time, throughput, and the timeline as Chrome trace JSON and SVG.
-
-use std::fmt::Write as _;
+//! What a run measured: per-stage times from events, the max-stage bound and where its
+//! stage costs came from, overlap efficiency, the speed-up over a sequential baseline,
+//! device idle time and throughput. The timeline itself is in [`crate::Timeline`].
+//!
+//! # An honest bound
+//!
+//! Stages that overlap slow each other down (they share cores, memory bandwidth, the copy
+//! engines), so a run's own stage times describe *its* contention, not the work: a bound built
+//! from them grows with the contention it is meant to judge, and a slow overlapped run can
+//! look efficient. The bound is therefore always built from stage costs measured with one
+//! batch in flight ([`BoundSource`]): the sequential pattern's own stage times, the
+//! calibration batches a buffered run starts with ([`crate::Pipeline::calibration_batches`]),
+//! or, after [`Report::against`], a sequential baseline of the same work. Against a baseline
+//! every pattern shares one bound, so a run that is slower than sequential always reports
+//! the lower efficiency, and [`Report::speedup_vs_sequential`] says by how much.
 
 use gpukit_core::{Backend, Context};
 
-use crate::error::Stage;
-use crate::pipeline::Pattern;
-
-/// A row of the timeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Lane {
-    /// The loader (a thread of its own in the buffered patterns).
-    Loader,
-    /// The one stream of the sequential pattern.
-    Stream(usize),
-    /// The upload stream.
-    Upload,
-    /// Compute stream `k`.
-    Compute(usize),
-    /// The download stream.
-    Download,
-    /// The calling thread, delivering results.
-    Host,
-}
-
-impl Lane {
-    /// The lane's label.
-    pub fn label(self) -> String {
-        match self {
-            Lane::Loader => "loader (host)".into(),
-            Lane::Stream(k) => format!("stream {k}"),
-            Lane::Upload => "upload stream".into(),
-            Lane::Compute(k) => format!("compute stream {k}"),
-            Lane::Download => "download stream".into(),
-            Lane::Host => "sink (host)".into(),
-        }
-    }
-}
-
-/// One stage of one batch on the timeline, in milliseconds from the run's start.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Span {
-    /// Where it ran.
-    pub lane: Lane,
-    /// Which stage.
-    pub stage: Stage,
-    /// Which batch.
-    pub batch: usize,
-    /// Start, ms.
-    pub start_ms: f64,
-    /// End, ms.
-    pub end_ms: f64,
-}
-
-impl Span {
-    /// Its length in ms.
-    pub fn ms(&self) -> f64 {
-        (self.end_ms - self.start_ms).max(0.0)
-    }
-}
-
-/// The timeline of a run: device stages timed by events, host stages by the host clock
-/// (both measured from the run's start event).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Timeline {
-    /// The lanes, top to bottom.
-    pub lanes: Vec<Lane>,
-    /// Every stage of every batch.
-    pub spans: Vec<Span>,
-    /// A title for pictures (pattern and backend).
-    pub title: String,
-}
+use crate::error::{PipelineError, Stage};
+use crate::pattern::Pattern;
+use crate::timeline::{Lane, Span, Timeline};
 
 /// Total milliseconds of each stage over all batches.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -84,10 +31,97 @@ pub struct StageTimes {
     pub compute: f64,
     /// Device to host.
     pub download: f64,
+    /// The calling thread's time in the compute function (enqueueing the device work).
+    pub enqueue: f64,
+    /// The calling thread's time in the sink.
+    pub deliver: f64,
+}
+
+impl StageTimes {
+    /// Every stage scaled by `k`.
+    fn scaled(&self, k: f64) -> StageTimes {
+        self.zip(self, |a, _| a * k)
+    }
+
+    /// `f` of each stage of `self` and `other`.
+    fn zip(&self, other: &StageTimes, f: impl Fn(f64, f64) -> f64) -> StageTimes {
+        StageTimes {
+            load: f(self.load, other.load),
+            upload: f(self.upload, other.upload),
+            compute: f(self.compute, other.compute),
+            download: f(self.download, other.download),
+            enqueue: f(self.enqueue, other.enqueue),
+            deliver: f(self.deliver, other.deliver),
+        }
+    }
+
+    /// Adds `other`, stage by stage.
+    pub(crate) fn add(&mut self, other: &StageTimes) {
+        *self = self.zip(other, |a, b| a + b);
+    }
+}
+
+/// Where the stage costs behind [`Report::bound_ms`] were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BoundSource {
+    /// The run itself, in the sequential pattern: nothing overlapped, so its stage times are
+    /// uncontended.
+    Sequential,
+    /// The first `batches` batches of a buffered run, each run alone (load, upload, compute,
+    /// download, nothing else in flight); each stage's least time per row among them,
+    /// times the run's rows.
+    Calibrated {
+        /// Batches run alone.
+        batches: usize,
+    },
+    /// A sequential run of the same work, given to [`Report::against`].
+    Baseline,
+}
+
+impl std::fmt::Display for BoundSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BoundSource::Sequential => f.write_str("this sequential run's stage times"),
+            BoundSource::Calibrated { batches: 1 } => {
+                f.write_str("stage costs of the first batch, run alone")
+            }
+            BoundSource::Calibrated { batches } => {
+                write!(
+                    f,
+                    "stage costs of the first {batches} batches, each run alone"
+                )
+            }
+            BoundSource::Baseline => f.write_str("the stage times of a sequential baseline"),
+        }
+    }
+}
+
+/// What the bound needs to know about the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Resources {
+    /// The CPU backend: every stage shares the same cores.
+    pub cpu_backend: bool,
+    /// Cores (CPU backend) or multiprocessors.
+    pub cores: u32,
+    /// Copy engines (2: upload and download can overlap).
+    pub copy_engines: u32,
+}
+
+impl Resources {
+    pub(crate) fn of<B: Backend>(ctx: &Context<B>) -> Resources {
+        let info = ctx.info();
+        Resources {
+            cpu_backend: info.compute_capability.is_none(),
+            cores: info.multiprocessors,
+            copy_engines: info.copy_engines,
+        }
+    }
 }
 
 /// What a run measured.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Report {
     /// The pattern that ran.
     pub pattern: Pattern,
@@ -95,37 +129,120 @@ pub struct Report {
     pub backend: &'static str,
     /// Batches processed.
     pub batches: usize,
-    /// Bytes uploaded per batch.
-    pub batch_bytes_in: usize,
-    /// Bytes downloaded per batch.
-    pub batch_bytes_out: usize,
+    /// Rows processed, over all batches.
+    pub rows: usize,
+    /// Bytes uploaded, over all batches.
+    pub bytes_in: usize,
+    /// Bytes downloaded, over all batches.
+    pub bytes_out: usize,
     /// Wall time of the run, ms (from the start event to the last delivery).
     pub wall_ms: f64,
-    /// Per-stage totals.
+    /// Per-stage totals, as they ran (with whatever contention the overlap caused): the
+    /// spans of the timeline, and the calling thread's enqueue and deliver times.
     pub stages: StageTimes,
     /// CPU time the loader used, ms (below `stages.load` when it waits on I/O).
     pub load_cpu_ms: f64,
-    /// The max-stage bound, ms: no schedule can beat it (see [`bound_ms`]).
+    /// The uncontended stage costs the bound is built from (see [`Report::bound_source`]);
+    /// compute counts only the time its stream surely worked, not the stretches in which it
+    /// may have waited for the compute function to enqueue more.
+    pub uncontended: StageTimes,
+    /// The loader's uncontended CPU time, ms (the CPU backend's bound counts it).
+    pub uncontended_load_cpu_ms: f64,
+    /// The max-stage bound, ms: the time the busiest resource needs for this work at its
+    /// uncontended costs; no schedule of the work can beat it (see [`bound_ms`]).
     pub bound_ms: f64,
-    /// `bound_ms / wall_ms`: 1.0 is perfect overlap.
+    /// Where the costs behind `bound_ms` were measured.
+    pub bound_source: BoundSource,
+    /// `bound_ms / wall_ms`: 1.0 is perfect overlap. Above 1 only by measurement noise.
     pub efficiency: f64,
+    /// The sequential baseline's wall time over this run's, once [`Report::against`] has
+    /// been given one: above 1 is faster than sequential.
+    pub speedup_vs_sequential: Option<f64>,
     /// Fraction of the wall time no device stage was running.
     pub device_idle: f64,
     /// Batches per second.
     pub batches_per_s: f64,
     /// Bytes moved (in and out) per second.
     pub bytes_per_s: f64,
+    /// What the bound assumed about the machine.
+    pub resources: Resources,
     /// The timeline.
     pub timeline: Timeline,
+}
+
+impl Report {
+    /// This run judged against `baseline`, a [`Pattern::Sequential`] run of the same work
+    /// (same batches and rows) on the same backend: the bound is rebuilt from the baseline's
+    /// stage times ([`BoundSource::Baseline`]), so every run compared with the same baseline
+    /// shares one bound and the slower run reports the lower efficiency, and
+    /// [`Report::speedup_vs_sequential`] is set. The baseline judged against itself gives
+    /// speed-up 1.
+    ///
+    /// A baseline that is not sequential, or ran other work, is a
+    /// [`PipelineError::Config`] error.
+    pub fn against(&self, baseline: &Report) -> Result<Report, PipelineError> {
+        if baseline.pattern != Pattern::Sequential {
+            return Err(PipelineError::Config(format!(
+                "Report::against: the baseline ran {}, not sequential (only a sequential run's \
+                 stage times are free of contention)",
+                baseline.pattern
+            )));
+        }
+        let same = (baseline.backend, baseline.batches, baseline.rows)
+            == (self.backend, self.batches, self.rows);
+        if !same {
+            return Err(PipelineError::Config(format!(
+                "Report::against: the baseline ran {} batches ({} rows) on {}, this run {} \
+                 batches ({} rows) on {}: not the same work",
+                baseline.batches,
+                baseline.rows,
+                baseline.backend,
+                self.batches,
+                self.rows,
+                self.backend
+            )));
+        }
+        let mut r = self.clone();
+        r.uncontended = baseline.uncontended;
+        r.uncontended_load_cpu_ms = baseline.uncontended_load_cpu_ms;
+        r.bound_ms = bound_ms(
+            &r.uncontended,
+            r.uncontended_load_cpu_ms,
+            r.resources.cpu_backend,
+            r.resources.cores,
+            r.resources.copy_engines,
+        );
+        r.bound_source = BoundSource::Baseline;
+        r.efficiency = r.bound_ms / r.wall_ms.max(f64::MIN_POSITIVE);
+        r.speedup_vs_sequential = Some(baseline.wall_ms / r.wall_ms.max(f64::MIN_POSITIVE));
+        Ok(r)
+    }
+
+    /// One line: pattern, wall time, bound and where it came from, efficiency, speed-up.
+    pub fn summary(&self) -> String {
+        let speedup = self
+            .speedup_vs_sequential
+            .map(|s| format!(", {s:.2}x sequential"))
+            .unwrap_or_default();
+        format!(
+            "{}: {:.2} ms, bound {:.2} ms ({}), efficiency {:.2}{speedup}",
+            self.pattern, self.wall_ms, self.bound_ms, self.bound_source, self.efficiency
+        )
+    }
 }
 
 /// The max-stage bound of a run: the time the busiest resource needs, whatever the overlap.
 ///
 /// - Each stage runs one batch at a time, so the run takes at least each stage's total
 ///   (load on the loader thread; upload and download on their streams, or together when the
-///   device has a single copy engine; compute).
+///   device has a single copy engine; compute; and the calling thread's enqueueing and
+///   delivering).
 /// - On the CPU backend every stage but a loader's waiting is work for the same `cores`, so
-///   the run also takes at least (load CPU time + upload + compute + download) / cores.
+///   the run also takes at least (load CPU time + upload + compute + download + enqueue +
+///   deliver) / cores.
+///
+/// The totals must be uncontended (see the [module docs](self)): with a run's own,
+/// contended stage times the bound grows with the contention it should expose.
 pub fn bound_ms(
     stages: &StageTimes,
     load_cpu_ms: f64,
@@ -138,9 +255,10 @@ pub fn bound_ms(
     } else {
         stages.upload + stages.download
     };
-    let mut bound = stages.load.max(copies).max(stages.compute);
+    let host = stages.enqueue + stages.deliver;
+    let mut bound = stages.load.max(copies).max(stages.compute).max(host);
     if cpu_backend {
-        let work = load_cpu_ms + stages.upload + stages.compute + stages.download;
+        let work = load_cpu_ms + stages.upload + stages.compute + stages.download + host;
         bound = bound.max(work / f64::from(cores.max(1)));
     }
     bound
@@ -167,282 +285,120 @@ fn union_ms(mut intervals: Vec<(f64, f64)>) -> f64 {
     total
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn build<B: Backend>(
-    ctx: &Context<B>,
-    pattern: Pattern,
-    batches: usize,
-    batch_bytes_in: usize,
-    batch_bytes_out: usize,
-    lanes: Vec<Lane>,
-    spans: Vec<Span>,
-    wall_ms: f64,
-    load_cpu_ms: f64,
-) -> Report {
-    let mut stages = StageTimes::default();
-    for s in &spans {
+/// The least cost per row of each stage over the batches a buffered run ran alone.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Calibration {
+    /// Batches measured.
+    pub(crate) batches: usize,
+    /// Least ms per row of each stage, and of the loader's CPU time.
+    per_row: Option<(StageTimes, f64)>,
+}
+
+impl Calibration {
+    /// Adds one batch run alone: its rows (an empty batch counts as one, its fixed cost),
+    /// stage times and loader CPU time.
+    pub(crate) fn add(&mut self, rows: usize, t: &StageTimes, load_cpu_ms: f64) {
+        let units = rows.max(1) as f64;
+        let this = (t.scaled(1.0 / units), load_cpu_ms / units);
+        self.per_row = Some(match self.per_row {
+            None => this,
+            Some((p, c)) => (p.zip(&this.0, f64::min), c.min(this.1)),
+        });
+        self.batches += 1;
+    }
+
+    /// The uncontended totals for `units` rows (empty batches counting one).
+    fn totals(&self, units: usize) -> (StageTimes, f64) {
+        let (p, c) = self.per_row.unwrap_or_default();
+        (p.scaled(units as f64), c * units as f64)
+    }
+}
+
+/// What a run gives [`build`].
+pub(crate) struct Measured {
+    pub(crate) pattern: Pattern,
+    pub(crate) batches: usize,
+    pub(crate) rows: usize,
+    /// Rows with each empty batch counted as one (the calibration's unit).
+    pub(crate) units: usize,
+    pub(crate) bytes_in: usize,
+    pub(crate) bytes_out: usize,
+    pub(crate) lanes: Vec<Lane>,
+    pub(crate) spans: Vec<Span>,
+    pub(crate) wall_ms: f64,
+    pub(crate) load_cpu_ms: f64,
+    /// The costs of all batches (compute as the stream's sure work, with the calling
+    /// thread's enqueue and deliver times); uncontended in the sequential pattern.
+    pub(crate) costs: StageTimes,
+    pub(crate) calibration: Calibration,
+}
+
+pub(crate) fn build<B: Backend>(ctx: &Context<B>, m: Measured) -> Report {
+    let mut stages = StageTimes {
+        enqueue: m.costs.enqueue,
+        ..StageTimes::default()
+    };
+    for s in &m.spans {
         match s.stage {
             Stage::Load => stages.load += s.ms(),
             Stage::Upload => stages.upload += s.ms(),
             Stage::Compute => stages.compute += s.ms(),
             Stage::Download => stages.download += s.ms(),
-            Stage::Deliver => {}
+            Stage::Deliver => stages.deliver += s.ms(),
         }
     }
-    let info = ctx.info();
-    let cpu_backend = info.compute_capability.is_none();
+    let resources = Resources::of(ctx);
+    let (uncontended, uncontended_load_cpu_ms, bound_source) = if m.pattern == Pattern::Sequential {
+        (m.costs, m.load_cpu_ms, BoundSource::Sequential)
+    } else {
+        let (t, c) = m.calibration.totals(m.units);
+        let source = BoundSource::Calibrated {
+            batches: m.calibration.batches,
+        };
+        (t, c, source)
+    };
     let bound = bound_ms(
-        &stages,
-        load_cpu_ms,
-        cpu_backend,
-        info.multiprocessors,
-        info.copy_engines,
+        &uncontended,
+        uncontended_load_cpu_ms,
+        resources.cpu_backend,
+        resources.cores,
+        resources.copy_engines,
     );
-    let device: Vec<(f64, f64)> = spans
+    let device: Vec<(f64, f64)> = m
+        .spans
         .iter()
         .filter(|s| matches!(s.stage, Stage::Upload | Stage::Compute | Stage::Download))
         .map(|s| (s.start_ms, s.end_ms))
         .collect();
-    let wall = wall_ms.max(f64::MIN_POSITIVE);
+    let wall = m.wall_ms.max(f64::MIN_POSITIVE);
     let busy = union_ms(device).min(wall);
     let secs = wall / 1e3;
     Report {
-        pattern,
+        pattern: m.pattern,
         backend: ctx.backend_name(),
-        batches,
-        batch_bytes_in,
-        batch_bytes_out,
-        wall_ms,
+        batches: m.batches,
+        rows: m.rows,
+        bytes_in: m.bytes_in,
+        bytes_out: m.bytes_out,
+        wall_ms: m.wall_ms,
         stages,
-        load_cpu_ms,
+        load_cpu_ms: m.load_cpu_ms,
+        uncontended,
+        uncontended_load_cpu_ms,
         bound_ms: bound,
+        bound_source,
         efficiency: bound / wall,
+        speedup_vs_sequential: None,
         device_idle: 1.0 - busy / wall,
-        batches_per_s: batches as f64 / secs,
-        bytes_per_s: (batches * (batch_bytes_in + batch_bytes_out)) as f64 / secs,
+        batches_per_s: m.batches as f64 / secs,
+        bytes_per_s: (m.bytes_in + m.bytes_out) as f64 / secs,
+        resources,
         timeline: Timeline {
-            lanes,
-            spans,
-            title: format!("{pattern} on {}", ctx.backend_name()),
+            lanes: m.lanes,
+            spans: m.spans,
+            title: format!("{} on {}", m.pattern, ctx.backend_name()),
         },
     }
-}
-
-impl Timeline {
-    /// The timeline as Chrome trace JSON (open it in Perfetto or `chrome://tracing`): one
-    /// thread per lane, one complete event (`"ph":"X"`) per stage of each batch, in µs.
-    pub fn to_chrome_trace(&self) -> String {
-        let mut out = String::from("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-        let mut first = true;
-        let mut push = |line: String| {
-            if !first {
-                out.push_str(",\n");
-            }
-            first = false;
-            out.push_str(&line);
-        };
-        push(format!(
-            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{{\"name\":\"{}\"}}}}",
-            escape(&self.title)
-        ));
-        for (tid, lane) in self.lanes.iter().enumerate() {
-            push(format!(
-                "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{tid},\"args\":{{\"name\":\"{}\"}}}}",
-                escape(&lane.label())
-            ));
-            push(format!(
-                "{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}"
-            ));
-        }
-        for s in &self.spans {
-            let tid = self.lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
-            push(format!(
-                "{{\"name\":\"{} {}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":1,\"tid\":{tid},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{\"batch\":{}}}}}",
-                s.stage,
-                s.batch,
-                s.stage,
-                s.start_ms * 1e3,
-                s.ms() * 1e3,
-                s.batch
-            ));
-        }
-        out.push_str("\n]}\n");
-        out
-    }
-
-    /// The timeline as an SVG picture: one lane per stream (and the loader and sink), one
-    /// box per stage of each batch, coloured by stage and labelled with the batch.
-    pub fn to_svg(&self) -> String {
-        const LEFT: f64 = 150.0;
-        const WIDTH: f64 = 1100.0;
-        const LANE_H: f64 = 28.0;
-        const TOP: f64 = 40.0;
-        let end = self
-            .spans
-            .iter()
-            .map(|s| s.end_ms)
-            .fold(0.0f64, f64::max)
-            .max(1e-9);
-        let scale = WIDTH / end;
-        let height = TOP + LANE_H * self.lanes.len() as f64 + 40.0;
-        let mut svg = String::new();
-        let _ = writeln!(
-            svg,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">",
-            LEFT + WIDTH + 20.0
-        );
-        let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
-        let _ = writeln!(
-            svg,
-            "<text x=\"10\" y=\"20\" font-size=\"14\">{}</text>",
-            escape(&self.title)
-        );
-        // A legend of the stage colours, top right.
-        for (k, stage) in Stage::ALL.into_iter().enumerate() {
-            let x = LEFT + WIDTH - 90.0 * (Stage::ALL.len() - k) as f64;
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{x:.1}\" y=\"10\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{:.1}\" y=\"20\">{stage}</text>",
-                colour(stage),
-                x + 16.0
-            );
-        }
-        for (row, lane) in self.lanes.iter().enumerate() {
-            let y = TOP + LANE_H * row as f64;
-            let _ = writeln!(
-                svg,
-                "<text x=\"10\" y=\"{:.1}\">{}</text>",
-                y + LANE_H * 0.65,
-                escape(&lane.label())
-            );
-            let _ = writeln!(
-                svg,
-                "<line x1=\"{LEFT}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>",
-                y + LANE_H,
-                LEFT + WIDTH,
-                y + LANE_H
-            );
-        }
-        // Time axis with about ten ticks, drawn before the boxes so its grid lies under them.
-        let axis_y = TOP + LANE_H * self.lanes.len() as f64 + 15.0;
-        let step = nice_step(end / 10.0);
-        for k in 0.. {
-            let t = k as f64 * step;
-            if t > end + 1e-12 {
-                break;
-            }
-            let x = LEFT + t * scale;
-            let _ = writeln!(
-                svg,
-                "<line x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>",
-                axis_y - 10.0
-            );
-            let _ = writeln!(
-                svg,
-                "<text x=\"{x:.1}\" y=\"{axis_y:.1}\" text-anchor=\"middle\">{}</text>",
-                fmt_tick(t, step, end)
-            );
-        }
-        for s in &self.spans {
-            let row = self.lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
-            let x = LEFT + s.start_ms * scale;
-            let w = (s.ms() * scale).max(0.5);
-            let y = TOP + LANE_H * row as f64 + 3.0;
-            let colour = colour(s.stage);
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{x:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{:.1}\" fill=\"{colour}\" stroke=\"white\" stroke-width=\"0.5\"><title>{} batch {}: {:.3} ms</title></rect>",
-                LANE_H - 6.0,
-                s.stage,
-                s.batch,
-                s.ms()
-            );
-            if w > 14.0 {
-                let _ = writeln!(
-                    svg,
-                    "<text x=\"{:.2}\" y=\"{:.1}\" fill=\"white\">{}</text>",
-                    x + 2.0,
-                    y + LANE_H * 0.55,
-                    s.batch
-                );
-            }
-        }
-        svg.push_str("</svg>\n");
-        svg
-    }
-
-    /// Writes [`Timeline::to_chrome_trace`] to `path`.
-    pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
-        std::fs::write(path, self.to_chrome_trace())
-    }
-
-    /// Writes [`Timeline::to_svg`] to `path`.
-    pub fn write_svg(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
-        std::fs::write(path, self.to_svg())
-    }
-}
-
-/// The colour of a stage in pictures.
-fn colour(stage: Stage) -> &'static str {
-    match stage {
-        Stage::Load => "#9e9e9e",
-        Stage::Upload => "#42a5f5",
-        Stage::Compute => "#66bb6a",
-        Stage::Download => "#ffa726",
-        Stage::Deliver => "#ab47bc",
-    }
-}
-
-/// A round tick step (1, 2 or 5 times a power of ten) near `raw`.
-fn nice_step(raw: f64) -> f64 {
-    if raw <= 0.0 || !raw.is_finite() {
-        return 1.0;
-    }
-    let p = 10f64.powf(raw.log10().floor());
-    let m = raw / p;
-    let nice = if m < 1.5 {
-        1.0
-    } else if m < 3.5 {
-        2.0
-    } else if m < 7.5 {
-        5.0
-    } else {
-        10.0
-    };
-    nice * p
-}
-
-/// A tick label at `t` ms on an axis of `end` ms with ticks `step` ms apart: one unit for the
-/// whole axis (chosen by its length) and as many decimals as the step needs, so that no two
-/// ticks read the same (`0`, `0.5 ms`, `1.0 ms`, `1.5 ms`, not `1 ms`, `2 ms`, `2 ms`).
-fn fmt_tick(t: f64, step: f64, end: f64) -> String {
-    if t == 0.0 {
-        return "0".into();
-    }
-    let (div, unit) = if end >= 1000.0 {
-        (1e3, "s")
-    } else if end >= 1.0 {
-        (1.0, "ms")
-    } else {
-        (1e-3, "us")
-    };
-    let decimals = (-((step / div).log10() + 1e-9).floor()).max(0.0) as usize;
-    format!("{:.*} {unit}", decimals, t / div)
-}
-
-/// Escapes text for JSON strings and XML alike (neither needs more for these labels).
-fn escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| match c {
-            '"' => "&quot;".chars().collect::<Vec<_>>(),
-            '<' => "&lt;".chars().collect(),
-            '>' => "&gt;".chars().collect(),
-            '&' => "&amp;".chars().collect(),
-            '\\' => "/".chars().collect(),
-            c if c.is_control() => vec![' '],
-            c => vec![c],
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -457,11 +413,12 @@ mod tests {
 
     #[test]
     fn bound_takes_the_busiest_resource() {
-        let s = StageTimes {
+        let mut s = StageTimes {
             load: 10.0,
             upload: 6.0,
             compute: 8.0,
             download: 6.0,
+            ..StageTimes::default()
         };
         // Two copy engines: the loader is the bottleneck.
         assert_eq!(bound_ms(&s, 10.0, false, 1, 2), 10.0);
@@ -471,55 +428,123 @@ mod tests {
         // mostly sleeps (1 ms of CPU) the work is 21 ms, 10.5 ms over 2 cores.
         assert_eq!(bound_ms(&s, 10.0, true, 2, 2), 15.0);
         assert_eq!(bound_ms(&s, 1.0, true, 2, 2), 10.5);
+        // The calling thread enqueues and delivers every batch: 13 ms of it is the bound.
+        s.enqueue = 9.0;
+        s.deliver = 4.0;
+        assert_eq!(bound_ms(&s, 10.0, false, 1, 2), 13.0);
+        assert_eq!(bound_ms(&s, 1.0, true, 2, 2), 17.0);
     }
 
-    #[test]
-    fn trace_and_svg_hold_every_span() {
-        let t = Timeline {
-            lanes: vec![Lane::Loader, Lane::Upload],
-            spans: vec![
-                Span {
-                    lane: Lane::Loader,
-                    stage: Stage::Load,
-                    batch: 0,
-                    start_ms: 0.0,
-                    end_ms: 1.0,
-                },
-                Span {
-                    lane: Lane::Upload,
-                    stage: Stage::Upload,
-                    batch: 0,
-                    start_ms: 1.0,
-                    end_ms: 2.5,
-                },
-            ],
-            title: "t <x>".into(),
+    /// A report of `pattern` that took `wall` ms with these stage totals, its bound from
+    /// its own stages (as a sequential run's is).
+    fn report(pattern: Pattern, wall: f64, stages: StageTimes) -> Report {
+        let resources = Resources {
+            cpu_backend: true,
+            cores: 2,
+            copy_engines: 2,
         };
-        let json = t.to_chrome_trace();
-        assert_eq!(json.matches("\"ph\":\"X\"").count(), 2);
-        assert!(json.contains("\"ts\":1000.000,\"dur\":1500.000"));
-        assert!(json.contains("upload stream"));
-        let svg = t.to_svg();
-        // One box (with a tooltip) per span, and the legend's five swatches.
-        assert_eq!(svg.matches("<title>").count(), 2);
-        assert_eq!(svg.matches("<rect x=").count(), 2 + 5);
-        assert!(svg.contains("t &lt;x&gt;"));
-        assert!(svg.starts_with("<svg"));
+        let bound = bound_ms(&stages, stages.load, true, 2, 2);
+        Report {
+            pattern,
+            backend: "cpu",
+            batches: 8,
+            rows: 800,
+            bytes_in: 3200,
+            bytes_out: 3200,
+            wall_ms: wall,
+            stages,
+            load_cpu_ms: stages.load,
+            uncontended: stages,
+            uncontended_load_cpu_ms: stages.load,
+            bound_ms: bound,
+            bound_source: BoundSource::Sequential,
+            efficiency: bound / wall,
+            speedup_vs_sequential: None,
+            device_idle: 0.0,
+            batches_per_s: 0.0,
+            bytes_per_s: 0.0,
+            resources,
+            timeline: Timeline::default(),
+        }
+    }
+
+    fn stages(load: f64, upload: f64, compute: f64, download: f64) -> StageTimes {
+        StageTimes {
+            load,
+            upload,
+            compute,
+            download,
+            ..StageTimes::default()
+        }
     }
 
     #[test]
-    fn tick_labels_differ_and_share_a_unit() {
-        let labels: Vec<String> = (0..5).map(|k| fmt_tick(k as f64 * 0.5, 0.5, 2.2)).collect();
-        assert_eq!(labels, ["0", "0.5 ms", "1.0 ms", "1.5 ms", "2.0 ms"]);
-        assert_eq!(fmt_tick(1500.0, 500.0, 2500.0), "1.5 s");
-        assert_eq!(fmt_tick(40.0, 20.0, 90.0), "40 ms");
-        assert_eq!(fmt_tick(0.2, 0.1, 0.5), "200 us");
+    fn a_run_slower_than_its_baseline_reports_the_lower_efficiency() {
+        // The newcomer's case: small batches, where triple buffering's stages slowed each
+        // other down so much that the run was slower than sequential (43.9 ms vs 39.2 ms).
+        // Built from its own contended stage times, triple's bound (and efficiency) was
+        // high; against the sequential baseline it is the baseline's bound.
+        let seq = report(Pattern::Sequential, 39.2, stages(10.0, 9.0, 11.0, 9.0));
+        let triple = report(Pattern::Triple, 43.9, stages(20.0, 25.0, 40.0, 24.0));
+        assert!(triple.efficiency > seq.efficiency, "the misleading figure");
+        let judged = match triple.against(&seq) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        };
+        let seq_judged = match seq.against(&seq) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(judged.bound_ms, seq.bound_ms);
+        assert_eq!(judged.bound_source, BoundSource::Baseline);
+        assert!(judged.efficiency < seq_judged.efficiency);
+        assert_eq!(judged.speedup_vs_sequential, Some(39.2 / 43.9));
+        assert_eq!(seq_judged.speedup_vs_sequential, Some(1.0));
+        assert!(seq_judged.efficiency <= 1.0);
+        assert!(
+            judged.summary().contains("0.89x sequential"),
+            "{}",
+            judged.summary()
+        );
     }
 
     #[test]
-    fn ticks_are_round() {
-        assert_eq!(nice_step(0.23), 0.2);
-        assert_eq!(nice_step(4.0), 5.0);
-        assert_eq!(nice_step(9.0), 10.0);
+    fn against_rejects_a_baseline_of_other_work() {
+        let seq = report(Pattern::Sequential, 10.0, stages(1.0, 1.0, 1.0, 1.0));
+        let double = report(Pattern::Double, 8.0, stages(1.0, 1.0, 1.0, 1.0));
+        assert!(matches!(
+            double.against(&double),
+            Err(PipelineError::Config(_))
+        ));
+        let mut other = seq.clone();
+        other.rows += 1;
+        assert!(matches!(
+            double.against(&other),
+            Err(PipelineError::Config(_))
+        ));
+        let mut other = seq.clone();
+        other.backend = "cuda";
+        assert!(matches!(
+            double.against(&other),
+            Err(PipelineError::Config(_))
+        ));
+        assert!(double.against(&seq).is_ok());
+    }
+
+    #[test]
+    fn calibration_keeps_the_least_cost_per_row() {
+        let mut c = Calibration::default();
+        // A first batch slowed by warm-up, then a warm one; an empty batch counts as a row.
+        c.add(100, &stages(50.0, 20.0, 30.0, 10.0), 40.0);
+        c.add(50, &stages(10.0, 5.0, 20.0, 5.0), 8.0);
+        c.add(0, &stages(0.5, 0.05, 0.3, 0.05), 0.1);
+        assert_eq!(c.batches, 3);
+        let (t, cpu) = c.totals(1000);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(t.load, 200.0), "{t:?}"); // 0.2 ms a row, the second batch
+        assert!(close(t.upload, 50.0), "{t:?}"); // 0.05, the empty batch
+        assert!(close(t.compute, 300.0), "{t:?}"); // 0.3, the empty batch
+        assert!(close(t.download, 50.0), "{t:?}");
+        assert!(close(cpu, 100.0), "{cpu}");
     }
 }

@@ -1,14 +1,16 @@
 //! A pipeline run with a fault injected at every backend call in turn (gpukit-cpu's
 //! `fault-injection` feature, which this crate's dev-dependency turns on).
 //!
-//! A run without faults counts the calls of each kind; then, for every kind and every `k`
-//! up to that count (plus a margin: the pinned pool's reuse depends on timing, so a run may
-//! make a few more host allocations), a fresh context fails the `k`-th call. Each such run
-//! must end (in a thread with a time limit), return the injected error in its typed form
-//! (or succeed completely when the run made fewer calls than `k`), have delivered exactly
-//! the batches before the one the error names, correct and in order, and release every
-//! device buffer, host allocation and stream it made; the context must then run the
-//! pipeline again correctly.
+//! The pipeline carries what a training loop carries: two input arrays (features, `f32`,
+//! and labels, `u32`) and two outputs, batches of up to `ROWS` rows with a short last one,
+//! and metadata from the loader to the sink. A run without faults counts the calls of each
+//! kind; then, for every kind and every `k` up to that count (plus a margin: the pinned
+//! pool's reuse depends on timing, so a run may make a few more host allocations), a fresh
+//! context fails the `k`-th call. Each such run must end (in a thread with a time limit),
+//! return the injected error in its typed form (or succeed completely when the run made
+//! fewer calls than `k`), have delivered exactly the batches before the one the error
+//! names, correct, in order and with their metadata, and release every device buffer, host
+//! allocation and stream it made; the context must then run the pipeline again correctly.
 
 use std::time::Duration;
 
@@ -19,40 +21,69 @@ use gpukit_pipeline::{Pattern, Pipeline, PipelineError};
 /// How long one case may take before it counts as a hang (see [`within_limit`]).
 const CASE_LIMIT: Duration = Duration::from_secs(30);
 const BATCHES: usize = 6;
-const LEN: usize = 256;
+/// Rows per batch at most, and features per row.
+const ROWS: usize = 64;
+const FEATURES: usize = 4;
 
-fn input(i: usize, j: usize) -> f32 {
+/// Batch `i`'s rows: the last batch is short.
+fn rows(i: usize) -> usize {
+    if i + 1 == BATCHES {
+        ROWS / 2 + 3
+    } else {
+        ROWS
+    }
+}
+
+fn feature(i: usize, j: usize) -> f32 {
     (i * 1000 + j) as f32
 }
 
-/// The batch's expected output: `3 x`.
-fn expected(i: usize) -> Vec<f32> {
-    (0..LEN).map(|j| 3.0 * input(i, j)).collect()
+fn label(i: usize, r: usize) -> u32 {
+    (i * 7 + r) as u32 % 10
+}
+
+/// What the sink gets for batch `i`: per row, `3 x` summed over the row's features, and
+/// the label plus one; and the loader's metadata.
+fn expected(i: usize) -> (Vec<f32>, Vec<u32>, String) {
+    let sums = (0..rows(i))
+        .map(|r| {
+            (0..FEATURES)
+                .map(|f| 3.0 * feature(i, r * FEATURES + f))
+                .sum()
+        })
+        .collect();
+    let labels = (0..rows(i)).map(|r| label(i, r) + 1).collect();
+    (sums, labels, format!("shard-{i}"))
 }
 
 /// The batches a run delivered, in the order it delivered them.
-type Delivered = Vec<(usize, Vec<f32>)>;
+type Delivered = Vec<(usize, (Vec<f32>, Vec<u32>, String))>;
 
 /// Runs the pipeline; returns the delivered batches and the result.
 fn run(ctx: &CpuContext, pattern: Pattern) -> (Delivered, Result<(), PipelineError>) {
     let mut delivered = Vec::new();
     let r = Pipeline::new(ctx, pattern)
         .batches(BATCHES)
-        .input_len(LEN)
-        .output_len(LEN)
+        .max_rows(ROWS)
+        .input::<(f32, u32)>([FEATURES, 1])
+        .output::<(f32, u32)>([1, 1])
         .run(
-            |i, buf: &mut [f32]| {
-                for (j, v) in buf.iter_mut().enumerate() {
-                    *v = input(i, j);
+            |i, (x, labels)| {
+                for (j, v) in x[..rows(i) * FEATURES].iter_mut().enumerate() {
+                    *v = feature(i, j);
                 }
-                Ok(())
+                for (r, l) in labels[..rows(i)].iter_mut().enumerate() {
+                    *l = label(i, r);
+                }
+                Ok((rows(i), format!("shard-{i}")))
             },
-            |s, _i, x, y| {
-                s.add(x, x, y)?;
-                s.axpy(1.0, x, y)
+            |s, b, (x, labels), (sums, labels_out)| {
+                s.row_sum(gpukit_core::Shape::new(b.rows, FEATURES), x, sums)?;
+                s.scale(3.0, sums)?;
+                s.add_scalar(labels, 1, labels_out)
             },
-            |i, y: &[f32]| {
-                delivered.push((i, y.to_vec()));
+            |b, (sums, labels)| {
+                delivered.push((b.index, (sums.to_vec(), labels.to_vec(), b.meta)));
                 Ok(())
             },
         )
@@ -60,13 +91,13 @@ fn run(ctx: &CpuContext, pattern: Pattern) -> (Delivered, Result<(), PipelineErr
     (delivered, r)
 }
 
-fn check_delivered(what: &str, delivered: &[(usize, Vec<f32>)], count: usize) {
+fn check_delivered(what: &str, delivered: &Delivered, count: usize) {
     assert_eq!(delivered.len(), count, "{what}: batches delivered");
     for (k, (i, y)) in delivered.iter().enumerate() {
         assert_eq!(*i, k, "{what}: delivered out of order");
         assert!(
             *y == expected(k),
-            "{what}: batch {k} delivered wrong values"
+            "{what}: batch {k} delivered wrong values or metadata"
         );
     }
 }

@@ -1,56 +1,99 @@
-//! A load function that panics is that batch's load error, in every pattern: the loader
-//! thread does not take the run down, earlier batches are delivered, and the context stays
-//! usable.
+//! A load function, compute function or sink that panics is that batch's error for its
+//! stage, in every pattern: neither the loader thread nor the calling thread is taken down,
+//! earlier batches are delivered, and the context stays usable.
 
+use gpukit_cpu::CpuContext;
 use gpukit_pipeline::{Pattern, Pipeline, PipelineError, Stage};
 
-#[test]
-fn a_panicking_load_is_the_batchs_load_error() {
-    let ctx = match gpukit_cpu::CpuBackend::context() {
+const PATTERNS: [Pattern; 4] = [
+    Pattern::Sequential,
+    Pattern::Deep(1),
+    Pattern::Double,
+    Pattern::Triple,
+];
+
+fn cpu() -> CpuContext {
+    match gpukit_cpu::CpuBackend::context() {
         Ok(ctx) => ctx,
         Err(e) => panic!("the CPU backend opens: {e}"),
-    };
-    for pattern in [Pattern::Sequential, Pattern::Double, Pattern::Triple] {
-        let mut delivered = Vec::new();
-        let r = Pipeline::new(&ctx, pattern)
-            .batches(6)
-            .input_len(16)
-            .output_len(16)
-            .run(
-                |i, buf: &mut [f32]| {
-                    if i == 3 {
-                        panic!("disk on fire at batch {i}");
-                    }
-                    buf.fill(i as f32);
-                    Ok(())
-                },
-                |s, _i, x, y| s.copy(x, y),
-                |i, y: &[f32]| {
-                    delivered.push((i, y[0]));
-                    Ok(())
-                },
-            );
-        match r {
-            Err(e @ PipelineError::Stage { .. }) => {
-                assert_eq!(
-                    (e.batch(), e.stage()),
-                    (Some(3), Some(Stage::Load)),
-                    "{pattern}"
-                );
-                // The panic's message is the cause, one level down.
-                let cause = std::error::Error::source(&e).map(ToString::to_string);
-                assert!(
-                    cause
-                        .as_deref()
-                        .is_some_and(|c| c.contains("disk on fire at batch 3")),
-                    "{e}: {cause:?}"
-                );
+    }
+}
+
+/// Runs 6 batches that panic at batch `at` in `stage`; returns the delivered batches.
+fn run(
+    ctx: &CpuContext,
+    pattern: Pattern,
+    stage: Stage,
+    at: usize,
+) -> (
+    Vec<(usize, f32)>,
+    Result<gpukit_pipeline::Report, PipelineError>,
+) {
+    let mut delivered = Vec::new();
+    let r = Pipeline::new(ctx, pattern)
+        .batches(6)
+        .max_rows(16)
+        .input::<f32>(1)
+        .output::<f32>(1)
+        .run(
+            |i, buf| {
+                if stage == Stage::Load && i == at {
+                    panic!("disk on fire at batch {i}");
+                }
+                buf.fill(i as f32);
+                Ok(buf.len())
+            },
+            |s, b, x, y| {
+                if stage == Stage::Compute && b.index == at {
+                    panic!("the model diverged at batch {}", b.index);
+                }
+                s.copy(x, y)
+            },
+            |b, y| {
+                if stage == Stage::Deliver && b.index == at {
+                    panic!("cannot write batch {}", b.index);
+                }
+                delivered.push((b.index, y[0]));
+                Ok(())
+            },
+        );
+    (delivered, r)
+}
+
+#[test]
+fn a_panicking_stage_is_the_batchs_error_for_that_stage() {
+    let ctx = cpu();
+    let cases = [
+        (Stage::Load, 3, "disk on fire at batch 3"),
+        (Stage::Compute, 2, "the model diverged at batch 2"),
+        (Stage::Deliver, 4, "cannot write batch 4"),
+        (Stage::Compute, 0, "the model diverged at batch 0"),
+    ];
+    for pattern in PATTERNS {
+        for (stage, at, message) in cases {
+            let what = format!("{pattern}, {stage} panics at batch {at}");
+            let (delivered, r) = run(&ctx, pattern, stage, at);
+            match r {
+                Err(e @ PipelineError::Stage { .. }) => {
+                    assert_eq!((e.batch(), e.stage()), (Some(at), Some(stage)), "{what}");
+                    // The panic's message is the cause, one level down.
+                    let cause = std::error::Error::source(&e).map(ToString::to_string);
+                    assert!(
+                        cause.as_deref().is_some_and(|c| c.contains(message)),
+                        "{what}: {e}: {cause:?}"
+                    );
+                }
+                other => panic!("{what}: expected the batch's {stage} error, got {other:?}"),
             }
-            other => panic!("{pattern}: expected the load error of batch 3, got {other:?}"),
+            let want: Vec<(usize, f32)> = (0..at).map(|i| (i, i as f32)).collect();
+            assert_eq!(delivered, want, "{what}");
+            if let Err(e) = ctx.sync() {
+                panic!("{what}: the context is unusable after the panic: {e}");
+            }
         }
-        assert_eq!(delivered, [(0, 0.0), (1, 1.0), (2, 2.0)], "{pattern}");
-        if let Err(e) = ctx.sync() {
-            panic!("{pattern}: the context is unusable after the panic: {e}");
-        }
+        // And it runs the next pipeline correctly.
+        let (delivered, r) = run(&ctx, pattern, Stage::Upload, usize::MAX);
+        assert!(r.is_ok(), "{pattern}: {:?}", r.err());
+        assert_eq!(delivered.len(), 6, "{pattern}");
     }
 }

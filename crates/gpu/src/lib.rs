@@ -125,12 +125,13 @@ pub use gpukit_cuda as cuda;
 #[doc(inline)]
 pub use gpukit_pipeline as pipeline;
 pub use gpukit_pipeline::{
-    BoxError, Lane, Pattern, PipelineError, Progress, ProgressSnapshot, Report, Span, Stage,
-    StageTimes, Timeline,
+    Batch, BoundSource, BoxError, Filled, Lane, Pattern, PipelineError, Progress, ProgressSnapshot,
+    Report, Span, Stage, StageTimes, Timeline,
 };
 
-/// A pipeline over the context's backend.
-pub type Pipeline = gpukit_pipeline::Pipeline<AnyBackend>;
+/// A pipeline over the context's backend, carrying `In` and `Out` arrays (set by
+/// [`Pipeline::input`] and [`Pipeline::output`]).
+pub type Pipeline<In = (), Out = ()> = gpukit_pipeline::Pipeline<AnyBackend, In, Out>;
 
 // The READMEs' Rust blocks are complete programs, compiled and run as doc tests so that
 // they stay in step with the API (the workspace README's f16 block needs `half`).
@@ -154,12 +155,13 @@ struct CrateReadme;
 /// let ctx = Context::new(DeviceSpec::Cpu)?;
 /// let err = Pipeline::new(&ctx, Pattern::Double)
 ///     .batches(2)
-///     .input_len(4)
-///     .output_len(4)
+///     .max_rows(4)
+///     .input::<f32>(1)
+///     .output::<f32>(1)
 ///     .run(
-///         |_i, _buf: &mut [f32]| Ok(()),
-///         |s, _i, x, y| s.add(x, &x.slice(..1)?, y), // lengths 4 and 1
-///         |_i, _y: &[f32]| Ok(()),
+///         |_i, buf| Ok(buf.len()),
+///         |s, _b, x, y| s.add(x, &x.slice(..1)?, y), // lengths 4 and 1
+///         |_b, _y| Ok(()),
 ///     )
 ///     .unwrap_err();
 /// assert_eq!(err.to_string(), "batch 0: the compute stage failed");

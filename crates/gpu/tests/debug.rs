@@ -52,18 +52,21 @@ backend_tests! {
         assert!(!text.contains("__global__"), "a KernelSpec's Debug shows no source: {text}");
         assert_shows(&format!("{:?}", ctx.kernel(spec)?), &["Kernel", "vector_add", &in_ctx]);
 
-        let pipeline = Pipeline::new(ctx, Pattern::Double).batches(3).input_len(4).output_len(2);
+        let pipeline = Pipeline::new(ctx, Pattern::Double).batches(3).max_rows(4).input::<f32>(1).output::<(f32, u32)>([1, 2]);
         let text = format!("{pipeline:?}");
-        assert_shows(&text, &["Pipeline", &in_ctx, "pattern: double", "batches: 3", "input_len: 4", "output_len: 2"]);
+        assert_shows(&text, &["Pipeline", &in_ctx, "pattern: double", "batches: 3", "max_rows: 4", "input: \"f32\"", "input_widths: [1]", "output: \"(f32, u32)\"", "output_widths: [1, 2]"]);
         // Formatting a pipeline while it runs (here from its own sink) shows its progress.
         let mut during = Vec::new();
         let run = pipeline.run(
-            |_i, buf: &mut [f32]| {
+            |_i, buf| {
                 buf.fill(1.0);
-                Ok(())
+                Ok(2)
             },
-            |s, _i, x, y| s.copy(&x.slice(..2)?, y),
-            |_i, _y: &[f32]| {
+            |s, _b, x, (y, labels)| {
+                s.copy(x, y)?;
+                s.fill(labels, 7)
+            },
+            |_b, _y| {
                 during.push(format!("{pipeline:?}"));
                 Ok(())
             },

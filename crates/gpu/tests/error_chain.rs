@@ -51,16 +51,17 @@ fn a_device_error_in_a_pipeline_stage_is_printed_once() {
     let ctx = cpu();
     let err = Pipeline::new(&ctx, Pattern::Triple)
         .batches(4)
-        .input_len(16)
-        .output_len(16)
+        .max_rows(16)
+        .input::<f32>(1)
+        .output::<f32>(1)
         .run(
-            |_i, buf: &mut [f32]| {
+            |_i, buf| {
                 buf.fill(1.0);
-                Ok(())
+                Ok(buf.len())
             },
             // A real device error: the second operand is one element long.
-            |s, _i, x, y| s.add(x, &x.slice(..1)?, y),
-            |_i, _y: &[f32]| Ok(()),
+            |s, _b, x, y| s.add(x, &x.slice(..1)?, y),
+            |_b, _y| Ok(()),
         )
         .expect_err("the compute stage fails");
     let root = match StdError::source(&err).and_then(|s| s.downcast_ref::<Error>()) {
@@ -79,18 +80,19 @@ fn a_loader_error_is_printed_once() {
     let ctx = cpu();
     let err = Pipeline::new(&ctx, Pattern::Double)
         .batches(4)
-        .input_len(8)
-        .output_len(8)
+        .max_rows(8)
+        .input::<f32>(1)
+        .output::<f32>(1)
         .run(
-            |i, _buf: &mut [f32]| {
+            |i, buf| {
                 if i == 2 {
                     Err(std::io::Error::other("batch file 2 is truncated").into())
                 } else {
-                    Ok(())
+                    Ok(buf.len())
                 }
             },
-            |s, _i, x, y| s.copy(x, y),
-            |_i, _y: &[f32]| Ok(()),
+            |s, _b, x, y| s.copy(x, y),
+            |_b, _y| Ok(()),
         )
         .expect_err("the loader fails at batch 2");
     let text = assert_each_fact_once(&err, "batch file 2 is truncated");
@@ -149,12 +151,13 @@ fn a_pipeline_error_inside_a_boxed_chain_is_printed_once() {
     let run = || -> Result<(), Box<dyn StdError>> {
         Pipeline::new(&ctx, Pattern::Sequential)
             .batches(2)
-            .input_len(4)
-            .output_len(4)
+            .max_rows(4)
+            .input::<f32>(1)
+            .output::<f32>(1)
             .run(
-                |_i, _buf: &mut [f32]| Ok(()),
-                |s, _i, x, y| s.add(x, &x.slice(..2)?, y),
-                |_i, _y: &[f32]| Ok(()),
+                |_i, buf| Ok(buf.len()),
+                |s, _b, x, y| s.add(x, &x.slice(..2)?, y),
+                |_b, _y| Ok(()),
             )?;
         Ok(())
     };
