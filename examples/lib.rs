@@ -2,6 +2,7 @@
 //! medians of repeated timings, human-readable sizes, and the benchmarks' JSON reports.
 
 pub mod cli;
+pub mod digits;
 
 use std::time::Instant;
 

@@ -1,0 +1,593 @@
+//! A multi-layer perceptron trained on the handwritten digits data set, streamed from shard
+//! files on disk through a [`gpukit::Pipeline`]: the model, the data and the training loop
+//! of `examples/training_pipeline.rs` and of the test `examples/tests/digits.rs`.
+//!
+//! See the example's docs for the data, the model and the streams. In short: 1,797 8x8
+//! images (pixels 0-16, scaled to 0-1), a seeded split into 1,437 training and 360 held-out
+//! samples; the training set written as shards of [`SHARD_ROWS`] records (the last one
+//! short); a 64-[`HIDDEN`]-10 perceptron with a tanh hidden layer and softmax cross-entropy,
+//! trained by minibatch SGD with momentum, one shard per batch, every op on the device.
+
+use std::error::Error;
+use std::fs::{self, File};
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use gpukit::{
+    Batch, Context, Gemm, GpuArray, GpuView, GpuViewMut, Pattern, Pipeline, Report, Shape, Stream,
+};
+
+/// What the functions of this module return on error.
+pub type Res<T = ()> = Result<T, Box<dyn Error + Send + Sync>>;
+
+/// Pixels per image.
+pub const FEATURES: usize = 64;
+/// Digit classes.
+pub const CLASSES: usize = 10;
+/// Hidden units.
+pub const HIDDEN: usize = 64;
+/// Records per shard file, the batch size: 1,437 training samples are 11 full shards and a
+/// short one of 29.
+pub const SHARD_ROWS: usize = 128;
+/// Held-out samples.
+pub const TEST_SAMPLES: usize = 360;
+/// Bytes of one record on disk: 64 little-endian `f32` pixels, then the label as `u32`.
+const RECORD_BYTES: usize = 4 * FEATURES + 4;
+
+/// The data set's file, from scikit-learn (see `examples/data/README.md`).
+pub fn data_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/digits.csv")
+}
+
+/// How to train.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Passes over the training shards.
+    pub epochs: usize,
+    /// SGD learning rate.
+    pub lr: f32,
+    /// Momentum of the SGD velocity.
+    pub momentum: f32,
+    /// Seed of the split, the initial weights and the shard order.
+    pub seed: u64,
+    /// The pipeline pattern.
+    pub pattern: Pattern,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            epochs: 20,
+            lr: 0.1,
+            momentum: 0.9,
+            seed: 0x6469_6769_7473,
+            pattern: Pattern::Triple,
+        }
+    }
+}
+
+/// Images and labels in memory: `x` holds `FEATURES` values per sample, row-major.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    /// The pixels, `FEATURES` per sample.
+    pub x: Vec<f32>,
+    /// The digits.
+    pub labels: Vec<u32>,
+}
+
+impl Samples {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    fn push(&mut self, other: &Samples, i: usize) {
+        self.x
+            .extend_from_slice(&other.x[i * FEATURES..(i + 1) * FEATURES]);
+        self.labels.push(other.labels[i]);
+    }
+}
+
+/// Reads the CSV: 64 pixel values (0-16) and the label on each line, pixels scaled to 0-1.
+pub fn load_csv(path: &Path) -> Res<Samples> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut s = Samples::default();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let fields: Vec<&str> = line.split(',').collect();
+        if fields.len() != FEATURES + 1 {
+            return Err(format!(
+                "{} line {}: {} fields, expected {}",
+                path.display(),
+                n + 1,
+                fields.len(),
+                FEATURES + 1
+            )
+            .into());
+        }
+        for f in &fields[..FEATURES] {
+            let v: f32 = f
+                .trim()
+                .parse()
+                .map_err(|e| format!("line {}: {f:?}: {e}", n + 1))?;
+            s.x.push(v / 16.0);
+        }
+        let label: u32 = fields[FEATURES]
+            .trim()
+            .parse()
+            .map_err(|e| format!("line {}: label: {e}", n + 1))?;
+        if label as usize >= CLASSES {
+            return Err(format!("line {}: label {label} is not a digit", n + 1).into());
+        }
+        s.labels.push(label);
+    }
+    Ok(s)
+}
+
+/// SplitMix64: the seeded generator of the split, the weights and the shard order.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in 0..n.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.uniform() * n as f64) as usize
+    }
+
+    /// Fisher-Yates.
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            v.swap(i, self.below(i + 1));
+        }
+    }
+}
+
+/// The seeded split: `TEST_SAMPLES` held out, the rest for training.
+pub fn split(all: &Samples, seed: u64) -> (Samples, Samples) {
+    let mut order: Vec<usize> = (0..all.len()).collect();
+    SplitMix64(seed).shuffle(&mut order);
+    let (mut train, mut test) = (Samples::default(), Samples::default());
+    for (k, &i) in order.iter().enumerate() {
+        if k < TEST_SAMPLES {
+            test.push(all, i);
+        } else {
+            train.push(all, i);
+        }
+    }
+    (train, test)
+}
+
+/// A folder removed on drop (also after an error).
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// `$TMPDIR/gpukit-digits-<pid>-<tag>`.
+    pub fn create(tag: &str) -> Res<TempDir> {
+        let path = std::env::temp_dir().join(format!("gpukit-digits-{}-{tag}", std::process::id()));
+        fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        Ok(TempDir(path))
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Err(e) = fs::remove_dir_all(&self.0) {
+            eprintln!("warning: cannot remove {}: {e}", self.0.display());
+        }
+    }
+}
+
+/// Writes `train` as shard files of up to `SHARD_ROWS` records; returns their paths.
+pub fn write_shards(dir: &Path, train: &Samples) -> Res<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for (k, start) in (0..train.len()).step_by(SHARD_ROWS).enumerate() {
+        let end = (start + SHARD_ROWS).min(train.len());
+        let path = dir.join(format!("train-{k:02}.bin"));
+        let mut w = BufWriter::new(File::create(&path)?);
+        for i in start..end {
+            for v in &train.x[i * FEATURES..(i + 1) * FEATURES] {
+                w.write_all(&v.to_le_bytes())?;
+            }
+            w.write_all(&train.labels[i].to_le_bytes())?;
+        }
+        w.flush()?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// Reads a shard into the first rows of the staging arrays; returns the rows.
+fn read_shard(path: &Path, x: &mut [f32], labels: &mut [u32]) -> Res<usize> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() % RECORD_BYTES != 0 {
+        return Err(format!(
+            "{}: {} bytes is not a whole number of {RECORD_BYTES}-byte records",
+            path.display(),
+            bytes.len()
+        )
+        .into());
+    }
+    let rows = bytes.len() / RECORD_BYTES;
+    if rows > labels.len() {
+        return Err(format!("{}: {rows} records, more than a batch", path.display()).into());
+    }
+    let word = |b: &[u8]| [b[0], b[1], b[2], b[3]];
+    for (r, rec) in bytes.chunks_exact(RECORD_BYTES).enumerate() {
+        for (j, px) in rec[..4 * FEATURES].chunks_exact(4).enumerate() {
+            x[r * FEATURES + j] = f32::from_le_bytes(word(px));
+        }
+        labels[r] = u32::from_le_bytes(word(&rec[4 * FEATURES..]));
+    }
+    Ok(rows)
+}
+
+/// What the loader tells the sink about a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardInfo {
+    /// The epoch the batch belongs to.
+    pub epoch: usize,
+    /// The shard file's name.
+    pub file: String,
+    /// Whether it is the epoch's last batch.
+    pub last_of_epoch: bool,
+}
+
+/// A batch's outputs as compute writes them: per row, the loss, the predicted class and the
+/// label.
+type Outputs<'a> = (
+    GpuViewMut<'a, f32>,
+    GpuViewMut<'a, u32>,
+    GpuViewMut<'a, u32>,
+);
+
+/// The perceptron's parameters, their SGD velocities and the scratch arrays of a step, all on
+/// the device; the state compute updates and the sink reads.
+#[derive(Debug)]
+pub struct Model {
+    w1: GpuArray<f32>,
+    b1: GpuArray<f32>,
+    w2: GpuArray<f32>,
+    b2: GpuArray<f32>,
+    /// Velocities, in the order of the parameters.
+    v: [GpuArray<f32>; 4],
+    /// Gradients, likewise.
+    g: [GpuArray<f32>; 4],
+    /// Scratch for `SHARD_ROWS` rows: pre-activations and activations of the hidden layer,
+    /// the logits, the gradient of the logits and of the hidden layer.
+    z1: GpuArray<f32>,
+    a1: GpuArray<f32>,
+    z2: GpuArray<f32>,
+    dz2: GpuArray<f32>,
+    dz1: GpuArray<f32>,
+    /// Per-row losses of the evaluation.
+    loss: GpuArray<f32>,
+    /// Ones, for the column sums that give the bias gradients.
+    ones: GpuArray<f32>,
+    /// The held-out set on the device, and its predictions after each epoch (compute
+    /// writes them at the end of the epoch; the sink downloads them).
+    test_x: GpuArray<f32>,
+    test_labels: GpuArray<u32>,
+    test_pred: Vec<GpuArray<u32>>,
+    /// Scratch for the held-out forward pass.
+    test_a1: GpuArray<f32>,
+    test_z2: GpuArray<f32>,
+    lr: f32,
+    momentum: f32,
+}
+
+/// Glorot-uniform weights of a `fan_in x fan_out` layer.
+fn glorot(rng: &mut SplitMix64, fan_in: usize, fan_out: usize) -> Vec<f32> {
+    let limit = (6.0 / (fan_in + fan_out) as f64).sqrt();
+    (0..fan_in * fan_out)
+        .map(|_| ((2.0 * rng.uniform() - 1.0) * limit) as f32)
+        .collect()
+}
+
+impl Model {
+    /// Seeded weights, zero biases and velocities, the held-out set uploaded.
+    pub fn new(ctx: &Context, cfg: &Config, test: &Samples) -> gpukit::Result<Model> {
+        let mut rng = SplitMix64(cfg.seed ^ 0x5eed);
+        let zeros = |n: usize| ctx.alloc_zeros::<f32>(n);
+        let sizes = [FEATURES * HIDDEN, HIDDEN, HIDDEN * CLASSES, CLASSES];
+        let n = test.len();
+        Ok(Model {
+            w1: ctx.alloc_upload(&glorot(&mut rng, FEATURES, HIDDEN))?,
+            b1: zeros(HIDDEN)?,
+            w2: ctx.alloc_upload(&glorot(&mut rng, HIDDEN, CLASSES))?,
+            b2: zeros(CLASSES)?,
+            v: [
+                zeros(sizes[0])?,
+                zeros(sizes[1])?,
+                zeros(sizes[2])?,
+                zeros(sizes[3])?,
+            ],
+            g: [
+                zeros(sizes[0])?,
+                zeros(sizes[1])?,
+                zeros(sizes[2])?,
+                zeros(sizes[3])?,
+            ],
+            z1: zeros(SHARD_ROWS * HIDDEN)?,
+            a1: zeros(SHARD_ROWS * HIDDEN)?,
+            z2: zeros(SHARD_ROWS * CLASSES)?,
+            dz2: zeros(SHARD_ROWS * CLASSES)?,
+            dz1: zeros(SHARD_ROWS * HIDDEN)?,
+            loss: zeros(n.max(1))?,
+            ones: ctx.alloc_upload(&vec![1.0f32; SHARD_ROWS.max(n)])?,
+            test_x: ctx.alloc_upload(&test.x)?,
+            test_labels: ctx.alloc_upload(&test.labels)?,
+            test_pred: (0..cfg.epochs)
+                .map(|_| ctx.alloc_zeros::<u32>(n))
+                .collect::<gpukit::Result<_>>()?,
+            test_a1: zeros(n * HIDDEN)?,
+            test_z2: zeros(n * CLASSES)?,
+            lr: cfg.lr,
+            momentum: cfg.momentum,
+        })
+    }
+
+    /// One SGD step on a batch: forward, the per-row losses into `loss`, the predicted
+    /// classes into `pred` and the labels into `label` (the batch's outputs), backward, and
+    /// the momentum update; after an epoch's last batch, the held-out predictions.
+    fn step(
+        &mut self,
+        s: &Stream,
+        b: &Batch<ShardInfo>,
+        (x, labels): &(GpuView<'_, f32>, GpuView<'_, u32>),
+        (loss, pred, label): &mut Outputs<'_>,
+    ) -> gpukit::Result<()> {
+        let r = b.rows;
+        if r == 0 {
+            return Ok(());
+        }
+        let mut a1 = self.a1.slice_mut(..r * HIDDEN)?;
+        let mut z2 = self.z2.slice_mut(..r * CLASSES)?;
+        let mut dz2 = self.dz2.slice_mut(..r * CLASSES)?;
+        let mut dz1 = self.dz1.slice_mut(..r * HIDDEN)?;
+        let mut t = self.z1.slice_mut(..r * HIDDEN)?;
+        let ones = self.ones.slice(..r)?;
+        let inv = 1.0 / r as f32;
+        // Forward, loss, prediction.
+        let weights = [&self.w1, &self.b1, &self.w2, &self.b2];
+        forward(s, weights, r, x, &mut a1, &mut z2)?;
+        let logits = Shape::new(r, CLASSES);
+        s.cross_entropy_grad(logits, &z2, labels, loss, &mut dz2)?; // dz2 = softmax - onehot
+        s.row_argmax(logits, &z2, pred)?;
+        s.copy(labels, label)?;
+        // Backward, each gradient of the mean loss (alpha = 1 / r).
+        let [gw1, gb1, gw2, gb2] = &mut self.g;
+        let mean = |g: Gemm<f32>| g.scaled(inv, 0.0);
+        let (ta, tb) = ((true, false), (false, true));
+        let t_ = |g: Gemm<f32>, (a, b): (bool, bool)| g.transpose(a, b);
+        s.gemm(mean(t_(Gemm::new(HIDDEN, CLASSES, r), ta)), &a1, &dz2, gw2)?; // a1^T dz2
+        s.gemm(mean(Gemm::new(1, CLASSES, r)), &ones, &dz2, gb2)?; //          column sums
+        s.gemm(
+            t_(Gemm::new(r, HIDDEN, CLASSES), tb),
+            &dz2,
+            &self.w2,
+            &mut dz1,
+        )?; // dz2 W2^T
+        s.square(&a1, &mut t)?; //                               tanh' = 1 - a1^2
+        s.mul_scalar_inplace(&mut t, -1.0)?;
+        s.add_scalar_inplace(&mut t, 1.0)?;
+        s.mul_inplace(&mut dz1, &t)?;
+        s.gemm(mean(t_(Gemm::new(FEATURES, HIDDEN, r), ta)), x, &dz1, gw1)?; // x^T dz1
+        s.gemm(mean(Gemm::new(1, HIDDEN, r)), &ones, &dz1, gb1)?;
+        // v = momentum v + g; p -= lr v.
+        let params = [&mut self.w1, &mut self.b1, &mut self.w2, &mut self.b2];
+        for ((p, v), g) in params.into_iter().zip(&mut self.v).zip(&self.g) {
+            s.scale(self.momentum, v)?;
+            s.add_inplace(v, g)?;
+            s.axpy(-self.lr, v, p)?;
+        }
+        if b.meta.last_of_epoch {
+            self.evaluate(s, b.meta.epoch)?;
+        }
+        Ok(())
+    }
+
+    /// The held-out predictions with the current parameters, into `test_pred[epoch]`.
+    fn evaluate(&mut self, s: &Stream, epoch: usize) -> gpukit::Result<()> {
+        let n = self.test_labels.len();
+        let x = self.test_x.slice(..)?;
+        let mut a1 = self.test_a1.slice_mut(..)?;
+        let mut z2 = self.test_z2.slice_mut(..)?;
+        let weights = [&self.w1, &self.b1, &self.w2, &self.b2];
+        forward(s, weights, n, &x, &mut a1, &mut z2)?;
+        let logits = Shape::new(n, CLASSES);
+        let mut loss = self.loss.slice_mut(..n)?;
+        s.cross_entropy(logits, &z2, &self.test_labels, &mut loss)?;
+        s.row_argmax(logits, &z2, &mut self.test_pred[epoch])
+    }
+
+    /// The held-out accuracy after `epoch`, from the predictions compute wrote (this
+    /// download waits for them: gpukit orders it after the compute stream's writes).
+    fn test_accuracy(&self, epoch: usize) -> gpukit::Result<f64> {
+        let pred = self.test_pred[epoch].download()?;
+        let labels = self.test_labels.download()?;
+        Ok(accuracy(&pred, &labels))
+    }
+
+    /// A checksum of the parameters (to compare runs bit for bit).
+    pub fn checksum(&self) -> gpukit::Result<u64> {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for p in [&self.w1, &self.b1, &self.w2, &self.b2] {
+            for v in p.download()? {
+                h = (h ^ u64::from(v.to_bits())).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        Ok(h)
+    }
+}
+
+/// The forward pass of `rows` rows of `x` with the weights `[W1, b1, W2, b2]`: the hidden
+/// activations into `a1`, the logits into `z2`.
+fn forward(
+    s: &Stream,
+    [w1, b1, w2, b2]: [&GpuArray<f32>; 4],
+    rows: usize,
+    x: &GpuView<'_, f32>,
+    a1: &mut GpuViewMut<'_, f32>,
+    z2: &mut GpuViewMut<'_, f32>,
+) -> gpukit::Result<()> {
+    s.gemm(Gemm::new(rows, HIDDEN, FEATURES), x, w1, a1)?; //       a1 = x W1
+    s.add_row_inplace(Shape::new(rows, HIDDEN), a1, b1)?; //           + b1
+    s.tanh_inplace(a1)?; //                                             tanh
+    s.gemm(Gemm::new(rows, CLASSES, HIDDEN), &*a1, w2, z2)?; //     z2 = a1 W2
+    s.add_row_inplace(Shape::new(rows, CLASSES), z2, b2) //            + b2
+}
+
+/// The share of `pred` equal to `labels`.
+pub fn accuracy(pred: &[u32], labels: &[u32]) -> f64 {
+    let right = pred.iter().zip(labels).filter(|(p, l)| p == l).count();
+    right as f64 / labels.len().max(1) as f64
+}
+
+/// What a training run measured, per epoch and at the end.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Mean training cross-entropy of each epoch (each batch's loss measured before its own
+    /// update, as training loops report it).
+    pub epoch_loss: Vec<f64>,
+    /// Training accuracy of each epoch, likewise.
+    pub epoch_train_accuracy: Vec<f64>,
+    /// Held-out accuracy after each epoch.
+    pub epoch_test_accuracy: Vec<f64>,
+    /// The shard files each epoch read, in order (from the batches' metadata).
+    pub epoch_files: Vec<Vec<String>>,
+    /// Checksum of the final parameters.
+    pub checksum: u64,
+    /// The pipeline's report.
+    pub report: Report,
+}
+
+impl Outcome {
+    /// Held-out accuracy of the final parameters.
+    pub fn test_accuracy(&self) -> f64 {
+        self.epoch_test_accuracy.last().copied().unwrap_or(0.0)
+    }
+}
+
+/// What the sink adds up over an epoch.
+#[derive(Debug, Default)]
+struct EpochSums {
+    loss: f64,
+    right: usize,
+    rows: usize,
+    files: Vec<String>,
+}
+
+/// Trains on `train` (written as shards under a temporary folder), evaluates on `test`,
+/// both from the data set's file: the whole training loop on `ctx`.
+pub fn train(ctx: &Context, cfg: &Config) -> Res<Outcome> {
+    let all = load_csv(&data_path())?;
+    let (train, test) = split(&all, cfg.seed);
+    let dir = TempDir::create(ctx.backend_name())?;
+    let shards = write_shards(dir.path(), &train)?;
+    train_on_shards(ctx, cfg, &shards, &test)
+}
+
+/// Trains from the shard files `shards`, evaluating on `test` after every epoch.
+pub fn train_on_shards(
+    ctx: &Context,
+    cfg: &Config,
+    shards: &[PathBuf],
+    test: &Samples,
+) -> Res<Outcome> {
+    if cfg.epochs == 0 || shards.is_empty() {
+        return Err("nothing to train: no epochs or no shards".into());
+    }
+    // Each epoch visits the shards in an order shuffled from the seed.
+    let mut rng = SplitMix64(cfg.seed ^ 0x006f_7264_6572);
+    let order: Vec<Vec<usize>> = (0..cfg.epochs)
+        .map(|_| {
+            let mut o: Vec<usize> = (0..shards.len()).collect();
+            rng.shuffle(&mut o);
+            o
+        })
+        .collect();
+    let per_epoch = shards.len();
+    let mut model = Model::new(ctx, cfg, test)?;
+    let mut sums: Vec<EpochSums> = (0..cfg.epochs).map(|_| EpochSums::default()).collect();
+    let mut test_accuracy = Vec::new();
+    let report = Pipeline::new(ctx, cfg.pattern)
+        .batches(cfg.epochs * per_epoch)
+        .max_rows(SHARD_ROWS)
+        .input::<(f32, u32)>([FEATURES, 1]) // pixels and the label of each row
+        .output::<(f32, u32, u32)>([1, 1, 1]) // its loss, predicted class and label
+        .run_with(
+            &mut model,
+            // The loader thread: batch i is shard order[epoch][k], read from disk.
+            |i, (x, labels)| {
+                let (epoch, k) = (i / per_epoch, i % per_epoch);
+                let path = &shards[order[epoch][k]];
+                let rows = read_shard(path, x, labels)?;
+                let file = path
+                    .file_name()
+                    .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+                let info = ShardInfo {
+                    epoch,
+                    file,
+                    last_of_epoch: k + 1 == per_epoch,
+                };
+                Ok((rows, info))
+            },
+            // The compute stream: the SGD step, which updates the model (the shared state).
+            |model, s, b, inputs, outputs| model.step(s, b, inputs, outputs),
+            // This thread, in batch order: the epoch's sums; after its last batch, the
+            // held-out accuracy of the parameters compute left at the end of that epoch.
+            |model, b, (loss, pred, label)| {
+                let e = &mut sums[b.meta.epoch];
+                e.loss += loss.iter().map(|&l| f64::from(l)).sum::<f64>();
+                e.right += pred.iter().zip(label).filter(|(p, l)| p == l).count();
+                e.rows += b.rows;
+                e.files.push(b.meta.file.clone());
+                if b.meta.last_of_epoch {
+                    test_accuracy.push(model.test_accuracy(b.meta.epoch)?);
+                }
+                Ok(())
+            },
+        )?;
+    Ok(Outcome {
+        epoch_loss: sums.iter().map(|e| e.loss / e.rows.max(1) as f64).collect(),
+        epoch_train_accuracy: sums
+            .iter()
+            .map(|e| e.right as f64 / e.rows.max(1) as f64)
+            .collect(),
+        epoch_test_accuracy: test_accuracy,
+        epoch_files: sums.into_iter().map(|e| e.files).collect(),
+        checksum: model.checksum()?,
+        report,
+    })
+}
