@@ -16,9 +16,10 @@
 //! BSD-3-Clause, see `examples/data/README.md`): 1,797 images of 8x8 pixels (values 0-16,
 //! scaled to 0-1 here) of the digits 0-9, from the UCI "Optical Recognition of Handwritten
 //! Digits" set. A seeded shuffle holds 360 samples out for evaluation; the other 1,437 are
-//! written as 12 shard files of up to 128 records under `$TMPDIR/gpukit-digits-<pid>-<backend>/`
-//! (removed at the end, also after an error): 11 full shards and a short one of 29. A record
-//! is the 64 pixels as little-endian `f32`, then the label as `u32`.
+//! written as 12 shard files of up to 128 records under
+//! `$TMPDIR/gpukit-digits-<pid>-<n>-<backend>/` (`n` counts the process's runs; the folder
+//! is removed at the end, also after an error): 11 full shards and a short one of 29. A
+//! record is the 64 pixels as little-endian `f32`, then the label as `u32`.
 //!
 //! # The model
 //!

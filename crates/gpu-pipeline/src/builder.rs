@@ -316,6 +316,14 @@ impl<B: Backend, In: Arrays<B>, Out: Arrays<B>> Pipeline<B, In, Out> {
     /// read what compute updates, such as a model's parameters on the device, without a
     /// `static`, a `RefCell` or `unsafe`.
     ///
+    /// The sink of batch `i` runs once `i`'s outputs are downloaded, and by then compute
+    /// may have enqueued later batches (up to `depth - 1` in the buffered patterns): device
+    /// state the sink reads is as the latest enqueued work leaves it, not as batch `i` did
+    /// (gpukit orders the read after those writes, so it is never torn). To read the state
+    /// as of batch `i`, let compute copy what the sink needs into an array of its own when it
+    /// runs batch `i` (the digits example does this with each epoch's held-out predictions).
+    /// The host side of the state is only ever touched by one stage at a time.
+    ///
     /// ```
     /// use gpukit::{Pattern, Pipeline};
     ///
