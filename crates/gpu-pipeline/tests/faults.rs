@@ -59,11 +59,17 @@ fn expected(i: usize) -> (Vec<f32>, Vec<u32>, String) {
 /// The batches a run delivered, in the order it delivered them.
 type Delivered = Vec<(usize, (Vec<f32>, Vec<u32>, String))>;
 
-/// Runs the pipeline; returns the delivered batches and the result.
-fn run(ctx: &CpuContext, pattern: Pattern) -> (Delivered, Result<(), PipelineError>) {
+/// Runs the pipeline with `streams` compute streams; returns the delivered batches and the
+/// result.
+fn run(
+    ctx: &CpuContext,
+    pattern: Pattern,
+    streams: usize,
+) -> (Delivered, Result<(), PipelineError>) {
     let mut delivered = Vec::new();
     let r = Pipeline::new(ctx, pattern)
         .batches(BATCHES)
+        .compute_streams(streams)
         .max_rows(ROWS)
         .input::<(f32, u32)>([FEATURES, 1])
         .output::<(f32, u32)>([1, 1])
@@ -111,8 +117,8 @@ struct Case {
 }
 
 /// One run on a fresh context with `plan` armed just before the run.
-fn case(pattern: Pattern, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
-    let what = format!("{pattern} {plan:?}");
+fn case(pattern: Pattern, streams: usize, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
+    let what = format!("{pattern}, {streams} compute streams, {plan:?}");
     let (backend, probe) = CpuBackend::with_faults(FaultPlan::new(FaultKind::Any, u64::MAX))
         .expect("open the CPU backend");
     probe.disarm();
@@ -121,7 +127,7 @@ fn case(pattern: Pattern, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
     if let Some(plan) = plan {
         probe.arm(plan);
     }
-    let (delivered, r) = run(&ctx, pattern);
+    let (delivered, r) = run(&ctx, pattern, streams);
     probe.disarm();
     let injected = probe.stats().injected == 1;
     let error = match r {
@@ -172,7 +178,7 @@ fn case(pattern: Pattern, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
     );
     ctx.set_host_pool_limit(1 << 30);
     // The context still works.
-    let (again, r) = run(&ctx, pattern);
+    let (again, r) = run(&ctx, pattern, streams);
     r.unwrap_or_else(|e| panic!("{what}: the next run failed: {e}"));
     check_delivered(&format!("{what}, next run"), &again, BATCHES);
     drop(ctx);
@@ -185,8 +191,8 @@ fn case(pattern: Pattern, plan: Option<FaultPlan>) -> (Case, FaultProbe) {
     (Case { injected, error }, probe)
 }
 
-fn every_call(pattern: Pattern) {
-    let (_, dry) = within_limit(CASE_LIMIT, move || case(pattern, None))
+fn every_call(pattern: Pattern, streams: usize) {
+    let (_, dry) = within_limit(CASE_LIMIT, move || case(pattern, streams, None))
         .unwrap_or_else(|e| panic!("{pattern} dry run {e}"));
     let counts = dry.stats();
     let mut cases = 0;
@@ -197,7 +203,7 @@ fn every_call(pattern: Pattern) {
         let n = counts.count(kind) / 2 + 2;
         for k in 1..=n {
             let plan = FaultPlan::new(kind, k);
-            let (c, _) = within_limit(CASE_LIMIT, move || case(pattern, Some(plan)))
+            let (c, _) = within_limit(CASE_LIMIT, move || case(pattern, streams, Some(plan)))
                 .unwrap_or_else(|e| panic!("{pattern} {plan:?} {e}"));
             cases += 1;
             fired += u32::from(c.injected);
@@ -208,8 +214,8 @@ fn every_call(pattern: Pattern) {
         }
     }
     eprintln!(
-        "{pattern}: {cases} fault cases, {fired} fired (calls per run: {} alloc, {} copy, {} op, \
-         {} event); {} distinct (batch, stage, call) errors",
+        "{pattern}, {streams} compute streams: {cases} fault cases, {fired} fired (calls per \
+         run: {} alloc, {} copy, {} op, {} event); {} distinct (batch, stage, call) errors",
         counts.allocs / 2,
         counts.copies / 2,
         counts.ops / 2,
@@ -221,10 +227,17 @@ fn every_call(pattern: Pattern) {
 
 #[test]
 fn a_fault_at_every_call_of_a_triple_buffered_run() {
-    every_call(Pattern::Triple);
+    every_call(Pattern::Triple, 1);
 }
 
 #[test]
 fn a_fault_at_every_call_of_a_sequential_run() {
-    every_call(Pattern::Sequential);
+    every_call(Pattern::Sequential, 1);
+}
+
+/// Batches on alternating compute streams, each waiting on the shared upload and download
+/// streams' events.
+#[test]
+fn a_fault_at_every_call_of_a_double_buffered_run_on_two_compute_streams() {
+    every_call(Pattern::Double, 2);
 }

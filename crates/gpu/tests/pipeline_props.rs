@@ -1,34 +1,49 @@
 //! Property tests of the pipeline engine, on every backend (`backend_tests!`: the CPU
 //! backend always, CUDA when compiled in and present):
 //!
-//! - **equivalence**: random pipelines (pattern and depth, batch count, `max_rows`, each
-//!   batch's row count from 0 to `max_rows`, one, two or three arrays each way of `f32`,
-//!   `i32` and `u32` with random widths, compute streams, calibration batches, staging
-//!   that the loader reads back, loader delays, chains of exact built-in ops) deliver, in
-//!   order and exactly once each, with the loader's metadata, what the sequential pattern
-//!   delivers and what a host reference computes; the report's rows, bytes, bound source
-//!   and speed-up against the sequential run agree with the run;
-//! - **failures**: a load error or panic, a loader reporting more rows than `max_rows`, a
-//!   compute error (its own, or a device error) or panic, a sink error or panic, at a random
-//!   batch, stop the run with an error naming that batch and stage, within a time limit
-//!   (never a hang), after delivering exactly the batches before it; every pinned buffer
-//!   goes back to the context's pool, the context syncs cleanly, and the next pipeline on it
-//!   runs correctly;
-//! - **progress**: a thread polling [`gpukit::Progress`] during a run sees consistent,
-//!   monotone counters and, at the end, every batch delivered and the run finished.
+//! - **equivalence**: random pipelines deliver, in order and exactly once each, with the
+//!   loader's metadata (a `(usize, u64)` from the batch index and the case's seed), what the
+//!   sequential pattern delivers and what a host reference computes, bit for bit. Drawn per
+//!   case: the pattern (sequential, double, triple, `Deep(1..=5)`), 1 to 12 batches,
+//!   `max_rows`, each batch's rows from 0 to `max_rows` (full, short and empty batches),
+//!   one, two or three input arrays (`f32`, `(f32, i32)`, `(f32, i32, u32)`) with random
+//!   widths and one output array or as many as the inputs (the `i32` output is a row sum, so
+//!   its width, 1, differs from its input's), compute streams (1 to 3), calibration batches
+//!   (1 to 4, so sometimes all of them), staging that the loader reads back, loader delays,
+//!   and a chain of exact built-in ops (quarters, so f32 results are exact);
+//! - **reports**: rows, batches and bytes each way agree with the run, the bound is positive
+//!   when there was work and comes from the sequential run or from `min(calibration,
+//!   batches)` calibrated batches, efficiency is bound over wall time, and
+//!   `Report::against(&sequential)` shares the sequential bound and gives the speed-up;
+//! - **failures**: a load error or panic, a loader reporting more rows than `max_rows`
+//!   (`TooManyRows`), a compute error (its own, or a device error) or panic, a sink error or
+//!   panic, at a random batch, stop the run with an error naming that batch and stage,
+//!   after delivering exactly the batches before it, intact and in order; every pinned
+//!   buffer goes back to the context's pool, the context syncs cleanly, and the next
+//!   pipeline on it (another pattern, no fault) runs correctly;
+//! - **progress**: a thread polling [`gpukit::Progress`] during a run sees consistent
+//!   (`delivered <= submitted <= loaded <= total`), monotone counters and, at the end, every
+//!   batch delivered and the run finished.
 //!
-//! Every case runs on a fresh context of the backend under test, in a thread of its own
-//! with a time limit. `PROPTEST_CASES=N` raises every property to at least `N` cases.
+//! Only built-in ops (no CPU closures), so every property runs on CUDA too. Every case runs
+//! on a fresh context of the backend under test, in a thread of its own with a time limit:
+//! a case that hangs fails (and is reported as it is, without shrinking) rather than hang the
+//! suite.
+//!
+//! Case counts: each property has a default sized for CI on two cores (the file takes a few
+//! seconds on the CPU backend in a debug build); `PROPTEST_CASES=N` raises every property to
+//! at least `N` cases and never lowers one; a value that is not a number fails the tests.
 
 mod common;
 
+use std::cell::Cell;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use gpukit::pipeline::BoxError;
 use gpukit::{
     Batch, BoundSource, Context, DeviceSpec, Error, GpuView, GpuViewMut, HostUse, Pattern,
-    Pipeline, PipelineError, ProgressSnapshot, Report, Stage, Stream,
+    Pipeline, PipelineError, ProgressSnapshot, Report, Shape, Stage, Stream,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -41,10 +56,44 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 /// How long one case may take before it counts as a hang.
 const CASE_LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `test` on `cases` inputs (at least; `PROPTEST_CASES` may ask for more) drawn from
-/// `strategy`; a failure becomes a `gpukit::Error` holding the shrunk input.
+/// How a hung case's failure starts (see [`check`]).
+const HANG: &str = "hang:";
+
+/// A harness error (not a property's failure) as a `gpukit::Error`.
+fn harness_error(call: &'static str, message: String) -> Error {
+    Error::Backend {
+        backend: "test",
+        call,
+        message,
+    }
+}
+
+/// The cases to run for a property whose default is `default`: more when `PROPTEST_CASES`
+/// asks for more, never fewer; a value that is not a number is an error.
+fn cases(default: u32) -> gpukit::Result<u32> {
+    match std::env::var("PROPTEST_CASES") {
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Ok(text) => text
+            .trim()
+            .parse::<u32>()
+            .map(|n| n.max(default))
+            .map_err(|e| {
+                harness_error(
+                    "PROPTEST_CASES",
+                    format!("PROPTEST_CASES={text:?} is not a case count: {e}"),
+                )
+            }),
+        Err(e) => Err(harness_error("PROPTEST_CASES", e.to_string())),
+    }
+}
+
+/// Runs `test` on `default_cases` inputs (or more: see [`cases`]) drawn from `strategy`; a
+/// failure becomes a `gpukit::Error` holding the shrunk input.
+///
+/// After a case hangs no further case runs (each passes at once), so proptest reports the
+/// hanging input as found instead of shrinking it one [`CASE_LIMIT`] at a time.
 fn check<S>(
-    cases: u32,
+    default_cases: u32,
     strategy: S,
     test: impl Fn(S::Value) -> Result<(), TestCaseError>,
 ) -> gpukit::Result<()>
@@ -52,23 +101,25 @@ where
     S: Strategy,
     S::Value: std::fmt::Debug,
 {
-    let cases = match std::env::var("PROPTEST_CASES") {
-        Ok(v) => v.trim().parse::<u32>().map_or(cases, |n| n.max(cases)),
-        Err(_) => cases,
-    };
     let config = Config {
-        cases,
+        cases: cases(default_cases)?,
         // Failures print their shrunk input; no regression files in the source tree.
         failure_persistence: None,
         ..Config::default()
     };
+    let hung = Cell::new(false);
     TestRunner::new(config)
-        .run(&strategy, test)
-        .map_err(|e| Error::Backend {
-            backend: "test",
-            call: "proptest",
-            message: e.to_string(),
+        .run(&strategy, |value| {
+            if hung.get() {
+                return Ok(());
+            }
+            let result = test(value);
+            if let Err(TestCaseError::Fail(reason)) = &result {
+                hung.set(reason.message().starts_with(HANG));
+            }
+            result
         })
+        .map_err(|e| harness_error("proptest", e.to_string()))
 }
 
 /// Turns an error into a test-case failure.
@@ -106,7 +157,7 @@ fn limited<T: Send + 'static>(
         Ok(Ok(r)) => r,
         Ok(Err(_)) => Err(TestCaseError::fail("the case panicked")),
         Err(_) => Err(TestCaseError::fail(format!(
-            "the case did not end within {CASE_LIMIT:?}: a hang"
+            "{HANG} the case did not end within {CASE_LIMIT:?}"
         ))),
     }
 }
@@ -194,8 +245,15 @@ fn pattern() -> impl Strategy<Value = Pattern> {
     ]
 }
 
-/// A random pipeline. Array `k` (of `arity`) has width `widths[k]` each way; array 0 is
-/// `f32` (the op chain), array 1 `i32` (`2 x + k`), array 2 `u32` (`2 x + |k|`).
+/// The metadata the loader sends with a batch.
+type Meta = (usize, u64);
+
+/// A random pipeline.
+///
+/// Input array `k` (of `arity`) has width `widths[k]`: array 0 is `f32`, array 1 `i32`,
+/// array 2 `u32`. The outputs are the first `out_arity` (1 or `arity`) of: the `f32` op
+/// chain of input 0 (width `widths[0]`); `2 * row_sum(input 1) + k` (`i32`, width 1);
+/// `2 * input 2 + |k|` (`u32`, width `widths[2]`).
 #[derive(Debug, Clone)]
 struct Case {
     pattern: Pattern,
@@ -203,6 +261,7 @@ struct Case {
     /// Each batch's rows, `0..=max_rows`.
     rows: Vec<usize>,
     arity: usize,
+    out_arity: usize,
     widths: [usize; 3],
     compute_streams: usize,
     calibration: usize,
@@ -217,14 +276,16 @@ struct Case {
 fn case(batches: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Case> {
     let sizes = (1usize..=300, batches)
         .prop_flat_map(|(max_rows, n)| (Just(max_rows), vec(row_count(max_rows), n)));
+    let arrays = (
+        1usize..=3,
+        any::<bool>(),
+        [1usize..=5, 1usize..=3, 1usize..=2],
+    );
     (
         pattern(),
         sizes,
-        1usize..=3,
-        [1usize..=5, 1usize..=3, 1usize..=2],
-        1usize..=3,
-        1usize..=3,
-        any::<bool>(),
+        arrays,
+        (1usize..=3, 1usize..=4, any::<bool>()),
         0u32..=1000,
         (first_op(), vec(any_op(), 0..=2)),
         -50i32..=50,
@@ -234,31 +295,26 @@ fn case(batches: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = Case>
             |(
                 pattern,
                 (max_rows, rows),
-                arity,
-                widths,
-                streams,
-                calibration,
-                reads_back,
-                us,
-                ops,
+                (arity, one_output, widths),
+                (compute_streams, calibration, reads_back),
+                max_load_us,
+                (first, rest),
                 k,
                 seed,
-            )| {
-                let (first, rest) = ops;
-                Case {
-                    pattern,
-                    max_rows,
-                    rows,
-                    arity,
-                    widths,
-                    compute_streams: streams,
-                    calibration,
-                    reads_back,
-                    max_load_us: us,
-                    ops: std::iter::once(first).chain(rest).collect(),
-                    k,
-                    seed,
-                }
+            )| Case {
+                pattern,
+                max_rows,
+                rows,
+                arity,
+                out_arity: if one_output { 1 } else { arity },
+                widths,
+                compute_streams,
+                calibration,
+                reads_back,
+                max_load_us,
+                ops: std::iter::once(first).chain(rest).collect(),
+                k,
+                seed,
             },
         )
 }
@@ -277,7 +333,7 @@ fn mix(a: u64, b: u64) -> u64 {
 }
 
 /// What the sink got for a batch: index, rows, metadata, and each output array as f64.
-type Delivered = (usize, usize, (usize, u64), Vec<Vec<f64>>);
+type Delivered = (usize, usize, Meta, Vec<Vec<f64>>);
 
 impl Case {
     fn batches(&self) -> usize {
@@ -309,7 +365,7 @@ impl Case {
     }
 
     /// The metadata the loader sends with batch `i`.
-    fn meta(&self, i: usize) -> (usize, u64) {
+    fn meta(&self, i: usize) -> Meta {
         (i, mix(u64::from(self.seed) ^ 0xabcd, i as u64))
     }
 
@@ -327,30 +383,34 @@ impl Case {
             op.apply(&x, &mut y);
         }
         let mut out = vec![y.iter().map(|&v| f64::from(v)).collect::<Vec<_>>()];
-        if self.arity >= 2 {
+        if self.out_arity >= 2 {
             let k = f64::from(self.k);
-            out.push(
-                self.input1(i)
-                    .iter()
-                    .map(|&v| 2.0 * f64::from(v) + k)
-                    .collect(),
-            );
+            let sums = self.input1(i);
+            let sums = sums
+                .chunks(self.widths[1])
+                .map(|row| 2.0 * row.iter().map(|&v| f64::from(v)).sum::<f64>() + k);
+            out.push(sums.collect());
         }
-        if self.arity >= 3 {
+        if self.out_arity >= 3 {
             let k = f64::from(self.k.unsigned_abs());
-            out.push(
-                self.input2(i)
-                    .iter()
-                    .map(|&v| 2.0 * f64::from(v) + k)
-                    .collect(),
-            );
+            let xu = self.input2(i);
+            out.push(xu.iter().map(|&v| 2.0 * f64::from(v) + k).collect());
         }
         out
     }
 
-    /// The bytes of one row of all arrays, one way.
-    fn row_bytes(&self) -> usize {
+    fn out_widths(&self) -> [usize; 3] {
+        [self.widths[0], 1, self.widths[2]]
+    }
+
+    /// The bytes of one row of the input arrays (every element type is 4 bytes).
+    fn in_row_bytes(&self) -> usize {
         4 * self.widths[..self.arity].iter().sum::<usize>()
+    }
+
+    /// The bytes of one row of the output arrays.
+    fn out_row_bytes(&self) -> usize {
+        4 * self.out_widths()[..self.out_arity].iter().sum::<usize>()
     }
 }
 
@@ -393,24 +453,79 @@ type Outcome = (
     ProgressSnapshot,
 );
 
-/// The loader's side of a fault: fills nothing and fails, or reports too many rows.
-fn load_fault(fault: Option<Fault>, i: usize, max_rows: usize) -> Result<Option<usize>, BoxError> {
+/// The load function of every arity: sleeps, fails as `fault` says, else fills batch `i`'s
+/// rows of the arrays it is given.
+fn load(
+    case: &Case,
+    fault: Option<Fault>,
+    i: usize,
+    x: &mut [f32],
+    xi: Option<&mut [i32]>,
+    xu: Option<&mut [u32]>,
+) -> Result<(usize, Meta), BoxError> {
+    std::thread::sleep(case.load_delay(i));
     match fault {
         Some(f) if f.stage == Stage::Load && f.batch == i => match f.how {
             How::Panic => panic!("injected load panic at batch {i}"),
-            How::TooManyRows => Ok(Some(max_rows + 1)),
-            _ => Err(format!("injected load failure at batch {i}").into()),
+            How::TooManyRows => return Ok((case.max_rows + 1, case.meta(i))),
+            _ => return Err(format!("injected load failure at batch {i}").into()),
         },
-        _ => Ok(None),
+        _ => {}
     }
+    let (rows, [w0, w1, w2]) = (case.rows[i], case.widths);
+    x[..rows * w0].copy_from_slice(&case.input0(i));
+    if case.reads_back {
+        std::hint::black_box(x.iter().map(|&v| f64::from(v)).sum::<f64>());
+    }
+    if let Some(xi) = xi {
+        xi[..rows * w1].copy_from_slice(&case.input1(i));
+    }
+    if let Some(xu) = xu {
+        xu[..rows * w2].copy_from_slice(&case.input2(i));
+    }
+    Ok((rows, case.meta(i)))
+}
+
+/// Output 0: the `f32` chain.
+fn chain(
+    case: &Case,
+    s: &Stream,
+    x: &GpuView<'_, f32>,
+    y: &mut GpuViewMut<'_, f32>,
+) -> gpukit::Result<()> {
+    case.ops.iter().try_for_each(|op| op.enqueue(s, x, y))
+}
+
+/// Output 1: `2 * row_sum(xi) + k`, one element a row.
+fn row_sums(
+    case: &Case,
+    s: &Stream,
+    b: &Batch<Meta>,
+    xi: &GpuView<'_, i32>,
+    yi: &mut GpuViewMut<'_, i32>,
+) -> gpukit::Result<()> {
+    s.row_sum(Shape::new(b.rows, case.widths[1]), xi, yi)?;
+    s.scale(2, yi)?;
+    s.add_scalar_inplace(yi, case.k)
+}
+
+/// Output 2: `2 xu + |k|`.
+fn doubled(
+    case: &Case,
+    s: &Stream,
+    xu: &GpuView<'_, u32>,
+    yu: &mut GpuViewMut<'_, u32>,
+) -> gpukit::Result<()> {
+    s.add(xu, xu, yu)?;
+    s.add_scalar_inplace(yu, case.k.unsigned_abs())
 }
 
 /// The compute side of a fault, after the batch's valid work was enqueued.
-fn compute_fault<M>(
+fn compute_fault(
     fault: Option<Fault>,
     ctx: &Context,
     s: &Stream,
-    b: &Batch<M>,
+    b: &Batch<Meta>,
     x: &GpuView<'_, f32>,
 ) -> gpukit::Result<()> {
     match fault {
@@ -430,25 +545,23 @@ fn compute_fault<M>(
     }
 }
 
-/// The sink side of a fault.
-fn sink_fault(fault: Option<Fault>, i: usize) -> Result<(), BoxError> {
+/// The sink of every arity: fails as `fault` says, else records the batch and its outputs.
+fn record(
+    fault: Option<Fault>,
+    delivered: &mut Vec<Delivered>,
+    b: Batch<Meta>,
+    outputs: Vec<Vec<f64>>,
+) -> Result<(), BoxError> {
     match fault {
-        Some(f) if f.stage == Stage::Deliver && f.batch == i => match f.how {
-            How::Panic => panic!("injected sink panic at batch {i}"),
-            _ => Err(format!("injected sink failure at batch {i}").into()),
+        Some(f) if f.stage == Stage::Deliver && f.batch == b.index => match f.how {
+            How::Panic => panic!("injected sink panic at batch {}", b.index),
+            _ => Err(format!("injected sink failure at batch {}", b.index).into()),
         },
-        _ => Ok(()),
+        _ => {
+            delivered.push((b.index, b.rows, b.meta, outputs));
+            Ok(())
+        }
     }
-}
-
-/// The `f32` chain.
-fn chain(
-    case: &Case,
-    s: &Stream,
-    x: &GpuView<'_, f32>,
-    y: &mut GpuViewMut<'_, f32>,
-) -> gpukit::Result<()> {
-    case.ops.iter().try_for_each(|op| op.enqueue(s, x, y))
 }
 
 fn to_f64<T: Copy + Into<f64>>(v: &[T]) -> Vec<f64> {
@@ -464,99 +577,83 @@ fn run_case(ctx: &Context, case: &Case, pattern: Pattern, fault: Option<Fault>) 
         .calibration_batches(case.calibration)
         .loader_reads_back(case.reads_back);
     let [w0, w1, w2] = case.widths;
-    let mut delivered: Vec<Delivered> = Vec::new();
-    let (result, progress) = match case.arity {
-        1 => {
+    let mut got: Vec<Delivered> = Vec::new();
+    let delivered = &mut got;
+    let (result, progress) = match (case.arity, case.out_arity) {
+        (1, _) => {
             let p = base.input::<f32>(w0).output::<f32>(w0);
             let r = p.run(
-                |i, x| {
-                    std::thread::sleep(case.load_delay(i));
-                    if let Some(rows) = load_fault(fault, i, case.max_rows)? {
-                        return Ok((rows, case.meta(i)));
-                    }
-                    x[..case.rows[i] * w0].copy_from_slice(&case.input0(i));
-                    if case.reads_back {
-                        std::hint::black_box(x.iter().map(|&v| f64::from(v)).sum::<f64>());
-                    }
-                    Ok((case.rows[i], case.meta(i)))
-                },
+                |i, x| load(case, fault, i, x, None, None),
                 |s, b, x, y| {
                     chain(case, s, x, y)?;
                     compute_fault(fault, ctx, s, b, x)
                 },
-                |b, y| {
-                    sink_fault(fault, b.index)?;
-                    delivered.push((b.index, b.rows, b.meta, vec![to_f64(y)]));
-                    Ok(())
-                },
+                |b, y| record(fault, delivered, b, vec![to_f64(y)]),
             );
             (r, p.progress().snapshot())
         }
-        2 => {
-            let p = base
-                .input::<(f32, i32)>([w0, w1])
-                .output::<(f32, i32)>([w0, w1]);
+        (2, 1) => {
+            let p = base.input::<(f32, i32)>([w0, w1]).output::<f32>(w0);
             let r = p.run(
-                |i, (x, xi)| {
-                    std::thread::sleep(case.load_delay(i));
-                    if let Some(rows) = load_fault(fault, i, case.max_rows)? {
-                        return Ok((rows, case.meta(i)));
-                    }
-                    let rows = case.rows[i];
-                    x[..rows * w0].copy_from_slice(&case.input0(i));
-                    xi[..rows * w1].copy_from_slice(&case.input1(i));
-                    Ok((rows, case.meta(i)))
-                },
-                |s, b, (x, xi), (y, yi)| {
+                |i, (x, xi)| load(case, fault, i, x, Some(xi), None),
+                |s, b, (x, _), y| {
                     chain(case, s, x, y)?;
-                    s.add(xi, xi, yi)?;
-                    s.add_scalar_inplace(yi, case.k)?;
                     compute_fault(fault, ctx, s, b, x)
                 },
-                |b, (y, yi)| {
-                    sink_fault(fault, b.index)?;
-                    let out = vec![to_f64(y), to_f64(yi)];
-                    delivered.push((b.index, b.rows, b.meta, out));
-                    Ok(())
+                |b, y| record(fault, delivered, b, vec![to_f64(y)]),
+            );
+            (r, p.progress().snapshot())
+        }
+        (2, _) => {
+            let p = base
+                .input::<(f32, i32)>([w0, w1])
+                .output::<(f32, i32)>([w0, 1]);
+            let r = p.run(
+                |i, (x, xi)| load(case, fault, i, x, Some(xi), None),
+                |s, b, (x, xi), (y, yi)| {
+                    chain(case, s, x, y)?;
+                    row_sums(case, s, b, xi, yi)?;
+                    compute_fault(fault, ctx, s, b, x)
                 },
+                |b, (y, yi)| record(fault, delivered, b, vec![to_f64(y), to_f64(yi)]),
+            );
+            (r, p.progress().snapshot())
+        }
+        (_, 1) => {
+            let p = base
+                .input::<(f32, i32, u32)>([w0, w1, w2])
+                .output::<f32>(w0);
+            let r = p.run(
+                |i, (x, xi, xu)| load(case, fault, i, x, Some(xi), Some(xu)),
+                |s, b, (x, _, _), y| {
+                    chain(case, s, x, y)?;
+                    compute_fault(fault, ctx, s, b, x)
+                },
+                |b, y| record(fault, delivered, b, vec![to_f64(y)]),
             );
             (r, p.progress().snapshot())
         }
         _ => {
             let p = base
                 .input::<(f32, i32, u32)>([w0, w1, w2])
-                .output::<(f32, i32, u32)>([w0, w1, w2]);
+                .output::<(f32, i32, u32)>([w0, 1, w2]);
             let r = p.run(
-                |i, (x, xi, xu)| {
-                    std::thread::sleep(case.load_delay(i));
-                    if let Some(rows) = load_fault(fault, i, case.max_rows)? {
-                        return Ok((rows, case.meta(i)));
-                    }
-                    let rows = case.rows[i];
-                    x[..rows * w0].copy_from_slice(&case.input0(i));
-                    xi[..rows * w1].copy_from_slice(&case.input1(i));
-                    xu[..rows * w2].copy_from_slice(&case.input2(i));
-                    Ok((rows, case.meta(i)))
-                },
+                |i, (x, xi, xu)| load(case, fault, i, x, Some(xi), Some(xu)),
                 |s, b, (x, xi, xu), (y, yi, yu)| {
                     chain(case, s, x, y)?;
-                    s.add(xi, xi, yi)?;
-                    s.add_scalar_inplace(yi, case.k)?;
-                    s.add(xu, xu, yu)?;
-                    s.add_scalar_inplace(yu, case.k.unsigned_abs())?;
+                    row_sums(case, s, b, xi, yi)?;
+                    doubled(case, s, xu, yu)?;
                     compute_fault(fault, ctx, s, b, x)
                 },
                 |b, (y, yi, yu)| {
-                    sink_fault(fault, b.index)?;
-                    let out = vec![to_f64(y), to_f64(yi), to_f64(yu)];
-                    delivered.push((b.index, b.rows, b.meta, out));
-                    Ok(())
+                    let outputs = vec![to_f64(y), to_f64(yi), to_f64(yu)];
+                    record(fault, delivered, b, outputs)
                 },
             );
             (r, p.progress().snapshot())
         }
     };
-    (result, delivered, progress)
+    (result, got, progress)
 }
 
 /// Checks that `got` is batches `0..n` in order, with their rows, metadata and the
@@ -605,7 +702,8 @@ fn pooled(ctx: &Context, class: usize, usage: HostUse) -> Result<u64, TestCaseEr
 
 /// Checks that no pinned buffer is still checked out of `ctx`'s pool: on a context only
 /// pipelines of `case`'s sizes used, every buffer ever allocated (`fresh`) is free again
-/// exactly when the free buffers of the classes the run used add up to `fresh`.
+/// exactly when the free buffers of the classes the runs used add up to `fresh`. Staging
+/// and output buffers are allocated at `max_rows`, whatever a batch's rows.
 fn all_returned(ctx: &Context, case: &Case) -> Result<(), TestCaseError> {
     let fresh = ctx.host_pool_stats().fresh;
     let staging = if case.reads_back {
@@ -613,13 +711,16 @@ fn all_returned(ctx: &Context, case: &Case) -> Result<(), TestCaseError> {
     } else {
         HostUse::Upload
     };
+    let inputs = case.widths[..case.arity].iter().map(|&w| (staging, w));
+    let outputs = case.out_widths()[..case.out_arity]
+        .iter()
+        .map(|&w| (HostUse::Download, w))
+        .collect::<Vec<_>>();
     let mut classes: Vec<(HostUse, usize)> = Vec::new();
-    for &w in &case.widths[..case.arity] {
-        let bytes = 4 * w * case.max_rows;
-        for usage in [staging, HostUse::Download] {
-            if !classes.contains(&(usage, size_class(bytes))) {
-                classes.push((usage, size_class(bytes)));
-            }
+    for (usage, w) in inputs.chain(outputs) {
+        let class = size_class(4 * w * case.max_rows);
+        if !classes.contains(&(usage, class)) {
+            classes.push((usage, class));
         }
     }
     let mut free = 0;
@@ -636,8 +737,8 @@ fn check_report(case: &Case, r: &Report, pattern: Pattern) -> Result<(), TestCas
     prop_assert_eq!(r.pattern, pattern);
     prop_assert_eq!(r.batches, case.batches());
     prop_assert_eq!(r.rows, rows);
-    prop_assert_eq!(r.bytes_in, rows * case.row_bytes());
-    prop_assert_eq!(r.bytes_out, rows * case.row_bytes());
+    prop_assert_eq!(r.bytes_in, rows * case.in_row_bytes());
+    prop_assert_eq!(r.bytes_out, rows * case.out_row_bytes());
     let source = if pattern == Pattern::Sequential {
         BoundSource::Sequential
     } else {
@@ -646,12 +747,15 @@ fn check_report(case: &Case, r: &Report, pattern: Pattern) -> Result<(), TestCas
         }
     };
     prop_assert_eq!(r.bound_source, source);
-    prop_assert!(
-        r.bound_ms >= 0.0 && r.bound_ms.is_finite(),
-        "bound {}",
-        r.bound_ms
-    );
     prop_assert!(r.wall_ms > 0.0, "wall {}", r.wall_ms);
+    prop_assert!(
+        r.bound_ms.is_finite() && (r.bound_ms > 0.0 || (rows == 0 && r.bound_ms == 0.0)),
+        "bound {} for {} rows",
+        r.bound_ms,
+        rows
+    );
+    prop_assert_eq!(r.efficiency, r.bound_ms / r.wall_ms);
+    prop_assert_eq!(r.speedup_vs_sequential, None);
     // Load, upload, compute, download and deliver of every batch, once each.
     let mut spans: Vec<(usize, String)> = r
         .timeline
@@ -666,6 +770,34 @@ fn check_report(case: &Case, r: &Report, pattern: Pattern) -> Result<(), TestCas
     Ok(())
 }
 
+/// A progress snapshot's counters are consistent.
+fn consistent(s: &ProgressSnapshot) -> bool {
+    s.delivered <= s.submitted && s.submitted <= s.loaded && s.loaded <= s.total
+}
+
+/// The snapshot of a run of `n` batches that delivered them all.
+fn complete(n: usize) -> ProgressSnapshot {
+    ProgressSnapshot {
+        total: n,
+        loaded: n,
+        submitted: n,
+        delivered: n,
+        finished: true,
+    }
+}
+
+/// The whole chain of `e`'s messages.
+fn chain_text(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 // ---------------------------------------------------------------------------------------
 // The properties
 // ---------------------------------------------------------------------------------------
@@ -675,7 +807,7 @@ backend_tests! {
     /// order, with each batch's rows and metadata; the reports agree with the runs.
     fn any_pipeline_matches_sequential_processing(ctx) {
         let device = ctx.clone();
-        check(48, case(1..=10), move |case| {
+        check(96, case(1..=12), move |case| {
             let device = device.clone();
             limited(move || {
                 let ctx = fresh(&device)?;
@@ -684,14 +816,7 @@ backend_tests! {
                 let (report, out, progress) = run_case(&ctx, &case, case.pattern, None);
                 let report = report.tc()?;
                 let n = case.batches();
-                let done = ProgressSnapshot {
-                    total: n,
-                    loaded: n,
-                    submitted: n,
-                    delivered: n,
-                    finished: true,
-                };
-                prop_assert_eq!(progress, done);
+                prop_assert_eq!(progress, complete(n));
                 check_delivered(&case, &seq_out, n)?;
                 check_delivered(&case, &out, n)?;
                 prop_assert!(out == seq_out, "the pattern's outputs differ from sequential");
@@ -700,7 +825,10 @@ backend_tests! {
                 let judged = report.against(&seq).tc()?;
                 prop_assert_eq!(judged.bound_source, BoundSource::Baseline);
                 prop_assert_eq!(judged.bound_ms, seq.bound_ms);
+                prop_assert_eq!(judged.efficiency, seq.bound_ms / report.wall_ms);
                 prop_assert_eq!(judged.speedup_vs_sequential, Some(seq.wall_ms / report.wall_ms));
+                let itself = seq.against(&seq).tc()?;
+                prop_assert_eq!(itself.speedup_vs_sequential, Some(1.0));
                 ctx.sync().tc()?;
                 all_returned(&ctx, &case)
             })
@@ -712,19 +840,22 @@ backend_tests! {
     /// works on.
     fn a_failing_stage_stops_the_run_cleanly(ctx) {
         let device = ctx.clone();
-        let strategy = (case(1..=8), pattern())
+        let strategy = (case(1..=12), pattern())
             .prop_flat_map(|(case, next)| (fault(case.batches()), Just(case), Just(next)));
-        check(64, strategy, move |(fault, case, next_pattern)| {
+        check(128, strategy, move |(fault, case, next_pattern)| {
             let device = device.clone();
             limited(move || {
                 let ctx = fresh(&device)?;
                 let (result, out, progress) = run_case(&ctx, &case, case.pattern, Some(fault));
                 let err = match result {
-                    Ok(_) => return Err(TestCaseError::fail("the run succeeded despite the fault")),
+                    Ok(_) => {
+                        return Err(TestCaseError::fail("the run succeeded despite the fault"))
+                    }
                     Err(e) => e,
                 };
                 prop_assert_eq!(err.batch(), Some(fault.batch), "failing batch of {}", err);
                 prop_assert_eq!(err.stage(), Some(fault.stage), "failing stage of {}", err);
+                let text = chain_text(&err);
                 match fault.how {
                     How::TooManyRows => prop_assert!(
                         matches!(err, PipelineError::TooManyRows { rows, max_rows, .. }
@@ -732,21 +863,25 @@ backend_tests! {
                         "{:?}", err
                     ),
                     How::LengthMismatch => prop_assert!(
-                        matches!(&err, PipelineError::Gpu { source: Error::LengthMismatch { .. }, .. }),
+                        matches!(
+                            &err,
+                            PipelineError::Gpu { source: Error::LengthMismatch { .. }, .. }
+                        ),
                         "{:?}", err
                     ),
-                    How::Panic => {
-                        let cause = std::error::Error::source(&err).map(ToString::to_string);
-                        prop_assert!(
-                            cause.as_deref().is_some_and(|c| c.contains("injected") && c.contains("panic")),
-                            "{}: {:?}", err, cause
-                        );
-                    }
-                    How::Error => {}
+                    How::Panic => prop_assert!(
+                        text.contains("injected") && text.contains("panic"),
+                        "{}", text
+                    ),
+                    How::Error => prop_assert!(
+                        text.contains("injected") && text.contains("failure"),
+                        "{}", text
+                    ),
                 }
                 check_delivered(&case, &out, fault.batch)?;
                 prop_assert!(
-                    progress.finished
+                    consistent(&progress)
+                        && progress.finished
                         && progress.total == case.batches()
                         && progress.delivered == fault.batch,
                     "progress after the failure: {:?}",
@@ -768,8 +903,8 @@ backend_tests! {
     /// A thread polling the progress handle sees consistent, monotone counters, and the end.
     fn progress_is_monotone_and_ends_complete(ctx) {
         let device = ctx.clone();
-        let strategy = (pattern(), 1usize..=10, 1usize..=2000, 200u64..=1500, 1usize..=3);
-        check(16, strategy, move |(pattern, batches, rows, load_us, k)| {
+        let strategy = (pattern(), 1usize..=12, 1usize..=2000, 200u64..=1500, 1usize..=3);
+        check(32, strategy, move |(pattern, batches, rows, load_us, k)| {
             let device = device.clone();
             limited(move || {
                 let ctx = fresh(&device)?;
@@ -815,7 +950,11 @@ backend_tests! {
                     .map_err(|_| TestCaseError::fail("the poller panicked"))?;
                 result.tc()?;
                 prop_assert_eq!(delivered, batches);
-                prop_assert_eq!(seen[0], ProgressSnapshot::default(), "a pipeline that has not run shows nothing");
+                prop_assert_eq!(
+                    seen[0],
+                    ProgressSnapshot::default(),
+                    "a pipeline that has not run shows nothing"
+                );
                 for w in seen.windows(2) {
                     let (a, b) = (w[0], w[1]);
                     prop_assert!(
@@ -830,25 +969,14 @@ backend_tests! {
                     );
                 }
                 for s in &seen {
-                    prop_assert!(
-                        s.delivered <= s.submitted && s.submitted <= s.loaded && s.loaded <= s.total,
-                        "inconsistent snapshot {:?}",
-                        s
-                    );
+                    prop_assert!(consistent(s), "inconsistent snapshot {:?}", s);
                     prop_assert!(s.total == 0 || s.total == batches, "total {:?}", s);
                 }
-                let done = ProgressSnapshot {
-                    total: batches,
-                    loaded: batches,
-                    submitted: batches,
-                    delivered: batches,
-                    finished: true,
-                };
                 let last = seen[seen.len() - 1];
                 if last.finished {
-                    prop_assert_eq!(last, done, "the snapshot that saw the end");
+                    prop_assert_eq!(last, complete(batches), "the snapshot that saw the end");
                 }
-                prop_assert_eq!(pipeline.progress().snapshot(), done, "after the run");
+                prop_assert_eq!(pipeline.progress().snapshot(), complete(batches), "after the run");
                 Ok(())
             })
         })
