@@ -40,6 +40,8 @@ use std::cell::Cell;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::{cases, harness_error};
+
 use gpukit::pipeline::BoxError;
 use gpukit::{
     Batch, BoundSource, Context, DeviceSpec, Error, GpuView, GpuViewMut, HostUse, Pattern,
@@ -58,34 +60,6 @@ const CASE_LIMIT: Duration = Duration::from_secs(60);
 
 /// How a hung case's failure starts (see [`check`]).
 const HANG: &str = "hang:";
-
-/// A harness error (not a property's failure) as a `gpukit::Error`.
-fn harness_error(call: &'static str, message: String) -> Error {
-    Error::Backend {
-        backend: "test",
-        call,
-        message,
-    }
-}
-
-/// The cases to run for a property whose default is `default`: more when `PROPTEST_CASES`
-/// asks for more, never fewer; a value that is not a number is an error.
-fn cases(default: u32) -> gpukit::Result<u32> {
-    match std::env::var("PROPTEST_CASES") {
-        Err(std::env::VarError::NotPresent) => Ok(default),
-        Ok(text) => text
-            .trim()
-            .parse::<u32>()
-            .map(|n| n.max(default))
-            .map_err(|e| {
-                harness_error(
-                    "PROPTEST_CASES",
-                    format!("PROPTEST_CASES={text:?} is not a case count: {e}"),
-                )
-            }),
-        Err(e) => Err(harness_error("PROPTEST_CASES", e.to_string())),
-    }
-}
 
 /// Runs `test` on `default_cases` inputs (or more: see [`cases`]) drawn from `strategy`; a
 /// failure becomes a `gpukit::Error` holding the shrunk input.
@@ -786,18 +760,6 @@ fn complete(n: usize) -> ProgressSnapshot {
     }
 }
 
-/// The whole chain of `e`'s messages.
-fn chain_text(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
-}
-
 // ---------------------------------------------------------------------------------------
 // The properties
 // ---------------------------------------------------------------------------------------
@@ -855,7 +817,7 @@ backend_tests! {
                 };
                 prop_assert_eq!(err.batch(), Some(fault.batch), "failing batch of {}", err);
                 prop_assert_eq!(err.stage(), Some(fault.stage), "failing stage of {}", err);
-                let text = chain_text(&err);
+                let text = gpukit::error_chain(&err);
                 match fault.how {
                     How::TooManyRows => prop_assert!(
                         matches!(err, PipelineError::TooManyRows { rows, max_rows, .. }

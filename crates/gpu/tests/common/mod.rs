@@ -122,6 +122,40 @@ macro_rules! tests_on {
     };
 }
 
+/// A harness error (not a property's failure) as a `gpukit::Error`.
+pub fn harness_error(call: &'static str, message: String) -> gpukit::Error {
+    gpukit::Error::Backend {
+        backend: "test",
+        call,
+        message,
+    }
+}
+
+/// The cases to run for a property test whose default is `default`: more when the
+/// environment variable `PROPTEST_CASES` asks for more, never fewer; a value that is not a
+/// number is an error rather than ignored.
+pub fn cases(default: u32) -> gpukit::Result<u32> {
+    cases_from(default, std::env::var("PROPTEST_CASES"))
+}
+
+/// [`cases`] for a given value of the variable.
+pub fn cases_from(default: u32, var: Result<String, std::env::VarError>) -> gpukit::Result<u32> {
+    match var {
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Ok(text) => text
+            .trim()
+            .parse::<u32>()
+            .map(|n| n.max(default))
+            .map_err(|e| {
+                harness_error(
+                    "PROPTEST_CASES",
+                    format!("PROPTEST_CASES={text:?} is not a case count: {e}"),
+                )
+            }),
+        Err(e) => Err(harness_error("PROPTEST_CASES", e.to_string())),
+    }
+}
+
 /// Relative-or-absolute closeness for float comparisons against an f64 reference.
 pub fn close(got: f64, want: f64, rel: f64) -> bool {
     if got.is_nan() || want.is_nan() {

@@ -32,6 +32,8 @@ mod views;
 
 use std::ops::Bound;
 
+use common::{cases, harness_error};
+
 use gpukit::{Float, Gemm, GpuArray, Numeric};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -40,39 +42,6 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 // ---------------------------------------------------------------------------------------
 // Harness glue
 // ---------------------------------------------------------------------------------------
-
-/// A harness error (not a property's failure) as a `gpukit::Error`.
-fn harness_error(call: &'static str, message: String) -> gpukit::Error {
-    gpukit::Error::Backend {
-        backend: "test",
-        call,
-        message,
-    }
-}
-
-/// The cases to run for a property whose default is `default`: more when `PROPTEST_CASES`
-/// asks for more, never fewer.
-fn cases(default: u32) -> gpukit::Result<u32> {
-    cases_from(default, std::env::var("PROPTEST_CASES"))
-}
-
-/// [`cases`] for a given value of the variable.
-fn cases_from(default: u32, var: Result<String, std::env::VarError>) -> gpukit::Result<u32> {
-    match var {
-        Err(std::env::VarError::NotPresent) => Ok(default),
-        Ok(text) => text
-            .trim()
-            .parse::<u32>()
-            .map(|n| n.max(default))
-            .map_err(|e| {
-                harness_error(
-                    "PROPTEST_CASES",
-                    format!("PROPTEST_CASES={text:?} is not a case count: {e}"),
-                )
-            }),
-        Err(e) => Err(harness_error("PROPTEST_CASES", e.to_string())),
-    }
-}
 
 /// Runs `test` on `default_cases` inputs drawn from `strategy` (or more: see [`cases`]); a
 /// failure becomes a `gpukit::Error` whose message holds the shrunk input.
@@ -128,8 +97,9 @@ fn data(seed: u32, len: usize) -> Vec<f32> {
 #[test]
 fn proptest_cases_raises_the_defaults_and_never_lowers_them() {
     use std::env::VarError;
-    let from =
-        |default: u32, var: Result<&str, VarError>| cases_from(default, var.map(str::to_owned));
+    let from = |default: u32, var: Result<&str, VarError>| {
+        common::cases_from(default, var.map(str::to_owned))
+    };
     assert_eq!(from(32, Err(VarError::NotPresent)).ok(), Some(32));
     assert_eq!(from(32, Ok("1000")).ok(), Some(1000));
     assert_eq!(from(32, Ok(" 64 ")).ok(), Some(64));
