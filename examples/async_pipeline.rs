@@ -39,7 +39,7 @@ use gpukit::{
     Context, DeviceSpec, GpuArray, GpuView, GpuViewMut, Pattern, Pipeline, Report, Stage, Stream,
 };
 use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
-use gpukit_examples::{fmt_bytes, median};
+use gpukit_examples::{fmt_bytes, median_stage_ms};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
 
@@ -220,18 +220,6 @@ fn run_pattern(
     Ok(report)
 }
 
-/// Median per-batch milliseconds of a stage in a report.
-fn per_batch(report: &Report, stage: Stage) -> f64 {
-    let mut ms: Vec<f64> = report
-        .timeline
-        .spans
-        .iter()
-        .filter(|s| s.stage == stage)
-        .map(|s| s.ms())
-        .collect();
-    median(&mut ms).unwrap_or(0.0)
-}
-
 /// Picks `--compute-ops` and `--io-ms` (unless given) from short sequential runs without
 /// I/O wait, so that the stages are balanced:
 ///
@@ -262,7 +250,7 @@ fn calibrate(ctx: &Context, opts: &Opts, w: &mut Workload) -> Res {
     for _ in 0..CALIBRATION_RUNS {
         let report = run_pattern(ctx, Pattern::Sequential, &probe, &mut sink)?;
         for (b, stage) in best.iter_mut().zip(Stage::ALL) {
-            *b = b.min(per_batch(&report, stage));
+            *b = b.min(median_stage_ms(&report, stage));
         }
     }
     let [fill, up, comp, down, deliver] = best;

@@ -23,6 +23,19 @@ pub fn median(samples: &mut [f64]) -> Option<f64> {
     })
 }
 
+/// The median milliseconds of one batch's `stage` in a pipeline run (from its timeline's
+/// spans); NaN for a run without batches.
+pub fn median_stage_ms(report: &gpukit::Report, stage: gpukit::Stage) -> f64 {
+    let mut ms: Vec<f64> = report
+        .timeline
+        .spans
+        .iter()
+        .filter(|s| s.stage == stage)
+        .map(|s| s.ms())
+        .collect();
+    median(&mut ms).unwrap_or(f64::NAN)
+}
+
 /// Runs `f` `runs` times after one warm-up run and returns the median wall time in seconds.
 pub fn median_seconds<E>(runs: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<f64, E> {
     f()?;

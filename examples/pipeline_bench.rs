@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use gpukit::{Context, DeviceSpec, In, KernelSpec, LaunchConfig, Out, Pattern, Stage};
 use gpukit_examples::cli::{self, Cli, CliError, Long};
-use gpukit_examples::{fmt_bytes, median, write_json};
+use gpukit_examples::{fmt_bytes, median, median_stage_ms, write_json};
 use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
@@ -198,9 +198,8 @@ impl IoWait {
 /// (the second of two runs: the first fills the pinned pool). Measured inside a pipeline,
 /// the transfers see the buffers and caches the benchmark's runs see.
 fn transfer_ms(ctx: &Context, n: usize, batches: usize, kernel: &SpinKernel) -> Res<(f64, f64)> {
-    let mut spans = Vec::new();
-    for _ in 0..2 {
-        let report = gpukit::Pipeline::new(ctx, Pattern::Sequential)
+    let run = || {
+        gpukit::Pipeline::new(ctx, Pattern::Sequential)
             .batches(batches)
             .max_rows(n)
             .input::<f32>(1)
@@ -212,18 +211,14 @@ fn transfer_ms(ctx: &Context, n: usize, batches: usize, kernel: &SpinKernel) -> 
                 },
                 |s, _, x, y| s.launch(kernel, LaunchConfig::linear(1, 1), (x, y, 0u64)),
                 |_, _| Ok(()),
-            )?;
-        spans = report.timeline.spans;
-    }
-    let stage_ms = |stage: Stage| {
-        let mut ms: Vec<f64> = spans
-            .iter()
-            .filter(|s| s.stage == stage)
-            .map(|s| s.ms())
-            .collect();
-        median(&mut ms).unwrap_or(f64::NAN)
+            )
     };
-    Ok((stage_ms(Stage::Upload), stage_ms(Stage::Download)))
+    run()?;
+    let report = run()?;
+    Ok((
+        median_stage_ms(&report, Stage::Upload),
+        median_stage_ms(&report, Stage::Download),
+    ))
 }
 
 /// One measured run.
@@ -458,9 +453,8 @@ fn run(ctx: &Context, args: &Args) -> Res {
 /// of a sequential run each, and their ratio. On the CPU backend both are ordinary memory.
 fn staging_readback(ctx: &Context, n: usize, batches: usize) -> Res {
     let load_ms = |reads_back: bool| -> Res<f64> {
-        let mut ms = Vec::new();
-        for _ in 0..2 {
-            let report = gpukit::Pipeline::new(ctx, Pattern::Sequential)
+        let run = || {
+            gpukit::Pipeline::new(ctx, Pattern::Sequential)
                 .batches(batches)
                 .max_rows(n)
                 .input::<f32>(1)
@@ -477,16 +471,10 @@ fn staging_readback(ctx: &Context, n: usize, batches: usize) -> Res {
                     },
                     |s, _, x, y| s.copy(x, y),
                     |_, _| Ok(()),
-                )?;
-            ms = report
-                .timeline
-                .spans
-                .iter()
-                .filter(|s| s.stage == Stage::Load)
-                .map(|s| s.ms())
-                .collect();
-        }
-        Ok(median(&mut ms).unwrap_or(f64::NAN))
+                )
+        };
+        run()?; // fills the pinned pool
+        Ok(median_stage_ms(&run()?, Stage::Load))
     };
     let (wc, pinned) = (load_ms(false)?, load_ms(true)?);
     println!(
