@@ -111,6 +111,9 @@ pub enum RawPtr {
     Cuda(u64),
     /// A host address: the CPU backend's device memory is host memory.
     Host(*mut u8),
+    /// The backend has no address to give: a wgpu buffer is an opaque object of its API
+    /// (share data with code outside this library through host memory there).
+    Opaque,
 }
 
 /// A backend's native stream handle, for interop (see [`RawPtr`]).

@@ -87,7 +87,7 @@ pub enum Error {
     },
 
     /// A device spec could not be parsed.
-    #[error("invalid device spec {input:?} (from {origin}): {reason}; expected one of `auto`, `cpu`, `cuda` or `cuda:N`")]
+    #[error("invalid device spec {input:?} (from {origin}): {reason}; expected one of `auto`, `cpu`, `cuda`, `cuda:N`, `vulkan` or `vulkan:N`")]
     InvalidDeviceSpec {
         /// The text that was given.
         input: String,

@@ -314,6 +314,8 @@ pub struct KernelDesc {
     pub name: String,
     /// GPU code, if any.
     pub source: Option<KernelSource>,
+    /// WGSL code for the wgpu backend, if any (the entry point is `name`).
+    pub wgsl: Option<String>,
     /// The CPU implementation, if any.
     pub cpu: Option<CpuKernelFn>,
 }
@@ -323,6 +325,7 @@ impl std::fmt::Debug for KernelDesc {
         f.debug_struct("KernelDesc")
             .field("name", &self.name)
             .field("source", &self.source.as_ref().map(|_| ".."))
+            .field("wgsl", &self.wgsl.is_some())
             .field("cpu", &self.cpu.is_some())
             .finish()
     }
@@ -604,6 +607,7 @@ impl<S: KernelSig> KernelSpec<S> {
             desc: KernelDesc {
                 name: name.into(),
                 source: None,
+                wgsl: None,
                 cpu: None,
             },
             _s: PhantomData,
@@ -640,6 +644,44 @@ impl<S: KernelSig> KernelSpec<S> {
         let mut s = Self::named(name);
         s.desc.source = Some(KernelSource::Ptx(ptx.into()));
         s
+    }
+
+    /// Adds WGSL code for the wgpu (Vulkan) backend; the entry point is the kernel's name,
+    /// an `@compute` function.
+    ///
+    /// The arguments bind as follows: the i-th array argument ([`In`] or [`Out`], counting
+    /// arrays only) is `@group(0) @binding(i) var<storage, read_write> name: array<T>` (`read`
+    /// is accepted for an [`In`]); the scalars, in signature order, are the fields of one
+    /// `var<immediate>` struct, each a 4-byte field (`u32`, `i32`, `f32`; an 8-byte scalar is
+    /// a `vec2<u32>`, low word first, 8-byte aligned). The launch's block size must equal
+    /// the entry point's `@workgroup_size`; dynamic shared memory does not exist in WGSL.
+    ///
+    /// ```
+    /// # use gpukit::{In, KernelSpec, Out};
+    /// const SRC: &str = "
+    /// struct Args { n: u32 }
+    /// var<immediate> args: Args;
+    /// @group(0) @binding(0) var<storage, read> a: array<f32>;
+    /// @group(0) @binding(1) var<storage, read_write> out: array<f32>;
+    /// @compute @workgroup_size(64)
+    /// fn twice(@builtin(global_invocation_id) g: vec3<u32>) {
+    ///     if (g.x < args.n) { out[g.x] = 2.0 * a[g.x]; }
+    /// }";
+    /// // SAFETY: `twice` reads binding 0 and writes binding 1 below `n` only, matching
+    /// // (In<f32>, Out<f32>, u32).
+    /// let spec = unsafe { KernelSpec::<(In<f32>, Out<f32>, u32)>::named("twice").wgsl(SRC) };
+    /// # let _ = spec;
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// As for [`KernelSpec::cuda`]: the bindings and the immediate struct match the
+    /// signature `S` as described above, in order and type, and every access stays within
+    /// the lengths passed (WGSL's bounds checks clamp accesses to the bound window, which
+    /// for a view may be wider than the view), with no races inside the launch.
+    pub unsafe fn wgsl(mut self, src: impl Into<String>) -> Self {
+        self.desc.wgsl = Some(src.into());
+        self
     }
 
     /// Adds the CPU implementation: called once per thread of the launch with the thread's

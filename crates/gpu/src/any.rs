@@ -106,6 +106,8 @@ backends! {
     Cpu => gpukit_cpu::CpuBackend,
     #[cfg(feature = "cuda")]
     Cuda => gpukit_cuda::CudaBackend,
+    #[cfg(feature = "vulkan")]
+    Wgpu => gpukit_wgpu::WgpuBackend,
 }
 
 /// Runs `$body` with `$b` bound to the concrete backend inside `$any` and `$B` naming its
@@ -122,6 +124,12 @@ macro_rules! dispatch {
             AnyBackend::Cuda($b) => {
                 #[allow(dead_code)]
                 type $B = gpukit_cuda::CudaBackend;
+                $body
+            }
+            #[cfg(feature = "vulkan")]
+            AnyBackend::Wgpu($b) => {
+                #[allow(dead_code)]
+                type $B = gpukit_wgpu::WgpuBackend;
                 $body
             }
         }

@@ -31,7 +31,7 @@ pub struct Selection {
     pub dtype: DType,
 }
 
-/// An opened device: CUDA when usable, else the CPU backend.
+/// An opened device: CUDA when usable, else a Vulkan GPU, else the CPU backend.
 ///
 /// `Context` dereferences to [`gpukit_core::Context`], which dereferences to its default
 /// [`crate::Stream`]: everything in those two types is available here, and stream
@@ -72,7 +72,8 @@ impl Deref for Context {
 }
 
 impl Context {
-    /// The device named by `GPU_DEVICE`, else the best usable one (CUDA, then the CPU).
+    /// The device named by `GPU_DEVICE`, else the best usable one (CUDA, then a Vulkan GPU,
+    /// then the CPU).
     /// Never panics; a malformed `GPU_DEVICE`, or a GPU it names that cannot be used, is an
     /// error. Reads no file (see [`Context::from_config`]).
     #[allow(clippy::should_implement_trait)] // fallible, so not `Default::default`
@@ -109,30 +110,44 @@ impl Context {
             DeviceSpec::Auto => match open_cuda(None) {
                 Ok(ctx) => ctx,
                 Err(reason) => {
-                    tracing::info!(%reason, "auto: the CUDA backend was rejected; using the CPU backend");
+                    tracing::info!(%reason, "auto: the CUDA backend was rejected");
                     rejected.push(Rejection {
                         backend: "cuda",
                         reason,
                     });
-                    open_cpu()?
-                }
-            },
-            DeviceSpec::Cuda(ordinal) => match open_cuda(ordinal) {
-                Ok(ctx) => ctx,
-                Err(reason) => {
-                    let may_fall_back = matches!(origin, SpecOrigin::File(_))
-                        && cfg.fallback == FallbackPolicy::Cpu;
-                    if !may_fall_back {
-                        return Err(reason);
+                    match open_vulkan(None, true) {
+                        Ok(ctx) => ctx,
+                        Err(reason) => {
+                            tracing::info!(%reason, "auto: the Vulkan backend was rejected; using the CPU backend");
+                            rejected.push(Rejection {
+                                backend: "vulkan",
+                                reason,
+                            });
+                            open_cpu()?
+                        }
                     }
-                    tracing::warn!(%reason, "{}: falling back to the CPU backend", cfg.device);
-                    rejected.push(Rejection {
-                        backend: "cuda",
-                        reason,
-                    });
-                    open_cpu()?
                 }
             },
+            DeviceSpec::Cuda(_) | DeviceSpec::Vulkan(_) => {
+                let (opened, backend) = match cfg.device {
+                    DeviceSpec::Cuda(ordinal) => (open_cuda(ordinal), "cuda"),
+                    DeviceSpec::Vulkan(ordinal) => (open_vulkan(ordinal, false), "vulkan"),
+                    _ => unreachable!("matched above"),
+                };
+                match opened {
+                    Ok(ctx) => ctx,
+                    Err(reason) => {
+                        let may_fall_back = matches!(origin, SpecOrigin::File(_))
+                            && cfg.fallback == FallbackPolicy::Cpu;
+                        if !may_fall_back {
+                            return Err(reason);
+                        }
+                        tracing::warn!(%reason, "{}: falling back to the CPU backend", cfg.device);
+                        rejected.push(Rejection { backend, reason });
+                        open_cpu()?
+                    }
+                }
+            }
         };
         Ok(Context {
             inner,
@@ -177,6 +192,30 @@ fn open_cpu() -> Result<gpukit_core::Context<AnyBackend>> {
 fn open_cuda(ordinal: Option<usize>) -> Result<gpukit_core::Context<AnyBackend>> {
     let backend = gpukit_cuda::CudaBackend::new(ordinal.unwrap_or(0))?;
     gpukit_core::Context::new(AnyBackend::Cuda(backend))
+}
+
+/// The Vulkan arm: adapter `ordinal` in the wgpu backend's order, or the first usable one
+/// (passing over CPU implementations such as lavapipe when `auto` asks). Fails with the
+/// probe's reason (no loader, no driver, missing features) or `InvalidDevice`.
+#[cfg(feature = "vulkan")]
+fn open_vulkan(ordinal: Option<usize>, auto: bool) -> Result<gpukit_core::Context<AnyBackend>> {
+    let opts = gpukit_wgpu::WgpuOptions {
+        skip_cpu_adapters: auto,
+        ..Default::default()
+    };
+    let backend = gpukit_wgpu::WgpuBackend::with_options(ordinal, opts)?;
+    gpukit_core::Context::new(AnyBackend::Wgpu(backend))
+}
+
+/// Without the `vulkan` feature every Vulkan request is `Unavailable`, saying so.
+#[cfg(not(feature = "vulkan"))]
+fn open_vulkan(_ordinal: Option<usize>, _auto: bool) -> Result<gpukit_core::Context<AnyBackend>> {
+    Err(Error::Unavailable {
+        backend: "vulkan",
+        reason: "not compiled in: this build of `gpukit` has no `vulkan` feature (it is on by \
+                 default; enable it with `features = [\"vulkan\"]` on the `gpukit` dependency)"
+            .to_owned(),
+    })
 }
 
 /// Without the `cuda` feature there is no CUDA arm: every CUDA request is `Unavailable`,

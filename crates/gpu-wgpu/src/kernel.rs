@@ -1,0 +1,174 @@
+//! Custom kernels from WGSL.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use gpukit_core::{Error, KernelArg, KernelDesc, LaunchConfig, Result};
+
+use crate::device::NAME;
+use crate::ops::{compile, dispatch, Bind, Pipe};
+use crate::stream::StreamInner;
+use crate::{round4, Shared, WgpuBackend};
+
+/// A loaded WGSL kernel: its source, entry point and workgroup size, and a pipeline per
+/// argument layout it has been launched with.
+pub struct WgpuKernel {
+    name: String,
+    src: String,
+    workgroup: [u32; 3],
+    pipes: Mutex<HashMap<(u32, u32), Arc<Pipe>>>,
+}
+
+impl std::fmt::Debug for WgpuKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuKernel")
+            .field("name", &self.name)
+            .field("workgroup", &self.workgroup)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parses the kernel's WGSL and finds its entry point (compiling happens at the first
+/// launch, when the argument layout is known).
+pub(crate) fn load(shared: &Shared, desc: &KernelDesc) -> Result<WgpuKernel> {
+    shared.check()?;
+    let Some(src) = &desc.wgsl else {
+        return Err(Error::KernelUnavailable {
+            kernel: desc.name.clone(),
+            backend: NAME,
+            hint: "add WGSL with `KernelSpec::wgsl`",
+        });
+    };
+    let module = wgpu::naga::front::wgsl::parse_str(src).map_err(|e| Error::KernelCompile {
+        kernel: desc.name.clone(),
+        log: e.emit_to_string(src),
+    })?;
+    let entry = module
+        .entry_points
+        .iter()
+        .find(|e| e.name == desc.name && e.stage == wgpu::naga::ShaderStage::Compute)
+        .ok_or_else(|| Error::KernelCompile {
+            kernel: desc.name.clone(),
+            log: format!(
+                "no `@compute fn {}` in the WGSL (entry points: {})",
+                desc.name,
+                module
+                    .entry_points
+                    .iter()
+                    .map(|e| e.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })?;
+    Ok(WgpuKernel {
+        name: desc.name.clone(),
+        src: src.clone(),
+        workgroup: entry.workgroup_size,
+        pipes: Mutex::new(HashMap::new()),
+    })
+}
+
+/// Launches a kernel: binds the array arguments in order, packs the scalars into the
+/// immediates, dispatches `cfg.grid` workgroups.
+pub(crate) fn launch(
+    shared: &Shared,
+    stream: &StreamInner,
+    k: &WgpuKernel,
+    cfg: &LaunchConfig,
+    args: &[KernelArg<'_, WgpuBackend>],
+) -> Result<()> {
+    shared.check()?;
+    if cfg.block != k.workgroup {
+        return Err(Error::InvalidLaunch {
+            kernel: k.name.clone(),
+            reason: format!(
+                "block {:?} differs from the WGSL entry point's @workgroup_size {:?} (WGSL \
+                 fixes the workgroup size in the shader)",
+                cfg.block, k.workgroup
+            ),
+        });
+    }
+    let mut binds: Vec<Bind<'_>> = Vec::with_capacity(args.len());
+    let mut imm: Vec<u8> = Vec::new();
+    for a in args {
+        match a {
+            KernelArg::Buffer { at: Some(at), bytes, .. } => {
+                let off = at.offset as u64;
+                if off % shared.align != 0 {
+                    return Err(Error::Unsupported {
+                        backend: NAME,
+                        what: format!(
+                            "a view starting at byte {off} as an argument of WGSL kernel `{}`: \
+                             bindings start at multiples of {} bytes",
+                            k.name, shared.align
+                        ),
+                    });
+                }
+                let size = round4(*bytes as u64).min(at.buf.buf.size() - off);
+                if size > shared.max_binding {
+                    return Err(Error::Unsupported {
+                        backend: NAME,
+                        what: format!(
+                            "an argument of {bytes} bytes for WGSL kernel `{}` (one binding \
+                             holds at most {} bytes)",
+                            k.name, shared.max_binding
+                        ),
+                    });
+                }
+                binds.push(Bind { buf: &at.buf.buf, base: off, size });
+            }
+            KernelArg::Buffer { at: None, .. } => binds.push(Bind {
+                buf: &shared.dummy,
+                base: 0,
+                size: 16,
+            }),
+            KernelArg::Scalar { bytes, len } => {
+                let slot = if *len > 4 { 8 } else { 4 };
+                while imm.len() % slot != 0 {
+                    imm.push(0);
+                }
+                let mut v = [0u8; 8];
+                v[..*len].copy_from_slice(&bytes[..*len]);
+                imm.extend_from_slice(&v[..slot]);
+            }
+        }
+    }
+    let imm_size = round4(imm.len() as u64) as u32;
+    if imm_size > shared.limits.max_immediate_size {
+        return Err(Error::Unsupported {
+            backend: NAME,
+            what: format!(
+                "{imm_size} bytes of scalar arguments for WGSL kernel `{}` (the adapter's \
+                 immediates hold {})",
+                k.name, shared.limits.max_immediate_size
+            ),
+        });
+    }
+    let key = (binds.len() as u32, imm_size);
+    let existing = k
+        .pipes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&key)
+        .cloned();
+    let pipe = match existing {
+        Some(p) => p,
+        None => {
+            let p = Arc::new(compile(shared, &k.name, &k.name, &k.src, key.0, imm_size)?);
+            k.pipes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key, p.clone());
+            p
+        }
+    };
+    let words: Vec<u32> = imm
+        .chunks(4)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        })
+        .collect();
+    dispatch(shared, stream, &pipe, &binds, &words, cfg.grid)
+}

@@ -1,0 +1,656 @@
+//! The op table in WGSL: one body per element-wise op of gpukit-core's table, and the
+//! complete source of every built-in kernel.
+//!
+//! Adding an element-wise op to the table (`gpukit_core::optable`) means one arm in
+//! [`unary_body`] or [`binary_body`]: the `match`es are exhaustive, so an op without a WGSL
+//! body does not compile. A body is a WGSL expression over the compute type `C` (operand
+//! `x`, or `a` and `b`), written in the same order of operations as the reference.
+//!
+//! Every kernel shares one immediate block, [`P`]: element offsets into the bound windows,
+//! lengths and scalars (as the bits of the compute type).
+
+use gpukit_core::{BinaryOp, DType, ReduceOp, UnaryOp};
+
+/// An element type the WGSL kernels have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Wt {
+    F32,
+    I32,
+    U32,
+    F16,
+}
+
+impl Wt {
+    /// The WGSL type of `dtype`, or why there is none.
+    pub(crate) fn of(dtype: DType, f16: bool) -> std::result::Result<Wt, String> {
+        match dtype {
+            DType::F32 => Ok(Wt::F32),
+            DType::I32 => Ok(Wt::I32),
+            DType::U32 => Ok(Wt::U32),
+            DType::F16 if f16 => Ok(Wt::F16),
+            DType::F16 => Err("f16 ops: the adapter lacks SHADER_F16".into()),
+            DType::F64 | DType::I64 | DType::U64 => Err(format!(
+                "{dtype} ops (WGSL's 64-bit types lack the math functions; the backend's \
+                 kernels are 32-bit and f16)"
+            )),
+            DType::U8 | DType::I8 | DType::BF16 => {
+                Err(format!("{dtype} ops (WGSL has no {dtype} type)"))
+            }
+        }
+    }
+
+    pub(crate) fn size(self) -> u64 {
+        match self {
+            Wt::F16 => 2,
+            _ => 4,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Wt::F32 => "f32",
+            Wt::I32 => "i32",
+            Wt::U32 => "u32",
+            Wt::F16 => "f16",
+        }
+    }
+
+    pub(crate) fn is_float(self) -> bool {
+        matches!(self, Wt::F32 | Wt::F16)
+    }
+
+    /// The compute type.
+    fn compute(self) -> &'static str {
+        match self {
+            Wt::F32 | Wt::F16 => "f32",
+            Wt::I32 => "i32",
+            Wt::U32 => "u32",
+        }
+    }
+}
+
+/// The immediate block every kernel declares (16 `u32`s, 64 bytes).
+pub(crate) const P: &str = "struct P {
+    n: u32, cols: u32, base: u32, o0: u32,
+    o1: u32, o2: u32, s0: u32, s1: u32,
+    mode: u32, k: u32, batch: u32, sa: u32,
+    sb: u32, sc: u32, flags: u32, rows: u32,
+}
+var<immediate> p: P;
+";
+
+/// Field indices of [`P`].
+pub(crate) mod pf {
+    pub(crate) const N: usize = 0;
+    pub(crate) const COLS: usize = 1;
+    pub(crate) const BASE: usize = 2;
+    pub(crate) const O0: usize = 3;
+    pub(crate) const O1: usize = 4;
+    pub(crate) const O2: usize = 5;
+    pub(crate) const S0: usize = 6;
+    pub(crate) const S1: usize = 7;
+    pub(crate) const MODE: usize = 8;
+    pub(crate) const K: usize = 9;
+    pub(crate) const BATCH: usize = 10;
+    pub(crate) const SA: usize = 11;
+    pub(crate) const SB: usize = 12;
+    pub(crate) const SC: usize = 13;
+    pub(crate) const FLAGS: usize = 14;
+    pub(crate) const ROWS: usize = 15;
+}
+
+/// Helpers every kernel may use: NaN tests, C's `fmin`/`fmax` rules, `log1p`, `pow`.
+const HELPERS: &str = "
+fn nan32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn inf32() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn log1p32(x: f32) -> f32 {
+    let u = 1.0 + x;
+    if (u == 1.0) { return x; }
+    if (nan32(u) || u == inf32() || u <= 0.0) { return log(u); }
+    return log(u) * (x / (u - 1.0));
+}
+fn pow32(a: f32, b: f32) -> f32 {
+    if (b == 0.0 || a == 1.0) { return 1.0; }
+    if (nan32(a) || nan32(b)) { return a + b; }
+    let r = pow(abs(a), b);
+    if (a < 0.0) {
+        if (trunc(b) != b) { return bitcast<f32>(0x7fc00000u); }
+        let half = b * 0.5;
+        if (abs(b) < 16777216.0 && trunc(half) != half) { return -r; }
+    }
+    return r;
+}
+";
+
+/// The element-type prelude: `T` (storage), `C` (compute), `ld`, `st`, `sc` (a scalar
+/// from its bits), `isnan_`, and the immediate block.
+pub(crate) fn prelude(t: Wt) -> String {
+    let c = t.compute();
+    let (enable, ld, st) = match t {
+        Wt::F16 => ("enable f16;\n", "f32(x)", "f16(x)"),
+        _ => ("", "x", "x"),
+    };
+    let isnan = if t.is_float() { "nan32(x)" } else { "false" };
+    format!(
+        "{enable}alias T = {ty};\nalias C = {c};\n\
+         fn ld(x: T) -> C {{ return {ld}; }}\n\
+         fn st(x: C) -> T {{ return {st}; }}\n\
+         fn sc(b: u32) -> C {{ return bitcast<C>(b); }}\n\
+         fn isnan_(x: C) -> bool {{ return {isnan}; }}\n\
+         {HELPERS}{P}",
+        ty = t.name()
+    )
+}
+
+/// The WGSL body of a unary op over `x: C`.
+pub(crate) fn unary_body(op: UnaryOp, t: Wt) -> String {
+    let float = t.is_float();
+    match op {
+        UnaryOp::Neg if float => "-x".into(),
+        UnaryOp::Neg => "C(0) - x".into(),
+        UnaryOp::Abs if t == Wt::U32 => "x".into(),
+        UnaryOp::Abs => "abs(x)".into(),
+        UnaryOp::Square => "x * x".into(),
+        UnaryOp::Relu => "select(C(0), x, x > C(0))".into(),
+        UnaryOp::Sqrt => "sqrt(x)".into(),
+        UnaryOp::Rsqrt => "1.0 / sqrt(x)".into(),
+        UnaryOp::Exp => "exp(x)".into(),
+        UnaryOp::Log => "log(x)".into(),
+        UnaryOp::Log1p => "log1p32(x)".into(),
+        UnaryOp::Sigmoid => "1.0 / (1.0 + exp(-x))".into(),
+        UnaryOp::Silu => "x / (1.0 + exp(-x))".into(),
+        UnaryOp::Tanh => "tanh(x)".into(),
+        UnaryOp::Gelu => {
+            "(0.5 * x) * (1.0 + tanh(0.7978845608028654 * (x + ((0.044715 * x) * x) * x)))".into()
+        }
+        UnaryOp::Softplus => "select(0.0, x, x > 0.0) + log1p32(exp(-abs(x)))".into(),
+    }
+}
+
+/// The WGSL body of a binary op over `a: C` and `b: C`.
+pub(crate) fn binary_body(op: BinaryOp, t: Wt) -> String {
+    let float = t.is_float();
+    match op {
+        BinaryOp::Add => "a + b".into(),
+        BinaryOp::Sub => "a - b".into(),
+        BinaryOp::Mul => "a * b".into(),
+        BinaryOp::Div if float => "a / b".into(),
+        BinaryOp::Div => "select(a / select(b, C(1), b == C(0)), C(0), b == C(0))".into(),
+        BinaryOp::Min => "select(select(a, b, b < a), b, isnan_(a))".into(),
+        BinaryOp::Max => "select(select(a, b, b > a), b, isnan_(a))".into(),
+        BinaryOp::Pow => "pow32(a, b)".into(),
+    }
+}
+
+/// An element-wise kernel: `in0`, `in1` and `out0` (of `out_ty`), a grid-stride loop over
+/// `p.n` elements running `body` for index `i`.
+fn map_kernel(prelude: &str, in_ty: &str, out_ty: &str, body: &str) -> String {
+    format!(
+        "{prelude}
+@group(0) @binding(0) var<storage, read_write> in0: array<{in_ty}>;
+@group(0) @binding(1) var<storage, read_write> in1: array<{in_ty}>;
+@group(0) @binding(2) var<storage, read_write> out0: array<{out_ty}>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let stride = nwg.x * 256u;
+    var i = gid.x;
+    loop {{
+        if (i >= p.n) {{ break; }}
+        {body}
+        if (p.n - i <= stride) {{ break; }}
+        i += stride;
+    }}
+}}
+"
+    )
+}
+
+/// `out0[i] = op(in0[i])`.
+pub(crate) fn unary(op: UnaryOp, t: Wt) -> String {
+    let body = format!(
+        "let x = ld(in0[p.o0 + i]); out0[p.o2 + i] = st({});",
+        unary_body(op, t)
+    );
+    map_kernel(&prelude(t), "T", "T", &body)
+}
+
+/// `out0[i] = op(in0[i], rhs)`; `p.mode` 0: `in1[i]`, 1: row vector `in1[(base + i) %
+/// cols]`, 2: column vector `in1[(base + i) / cols]`, 3: the scalar `p.s0`.
+pub(crate) fn binary(op: BinaryOp, t: Wt) -> String {
+    let body = format!(
+        "let a = ld(in0[p.o0 + i]);
+        var b: C;
+        switch p.mode {{
+            case 0u: {{ b = ld(in1[p.o1 + i]); }}
+            case 1u: {{ b = ld(in1[p.o1 + (p.base + i) % p.cols]); }}
+            case 2u: {{ b = ld(in1[p.o1 + (p.base + i) / p.cols]); }}
+            default: {{ b = sc(p.s0); }}
+        }}
+        out0[p.o2 + i] = st({});",
+        binary_body(op, t)
+    );
+    map_kernel(&prelude(t), "T", "T", &body)
+}
+
+/// `out0[i] = s0`.
+pub(crate) fn fill(t: Wt) -> String {
+    map_kernel(&prelude(t), "T", "T", "out0[p.o2 + i] = st(sc(p.s0));")
+}
+
+/// `out0[i] = s0 * in0[i] + out0[i]`.
+pub(crate) fn axpy(t: Wt) -> String {
+    map_kernel(
+        &prelude(t),
+        "T",
+        "T",
+        "out0[p.o2 + i] = st(sc(p.s0) * ld(in0[p.o0 + i]) + ld(out0[p.o2 + i]));",
+    )
+}
+
+/// `out0[i] = clamp(in0[i], s0, s1)`, NaN kept.
+pub(crate) fn clamp(t: Wt) -> String {
+    map_kernel(
+        &prelude(t),
+        "T",
+        "T",
+        "let x = ld(in0[p.o0 + i]); let lo = sc(p.s0); let hi = sc(p.s1);
+        out0[p.o2 + i] = st(select(select(x, hi, x > hi), lo, x < lo));",
+    )
+}
+
+/// The conversion of `v` (of `from`, as its compute type) to `to`.
+fn conversion(from: Wt, to: Wt) -> String {
+    let v = match from {
+        Wt::F16 => "f32(v0)",
+        _ => "v0",
+    };
+    let core = match (from.is_float(), to) {
+        (_, Wt::F32) | (_, Wt::F16) if from == to => v.to_string(),
+        (true, Wt::F32) => v.to_string(),
+        (true, Wt::F16) => format!("{v}"),
+        (false, Wt::F32) | (false, Wt::F16) => format!("f32({v})"),
+        (true, Wt::I32) => format!(
+            "select(select(select(i32({v}), 2147483647, {v} >= 2147483648.0), i32(-2147483647 - 1), \
+             {v} < -2147483648.0), 0, nan32({v}))"
+        ),
+        (true, Wt::U32) => format!(
+            "select(select(u32({v}), 4294967295u, {v} >= 4294967296.0), 0u, {v} < 0.0 || nan32({v}))"
+        ),
+        (false, Wt::I32) if from == Wt::I32 => v.to_string(),
+        (false, Wt::I32) => format!("bitcast<i32>({v})"),
+        (false, Wt::U32) if from == Wt::U32 => v.to_string(),
+        (false, Wt::U32) => format!("bitcast<u32>({v})"),
+    };
+    match to {
+        Wt::F16 => format!("f16({core})"),
+        _ => core,
+    }
+}
+
+/// `out0[i] = to(in0[i])`.
+pub(crate) fn cast(from: Wt, to: Wt) -> String {
+    let enable = if from == Wt::F16 || to == Wt::F16 {
+        "enable f16;\n"
+    } else {
+        ""
+    };
+    let pre = format!("{enable}{HELPERS}{P}");
+    let body = format!(
+        "let v0 = in0[p.o0 + i]; out0[p.o2 + i] = {};",
+        conversion(from, to)
+    );
+    map_kernel(&pre, from.name(), to.name(), &body)
+}
+
+/// Copies `p.n` bytes from byte `p.o0` of `in0` to byte `p.o2` of `out0` (both seen as
+/// words): one thread per destination word, so no two threads write one word.
+pub(crate) fn copy_bytes() -> String {
+    format!(
+        "{P}
+@group(0) @binding(0) var<storage, read_write> in0: array<u32>;
+@group(0) @binding(1) var<storage, read_write> in1: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out0: array<u32>;
+fn src_byte(b: u32) -> u32 {{ return (in0[b / 4u] >> ((b % 4u) * 8u)) & 0xffu; }}
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let first = p.o2 / 4u;
+    let words = (p.o2 + p.n + 3u) / 4u - first;
+    let stride = nwg.x * 256u;
+    var w = gid.x;
+    loop {{
+        if (w >= words) {{ break; }}
+        let word = first + w;
+        var v = out0[word];
+        for (var k = 0u; k < 4u; k++) {{
+            let db = word * 4u + k;
+            if (db >= p.o2 && db < p.o2 + p.n) {{
+                let s = src_byte(p.o0 + (db - p.o2));
+                v = (v & ~(0xffu << (k * 8u))) | (s << (k * 8u));
+            }}
+        }}
+        out0[word] = v;
+        if (words - w <= stride) {{ break; }}
+        w += stride;
+    }}
+}}
+"
+    )
+}
+
+/// What a reduction kernel reads (see [`reduce`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ReduceKind {
+    /// A reduction of the table.
+    Op(ReduceOp),
+    /// The dot product of `in0` and `in1`.
+    Dot,
+}
+
+/// Combining partial results: a double-f32 sum (`v` high, `w` low), a wrapping integer sum,
+/// or the best (value, index) pair, NaN ranked last and ties to the smaller index.
+const PART: &str = "
+struct Part { v: C, w: C, i: u32, e: u32 }
+fn empty() -> Part { return Part(C(0), C(0), 0u, 1u); }
+fn two_sum(a: f32, b: f32) -> vec2<f32> {
+    let s = a + b;
+    let bb = s - a;
+    return vec2<f32>(s, (a - (s - bb)) + (b - bb));
+}
+fn split(a: f32) -> vec2<f32> {
+    let t = 4097.0 * a;
+    let hi = t - (t - a);
+    return vec2<f32>(hi, a - hi);
+}
+fn two_prod(a: f32, b: f32) -> vec2<f32> {
+    let p = a * b;
+    let x = split(a);
+    let y = split(b);
+    let err = ((x.x * y.x - p) + x.x * y.y + x.y * y.x) + x.y * y.y;
+    return vec2<f32>(p, err);
+}
+fn better(b: Part, a: Part, want_max: bool) -> bool {
+    let bn = isnan_(b.v);
+    let an = isnan_(a.v);
+    if (bn != an) { return an; }
+    if (bn || b.v == a.v) { return b.i < a.i; }
+    return select((b.v < a.v), (b.v > a.v), want_max);
+}
+";
+
+/// The combine function and the element-to-part conversion of a reduction.
+fn reduce_parts(kind: ReduceKind, t: Wt) -> (String, String) {
+    let float = t.is_float();
+    let sum_combine = if float {
+        "fn combine(a: Part, b: Part) -> Part {
+    if (a.e == 1u) { return b; }
+    if (b.e == 1u) { return a; }
+    let s = two_sum(a.v, b.v);
+    let lo = s.y + a.w + b.w;
+    let hi = s.x + lo;
+    return Part(hi, lo - (hi - s.x), 0u, 0u);
+}"
+    } else {
+        "fn combine(a: Part, b: Part) -> Part {
+    if (a.e == 1u) { return b; }
+    if (b.e == 1u) { return a; }
+    return Part(a.v + b.v, C(0), 0u, 0u);
+}"
+    };
+    let best = |max: bool| {
+        format!(
+            "fn combine(a: Part, b: Part) -> Part {{
+    if (a.e == 1u) {{ return b; }}
+    if (b.e == 1u) {{ return a; }}
+    return select(a, b, better(b, a, {max}));
+}}"
+        )
+    };
+    match kind {
+        ReduceKind::Op(ReduceOp::Sum) | ReduceKind::Op(ReduceOp::Mean) => (
+            sum_combine.to_string(),
+            "return Part(ld(in0[idx]), C(0), j, 0u);".to_string(),
+        ),
+        ReduceKind::Dot if float => (
+            sum_combine.to_string(),
+            "let pr = two_prod(ld(in0[idx]), ld(in1[p.o1 + idx - p.o0])); \
+             return Part(pr.x, pr.y, j, 0u);"
+                .to_string(),
+        ),
+        ReduceKind::Dot => (
+            sum_combine.to_string(),
+            "return Part(ld(in0[idx]) * ld(in1[p.o1 + idx - p.o0]), C(0), j, 0u);".to_string(),
+        ),
+        ReduceKind::Op(ReduceOp::Max) | ReduceKind::Op(ReduceOp::ArgMax) => (
+            best(true),
+            "return Part(ld(in0[idx]), C(0), j, 0u);".to_string(),
+        ),
+        ReduceKind::Op(ReduceOp::Min) | ReduceKind::Op(ReduceOp::ArgMin) => (
+            best(false),
+            "return Part(ld(in0[idx]), C(0), j, 0u);".to_string(),
+        ),
+    }
+}
+
+/// A reduction pass over `p.rows` rows of `p.cols` items, each row split into `p.k` parts
+/// (workgroup `x`), rows strided over workgroup `y`. `stage2` reads parts from `parts`
+/// instead of elements from `in0`. With `p.flags & 1` the pass writes results to `out0`
+/// (elements, or `u32` indices for the arg reductions; a mean divides by `p.n`), else parts.
+pub(crate) fn reduce(kind: ReduceKind, t: Wt, stage2: bool) -> String {
+    let (combine, elem) = reduce_parts(kind, t);
+    let index = matches!(
+        kind,
+        ReduceKind::Op(ReduceOp::ArgMax) | ReduceKind::Op(ReduceOp::ArgMin)
+    );
+    let out_ty = if index { "u32" } else { "T" };
+    let load = if stage2 {
+        "return parts[r * p.cols + j];".to_string()
+    } else {
+        format!("let idx = p.o0 + r * p.cols + j;\n    {elem}")
+    };
+    let write = match kind {
+        _ if index => "out0[p.o2 + r] = best.i;".to_string(),
+        ReduceKind::Op(ReduceOp::Mean) => {
+            "out0[p.o2 + r] = st(best.v / f32(p.n) + best.w / f32(p.n));".to_string()
+        }
+        _ => "out0[p.o2 + r] = st(best.v + best.w);".to_string(),
+    };
+    format!(
+        "{pre}{PART}{combine}
+@group(0) @binding(0) var<storage, read_write> in0: array<T>;
+@group(0) @binding(1) var<storage, read_write> in1: array<T>;
+@group(0) @binding(2) var<storage, read_write> out0: array<{out_ty}>;
+@group(0) @binding(3) var<storage, read_write> parts: array<Part>;
+var<workgroup> sh: array<Part, 256>;
+fn item(r: u32, j: u32) -> Part {{
+    {load}
+}}
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let t = lid.x;
+    let chunk = (p.cols + p.k - 1u) / p.k;
+    let start = wid.x * chunk;
+    let end = min(start + chunk, p.cols);
+    for (var r = wid.y; r < p.rows; r += nwg.y) {{
+        var acc = empty();
+        for (var j = start + t; j < end; j += 256u) {{
+            acc = combine(acc, item(r, j));
+        }}
+        sh[t] = acc;
+        workgroupBarrier();
+        for (var s = 128u; s > 0u; s >>= 1u) {{
+            if (t < s) {{ sh[t] = combine(sh[t], sh[t + s]); }}
+            workgroupBarrier();
+        }}
+        if (t == 0u) {{
+            let best = sh[0];
+            if ((p.flags & 1u) == 1u) {{
+                {write}
+            }} else {{
+                parts[r * p.k + wid.x] = best;
+            }}
+        }}
+        workgroupBarrier();
+    }}
+}}
+",
+        pre = prelude(t)
+    )
+}
+
+/// Softmax, log-softmax (`p.mode` 0 or 1) or cross-entropy (`p.mode` 2, with `p.flags & 1`
+/// for the gradient) of each row of a `p.rows x p.cols` matrix: one workgroup per row.
+/// Bindings: `in0` input (logits), `in1` labels (`u32`, cross-entropy), `out0` output (the
+/// losses), `grad` the gradient.
+pub(crate) fn softmax(t: Wt) -> String {
+    format!(
+        "{pre}
+@group(0) @binding(0) var<storage, read_write> in0: array<T>;
+@group(0) @binding(1) var<storage, read_write> labels: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out0: array<T>;
+@group(0) @binding(3) var<storage, read_write> grad: array<T>;
+var<workgroup> sa: array<f32, 256>;
+var<workgroup> sb: array<f32, 256>;
+fn two_sum(a: f32, b: f32) -> vec2<f32> {{
+    let s = a + b;
+    let bb = s - a;
+    return vec2<f32>(s, (a - (s - bb)) + (b - bb));
+}}
+fn add2(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {{
+    let s = two_sum(a.x, b.x);
+    let lo = s.y + a.y + b.y;
+    let hi = s.x + lo;
+    return vec2<f32>(hi, lo - (hi - s.x));
+}}
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let t = lid.x;
+    for (var r = wid.x; r < p.rows; r += nwg.x) {{
+        let row = p.o0 + r * p.cols;
+        var m = ld(in0[row]);
+        for (var j = t; j < p.cols; j += 256u) {{
+            let x = ld(in0[row + j]);
+            m = select(select(m, x, x > m), x, isnan_(m));
+        }}
+        sa[t] = m;
+        workgroupBarrier();
+        for (var s = 128u; s > 0u; s >>= 1u) {{
+            if (t < s) {{
+                let a = sa[t];
+                let b = sa[t + s];
+                sa[t] = select(select(a, b, b > a), b, isnan_(a));
+            }}
+            workgroupBarrier();
+        }}
+        m = sa[0];
+        var acc = vec2<f32>(0.0, 0.0);
+        for (var j = t; j < p.cols; j += 256u) {{
+            acc = add2(acc, vec2<f32>(exp(ld(in0[row + j]) - m), 0.0));
+        }}
+        workgroupBarrier();
+        sa[t] = acc.x;
+        sb[t] = acc.y;
+        workgroupBarrier();
+        for (var s = 128u; s > 0u; s >>= 1u) {{
+            if (t < s) {{
+                let v = add2(vec2<f32>(sa[t], sb[t]), vec2<f32>(sa[t + s], sb[t + s]));
+                sa[t] = v.x;
+                sb[t] = v.y;
+            }}
+            workgroupBarrier();
+        }}
+        let total = sa[0] + sb[0];
+        workgroupBarrier();
+        if (p.mode < 2u) {{
+            let orow = p.o2 + r * p.cols;
+            for (var j = t; j < p.cols; j += 256u) {{
+                let d = ld(in0[row + j]) - m;
+                if (p.mode == 1u) {{
+                    out0[orow + j] = st(d - log(total));
+                }} else {{
+                    out0[orow + j] = st(exp(d) / total);
+                }}
+            }}
+        }} else {{
+            let label = labels[p.o1 + r];
+            let ok = label < p.cols;
+            if (t == 0u) {{
+                var loss = bitcast<f32>(0x7fc00000u);
+                if (ok) {{ loss = log(total) - (ld(in0[row + label]) - m); }}
+                out0[p.o2 + r] = st(loss);
+            }}
+            if ((p.flags & 1u) == 1u) {{
+                let grow = p.s0 + r * p.cols;
+                for (var j = t; j < p.cols; j += 256u) {{
+                    var g = bitcast<f32>(0x7fc00000u);
+                    if (ok) {{ g = exp(ld(in0[row + j]) - m) / total - select(0.0, 1.0, j == label); }}
+                    grad[grow + j] = st(g);
+                }}
+            }}
+        }}
+    }}
+}}
+",
+        pre = prelude(t)
+    )
+}
+
+/// `C = alpha op(A) op(B) + beta C` for a batch (workgroup `z`), 16 x 16 tiles.
+/// `p.flags` bit 0: A transposed, bit 1: B transposed; `p.s0`, `p.s1`: alpha, beta.
+pub(crate) fn gemm(t: Wt) -> String {
+    format!(
+        "{pre}
+@group(0) @binding(0) var<storage, read_write> am: array<T>;
+@group(0) @binding(1) var<storage, read_write> bm: array<T>;
+@group(0) @binding(2) var<storage, read_write> cm: array<T>;
+var<workgroup> ta: array<array<f32, 16>, 16>;
+var<workgroup> tb: array<array<f32, 16>, 16>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let m = p.rows;
+    let n = p.cols;
+    let k = p.k;
+    let ta_ = (p.flags & 1u) == 1u;
+    let tb_ = (p.flags & 2u) == 2u;
+    let alpha = sc(p.s0);
+    let beta = sc(p.s1);
+    let row = wid.y * 16u + lid.y;
+    let col = wid.x * 16u + lid.x;
+    for (var z = wid.z; z < p.batch; z += nwg.z) {{
+        let a0 = p.o0 + z * p.sa;
+        let b0 = p.o1 + z * p.sb;
+        let c0 = p.o2 + z * p.sc;
+        var acc = 0.0;
+        for (var k0 = 0u; k0 < k; k0 += 16u) {{
+            let ka = k0 + lid.x;
+            var av = 0.0;
+            if (row < m && ka < k) {{
+                av = ld(am[a0 + select(row * k + ka, ka * m + row, ta_)]);
+            }}
+            ta[lid.y][lid.x] = av;
+            let kb = k0 + lid.y;
+            var bv = 0.0;
+            if (kb < k && col < n) {{
+                bv = ld(bm[b0 + select(kb * n + col, col * k + kb, tb_)]);
+            }}
+            tb[lid.y][lid.x] = bv;
+            workgroupBarrier();
+            for (var kk = 0u; kk < 16u; kk++) {{
+                acc = acc + ta[lid.y][kk] * tb[kk][lid.x];
+            }}
+            workgroupBarrier();
+        }}
+        if (row < m && col < n) {{
+            let ci = c0 + row * n + col;
+            var v = alpha * acc;
+            if (beta != 0.0) {{ v = v + beta * ld(cm[ci]); }}
+            cm[ci] = st(v);
+        }}
+    }}
+}}
+",
+        pre = prelude(t)
+    )
+}
