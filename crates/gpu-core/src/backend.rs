@@ -97,6 +97,10 @@ pub struct DeviceInfo {
     pub limits: LaunchLimits,
     /// Stream priorities as `(least, greatest)`; numerically lower is more urgent.
     pub priority_range: (i32, i32),
+    /// The element types the built-in ops run on (every type on the CPU and CUDA backends;
+    /// on the wgpu backend those WGSL and the adapter have). Copies work on every type; an
+    /// op on another type is [`crate::Error::Unsupported`].
+    pub op_dtypes: Vec<DType>,
 }
 
 /// A backend's native address of device memory, for interop with code outside this

@@ -654,7 +654,9 @@ impl<S: KernelSig> KernelSpec<S> {
     /// is accepted for an [`In`]); the scalars, in signature order, are the fields of one
     /// `var<immediate>` struct, each a 4-byte field (`u32`, `i32`, `f32`; an 8-byte scalar is
     /// a `vec2<u32>`, low word first, 8-byte aligned). The launch's block size must equal
-    /// the entry point's `@workgroup_size`; dynamic shared memory does not exist in WGSL.
+    /// the entry point's `@workgroup_size`, except along the dimensions the WGSL leaves to
+    /// the launch by declaring `override block_x: u32;` (`block_y`, `block_z`) and writing
+    /// `@workgroup_size(block_x, ...)`. Dynamic shared memory does not exist in WGSL.
     ///
     /// ```
     /// # use gpukit::{In, KernelSpec, Out};
@@ -663,7 +665,8 @@ impl<S: KernelSig> KernelSpec<S> {
     /// var<immediate> args: Args;
     /// @group(0) @binding(0) var<storage, read> a: array<f32>;
     /// @group(0) @binding(1) var<storage, read_write> out: array<f32>;
-    /// @compute @workgroup_size(64)
+    /// override block_x: u32 = 64;
+    /// @compute @workgroup_size(block_x)
     /// fn twice(@builtin(global_invocation_id) g: vec3<u32>) {
     ///     if (g.x < args.n) { out[g.x] = 2.0 * a[g.x]; }
     /// }";

@@ -43,5 +43,6 @@ pub(crate) fn host_info() -> DeviceInfo {
         multiprocessors: cores,
         limits: LaunchLimits::CUDA_COMMON,
         priority_range: PRIORITY_RANGE,
+        op_dtypes: gpukit_core::DType::ALL.to_vec(),
     }
 }

@@ -114,6 +114,7 @@ impl Device {
                 multiprocessors: 0,
                 limits: LaunchLimits::CUDA_COMMON,
                 priority_range: (0, 0),
+                op_dtypes: gpukit_core::DType::ALL.to_vec(),
             },
             poison,
             frees: Mutex::new(Vec::new()),

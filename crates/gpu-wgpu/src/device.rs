@@ -33,6 +33,7 @@ pub(crate) const REQUIRED: &[(wgpu::Features, &str)] = &[
 pub(crate) fn optional_features() -> wgpu::Features {
     wgpu::Features::SHADER_F16
         | wgpu::Features::SHADER_F64
+        | wgpu::Features::SHADER_INT64
         | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
 }
 

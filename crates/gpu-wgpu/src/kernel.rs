@@ -16,7 +16,10 @@ pub struct WgpuKernel {
     name: String,
     src: String,
     workgroup: [u32; 3],
-    pipes: Mutex<HashMap<(u32, u32), Arc<Pipe>>>,
+    /// Which of `block_x`, `block_y`, `block_z` the WGSL declares as `override`s: those
+    /// take the launch's block size.
+    overrides: [bool; 3],
+    pipes: Mutex<HashMap<(Vec<bool>, u32, [u32; 3]), Arc<Pipe>>>,
 }
 
 impl std::fmt::Debug for WgpuKernel {
@@ -60,10 +63,13 @@ pub(crate) fn load(shared: &Shared, desc: &KernelDesc) -> Result<WgpuKernel> {
                     .join(", ")
             ),
         })?;
+    let declared = |n: &str| module.overrides.iter().any(|(_, o)| o.name.as_deref() == Some(n));
+    let overrides = [declared("block_x"), declared("block_y"), declared("block_z")];
     Ok(WgpuKernel {
         name: desc.name.clone(),
         src: src.clone(),
         workgroup: entry.workgroup_size,
+        overrides,
         pipes: Mutex::new(HashMap::new()),
     })
 }
@@ -78,21 +84,23 @@ pub(crate) fn launch(
     args: &[KernelArg<'_, WgpuBackend>],
 ) -> Result<()> {
     shared.check()?;
-    if cfg.block != k.workgroup {
+    let fixed = (0..3).all(|i| k.overrides[i] || cfg.block[i] == k.workgroup[i]);
+    if !fixed {
         return Err(Error::InvalidLaunch {
             kernel: k.name.clone(),
             reason: format!(
                 "block {:?} differs from the WGSL entry point's @workgroup_size {:?} (WGSL \
-                 fixes the workgroup size in the shader)",
+                 fixes the workgroup size in the shader unless it is `override block_x` etc.)",
                 cfg.block, k.workgroup
             ),
         });
     }
     let mut binds: Vec<Bind<'_>> = Vec::with_capacity(args.len());
+    let mut read_only: Vec<bool> = Vec::with_capacity(args.len());
     let mut imm: Vec<u8> = Vec::new();
     for a in args {
         match a {
-            KernelArg::Buffer { at: Some(at), bytes, .. } => {
+            KernelArg::Buffer { at: Some(at), bytes, write } => {
                 let off = at.offset as u64;
                 if off % shared.align != 0 {
                     return Err(Error::Unsupported {
@@ -116,12 +124,16 @@ pub(crate) fn launch(
                     });
                 }
                 binds.push(Bind { buf: &at.buf.buf, base: off, size });
+                read_only.push(!write);
             }
-            KernelArg::Buffer { at: None, .. } => binds.push(Bind {
-                buf: &shared.dummy,
-                base: 0,
-                size: 16,
-            }),
+            KernelArg::Buffer { at: None, write, .. } => {
+                binds.push(Bind {
+                    buf: &shared.dummy,
+                    base: 0,
+                    size: crate::DUMMY_BYTES,
+                });
+                read_only.push(!write);
+            }
             KernelArg::Scalar { bytes, len } => {
                 let slot = if *len > 4 { 8 } else { 4 };
                 while imm.len() % slot != 0 {
@@ -130,6 +142,23 @@ pub(crate) fn launch(
                 let mut v = [0u8; 8];
                 v[..*len].copy_from_slice(&bytes[..*len]);
                 imm.extend_from_slice(&v[..slot]);
+            }
+        }
+    }
+    // wgpu refuses one buffer bound read-only and writable in one dispatch (two views of
+    // one array, one of them an `Out`).
+    for (i, a) in binds.iter().enumerate() {
+        for (j, b) in binds.iter().enumerate().skip(i + 1) {
+            if a.buf == b.buf && read_only[i] != read_only[j] && a.buf != &shared.dummy {
+                return Err(Error::Unsupported {
+                    backend: NAME,
+                    what: format!(
+                        "arguments {i} and {j} of WGSL kernel `{}` are views of one array, one \
+                         read and one written: wgpu binds a buffer either read-only or writable \
+                         in one dispatch (copy one of them first)",
+                        k.name
+                    ),
+                });
             }
         }
     }
@@ -144,7 +173,8 @@ pub(crate) fn launch(
             ),
         });
     }
-    let key = (binds.len() as u32, imm_size);
+    let block = [0, 1, 2].map(|i| if k.overrides[i] { cfg.block[i] } else { 0 });
+    let key = (read_only, imm_size, block);
     let existing = k
         .pipes
         .lock()
@@ -154,7 +184,14 @@ pub(crate) fn launch(
     let pipe = match existing {
         Some(p) => p,
         None => {
-            let p = Arc::new(compile(shared, &k.name, &k.name, &k.src, key.0, imm_size)?);
+            let constants: Vec<(&str, f64)> = ["block_x", "block_y", "block_z"]
+                .into_iter()
+                .zip(block)
+                .zip(k.overrides)
+                .filter(|(_, o)| *o)
+                .map(|((n, b), _)| (n, f64::from(b)))
+                .collect();
+            let p = Arc::new(compile(shared, &k.name, &k.name, &k.src, &key.0, imm_size, &constants)?);
             k.pipes
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

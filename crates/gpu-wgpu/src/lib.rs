@@ -123,7 +123,7 @@ pub(crate) struct Shared {
     pub(crate) pipelines: Mutex<HashMap<String, Arc<ops::Pipe>>>,
     /// Every stream, for `synchronize`.
     streams: Mutex<Vec<Weak<StreamInner>>>,
-    /// A 16-byte buffer bound where an argument is empty.
+    /// A small buffer bound where an argument is empty ([`DUMMY_BYTES`]).
     pub(crate) dummy: wgpu::Buffer,
 }
 
@@ -238,6 +238,10 @@ impl std::fmt::Debug for WgpuHostMem {
 #[derive(Debug)]
 pub struct WgpuRegistration;
 
+/// Size of the buffer bound for empty arguments: larger than any one element of a bound
+/// array (a reduction's partial is 24 bytes).
+pub(crate) const DUMMY_BYTES: u64 = 256;
+
 fn round4(n: u64) -> u64 {
     n.div_ceil(4) * 4
 }
@@ -264,7 +268,7 @@ impl WgpuBackend {
         }));
         let dummy = o.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpukit empty argument"),
-            size: 16,
+            size: DUMMY_BYTES,
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
@@ -349,6 +353,7 @@ impl Backend for WgpuBackend {
                 max_shared_mem_per_block: 0,
             },
             priority_range: (0, 0),
+            op_dtypes: wgsl::Wt::dtypes(ops::caps(&self.shared)),
         }
     }
 

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use gpukit_core::{BufAt, DType, Error, Op, ReduceOp, Result, Rhs, Scalar};
+use gpukit_core::{BufAt, DType, Error, Op, Result, Rhs, Scalar};
 
 use crate::device::NAME;
 use crate::stream::StreamInner;
-use crate::wgsl::{self, pf, ReduceKind, Wt};
+use crate::wgsl::{self, pf, set_scalar, Caps, ReduceKind, Wt, IMMEDIATE_BYTES};
 use crate::{round4, Shared, WgpuBackend, WgpuBuffer};
 
 /// Threads per workgroup of the element-wise kernels.
@@ -18,14 +18,15 @@ pub(crate) struct Pipe {
     pub(crate) layout: wgpu::BindGroupLayout,
 }
 
-/// The layout of `n` read-write storage buffers at bindings `0..n`.
-pub(crate) fn storage_layout(shared: &Shared, n: u32) -> wgpu::BindGroupLayout {
-    let entries: Vec<wgpu::BindGroupLayoutEntry> = (0..n)
-        .map(|i| wgpu::BindGroupLayoutEntry {
+/// The layout of storage buffers at bindings `0..`, read-only where `read_only` says.
+pub(crate) fn storage_layout(shared: &Shared, read_only: &[bool]) -> wgpu::BindGroupLayout {
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = (0u32..)
+        .zip(read_only)
+        .map(|(i, &read_only)| wgpu::BindGroupLayoutEntry {
             binding: i,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                ty: wgpu::BufferBindingType::Storage { read_only },
                 has_dynamic_offset: false,
                 min_binding_size: None,
             },
@@ -40,15 +41,16 @@ pub(crate) fn storage_layout(shared: &Shared, n: u32) -> wgpu::BindGroupLayout {
         })
 }
 
-/// Compiles `src` into a pipeline with `bindings` storage buffers and `immediates` bytes of
-/// immediates; an error is [`Error::KernelCompile`] naming `name`.
+/// Compiles `src` into a pipeline with storage buffers (read-only where `read_only` says)
+/// and `immediates` bytes of immediates; an error is [`Error::KernelCompile`] naming `name`.
 pub(crate) fn compile(
     shared: &Shared,
     name: &str,
     entry: &str,
     src: &str,
-    bindings: u32,
+    read_only: &[bool],
     immediates: u32,
+    constants: &[(&str, f64)],
 ) -> Result<Pipe> {
     let made = shared.scoped("compile", || {
         let module = shared
@@ -57,7 +59,7 @@ pub(crate) fn compile(
                 label: Some(name),
                 source: wgpu::ShaderSource::Wgsl(src.into()),
             });
-        let layout = storage_layout(shared, bindings);
+        let layout = storage_layout(shared, read_only);
         let pl = shared
             .device
             .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -72,7 +74,10 @@ pub(crate) fn compile(
                 layout: Some(&pl),
                 module: &module,
                 entry_point: Some(entry),
-                compilation_options: Default::default(),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants,
+                    ..Default::default()
+                },
                 cache: None,
             });
         Pipe { pipeline, layout }
@@ -96,7 +101,10 @@ fn pipe(shared: &Shared, key: String, bindings: u32, src: impl FnOnce() -> Strin
     {
         return Ok(p.clone());
     }
-    let p = Arc::new(compile(shared, &key, "main", &src(), bindings, 64)?);
+    // Every built-in binding is read-write: two operands in one buffer (views of one
+    // array) then never conflict, which a read-only and a writable binding would.
+    let rw = vec![false; bindings as usize];
+    let p = Arc::new(compile(shared, &key, "main", &src(), &rw, IMMEDIATE_BYTES, &[])?);
     shared
         .pipelines
         .lock()
@@ -118,7 +126,7 @@ impl<'a> Bind<'a> {
         Bind {
             buf: &shared.dummy,
             base: 0,
-            size: 16,
+            size: crate::DUMMY_BYTES,
         }
     }
 }
@@ -246,7 +254,7 @@ fn elementwise(
     ops: [Option<Operand<'_>>; 3],
     vector: Option<(Operand<'_>, u64)>,
     len: u64,
-    mut imm: [u32; 16],
+    mut imm: [u32; pf::WORDS],
 ) -> Result<()> {
     let max_es = ops.iter().flatten().map(|o| o.es).max().unwrap_or(4);
     let chunk = ((shared.max_binding - shared.align - 8) / max_es).max(1);
@@ -277,32 +285,64 @@ fn elementwise(
     Ok(())
 }
 
-/// A scalar as the bits of the compute type of `t`.
-fn scalar_bits(s: Scalar, t: Wt) -> u32 {
+/// A scalar as the bits of the compute type of `t` (f16 widened to f32).
+fn scalar_bits(s: Scalar, t: Wt) -> u64 {
+    let bytes = s.bytes();
+    let mut b = [0u8; 8];
+    b[..bytes.len()].copy_from_slice(bytes);
+    let raw = u64::from_le_bytes(b);
     match t {
-        Wt::F32 => s.get::<f32>().map(f32::to_bits).unwrap_or(0),
-        Wt::I32 => s.get::<i32>().map(|v| v as u32).unwrap_or(0),
-        Wt::U32 => s.get::<u32>().unwrap_or(0),
-        Wt::F16 => f16_scalar(s),
+        Wt::F16 => f16_to_f32_bits(raw as u16),
+        _ => raw,
     }
 }
 
-#[cfg(feature = "half")]
-fn f16_scalar(s: Scalar) -> u32 {
-    s.get::<gpukit_core::half::f16>()
-        .map(|v| v.to_f32().to_bits())
-        .unwrap_or(0)
+/// The f32 bits of the f16 with bits `h` (exact: every f16 is an f32).
+fn f16_to_f32_bits(h: u16) -> u64 {
+    let sign = u32::from(h >> 15) << 31;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let man = u32::from(h & 0x3ff);
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, m) => {
+            // Subnormal: normalise.
+            let shift = m.leading_zeros() - 21;
+            let m = (m << shift) & 0x3ff;
+            sign | ((127 - 15 - shift + 1) << 23) | (m << 13)
+        }
+        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
+        (e, m) => sign | ((e + 127 - 15) << 23) | (m << 13),
+    };
+    u64::from(bits)
 }
 
-#[cfg(not(feature = "half"))]
-fn f16_scalar(_s: Scalar) -> u32 {
-    0
+/// The device's shader capabilities.
+pub(crate) fn caps(shared: &Shared) -> Caps {
+    let f = shared.features;
+    Caps {
+        f16: f.contains(wgpu::Features::SHADER_F16),
+        f64: f.contains(wgpu::Features::SHADER_F64),
+        int64: f.contains(wgpu::Features::SHADER_INT64),
+    }
 }
 
 /// The WGSL type of `dtype` on this device, or `Unsupported`.
 fn wt(shared: &Shared, dtype: DType, op: &str) -> Result<Wt> {
-    Wt::of(dtype, shared.features.contains(wgpu::Features::SHADER_F16))
-        .map_err(|why| unsupported(format!("`{op}` on {why}")))
+    Wt::of(dtype, caps(shared)).map_err(|why| unsupported(format!("`{op}` on {why}")))
+}
+
+/// Whether the op calls `exp`, `log`, `tanh` or `pow`, which WGSL lacks in 64 bits.
+fn needs_math(op: &Op<'_, WgpuBackend>) -> bool {
+    use gpukit_core::{BinaryOp, UnaryOp};
+    match op {
+        Op::Unary { op, .. } => !matches!(
+            op,
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Square | UnaryOp::Relu | UnaryOp::Sqrt | UnaryOp::Rsqrt
+        ),
+        Op::Binary { op, .. } => *op == BinaryOp::Pow,
+        Op::Softmax { .. } | Op::CrossEntropy { .. } => true,
+        _ => false,
+    }
 }
 
 /// Runs one op of the table.
@@ -318,20 +358,26 @@ pub(crate) fn op(
     if op.floats_only() && !t.is_float() {
         return Err(unsupported(format!("`{name}` on {dtype} (a float-only op)")));
     }
+    if needs_math(op) && !t.has_math() {
+        return Err(unsupported(format!(
+            "`{name}` on {dtype} (WGSL on Vulkan has exp, log, tanh and pow in 16 and 32 \
+             bits only)"
+        )));
+    }
     let es = t.size();
     let tn = t.name();
-    let imm = [0u32; 16];
+    let imm = [0u32; pf::WORDS];
     match *op {
         Op::Fill { out, len, value } => {
             let p = pipe(shared, format!("fill_{tn}"), 3, || wgsl::fill(t))?;
             let mut imm = imm;
-            imm[pf::S0] = scalar_bits(value, t);
+            set_scalar(&mut imm, t, 0, scalar_bits(value, t));
             elementwise(shared, stream, &p, [None, None, Some(Operand::of(out, es))], None, len as u64, imm)
         }
         Op::Axpy { alpha, x, y, len } => {
             let p = pipe(shared, format!("axpy_{tn}"), 3, || wgsl::axpy(t))?;
             let mut imm = imm;
-            imm[pf::S0] = scalar_bits(alpha, t);
+            set_scalar(&mut imm, t, 0, scalar_bits(alpha, t));
             let (x, y) = (Operand::of(x, es), Operand::of(y, es));
             elementwise(shared, stream, &p, [Some(x), None, Some(y)], None, len as u64, imm)
         }
@@ -344,8 +390,8 @@ pub(crate) fn op(
         Op::Clamp { lo, hi, src, out, len } => {
             let p = pipe(shared, format!("clamp_{tn}"), 3, || wgsl::clamp(t))?;
             let mut imm = imm;
-            imm[pf::S0] = scalar_bits(lo, t);
-            imm[pf::S1] = scalar_bits(hi, t);
+            set_scalar(&mut imm, t, 0, scalar_bits(lo, t));
+            set_scalar(&mut imm, t, 1, scalar_bits(hi, t));
             let out = Operand::of(out, es);
             let src = src.map(|s| Operand::of(s, es)).unwrap_or(out);
             elementwise(shared, stream, &p, [Some(src), None, Some(out)], None, len as u64, imm)
@@ -362,7 +408,7 @@ pub(crate) fn op(
                 Rhs::Row(r) => (1, None, Some((Operand::of(r, es), shape.cols as u64))),
                 Rhs::Col(r) => (2, None, Some((Operand::of(r, es), shape.rows as u64))),
                 Rhs::Scalar(s) => {
-                    imm[pf::S0] = scalar_bits(s, t);
+                    set_scalar(&mut imm, t, 0, scalar_bits(s, t));
                     (3, None, None)
                 }
             };
@@ -448,8 +494,9 @@ pub(crate) fn op(
             imm[pf::SB] = u32_of(g.stride_b as u64, "a gemm stride")?;
             imm[pf::SC] = u32_of(g.stride_c as u64, "a gemm stride")?;
             imm[pf::FLAGS] = u32::from(g.trans_a) | (u32::from(g.trans_b) << 1);
-            imm[pf::S0] = (g.alpha as f32).to_bits();
-            imm[pf::S1] = (g.beta as f32).to_bits();
+            let bits = |v: f64| if t == Wt::F64 { v.to_bits() } else { u64::from((v as f32).to_bits()) };
+            set_scalar(&mut imm, t, 0, bits(g.alpha));
+            set_scalar(&mut imm, t, 1, bits(g.beta));
             imm[pf::O0] = oa;
             imm[pf::O1] = ob;
             imm[pf::O2] = oc;
@@ -469,7 +516,7 @@ fn row_kernel(
     offs: [u32; 4],
     rows: u64,
     cols: u64,
-    mut imm: [u32; 16],
+    mut imm: [u32; pf::WORDS],
 ) -> Result<()> {
     let p = pipe(shared, format!("softmax_{}", t.name()), 4, || wgsl::softmax(t))?;
     imm[pf::ROWS] = u32_of(rows, "rows")?;
@@ -496,7 +543,8 @@ fn reduce(
     cols: u64,
     out: Operand<'_>,
 ) -> Result<()> {
-    const PART_BYTES: u64 = 16;
+    // `struct Part { v: C, w: C, i: u32, e: u32 }`.
+    let part_bytes: u64 = if t.wide() { 24 } else { 16 };
     let n = rows * cols;
     let (bx, ox) = x.whole(shared, n, "a reduction input")?;
     let (by, oy) = match y {
@@ -515,7 +563,7 @@ fn reduce(
         ReduceKind::Op(r) => r.name(),
         ReduceKind::Dot => "dot",
     };
-    let mut imm = [0u32; 16];
+    let mut imm = [0u32; pf::WORDS];
     imm[pf::ROWS] = u32_of(rows, "rows")?;
     imm[pf::COLS] = u32_of(cols, "a row length")?;
     imm[pf::N] = u32_of(cols, "a row length")?;
@@ -529,7 +577,7 @@ fn reduce(
         imm[pf::FLAGS] = 1;
         return dispatch(shared, stream, &p1, &[bx, by, bo, Bind::dummy(shared)], &imm, [1, gy, 1]);
     }
-    let scratch_bytes = rows * parts * PART_BYTES;
+    let scratch_bytes = rows * parts * part_bytes;
     if scratch_bytes > shared.max_binding {
         return Err(unsupported(format!("a reduction needing {scratch_bytes} bytes of partials")));
     }
@@ -577,7 +625,7 @@ fn copy_kernel(
         };
         let (sb, ss, so) = win(src.0, src.1 + done);
         let (db, ds, doff) = win(dst.0, dst.1 + done);
-        let mut imm = [0u32; 16];
+        let mut imm = [0u32; pf::WORDS];
         imm[pf::N] = n as u32;
         imm[pf::O0] = so as u32;
         imm[pf::O2] = doff as u32;
@@ -661,13 +709,3 @@ pub(crate) unsafe fn upload(
         copy_kernel(shared, stream, (&staging, 0), (&dst.buf.buf, doff), n)
     }
 }
-
-/// Whether an op of `dtype` exists here (for tests and docs).
-#[allow(dead_code)]
-pub(crate) fn has_dtype(shared: &Shared, dtype: DType) -> bool {
-    wt(shared, dtype, "").is_ok()
-}
-
-/// Silences the unused import when `ReduceOp` is only matched in `wgsl`.
-#[allow(dead_code)]
-fn _uses(_: ReduceOp) {}

@@ -286,10 +286,11 @@ impl StreamInner {
             }),
             _ => device.poll(wgpu::PollType::Poll),
         };
-        if let Err(e) = waited {
-            let err = backend_err("Device::poll", e.to_string());
-            self.shared.poison(&err);
-            return Err(err);
+        match waited {
+            // The submission failed validation (its error is the stream's, recorded at
+            // submit): there is nothing to wait for.
+            Ok(_) | Err(wgpu::PollError::WrongSubmissionIndex(..)) => {}
+            Err(e) => return Err(backend_err("Device::poll", e.to_string())),
         }
         let mut st = self.lock();
         while st.host.front().is_some_and(|t| t.seq <= upto) {
@@ -305,7 +306,9 @@ impl StreamInner {
                 _ if block => {
                     // The submission is done; its map callbacks run on the next poll.
                     drop(st);
-                    if let Err(e) = device.poll(wgpu::PollType::wait_indefinitely()) {
+                    if let Err(e @ wgpu::PollError::Timeout) =
+                        device.poll(wgpu::PollType::wait_indefinitely())
+                    {
                         return Err(backend_err("Device::poll", e.to_string()));
                     }
                     st = self.lock();

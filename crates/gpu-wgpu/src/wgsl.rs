@@ -6,8 +6,8 @@
 //! body does not compile. A body is a WGSL expression over the compute type `C` (operand
 //! `x`, or `a` and `b`), written in the same order of operations as the reference.
 //!
-//! Every kernel shares one immediate block, [`P`]: element offsets into the bound windows,
-//! lengths and scalars (as the bits of the compute type).
+//! Every kernel shares one immediate block (`struct P`, [`pf`]): element offsets into the
+//! bound windows, lengths, and two scalars of the compute type.
 
 use gpukit_core::{BinaryOp, DType, ReduceOp, UnaryOp};
 
@@ -18,31 +18,56 @@ pub(crate) enum Wt {
     I32,
     U32,
     F16,
+    F64,
+    I64,
+    U64,
+}
+
+/// The shader features of a device that decide which element types exist.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    pub(crate) f16: bool,
+    pub(crate) f64: bool,
+    pub(crate) int64: bool,
 }
 
 impl Wt {
-    /// The WGSL type of `dtype`, or why there is none.
-    pub(crate) fn of(dtype: DType, f16: bool) -> std::result::Result<Wt, String> {
+    /// The WGSL type of `dtype` on a device with `caps`, or why there is none.
+    pub(crate) fn of(dtype: DType, caps: Caps) -> std::result::Result<Wt, String> {
+        let need = |has: bool, t: Wt, feature: &str| {
+            if has {
+                Ok(t)
+            } else {
+                Err(format!("{dtype} (the adapter lacks {feature})"))
+            }
+        };
         match dtype {
             DType::F32 => Ok(Wt::F32),
             DType::I32 => Ok(Wt::I32),
             DType::U32 => Ok(Wt::U32),
-            DType::F16 if f16 => Ok(Wt::F16),
-            DType::F16 => Err("f16 ops: the adapter lacks SHADER_F16".into()),
-            DType::F64 | DType::I64 | DType::U64 => Err(format!(
-                "{dtype} ops (WGSL's 64-bit types lack the math functions; the backend's \
-                 kernels are 32-bit and f16)"
+            DType::F16 => need(caps.f16, Wt::F16, "SHADER_F16"),
+            DType::F64 => need(caps.f64, Wt::F64, "SHADER_F64"),
+            DType::I64 => need(caps.int64, Wt::I64, "SHADER_INT64"),
+            DType::U64 => need(caps.int64, Wt::U64, "SHADER_INT64"),
+            DType::U8 | DType::I8 | DType::BF16 => Err(format!(
+                "{dtype} (WGSL has no {dtype} type; copies work, ops do not)"
             )),
-            DType::U8 | DType::I8 | DType::BF16 => {
-                Err(format!("{dtype} ops (WGSL has no {dtype} type)"))
-            }
         }
+    }
+
+    /// Every type `caps` allows, as dtypes.
+    pub(crate) fn dtypes(caps: Caps) -> Vec<DType> {
+        DType::ALL
+            .into_iter()
+            .filter(|&d| Wt::of(d, caps).is_ok())
+            .collect()
     }
 
     pub(crate) fn size(self) -> u64 {
         match self {
             Wt::F16 => 2,
-            _ => 4,
+            Wt::F32 | Wt::I32 | Wt::U32 => 4,
+            Wt::F64 | Wt::I64 | Wt::U64 => 8,
         }
     }
 
@@ -52,34 +77,66 @@ impl Wt {
             Wt::I32 => "i32",
             Wt::U32 => "u32",
             Wt::F16 => "f16",
+            Wt::F64 => "f64",
+            Wt::I64 => "i64",
+            Wt::U64 => "u64",
         }
     }
 
     pub(crate) fn is_float(self) -> bool {
+        matches!(self, Wt::F32 | Wt::F16 | Wt::F64)
+    }
+
+    pub(crate) fn is_signed(self) -> bool {
+        matches!(self, Wt::I32 | Wt::I64)
+    }
+
+    /// Whether the compute type is 64 bits wide (scalars take two words).
+    pub(crate) fn wide(self) -> bool {
+        self.size() == 8
+    }
+
+    /// Whether the transcendental functions (`exp`, `log`, `tanh`, `pow`) exist: not in
+    /// 64 bits (Vulkan's GLSL.std.450 has them for 16- and 32-bit floats only).
+    pub(crate) fn has_math(self) -> bool {
         matches!(self, Wt::F32 | Wt::F16)
     }
 
     /// The compute type.
     fn compute(self) -> &'static str {
         match self {
-            Wt::F32 | Wt::F16 => "f32",
-            Wt::I32 => "i32",
-            Wt::U32 => "u32",
+            Wt::F16 => "f32",
+            t => t.name(),
+        }
+    }
+
+    fn enables(self) -> &'static str {
+        match self {
+            Wt::F16 => "enable f16;\n",
+            _ => "",
         }
     }
 }
 
-/// The immediate block every kernel declares (16 `u32`s, 64 bytes).
-pub(crate) const P: &str = "struct P {
+/// The immediate block every kernel declares: 16 `u32`s (64 bytes), then two scalars of the
+/// compute type `C` (`x0`, `x1`); 80 bytes at most.
+pub(crate) const IMMEDIATE_BYTES: u32 = 80;
+
+fn p_block(c: &str) -> String {
+    format!(
+        "struct P {{
     n: u32, cols: u32, base: u32, o0: u32,
     o1: u32, o2: u32, s0: u32, s1: u32,
     mode: u32, k: u32, batch: u32, sa: u32,
     sb: u32, sc: u32, flags: u32, rows: u32,
-}
+    x0: {c}, x1: {c},
+}}
 var<immediate> p: P;
-";
+"
+    )
+}
 
-/// Field indices of [`P`].
+/// Field indices of the immediate block, in `u32` words.
 pub(crate) mod pf {
     pub(crate) const N: usize = 0;
     pub(crate) const COLS: usize = 1;
@@ -88,7 +145,6 @@ pub(crate) mod pf {
     pub(crate) const O1: usize = 4;
     pub(crate) const O2: usize = 5;
     pub(crate) const S0: usize = 6;
-    pub(crate) const S1: usize = 7;
     pub(crate) const MODE: usize = 8;
     pub(crate) const K: usize = 9;
     pub(crate) const BATCH: usize = 10;
@@ -97,9 +153,23 @@ pub(crate) mod pf {
     pub(crate) const SC: usize = 13;
     pub(crate) const FLAGS: usize = 14;
     pub(crate) const ROWS: usize = 15;
+    /// The first word of the scalars `x0`, `x1`.
+    pub(crate) const X: usize = 16;
+    /// Words in the block.
+    pub(crate) const WORDS: usize = 20;
 }
 
-/// Helpers every kernel may use: NaN tests, C's `fmin`/`fmax` rules, `log1p`, `pow`.
+/// Sets scalar `which` (0: `x0`, 1: `x1`) from its bits in the compute type.
+pub(crate) fn set_scalar(imm: &mut [u32; pf::WORDS], t: Wt, which: usize, bits: u64) {
+    if t.wide() {
+        imm[pf::X + 2 * which] = bits as u32;
+        imm[pf::X + 2 * which + 1] = (bits >> 32) as u32;
+    } else {
+        imm[pf::X + which] = bits as u32;
+    }
+}
+
+/// Helpers every kernel may use: NaN tests, `log1p`, C's `pow`.
 const HELPERS: &str = "
 fn nan32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn inf32() -> f32 { return bitcast<f32>(0x7f800000u); }
@@ -122,23 +192,28 @@ fn pow32(a: f32, b: f32) -> f32 {
 }
 ";
 
-/// The element-type prelude: `T` (storage), `C` (compute), `ld`, `st`, `sc` (a scalar
-/// from its bits), `isnan_`, and the immediate block.
+/// The element-type prelude: `T` (storage), `C` (compute), `ld`, `st`, `isnan_`, helpers
+/// and the immediate block.
 pub(crate) fn prelude(t: Wt) -> String {
     let c = t.compute();
-    let (enable, ld, st) = match t {
-        Wt::F16 => ("enable f16;\n", "f32(x)", "f16(x)"),
-        _ => ("", "x", "x"),
+    let (ld, st) = match t {
+        Wt::F16 => ("f32(x)", "f16(x)"),
+        _ => ("x", "x"),
     };
-    let isnan = if t.is_float() { "nan32(x)" } else { "false" };
+    let isnan = match t {
+        Wt::F32 | Wt::F16 => "nan32(x)",
+        Wt::F64 => "!(x == x)",
+        _ => "false",
+    };
     format!(
         "{enable}alias T = {ty};\nalias C = {c};\n\
          fn ld(x: T) -> C {{ return {ld}; }}\n\
          fn st(x: C) -> T {{ return {st}; }}\n\
-         fn sc(b: u32) -> C {{ return bitcast<C>(b); }}\n\
          fn isnan_(x: C) -> bool {{ return {isnan}; }}\n\
-         {HELPERS}{P}",
-        ty = t.name()
+         {HELPERS}{p}",
+        enable = t.enables(),
+        ty = t.name(),
+        p = p_block(c),
     )
 }
 
@@ -148,7 +223,8 @@ pub(crate) fn unary_body(op: UnaryOp, t: Wt) -> String {
     match op {
         UnaryOp::Neg if float => "-x".into(),
         UnaryOp::Neg => "C(0) - x".into(),
-        UnaryOp::Abs if t == Wt::U32 => "x".into(),
+        UnaryOp::Abs if !t.is_signed() && !float => "x".into(),
+        UnaryOp::Abs if !float => "select(x, C(0) - x, x < C(0))".into(),
         UnaryOp::Abs => "abs(x)".into(),
         UnaryOp::Square => "x * x".into(),
         UnaryOp::Relu => "select(C(0), x, x > C(0))".into(),
@@ -175,6 +251,11 @@ pub(crate) fn binary_body(op: BinaryOp, t: Wt) -> String {
         BinaryOp::Sub => "a - b".into(),
         BinaryOp::Mul => "a * b".into(),
         BinaryOp::Div if float => "a / b".into(),
+        // Division by zero gives 0 and `MIN / -1` wraps to `MIN`, as the reference does;
+        // neither reaches the hardware's division.
+        BinaryOp::Div if t.is_signed() => {
+            "select(select(a / select(b, C(1), b == C(0) || b == C(-1)), C(0) - a, b == C(-1)), C(0), b == C(0))".into()
+        }
         BinaryOp::Div => "select(a / select(b, C(1), b == C(0)), C(0), b == C(0))".into(),
         BinaryOp::Min => "select(select(a, b, b < a), b, isnan_(a))".into(),
         BinaryOp::Max => "select(select(a, b, b > a), b, isnan_(a))".into(),
@@ -224,7 +305,7 @@ pub(crate) fn binary(op: BinaryOp, t: Wt) -> String {
             case 0u: {{ b = ld(in1[p.o1 + i]); }}
             case 1u: {{ b = ld(in1[p.o1 + (p.base + i) % p.cols]); }}
             case 2u: {{ b = ld(in1[p.o1 + (p.base + i) / p.cols]); }}
-            default: {{ b = sc(p.s0); }}
+            default: {{ b = p.x0; }}
         }}
         out0[p.o2 + i] = st({});",
         binary_body(op, t)
@@ -234,7 +315,7 @@ pub(crate) fn binary(op: BinaryOp, t: Wt) -> String {
 
 /// `out0[i] = s0`.
 pub(crate) fn fill(t: Wt) -> String {
-    map_kernel(&prelude(t), "T", "T", "out0[p.o2 + i] = st(sc(p.s0));")
+    map_kernel(&prelude(t), "T", "T", "out0[p.o2 + i] = st(p.x0);")
 }
 
 /// `out0[i] = s0 * in0[i] + out0[i]`.
@@ -243,7 +324,7 @@ pub(crate) fn axpy(t: Wt) -> String {
         &prelude(t),
         "T",
         "T",
-        "out0[p.o2 + i] = st(sc(p.s0) * ld(in0[p.o0 + i]) + ld(out0[p.o2 + i]));",
+        "out0[p.o2 + i] = st(p.x0 * ld(in0[p.o0 + i]) + ld(out0[p.o2 + i]));",
     )
 }
 
@@ -253,37 +334,58 @@ pub(crate) fn clamp(t: Wt) -> String {
         &prelude(t),
         "T",
         "T",
-        "let x = ld(in0[p.o0 + i]); let lo = sc(p.s0); let hi = sc(p.s1);
+        "let x = ld(in0[p.o0 + i]); let lo = p.x0; let hi = p.x1;
         out0[p.o2 + i] = st(select(select(x, hi, x > hi), lo, x < lo));",
     )
 }
 
-/// The conversion of `v` (of `from`, as its compute type) to `to`.
+/// The conversion of `v0` (of `from`) to `to`, with the reference's rules: floats
+/// saturate into integers (NaN to 0, truncation toward zero), integers wrap into integers
+/// (two's complement), everything rounds to nearest into floats.
 fn conversion(from: Wt, to: Wt) -> String {
+    if from == to {
+        return "v0".into();
+    }
     let v = match from {
-        Wt::F16 => "f32(v0)",
-        _ => "v0",
+        Wt::F16 => "f32(v0)".to_string(),
+        _ => "v0".to_string(),
     };
-    let core = match (from.is_float(), to) {
-        (_, Wt::F32) | (_, Wt::F16) if from == to => v.to_string(),
-        (true, Wt::F32) => v.to_string(),
-        (true, Wt::F16) => format!("{v}"),
-        (false, Wt::F32) | (false, Wt::F16) => format!("f32({v})"),
-        (true, Wt::I32) => format!(
-            "select(select(select(i32({v}), 2147483647, {v} >= 2147483648.0), i32(-2147483647 - 1), \
-             {v} < -2147483648.0), 0, nan32({v}))"
-        ),
-        (true, Wt::U32) => format!(
-            "select(select(u32({v}), 4294967295u, {v} >= 4294967296.0), 0u, {v} < 0.0 || nan32({v}))"
-        ),
-        (false, Wt::I32) if from == Wt::I32 => v.to_string(),
-        (false, Wt::I32) => format!("bitcast<i32>({v})"),
-        (false, Wt::U32) if from == Wt::U32 => v.to_string(),
-        (false, Wt::U32) => format!("bitcast<u32>({v})"),
+    let nan = match from {
+        Wt::F64 => format!("!({v} == {v})"),
+        _ => format!("nan32({v})"),
     };
-    match to {
-        Wt::F16 => format!("f16({core})"),
-        _ => core,
+    match (from.is_float(), to) {
+        (_, Wt::F32 | Wt::F64 | Wt::F16) => format!("{}({v})", to.name()),
+        (true, _) => {
+            let (lo, hi, min) = match to {
+                Wt::I32 => ("-2147483648.0", "2147483648.0", "i32(-2147483647 - 1)"),
+                Wt::U32 => ("0.0", "4294967296.0", "0u"),
+                Wt::I64 => ("-9223372036854775808.0", "9223372036854775808.0", "(-9223372036854775807li - 1li)"),
+                _ => ("0.0", "18446744073709551616.0", "0lu"),
+            };
+            let max = match to {
+                Wt::I32 => "2147483647",
+                Wt::U32 => "4294967295u",
+                Wt::I64 => "9223372036854775807li",
+                _ => "18446744073709551615lu",
+            };
+            let t = to.name();
+            format!(
+                "select(select(select({t}({v}), {max}, {v} >= {hi}), {min}, {v} < {lo}), {t}(0), {nan})"
+            )
+        }
+        (false, _) => {
+            // Integer to integer: through the 64-bit type of the source's signedness
+            // (sign- or zero-extension), then truncation and reinterpretation.
+            let wide = if from.is_signed() { format!("i64({v})") } else { format!("u64({v})") };
+            let as_u64 = if from.is_signed() { format!("bitcast<u64>({wide})") } else { wide };
+            match to {
+                Wt::U64 => as_u64,
+                Wt::I64 => format!("bitcast<i64>({as_u64})"),
+                Wt::U32 => format!("u32({as_u64} & 0xfffffffflu)"),
+                _ => format!("bitcast<i32>(u32({as_u64} & 0xfffffffflu))"),
+            }
+        }
     }
 }
 
@@ -294,7 +396,7 @@ pub(crate) fn cast(from: Wt, to: Wt) -> String {
     } else {
         ""
     };
-    let pre = format!("{enable}{HELPERS}{P}");
+    let pre = format!("{enable}{HELPERS}{}", p_block("u32"));
     let body = format!(
         "let v0 = in0[p.o0 + i]; out0[p.o2 + i] = {};",
         conversion(from, to)
@@ -306,7 +408,7 @@ pub(crate) fn cast(from: Wt, to: Wt) -> String {
 /// words): one thread per destination word, so no two threads write one word.
 pub(crate) fn copy_bytes() -> String {
     format!(
-        "{P}
+        "{p}
 @group(0) @binding(0) var<storage, read_write> in0: array<u32>;
 @group(0) @binding(1) var<storage, read_write> in1: array<u32>;
 @group(0) @binding(2) var<storage, read_write> out0: array<u32>;
@@ -333,7 +435,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         w += stride;
     }}
 }}
-"
+",
+        p = p_block("u32")
     )
 }
 
@@ -351,22 +454,22 @@ pub(crate) enum ReduceKind {
 const PART: &str = "
 struct Part { v: C, w: C, i: u32, e: u32 }
 fn empty() -> Part { return Part(C(0), C(0), 0u, 1u); }
-fn two_sum(a: f32, b: f32) -> vec2<f32> {
+fn two_sum(a: C, b: C) -> vec2<C> {
     let s = a + b;
     let bb = s - a;
-    return vec2<f32>(s, (a - (s - bb)) + (b - bb));
+    return vec2<C>(s, (a - (s - bb)) + (b - bb));
 }
-fn split(a: f32) -> vec2<f32> {
-    let t = 4097.0 * a;
+fn split(a: C) -> vec2<C> {
+    let t = SPLIT * a;
     let hi = t - (t - a);
-    return vec2<f32>(hi, a - hi);
+    return vec2<C>(hi, a - hi);
 }
-fn two_prod(a: f32, b: f32) -> vec2<f32> {
+fn two_prod(a: C, b: C) -> vec2<C> {
     let p = a * b;
     let x = split(a);
     let y = split(b);
     let err = ((x.x * y.x - p) + x.x * y.y + x.y * y.x) + x.y * y.y;
-    return vec2<f32>(p, err);
+    return vec2<C>(p, err);
 }
 fn better(b: Part, a: Part, want_max: bool) -> bool {
     let bn = isnan_(b.v);
@@ -401,7 +504,8 @@ fn reduce_parts(kind: ReduceKind, t: Wt) -> (String, String) {
             "fn combine(a: Part, b: Part) -> Part {{
     if (a.e == 1u) {{ return b; }}
     if (b.e == 1u) {{ return a; }}
-    return select(a, b, better(b, a, {max}));
+    if (better(b, a, {max})) {{ return b; }}
+    return a;
 }}"
         )
     };
@@ -450,12 +554,20 @@ pub(crate) fn reduce(kind: ReduceKind, t: Wt, stage2: bool) -> String {
     let write = match kind {
         _ if index => "out0[p.o2 + r] = best.i;".to_string(),
         ReduceKind::Op(ReduceOp::Mean) => {
-            "out0[p.o2 + r] = st(best.v / f32(p.n) + best.w / f32(p.n));".to_string()
+            "out0[p.o2 + r] = st(best.v / C(p.n) + best.w / C(p.n));".to_string()
         }
         _ => "out0[p.o2 + r] = st(best.v + best.w);".to_string(),
     };
+    // Dekker's splitter for the exact products of `dot`: 2^12 + 1 in f32, 2^27 + 1 in f64.
+    let split = if t == Wt::F64 { "134217729.0" } else { "4097.0" };
+    let split = if t.is_float() {
+        format!("const SPLIT: C = {split};\n")
+    } else {
+        // Integers have no splitter; `two_prod` is unused but must type-check.
+        "const SPLIT: C = C(1);\n".to_string()
+    };
     format!(
-        "{pre}{PART}{combine}
+        "{pre}{split}{PART}{combine}
 @group(0) @binding(0) var<storage, read_write> in0: array<T>;
 @group(0) @binding(1) var<storage, read_write> in1: array<T>;
 @group(0) @binding(2) var<storage, read_write> out0: array<{out_ty}>;
@@ -604,8 +716,8 @@ pub(crate) fn gemm(t: Wt) -> String {
 @group(0) @binding(0) var<storage, read_write> am: array<T>;
 @group(0) @binding(1) var<storage, read_write> bm: array<T>;
 @group(0) @binding(2) var<storage, read_write> cm: array<T>;
-var<workgroup> ta: array<array<f32, 16>, 16>;
-var<workgroup> tb: array<array<f32, 16>, 16>;
+var<workgroup> ta: array<array<C, 16>, 16>;
+var<workgroup> tb: array<array<C, 16>, 16>;
 @compute @workgroup_size(16, 16)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {{
@@ -614,24 +726,24 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let k = p.k;
     let ta_ = (p.flags & 1u) == 1u;
     let tb_ = (p.flags & 2u) == 2u;
-    let alpha = sc(p.s0);
-    let beta = sc(p.s1);
+    let alpha = p.x0;
+    let beta = p.x1;
     let row = wid.y * 16u + lid.y;
     let col = wid.x * 16u + lid.x;
     for (var z = wid.z; z < p.batch; z += nwg.z) {{
         let a0 = p.o0 + z * p.sa;
         let b0 = p.o1 + z * p.sb;
         let c0 = p.o2 + z * p.sc;
-        var acc = 0.0;
+        var acc = C(0);
         for (var k0 = 0u; k0 < k; k0 += 16u) {{
             let ka = k0 + lid.x;
-            var av = 0.0;
+            var av = C(0);
             if (row < m && ka < k) {{
                 av = ld(am[a0 + select(row * k + ka, ka * m + row, ta_)]);
             }}
             ta[lid.y][lid.x] = av;
             let kb = k0 + lid.y;
-            var bv = 0.0;
+            var bv = C(0);
             if (kb < k && col < n) {{
                 bv = ld(bm[b0 + select(kb * n + col, col * k + kb, tb_)]);
             }}
@@ -645,7 +757,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         if (row < m && col < n) {{
             let ci = c0 + row * n + col;
             var v = alpha * acc;
-            if (beta != 0.0) {{ v = v + beta * ld(cm[ci]); }}
+            if (beta != C(0)) {{ v = v + beta * ld(cm[ci]); }}
             cm[ci] = st(v);
         }}
     }}

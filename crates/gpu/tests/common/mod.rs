@@ -2,7 +2,8 @@
 //! every backend.
 //!
 //! `backend_tests! { fn name(ctx) { ...; Ok(()) } }` makes a module `name` with one test per
-//! backend (`name::cpu`, and `name::cuda` when the `cuda` feature compiles CUDA in). Each
+//! backend (`name::cpu`, `name::cuda` when the `cuda` feature compiles CUDA in, and
+//! `name::vulkan` when the `vulkan` feature compiles the wgpu backend in). Each
 //! body gets a `&gpukit::Context` and returns
 //! `gpukit::Result<()>`. A backend that cannot be opened on this machine prints
 //! `SKIPPED: <reason>` and returns: the test never counts a GPU behaviour as verified, and
@@ -41,6 +42,27 @@ pub fn cuda() -> Option<Context> {
             None
         }
     }
+}
+
+/// The first Vulkan adapter (lavapipe included), or `None` after printing why it cannot be
+/// used. With `GPU_REQUIRE_VULKAN=1` (set by `.ci/run` once it has installed lavapipe, and
+/// by the GPU bundle) an unusable Vulkan backend fails the test instead.
+pub fn vulkan() -> Option<Context> {
+    match Context::new(DeviceSpec::Vulkan(None)) {
+        Ok(ctx) => Some(ctx),
+        Err(e) if require_vulkan() => {
+            panic!("GPU_REQUIRE_VULKAN is set but Vulkan is unusable: {e}")
+        }
+        Err(e) => {
+            skipped(&e.to_string());
+            None
+        }
+    }
+}
+
+/// Whether `GPU_REQUIRE_VULKAN=1`.
+pub fn require_vulkan() -> bool {
+    std::env::var("GPU_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
 }
 
 /// Reports a skipped test: `SKIPPED: <reason>` on the process's real stderr, which the test
@@ -86,8 +108,8 @@ pub fn run(ctx: Option<Context>, body: impl FnOnce(&Context) -> gpukit::Result<(
 #[macro_export]
 macro_rules! backend_tests {
     ($( $(#[$meta:meta])* fn $name:ident($ctx:ident) $body:block )*) => {$(
-        // Without the `cuda` feature there is no CUDA backend to skip.
-        $crate::tests_on! { [cpu, #[cfg(feature = "cuda")] cuda] $(#[$meta])* fn $name($ctx) $body }
+        // Without the `cuda` (`vulkan`) feature there is no CUDA (Vulkan) backend to skip.
+        $crate::tests_on! { [cpu, #[cfg(feature = "cuda")] cuda, #[cfg(feature = "vulkan")] vulkan] $(#[$meta])* fn $name($ctx) $body }
     )*};
 }
 
@@ -175,6 +197,22 @@ extern "C" __global__ void vector_add(const float* a, const float* b, float* out
     if (i < n) out[i] = a[i] + b[i];
 }"#;
 
+/// WGSL of the `vector_add` test kernel (the block size is the launch's: `override`).
+pub const VECTOR_ADD_WGSL: &str = r#"
+struct Args { n: vec2<u32> }
+var<immediate> args: Args;
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+override block_x: u32 = 256;
+override block_y: u32 = 1;
+override block_z: u32 = 1;
+@compute @workgroup_size(block_x, block_y, block_z)
+fn vector_add(@builtin(workgroup_id) blk: vec3<u32>, @builtin(local_invocation_id) t: vec3<u32>) {
+    let i = blk.x * block_x + t.x;
+    if (args.n.y == 0u && i < args.n.x) { out[i] = a[i] + b[i]; }
+}"#;
+
 /// The signature of `vector_add`.
 pub type VectorAdd = (In<f32>, In<f32>, Out<f32>, u64);
 
@@ -183,6 +221,9 @@ pub fn vector_add_spec() -> KernelSpec<VectorAdd> {
     // SAFETY: `vector_add` takes (const float*, const float*, float*, unsigned long long),
     // `VectorAdd` in order and type, and touches only indices below `n`.
     let spec = unsafe { KernelSpec::<VectorAdd>::cuda(VECTOR_ADD_SRC, "vector_add") };
+    // SAFETY: the WGSL binds a, b (read) and out (written) in that order, takes `n` as the
+    // immediate `vec2<u32>`, and touches only indices below `n`, like the CUDA C.
+    let spec = unsafe { spec.wgsl(VECTOR_ADD_WGSL) };
     spec.cpu(|t, (a, b, out, n)| {
         let i = t.x();
         if (i as u64) < *n {
@@ -202,11 +243,26 @@ extern "C" __global__ void delay(unsigned int us) {
     } while (now - start < (unsigned long long)us * 1000ull);
 }"#;
 
+/// WGSL of the `delay` test kernel. WGSL has no clock: the thread runs 200 atomic adds on
+/// workgroup memory per microsecond asked for (atomics are not folded away), each taking
+/// well over a nanosecond on any GPU or on lavapipe, so the delay is at least `us`.
+pub const DELAY_WGSL: &str = r#"
+struct Args { us: u32 }
+var<immediate> args: Args;
+var<workgroup> sink: atomic<u32>;
+@compute @workgroup_size(1)
+fn delay() {
+    let n = args.us * 200u;
+    for (var i = 0u; i < n; i++) { atomicAdd(&sink, 1u); }
+}"#;
+
 /// `delay` for every backend: launched with one thread, it keeps its stream busy for `us`
 /// microseconds (the CPU closure sleeps).
 pub fn delay_spec() -> KernelSpec<(u32,)> {
     // SAFETY: `delay(unsigned int)` matches `(u32,)` and touches no memory.
     let spec = unsafe { KernelSpec::<(u32,)>::cuda(DELAY_SRC, "delay") };
+    // SAFETY: the WGSL takes `us` as its one immediate and touches no buffer.
+    let spec = unsafe { spec.wgsl(DELAY_WGSL) };
     spec.cpu(|_, (us,)| std::thread::sleep(std::time::Duration::from_micros(u64::from(*us))))
 }
 
