@@ -652,8 +652,10 @@ impl<S: KernelSig> KernelSpec<S> {
     /// The arguments bind as follows: the i-th array argument ([`In`] or [`Out`], counting
     /// arrays only) is `@group(0) @binding(i) var<storage, read_write> name: array<T>` (`read`
     /// is accepted for an [`In`]); the scalars, in signature order, are the fields of one
-    /// `var<immediate>` struct, each a 4-byte field (`u32`, `i32`, `f32`; an 8-byte scalar is
-    /// a `vec2<u32>`, low word first, 8-byte aligned). The launch's block size must equal
+    /// `var<immediate>` struct, each a 4-byte field (`u32`, `i32`, `f32`; a 1- or 2-byte
+    /// scalar is zero-extended into a `u32`; an 8-byte scalar is 8-byte aligned, an `f64`
+    /// or a `vec2<u32>` low word first for `u64`/`i64`). A view that starts at an offset the
+    /// adapter cannot bind at goes through an aligned copy (written back after the launch). The launch's block size must equal
     /// the entry point's `@workgroup_size`, except along the dimensions the WGSL leaves to
     /// the launch by declaring `override block_x: u32;` (`block_y`, `block_z`) and writing
     /// `@workgroup_size(block_x, ...)`. Dynamic shared memory does not exist in WGSL.

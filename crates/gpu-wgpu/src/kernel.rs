@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use gpukit_core::{Error, KernelArg, KernelDesc, LaunchConfig, Result};
 
 use crate::device::NAME;
-use crate::ops::{compile, dispatch, Bind, Pipe};
+use crate::ops::{compile, copy_raw, dispatch, Bind, Pipe};
 use crate::stream::StreamInner;
 use crate::{round4, Shared, WgpuBackend};
 
@@ -95,24 +95,14 @@ pub(crate) fn launch(
             ),
         });
     }
-    let mut binds: Vec<Bind<'_>> = Vec::with_capacity(args.len());
+    let mut binds: Vec<BindSrc<'_>> = Vec::with_capacity(args.len());
     let mut read_only: Vec<bool> = Vec::with_capacity(args.len());
     let mut imm: Vec<u8> = Vec::new();
     for a in args {
         match a {
             KernelArg::Buffer { at: Some(at), bytes, write } => {
-                let off = at.offset as u64;
-                if off % shared.align != 0 {
-                    return Err(Error::Unsupported {
-                        backend: NAME,
-                        what: format!(
-                            "a view starting at byte {off} as an argument of WGSL kernel `{}`: \
-                             bindings start at multiples of {} bytes",
-                            k.name, shared.align
-                        ),
-                    });
-                }
-                let size = round4(*bytes as u64).min(at.buf.buf.size() - off);
+                let (off, n) = (at.offset as u64, *bytes as u64);
+                let size = round4(n);
                 if size > shared.max_binding {
                     return Err(Error::Unsupported {
                         backend: NAME,
@@ -123,15 +113,36 @@ pub(crate) fn launch(
                         ),
                     });
                 }
-                binds.push(Bind { buf: &at.buf.buf, base: off, size });
+                if off % shared.align == 0 {
+                    binds.push(BindSrc::Direct(Bind {
+                        buf: &at.buf.buf,
+                        base: off,
+                        size: size.min(at.buf.buf.size() - off),
+                    }));
+                } else {
+                    // Bindings start at aligned offsets: the view goes through an aligned
+                    // temporary, copied in before and (if written) back after the launch.
+                    let tmp = shared.scoped("Device::create_buffer", || {
+                        shared.device.create_buffer(&wgpu::BufferDescriptor {
+                            label: Some("gpukit unaligned kernel argument"),
+                            size,
+                            usage: wgpu::BufferUsages::STORAGE
+                                | wgpu::BufferUsages::COPY_SRC
+                                | wgpu::BufferUsages::COPY_DST,
+                            mapped_at_creation: false,
+                        })
+                    })?;
+                    copy_raw(shared, stream, (&at.buf.buf, off), (&tmp, 0), n)?;
+                    binds.push(BindSrc::Temp { tmp, size, back: write.then_some((&at.buf.buf, off, n)) });
+                }
                 read_only.push(!write);
             }
             KernelArg::Buffer { at: None, write, .. } => {
-                binds.push(Bind {
+                binds.push(BindSrc::Direct(Bind {
                     buf: &shared.dummy,
                     base: 0,
                     size: crate::DUMMY_BYTES,
-                });
+                }));
                 read_only.push(!write);
             }
             KernelArg::Scalar { bytes, len } => {
@@ -147,9 +158,17 @@ pub(crate) fn launch(
     }
     // wgpu refuses one buffer bound read-only and writable in one dispatch (two views of
     // one array, one of them an `Out`).
-    for (i, a) in binds.iter().enumerate() {
-        for (j, b) in binds.iter().enumerate().skip(i + 1) {
-            if a.buf == b.buf && read_only[i] != read_only[j] && a.buf != &shared.dummy {
+    let direct: Vec<Option<&wgpu::Buffer>> = binds
+        .iter()
+        .map(|b| match b {
+            BindSrc::Direct(b) => Some(b.buf),
+            BindSrc::Temp { back, .. } => back.map(|(buf, _, _)| buf),
+        })
+        .collect();
+    for (i, a) in direct.iter().enumerate() {
+        for (j, b) in direct.iter().enumerate().skip(i + 1) {
+            let same = matches!((a, b), (Some(a), Some(b)) if a == b && *a != &shared.dummy);
+            if same && read_only[i] != read_only[j] {
                 return Err(Error::Unsupported {
                     backend: NAME,
                     what: format!(
@@ -162,7 +181,9 @@ pub(crate) fn launch(
             }
         }
     }
-    let imm_size = round4(imm.len() as u64) as u32;
+    // WGSL rounds a struct's size up to its alignment (up to 16 bytes).
+    let imm_size = (imm.len() as u64).div_ceil(16) as u32 * 16;
+    imm.resize(imm_size as usize, 0);
     if imm_size > shared.limits.max_immediate_size {
         return Err(Error::Unsupported {
             backend: NAME,
@@ -207,5 +228,31 @@ pub(crate) fn launch(
             u32::from_le_bytes(w)
         })
         .collect();
-    dispatch(shared, stream, &pipe, &binds, &words, cfg.grid)
+    let bound: Vec<Bind<'_>> = binds
+        .iter()
+        .map(|b| match b {
+            BindSrc::Direct(b) => *b,
+            BindSrc::Temp { tmp, size, .. } => Bind { buf: tmp, base: 0, size: *size },
+        })
+        .collect();
+    dispatch(shared, stream, &pipe, &bound, &words, cfg.grid)?;
+    for b in &binds {
+        if let BindSrc::Temp { tmp, back: Some((buf, off, n)), .. } = b {
+            copy_raw(shared, stream, (tmp, 0), (buf, *off), *n)?;
+        }
+    }
+    Ok(())
+}
+
+/// Where an argument's binding comes from.
+enum BindSrc<'a> {
+    /// The array itself, at an aligned offset.
+    Direct(Bind<'a>),
+    /// An aligned temporary holding a copy of the view, copied back to it after the launch
+    /// when the kernel writes it.
+    Temp {
+        tmp: wgpu::Buffer,
+        size: u64,
+        back: Option<(&'a wgpu::Buffer, u64, u64)>,
+    },
 }

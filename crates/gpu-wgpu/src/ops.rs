@@ -293,6 +293,8 @@ fn scalar_bits(s: Scalar, t: Wt) -> u64 {
     let raw = u64::from_le_bytes(b);
     match t {
         Wt::F16 => f16_to_f32_bits(raw as u16),
+        Wt::BF16 => (raw & 0xffff) << 16,
+        Wt::I8 => u64::from(raw as u8 as i8 as i32 as u32),
         _ => raw,
     }
 }
@@ -650,12 +652,28 @@ pub(crate) fn copy_d2d(
     dst: BufAt<'_, WgpuBackend>,
     bytes: usize,
 ) -> Result<()> {
-    let (so, doff, n) = (src.offset as u64, dst.offset as u64, bytes as u64);
-    let same = src.buf.buf == dst.buf.buf;
-    if !same && so % 4 == 0 && doff % 4 == 0 && n % 4 == 0 {
-        return stream.record(|enc| enc.copy_buffer_to_buffer(&src.buf.buf, so, &dst.buf.buf, doff, n));
+    copy_raw(
+        shared,
+        stream,
+        (&src.buf.buf, src.offset as u64),
+        (&dst.buf.buf, dst.offset as u64),
+        bytes as u64,
+    )
+}
+
+/// [`copy_d2d`] on raw buffers and byte offsets.
+pub(crate) fn copy_raw(
+    shared: &Shared,
+    stream: &StreamInner,
+    src: (&wgpu::Buffer, u64),
+    dst: (&wgpu::Buffer, u64),
+    n: u64,
+) -> Result<()> {
+    let (so, doff) = (src.1, dst.1);
+    if src.0 != dst.0 && so % 4 == 0 && doff % 4 == 0 && n % 4 == 0 {
+        return stream.record(|enc| enc.copy_buffer_to_buffer(src.0, so, dst.0, doff, n));
     }
-    copy_kernel(shared, stream, (&src.buf.buf, so), (&dst.buf.buf, doff), n)
+    copy_kernel(shared, stream, src, dst, n)
 }
 
 /// A host-to-device copy: the bytes go into a new staging buffer now (after the stream's

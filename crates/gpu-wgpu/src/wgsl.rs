@@ -21,6 +21,12 @@ pub(crate) enum Wt {
     F64,
     I64,
     U64,
+    /// Packed four to a word (WGSL has no 8-bit type); written with atomics.
+    U8,
+    /// Packed four to a word, sign-extended on load.
+    I8,
+    /// Packed two to a word, computed in f32, rounded to nearest even on store.
+    BF16,
 }
 
 /// The shader features of a device that decide which element types exist.
@@ -49,9 +55,9 @@ impl Wt {
             DType::F64 => need(caps.f64, Wt::F64, "SHADER_F64"),
             DType::I64 => need(caps.int64, Wt::I64, "SHADER_INT64"),
             DType::U64 => need(caps.int64, Wt::U64, "SHADER_INT64"),
-            DType::U8 | DType::I8 | DType::BF16 => Err(format!(
-                "{dtype} (WGSL has no {dtype} type; copies work, ops do not)"
-            )),
+            DType::U8 => Ok(Wt::U8),
+            DType::I8 => Ok(Wt::I8),
+            DType::BF16 => Ok(Wt::BF16),
         }
     }
 
@@ -65,7 +71,8 @@ impl Wt {
 
     pub(crate) fn size(self) -> u64 {
         match self {
-            Wt::F16 => 2,
+            Wt::U8 | Wt::I8 => 1,
+            Wt::F16 | Wt::BF16 => 2,
             Wt::F32 | Wt::I32 | Wt::U32 => 4,
             Wt::F64 | Wt::I64 | Wt::U64 => 8,
         }
@@ -80,15 +87,23 @@ impl Wt {
             Wt::F64 => "f64",
             Wt::I64 => "i64",
             Wt::U64 => "u64",
+            Wt::U8 => "u8",
+            Wt::I8 => "i8",
+            Wt::BF16 => "bf16",
         }
     }
 
     pub(crate) fn is_float(self) -> bool {
-        matches!(self, Wt::F32 | Wt::F16 | Wt::F64)
+        matches!(self, Wt::F32 | Wt::F16 | Wt::F64 | Wt::BF16)
     }
 
     pub(crate) fn is_signed(self) -> bool {
-        matches!(self, Wt::I32 | Wt::I64)
+        matches!(self, Wt::I32 | Wt::I64 | Wt::I8)
+    }
+
+    /// Whether elements share 32-bit words (stored through atomics).
+    pub(crate) fn packed(self) -> bool {
+        matches!(self, Wt::U8 | Wt::I8 | Wt::BF16)
     }
 
     /// Whether the compute type is 64 bits wide (scalars take two words).
@@ -99,13 +114,15 @@ impl Wt {
     /// Whether the transcendental functions (`exp`, `log`, `tanh`, `pow`) exist: not in
     /// 64 bits (Vulkan's GLSL.std.450 has them for 16- and 32-bit floats only).
     pub(crate) fn has_math(self) -> bool {
-        matches!(self, Wt::F32 | Wt::F16)
+        matches!(self, Wt::F32 | Wt::F16 | Wt::BF16)
     }
 
     /// The compute type.
     fn compute(self) -> &'static str {
         match self {
-            Wt::F16 => "f32",
+            Wt::F16 | Wt::BF16 => "f32",
+            Wt::U8 => "u32",
+            Wt::I8 => "i32",
             t => t.name(),
         }
     }
@@ -173,6 +190,11 @@ pub(crate) fn set_scalar(imm: &mut [u32; pf::WORDS], t: Wt, which: usize, bits: 
 const HELPERS: &str = "
 fn nan32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn inf32() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn to_bf16(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    if (nan32(x)) { return (b >> 16u) | 0x40u; }
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
 fn log1p32(x: f32) -> f32 {
     let u = 1.0 + x;
     if (u == 1.0) { return x; }
@@ -192,28 +214,64 @@ fn pow32(a: f32, b: f32) -> f32 {
 }
 ";
 
-/// The element-type prelude: `T` (storage), `C` (compute), `ld`, `st`, `isnan_`, helpers
-/// and the immediate block.
+/// The element-type prelude: `C` (the compute type), `isnan_`, the helpers and the
+/// immediate block. Bindings come from [`binding`].
 pub(crate) fn prelude(t: Wt) -> String {
     let c = t.compute();
-    let (ld, st) = match t {
-        Wt::F16 => ("f32(x)", "f16(x)"),
-        _ => ("x", "x"),
-    };
     let isnan = match t {
-        Wt::F32 | Wt::F16 => "nan32(x)",
+        Wt::F32 | Wt::F16 | Wt::BF16 => "nan32(x)",
         Wt::F64 => "!(x == x)",
         _ => "false",
     };
     format!(
-        "{enable}alias T = {ty};\nalias C = {c};\n\
-         fn ld(x: T) -> C {{ return {ld}; }}\n\
-         fn st(x: C) -> T {{ return {st}; }}\n\
+        "{enable}alias C = {c};\n\
          fn isnan_(x: C) -> bool {{ return {isnan}; }}\n\
          {HELPERS}{p}",
         enable = t.enables(),
-        ty = t.name(),
         p = p_block(c),
+    )
+}
+
+/// A storage binding `name` of elements of `t` at `@binding(b)`, with its accessors
+/// `get_<name>(i)` (the element as its compute type) and `put_<name>(i, v)`. Packed types
+/// live in words written with atomics, so that threads writing neighbouring elements of
+/// one word do not race.
+pub(crate) fn binding(b: u32, name: &str, t: Wt) -> String {
+    let c = t.compute();
+    let decl = |ty: &str| format!("@group(0) @binding({b}) var<storage, read_write> {name}: array<{ty}>;\n");
+    if !t.packed() {
+        let (get, put) = match t {
+            Wt::F16 => ("f32(x)", "f16(v)"),
+            _ => ("x", "v"),
+        };
+        return format!(
+            "{}fn get_{name}(i: u32) -> {c} {{ let x = {name}[i]; return {get}; }}\n\
+             fn put_{name}(i: u32, v: {c}) {{ {name}[i] = {put}; }}\n",
+            decl(t.name())
+        );
+    }
+    let (per, bits, mask) = match t {
+        Wt::BF16 => (2, 16, "0xffffu"),
+        _ => (4, 8, "0xffu"),
+    };
+    let (unpack, pack) = match t {
+        Wt::U8 => ("x", "v"),
+        Wt::I8 => ("i32(x << 24u) >> 24u", "u32(v)"),
+        _ => ("bitcast<f32>(x << 16u)", "to_bf16(v)"),
+    };
+    format!(
+        "{}fn get_{name}(i: u32) -> {c} {{
+    let x = (atomicLoad(&{name}[i / {per}u]) >> ((i % {per}u) * {bits}u)) & {mask};
+    return {unpack};
+}}
+fn put_{name}(i: u32, v: {c}) {{
+    let sh = (i % {per}u) * {bits}u;
+    let w = i / {per}u;
+    atomicAnd(&{name}[w], ~({mask} << sh));
+    atomicOr(&{name}[w], ({pack} & {mask}) << sh);
+}}
+",
+        decl("atomic<u32>")
     )
 }
 
@@ -263,14 +321,11 @@ pub(crate) fn binary_body(op: BinaryOp, t: Wt) -> String {
     }
 }
 
-/// An element-wise kernel: `in0`, `in1` and `out0` (of `out_ty`), a grid-stride loop over
-/// `p.n` elements running `body` for index `i`.
-fn map_kernel(prelude: &str, in_ty: &str, out_ty: &str, body: &str) -> String {
+/// An element-wise kernel: bindings `in0`, `in1` and `out0` (of `t`, or `out` for the
+/// output), a grid-stride loop over `p.n` elements running `body` for index `i`.
+fn map_kernel(prelude: &str, t: Wt, out: Wt, body: &str) -> String {
     format!(
-        "{prelude}
-@group(0) @binding(0) var<storage, read_write> in0: array<{in_ty}>;
-@group(0) @binding(1) var<storage, read_write> in1: array<{in_ty}>;
-@group(0) @binding(2) var<storage, read_write> out0: array<{out_ty}>;
+        "{prelude}{}{}{}
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
     let stride = nwg.x * 256u;
@@ -282,110 +337,106 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         i += stride;
     }}
 }}
-"
+",
+        binding(0, "in0", t),
+        binding(1, "in1", t),
+        binding(2, "out0", out),
     )
 }
 
 /// `out0[i] = op(in0[i])`.
 pub(crate) fn unary(op: UnaryOp, t: Wt) -> String {
     let body = format!(
-        "let x = ld(in0[p.o0 + i]); out0[p.o2 + i] = st({});",
+        "let x = get_in0(p.o0 + i); put_out0(p.o2 + i, {});",
         unary_body(op, t)
     );
-    map_kernel(&prelude(t), "T", "T", &body)
+    map_kernel(&prelude(t), t, t, &body)
 }
 
 /// `out0[i] = op(in0[i], rhs)`; `p.mode` 0: `in1[i]`, 1: row vector `in1[(base + i) %
-/// cols]`, 2: column vector `in1[(base + i) / cols]`, 3: the scalar `p.s0`.
+/// cols]`, 2: column vector `in1[(base + i) / cols]`, 3: the scalar `p.x0`.
 pub(crate) fn binary(op: BinaryOp, t: Wt) -> String {
     let body = format!(
-        "let a = ld(in0[p.o0 + i]);
+        "let a = get_in0(p.o0 + i);
         var b: C;
         switch p.mode {{
-            case 0u: {{ b = ld(in1[p.o1 + i]); }}
-            case 1u: {{ b = ld(in1[p.o1 + (p.base + i) % p.cols]); }}
-            case 2u: {{ b = ld(in1[p.o1 + (p.base + i) / p.cols]); }}
+            case 0u: {{ b = get_in1(p.o1 + i); }}
+            case 1u: {{ b = get_in1(p.o1 + (p.base + i) % p.cols); }}
+            case 2u: {{ b = get_in1(p.o1 + (p.base + i) / p.cols); }}
             default: {{ b = p.x0; }}
         }}
-        out0[p.o2 + i] = st({});",
+        put_out0(p.o2 + i, {});",
         binary_body(op, t)
     );
-    map_kernel(&prelude(t), "T", "T", &body)
+    map_kernel(&prelude(t), t, t, &body)
 }
 
-/// `out0[i] = s0`.
+/// `out0[i] = x0`.
 pub(crate) fn fill(t: Wt) -> String {
-    map_kernel(&prelude(t), "T", "T", "out0[p.o2 + i] = st(p.x0);")
+    map_kernel(&prelude(t), t, t, "put_out0(p.o2 + i, p.x0);")
 }
 
-/// `out0[i] = s0 * in0[i] + out0[i]`.
+/// `out0[i] = x0 * in0[i] + out0[i]`.
 pub(crate) fn axpy(t: Wt) -> String {
     map_kernel(
         &prelude(t),
-        "T",
-        "T",
-        "out0[p.o2 + i] = st(p.x0 * ld(in0[p.o0 + i]) + ld(out0[p.o2 + i]));",
+        t,
+        t,
+        "put_out0(p.o2 + i, p.x0 * get_in0(p.o0 + i) + get_out0(p.o2 + i));",
     )
 }
 
-/// `out0[i] = clamp(in0[i], s0, s1)`, NaN kept.
+/// `out0[i] = clamp(in0[i], x0, x1)`, NaN kept.
 pub(crate) fn clamp(t: Wt) -> String {
     map_kernel(
         &prelude(t),
-        "T",
-        "T",
-        "let x = ld(in0[p.o0 + i]); let lo = p.x0; let hi = p.x1;
-        out0[p.o2 + i] = st(select(select(x, hi, x > hi), lo, x < lo));",
+        t,
+        t,
+        "let x = get_in0(p.o0 + i); let lo = p.x0; let hi = p.x1;
+        put_out0(p.o2 + i, select(select(x, hi, x > hi), lo, x < lo));",
     )
 }
 
-/// The conversion of `v0` (of `from`) to `to`, with the reference's rules: floats
-/// saturate into integers (NaN to 0, truncation toward zero), integers wrap into integers
-/// (two's complement), everything rounds to nearest into floats.
+/// The conversion of `v0` (the compute value of an element of `from`) to the compute type
+/// of `to`, with the reference's rules: floats saturate into integers (NaN to 0, truncation
+/// toward zero), integers wrap into integers (two's complement; the store truncates packed
+/// types), everything rounds to nearest into floats (the store rounds f16 and bf16).
 fn conversion(from: Wt, to: Wt) -> String {
-    if from == to {
-        return "v0".into();
+    let (fc, tc) = (from.compute(), to.compute());
+    let v = "v0";
+    if to.is_float() {
+        return format!("{tc}({v})");
     }
-    let v = match from {
-        Wt::F16 => "f32(v0)".to_string(),
-        _ => "v0".to_string(),
+    if from.is_float() {
+        let nan = if from == Wt::F64 { format!("!({v} == {v})") } else { format!("nan32({v})") };
+        let (lo, hi, min, max) = match to {
+            Wt::I8 => ("-128.0", "128.0", "-128", "127"),
+            Wt::U8 => ("0.0", "256.0", "0u", "255u"),
+            Wt::I32 => ("-2147483648.0", "2147483648.0", "i32(-2147483647 - 1)", "2147483647"),
+            Wt::U32 => ("0.0", "4294967296.0", "0u", "4294967295u"),
+            Wt::I64 => ("-9223372036854775808.0", "9223372036854775808.0", "(-9223372036854775807li - 1li)", "9223372036854775807li"),
+            _ => ("0.0", "18446744073709551616.0", "0lu", "18446744073709551615lu"),
+        };
+        return format!(
+            "select(select(select({tc}({v}), {max}, {v} >= {hi}), {min}, {v} < {lo}), {tc}(0), {nan})"
+        );
+    }
+    // Integer to integer. Without 64-bit types on either side, 32 bits suffice: the source
+    // is already sign- or zero-extended to 32 bits, and the store truncates.
+    let wide = from.wide() || to.wide();
+    if !wide {
+        return if fc == tc { v.to_string() } else { format!("bitcast<{tc}>({v})") };
+    }
+    let as_u64 = if from.is_signed() {
+        format!("bitcast<u64>(i64({v}))")
+    } else {
+        format!("u64({v})")
     };
-    let nan = match from {
-        Wt::F64 => format!("!({v} == {v})"),
-        _ => format!("nan32({v})"),
-    };
-    match (from.is_float(), to) {
-        (_, Wt::F32 | Wt::F64 | Wt::F16) => format!("{}({v})", to.name()),
-        (true, _) => {
-            let (lo, hi, min) = match to {
-                Wt::I32 => ("-2147483648.0", "2147483648.0", "i32(-2147483647 - 1)"),
-                Wt::U32 => ("0.0", "4294967296.0", "0u"),
-                Wt::I64 => ("-9223372036854775808.0", "9223372036854775808.0", "(-9223372036854775807li - 1li)"),
-                _ => ("0.0", "18446744073709551616.0", "0lu"),
-            };
-            let max = match to {
-                Wt::I32 => "2147483647",
-                Wt::U32 => "4294967295u",
-                Wt::I64 => "9223372036854775807li",
-                _ => "18446744073709551615lu",
-            };
-            let t = to.name();
-            format!(
-                "select(select(select({t}({v}), {max}, {v} >= {hi}), {min}, {v} < {lo}), {t}(0), {nan})"
-            )
-        }
-        (false, _) => {
-            // Integer to integer: through the 64-bit type of the source's signedness
-            // (sign- or zero-extension), then truncation and reinterpretation.
-            let wide = if from.is_signed() { format!("i64({v})") } else { format!("u64({v})") };
-            let as_u64 = if from.is_signed() { format!("bitcast<u64>({wide})") } else { wide };
-            match to {
-                Wt::U64 => as_u64,
-                Wt::I64 => format!("bitcast<i64>({as_u64})"),
-                Wt::U32 => format!("u32({as_u64} & 0xfffffffflu)"),
-                _ => format!("bitcast<i32>(u32({as_u64} & 0xfffffffflu))"),
-            }
-        }
+    match tc {
+        "u64" => as_u64,
+        "i64" => format!("bitcast<i64>({as_u64})"),
+        "u32" => format!("u32({as_u64} & 0xfffffffflu)"),
+        _ => format!("bitcast<i32>(u32({as_u64} & 0xfffffffflu))"),
     }
 }
 
@@ -398,10 +449,10 @@ pub(crate) fn cast(from: Wt, to: Wt) -> String {
     };
     let pre = format!("{enable}{HELPERS}{}", p_block("u32"));
     let body = format!(
-        "let v0 = in0[p.o0 + i]; out0[p.o2 + i] = {};",
+        "let v0 = get_in0(p.o0 + i); put_out0(p.o2 + i, {});",
         conversion(from, to)
     );
-    map_kernel(&pre, from.name(), to.name(), &body)
+    map_kernel(&pre, from, to, &body)
 }
 
 /// Copies `p.n` bytes from byte `p.o0` of `in0` to byte `p.o2` of `out0` (both seen as
@@ -512,25 +563,25 @@ fn reduce_parts(kind: ReduceKind, t: Wt) -> (String, String) {
     match kind {
         ReduceKind::Op(ReduceOp::Sum) | ReduceKind::Op(ReduceOp::Mean) => (
             sum_combine.to_string(),
-            "return Part(ld(in0[idx]), C(0), j, 0u);".to_string(),
+            "return Part(get_in0(idx), C(0), j, 0u);".to_string(),
         ),
         ReduceKind::Dot if float => (
             sum_combine.to_string(),
-            "let pr = two_prod(ld(in0[idx]), ld(in1[p.o1 + idx - p.o0])); \
+            "let pr = two_prod(get_in0(idx), get_in1(p.o1 + idx - p.o0)); \
              return Part(pr.x, pr.y, j, 0u);"
                 .to_string(),
         ),
         ReduceKind::Dot => (
             sum_combine.to_string(),
-            "return Part(ld(in0[idx]) * ld(in1[p.o1 + idx - p.o0]), C(0), j, 0u);".to_string(),
+            "return Part(get_in0(idx) * get_in1(p.o1 + idx - p.o0), C(0), j, 0u);".to_string(),
         ),
         ReduceKind::Op(ReduceOp::Max) | ReduceKind::Op(ReduceOp::ArgMax) => (
             best(true),
-            "return Part(ld(in0[idx]), C(0), j, 0u);".to_string(),
+            "return Part(get_in0(idx), C(0), j, 0u);".to_string(),
         ),
         ReduceKind::Op(ReduceOp::Min) | ReduceKind::Op(ReduceOp::ArgMin) => (
             best(false),
-            "return Part(ld(in0[idx]), C(0), j, 0u);".to_string(),
+            "return Part(get_in0(idx), C(0), j, 0u);".to_string(),
         ),
     }
 }
@@ -545,18 +596,18 @@ pub(crate) fn reduce(kind: ReduceKind, t: Wt, stage2: bool) -> String {
         kind,
         ReduceKind::Op(ReduceOp::ArgMax) | ReduceKind::Op(ReduceOp::ArgMin)
     );
-    let out_ty = if index { "u32" } else { "T" };
+    let out_t = if index { Wt::U32 } else { t };
     let load = if stage2 {
         "return parts[r * p.cols + j];".to_string()
     } else {
         format!("let idx = p.o0 + r * p.cols + j;\n    {elem}")
     };
     let write = match kind {
-        _ if index => "out0[p.o2 + r] = best.i;".to_string(),
+        _ if index => "put_out0(p.o2 + r, best.i);".to_string(),
         ReduceKind::Op(ReduceOp::Mean) => {
-            "out0[p.o2 + r] = st(best.v / C(p.n) + best.w / C(p.n));".to_string()
+            "put_out0(p.o2 + r, best.v / C(p.n) + best.w / C(p.n));".to_string()
         }
-        _ => "out0[p.o2 + r] = st(best.v + best.w);".to_string(),
+        _ => "put_out0(p.o2 + r, best.v + best.w);".to_string(),
     };
     // Dekker's splitter for the exact products of `dot`: 2^12 + 1 in f32, 2^27 + 1 in f64.
     let split = if t == Wt::F64 { "134217729.0" } else { "4097.0" };
@@ -568,10 +619,7 @@ pub(crate) fn reduce(kind: ReduceKind, t: Wt, stage2: bool) -> String {
     };
     format!(
         "{pre}{split}{PART}{combine}
-@group(0) @binding(0) var<storage, read_write> in0: array<T>;
-@group(0) @binding(1) var<storage, read_write> in1: array<T>;
-@group(0) @binding(2) var<storage, read_write> out0: array<{out_ty}>;
-@group(0) @binding(3) var<storage, read_write> parts: array<Part>;
+{b0}{b1}{b2}@group(0) @binding(3) var<storage, read_write> parts: array<Part>;
 var<workgroup> sh: array<Part, 256>;
 fn item(r: u32, j: u32) -> Part {{
     {load}
@@ -606,7 +654,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }}
 }}
 ",
-        pre = prelude(t)
+        pre = prelude(t),
+        b0 = binding(0, "in0", t),
+        b1 = binding(1, "in1", t),
+        b2 = binding(2, "out0", out_t),
     )
 }
 
@@ -617,10 +668,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 pub(crate) fn softmax(t: Wt) -> String {
     format!(
         "{pre}
-@group(0) @binding(0) var<storage, read_write> in0: array<T>;
-@group(0) @binding(1) var<storage, read_write> labels: array<u32>;
-@group(0) @binding(2) var<storage, read_write> out0: array<T>;
-@group(0) @binding(3) var<storage, read_write> grad: array<T>;
+{b0}{b1}{b2}{b3}
 var<workgroup> sa: array<f32, 256>;
 var<workgroup> sb: array<f32, 256>;
 fn two_sum(a: f32, b: f32) -> vec2<f32> {{
@@ -640,9 +688,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let t = lid.x;
     for (var r = wid.x; r < p.rows; r += nwg.x) {{
         let row = p.o0 + r * p.cols;
-        var m = ld(in0[row]);
+        var m = get_in0(row);
         for (var j = t; j < p.cols; j += 256u) {{
-            let x = ld(in0[row + j]);
+            let x = get_in0(row + j);
             m = select(select(m, x, x > m), x, isnan_(m));
         }}
         sa[t] = m;
@@ -658,7 +706,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         m = sa[0];
         var acc = vec2<f32>(0.0, 0.0);
         for (var j = t; j < p.cols; j += 256u) {{
-            acc = add2(acc, vec2<f32>(exp(ld(in0[row + j]) - m), 0.0));
+            acc = add2(acc, vec2<f32>(exp(get_in0(row + j) - m), 0.0));
         }}
         workgroupBarrier();
         sa[t] = acc.x;
@@ -677,34 +725,38 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         if (p.mode < 2u) {{
             let orow = p.o2 + r * p.cols;
             for (var j = t; j < p.cols; j += 256u) {{
-                let d = ld(in0[row + j]) - m;
+                let d = get_in0(row + j) - m;
                 if (p.mode == 1u) {{
-                    out0[orow + j] = st(d - log(total));
+                    put_out0(orow + j, d - log(total));
                 }} else {{
-                    out0[orow + j] = st(exp(d) / total);
+                    put_out0(orow + j, exp(d) / total);
                 }}
             }}
         }} else {{
-            let label = labels[p.o1 + r];
+            let label = get_labels(p.o1 + r);
             let ok = label < p.cols;
             if (t == 0u) {{
                 var loss = bitcast<f32>(0x7fc00000u);
-                if (ok) {{ loss = log(total) - (ld(in0[row + label]) - m); }}
-                out0[p.o2 + r] = st(loss);
+                if (ok) {{ loss = log(total) - (get_in0(row + label) - m); }}
+                put_out0(p.o2 + r, loss);
             }}
             if ((p.flags & 1u) == 1u) {{
                 let grow = p.s0 + r * p.cols;
                 for (var j = t; j < p.cols; j += 256u) {{
                     var g = bitcast<f32>(0x7fc00000u);
-                    if (ok) {{ g = exp(ld(in0[row + j]) - m) / total - select(0.0, 1.0, j == label); }}
-                    grad[grow + j] = st(g);
+                    if (ok) {{ g = exp(get_in0(row + j) - m) / total - select(0.0, 1.0, j == label); }}
+                    put_grad(grow + j, g);
                 }}
             }}
         }}
     }}
 }}
 ",
-        pre = prelude(t)
+        pre = prelude(t),
+        b0 = binding(0, "in0", t),
+        b1 = binding(1, "labels", Wt::U32),
+        b2 = binding(2, "out0", t),
+        b3 = binding(3, "grad", t),
     )
 }
 
@@ -713,9 +765,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 pub(crate) fn gemm(t: Wt) -> String {
     format!(
         "{pre}
-@group(0) @binding(0) var<storage, read_write> am: array<T>;
-@group(0) @binding(1) var<storage, read_write> bm: array<T>;
-@group(0) @binding(2) var<storage, read_write> cm: array<T>;
+{b0}{b1}{b2}
 var<workgroup> ta: array<array<C, 16>, 16>;
 var<workgroup> tb: array<array<C, 16>, 16>;
 @compute @workgroup_size(16, 16)
@@ -739,13 +789,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             let ka = k0 + lid.x;
             var av = C(0);
             if (row < m && ka < k) {{
-                av = ld(am[a0 + select(row * k + ka, ka * m + row, ta_)]);
+                av = get_am(a0 + select(row * k + ka, ka * m + row, ta_));
             }}
             ta[lid.y][lid.x] = av;
             let kb = k0 + lid.y;
             var bv = C(0);
             if (kb < k && col < n) {{
-                bv = ld(bm[b0 + select(kb * n + col, col * k + kb, tb_)]);
+                bv = get_bm(b0 + select(kb * n + col, col * k + kb, tb_));
             }}
             tb[lid.y][lid.x] = bv;
             workgroupBarrier();
@@ -757,12 +807,15 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         if (row < m && col < n) {{
             let ci = c0 + row * n + col;
             var v = alpha * acc;
-            if (beta != C(0)) {{ v = v + beta * ld(cm[ci]); }}
-            cm[ci] = st(v);
+            if (beta != C(0)) {{ v = v + beta * get_cm(ci); }}
+            put_cm(ci, v);
         }}
     }}
 }}
 ",
-        pre = prelude(t)
+        pre = prelude(t),
+        b0 = binding(0, "am", t),
+        b1 = binding(1, "bm", t),
+        b2 = binding(2, "cm", t),
     )
 }

@@ -166,6 +166,14 @@ backend_tests! {
                 assert_eq!(ctx.device_id(), 0);
             }
             "cuda" => assert!(info.compute_capability.is_some()),
+            "vulkan" => {
+                assert_eq!(info.compute_capability, None);
+                // WGSL fixes workgroup memory at compile time: no dynamic shared memory.
+                assert_eq!(info.limits.max_shared_mem_per_block, 0);
+                for d in [gpukit::DType::F32, gpukit::DType::I32, gpukit::DType::U32] {
+                    assert!(info.op_dtypes.contains(&d), "{d} ops on every adapter");
+                }
+            }
             other => panic!("unknown backend {other}"),
         }
         Ok(())

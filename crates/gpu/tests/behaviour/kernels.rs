@@ -23,6 +23,30 @@ extern "C" __global__ void coords(unsigned int* out, unsigned long long n) {
     }
 }"#;
 
+const COORDS_WGSL: &str = r#"
+struct Args { n: vec2<u32> }
+var<immediate> args: Args;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+override block_x: u32 = 1;
+override block_y: u32 = 1;
+override block_z: u32 = 1;
+fn pack(v: vec3<u32>) -> u32 { return v.x | (v.y << 10u) | (v.z << 20u); }
+@compute @workgroup_size(block_x, block_y, block_z)
+fn coords(@builtin(workgroup_id) b: vec3<u32>, @builtin(local_invocation_id) t: vec3<u32>,
+          @builtin(num_workgroups) g: vec3<u32>) {
+    let bd = vec3<u32>(block_x, block_y, block_z);
+    let x = b.x * bd.x + t.x;
+    let y = b.y * bd.y + t.y;
+    let z = b.z * bd.z + t.z;
+    let i = (z * (g.y * bd.y) + y) * (g.x * bd.x) + x;
+    if (args.n.y == 0u && i < args.n.x) {
+        out[4u * i] = pack(b);
+        out[4u * i + 1u] = pack(t);
+        out[4u * i + 2u] = pack(bd);
+        out[4u * i + 3u] = pack(g);
+    }
+}"#;
+
 type Coords = (Out<u32>, u64);
 
 fn pack(d: gpukit::Dim3) -> u32 {
@@ -32,7 +56,10 @@ fn pack(d: gpukit::Dim3) -> u32 {
 pub(super) fn scalars_spec() -> KernelSpec<Scalars> {
     // SAFETY: `scalars` takes (int, unsigned char, double, signed char, double*,
     // unsigned long long), `Scalars` in order and type, and writes only below `n`.
-    unsafe { KernelSpec::<Scalars>::cuda(SCALARS_SRC, "scalars") }.cpu(|t, (a, b, c, d, out, n)| {
+    let spec = unsafe { KernelSpec::<Scalars>::cuda(SCALARS_SRC, "scalars") };
+    // SAFETY: the WGSL reads the scalars from the immediates in signature order (u8 and i8
+    // zero-extended into u32 fields, u64 a vec2<u32>) and writes `out` below `n` only.
+    unsafe { spec.wgsl(SCALARS_WGSL) }.cpu(|t, (a, b, c, d, out, n)| {
         let i = t.x();
         if (i as u64) < *n {
             out[i] = *a as f64 + *b as f64 + *c + *d as f64 + i as f64;
@@ -43,7 +70,10 @@ pub(super) fn scalars_spec() -> KernelSpec<Scalars> {
 pub(super) fn coords_spec() -> KernelSpec<Coords> {
     // SAFETY: `coords` takes (unsigned int*, unsigned long long), `Coords` in order and type,
     // and writes only the 4 elements of threads below `n`, with `out` holding 4 * n.
-    unsafe { KernelSpec::<Coords>::cuda(COORDS_SRC, "coords") }.cpu(|t, (out, n)| {
+    let spec = unsafe { KernelSpec::<Coords>::cuda(COORDS_SRC, "coords") };
+    // SAFETY: the WGSL takes `n` from the immediates and writes the 4 elements of threads
+    // below `n` only, like the CUDA C.
+    unsafe { spec.wgsl(COORDS_WGSL) }.cpu(|t, (out, n)| {
         let nx = t.grid_dim.x as usize * t.block_dim.x as usize;
         let ny = t.grid_dim.y as usize * t.block_dim.y as usize;
         let i = (t.z() * ny + t.y()) * nx + t.x();

@@ -28,6 +28,30 @@ extern "C" __global__ void scalars(int a, unsigned char b, double c, signed char
     if (i < n) out[i] = (double)a + (double)b + c + (double)d + (double)i;
 }"#;
 
+const SAXPY_WGSL: &str = r#"
+struct Args { n: vec2<u32>, alpha: f32 }
+var<immediate> args: Args;
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+override block_x: u32 = 256;
+@compute @workgroup_size(block_x)
+fn saxpy(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (args.n.y == 0u && g.x < args.n.x) { y[g.x] = args.alpha * x[g.x] + y[g.x]; }
+}"#;
+
+const SCALARS_WGSL: &str = r#"
+struct Args { a: i32, b: u32, c: f64, d: u32, n: vec2<u32> }
+var<immediate> args: Args;
+@group(0) @binding(0) var<storage, read_write> out: array<f64>;
+override block_x: u32 = 64;
+@compute @workgroup_size(block_x)
+fn scalars(@builtin(global_invocation_id) g: vec3<u32>) {
+    let d = i32(args.d << 24u) >> 24u;
+    if (args.n.y == 0u && g.x < args.n.x) {
+        out[g.x] = f64(args.a) + f64(args.b) + args.c + f64(d) + f64(g.x);
+    }
+}"#;
+
 type Saxpy = (u64, f32, In<f32>, Out<f32>);
 type Scalars = (i32, u8, f64, i8, Out<f64>, u64);
 
@@ -35,6 +59,9 @@ fn saxpy_spec() -> KernelSpec<Saxpy> {
     // SAFETY: `saxpy` takes (unsigned long long, float, const float*, float*), `Saxpy` in
     // order and type, and touches only indices below `n`.
     let spec = unsafe { KernelSpec::<Saxpy>::cuda(SAXPY_SRC, "saxpy") };
+    // SAFETY: the WGSL reads `n` and `alpha` from the immediates and binds x (read) and y
+    // (written) in order, touching indices below `n` only.
+    let spec = unsafe { spec.wgsl(SAXPY_WGSL) };
     spec.cpu(|t, (n, alpha, x, y)| {
         let i = t.x();
         if (i as u64) < *n {
@@ -205,6 +232,10 @@ fn float_ops<T: gpukit::Float>(ctx: &gpukit::Context, rel: f64) -> gpukit::Resul
         ("exp", f64::exp),
     ];
     for (op, f) in unaries {
+        if op != "relu" && common::lacks_math(ctx, T::DTYPE) {
+            common::assert_unsupported(ctx.exp(&dx, &mut out), &format!("{op} {name}"));
+            continue;
+        }
         match op {
             "relu" => ctx.relu(&dx, &mut out)?,
             "sigmoid" => ctx.sigmoid(&dx, &mut out)?,

@@ -65,6 +65,21 @@ pub fn require_vulkan() -> bool {
     std::env::var("GPU_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
 }
 
+/// Whether `ctx`'s backend documents that it lacks the transcendental ops (`exp`, `log`,
+/// `tanh`, `pow` and those built on them) on `dtype`: the wgpu backend in f64, which WGSL on
+/// Vulkan does not have. Callers check that the op then fails with `Unsupported`.
+pub fn lacks_math(ctx: &Context, dtype: gpukit::DType) -> bool {
+    ctx.backend_name() == "vulkan" && dtype == gpukit::DType::F64
+}
+
+/// Asserts that `r` is the typed `Unsupported` error a documented gap gives.
+pub fn assert_unsupported<T: std::fmt::Debug>(r: gpukit::Result<T>, what: &str) {
+    match r {
+        Err(gpukit::Error::Unsupported { .. }) => {}
+        other => panic!("{what}: expected Unsupported, got {other:?}"),
+    }
+}
+
 /// Reports a skipped test: `SKIPPED: <reason>` on the process's real stderr, which the test
 /// harness does not capture, so the line shows in every test log (CI's included).
 pub fn skipped(reason: &str) {
