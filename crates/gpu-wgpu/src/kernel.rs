@@ -139,7 +139,7 @@ pub(crate) fn launch(
             }
             KernelArg::Buffer { at: None, write, .. } => {
                 binds.push(BindSrc::Direct(Bind {
-                    buf: &shared.dummy,
+                    buf: if *write { &shared.dummy } else { &shared.dummy_ro },
                     base: 0,
                     size: crate::DUMMY_BYTES,
                 }));
@@ -167,7 +167,7 @@ pub(crate) fn launch(
         .collect();
     for (i, a) in direct.iter().enumerate() {
         for (j, b) in direct.iter().enumerate().skip(i + 1) {
-            let same = matches!((a, b), (Some(a), Some(b)) if a == b && *a != &shared.dummy);
+            let same = matches!((a, b), (Some(a), Some(b)) if a == b && *a != &shared.dummy && *a != &shared.dummy_ro);
             if same && read_only[i] != read_only[j] {
                 return Err(Error::Unsupported {
                     backend: NAME,

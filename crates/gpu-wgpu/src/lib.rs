@@ -125,6 +125,9 @@ pub(crate) struct Shared {
     streams: Mutex<Vec<Weak<StreamInner>>>,
     /// A small buffer bound where an argument is empty ([`DUMMY_BYTES`]).
     pub(crate) dummy: wgpu::Buffer,
+    /// Another, for empty read-only arguments of custom kernels (one buffer may not be bound
+    /// read-only and writable in one dispatch).
+    pub(crate) dummy_ro: wgpu::Buffer,
 }
 
 impl Shared {
@@ -272,6 +275,12 @@ impl WgpuBackend {
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
+        let dummy_ro = o.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpukit empty read-only argument"),
+            size: DUMMY_BYTES,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
         let shared = Arc::new(Shared {
             device: o.device,
             queue: o.queue,
@@ -285,6 +294,7 @@ impl WgpuBackend {
             pipelines: Mutex::new(HashMap::new()),
             streams: Mutex::new(Vec::new()),
             dummy,
+            dummy_ro,
         });
         let weak = Arc::downgrade(&shared);
         shared.device.set_device_lost_callback(move |reason, message| {
