@@ -520,7 +520,8 @@ fn row_kernel(
     cols: u64,
     mut imm: [u32; pf::WORDS],
 ) -> Result<()> {
-    let p = pipe(shared, format!("softmax_{}", t.name()), 4, || wgsl::softmax(t))?;
+    let f64_ok = caps(shared).f64;
+    let p = pipe(shared, format!("softmax_{}", t.name()), 4, || wgsl::softmax(t, f64_ok))?;
     imm[pf::ROWS] = u32_of(rows, "rows")?;
     imm[pf::COLS] = u32_of(cols, "a row length")?;
     imm[pf::O0] = offs[0];
@@ -545,8 +546,8 @@ fn reduce(
     cols: u64,
     out: Operand<'_>,
 ) -> Result<()> {
-    // `struct Part { v: C, w: C, i: u32, e: u32 }`.
-    let part_bytes: u64 = if t.wide() { 24 } else { 16 };
+    let f64_ok = caps(shared).f64;
+    let part_bytes = wgsl::part_bytes(wgsl::acc_type(kind, t, f64_ok));
     let n = rows * cols;
     let (bx, ox) = x.whole(shared, n, "a reduction input")?;
     let (by, oy) = match y {
@@ -573,7 +574,7 @@ fn reduce(
     imm[pf::O1] = oy;
     imm[pf::O2] = oo;
     let gy = rows.min(max) as u32;
-    let p1 = pipe(shared, format!("reduce1_{kname}_{tn}"), 4, || wgsl::reduce(kind, t, false))?;
+    let p1 = pipe(shared, format!("reduce1_{kname}_{tn}"), 4, || wgsl::reduce(kind, t, false, f64_ok))?;
     if parts == 1 {
         imm[pf::K] = 1;
         imm[pf::FLAGS] = 1;
@@ -599,7 +600,7 @@ fn reduce(
     imm[pf::K] = parts as u32;
     imm[pf::FLAGS] = 0;
     dispatch(shared, stream, &p1, &[bx, by, bo, bs], &imm, [parts as u32, gy, 1])?;
-    let p2 = pipe(shared, format!("reduce2_{kname}_{tn}"), 4, || wgsl::reduce(kind, t, true))?;
+    let p2 = pipe(shared, format!("reduce2_{kname}_{tn}"), 4, || wgsl::reduce(kind, t, true, f64_ok))?;
     imm[pf::COLS] = parts as u32;
     imm[pf::K] = 1;
     imm[pf::FLAGS] = 1;

@@ -195,21 +195,68 @@ fn to_bf16(x: f32) -> u32 {
     if (nan32(x)) { return (b >> 16u) | 0x40u; }
     return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
 }
+// ln(1 + x) without the cancellation of `1 + x` (shaders may not keep `(1 + x) - 1` exact):
+// for |x| < 0.5 as 2 atanh(x / (2 + x)) by its series, else ln(1 + x).
 fn log1p32(x: f32) -> f32 {
-    let u = 1.0 + x;
-    if (u == 1.0) { return x; }
-    if (nan32(u) || u == inf32() || u <= 0.0) { return log(u); }
-    return log(u) * (x / (u - 1.0));
+    if (!(abs(x) < 0.5)) { return log(1.0 + x); }
+    let s = x / (2.0 + x);
+    let s2 = s * s;
+    var t = 1.0 / 17.0;
+    t = t * s2 + 1.0 / 15.0;
+    t = t * s2 + 1.0 / 13.0;
+    t = t * s2 + 1.0 / 11.0;
+    t = t * s2 + 1.0 / 9.0;
+    t = t * s2 + 1.0 / 7.0;
+    t = t * s2 + 1.0 / 5.0;
+    t = t * s2 + 1.0 / 3.0;
+    return 2.0 * s * (t * s2 + 1.0);
 }
+// tanh without the cancellation of (e^2x - 1) near 0: the odd series for |x| < 0.55, else
+// 1 - 2 / (e^2|x| + 1) with the sign of x.
+fn tanh32(x: f32) -> f32 {
+    let a = abs(x);
+    if (nan32(x)) { return x; }
+    if (a < 0.55) {
+        // Taylor to x^19: the next term is below 1e-9 of the result for |x| < 0.55.
+        let x2 = x * x;
+        var t = -443861162.0 / 1856156927625.0;
+        t = t * x2 + 6404582.0 / 10854718875.0;
+        t = t * x2 - 929569.0 / 638512875.0;
+        t = t * x2 + 21844.0 / 6081075.0;
+        t = t * x2 - 1382.0 / 155925.0;
+        t = t * x2 + 62.0 / 2835.0;
+        t = t * x2 - 17.0 / 315.0;
+        t = t * x2 + 2.0 / 15.0;
+        t = t * x2 - 1.0 / 3.0;
+        return x + x * x2 * t;
+    }
+    if (a > 20.0) { return sign(x); }
+    return sign(x) * (1.0 - 2.0 / (exp(2.0 * a) + 1.0));
+}
+fn odd_int32(b: f32) -> bool {
+    let h = b * 0.5;
+    return abs(b) < 16777216.0 && trunc(b) == b && trunc(h) != h;
+}
+// C's pow, special cases included (the shader's pow is undefined for a <= 0).
 fn pow32(a: f32, b: f32) -> f32 {
     if (b == 0.0 || a == 1.0) { return 1.0; }
     if (nan32(a) || nan32(b)) { return a + b; }
-    let r = pow(abs(a), b);
-    if (a < 0.0) {
-        if (trunc(b) != b) { return bitcast<f32>(0x7fc00000u); }
-        let half = b * 0.5;
-        if (abs(b) < 16777216.0 && trunc(half) != half) { return -r; }
+    let inf = inf32();
+    let neg = a < 0.0 || (a == 0.0 && bitcast<u32>(a) != 0u);
+    let odd = odd_int32(b);
+    if (abs(b) == inf) {
+        if (abs(a) == 1.0) { return 1.0; }
+        return select(0.0, inf, (abs(a) < 1.0) == (b < 0.0));
     }
+    if (a == 0.0 || abs(a) == inf) {
+        let big = (a == 0.0) == (b < 0.0);
+        var r = select(0.0, inf, big);
+        if (neg && odd) { r = -r; }
+        return r;
+    }
+    if (a < 0.0 && trunc(b) != b) { return bitcast<f32>(0x7fc00000u); }
+    let r = pow(abs(a), b);
+    if (a < 0.0 && odd) { return -r; }
     return r;
 }
 ";
@@ -293,9 +340,9 @@ pub(crate) fn unary_body(op: UnaryOp, t: Wt) -> String {
         UnaryOp::Log1p => "log1p32(x)".into(),
         UnaryOp::Sigmoid => "1.0 / (1.0 + exp(-x))".into(),
         UnaryOp::Silu => "x / (1.0 + exp(-x))".into(),
-        UnaryOp::Tanh => "tanh(x)".into(),
+        UnaryOp::Tanh => "tanh32(x)".into(),
         UnaryOp::Gelu => {
-            "(0.5 * x) * (1.0 + tanh(0.7978845608028654 * (x + ((0.044715 * x) * x) * x)))".into()
+            "(0.5 * x) * (1.0 + tanh32(0.7978845608028654 * (x + ((0.044715 * x) * x) * x)))".into()
         }
         UnaryOp::Softplus => "select(0.0, x, x > 0.0) + log1p32(exp(-abs(x)))".into(),
     }
@@ -500,56 +547,56 @@ pub(crate) enum ReduceKind {
     Dot,
 }
 
-/// Combining partial results: a double-f32 sum (`v` high, `w` low), a wrapping integer sum,
-/// or the best (value, index) pair, NaN ranked last and ties to the smaller index.
+/// A partial result: the accumulated value (type `A`), the index of the best element, and
+/// whether it is empty; and the (value, index) order of min, max and the arg reductions:
+/// NaN ranked last, ties to the smaller index.
 const PART: &str = "
-struct Part { v: C, w: C, i: u32, e: u32 }
-fn empty() -> Part { return Part(C(0), C(0), 0u, 1u); }
-fn two_sum(a: C, b: C) -> vec2<C> {
-    let s = a + b;
-    let bb = s - a;
-    return vec2<C>(s, (a - (s - bb)) + (b - bb));
-}
-fn split(a: C) -> vec2<C> {
-    let t = SPLIT * a;
-    let hi = t - (t - a);
-    return vec2<C>(hi, a - hi);
-}
-fn two_prod(a: C, b: C) -> vec2<C> {
-    let p = a * b;
-    let x = split(a);
-    let y = split(b);
-    let err = ((x.x * y.x - p) + x.x * y.y + x.y * y.x) + x.y * y.y;
-    return vec2<C>(p, err);
-}
+struct Part { v: A, i: u32, e: u32 }
+fn empty() -> Part { return Part(A(0), 0u, 1u); }
 fn better(b: Part, a: Part, want_max: bool) -> bool {
-    let bn = isnan_(b.v);
-    let an = isnan_(a.v);
+    let bn = isnan_(C(b.v));
+    let an = isnan_(C(a.v));
     if (bn != an) { return an; }
     if (bn || b.v == a.v) { return b.i < a.i; }
     return select((b.v < a.v), (b.v > a.v), want_max);
 }
 ";
 
-/// The combine function and the element-to-part conversion of a reduction.
-fn reduce_parts(kind: ReduceKind, t: Wt) -> (String, String) {
-    let float = t.is_float();
-    let sum_combine = if float {
-        "fn combine(a: Part, b: Part) -> Part {
-    if (a.e == 1u) { return b; }
-    if (b.e == 1u) { return a; }
-    let s = two_sum(a.v, b.v);
-    let lo = s.y + a.w + b.w;
-    let hi = s.x + lo;
-    return Part(hi, lo - (hi - s.x), 0u, 0u);
-}"
+/// Bytes of one `Part` with accumulation type `a`.
+pub(crate) fn part_bytes(a: &str) -> u64 {
+    match a {
+        "f64" | "i64" | "u64" => 16,
+        _ => 12,
+    }
+}
+
+/// Whether a reduction accumulates (sum, mean, dot) rather than selects.
+fn accumulates(kind: ReduceKind) -> bool {
+    matches!(
+        kind,
+        ReduceKind::Dot | ReduceKind::Op(ReduceOp::Sum) | ReduceKind::Op(ReduceOp::Mean)
+    )
+}
+
+/// The accumulation type of a reduction: f64 for float sums where the device has it (the
+/// reference accumulates in f64; shaders may reassociate, so compensated f32 sums are not
+/// an option), else the compute type.
+pub(crate) fn acc_type(kind: ReduceKind, t: Wt, f64_ok: bool) -> &'static str {
+    if accumulates(kind) && t.is_float() && f64_ok {
+        "f64"
     } else {
-        "fn combine(a: Part, b: Part) -> Part {
+        t.compute()
+    }
+}
+
+/// The combine function and the element-to-part conversion of a reduction.
+fn reduce_parts(kind: ReduceKind) -> (String, String) {
+    let sum = "fn combine(a: Part, b: Part) -> Part {
     if (a.e == 1u) { return b; }
     if (b.e == 1u) { return a; }
-    return Part(a.v + b.v, C(0), 0u, 0u);
+    return Part(a.v + b.v, 0u, 0u);
 }"
-    };
+    .to_string();
     let best = |max: bool| {
         format!(
             "fn combine(a: Part, b: Part) -> Part {{
@@ -560,29 +607,15 @@ fn reduce_parts(kind: ReduceKind, t: Wt) -> (String, String) {
 }}"
         )
     };
+    let one = "return Part(A(get_in0(idx)), j, 0u);".to_string();
     match kind {
-        ReduceKind::Op(ReduceOp::Sum) | ReduceKind::Op(ReduceOp::Mean) => (
-            sum_combine.to_string(),
-            "return Part(get_in0(idx), C(0), j, 0u);".to_string(),
-        ),
-        ReduceKind::Dot if float => (
-            sum_combine.to_string(),
-            "let pr = two_prod(get_in0(idx), get_in1(p.o1 + idx - p.o0)); \
-             return Part(pr.x, pr.y, j, 0u);"
-                .to_string(),
-        ),
+        ReduceKind::Op(ReduceOp::Sum) | ReduceKind::Op(ReduceOp::Mean) => (sum, one),
         ReduceKind::Dot => (
-            sum_combine.to_string(),
-            "return Part(get_in0(idx) * get_in1(p.o1 + idx - p.o0), C(0), j, 0u);".to_string(),
+            sum,
+            "return Part(A(get_in0(idx)) * A(get_in1(p.o1 + idx - p.o0)), j, 0u);".to_string(),
         ),
-        ReduceKind::Op(ReduceOp::Max) | ReduceKind::Op(ReduceOp::ArgMax) => (
-            best(true),
-            "return Part(get_in0(idx), C(0), j, 0u);".to_string(),
-        ),
-        ReduceKind::Op(ReduceOp::Min) | ReduceKind::Op(ReduceOp::ArgMin) => (
-            best(false),
-            "return Part(get_in0(idx), C(0), j, 0u);".to_string(),
-        ),
+        ReduceKind::Op(ReduceOp::Max) | ReduceKind::Op(ReduceOp::ArgMax) => (best(true), one),
+        ReduceKind::Op(ReduceOp::Min) | ReduceKind::Op(ReduceOp::ArgMin) => (best(false), one),
     }
 }
 
@@ -590,8 +623,8 @@ fn reduce_parts(kind: ReduceKind, t: Wt) -> (String, String) {
 /// (workgroup `x`), rows strided over workgroup `y`. `stage2` reads parts from `parts`
 /// instead of elements from `in0`. With `p.flags & 1` the pass writes results to `out0`
 /// (elements, or `u32` indices for the arg reductions; a mean divides by `p.n`), else parts.
-pub(crate) fn reduce(kind: ReduceKind, t: Wt, stage2: bool) -> String {
-    let (combine, elem) = reduce_parts(kind, t);
+pub(crate) fn reduce(kind: ReduceKind, t: Wt, stage2: bool, f64_ok: bool) -> String {
+    let (combine, elem) = reduce_parts(kind);
     let index = matches!(
         kind,
         ReduceKind::Op(ReduceOp::ArgMax) | ReduceKind::Op(ReduceOp::ArgMin)
@@ -604,19 +637,10 @@ pub(crate) fn reduce(kind: ReduceKind, t: Wt, stage2: bool) -> String {
     };
     let write = match kind {
         _ if index => "put_out0(p.o2 + r, best.i);".to_string(),
-        ReduceKind::Op(ReduceOp::Mean) => {
-            "put_out0(p.o2 + r, best.v / C(p.n) + best.w / C(p.n));".to_string()
-        }
-        _ => "put_out0(p.o2 + r, best.v + best.w);".to_string(),
+        ReduceKind::Op(ReduceOp::Mean) => "put_out0(p.o2 + r, C(best.v / A(p.n)));".to_string(),
+        _ => "put_out0(p.o2 + r, C(best.v));".to_string(),
     };
-    // Dekker's splitter for the exact products of `dot`: 2^12 + 1 in f32, 2^27 + 1 in f64.
-    let split = if t == Wt::F64 { "134217729.0" } else { "4097.0" };
-    let split = if t.is_float() {
-        format!("const SPLIT: C = {split};\n")
-    } else {
-        // Integers have no splitter; `two_prod` is unused but must type-check.
-        "const SPLIT: C = C(1);\n".to_string()
-    };
+    let split = format!("alias A = {};\n", acc_type(kind, t, f64_ok));
     format!(
         "{pre}{split}{PART}{combine}
 {b0}{b1}{b2}@group(0) @binding(3) var<storage, read_write> parts: array<Part>;
@@ -665,23 +689,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 /// for the gradient) of each row of a `p.rows x p.cols` matrix: one workgroup per row.
 /// Bindings: `in0` input (logits), `in1` labels (`u32`, cross-entropy), `out0` output (the
 /// losses), `grad` the gradient.
-pub(crate) fn softmax(t: Wt) -> String {
+pub(crate) fn softmax(t: Wt, f64_ok: bool) -> String {
+    let acc = if f64_ok { "f64" } else { "f32" };
     format!(
-        "{pre}
+        "{pre}alias A = {acc};
 {b0}{b1}{b2}{b3}
 var<workgroup> sa: array<f32, 256>;
-var<workgroup> sb: array<f32, 256>;
-fn two_sum(a: f32, b: f32) -> vec2<f32> {{
-    let s = a + b;
-    let bb = s - a;
-    return vec2<f32>(s, (a - (s - bb)) + (b - bb));
-}}
-fn add2(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {{
-    let s = two_sum(a.x, b.x);
-    let lo = s.y + a.y + b.y;
-    let hi = s.x + lo;
-    return vec2<f32>(hi, lo - (hi - s.x));
-}}
+var<workgroup> sb: array<A, 256>;
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {{
@@ -704,32 +718,30 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             workgroupBarrier();
         }}
         m = sa[0];
-        var acc = vec2<f32>(0.0, 0.0);
+        var acc = A(0);
         for (var j = t; j < p.cols; j += 256u) {{
-            acc = add2(acc, vec2<f32>(exp(get_in0(row + j) - m), 0.0));
+            acc = acc + A(exp(get_in0(row + j) - m));
         }}
-        workgroupBarrier();
-        sa[t] = acc.x;
-        sb[t] = acc.y;
+        sb[t] = acc;
         workgroupBarrier();
         for (var s = 128u; s > 0u; s >>= 1u) {{
-            if (t < s) {{
-                let v = add2(vec2<f32>(sa[t], sb[t]), vec2<f32>(sa[t + s], sb[t + s]));
-                sa[t] = v.x;
-                sb[t] = v.y;
-            }}
+            if (t < s) {{ sb[t] = sb[t] + sb[t + s]; }}
             workgroupBarrier();
         }}
-        let total = sa[0] + sb[0];
+        let total = sb[0];
+        // ln(total) to f32 precision, plus the first-order correction for the part of the
+        // sum below f32's (WGSL has no f64 log).
+        let t32 = f32(total);
+        let ln_total = A(log(t32)) + (total - A(t32)) / total;
         workgroupBarrier();
         if (p.mode < 2u) {{
             let orow = p.o2 + r * p.cols;
             for (var j = t; j < p.cols; j += 256u) {{
                 let d = get_in0(row + j) - m;
                 if (p.mode == 1u) {{
-                    put_out0(orow + j, d - log(total));
+                    put_out0(orow + j, f32(A(d) - ln_total));
                 }} else {{
-                    put_out0(orow + j, exp(d) / total);
+                    put_out0(orow + j, f32(A(exp(d)) / total));
                 }}
             }}
         }} else {{
@@ -737,14 +749,14 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             let ok = label < p.cols;
             if (t == 0u) {{
                 var loss = bitcast<f32>(0x7fc00000u);
-                if (ok) {{ loss = log(total) - (get_in0(row + label) - m); }}
+                if (ok) {{ loss = f32(ln_total - A(get_in0(row + label) - m)); }}
                 put_out0(p.o2 + r, loss);
             }}
             if ((p.flags & 1u) == 1u) {{
                 let grow = p.s0 + r * p.cols;
                 for (var j = t; j < p.cols; j += 256u) {{
                     var g = bitcast<f32>(0x7fc00000u);
-                    if (ok) {{ g = exp(get_in0(row + j) - m) / total - select(0.0, 1.0, j == label); }}
+                    if (ok) {{ g = f32(A(exp(get_in0(row + j) - m)) / total - select(A(0), A(1), j == label)); }}
                     put_grad(grow + j, g);
                 }}
             }}
