@@ -50,7 +50,7 @@ usage: async_pipeline [options]
   --batches N          batches per run (default 96)
   --batch-mib X        MiB of f32 per batch, above 0, at most 4096 (default 4 on the
                        CPU, 8 on CUDA)
-  --device SPEC        auto | cpu | cuda | cuda:N (default: GPU_DEVICE, else auto)
+  --device SPEC        auto | cpu | cuda[:N] | vulkan[:N] (default: GPU_DEVICE, else auto)
   --io-ms X            simulated I/O wait per batch in ms, 0 to 10000 (default:
                        calibrated)
   --compute-ops N      chained built-in ops per batch (default: calibrated)

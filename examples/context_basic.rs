@@ -30,6 +30,21 @@ extern "C" __global__ void vector_add(const float* a, const float* b, float* out
 }
 "#;
 
+/// The same kernel in WGSL, for the Vulkan backend: arrays are bindings in order, scalars an
+/// immediate struct, and the block size the launch's (`override block_x`).
+const VECTOR_ADD_WGSL: &str = r#"
+struct Args { n: vec2<u32> }
+var<immediate> args: Args;
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+override block_x: u32 = 256;
+@compute @workgroup_size(block_x)
+fn vector_add(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (args.n.y == 0u && g.x < args.n.x) { out[g.x] = a[g.x] + b[g.x]; }
+}
+"#;
+
 type Res<T = ()> = Result<T, Box<dyn Error>>;
 
 fn verify(ok: bool, what: &str) -> Res {
@@ -163,6 +178,9 @@ fn run() -> Res {
     // signature's types in order, and touches only indices below `n`.
     let spec =
         unsafe { KernelSpec::<(In<f32>, In<f32>, Out<f32>, u64)>::cuda(VECTOR_ADD, "vector_add") };
+    // SAFETY: the WGSL binds a, b (read) and out (written) in that order, reads `n` (a u64,
+    // so a vec2<u32>) from the immediates, and touches only indices below it.
+    let spec = unsafe { spec.wgsl(VECTOR_ADD_WGSL) };
     let spec = spec.cpu(|t, (a, b, out, n)| {
         let i = t.x();
         if (i as u64) < *n {

@@ -42,6 +42,25 @@ extern "C" __global__ void poly3(const float* x, float* y, float c0, float c1, f
 }
 "#;
 
+/// `poly3` in WGSL, for the Vulkan backend (the same order of operations).
+const POLY3_WGSL: &str = r#"
+struct Args { c0: f32, c1: f32, c2: f32, c3: f32, n: vec2<u32> }
+var<immediate> args: Args;
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+override block_x: u32 = 256;
+@compute @workgroup_size(block_x)
+fn poly3(@builtin(global_invocation_id) g: vec3<u32>) {
+    let i = g.x;
+    if (args.n.y == 0u && i < args.n.x) {
+        let v = x[i];
+        var r = args.c3 * v + args.c2;
+        r = r * v + args.c1;
+        y[i] = r * v + args.c0;
+    }
+}
+"#;
+
 /// The kernel's signature: input, output, four coefficients, length.
 type Poly3 = (In<f32>, Out<f32>, f32, f32, f32, f32, u64);
 
@@ -53,7 +72,7 @@ usage: multi_stream [options]
   --len N        elements per array (default 1048576)
   --rounds N     rounds of stream 0; stream k does k + 1 times as many
                  (default 4 on the CPU, 100 on a GPU)
-  --device SPEC  auto | cpu | cuda | cuda:N (default: GPU_DEVICE, else auto)
+  --device SPEC  auto | cpu | cuda[:N] | vulkan[:N] (default: GPU_DEVICE, else auto)
   --quick        --len 65536 --rounds 2
   -h, --help     this text";
 
@@ -166,6 +185,9 @@ fn run() -> Res {
     // SAFETY: `poly3` takes (const float*, float*, float x 4, unsigned long long), `Poly3` in
     // order and type, and touches only indices below `n`.
     let poly3 = unsafe { KernelSpec::<Poly3>::cuda(POLY3, "poly3") };
+    // SAFETY: the WGSL binds x (read) and y (written), reads the coefficients and `n` from
+    // the immediates in signature order, and touches only indices below `n`.
+    let poly3 = unsafe { poly3.wgsl(POLY3_WGSL) };
     let kernel = ctx.kernel(poly3.cpu(|t, (x, y, c0, c1, c2, c3, n)| {
         let i = t.x();
         if (i as u64) < *n {

@@ -80,7 +80,7 @@ const USAGE: &str = "\
 usage: pipeline_bench [options]
 
   --backend B        the backend to measure: cpu | cuda (default cpu)
-  --device SPEC      the same, naming a device: cpu | cuda | cuda:N
+  --device SPEC      the same, naming a device: cpu | cuda[:N] | vulkan[:N]
   --json FILE        write the records to FILE as JSON
   --quick            fewer runs and batches
   --runs N           repeats per point, at least 3 (default 5, 3 with --quick)

@@ -99,7 +99,7 @@ const GPU_VS_CPU_ACCURACY: f64 = 0.015;
 const USAGE: &str = "\
 usage: training_pipeline [options]
 
-  --device SPEC        auto | cpu | cuda | cuda:N (default: GPU_DEVICE, else auto)
+  --device SPEC        auto | cpu | cuda[:N] | vulkan[:N] (default: GPU_DEVICE, else auto)
   --check-against-cpu  train a second time on the CPU backend and compare
   -h, --help           this text";
 

@@ -28,7 +28,7 @@ type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 const USAGE: &str = "\
 usage: transfer_bench [options]
 
-  --device SPEC  the device to measure: auto | cpu | cuda | cuda:N (default cpu)
+  --device SPEC  the device to measure: auto | cpu | cuda[:N] | vulkan[:N] (default cpu)
   --json FILE    write the records to FILE as JSON
   --max-mib N    the largest size, in MiB: 1 to 65536 (default 256)
   --runs N       runs per size below 64 MiB, at least 11 (default 15); from 64 MiB on,

@@ -19,9 +19,12 @@ fn auto_opens_the_cpu_and_records_that_cuda_is_not_compiled_in() -> gpukit::Resu
     let ctx = Context::with_config(&Config::default(), SpecOrigin::Default)?;
     assert_eq!(ctx.backend_name(), "cpu");
     let rejected = &ctx.selection().rejected;
-    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    // CUDA, then the Vulkan backend (not compiled in either without default features, or
+    // without a Vulkan GPU).
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
     assert_eq!(rejected[0].backend, "cuda");
     assert!(not_compiled_in(&rejected[0].reason), "{:?}", rejected[0]);
+    assert_eq!(rejected[1].backend, "vulkan");
     // The CPU backend does real work.
     let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
     let mut out = ctx.alloc_zeros::<f32>(3)?;

@@ -112,6 +112,7 @@ fn fresh(ctx: &Context) -> Result<Context, TestCaseError> {
     let spec = match ctx.backend_name() {
         "cpu" => DeviceSpec::Cpu,
         "cuda" => DeviceSpec::Cuda(Some(ctx.device_id())),
+        "vulkan" => DeviceSpec::Vulkan(Some(ctx.device_id())),
         other => return Err(TestCaseError::fail(format!("unknown backend {other}"))),
     };
     Context::new(spec).tc()

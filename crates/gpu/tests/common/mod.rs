@@ -65,6 +65,33 @@ pub fn require_vulkan() -> bool {
     std::env::var("GPU_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
 }
 
+/// Checks the selection of an `auto` context that did not get CUDA: CUDA rejected first,
+/// then either a Vulkan GPU (never a CPU-type adapter such as lavapipe) or the CPU with the
+/// Vulkan backend rejected too.
+pub fn assert_auto_without_cuda(ctx: &Context) {
+    let rejected = &ctx.selection().rejected;
+    assert!(!rejected.is_empty(), "auto without CUDA records why");
+    assert_eq!(rejected[0].backend, "cuda", "{rejected:?}");
+    assert!(!rejected[0].reason.to_string().is_empty());
+    match ctx.backend_name() {
+        "vulkan" => {
+            assert_eq!(rejected.len(), 1, "{rejected:?}");
+            #[cfg(feature = "vulkan")]
+            {
+                let p = gpukit::wgpu::probe().expect("auto opened Vulkan, so the probe finds it");
+                let a = &p.adapters[ctx.device_id()];
+                assert_ne!(a.kind, gpukit::wgpu::AdapterKind::Cpu, "auto took {a:?}");
+            }
+        }
+        "cpu" => {
+            assert_eq!(rejected.len(), 2, "{rejected:?}");
+            assert_eq!(rejected[1].backend, "vulkan", "{rejected:?}");
+            assert!(!rejected[1].reason.to_string().is_empty());
+        }
+        other => panic!("auto chose {other} after rejecting CUDA"),
+    }
+}
+
 /// Whether `ctx`'s backend documents that it lacks the transcendental ops (`exp`, `log`,
 /// `tanh`, `pow` and those built on them) on `dtype`: the wgpu backend in f64, which WGSL on
 /// Vulkan does not have. Callers check that the op then fails with `Unsupported`.
