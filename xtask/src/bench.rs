@@ -1,7 +1,9 @@
 //! `cargo xtask bench`: builds and runs the benchmarks in release mode.
 //!
 //! The benchmarks are examples of the `gpukit-examples` package: `transfer_bench` (copies
-//! against `memcpy`, on the device `--device` names, the CPU by default), `cuda_bench`
+//! and a built-in op against `memcpy`, on the device `--device` names, the CPU by default;
+//! then again on `vulkan`, which prints `SKIPPED: <reason>` without a Vulkan driver,
+//! reporting to `transfer_bench_vulkan.json`), `cuda_bench`
 //! (the CUDA backend against raw cudarc; it prints `SKIPPED: <reason>` without a GPU) and
 //! `pipeline_bench` (every pipeline pattern against sequential over compute:transfer
 //! ratios), run twice: `--backend cpu`, then `--backend cuda` (which skips without a GPU).
@@ -47,6 +49,15 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         .arg(&json)
         .args(&extra);
     util::run(&mut cmd)?;
+    // The same on the Vulkan backend (lavapipe where no GPU has a Vulkan driver).
+    let vulkan_json = json.with_file_name("transfer_bench_vulkan.json");
+    let _ = fs::remove_file(&vulkan_json);
+    let mut cmd = util::cargo(root);
+    cmd.args(["run", "--release", "--package", "gpukit-examples"])
+        .args(["--example", "transfer_bench", "--", "--device", "vulkan", "--json"])
+        .arg(&vulkan_json)
+        .args(&extra);
+    util::run(&mut cmd)?;
     let cuda_json = json.with_file_name("cuda_bench.json");
     let mut cmd = util::cargo(root);
     cmd.args(["run", "--release", "--package", "gpukit-examples"])
@@ -72,7 +83,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             .arg(report);
         util::run(&mut cmd)?;
     }
-    for report in [&json, &cuda_json, &pipeline_json, &pipeline_cuda_json] {
+    for report in [&json, &vulkan_json, &cuda_json, &pipeline_json, &pipeline_cuda_json] {
         if report.is_file() {
             println!("bench: JSON report in {}", report.display());
         }
