@@ -214,7 +214,13 @@ fn run() -> Res {
 
     if !large.is_empty() {
         println!("median ratio vs memcpy at >= 8 MiB:");
-        for kind in ["d2d", "upload_pinned", "download_pinned", "upload_slice", "add"] {
+        for kind in [
+            "d2d",
+            "upload_pinned",
+            "download_pinned",
+            "upload_slice",
+            "add",
+        ] {
             let mut r: Vec<f64> = large
                 .iter()
                 .filter(|(k, _)| *k == kind)

@@ -54,7 +54,14 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     let _ = fs::remove_file(&vulkan_json);
     let mut cmd = util::cargo(root);
     cmd.args(["run", "--release", "--package", "gpukit-examples"])
-        .args(["--example", "transfer_bench", "--", "--device", "vulkan", "--json"])
+        .args([
+            "--example",
+            "transfer_bench",
+            "--",
+            "--device",
+            "vulkan",
+            "--json",
+        ])
         .arg(&vulkan_json)
         .args(&extra);
     util::run(&mut cmd)?;
@@ -83,7 +90,13 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             .arg(report);
         util::run(&mut cmd)?;
     }
-    for report in [&json, &vulkan_json, &cuda_json, &pipeline_json, &pipeline_cuda_json] {
+    for report in [
+        &json,
+        &vulkan_json,
+        &cuda_json,
+        &pipeline_json,
+        &pipeline_cuda_json,
+    ] {
         if report.is_file() {
             println!("bench: JSON report in {}", report.display());
         }

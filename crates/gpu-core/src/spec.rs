@@ -117,7 +117,8 @@ mod tests {
     #[test]
     fn malformed_specs_name_the_origin() {
         for bad in [
-            "", "  ", "gpu", "cuda:", "cuda:-1", "cuda:x!", "cuda:1:2", "cpu:0", "cuda: 1", "vulkan:", "vulkan:x",
+            "", "  ", "gpu", "cuda:", "cuda:-1", "cuda:x!", "cuda:1:2", "cpu:0", "cuda: 1",
+            "vulkan:", "vulkan:x",
         ] {
             let err = DeviceSpec::parse_from(bad, "GPU_DEVICE").unwrap_err();
             assert!(

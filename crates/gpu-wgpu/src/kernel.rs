@@ -10,6 +10,10 @@ use crate::ops::{compile, copy_raw, dispatch, Bind, Pipe};
 use crate::stream::StreamInner;
 use crate::{round4, Shared, WgpuBackend};
 
+/// What a pipeline of a custom kernel depends on: which bindings are read-only, the bytes
+/// of immediates, and the block size along the dimensions the WGSL leaves to the launch.
+type LayoutKey = (Vec<bool>, u32, [u32; 3]);
+
 /// A loaded WGSL kernel: its source, entry point and workgroup size, and a pipeline per
 /// argument layout it has been launched with.
 pub struct WgpuKernel {
@@ -19,7 +23,7 @@ pub struct WgpuKernel {
     /// Which of `block_x`, `block_y`, `block_z` the WGSL declares as `override`s: those
     /// take the launch's block size.
     overrides: [bool; 3],
-    pipes: Mutex<HashMap<(Vec<bool>, u32, [u32; 3]), Arc<Pipe>>>,
+    pipes: Mutex<HashMap<LayoutKey, Arc<Pipe>>>,
 }
 
 impl std::fmt::Debug for WgpuKernel {
@@ -63,8 +67,17 @@ pub(crate) fn load(shared: &Shared, desc: &KernelDesc) -> Result<WgpuKernel> {
                     .join(", ")
             ),
         })?;
-    let declared = |n: &str| module.overrides.iter().any(|(_, o)| o.name.as_deref() == Some(n));
-    let overrides = [declared("block_x"), declared("block_y"), declared("block_z")];
+    let declared = |n: &str| {
+        module
+            .overrides
+            .iter()
+            .any(|(_, o)| o.name.as_deref() == Some(n))
+    };
+    let overrides = [
+        declared("block_x"),
+        declared("block_y"),
+        declared("block_z"),
+    ];
     Ok(WgpuKernel {
         name: desc.name.clone(),
         src: src.clone(),
@@ -100,7 +113,11 @@ pub(crate) fn launch(
     let mut imm: Vec<u8> = Vec::new();
     for a in args {
         match a {
-            KernelArg::Buffer { at: Some(at), bytes, write } => {
+            KernelArg::Buffer {
+                at: Some(at),
+                bytes,
+                write,
+            } => {
                 let (off, n) = (at.offset as u64, *bytes as u64);
                 let size = round4(n);
                 if size > shared.max_binding {
@@ -133,13 +150,23 @@ pub(crate) fn launch(
                         })
                     })?;
                     copy_raw(shared, stream, (&at.buf.buf, off), (&tmp, 0), n)?;
-                    binds.push(BindSrc::Temp { tmp, size, back: write.then_some((&at.buf.buf, off, n)) });
+                    binds.push(BindSrc::Temp {
+                        tmp,
+                        size,
+                        back: write.then_some((&at.buf.buf, off, n)),
+                    });
                 }
                 read_only.push(!write);
             }
-            KernelArg::Buffer { at: None, write, .. } => {
+            KernelArg::Buffer {
+                at: None, write, ..
+            } => {
                 binds.push(BindSrc::Direct(Bind {
-                    buf: if *write { &shared.dummy } else { &shared.dummy_ro },
+                    buf: if *write {
+                        &shared.dummy
+                    } else {
+                        &shared.dummy_ro
+                    },
                     base: 0,
                     size: crate::DUMMY_BYTES,
                 }));
@@ -212,7 +239,9 @@ pub(crate) fn launch(
                 .filter(|(_, o)| *o)
                 .map(|((n, b), _)| (n, f64::from(b)))
                 .collect();
-            let p = Arc::new(compile(shared, &k.name, &k.name, &k.src, &key.0, imm_size, &constants)?);
+            let p = Arc::new(compile(
+                shared, &k.name, &k.name, &k.src, &key.0, imm_size, &constants,
+            )?);
             k.pipes
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -232,12 +261,21 @@ pub(crate) fn launch(
         .iter()
         .map(|b| match b {
             BindSrc::Direct(b) => *b,
-            BindSrc::Temp { tmp, size, .. } => Bind { buf: tmp, base: 0, size: *size },
+            BindSrc::Temp { tmp, size, .. } => Bind {
+                buf: tmp,
+                base: 0,
+                size: *size,
+            },
         })
         .collect();
     dispatch(shared, stream, &pipe, &bound, &words, cfg.grid)?;
     for b in &binds {
-        if let BindSrc::Temp { tmp, back: Some((buf, off, n)), .. } = b {
+        if let BindSrc::Temp {
+            tmp,
+            back: Some((buf, off, n)),
+            ..
+        } = b
+        {
             copy_raw(shared, stream, (tmp, 0), (buf, *off), *n)?;
         }
     }

@@ -138,7 +138,12 @@ impl Shared {
                 first: Box::new(e.clone()),
             });
         }
-        if let Some(m) = self.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(m) = self
+            .uncaptured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             return Err(Error::Backend {
                 backend: NAME,
                 call: "wgpu",
@@ -259,16 +264,20 @@ impl WgpuBackend {
     pub fn with_options(ordinal: Option<usize>, opts: WgpuOptions) -> Result<WgpuBackend> {
         let o = device::open(ordinal, opts.skip_cpu_adapters)?;
         let align = u64::from(o.limits.min_storage_buffer_offset_alignment).max(8);
-        let adapter_max = o.limits.max_storage_buffer_binding_size.min(o.limits.max_buffer_size);
+        let adapter_max = o
+            .limits
+            .max_storage_buffer_binding_size
+            .min(o.limits.max_buffer_size);
         let max_binding = opts.max_binding.unwrap_or(adapter_max).min(adapter_max);
         let max_binding = (max_binding / align * align).max(align * 4);
         let uncaptured: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let sink = uncaptured.clone();
-        o.device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            sink.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert_with(|| e.to_string());
-        }));
+        o.device
+            .on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                sink.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(|| e.to_string());
+            }));
         let dummy = o.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpukit empty argument"),
             size: DUMMY_BYTES,
@@ -297,15 +306,17 @@ impl WgpuBackend {
             dummy_ro,
         });
         let weak = Arc::downgrade(&shared);
-        shared.device.set_device_lost_callback(move |reason, message| {
-            if let Some(s) = weak.upgrade() {
-                s.poison(&Error::Backend {
-                    backend: NAME,
-                    call: "device lost",
-                    message: format!("{reason:?}: {message}"),
-                });
-            }
-        });
+        shared
+            .device
+            .set_device_lost_callback(move |reason, message| {
+                if let Some(s) = weak.upgrade() {
+                    s.poison(&Error::Backend {
+                        backend: NAME,
+                        call: "device lost",
+                        message: format!("{reason:?}: {message}"),
+                    });
+                }
+            });
         Ok(WgpuBackend { shared })
     }
 
@@ -420,7 +431,8 @@ impl Backend for WgpuBackend {
             .map_err(|e| oom(format!("host allocation: {e}")))?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(p).ok_or_else(|| oom("the host allocator refused".into()))?;
+        let ptr =
+            std::ptr::NonNull::new(p).ok_or_else(|| oom("the host allocator refused".into()))?;
         Ok(WgpuHostMem { ptr, layout })
     }
 
@@ -450,7 +462,11 @@ impl Backend for WgpuBackend {
     fn create_stream(&self, _priority: i32) -> Result<WgpuStream> {
         self.shared.check()?;
         let inner = StreamInner::new(self.shared.clone());
-        let mut streams = self.shared.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let mut streams = self
+            .shared
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         streams.retain(|s| s.strong_count() > 0);
         streams.push(Arc::downgrade(&inner));
         Ok(WgpuStream { inner })
@@ -501,7 +517,11 @@ impl Backend for WgpuBackend {
 
     fn synchronize(&self) -> Result<()> {
         let streams: Vec<Arc<StreamInner>> = {
-            let s = self.shared.streams.lock().unwrap_or_else(|p| p.into_inner());
+            let s = self
+                .shared
+                .streams
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             s.iter().filter_map(Weak::upgrade).collect()
         };
         let mut first = self.shared.check();
@@ -593,7 +613,9 @@ impl Backend for WgpuBackend {
     unsafe fn stream_from_raw(&self, raw: RawStream) -> Result<WgpuStream> {
         Err(Error::Unsupported {
             backend: NAME,
-            what: format!("wrapping a native stream ({raw:?}): wgpu has one queue and no stream handles"),
+            what: format!(
+                "wrapping a native stream ({raw:?}): wgpu has one queue and no stream handles"
+            ),
         })
     }
 }

@@ -92,7 +92,12 @@ pub(crate) fn compile(
 }
 
 /// The built-in pipeline `key`, compiled on first use from `src()`.
-fn pipe(shared: &Shared, key: String, bindings: u32, src: impl FnOnce() -> String) -> Result<Arc<Pipe>> {
+fn pipe(
+    shared: &Shared,
+    key: String,
+    bindings: u32,
+    src: impl FnOnce() -> String,
+) -> Result<Arc<Pipe>> {
     if let Some(p) = shared
         .pipelines
         .lock()
@@ -104,7 +109,15 @@ fn pipe(shared: &Shared, key: String, bindings: u32, src: impl FnOnce() -> Strin
     // Every built-in binding is read-write: two operands in one buffer (views of one
     // array) then never conflict, which a read-only and a writable binding would.
     let rw = vec![false; bindings as usize];
-    let p = Arc::new(compile(shared, &key, "main", &src(), &rw, IMMEDIATE_BYTES, &[])?);
+    let p = Arc::new(compile(
+        shared,
+        &key,
+        "main",
+        &src(),
+        &rw,
+        IMMEDIATE_BYTES,
+        &[],
+    )?);
     shared
         .pipelines
         .lock()
@@ -279,7 +292,14 @@ fn elementwise(
         }
         imm[pf::N] = u32_of(n, "a chunk")?;
         imm[pf::BASE] = u32_of(start, "an element index")?;
-        dispatch(shared, stream, pipe, &binds, &imm, [groups_for(shared, n), 1, 1])?;
+        dispatch(
+            shared,
+            stream,
+            pipe,
+            &binds,
+            &imm,
+            [groups_for(shared, n), 1, 1],
+        )?;
         start += n;
     }
     Ok(())
@@ -339,7 +359,12 @@ fn needs_math(op: &Op<'_, WgpuBackend>) -> bool {
     match op {
         Op::Unary { op, .. } => !matches!(
             op,
-            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Square | UnaryOp::Relu | UnaryOp::Sqrt | UnaryOp::Rsqrt
+            UnaryOp::Neg
+                | UnaryOp::Abs
+                | UnaryOp::Square
+                | UnaryOp::Relu
+                | UnaryOp::Sqrt
+                | UnaryOp::Rsqrt
         ),
         Op::Binary { op, .. } => *op == BinaryOp::Pow,
         Op::Softmax { .. } | Op::CrossEntropy { .. } => true,
@@ -358,7 +383,9 @@ pub(crate) fn op(
     let name = op.name();
     let t = wt(shared, dtype, name)?;
     if op.floats_only() && !t.is_float() {
-        return Err(unsupported(format!("`{name}` on {dtype} (a float-only op)")));
+        return Err(unsupported(format!(
+            "`{name}` on {dtype} (a float-only op)"
+        )));
     }
     if needs_math(op) && !t.has_math() {
         return Err(unsupported(format!(
@@ -374,32 +401,85 @@ pub(crate) fn op(
             let p = pipe(shared, format!("fill_{tn}"), 3, || wgsl::fill(t))?;
             let mut imm = imm;
             set_scalar(&mut imm, t, 0, scalar_bits(value, t));
-            elementwise(shared, stream, &p, [None, None, Some(Operand::of(out, es))], None, len as u64, imm)
+            elementwise(
+                shared,
+                stream,
+                &p,
+                [None, None, Some(Operand::of(out, es))],
+                None,
+                len as u64,
+                imm,
+            )
         }
         Op::Axpy { alpha, x, y, len } => {
             let p = pipe(shared, format!("axpy_{tn}"), 3, || wgsl::axpy(t))?;
             let mut imm = imm;
             set_scalar(&mut imm, t, 0, scalar_bits(alpha, t));
             let (x, y) = (Operand::of(x, es), Operand::of(y, es));
-            elementwise(shared, stream, &p, [Some(x), None, Some(y)], None, len as u64, imm)
+            elementwise(
+                shared,
+                stream,
+                &p,
+                [Some(x), None, Some(y)],
+                None,
+                len as u64,
+                imm,
+            )
         }
-        Op::Unary { op: u, src, out, len } => {
-            let p = pipe(shared, format!("u_{}_{tn}", u.name()), 3, || wgsl::unary(u, t))?;
+        Op::Unary {
+            op: u,
+            src,
+            out,
+            len,
+        } => {
+            let p = pipe(shared, format!("u_{}_{tn}", u.name()), 3, || {
+                wgsl::unary(u, t)
+            })?;
             let out = Operand::of(out, es);
             let src = src.map(|s| Operand::of(s, es)).unwrap_or(out);
-            elementwise(shared, stream, &p, [Some(src), None, Some(out)], None, len as u64, imm)
+            elementwise(
+                shared,
+                stream,
+                &p,
+                [Some(src), None, Some(out)],
+                None,
+                len as u64,
+                imm,
+            )
         }
-        Op::Clamp { lo, hi, src, out, len } => {
+        Op::Clamp {
+            lo,
+            hi,
+            src,
+            out,
+            len,
+        } => {
             let p = pipe(shared, format!("clamp_{tn}"), 3, || wgsl::clamp(t))?;
             let mut imm = imm;
             set_scalar(&mut imm, t, 0, scalar_bits(lo, t));
             set_scalar(&mut imm, t, 1, scalar_bits(hi, t));
             let out = Operand::of(out, es);
             let src = src.map(|s| Operand::of(s, es)).unwrap_or(out);
-            elementwise(shared, stream, &p, [Some(src), None, Some(out)], None, len as u64, imm)
+            elementwise(
+                shared,
+                stream,
+                &p,
+                [Some(src), None, Some(out)],
+                None,
+                len as u64,
+                imm,
+            )
         }
-        Op::Binary { op: b, src, ref rhs, out, shape } => {
-            let p = pipe(shared, format!("b_{}_{tn}", b.name()), 3, || wgsl::binary(b, t))?;
+        Op::Binary {
+            op: b,
+            src,
+            ref rhs,
+            out,
+            shape,
+        } => {
+            let p = pipe(shared, format!("b_{}_{tn}", b.name()), 3, || {
+                wgsl::binary(b, t)
+            })?;
             let out = Operand::of(out, es);
             let src = src.map(|s| Operand::of(s, es)).unwrap_or(out);
             let len = (shape.rows as u64) * (shape.cols as u64);
@@ -415,15 +495,38 @@ pub(crate) fn op(
                 }
             };
             imm[pf::MODE] = mode;
-            elementwise(shared, stream, &p, [Some(src), other, Some(out)], vector, len, imm)
+            elementwise(
+                shared,
+                stream,
+                &p,
+                [Some(src), other, Some(out)],
+                vector,
+                len,
+                imm,
+            )
         }
         Op::Cast { to, src, out, len } => {
             let to_t = wt(shared, to, "cast")?;
-            let p = pipe(shared, format!("cast_{tn}_{}", to_t.name()), 3, || wgsl::cast(t, to_t))?;
+            let p = pipe(shared, format!("cast_{tn}_{}", to_t.name()), 3, || {
+                wgsl::cast(t, to_t)
+            })?;
             let (s, o) = (Operand::of(src, es), Operand::of(out, to_t.size()));
-            elementwise(shared, stream, &p, [Some(s), None, Some(o)], None, len as u64, imm)
+            elementwise(
+                shared,
+                stream,
+                &p,
+                [Some(s), None, Some(o)],
+                None,
+                len as u64,
+                imm,
+            )
         }
-        Op::Reduce { op: r, x, shape, out } => {
+        Op::Reduce {
+            op: r,
+            x,
+            shape,
+            out,
+        } => {
             let out_es = if r.is_index() { 4 } else { es };
             reduce(
                 shared,
@@ -448,7 +551,12 @@ pub(crate) fn op(
             len as u64,
             Operand::of(out, es),
         ),
-        Op::Softmax { log, src, out, shape } => {
+        Op::Softmax {
+            log,
+            src,
+            out,
+            shape,
+        } => {
             let out = Operand::of(out, es);
             let src = src.map(|s| Operand::of(s, es)).unwrap_or(out);
             let n = shape.rows as u64 * shape.cols as u64;
@@ -456,13 +564,30 @@ pub(crate) fn op(
             imm[pf::MODE] = u32::from(log);
             let (bi, oi) = src.whole(shared, n, "a softmax input")?;
             let (bo, oo) = out.whole(shared, n, "a softmax output")?;
-            row_kernel(shared, stream, t, [bi, Bind::dummy(shared), bo, Bind::dummy(shared)], [oi, 0, oo, 0], shape.rows as u64, shape.cols as u64, imm)
+            row_kernel(
+                shared,
+                stream,
+                t,
+                [bi, Bind::dummy(shared), bo, Bind::dummy(shared)],
+                [oi, 0, oo, 0],
+                shape.rows as u64,
+                shape.cols as u64,
+                imm,
+            )
         }
-        Op::CrossEntropy { logits, labels, loss, grad, shape } => {
+        Op::CrossEntropy {
+            logits,
+            labels,
+            loss,
+            grad,
+            shape,
+        } => {
             let n = shape.rows as u64 * shape.cols as u64;
             let (bi, oi) = Operand::of(logits, es).whole(shared, n, "cross-entropy logits")?;
-            let (bl, ol) = Operand::of(labels, 4).whole(shared, shape.rows as u64, "cross-entropy labels")?;
-            let (bo, oo) = Operand::of(loss, es).whole(shared, shape.rows as u64, "cross-entropy losses")?;
+            let (bl, ol) =
+                Operand::of(labels, 4).whole(shared, shape.rows as u64, "cross-entropy labels")?;
+            let (bo, oo) =
+                Operand::of(loss, es).whole(shared, shape.rows as u64, "cross-entropy losses")?;
             let (bg, og) = match grad {
                 Some(g) => Operand::of(g, es).whole(shared, n, "a cross-entropy gradient")?,
                 None => (Bind::dummy(shared), 0),
@@ -470,13 +595,35 @@ pub(crate) fn op(
             let mut imm = imm;
             imm[pf::MODE] = 2;
             imm[pf::FLAGS] = u32::from(grad.is_some());
-            row_kernel(shared, stream, t, [bi, bl, bo, bg], [oi, ol, oo, og], shape.rows as u64, shape.cols as u64, imm)
+            row_kernel(
+                shared,
+                stream,
+                t,
+                [bi, bl, bo, bg],
+                [oi, ol, oo, og],
+                shape.rows as u64,
+                shape.cols as u64,
+                imm,
+            )
         }
         Op::Gemm { g, a, b, c } => {
-            let span = |size: usize, stride: usize| g.span(size, stride).unwrap_or(usize::MAX) as u64;
-            let (ba, oa) = Operand::of(a, es).whole(shared, span(g.m * g.k, g.stride_a), "a gemm operand A")?;
-            let (bb, ob) = Operand::of(b, es).whole(shared, span(g.k * g.n, g.stride_b), "a gemm operand B")?;
-            let (bc, oc) = Operand::of(c, es).whole(shared, span(g.m * g.n, g.stride_c), "a gemm operand C")?;
+            let span =
+                |size: usize, stride: usize| g.span(size, stride).unwrap_or(usize::MAX) as u64;
+            let (ba, oa) = Operand::of(a, es).whole(
+                shared,
+                span(g.m * g.k, g.stride_a),
+                "a gemm operand A",
+            )?;
+            let (bb, ob) = Operand::of(b, es).whole(
+                shared,
+                span(g.k * g.n, g.stride_b),
+                "a gemm operand B",
+            )?;
+            let (bc, oc) = Operand::of(c, es).whole(
+                shared,
+                span(g.m * g.n, g.stride_c),
+                "a gemm operand C",
+            )?;
             let max = shared.limits.max_compute_workgroups_per_dimension;
             let gx = u32_of((g.n as u64).div_ceil(16), "gemm columns")?;
             let gy = u32_of((g.m as u64).div_ceil(16), "gemm rows")?;
@@ -496,7 +643,13 @@ pub(crate) fn op(
             imm[pf::SB] = u32_of(g.stride_b as u64, "a gemm stride")?;
             imm[pf::SC] = u32_of(g.stride_c as u64, "a gemm stride")?;
             imm[pf::FLAGS] = u32::from(g.trans_a) | (u32::from(g.trans_b) << 1);
-            let bits = |v: f64| if t == Wt::F64 { v.to_bits() } else { u64::from((v as f32).to_bits()) };
+            let bits = |v: f64| {
+                if t == Wt::F64 {
+                    v.to_bits()
+                } else {
+                    u64::from((v as f32).to_bits())
+                }
+            };
             set_scalar(&mut imm, t, 0, bits(g.alpha));
             set_scalar(&mut imm, t, 1, bits(g.beta));
             imm[pf::O0] = oa;
@@ -521,7 +674,9 @@ fn row_kernel(
     mut imm: [u32; pf::WORDS],
 ) -> Result<()> {
     let f64_ok = caps(shared).f64;
-    let p = pipe(shared, format!("softmax_{}", t.name()), 4, || wgsl::softmax(t, f64_ok))?;
+    let p = pipe(shared, format!("softmax_{}", t.name()), 4, || {
+        wgsl::softmax(t, f64_ok)
+    })?;
     imm[pf::ROWS] = u32_of(rows, "rows")?;
     imm[pf::COLS] = u32_of(cols, "a row length")?;
     imm[pf::O0] = offs[0];
@@ -574,15 +729,26 @@ fn reduce(
     imm[pf::O1] = oy;
     imm[pf::O2] = oo;
     let gy = rows.min(max) as u32;
-    let p1 = pipe(shared, format!("reduce1_{kname}_{tn}"), 4, || wgsl::reduce(kind, t, false, f64_ok))?;
+    let p1 = pipe(shared, format!("reduce1_{kname}_{tn}"), 4, || {
+        wgsl::reduce(kind, t, false, f64_ok)
+    })?;
     if parts == 1 {
         imm[pf::K] = 1;
         imm[pf::FLAGS] = 1;
-        return dispatch(shared, stream, &p1, &[bx, by, bo, Bind::dummy(shared)], &imm, [1, gy, 1]);
+        return dispatch(
+            shared,
+            stream,
+            &p1,
+            &[bx, by, bo, Bind::dummy(shared)],
+            &imm,
+            [1, gy, 1],
+        );
     }
     let scratch_bytes = rows * parts * part_bytes;
     if scratch_bytes > shared.max_binding {
-        return Err(unsupported(format!("a reduction needing {scratch_bytes} bytes of partials")));
+        return Err(unsupported(format!(
+            "a reduction needing {scratch_bytes} bytes of partials"
+        )));
     }
     let scratch = shared.scoped("Device::create_buffer", || {
         shared.device.create_buffer(&wgpu::BufferDescriptor {
@@ -599,8 +765,17 @@ fn reduce(
     };
     imm[pf::K] = parts as u32;
     imm[pf::FLAGS] = 0;
-    dispatch(shared, stream, &p1, &[bx, by, bo, bs], &imm, [parts as u32, gy, 1])?;
-    let p2 = pipe(shared, format!("reduce2_{kname}_{tn}"), 4, || wgsl::reduce(kind, t, true, f64_ok))?;
+    dispatch(
+        shared,
+        stream,
+        &p1,
+        &[bx, by, bo, bs],
+        &imm,
+        [parts as u32, gy, 1],
+    )?;
+    let p2 = pipe(shared, format!("reduce2_{kname}_{tn}"), 4, || {
+        wgsl::reduce(kind, t, true, f64_ok)
+    })?;
     imm[pf::COLS] = parts as u32;
     imm[pf::K] = 1;
     imm[pf::FLAGS] = 1;
@@ -633,12 +808,27 @@ fn copy_kernel(
         imm[pf::O0] = so as u32;
         imm[pf::O2] = doff as u32;
         let binds = [
-            Bind { buf: src.0, base: sb, size: ss },
+            Bind {
+                buf: src.0,
+                base: sb,
+                size: ss,
+            },
             Bind::dummy(shared),
-            Bind { buf: dst.0, base: db, size: ds },
+            Bind {
+                buf: dst.0,
+                base: db,
+                size: ds,
+            },
         ];
         let words = (doff + n).div_ceil(4);
-        dispatch(shared, stream, &p, &binds, &imm, [groups_for(shared, words), 1, 1])?;
+        dispatch(
+            shared,
+            stream,
+            &p,
+            &binds,
+            &imm,
+            [groups_for(shared, words), 1, 1],
+        )?;
         done += n;
     }
     Ok(())

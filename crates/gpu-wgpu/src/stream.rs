@@ -28,7 +28,11 @@ unsafe impl Sync for SendPtr {}
 /// What to do on the host once a staging buffer is mapped.
 enum HostAction {
     /// Copy `bytes` starting `skip` bytes into the mapped range to `dst`.
-    Copy { dst: SendPtr, skip: usize, bytes: usize },
+    Copy {
+        dst: SendPtr,
+        skip: usize,
+        bytes: usize,
+    },
     /// Store the first 8 bytes (a resolved timestamp) in `slot`.
     Timestamp { slot: Arc<OnceLock<u64>> },
 }
@@ -215,7 +219,9 @@ impl StreamInner {
             return;
         };
         let shared = &self.shared;
-        let scope = shared.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let scope = shared
+            .device
+            .push_error_scope(wgpu::ErrorFilter::Validation);
         let index = shared.queue.submit([enc.finish()]);
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
@@ -235,12 +241,19 @@ impl StreamInner {
         });
         st.submitted = st.seq;
         let submitted = st.submitted;
-        for t in st.host.iter_mut().filter(|t| !t.requested && t.seq <= submitted) {
+        for t in st
+            .host
+            .iter_mut()
+            .filter(|t| !t.requested && t.seq <= submitted)
+        {
             let flag = t.mapped.clone();
             t.staging
                 .slice(..)
                 .map_async(wgpu::MapMode::Read, move |r| {
-                    flag.store(if r.is_ok() { MAP_OK } else { MAP_FAILED }, Ordering::Release)
+                    flag.store(
+                        if r.is_ok() { MAP_OK } else { MAP_FAILED },
+                        Ordering::Release,
+                    )
                 });
             t.requested = true;
         }
@@ -299,7 +312,10 @@ impl StreamInner {
                 Some(MAP_OK) => {}
                 Some(MAP_FAILED) => {
                     st.host.pop_front();
-                    let e = backend_err("Buffer::map_async", "mapping a download's staging buffer failed");
+                    let e = backend_err(
+                        "Buffer::map_async",
+                        "mapping a download's staging buffer failed",
+                    );
                     st.error.get_or_insert(e);
                     continue;
                 }
@@ -470,7 +486,9 @@ impl WgpuEvent {
             });
         };
         self.sync()?;
-        t.get().copied().ok_or_else(|| backend_err("event_elapsed_ms", "the timestamp was never read back"))
+        t.get()
+            .copied()
+            .ok_or_else(|| backend_err("event_elapsed_ms", "the timestamp was never read back"))
     }
 
     pub(crate) fn same_device(&self, other: &WgpuEvent) -> bool {

@@ -285,7 +285,9 @@ pub(crate) fn prelude(t: Wt) -> String {
 /// one word do not race.
 pub(crate) fn binding(b: u32, name: &str, t: Wt) -> String {
     let c = t.compute();
-    let decl = |ty: &str| format!("@group(0) @binding({b}) var<storage, read_write> {name}: array<{ty}>;\n");
+    let decl = |ty: &str| {
+        format!("@group(0) @binding({b}) var<storage, read_write> {name}: array<{ty}>;\n")
+    };
     if !t.packed() {
         let (get, put) = match t {
             Wt::F16 => ("f32(x)", "f16(v)"),
@@ -455,14 +457,33 @@ fn conversion(from: Wt, to: Wt) -> String {
         return format!("{tc}({v})");
     }
     if from.is_float() {
-        let nan = if from == Wt::F64 { format!("!({v} == {v})") } else { format!("nan32({v})") };
+        let nan = if from == Wt::F64 {
+            format!("!({v} == {v})")
+        } else {
+            format!("nan32({v})")
+        };
         let (lo, hi, min, max) = match to {
             Wt::I8 => ("-128.0", "128.0", "-128", "127"),
             Wt::U8 => ("0.0", "256.0", "0u", "255u"),
-            Wt::I32 => ("-2147483648.0", "2147483648.0", "i32(-2147483647 - 1)", "2147483647"),
+            Wt::I32 => (
+                "-2147483648.0",
+                "2147483648.0",
+                "i32(-2147483647 - 1)",
+                "2147483647",
+            ),
             Wt::U32 => ("0.0", "4294967296.0", "0u", "4294967295u"),
-            Wt::I64 => ("-9223372036854775808.0", "9223372036854775808.0", "(-9223372036854775807li - 1li)", "9223372036854775807li"),
-            _ => ("0.0", "18446744073709551616.0", "0lu", "18446744073709551615lu"),
+            Wt::I64 => (
+                "-9223372036854775808.0",
+                "9223372036854775808.0",
+                "(-9223372036854775807li - 1li)",
+                "9223372036854775807li",
+            ),
+            _ => (
+                "0.0",
+                "18446744073709551616.0",
+                "0lu",
+                "18446744073709551615lu",
+            ),
         };
         return format!(
             "select(select(select({tc}({v}), {max}, {v} >= {hi}), {min}, {v} < {lo}), {tc}(0), {nan})"
@@ -472,7 +493,11 @@ fn conversion(from: Wt, to: Wt) -> String {
     // is already sign- or zero-extended to 32 bits, and the store truncates.
     let wide = from.wide() || to.wide();
     if !wide {
-        return if fc == tc { v.to_string() } else { format!("bitcast<{tc}>({v})") };
+        return if fc == tc {
+            v.to_string()
+        } else {
+            format!("bitcast<{tc}>({v})")
+        };
     }
     let as_u64 = if from.is_signed() {
         format!("bitcast<u64>(i64({v}))")

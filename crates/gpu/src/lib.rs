@@ -121,11 +121,6 @@ pub use gpukit_cpu as cpu;
 #[cfg(feature = "cuda")]
 #[doc(inline)]
 pub use gpukit_cuda as cuda;
-/// The portable GPU backend on wgpu: Vulkan (Metal, DX12), with its probe
-/// (`gpukit::wgpu::probe()`); cargo feature `vulkan`, on by default.
-#[cfg(feature = "vulkan")]
-#[doc(inline)]
-pub use gpukit_wgpu as wgpu;
 /// Overlapped upload, compute and download ([`Pipeline`], [`Pattern`], reports, timelines).
 #[doc(inline)]
 pub use gpukit_pipeline as pipeline;
@@ -133,6 +128,11 @@ pub use gpukit_pipeline::{
     Batch, BoundSource, BoxError, Filled, Lane, Pattern, PipelineError, Progress, ProgressSnapshot,
     Report, Span, Stage, StageTimes, Timeline,
 };
+/// The portable GPU backend on wgpu: Vulkan (Metal, DX12), with its probe
+/// (`gpukit::wgpu::probe()`); cargo feature `vulkan`, on by default.
+#[cfg(feature = "vulkan")]
+#[doc(inline)]
+pub use gpukit_wgpu as wgpu;
 
 /// A pipeline over the context's backend, carrying `In` and `Out` arrays (set by
 /// [`Pipeline::input`] and [`Pipeline::output`]).

@@ -41,7 +41,10 @@ unsafe fn raw_set(ptr: Option<RawPtr>, raw: RawStream, n: usize, value: f32) -> 
 /// The wgpu backend has no addresses to give: its raw pointer is `Opaque` (also inside an
 /// ordered raw access, whose stream is `None`), and wrapping a foreign pointer is
 /// `Unsupported`. Returns whether `ctx` is such a backend (checked).
-fn opaque_backend(ctx: &gpukit::Context, a: &gpukit::core::GpuArray<f32, gpukit::AnyBackend>) -> gpukit::Result<bool> {
+fn opaque_backend(
+    ctx: &gpukit::Context,
+    a: &gpukit::core::GpuArray<f32, gpukit::AnyBackend>,
+) -> gpukit::Result<bool> {
     if ctx.backend_name() != "vulkan" {
         return Ok(false);
     }

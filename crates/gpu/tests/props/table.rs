@@ -52,7 +52,11 @@ fn driver_math(ctx: &Context) -> bool {
 
 /// The (ulps, absolute slack) a unary op's result of `x` may differ by on `ctx`.
 fn unary_bound(ctx: &Context, op: UnaryOp, x: f64, eps: f64) -> (u32, f64) {
-    let gelu = if op == UnaryOp::Gelu { gelu_slack(x, eps) } else { 0.0 };
+    let gelu = if op == UnaryOp::Gelu {
+        gelu_slack(x, eps)
+    } else {
+        0.0
+    };
     if !driver_math(ctx) || !x.is_finite() {
         return (op.ulps(), gelu);
     }
@@ -80,7 +84,9 @@ fn flushes(ctx: &Context) -> bool {
 /// backend that flushes subnormals.
 fn agrees_on<T: CrossFloat>(ctx: &Context, want: f64, got: T, ulps: u64, slack: f64) -> bool {
     agrees(want, got, ulps, slack)
-        || (flushes(ctx) && got.to_f64() == 0.0 && T::from_f64(want).to_f64().abs() < min_normal::<T>())
+        || (flushes(ctx)
+            && got.to_f64() == 0.0
+            && T::from_f64(want).to_f64().abs() < min_normal::<T>())
 }
 
 /// The smallest positive normal value of `T`.
@@ -96,7 +102,12 @@ fn min_normal<T: Numeric>() -> f64 {
 fn is_math(op: UnaryOp) -> bool {
     !matches!(
         op,
-        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Square | UnaryOp::Relu | UnaryOp::Sqrt | UnaryOp::Rsqrt
+        UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Square
+            | UnaryOp::Relu
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
     )
 }
 
@@ -266,7 +277,10 @@ fn binary_vs_f64<T: CrossFloat>(ctx: &Context) -> gpukit::Result<()> {
         for &op in BinaryOp::ALL {
             if op == BinaryOp::Pow && common::lacks_math(ctx, T::DTYPE) {
                 if !shape.is_empty() {
-                    common::assert_unsupported(run_form(ctx, op, Form::Array, shape, (&a, &b, &v), s), "pow");
+                    common::assert_unsupported(
+                        run_form(ctx, op, Form::Array, shape, (&a, &b, &v), s),
+                        "pow",
+                    );
                 }
                 continue;
             }
@@ -281,9 +295,17 @@ fn binary_vs_f64<T: CrossFloat>(ctx: &Context) -> gpukit::Result<()> {
                     let driver = if op == BinaryOp::Pow && driver_math(ctx) {
                         let (x, yv) = (a[i].to_f64().abs(), y.to_f64().abs());
                         let e = (yv * x.log2()).abs();
-                        let near_one = if (0.5..=2.0).contains(&x) { 3.0 * yv } else { 0.0 };
+                        let near_one = if (0.5..=2.0).contains(&x) {
+                            3.0 * yv
+                        } else {
+                            0.0
+                        };
                         let b = 3.0 + 5.0 * e + near_one;
-                        if b.is_finite() { b.min(1e6).ceil() as u32 } else { 0 }
+                        if b.is_finite() {
+                            b.min(1e6).ceil() as u32
+                        } else {
+                            0
+                        }
                     } else {
                         0
                     };
