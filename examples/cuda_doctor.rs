@@ -38,8 +38,9 @@ const FALLBACK_CC: (u32, u32) = (9, 0);
 const USAGE: &str = "usage: cuda_doctor
 
 Prints what this machine offers CUDA (driver, devices, NVRTC, cuBLAS, the environment) and
-what the workspace's probe found, then compiles one built-in module with NVRTC. Exits 0 when
-every check passed, 1 otherwise.";
+what the workspace's probe found, then compiles one built-in module with NVRTC; lists the Vulkan
+adapters the wgpu backend finds (for information). Exits 0 when every CUDA check passed, 1
+otherwise.";
 
 /// The checks that failed, by name, for the last line and the exit status.
 #[derive(Default)]
@@ -80,6 +81,7 @@ fn main() -> ExitCode {
     cudarc_loader(&mut checks, &facts);
     nvrtc_section(&mut checks, &facts);
     cublas_section(&mut checks, &facts);
+    vulkan_section();
 
     println!();
     if checks.failed.is_empty() {
@@ -94,6 +96,43 @@ fn main() -> ExitCode {
         );
         ExitCode::FAILURE
     }
+}
+
+/// What the Vulkan backend finds: the loader, the adapters with their drivers and shader
+/// features, or why there are none. For information: the doctor's verdict is about CUDA.
+fn vulkan_section() {
+    heading("Vulkan (the wgpu backend; informational)");
+    for var in ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"] {
+        match std::env::var_os(var) {
+            Some(value) => println!("  {var:<21}= {}", value.to_string_lossy()),
+            None => println!("  {var:<21}  (unset)"),
+        }
+    }
+    #[cfg(feature = "vulkan")]
+    match gpukit::wgpu::probe() {
+        Ok(p) => {
+            for a in &p.adapters {
+                println!(
+                    "  vulkan:{} {} ({:?}, {} via {}; f16 {}, f64 {}){}",
+                    a.ordinal,
+                    a.name,
+                    a.kind,
+                    a.driver,
+                    a.api,
+                    a.f16,
+                    a.f64,
+                    if a.usable() {
+                        String::new()
+                    } else {
+                        format!(" UNUSABLE: lacks {}", a.missing.join(", "))
+                    }
+                );
+            }
+        }
+        Err(e) => println!("  no adapter: {e}"),
+    }
+    #[cfg(not(feature = "vulkan"))]
+    println!("  not compiled in (the examples' `vulkan` feature is off)");
 }
 
 fn heading(title: &str) {

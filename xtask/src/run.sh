@@ -62,6 +62,20 @@ bundle=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P) || {
     exit 2
 }
 
+# The binaries travel packed (bins.tar.xz, written by `cargo xtask gpu-bundle`): unpack them
+# beside this script on the first call. Without xz, Python's tarfile reads the archive.
+if [ -f "$bundle/bins.tar.xz" ] && [ ! -d "$bundle/tests" ]; then
+    if command -v xz >/dev/null 2>&1; then
+        tar -C "$bundle" -xJf "$bundle/bins.tar.xz"
+    else
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+            "$bundle/bins.tar.xz" "$bundle"
+    fi || {
+        echo "run.sh: could not unpack $bundle/bins.tar.xz (neither xz nor python3 worked)" >&2
+        exit 2
+    }
+fi
+
 # Test binaries whose CUDA tests do not have `cuda` in their names: the sanitizer steps run
 # them unfiltered (xtask's gpu_test::UNFILTERED_TARGETS, filled in by `cargo xtask
 # gpu-bundle`; a name is the bundle's file name under tests/).
@@ -230,6 +244,20 @@ if [ "$allow_skip" -eq 1 ]; then
     unset GPU_REQUIRE_CUDA
 else
     export GPU_REQUIRE_CUDA=1
+fi
+
+# The Vulkan backend's tests run on the NVIDIA Vulkan driver where the machine has one: the
+# lent machines keep its ICD file where the loader does not look. The loader itself
+# (libvulkan.so.1) may have to be carried (GPU-RUNS.md says how); with it present, an
+# unusable Vulkan fails the Vulkan tests (GPU_REQUIRE_VULKAN=1) instead of skipping them.
+nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f "$nvidia_icd" ]; then
+    export VK_DRIVER_FILES=$nvidia_icd
+fi
+if [ "$allow_skip" -eq 0 ] && { ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; }; then
+    export GPU_REQUIRE_VULKAN=1
+else
+    unset GPU_REQUIRE_VULKAN
 fi
 
 summary_name=$label.summary.txt
@@ -530,6 +558,7 @@ if [ "$allow_skip" -eq 1 ]; then
 else
     echo "mode:   GPU_REQUIRE_CUDA=1 (CUDA tests fail when no GPU is usable)"
 fi
+echo "vulkan: VK_DRIVER_FILES=${VK_DRIVER_FILES:-(unset)}, GPU_REQUIRE_VULKAN=${GPU_REQUIRE_VULKAN:-(unset: the Vulkan tests skip without a loader)}"
 echo "steps:  ${steps[*]}"
 if [ "$budget" -eq 0 ]; then
     echo "budget: none"
@@ -819,7 +848,7 @@ if [ "${#skip_lines[@]}" -gt 0 ]; then
         END { for (i = 0; i < n; i++) printf "  %dx %s\n", count[order[i]], order[i] }
     '
     if [ "$allow_skip" -eq 0 ] && [ "$unexpected" -gt 0 ]; then
-        reasons+=("$unexpected SKIPPED: lines although GPU_REQUIRE_CUDA=1 (--expect-skip TEXT accepts a known one)")
+        reasons+=("$unexpected SKIPPED: lines although GPU_REQUIRE_CUDA=1 (--expect-skip TEXT accepts a known one; a Vulkan skip needs the carried loader, GPU-RUNS.md)")
     fi
 fi
 

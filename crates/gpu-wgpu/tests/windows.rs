@@ -67,10 +67,18 @@ fn element_wise_ops_and_broadcasts_span_windows() -> gpukit_core::Result<()> {
     let dm = ctx.alloc_upload(&m)?;
     let mut o = ctx.alloc_zeros::<f32>(m.len())?;
     ctx.add_row(shape, &dm, &ctx.alloc_upload(&row)?, &mut o)?;
-    let want: Vec<f32> = m.iter().enumerate().map(|(i, v)| v + row[i % shape.cols]).collect();
+    let want: Vec<f32> = m
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v + row[i % shape.cols])
+        .collect();
     assert_eq!(o.download()?, want);
     ctx.mul_col(shape, &dm, &ctx.alloc_upload(&col)?, &mut o)?;
-    let want: Vec<f32> = m.iter().enumerate().map(|(i, v)| v * col[i / shape.cols]).collect();
+    let want: Vec<f32> = m
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * col[i / shape.cols])
+        .collect();
     assert_eq!(o.download()?, want);
 
     // Packed bytes: u8 arithmetic wraps, windows and words included.
@@ -100,7 +108,11 @@ fn copies_span_windows_aligned_or_not() -> gpukit_core::Result<()> {
     assert_eq!(back, data);
     let all = a.download()?;
     assert_eq!(&all[..3], &[0, 0, 0], "bytes before the view were written");
-    assert_eq!(&all[3 + data.len()..], &[0; 5], "bytes after the view were written");
+    assert_eq!(
+        &all[3 + data.len()..],
+        &[0; 5],
+        "bytes after the view were written"
+    );
 
     // Device to device within one buffer (wgpu's copy command refuses that) and unaligned.
     {
