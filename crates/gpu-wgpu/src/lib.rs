@@ -31,11 +31,13 @@
 //!   operand inside one binding and say so with `Unsupported` otherwise.
 //! - **Host memory** ([`gpukit_core::HostUse`] any) is page-aligned host memory: wgpu's
 //!   mappable buffers cannot stay mapped while the device uses them, so every transfer goes
-//!   through a staging buffer. An upload copies into a staging buffer when it is recorded
-//!   (after the stream's earlier downloads have landed) and the copy to the device buffer
-//!   runs in stream order; a download copies into a staging buffer in stream order, and the
-//!   host half (out of the mapped staging buffer into the destination) runs when the
-//!   stream is synchronised or queried past it. Registration of host memory is accepted and
+//!   through a staging buffer, kept in a small pool between transfers (uploads' mapped for
+//!   writing again once their copy has run) so that a steady stream of copies allocates
+//!   nothing new. An upload copies into a staging buffer when it is recorded (after the
+//!   stream's earlier downloads have landed) and the copy to the device buffer runs in
+//!   stream order; a download copies into a staging buffer in stream order, and the host
+//!   half (out of the mapped staging buffer into the destination) runs when the stream is
+//!   synchronised or queried past it. Registration of host memory is accepted and
 //!   does nothing, as on the CPU backend.
 //! - **Streams** share the device's one queue. Each records into an encoder of its own and
 //!   submits it when its work is needed: at a sync or query, and when another stream waits
@@ -125,6 +127,8 @@ pub(crate) struct Shared {
     streams: Mutex<Vec<Weak<StreamInner>>>,
     /// A small buffer bound where an argument is empty ([`DUMMY_BYTES`]).
     pub(crate) dummy: wgpu::Buffer,
+    /// Staging buffers kept between transfers.
+    pub(crate) staging: stream::StagingPool,
     /// Another, for empty read-only arguments of custom kernels (one buffer may not be bound
     /// read-only and writable in one dispatch).
     pub(crate) dummy_ro: wgpu::Buffer,
@@ -304,6 +308,7 @@ impl WgpuBackend {
             streams: Mutex::new(Vec::new()),
             dummy,
             dummy_ro,
+            staging: stream::StagingPool::default(),
         });
         let weak = Arc::downgrade(&shared);
         shared

@@ -887,34 +887,37 @@ pub(crate) unsafe fn upload(
         stream.drive(upto, true)?;
     }
     let (doff, n) = (dst.offset as u64, bytes as u64);
-    let aligned = doff % 4 == 0 && n % 4 == 0;
-    let size = round4(n);
+    // SAFETY: the caller keeps `src..src + bytes` readable (Backend::copy_h2d).
+    let from = unsafe { std::slice::from_raw_parts(src, bytes) };
+    let mapped_err = |e: wgpu::MapRangeError| Error::Backend {
+        backend: NAME,
+        call: "Buffer::get_mapped_range_mut",
+        message: e.to_string(),
+    };
+    if doff % 4 == 0 && n % 4 == 0 {
+        // A pooled staging buffer, mapped for writing, then wgpu's copy command.
+        let staging = shared.staging.take_upload(shared, n)?;
+        {
+            let mut view = staging.slice(..n).get_mapped_range_mut().map_err(mapped_err)?;
+            view.copy_from_slice(from);
+        }
+        staging.unmap();
+        return stream.record_upload(staging, &dst.buf.buf, doff, n);
+    }
+    // Unaligned: a staging buffer the copy kernel can bind (storage buffers cannot be
+    // mapped for writing), written while mapped at creation.
     let staging = shared.scoped("Device::create_buffer", || {
         shared.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gpukit upload staging"),
-            size,
+            label: Some("gpukit upload staging (unaligned)"),
+            size: round4(n),
             usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::STORAGE,
             mapped_at_creation: true,
         })
     })?;
     {
-        let mut view = staging
-            .slice(..)
-            .get_mapped_range_mut()
-            .map_err(|e| Error::Backend {
-                backend: NAME,
-                call: "Buffer::get_mapped_range_mut",
-                message: e.to_string(),
-            })?;
-        // SAFETY: the caller keeps `src..src + bytes` readable (Backend::copy_h2d); the
-        // staging view is `size >= bytes` bytes.
-        let from = unsafe { std::slice::from_raw_parts(src, bytes) };
+        let mut view = staging.slice(..).get_mapped_range_mut().map_err(mapped_err)?;
         view.slice(..bytes).copy_from_slice(from);
     }
     staging.unmap();
-    if aligned {
-        stream.record(|enc| enc.copy_buffer_to_buffer(&staging, 0, &dst.buf.buf, doff, n))
-    } else {
-        copy_kernel(shared, stream, (&staging, 0), (&dst.buf.buf, doff), n)
-    }
+    copy_kernel(shared, stream, (&staging, 0), (&dst.buf.buf, doff), n)
 }

@@ -46,6 +46,10 @@ struct HostTask {
     /// The stream position of the GPU half.
     seq: u64,
     staging: wgpu::Buffer,
+    /// The bytes of `staging` the GPU half fills (the part mapped).
+    len: u64,
+    /// Whether `staging` goes back to the download pool afterwards.
+    pooled: bool,
     action: HostAction,
     /// Set by the map callback.
     mapped: Arc<AtomicU8>,
@@ -69,8 +73,103 @@ struct State {
     submitted: u64,
     subs: VecDeque<Sub>,
     host: VecDeque<HostTask>,
+    /// Upload staging buffers recorded since the last submission: mapped for writing again
+    /// (and returned to the pool) once that submission has used them.
+    uploads: Vec<wgpu::Buffer>,
     /// The first error raised by this stream's work, not yet reported.
     error: Option<Error>,
+}
+
+/// Staging buffers kept between transfers, so that a steady stream of copies allocates (and
+/// faults in) no new host-visible memory: upload buffers wait mapped for writing, download
+/// buffers unmapped. At most [`StagingPool::KEEP`] of each are kept.
+#[derive(Default)]
+pub(crate) struct StagingPool {
+    up: Arc<Mutex<Vec<wgpu::Buffer>>>,
+    down: Mutex<Vec<wgpu::Buffer>>,
+}
+
+impl StagingPool {
+    /// Buffers kept per direction.
+    const KEEP: usize = 8;
+
+    /// The size to allocate for `n` bytes: powers of two up to 16 MiB, then multiples of
+    /// 4 MiB, so that batches of varying length reuse one buffer.
+    fn size_for(shared: &Shared, n: u64) -> u64 {
+        let s = if n <= 16 << 20 {
+            n.next_power_of_two().max(4096)
+        } else {
+            n.div_ceil(4 << 20) * (4 << 20)
+        };
+        s.min(shared.limits.max_buffer_size).max(n)
+    }
+
+    /// The smallest kept buffer of at least `n` bytes.
+    fn take(list: &Mutex<Vec<wgpu::Buffer>>, n: u64) -> Option<wgpu::Buffer> {
+        let mut l = list.lock().unwrap_or_else(|p| p.into_inner());
+        let i = l
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.size() >= n)
+            .min_by_key(|(_, b)| b.size())
+            .map(|(i, _)| i)?;
+        Some(l.swap_remove(i))
+    }
+
+    fn keep(list: &Mutex<Vec<wgpu::Buffer>>, buf: wgpu::Buffer) {
+        let mut l = list.lock().unwrap_or_else(|p| p.into_inner());
+        if l.len() < Self::KEEP {
+            l.push(buf);
+        }
+    }
+
+    /// A buffer of at least `n` bytes mapped for writing (usage `MAP_WRITE | COPY_SRC`).
+    pub(crate) fn take_upload(&self, shared: &Shared, n: u64) -> Result<wgpu::Buffer> {
+        if let Some(b) = Self::take(&self.up, n) {
+            return Ok(b);
+        }
+        let size = Self::size_for(shared, n);
+        shared.scoped("Device::create_buffer", || {
+            shared.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpukit upload staging"),
+                size,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            })
+        })
+    }
+
+    /// Maps an upload buffer for writing again, after the submission that reads it; the
+    /// mapping's callback returns it to the pool.
+    fn recycle_upload(&self, buf: wgpu::Buffer) {
+        let pool = self.up.clone();
+        let again = buf.clone();
+        buf.slice(..).map_async(wgpu::MapMode::Write, move |r| {
+            if r.is_ok() {
+                Self::keep(&pool, again);
+            }
+        });
+    }
+
+    /// A buffer of at least `n` bytes for a download (usage `MAP_READ | COPY_DST`).
+    fn take_download(&self, shared: &Shared, n: u64) -> Result<wgpu::Buffer> {
+        if let Some(b) = Self::take(&self.down, n) {
+            return Ok(b);
+        }
+        let size = Self::size_for(shared, n);
+        shared.scoped("Device::create_buffer", || {
+            shared.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpukit download staging"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })
+    }
+
+    fn recycle_download(&self, buf: wgpu::Buffer) {
+        Self::keep(&self.down, buf);
+    }
 }
 
 /// A stream of the wgpu backend: an encoder of its own on the device's one queue.
@@ -128,6 +227,7 @@ impl StreamInner {
                 submitted: 0,
                 subs: VecDeque::new(),
                 host: VecDeque::new(),
+                uploads: Vec::new(),
                 error: None,
             }),
             shared,
@@ -156,10 +256,12 @@ impl StreamInner {
     }
 
     /// Records a copy into `staging` (by `f`) and its host half, `action`, run once the
-    /// copy has completed and `staging` is mapped.
+    /// copy has completed and the first `len` bytes of `staging` are mapped.
     fn record_with_host(
         &self,
         staging: wgpu::Buffer,
+        len: u64,
+        pooled: bool,
         action: HostAction,
         f: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::Buffer),
     ) -> Result<()> {
@@ -178,6 +280,8 @@ impl StreamInner {
         st.host.push_back(HostTask {
             seq,
             staging,
+            len,
+            pooled,
             action,
             mapped: Arc::new(AtomicU8::new(MAP_PENDING)),
             requested: false,
@@ -185,8 +289,33 @@ impl StreamInner {
         Ok(())
     }
 
-    /// Records a download's GPU half (a copy of `src[src_off..src_off + len]` into a new
-    /// staging buffer) and its host half (copying `bytes` from `skip` into `dst`).
+    /// Records an upload's GPU half: a copy of `n` bytes from `staging` (from the upload
+    /// pool, already written and unmapped) to `dst` at `off`. The staging buffer returns to
+    /// the pool once the submission that holds the copy has run.
+    pub(crate) fn record_upload(
+        &self,
+        staging: wgpu::Buffer,
+        dst: &wgpu::Buffer,
+        off: u64,
+        n: u64,
+    ) -> Result<()> {
+        self.shared.check()?;
+        let mut st = self.lock();
+        let enc = st.encoder.get_or_insert_with(|| {
+            self.shared
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("gpukit stream"),
+                })
+        });
+        enc.copy_buffer_to_buffer(&staging, 0, dst, off, n);
+        st.seq += 1;
+        st.uploads.push(staging);
+        Ok(())
+    }
+
+    /// Records a download's GPU half (a copy of `src[src_off..src_off + len]` into a
+    /// staging buffer of the pool) and its host half (copying `bytes` from `skip` into `dst`).
     pub(crate) fn record_download(
         &self,
         src: &wgpu::Buffer,
@@ -196,14 +325,11 @@ impl StreamInner {
         skip: usize,
         bytes: usize,
     ) -> Result<()> {
-        let staging = self.shared.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gpukit download staging"),
-            size: len,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = self.shared.staging.take_download(&self.shared, len)?;
         self.record_with_host(
             staging,
+            len,
+            true,
             HostAction::Copy {
                 dst: SendPtr(dst),
                 skip,
@@ -248,7 +374,7 @@ impl StreamInner {
         {
             let flag = t.mapped.clone();
             t.staging
-                .slice(..)
+                .slice(..t.len)
                 .map_async(wgpu::MapMode::Read, move |r| {
                     flag.store(
                         if r.is_ok() { MAP_OK } else { MAP_FAILED },
@@ -256,6 +382,9 @@ impl StreamInner {
                     )
                 });
             t.requested = true;
+        }
+        for buf in std::mem::take(&mut st.uploads) {
+            shared.staging.recycle_upload(buf);
         }
     }
 
@@ -342,6 +471,8 @@ impl StreamInner {
             let Some(t) = st.host.pop_front() else { break };
             if let Err(e) = run_host(&t) {
                 st.error.get_or_insert(e);
+            } else if t.pooled {
+                self.shared.staging.recycle_download(t.staging);
             }
         }
         let done = match &index {
@@ -399,6 +530,8 @@ impl StreamInner {
             let slot = Arc::new(OnceLock::new());
             self.record_with_host(
                 readback,
+                8,
+                false,
                 HostAction::Timestamp { slot: slot.clone() },
                 |enc, readback| {
                     // An empty pass whose only effect is the timestamp at its start: the
@@ -431,7 +564,7 @@ impl StreamInner {
 fn run_host(t: &HostTask) -> Result<()> {
     let view = t
         .staging
-        .slice(..)
+        .slice(..t.len)
         .get_mapped_range()
         .map_err(|e| backend_err("Buffer::get_mapped_range", e))?;
     match &t.action {
