@@ -898,7 +898,10 @@ pub(crate) unsafe fn upload(
         // A pooled staging buffer, mapped for writing, then wgpu's copy command.
         let staging = shared.staging.take_upload(shared, n)?;
         {
-            let mut view = staging.slice(..n).get_mapped_range_mut().map_err(mapped_err)?;
+            let mut view = staging
+                .slice(..n)
+                .get_mapped_range_mut()
+                .map_err(mapped_err)?;
             view.copy_from_slice(from);
         }
         staging.unmap();
@@ -915,7 +918,10 @@ pub(crate) unsafe fn upload(
         })
     })?;
     {
-        let mut view = staging.slice(..).get_mapped_range_mut().map_err(mapped_err)?;
+        let mut view = staging
+            .slice(..)
+            .get_mapped_range_mut()
+            .map_err(mapped_err)?;
         view.slice(..bytes).copy_from_slice(from);
     }
     staging.unmap();
