@@ -40,8 +40,10 @@
 //!   synchronised or queried past it. Registration of host memory is accepted and
 //!   does nothing, as on the CPU backend.
 //! - **Streams** share the device's one queue. Each records into an encoder of its own and
-//!   submits it when its work is needed: at a sync or query, and when another stream waits
-//!   for one of its events. Streams therefore run one after another on the device, in the
+//!   submits it when its work is needed: at a sync or query, when another stream waits
+//!   for one of its events, and at a timing event (so that the device starts the work then,
+//!   and an interval between two timing events measures work rather than the host's
+//!   recording: the pipeline's calibrated bound depends on it). Streams therefore run one after another on the device, in the
 //!   order their work was submitted; the safe layer's automatic ordering between streams
 //!   keeps working (an event is a stream position; waiting for it submits the work up to
 //!   it, and the queue runs submissions in order). **Events** are positions; timing events

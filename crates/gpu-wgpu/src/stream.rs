@@ -548,6 +548,11 @@ impl StreamInner {
                     enc.copy_buffer_to_buffer(&resolve, 0, readback, 0, 8);
                 },
             )?;
+            // A timing event marks work someone will time: submit what is recorded so
+            // far, so that the device starts it now rather than at the next wait (an
+            // interval between two events then measures work, not the host's recording).
+            let mut st = self.lock();
+            self.flush(&mut st);
             Some(slot)
         } else {
             None
