@@ -4,7 +4,7 @@
 //!
 //! ```toml
 //! # gpu.toml
-//! device = "cuda:0"     # auto | cpu | cuda | cuda:N
+//! device = "cuda:0"     # auto | cpu | cuda | cuda:N | vulkan | vulkan:N
 //! dtype = "f32"         # the element type programs should default to
 //! fallback = "cpu"      # when the requested GPU is unusable: "cpu" or "error"
 //! ```

@@ -35,11 +35,14 @@
 //! once (`GpuArray<T> = gpukit_core::GpuArray<T, AnyBackend>`). Programs that know their
 //! backend at compile time can use `gpukit_core` with `gpukit_cpu::CpuBackend` directly.
 //!
-//! The fallback chain is CUDA (`gpukit-cuda`), then the CPU (`gpukit-cpu`). `auto` opens CUDA
-//! device 0 when the probe finds a usable driver, device and NVRTC, and otherwise logs why
-//! CUDA was rejected (`tracing` at info level) and records it in [`Context::selection`];
-//! `cuda` and `cuda:N` fail with that reason instead. Devices are numbered as the driver
-//! numbers them after `CUDA_VISIBLE_DEVICES`, which is left to the driver to apply.
+//! The fallback chain is CUDA (`gpukit-cuda`), then a Vulkan GPU (`gpukit-wgpu`), then the
+//! CPU (`gpukit-cpu`). `auto` opens CUDA device 0 when the probe finds a usable driver,
+//! device and NVRTC; else the first Vulkan adapter that is a GPU (CPU implementations such as
+//! lavapipe are passed over: the CPU backend is faster on the same cores); else the CPU. It
+//! logs why each was rejected (`tracing` at info level) and records it in
+//! [`Context::selection`]; `cuda`, `cuda:N`, `vulkan` and `vulkan:N` fail with the reason
+//! instead. CUDA devices are numbered as the driver numbers them after
+//! `CUDA_VISIBLE_DEVICES`; Vulkan adapters in `gpukit_wgpu::probe`'s stable order.
 //!
 //! ## Cargo features
 //!
@@ -48,6 +51,9 @@
 //!   `default-features = false` none of those crates is compiled, the facade has the CPU
 //!   backend alone, and a CUDA request is [`Error::Unavailable`] whose reason begins
 //!   "not compiled in" (`auto` records it in [`Context::selection`] and uses the CPU).
+//! - `vulkan` (on by default): the Vulkan (Metal, DX12) backend (`gpukit-wgpu` on `wgpu`).
+//!   It opens the Vulkan loader at run time, so building it needs no Vulkan SDK; without it a
+//!   Vulkan request is [`Error::Unavailable`] whose reason begins "not compiled in".
 //! - `half` (on by default): f16 and bf16 elements ([`half::f16`], [`half::bf16`]), stored
 //!   in 16 bits, computed in f32 and rounded once, identically on every backend.
 //!
