@@ -584,8 +584,8 @@ pub struct KernelSpec<S: KernelSig> {
 }
 
 impl<S: KernelSig> std::fmt::Debug for KernelSpec<S> {
-    /// `KernelSpec { name: "vector_add", params: 4, source: Some("cuda"), cpu: true }`: which
-    /// implementations it has, not their code.
+    /// `KernelSpec { name: "vector_add", params: 4, source: Some("cuda"), wgsl: true, cpu: true }`:
+    /// which implementations it has, not their code.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let source = self.desc.source.as_ref().map(|s| match s {
             KernelSource::CudaC(_) => "cuda",
@@ -595,6 +595,7 @@ impl<S: KernelSig> std::fmt::Debug for KernelSpec<S> {
             .field("name", &self.desc.name)
             .field("params", &S::ARITY)
             .field("source", &source)
+            .field("wgsl", &self.desc.wgsl.is_some())
             .field("cpu", &self.desc.cpu.is_some())
             .finish()
     }

@@ -48,7 +48,7 @@ backend_tests! {
 
         let spec = vector_add_spec();
         let text = format!("{spec:?}");
-        assert_shows(&text, &["KernelSpec", "name: \"vector_add\"", "params: 4", "source: Some(\"cuda\")", "cpu: true"]);
+        assert_shows(&text, &["KernelSpec", "name: \"vector_add\"", "params: 4", "source: Some(\"cuda\")", "wgsl: true", "cpu: true"]);
         assert!(!text.contains("__global__"), "a KernelSpec's Debug shows no source: {text}");
         assert_shows(&format!("{:?}", ctx.kernel(spec)?), &["Kernel", "vector_add", &in_ctx]);
 
