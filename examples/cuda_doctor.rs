@@ -81,6 +81,7 @@ fn main() -> ExitCode {
     cudarc_loader(&mut checks, &facts);
     nvrtc_section(&mut checks, &facts);
     cublas_section(&mut checks, &facts);
+    nvtx_section();
     vulkan_section();
 
     println!();
@@ -319,6 +320,16 @@ fn nvrtc_section(checks: &mut Checks, facts: &DriverFacts) {
             ));
         }
         Err(err) => checks.fail("NVRTC compile", format_args!("after {ms:.0} ms: {err}")),
+    }
+}
+
+/// NVTX is optional (profiler ranges only): reported, never a failed check.
+fn nvtx_section() {
+    heading("NVTX (profiler ranges: ctx.range, pipeline stages)");
+    if gpukit::cuda::nvtx::available() {
+        println!("  libnvToolsExt loads: ranges appear in Nsight Systems");
+    } else {
+        println!("  libnvToolsExt not found: ranges are no-ops (nothing else depends on it)");
     }
 }
 

@@ -16,6 +16,10 @@
 //! - **pinned**: the context's pinned-host pool, `ctx.host_pool_stats()`: `retained_bytes`
 //!   (all pinned memory the context holds, since nothing is out between runs), and the
 //!   counts of `fresh` allocations and `reused` buffers.
+//! - **device pool**: the context's device memory pool, `ctx.memory_stats()`: `misses`
+//!   (allocations that reserved new device memory) and the bytes `reserved`. Every run
+//!   drops its device buffers and the next run's come back from the pool, so after the
+//!   warm-up there must be no new reservation at all.
 //! - **device used** (CUDA only): total minus free device memory from `cuMemGetInfo` (through
 //!   cudarc on the context the backend made current; the `gpukit` API does not expose free
 //!   memory). It counts the whole device, other processes included.
@@ -24,7 +28,8 @@
 //! is the baseline. The verdict fails (exit status 1) unless, over the window of the last
 //! quarter of the samples taken after the baseline, RSS, the pool's pinned bytes and (on
 //! CUDA) device memory used stay within max(8 MiB, 5 %) of the baseline, and the pool's
-//! count of fresh allocations does not grow across the window.
+//! count of fresh allocations does not grow across the window, and the device pool makes no
+//! new reservation (miss) from the baseline to the end.
 //! Every run's output is checked too: the first run's against a host reference (to rounding),
 //! every later run's bit for bit against the first's (a checksum per batch).
 //!
@@ -182,6 +187,8 @@ struct Sample {
     pinned: usize,
     fresh: u64,
     reused: u64,
+    misses: u64,
+    reserved: u64,
     device: Option<u64>,
     warmup: bool,
 }
@@ -192,13 +199,15 @@ fn mib(bytes: u64) -> f64 {
 
 fn print_header(cuda: bool) {
     println!(
-        "{:>8} {:>6} {:>10} {:>11} {:>7} {:>8} {:>12}  phase",
+        "{:>8} {:>6} {:>10} {:>11} {:>7} {:>8} {:>7} {:>12} {:>12}  phase",
         "t (s)",
         "runs",
         "RSS MiB",
         "pinned MiB",
         "fresh",
         "reused",
+        "misses",
+        "reserved MiB",
         if cuda { "dev used MiB" } else { "device" }
     );
 }
@@ -216,13 +225,15 @@ fn print_row(s: &Sample, baseline: bool) {
         (false, false) => "",
     };
     println!(
-        "{:>8.1} {:>6} {:>10} {:>11.1} {:>7} {:>8} {:>12}  {phase}",
+        "{:>8.1} {:>6} {:>10} {:>11.1} {:>7} {:>8} {:>7} {:>12.1} {:>12}  {phase}",
         s.secs,
         s.runs,
         rss,
         mib(s.pinned as u64),
         s.fresh,
         s.reused,
+        s.misses,
+        mib(s.reserved),
         dev
     );
 }
@@ -375,6 +386,7 @@ fn run() -> Res<bool> {
         if elapsed >= next_sample || done || ends_warmup {
             ctx.sync()?;
             let pool = ctx.host_pool_stats();
+            let dev_pool = ctx.memory_stats();
             let s = Sample {
                 secs: elapsed.as_secs_f64(),
                 runs,
@@ -382,6 +394,8 @@ fn run() -> Res<bool> {
                 pinned: pool.retained_bytes,
                 fresh: pool.fresh,
                 reused: pool.reused,
+                misses: dev_pool.pool_misses,
+                reserved: dev_pool.bytes_reserved,
                 device: device_used(cuda),
                 warmup: warm,
             };
@@ -413,7 +427,8 @@ fn run() -> Res<bool> {
 ///
 /// The window is the last quarter (at least one) of the samples after the baseline: RSS,
 /// pinned bytes and device memory in it must stay within the tolerance of the baseline, and
-/// the pool's fresh-allocation count must not grow across it (from the sample before it).
+/// the pool's fresh-allocation count must not grow across it (from the sample before it); the
+/// device pool must make no new reservation from the baseline to the end.
 fn verdict(samples: &[Sample], baseline: usize) -> bool {
     let base = samples[baseline];
     let after = samples.len() - baseline - 1;
@@ -455,6 +470,18 @@ fn verdict(samples: &[Sample], baseline: usize) -> bool {
         Err(format!("{fresh}: still growing"))
     } else {
         Ok(fresh)
+    });
+    let misses = format!(
+        "device pool reservations (misses): {} at the baseline, {} at the end ({} MiB \
+         reserved at the end)",
+        base.misses,
+        end.misses,
+        mib(end.reserved)
+    );
+    judge(if end.misses > base.misses {
+        Err(format!("{misses}: new reservations after the warm-up"))
+    } else {
+        Ok(misses)
     });
     for l in &lines {
         println!("  ok   {l}");

@@ -400,4 +400,15 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// - `raw` is a live stream of this backend's device (for CUDA, of its primary context);
     /// - it stays alive until the stream is destroyed.
     unsafe fn stream_from_raw(&self, raw: RawStream) -> crate::Result<Self::Stream>;
+
+    /// Opens a named range on the calling thread's profiler timeline (NVTX on CUDA, when
+    /// the NVTX library is present: Nsight Systems shows it). Returns whether a range was
+    /// opened; the default, for backends without such a timeline, opens none.
+    fn range_push(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
+    /// Closes the innermost range [`Backend::range_push`] opened on the calling thread.
+    fn range_pop(&self) {}
 }

@@ -11,6 +11,7 @@ use crate::element::{byte_len, Element};
 use crate::error::{DeferredErrors, Error, Result};
 use crate::host::{HostBuffer, HostPool, HostPoolStats};
 use crate::kernel::{Kernel, KernelSig, KernelSpec};
+use crate::pool::{DevicePool, MemoryStats};
 use crate::stream::Stream;
 
 static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -22,6 +23,8 @@ pub(crate) struct Shared<B: Backend> {
     pub(crate) info: DeviceInfo,
     pub(crate) deferred: DeferredErrors,
     pub(crate) pool: HostPool<B>,
+    /// The device memory every array of the context comes from.
+    pub(crate) device_pool: DevicePool<B>,
     /// Set once a second stream exists; from then on every op records an ordering event so
     /// that buffers shared between streams wait exactly as long as they must.
     pub(crate) multi_stream: AtomicBool,
@@ -61,6 +64,16 @@ impl<B: Backend> Shared<B> {
 
 impl<B: Backend> Drop for Shared<B> {
     fn drop(&mut self) {
+        // Every stream is gone, and with them the record of which ones used the cached
+        // blocks last: wait for all work before handing the blocks back.
+        if !self.device_pool.is_empty() {
+            if let Err(e) = self.backend.synchronize() {
+                self.deferred.push("device pool drop", e);
+            }
+        }
+        if let Err(e) = self.device_pool.trim(&self.backend) {
+            self.deferred.push("device pool drop", e);
+        }
         for mem in self.pool.drain() {
             // SAFETY: pooled memory belongs to no buffer, so no copy uses it.
             if let Err(e) = unsafe { self.backend.free_host(mem) } {
@@ -134,6 +147,7 @@ impl<B: Backend> Context<B> {
             info,
             deferred: DeferredErrors::default(),
             pool: HostPool::new(),
+            device_pool: DevicePool::new(),
             multi_stream: AtomicBool::new(false),
             backend,
         });
@@ -307,6 +321,63 @@ impl<B: Backend> Context<B> {
         HostBuffer::register(&self.default, data)
     }
 
+    /// The device memory pool's counters: bytes in use and reserved, their peaks,
+    /// allocations and frees, pool hits and misses (see [`MemoryStats`]).
+    ///
+    /// Arrays take their memory from a stream-ordered pool: a dropped array's memory is
+    /// kept for the next allocation of its size class, which reuses it without a device
+    /// call or a host sync (ordered after the old array's last uses on every stream).
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// drop(ctx.alloc_zeros::<f32>(1 << 20)?);
+    /// let again = ctx.alloc_zeros::<f32>(1 << 20)?; // the same block, from the pool
+    /// let stats = ctx.memory_stats();
+    /// assert_eq!((stats.pool_misses, stats.pool_hits), (1, 1));
+    /// assert_eq!(stats.bytes_in_use, 4 << 20);
+    /// drop(again);
+    /// ctx.trim()?; // hand the cached block back to the device
+    /// assert_eq!(ctx.memory_stats().bytes_reserved, 0);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.shared().device_pool.stats()
+    }
+
+    /// Hands the memory the pool caches (reserved, not in use) back to the device, each
+    /// block after the work that used it; arrays in use keep theirs. Blocks only on
+    /// work still using a cached block on a stream that is gone. An allocation that runs
+    /// out of device memory trims by itself and tries again.
+    pub fn trim(&self) -> Result<()> {
+        let s = self.shared();
+        s.check()?;
+        s.device_pool.trim(&s.backend).map(|_| ())
+    }
+
+    /// Opens a named range on the calling thread's profiler timeline until the guard is
+    /// dropped: on CUDA an NVTX range (shown by Nsight Systems) when the NVTX library
+    /// (`libnvToolsExt.so.1`) can be loaded, on other backends, or without the library,
+    /// nothing. Ranges nest; the guard stays on the thread that opened it.
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let x = ctx.alloc_upload(&[1.0f32, -2.0])?;
+    /// let mut y = ctx.alloc::<f32>(2)?;
+    /// {
+    ///     let _step = ctx.range("forward");
+    ///     ctx.relu(&x, &mut y)?;
+    /// } // the range ends here
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn range(&self, name: &str) -> Range<'_, B> {
+        let backend = &self.shared().backend;
+        Range {
+            backend,
+            open: backend.range_push(name),
+            _thread: std::marker::PhantomData,
+        }
+    }
+
     /// The pinned pool's counters: fresh allocations, reuses, bytes held.
     pub fn host_pool_stats(&self) -> HostPoolStats {
         self.shared().pool.stats()
@@ -330,5 +401,37 @@ impl<B: Backend> Context<B> {
 
     pub(crate) fn shared(&self) -> &Shared<B> {
         self.default.shared_arc()
+    }
+}
+
+/// A named range on a profiler's timeline, from [`Context::range`] until dropped.
+#[must_use = "the range ends when the guard is dropped"]
+pub struct Range<'a, B: Backend> {
+    backend: &'a B,
+    open: bool,
+    /// Ranges belong to the thread that opened them: the guard is neither `Send` nor `Sync`.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl<B: Backend> Range<'_, B> {
+    /// Whether a profiler range was opened (CUDA with the NVTX library loaded).
+    pub fn is_recorded(&self) -> bool {
+        self.open
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Range<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Range")
+            .field("recorded", &self.open)
+            .finish()
+    }
+}
+
+impl<B: Backend> Drop for Range<'_, B> {
+    fn drop(&mut self) {
+        if self.open {
+            self.backend.range_pop();
+        }
     }
 }

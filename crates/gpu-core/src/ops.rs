@@ -111,6 +111,21 @@ impl<B: Backend> Stream<B> {
         })
     }
 
+    /// Zeroes a range of an allocation (a block reused for `alloc_zeros`).
+    pub(crate) fn zero_bytes(&self, range: &SliceRef<'_, B>) -> Result<()> {
+        let len = range.bytes();
+        self.run_op(
+            "alloc_zeros",
+            DType::U8,
+            [("dst", range, Access::Write)],
+            |[out]| Op::Fill {
+                out,
+                len,
+                value: Scalar::new(0u8),
+            },
+        )
+    }
+
     /// Sets every element of `dst` to `value`.
     pub fn fill<T: Numeric>(&self, dst: &mut impl DeviceWrite<T, B>, value: T) -> Result<()> {
         let (d, len) = (dst.slice_ref(), dst.len());

@@ -4,12 +4,17 @@
 //! stream and (once the context has several streams) an event just after the use. Before
 //! a stream reads an allocation it waits for the last writer; before it writes, it waits for
 //! the writer and all readers. Uses on the stream itself need no wait: a stream is in order.
-//! When the allocation is dropped, the backend frees it after the streams that used it.
+//! When the allocation is dropped, its block goes back to the context's pool
+//! ([`crate::pool`]) with that record, which the block's next owner inherits as *prior*
+//! uses: its first access on any stream waits for them, and its first write ends them.
+//! Memory wrapped from outside the library is never pooled: the backend frees (forgets) it
+//! after the streams that used it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{Backend, BufAt, RawPtr};
 use crate::error::Result;
+use crate::pool::{self, Cached, Prior};
 use crate::stream::{Stream, StreamInner};
 
 /// How an op uses a range.
@@ -38,6 +43,48 @@ impl<B: Backend> Clone for Use<B> {
 struct Tracker<B: Backend> {
     writer: Option<Use<B>>,
     readers: Vec<Use<B>>,
+    /// Uses of the memory by the block's previous owners that no write has been ordered
+    /// after yet.
+    prior: Vec<Prior<B>>,
+}
+
+impl<B: Backend> Tracker<B> {
+    fn new(prior: Vec<Prior<B>>) -> Self {
+        Tracker {
+            writer: None,
+            readers: Vec::new(),
+            prior,
+        }
+    }
+
+    /// Every use a later owner of the memory must wait for, one per stream: the last use
+    /// on each stream (readers come after the writer; prior uses before both).
+    fn last_uses(&self) -> Vec<Prior<B>> {
+        let mut out: Vec<Prior<B>> = Vec::with_capacity(1 + self.readers.len() + self.prior.len());
+        for u in self.readers.iter().chain(&self.writer) {
+            if !out.iter().any(|p| p.stream_id == u.stream.id) {
+                out.push(Prior::of(u));
+            }
+        }
+        for p in &self.prior {
+            if !out.iter().any(|q| q.stream_id == p.stream_id) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Where an allocation's memory came from, and where it goes when dropped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A block of the pool, of this many bytes; it goes back to the pool.
+    Pooled(usize),
+    /// A backend allocation of exactly this many bytes (a block size was refused); it goes
+    /// back to the device.
+    Exact(usize),
+    /// Memory from outside the library, or none (an empty array): not counted.
+    Foreign,
 }
 
 /// A device allocation: the backend buffer (none when empty), its context's default stream
@@ -46,30 +93,82 @@ pub(crate) struct Alloc<B: Backend> {
     buf: Option<B::Buffer>,
     pub(crate) bytes: usize,
     pub(crate) home: Stream<B>,
+    origin: Origin,
     track: Mutex<Tracker<B>>,
 }
 
 impl<B: Backend> Alloc<B> {
+    /// An allocation of `bytes` from the context's pool; zeroed (on `home`) when `zeroed`.
     pub(crate) fn new(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Self> {
-        let buf = if bytes == 0 {
-            None
-        } else {
-            Some(home.backend().alloc(bytes, zeroed)?)
+        if bytes == 0 {
+            return Ok(Self::with_buffer(home, None, 0));
+        }
+        let shared = home.shared_arc();
+        let Some(block) = pool::block_size(bytes) else {
+            return Self::exact(home, bytes, zeroed);
         };
-        Ok(Self::with_buffer(home, buf, bytes))
+        if let Some(Cached { buf, prior }) = shared.device_pool.take(block) {
+            let alloc = Alloc {
+                buf: Some(buf),
+                bytes,
+                home: home.clone(),
+                origin: Origin::Pooled(block),
+                track: Mutex::new(Tracker::new(prior)),
+            };
+            if zeroed {
+                // On error the allocation drops, and its block goes back to the pool.
+                home.zero_bytes(&alloc.slice(0, bytes))?;
+            }
+            return Ok(alloc);
+        }
+        let backend = &shared.backend;
+        let mut result = backend.alloc(block, zeroed);
+        if let Err(e) = &result {
+            if pool::is_out_of_memory(e) && shared.device_pool.trim(backend)? > 0 {
+                result = backend.alloc(block, zeroed);
+            }
+        }
+        match result {
+            Ok(buf) => {
+                shared.device_pool.reserved(block);
+                Ok(Alloc {
+                    buf: Some(buf),
+                    bytes,
+                    home: home.clone(),
+                    origin: Origin::Pooled(block),
+                    track: Mutex::new(Tracker::new(Vec::new())),
+                })
+            }
+            // The rounding may be what the device refused (a buffer-size limit just above
+            // the request): the exact size may still fit.
+            Err(_) if block > bytes => Self::exact(home, bytes, zeroed),
+            Err(e) => Err(e),
+        }
     }
 
-    /// An allocation of `bytes` over `buf` (none when empty), with no uses yet: a new
-    /// allocation, or a wrapped foreign one.
+    /// A backend allocation of exactly `bytes`, outside the pool's block sizes.
+    fn exact(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Self> {
+        let shared = home.shared_arc();
+        let buf = shared.backend.alloc(bytes, zeroed)?;
+        shared.device_pool.reserved(bytes);
+        Ok(Alloc {
+            buf: Some(buf),
+            bytes,
+            home: home.clone(),
+            origin: Origin::Exact(bytes),
+            track: Mutex::new(Tracker::new(Vec::new())),
+        })
+    }
+
+    /// An allocation of `bytes` over `buf` (none when empty) that the pool does not own:
+    /// a wrapped foreign one, or an empty one. It has no uses yet.
     pub(crate) fn with_buffer(home: &Stream<B>, buf: Option<B::Buffer>, bytes: usize) -> Self {
         Alloc {
             buf,
             bytes,
             home: home.clone(),
-            track: Mutex::new(Tracker {
-                writer: None,
-                readers: Vec::new(),
-            }),
+            origin: Origin::Foreign,
+            track: Mutex::new(Tracker::new(Vec::new())),
         }
     }
 
@@ -92,6 +191,15 @@ impl<B: Backend> Drop for Alloc<B> {
     fn drop(&mut self) {
         let Some(buf) = self.buf.take() else { return };
         let t = self.tracker();
+        let shared = self.home.shared_arc();
+        if let Origin::Pooled(block) = self.origin {
+            let prior = t.last_uses();
+            shared.device_pool.put(block, Cached { buf, prior });
+            return;
+        }
+        if let Origin::Exact(bytes) = self.origin {
+            shared.device_pool.released_unpooled(bytes);
+        }
         let mut users: Vec<&StreamInner<B>> = Vec::with_capacity(1 + t.readers.len());
         for u in t.writer.iter().chain(&t.readers) {
             if !users.iter().any(|s| s.id == u.stream.id) {
@@ -99,10 +207,10 @@ impl<B: Backend> Drop for Alloc<B> {
             }
         }
         let raws: Vec<&B::Stream> = users.iter().map(|s| s.raw()).collect();
-        let shared = self.home.shared_arc();
         // SAFETY: every use of the buffer was recorded in the tracker when it was queued
         // (`enqueue` holds the lock from ordering to recording), and a write clears only
-        // readers it was ordered after, so `raws` holds every stream with queued work on it.
+        // readers it was ordered after, so `raws` holds every stream with queued work on it
+        // (an exact or foreign buffer never had a previous owner).
         let freed = unsafe { shared.backend.free(buf, &raws) };
         shared.defer("GpuArray drop", freed);
     }
@@ -182,6 +290,11 @@ pub(crate) struct Uses<'a, B: Backend>(MutexGuard<'a, Tracker<B>>);
 impl<B: Backend> Uses<'_, B> {
     /// Makes `stream` wait for the uses an access of this kind must come after.
     pub(crate) fn order_before(&self, stream: &Stream<B>, access: Access) -> Result<()> {
+        // A read of memory a previous owner may still be writing could see its writes land:
+        // every access waits for the prior uses, not only writes.
+        for p in &self.0.prior {
+            p.order_before(stream)?;
+        }
         if let Some(w) = &self.0.writer {
             stream.wait_for_use(w)?;
         }
@@ -203,6 +316,7 @@ impl<B: Backend> Uses<'_, B> {
             },
             Access::Write => {
                 t.readers.clear();
+                t.prior.clear();
                 t.writer = Some(u);
             }
         }

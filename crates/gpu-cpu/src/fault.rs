@@ -11,18 +11,22 @@
 //!
 //! let (backend, probe) = CpuBackend::with_faults(FaultPlan::new(FaultKind::Alloc, 2))?;
 //! let ctx = gpukit::core::Context::new(backend)?;
-//! let a = ctx.alloc_zeros::<f32>(4)?;                  // allocation #1: fine
-//! let err = ctx.alloc_zeros::<f32>(4).unwrap_err();    // allocation #2: injected
+//! let a = ctx.alloc_zeros::<f32>(128)?;                // allocation #1: fine
+//! let err = ctx.alloc_zeros::<f32>(128).unwrap_err();  // allocation #2: injected
 //! assert!(matches!(err, gpukit::Error::OutOfMemory { .. }));
 //! assert_eq!(probe.stats().live_buffers, 1);
-//! drop(a);
+//! drop(a);                                             // its block stays in the pool
+//! assert_eq!(probe.stats().live_buffers, 1);
+//! ctx.trim()?;
 //! assert_eq!(probe.stats().live_buffers, 0);
 //! # Ok::<(), gpukit::Error>(())
 //! ```
 //!
 //! What counts as which kind:
 //! - [`FaultKind::Alloc`]: `alloc` (device) and `alloc_host`; an injected failure is
-//!   [`gpukit_core::Error::OutOfMemory`];
+//!   [`gpukit_core::Error::OutOfMemory`] (which gpukit-core's device pool answers by
+//!   trimming its cache and, for a request smaller than its block, trying the exact size:
+//!   a 128-f32 array fills a 512-byte block, so its fault surfaces);
 //! - [`FaultKind::Copy`]: `copy_h2d`, `copy_d2h`, `copy_d2d`;
 //! - [`FaultKind::Op`]: `fill`, `axpy`, `scale`, `binary`, `unary`, `reduce`, `dot`,
 //!   `gemm` and kernel `launch`;

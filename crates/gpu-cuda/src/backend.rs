@@ -611,4 +611,12 @@ impl Backend for CudaBackend {
         }
         self.stream_over(s, false)
     }
+
+    fn range_push(&self, name: &str) -> bool {
+        crate::nvtx::push(name)
+    }
+
+    fn range_pop(&self) {
+        crate::nvtx::pop()
+    }
 }

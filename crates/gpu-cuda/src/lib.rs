@@ -26,7 +26,14 @@
 //!   freed while streams still use it is freed later: the backend records an event on each
 //!   of those streams and frees the memory once all have completed, checking on later calls,
 //!   so `free` never blocks. Running out is `OutOfMemory` with the free and total memory,
-//!   after the deferred frees have been waited for and the allocation retried.
+//!   after the deferred frees have been waited for and the allocation retried. The backend
+//!   is called only on a miss of gpukit-core's stream-ordered pool, which caches dropped
+//!   arrays' blocks and reuses them without a driver call; its `trim` is what frees here.
+//!   (The driver's own pool, `cuMemAllocAsync`, is not used: a pool hit here costs no driver
+//!   call at all, and the counters are the same on every backend.)
+//! - **NVTX ranges** ([`gpukit_core::Context::range`], the pipeline's stages) go through
+//!   cudarc's `nvtx` module when `libnvToolsExt` loads ([`nvtx::available`]); without it they
+//!   are no-ops.
 //! - **Pinned host memory** is `cuMemHostAlloc`: write-combined for [`gpukit_core::HostUse::Upload`]
 //!   (fast for the device to read over PCIe, slow for the CPU to read), plainly pinned
 //!   otherwise, portable to every context. gpukit-core's pool reuses it, so a steady-state
@@ -93,6 +100,7 @@ mod device;
 mod error;
 mod kernel;
 mod loader;
+pub mod nvtx;
 mod ops;
 mod source;
 

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 
-use gpukit_core::{Backend, Event, HostUse, Stream};
+use gpukit_core::{Backend, Context, Event, HostUse, Stream};
 
 use crate::arrays::{Arrays, Batch, Filled};
 use crate::builder::Pipeline;
@@ -261,12 +261,17 @@ fn gpu(batch: usize, stage: Stage) -> impl Fn(gpukit_core::Error) -> PipelineErr
 /// Runs a user function of batch `i`'s `stage`; a panic in it becomes that stage's error
 /// (neither the loader thread nor the calling thread is taken down, and every pattern
 /// behaves the same).
-fn guarded<T>(
+///
+/// The stage runs inside a profiler range named `{stage} {batch}` (`compute 3`): an NVTX
+/// range on CUDA, so Nsight Systems shows each batch's stages on their threads' rows.
+fn guarded<B: Backend, T>(
+    ctx: &Context<B>,
     i: usize,
     stage: Stage,
     what: &str,
     f: impl FnOnce() -> Result<T, PipelineError>,
 ) -> Result<T, PipelineError> {
+    let _range = ctx.range(&format!("{stage} {i}"));
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(panic) => {
@@ -325,7 +330,7 @@ where
     let start_ms = now();
     let mut staging = In::alloc_staging(&p.ctx, &p.in_widths, p.max_rows, p.staging_use())
         .map_err(gpu(i, Stage::Load))?;
-    let (rows, meta) = guarded(i, Stage::Load, "load function", || {
+    let (rows, meta) = guarded(&p.ctx, i, Stage::Load, "load function", || {
         load.load(i, &mut staging, &p.in_widths, p.max_rows)
             .map_err(user(i, Stage::Load))
     })?;
@@ -791,7 +796,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
         let mut outputs =
             Out::views_mut(&mut slot.output, &p.out_widths, batch.rows).map_err(&err)?;
         let host_start = self.host_ms();
-        guarded(i, Stage::Compute, "compute function", || {
+        guarded(&self.p.ctx, i, Stage::Compute, "compute function", || {
             stages
                 .compute(state, cs, batch, &inputs, &mut outputs)
                 .map_err(&err)
@@ -948,7 +953,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
     {
         let i = batch.index;
         let t = self.host_ms();
-        guarded(i, Stage::Deliver, "sink", || {
+        guarded(&self.p.ctx, i, Stage::Deliver, "sink", || {
             stages
                 .sink(state, batch, Out::host(outputs))
                 .map_err(user(i, Stage::Deliver))

@@ -133,13 +133,14 @@ fn case(pattern: Pattern, streams: usize, plan: Option<FaultPlan>) -> (Case, Fau
     let error = match r {
         Ok(()) => {
             // An injected fault may be absorbed only when it hit an ordering event recorded
-            // after queued work: gpukit-core then waits for the work, and the call succeeds.
+            // after queued work (gpukit-core then waits for the work) or the device pool's
+            // allocation of a block larger than the request (it then allocates the exact
+            // size); the call succeeds.
             if injected {
                 let last = probe.injected().last().map(|f| f.call);
-                assert_eq!(
-                    last,
-                    Some("record_event"),
-                    "{what}: the run succeeded despite the fault"
+                assert!(
+                    matches!(last, Some("record_event" | "alloc")),
+                    "{what}: the run succeeded despite the fault at {last:?}"
                 );
             }
             check_delivered(&what, &delivered, BATCHES);
@@ -161,6 +162,9 @@ fn case(pattern: Pattern, streams: usize, plan: Option<FaultPlan>) -> (Case, Fau
     // (and to the allocator once the pool is trimmed).
     ctx.sync()
         .unwrap_or_else(|e| panic!("{what}: sync after the run: {e}"));
+    // The device pool caches the run's dropped buffers: hand them back first.
+    ctx.trim()
+        .unwrap_or_else(|e| panic!("{what}: trim after the run: {e}"));
     let after = probe.stats();
     assert_eq!(
         after.live_buffers, before.live_buffers,

@@ -266,6 +266,14 @@ impl Backend for AnyBackend {
         dispatch!(self, b: Be => b.synchronize())
     }
 
+    fn range_push(&self, name: &str) -> bool {
+        dispatch!(self, b: Be => b.range_push(name))
+    }
+
+    fn range_pop(&self) {
+        dispatch!(self, b: Be => b.range_pop())
+    }
+
     unsafe fn copy_h2d(
         &self,
         s: &AnyStream,

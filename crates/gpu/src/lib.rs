@@ -107,9 +107,9 @@ pub use context::{Context, Rejection, Selection};
 
 pub use gpukit_core::{
     BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error, Float,
-    Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits, Numeric,
-    Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result, Shape, ThreadIndex,
-    UnaryOp,
+    Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits,
+    MemoryStats, Numeric, Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result,
+    Shape, ThreadIndex, UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.
@@ -208,6 +208,8 @@ pub type HostBuffer<T> = gpukit_core::HostBuffer<T, AnyBackend>;
 pub type Pending<H> = gpukit_core::Pending<H, AnyBackend>;
 /// A kernel loaded on a context.
 pub type Kernel<S> = gpukit_core::Kernel<S, AnyBackend>;
+/// A named range on a profiler's timeline (NVTX on CUDA), from [`core::Context::range`].
+pub type Range<'a> = gpukit_core::Range<'a, AnyBackend>;
 
 /// The names most programs use.
 pub mod prelude {
