@@ -5,6 +5,8 @@
 //! then again on `vulkan`, which prints `SKIPPED: <reason>` without a Vulkan driver,
 //! reporting to `transfer_bench_vulkan.json`), `cuda_bench`
 //! (the CUDA backend against raw cudarc; it prints `SKIPPED: <reason>` without a GPU) and
+//! `graph_bench` (host cost per op of a chain of 100 small ops, eager vs replayed from a
+//! graph; `graph_bench.json`, `graph_bench_cuda.json`), and
 //! `pipeline_bench` (every pipeline pattern against sequential over compute:transfer
 //! ratios), run twice: `--backend cpu`, then `--backend cuda` (which skips without a GPU).
 //! This fixes the build profile, picks where the JSON reports go (`FILE` for
@@ -74,21 +76,12 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     let pipeline_json = json.with_file_name("pipeline_bench.json");
     let pipeline_cuda_json = json.with_file_name("pipeline_bench_cuda.json");
     for (backend, report) in [("cpu", &pipeline_json), ("cuda", &pipeline_cuda_json)] {
-        // A stale report from an earlier run must not pass for this one's (the CUDA run
-        // writes none when it skips).
-        let _ = fs::remove_file(report);
-        let mut cmd = util::cargo(root);
-        cmd.args(["run", "--release", "--package", "gpukit-examples"])
-            .args([
-                "--example",
-                "pipeline_bench",
-                "--",
-                "--backend",
-                backend,
-                "--json",
-            ])
-            .arg(report);
-        util::run(&mut cmd)?;
+        run_reporting(root, "pipeline_bench", &["--backend", backend], report)?;
+    }
+    let graph_json = json.with_file_name("graph_bench.json");
+    let graph_cuda_json = json.with_file_name("graph_bench_cuda.json");
+    for (device, report) in [("cpu", &graph_json), ("cuda", &graph_cuda_json)] {
+        run_reporting(root, "graph_bench", &["--device", device], report)?;
     }
     for report in [
         &json,
@@ -96,10 +89,26 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         &cuda_json,
         &pipeline_json,
         &pipeline_cuda_json,
+        &graph_json,
+        &graph_cuda_json,
     ] {
         if report.is_file() {
             println!("bench: JSON report in {}", report.display());
         }
     }
     Ok(())
+}
+
+/// Runs the benchmark `example` with `args` and `--json report`. A stale report from an
+/// earlier run is removed first, so it cannot pass for this one's (a run that skips writes
+/// none).
+fn run_reporting(root: &Path, example: &str, args: &[&str], report: &Path) -> Result {
+    let _ = fs::remove_file(report);
+    let mut cmd = util::cargo(root);
+    cmd.args(["run", "--release", "--package", "gpukit-examples"])
+        .args(["--example", example, "--"])
+        .args(args)
+        .arg("--json")
+        .arg(report);
+    util::run(&mut cmd)
 }

@@ -46,7 +46,12 @@ use crate::gpu_test;
 use crate::util::{self, Cli, Failure, Result};
 
 /// The benchmark programs (examples of `gpukit-examples`) copied into `DIR/bench/`.
-pub const BENCH_PROGRAMS: &[&str] = &["transfer_bench", "cuda_bench", "pipeline_bench"];
+pub const BENCH_PROGRAMS: &[&str] = &[
+    "transfer_bench",
+    "cuda_bench",
+    "pipeline_bench",
+    "graph_bench",
+];
 
 /// The tools (examples of `gpukit-examples`) copied into `DIR/tools/`; `run.sh` runs them by
 /// name.

@@ -48,7 +48,9 @@ commands:
         GPU), whose JSON goes to cuda_bench.json beside FILE, then pipeline_bench (every
         pipeline pattern against sequential at compute:transfer ratios 0.25, 1 and 4) on
         the CPU backend, JSON to pipeline_bench.json beside FILE, and on CUDA (SKIPPED
-        without a GPU), JSON to pipeline_bench_cuda.json beside FILE.
+        without a GPU), JSON to pipeline_bench_cuda.json beside FILE, then graph_bench
+        (host cost per op, eager vs replayed graph) on the CPU and on CUDA, JSON to
+        graph_bench.json and graph_bench_cuda.json beside FILE.
   gpu-test [-- <test args>]
         run the CUDA tests on this machine (release build) and fail when no GPU is usable:
         GPU_REQUIRE_CUDA=1 cargo test --release --no-fail-fast --workspace --exclude xtask

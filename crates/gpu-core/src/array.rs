@@ -7,6 +7,8 @@ use crate::backend::{Backend, RawPtr};
 use crate::element::{byte_len, Element};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
+use std::sync::Arc;
+
 use crate::track::{Alloc, SliceRef};
 
 mod sealed {
@@ -58,7 +60,7 @@ pub trait DeviceWrite<T: Element, B: Backend>: DeviceRead<T, B> {}
 /// `{:?}` shows the element type, the length, the context's id and the device, never the
 /// values, and never blocks; [`Stream::peek`] downloads the first few values.
 pub struct GpuArray<T: Element, B: Backend> {
-    alloc: Alloc<B>,
+    alloc: Arc<Alloc<B>>,
     len: usize,
     _t: PhantomData<T>,
 }
@@ -129,7 +131,7 @@ impl<T: Element, B: Backend> GpuArray<T, B> {
     /// elsewhere; see [`crate::Context::array_from_raw`].
     pub(crate) fn from_buffer(home: &Stream<B>, buf: B::Buffer, len: usize, bytes: usize) -> Self {
         GpuArray {
-            alloc: Alloc::with_buffer(home, Some(buf), bytes),
+            alloc: Arc::new(Alloc::with_buffer(home, Some(buf), bytes)),
             len,
             _t: PhantomData,
         }
@@ -251,7 +253,7 @@ impl<T: Element, B: Backend> sealed::Sealed for GpuViewMut<'_, T, B> {}
 
 /// A read-only view of part of a [`GpuArray`].
 pub struct GpuView<'a, T: Element, B: Backend> {
-    alloc: &'a Alloc<B>,
+    alloc: &'a Arc<Alloc<B>>,
     offset: usize,
     len: usize,
     _t: PhantomData<&'a [T]>,
@@ -321,7 +323,7 @@ impl<T: Element, B: Backend> DeviceRead<T, B> for GpuView<'_, T, B> {
 
 /// A writable view of part of a [`GpuArray`]; views from `split_at_mut` never overlap.
 pub struct GpuViewMut<'a, T: Element, B: Backend> {
-    alloc: &'a Alloc<B>,
+    alloc: &'a Arc<Alloc<B>>,
     offset: usize,
     len: usize,
     _t: PhantomData<&'a mut [T]>,

@@ -212,6 +212,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     type Event: Send + Sync;
     /// A loaded kernel.
     type Kernel: Send + Sync;
+    /// Work captured from a stream, ready to launch any number of times.
+    type Graph: Send + Sync;
 
     /// Short lower-case name: `cpu`, `cuda`.
     fn name(&self) -> &'static str;
@@ -400,6 +402,26 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// - `raw` is a live stream of this backend's device (for CUDA, of its primary context);
     /// - it stays alive until the stream is destroyed.
     unsafe fn stream_from_raw(&self, raw: RawStream) -> crate::Result<Self::Stream>;
+
+    /// Starts capturing `stream`: until [`Backend::end_capture`], the work queued on it is
+    /// recorded into a graph instead of run. Only copies between device buffers, ops and
+    /// kernel launches are queued on a capturing stream (gpukit-core refuses the rest). A
+    /// backend without graphs returns [`crate::Error::Unsupported`].
+    fn begin_capture(&self, stream: &Self::Stream) -> crate::Result<()>;
+    /// Ends the capture of `stream` and returns the recorded work as a launchable graph; the
+    /// stream runs the work queued from now on again. Called after every successful
+    /// `begin_capture`, also when the capture is abandoned.
+    fn end_capture(&self, stream: &Self::Stream) -> crate::Result<Self::Graph>;
+    /// Queues one run of `graph` on `stream`, as if its work were queued there again.
+    ///
+    /// # Safety
+    ///
+    /// - every buffer the graph's work uses is alive until the run has finished;
+    /// - the stream has been ordered after the queued uses of those buffers that the run
+    ///   must follow (as for the work itself).
+    unsafe fn launch_graph(&self, graph: &Self::Graph, stream: &Self::Stream) -> crate::Result<()>;
+    /// Destroys a graph; runs of it still queued finish first (the backend sees to it).
+    fn destroy_graph(&self, graph: Self::Graph) -> crate::Result<()>;
 
     /// Opens a named range on the calling thread's profiler timeline (NVTX on CUDA, when
     /// the NVTX library is present: Nsight Systems shows it). Returns whether a range was

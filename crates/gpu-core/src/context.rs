@@ -2,7 +2,7 @@
 //! host memory pool.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::array::GpuArray;
@@ -25,6 +25,8 @@ pub(crate) struct Shared<B: Backend> {
     pub(crate) pool: HostPool<B>,
     /// The device memory every array of the context comes from.
     pub(crate) device_pool: DevicePool<B>,
+    /// How many of the context's streams are capturing a graph.
+    pub(crate) captures: AtomicUsize,
     /// Set once a second stream exists; from then on every op records an ordering event so
     /// that buffers shared between streams wait exactly as long as they must.
     pub(crate) multi_stream: AtomicBool,
@@ -40,6 +42,15 @@ impl<B: Backend> Shared<B> {
     pub(crate) fn defer(&self, origin: &'static str, result: Result<()>) {
         if let Err(e) = result {
             self.deferred.push(origin, e);
+        }
+    }
+
+    /// [`Error::CaptureViolation`] for `call` while any stream of the context captures.
+    pub(crate) fn not_capturing(&self, call: &'static str, reason: &'static str) -> Result<()> {
+        if self.captures.load(Ordering::Acquire) > 0 {
+            Err(Error::CaptureViolation { call, reason })
+        } else {
+            Ok(())
         }
     }
 
@@ -148,6 +159,7 @@ impl<B: Backend> Context<B> {
             deferred: DeferredErrors::default(),
             pool: HostPool::new(),
             device_pool: DevicePool::new(),
+            captures: AtomicUsize::new(0),
             multi_stream: AtomicBool::new(false),
             backend,
         });
@@ -191,6 +203,10 @@ impl<B: Backend> Context<B> {
     pub fn sync(&self) -> Result<()> {
         let s = self.shared();
         s.check()?;
+        s.not_capturing(
+            "Context::sync",
+            "a stream of the context is capturing: its work is being recorded, not run",
+        )?;
         s.backend.synchronize()?;
         s.check()
     }
@@ -351,6 +367,10 @@ impl<B: Backend> Context<B> {
     pub fn trim(&self) -> Result<()> {
         let s = self.shared();
         s.check()?;
+        s.not_capturing(
+            "Context::trim",
+            "freeing device memory during a capture could free memory the graph uses",
+        )?;
         s.device_pool.trim(&s.backend).map(|_| ())
     }
 

@@ -115,6 +115,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// A call that would break the graph capture in progress ([`crate::Stream::capture`]):
+    /// a host sync or query, an event, an allocation, a host transfer, or work that would
+    /// have to wait for unfinished work of another stream. Nothing was queued or changed,
+    /// and the capture goes on: the closure may return this error (ending the capture with
+    /// it) or do something else.
+    #[error("{call} is not allowed during a graph capture: {reason}")]
+    CaptureViolation {
+        /// The call refused.
+        call: &'static str,
+        /// Why it would break the capture.
+        reason: &'static str,
+    },
+
     /// The backend cannot do what was asked (wrap a foreign stream on a backend without
     /// native streams, a pointer of another backend's kind, ...).
     #[error("the {backend} backend does not support {what}")]

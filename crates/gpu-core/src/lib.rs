@@ -39,6 +39,11 @@
 //!   inheriting the old owner's record of uses, so the same rule orders the reuse. The pool
 //!   lives here, not in the backends, so that every backend has the same behaviour and the
 //!   same counters.
+//! - Graphs ([`Stream::capture`], [`Graph`]) are captured per stream through a backend
+//!   hook (CUDA graphs; recorded tasks on the CPU). Captured work records no uses: the
+//!   graph holds its arrays and each launch is ordered like one op over all of them, so no
+//!   event made in a capture escapes it; calls that would break a capture are refused here,
+//!   the same for every backend ([`Error::CaptureViolation`]).
 //! - Profiler ranges ([`Context::range`]) are a backend hook, NVTX on CUDA, nothing
 //!   elsewhere.
 //! - Errors raised in `Drop` are kept by the context and returned by its next call (or
@@ -62,6 +67,7 @@ mod backend;
 mod context;
 mod element;
 mod error;
+mod graph;
 mod host;
 mod kernel;
 mod ops;
@@ -81,6 +87,7 @@ pub use element::{
     Arith, DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide,
 };
 pub use error::{Error, Rejected, Result};
+pub use graph::Graph;
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{
     ArgRef, CpuKernelFn, Dim3, In, Kernel, KernelDesc, KernelParam, KernelSig, KernelSource,

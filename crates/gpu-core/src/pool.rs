@@ -125,6 +125,23 @@ impl<B: Backend> Prior<B> {
         }
     }
 
+    /// Whether `stream` may go ahead without waiting for this use (see
+    /// [`Use::finished_for`]); a use without an event whose stream is gone has finished.
+    pub(crate) fn finished_for(&self, stream: &Stream<B>) -> Result<bool> {
+        if self.stream_id == stream.id() {
+            return Ok(true);
+        }
+        match (self.stream.upgrade(), &self.event) {
+            (Some(s), event) => Use {
+                stream: s,
+                event: event.clone(),
+            }
+            .finished_for(stream),
+            (None, Some(e)) => stream.backend().event_query(e),
+            (None, None) => Ok(true),
+        }
+    }
+
     /// Blocks until the use has finished where its stream is gone (for a trim: the backend
     /// is told only the live streams); returns the live stream otherwise.
     fn settle(&self, backend: &B) -> Result<Option<Arc<StreamInner<B>>>> {
@@ -206,15 +223,6 @@ impl<B: Backend> DevicePool<B> {
         st.stats.frees += 1;
         st.stats.bytes_in_use -= block as u64;
         st.free.entry(block).or_default().push(cached);
-    }
-
-    /// Counts a dropped array whose memory went straight back to the device.
-    pub(crate) fn released_unpooled(&self, bytes: usize) {
-        let mut st = self.lock();
-        let s = &mut st.stats;
-        s.frees += 1;
-        s.bytes_in_use -= bytes as u64;
-        s.bytes_reserved -= bytes as u64;
     }
 
     /// Hands every cached block back to the device, each after the work that used it.

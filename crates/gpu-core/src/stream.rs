@@ -1,14 +1,15 @@
 //! Streams (in-order queues of work) and events (positions in them).
 
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::{Backend, RawPtr, RawStream};
 use crate::context::Shared;
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::graph::Capture;
 use crate::track::{Access, SliceRef, Use, Uses};
 
 static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
@@ -18,6 +19,10 @@ pub(crate) struct StreamInner<B: Backend> {
     pub(crate) id: u64,
     priority: i32,
     pub(crate) shared: Arc<Shared<B>>,
+    /// Set while [`Stream::capture`] records this stream's work.
+    pub(crate) capturing: AtomicBool,
+    /// What the capture in progress has recorded.
+    pub(crate) capture: Mutex<Option<Capture<B>>>,
 }
 
 impl<B: Backend> StreamInner<B> {
@@ -78,6 +83,8 @@ impl<B: Backend> Stream<B> {
                 id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
                 priority,
                 shared,
+                capturing: AtomicBool::new(false),
+                capture: Mutex::new(None),
             }),
         }
     }
@@ -113,18 +120,39 @@ impl<B: Backend> Stream<B> {
     /// that work raised (or one deferred from a `Drop`).
     pub fn sync(&self) -> Result<()> {
         self.inner.shared.check()?;
+        self.not_capturing("Stream::sync", SYNC_IN_CAPTURE)?;
         self.backend().stream_sync(self.raw())
     }
 
     /// Whether all work queued on this stream has finished, without blocking.
     pub fn query(&self) -> Result<bool> {
         self.inner.shared.check()?;
+        self.not_capturing("Stream::query", SYNC_IN_CAPTURE)?;
         self.backend().stream_query(self.raw())
+    }
+
+    /// Whether [`Stream::capture`] is recording this stream's work.
+    pub fn is_capturing(&self) -> bool {
+        self.inner.capturing.load(Ordering::Acquire)
+    }
+
+    /// [`Error::CaptureViolation`] for `call` while this stream captures.
+    pub(crate) fn not_capturing(&self, call: &'static str, reason: &'static str) -> Result<()> {
+        if self.is_capturing() {
+            Err(Error::CaptureViolation { call, reason })
+        } else {
+            Ok(())
+        }
     }
 
     /// Marks the stream's current position with a timing event.
     pub fn record_event(&self) -> Result<Event<B>> {
         self.inner.shared.check()?;
+        self.not_capturing(
+            "Stream::record_event",
+            "an event recorded in a capture would belong to the graph, and waiting on it \
+             outside would wait on nothing (record events around `Graph::launch` instead)",
+        )?;
         let raw = self.backend().record_event(self.raw(), true)?;
         Ok(Event {
             raw: Arc::new(raw),
@@ -137,6 +165,17 @@ impl<B: Backend> Stream<B> {
         let shared = &self.inner.shared;
         shared.check()?;
         shared.same_context("Stream::wait", "event", event.stream.context_id())?;
+        if self.is_capturing() {
+            // A finished event orders nothing; waiting on an unfinished one would tie the
+            // graph to work outside it.
+            if self.backend().event_query(&event.raw)? {
+                return Ok(());
+            }
+            return Err(Error::CaptureViolation {
+                call: "Stream::wait",
+                reason: OTHER_STREAM_IN_CAPTURE,
+            });
+        }
         self.backend().stream_wait(self.raw(), &event.raw)
     }
 
@@ -179,6 +218,7 @@ impl<B: Backend> Stream<B> {
         a: &impl DeviceRead<T, B>,
         f: impl FnOnce(Option<RawPtr>, RawStream) -> R,
     ) -> Result<R> {
+        self.not_capturing("Stream::with_raw", RAW_IN_CAPTURE)?;
         let s = a.slice_ref();
         self.enqueue("Stream::with_raw", &[("a", &s, Access::Read)], || {
             self.raw_access(s.raw_ptr(), f)
@@ -198,6 +238,7 @@ impl<B: Backend> Stream<B> {
         a: &mut impl DeviceWrite<T, B>,
         f: impl FnOnce(Option<RawPtr>, RawStream) -> R,
     ) -> Result<R> {
+        self.not_capturing("Stream::with_raw_mut", RAW_IN_CAPTURE)?;
         let s = a.slice_ref();
         self.enqueue("Stream::with_raw_mut", &[("a", &s, Access::Write)], || {
             self.raw_access(s.raw_ptr(), f)
@@ -255,6 +296,14 @@ impl<B: Backend> Stream<B> {
         for (arg, slice, _) in accesses {
             shared.same_context(op, arg, slice.context_id())?;
         }
+        let capturing = self.is_capturing();
+        if capturing && marked {
+            return Err(Error::CaptureViolation {
+                call: op,
+                reason: "a graph would replay the copy from or to the same host memory, which \
+                         the caller gets back after the capture (transfer outside the capture)",
+            });
+        }
         // Lock each allocation once, in address order (no lock-order cycles between
         // threads), and hold the locks from ordering to recording.
         let mut keys: Vec<usize> = accesses.iter().map(|(_, s, _)| s.alloc_key()).collect();
@@ -267,9 +316,22 @@ impl<B: Backend> Stream<B> {
             .collect();
         let slot = |slice: &SliceRef<'_, B>| keys.binary_search(&slice.alloc_key()).unwrap_or(0);
         for (_, slice, access) in accesses {
-            locked[slot(slice)].order_before(self, *access)?;
+            if capturing {
+                locked[slot(slice)].check_captured(self, *access, op)?;
+            } else {
+                locked[slot(slice)].order_before(self, *access)?;
+            }
         }
         let r = f()?;
+        if capturing {
+            // The work runs at each launch of the graph, which orders and records its uses
+            // then: nothing is recorded now, and no event is (it would belong to the graph).
+            let mut capture = self.inner.capture.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(c) = capture.as_mut() {
+                c.record(accesses.iter().map(|(_, slice, access)| (*slice, *access)));
+            }
+            return Ok((r, None));
+        }
         let event = if marked || shared.multi_stream.load(Ordering::Acquire) {
             match shared.backend.record_event(self.raw(), false) {
                 Ok(e) => Some(Arc::new(e)),
@@ -315,6 +377,17 @@ impl<B: Backend> Stream<B> {
         }
     }
 }
+
+/// Why a host sync or query cannot happen during a capture.
+const SYNC_IN_CAPTURE: &str = "the work queued since the capture began is being recorded, not \
+                               run: there is nothing to wait for until the graph is launched";
+/// Why work cannot wait for another stream during a capture.
+pub(crate) const OTHER_STREAM_IN_CAPTURE: &str =
+    "it would have to wait for unfinished work on another stream, which a graph cannot \
+     contain (sync that stream, or wait for it, before capturing)";
+/// Why raw access is refused during a capture.
+const RAW_IN_CAPTURE: &str = "work queued on the raw stream is not tracked by the graph, and on \
+                              the CPU the access would run at capture time, not at launch";
 
 /// A position in a stream's queue, with the time the stream reached it.
 pub struct Event<B: Backend> {

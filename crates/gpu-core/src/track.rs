@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{Backend, BufAt, RawPtr};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pool::{self, Cached, Prior};
 use crate::stream::{Stream, StreamInner};
 
@@ -29,6 +29,28 @@ pub(crate) struct Use<B: Backend> {
     pub(crate) stream: Arc<StreamInner<B>>,
     /// An event recorded just after the use; `None` before the context had a second stream.
     pub(crate) event: Option<Arc<B::Event>>,
+}
+
+impl<B: Backend> Use<B> {
+    /// Whether `stream` may go ahead without waiting for this use: it is `stream`'s own,
+    /// or it has finished (its event has passed; without an event, its stream is idle).
+    pub(crate) fn finished_for(&self, stream: &Stream<B>) -> Result<bool> {
+        if self.stream.id == stream.id() {
+            return Ok(true);
+        }
+        let backend = stream.backend();
+        match &self.event {
+            Some(e) => backend.event_query(e),
+            None => backend.stream_query(self.stream.raw()),
+        }
+    }
+}
+
+fn capture_violation(call: &'static str) -> Error {
+    Error::CaptureViolation {
+        call,
+        reason: crate::stream::OTHER_STREAM_IN_CAPTURE,
+    }
 }
 
 impl<B: Backend> Clone for Use<B> {
@@ -81,7 +103,7 @@ enum Origin {
     /// A block of the pool, of this many bytes; it goes back to the pool.
     Pooled(usize),
     /// A backend allocation of exactly this many bytes (a block size was refused); it goes
-    /// back to the device.
+    /// back to the pool, under its own size.
     Exact(usize),
     /// Memory from outside the library, or none (an empty array): not counted.
     Foreign,
@@ -99,22 +121,27 @@ pub(crate) struct Alloc<B: Backend> {
 
 impl<B: Backend> Alloc<B> {
     /// An allocation of `bytes` from the context's pool; zeroed (on `home`) when `zeroed`.
-    pub(crate) fn new(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Self> {
+    pub(crate) fn new(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Arc<Self>> {
         if bytes == 0 {
-            return Ok(Self::with_buffer(home, None, 0));
+            return Ok(Arc::new(Self::with_buffer(home, None, 0)));
         }
         let shared = home.shared_arc();
+        shared.not_capturing(
+            "Context::alloc",
+            "a graph's arrays are allocated before it is captured (an allocation in a capture \
+             would happen once, not at each launch)",
+        )?;
         let Some(block) = pool::block_size(bytes) else {
-            return Self::exact(home, bytes, zeroed);
+            return Self::exact(home, bytes, zeroed).map(Arc::new);
         };
         if let Some(Cached { buf, prior }) = shared.device_pool.take(block) {
-            let alloc = Alloc {
+            let alloc = Arc::new(Alloc {
                 buf: Some(buf),
                 bytes,
                 home: home.clone(),
                 origin: Origin::Pooled(block),
                 track: Mutex::new(Tracker::new(prior)),
-            };
+            });
             if zeroed {
                 // On error the allocation drops, and its block goes back to the pool.
                 home.zero_bytes(&alloc.slice(0, bytes))?;
@@ -131,17 +158,17 @@ impl<B: Backend> Alloc<B> {
         match result {
             Ok(buf) => {
                 shared.device_pool.reserved(block);
-                Ok(Alloc {
+                Ok(Arc::new(Alloc {
                     buf: Some(buf),
                     bytes,
                     home: home.clone(),
                     origin: Origin::Pooled(block),
                     track: Mutex::new(Tracker::new(Vec::new())),
-                })
+                }))
             }
             // The rounding may be what the device refused (a buffer-size limit just above
             // the request): the exact size may still fit.
-            Err(_) if block > bytes => Self::exact(home, bytes, zeroed),
+            Err(_) if block > bytes => Self::exact(home, bytes, zeroed).map(Arc::new),
             Err(e) => Err(e),
         }
     }
@@ -178,7 +205,7 @@ impl<B: Backend> Alloc<B> {
         self.track.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn slice(&self, offset: usize, bytes: usize) -> SliceRef<'_, B> {
+    pub(crate) fn slice(self: &Arc<Self>, offset: usize, bytes: usize) -> SliceRef<'_, B> {
         SliceRef {
             alloc: self,
             offset,
@@ -192,13 +219,12 @@ impl<B: Backend> Drop for Alloc<B> {
         let Some(buf) = self.buf.take() else { return };
         let t = self.tracker();
         let shared = self.home.shared_arc();
-        if let Origin::Pooled(block) = self.origin {
+        if let Origin::Pooled(block) | Origin::Exact(block) = self.origin {
+            // An exact-size block serves only a request of that block size; a trim (or the
+            // next allocation that runs out) frees it, after its uses.
             let prior = t.last_uses();
             shared.device_pool.put(block, Cached { buf, prior });
             return;
-        }
-        if let Origin::Exact(bytes) = self.origin {
-            shared.device_pool.released_unpooled(bytes);
         }
         let mut users: Vec<&StreamInner<B>> = Vec::with_capacity(1 + t.readers.len());
         for u in t.writer.iter().chain(&t.readers) {
@@ -210,7 +236,7 @@ impl<B: Backend> Drop for Alloc<B> {
         // SAFETY: every use of the buffer was recorded in the tracker when it was queued
         // (`enqueue` holds the lock from ordering to recording), and a write clears only
         // readers it was ordered after, so `raws` holds every stream with queued work on it
-        // (an exact or foreign buffer never had a previous owner).
+        // (a foreign buffer never had a previous owner).
         let freed = unsafe { shared.backend.free(buf, &raws) };
         shared.defer("GpuArray drop", freed);
     }
@@ -219,7 +245,7 @@ impl<B: Backend> Drop for Alloc<B> {
 /// An untyped range of device memory, taken from an array or a view; what ops and kernel
 /// launches are given.
 pub struct SliceRef<'a, B: Backend> {
-    alloc: &'a Alloc<B>,
+    alloc: &'a Arc<Alloc<B>>,
     offset: usize,
     bytes: usize,
 }
@@ -271,9 +297,14 @@ impl<'a, B: Backend> SliceRef<'a, B> {
         })
     }
 
+    /// The allocation itself, to keep alive (a graph holds what its work uses).
+    pub(crate) fn alloc_arc(&self) -> &'a Arc<Alloc<B>> {
+        self.alloc
+    }
+
     /// The allocation's identity: `enqueue` locks each allocation once, in this order.
     pub(crate) fn alloc_key(&self) -> usize {
-        self.alloc as *const Alloc<B> as usize
+        Arc::as_ptr(self.alloc) as usize
     }
 
     /// Locks the allocation's record of uses.
@@ -301,6 +332,34 @@ impl<B: Backend> Uses<'_, B> {
         if access == Access::Write {
             for r in &self.0.readers {
                 stream.wait_for_use(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// During a capture on `stream`: checks that an access of this kind needs no wait for
+    /// another stream (the uses it must follow are on `stream` itself, or finished), since
+    /// a graph cannot wait for work outside it. [`Error::CaptureViolation`] naming `call`
+    /// otherwise.
+    pub(crate) fn check_captured(
+        &self,
+        stream: &Stream<B>,
+        access: Access,
+        call: &'static str,
+    ) -> Result<()> {
+        let t = &*self.0;
+        let readers = match access {
+            Access::Read => &[][..],
+            Access::Write => &t.readers[..],
+        };
+        for u in t.writer.iter().chain(readers) {
+            if !u.finished_for(stream)? {
+                return Err(capture_violation(call));
+            }
+        }
+        for p in &t.prior {
+            if !p.finished_for(stream)? {
+                return Err(capture_violation(call));
             }
         }
         Ok(())

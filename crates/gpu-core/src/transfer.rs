@@ -130,6 +130,7 @@ impl<B: Backend> Stream<B> {
         dst: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
         same_len("upload", "src", dst.len(), src.len())?;
+        self.not_capturing("upload", BLOCKING_IN_CAPTURE)?;
         let d = dst.slice_ref();
         self.enqueue("upload", &[("dst", &d, Access::Write)], || {
             let Some(at) = d.at() else { return Ok(()) };
@@ -185,6 +186,7 @@ impl<B: Backend> Stream<B> {
         dst: &mut [T],
     ) -> Result<()> {
         debug_assert_eq!(s.bytes(), std::mem::size_of_val(dst));
+        self.not_capturing(op, BLOCKING_IN_CAPTURE)?;
         self.enqueue(op, &[("src", s, Access::Read)], || {
             let Some(at) = s.at() else { return Ok(()) };
             // SAFETY: `dst` is borrowed mutably for this whole call and is as long as the
@@ -198,3 +200,8 @@ impl<B: Backend> Stream<B> {
         })
     }
 }
+
+/// Why a blocking transfer cannot happen during a capture.
+const BLOCKING_IN_CAPTURE: &str = "a blocking copy waits for work that is being recorded, not \
+                                   run (and a graph would replay it into host memory the \
+                                   caller has moved on from)";

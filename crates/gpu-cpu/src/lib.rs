@@ -53,6 +53,7 @@ mod queue;
 pub mod reference;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
@@ -67,7 +68,7 @@ pub use mem::{CpuBuffer, CpuHostMem, CpuRegistration};
 pub use queue::{CpuEvent, CpuStream};
 
 use mem::{Mem, SendPtr, DEVICE_ALIGN, HOST_ALIGN};
-use queue::{panic_message, Queue, Task};
+use queue::{panic_message, run_task, Queue, Task};
 
 /// A context on the CPU reference backend.
 pub type CpuContext = gpukit_core::Context<CpuBackend>;
@@ -176,7 +177,15 @@ impl CpuBackend {
         gpukit_core::Context::new(CpuBackend::new()?)
     }
 
+    /// Queues a task on the stream, or records it while the stream captures a graph.
     fn push(&self, stream: &CpuStream, task: Task) -> Result<()> {
+        if stream.capturing.load(Ordering::Acquire) {
+            let mut capture = stream.capture.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tasks) = capture.as_mut() {
+                tasks.push(task);
+                return Ok(());
+            }
+        }
         stream.queue.push(task).map(|_| ())
     }
 
@@ -196,6 +205,7 @@ impl Backend for CpuBackend {
     type Stream = CpuStream;
     type Event = CpuEvent;
     type Kernel = CpuKernel;
+    type Graph = CpuGraph;
 
     fn name(&self) -> &'static str {
         "cpu"
@@ -343,7 +353,7 @@ impl Backend for CpuBackend {
         self.push(
             stream,
             Box::new(move || {
-                let _keep = keep;
+                let _keep = &keep;
                 // SAFETY: the caller keeps `src..src + bytes` readable and unmodified until
                 // the stream passes this task (Backend::copy_h2d contract); `to` is inside a
                 // live buffer (held by `_keep`) that gpukit-core orders against other access.
@@ -367,7 +377,7 @@ impl Backend for CpuBackend {
         self.push(
             stream,
             Box::new(move || {
-                let _keep = keep;
+                let _keep = &keep;
                 // SAFETY: the caller keeps `dst..dst + bytes` writable and otherwise
                 // unaccessed until the stream passes this task (Backend::copy_d2h contract);
                 // `from` is inside a live buffer ordered against writers by gpukit-core.
@@ -390,7 +400,7 @@ impl Backend for CpuBackend {
         self.push(
             stream,
             Box::new(move || {
-                let _keep = keep;
+                let _keep = &keep;
                 // SAFETY: both ranges are inside live buffers (held by `_keep`) and do not
                 // overlap (Backend::copy_d2d contract); gpukit-core orders both against other
                 // access.
@@ -455,7 +465,7 @@ impl Backend for CpuBackend {
         self.push(
             stream,
             Box::new(move || {
-                let _keep = keep;
+                let _keep = &keep;
                 let raw: Vec<RawArg> = raw
                     .iter()
                     .map(|(p, bytes, scalar)| match bytes {
@@ -469,12 +479,12 @@ impl Backend for CpuBackend {
                 match catch_unwind(AssertUnwindSafe(|| f(&cfg, &raw))) {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(message)) => Err(CpuError::KernelError {
-                        kernel: name,
+                        kernel: name.clone(),
                         message,
                     }
                     .into()),
                     Err(panic) => Err(CpuError::KernelPanicked {
-                        kernel: name,
+                        kernel: name.clone(),
                         message: panic_message(&*panic),
                     }
                     .into()),
@@ -518,5 +528,65 @@ impl Backend for CpuBackend {
                  with no native handle"
             ),
         })
+    }
+
+    fn begin_capture(&self, stream: &CpuStream) -> Result<()> {
+        let mut capture = stream.capture.lock().unwrap_or_else(|p| p.into_inner());
+        *capture = Some(Vec::new());
+        stream.capturing.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn end_capture(&self, stream: &CpuStream) -> Result<CpuGraph> {
+        let mut capture = stream.capture.lock().unwrap_or_else(|p| p.into_inner());
+        stream.capturing.store(false, Ordering::Release);
+        let tasks = capture.take().unwrap_or_default();
+        Ok(CpuGraph {
+            len: tasks.len(),
+            tasks: Arc::new(Mutex::new(tasks)),
+        })
+    }
+
+    unsafe fn launch_graph(&self, graph: &CpuGraph, stream: &CpuStream) -> Result<()> {
+        inject!(self, Op, "launch_graph");
+        let tasks = graph.tasks.clone();
+        // One task runs the graph's tasks in order, as the worker would have run them one
+        // by one: each runs even after an earlier one failed, and the first error is the
+        // stream's.
+        self.push(
+            stream,
+            Box::new(move || {
+                let tasks = tasks.lock().unwrap_or_else(|p| p.into_inner());
+                let mut first = Ok(());
+                for task in tasks.iter() {
+                    let r = run_task(task);
+                    if first.is_ok() {
+                        first = r;
+                    }
+                }
+                first
+            }),
+        )
+    }
+
+    fn destroy_graph(&self, graph: CpuGraph) -> Result<()> {
+        // A queued run holds its own handle on the tasks.
+        drop(graph);
+        Ok(())
+    }
+}
+
+/// A graph on the CPU backend: the tasks recorded from a capturing stream, run again in
+/// order, inside one task, at each launch.
+pub struct CpuGraph {
+    tasks: Arc<Mutex<Vec<Task>>>,
+    len: usize,
+}
+
+impl std::fmt::Debug for CpuGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuGraph")
+            .field("tasks", &self.len)
+            .finish()
     }
 }

@@ -210,7 +210,7 @@ impl<T: Numeric> CastTo<T> {
         } = self;
         let out = Dst::<U>::new(out, len);
         Box::new(move || {
-            let _keep = keep;
+            let _keep = &keep;
             // SAFETY: the contract of `task` (live, aligned, ordered); `out` holds `len`
             // elements of the target type.
             let (s, o) = unsafe { (src.get(), out.get()) };
@@ -259,7 +259,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
     let mut r = Ranges::default();
     // Every arm captures typed ranges (`Src`/`Dst`, whose `get` is sound under this
     // function's contract: live, aligned, ordered, a written range overlapping nothing else).
-    let run: Box<dyn FnOnce() + Send> = match *op {
+    let run: Box<dyn Fn() + Send> = match *op {
         Op::Fill { out, len, value } => {
             let (o, v) = (r.dst::<T>(out, len), scalar(value)?);
             Box::new(move || {
@@ -460,7 +460,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
     };
     let keep = r;
     Ok(Box::new(move || {
-        let _keep = keep;
+        let _keep = &keep;
         run();
         Ok(())
     }))

@@ -17,7 +17,7 @@ use gpukit_core::Error;
 
 use crate::error::CpuError;
 
-pub(crate) type Task = Box<dyn FnOnce() -> Result<(), Error> + Send>;
+pub(crate) type Task = Box<dyn Fn() -> Result<(), Error> + Send>;
 
 static NEXT_QUEUE: AtomicU64 = AtomicU64::new(1);
 
@@ -109,14 +109,18 @@ impl Queue {
 
 fn run(queue: Arc<Queue>, rx: mpsc::Receiver<Task>) {
     while let Ok(task) = rx.recv() {
-        let result = match catch_unwind(AssertUnwindSafe(task)) {
-            Ok(r) => r,
-            Err(panic) => Err(Error::KernelFailed {
-                kernel: "<task>".into(),
-                message: panic_message(&*panic),
-            }),
-        };
-        queue.finish(result);
+        queue.finish(run_task(&task));
+    }
+}
+
+/// Runs one task; a panic in it becomes its error.
+pub(crate) fn run_task(task: &Task) -> Result<(), Error> {
+    match catch_unwind(AssertUnwindSafe(task)) {
+        Ok(r) => r,
+        Err(panic) => Err(Error::KernelFailed {
+            kernel: "<task>".into(),
+            message: panic_message(&*panic),
+        }),
     }
 }
 
@@ -134,6 +138,10 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// A stream: a queue and the worker thread that runs it.
 pub struct CpuStream {
     pub(crate) queue: Arc<Queue>,
+    /// The tasks recorded while the stream captures a graph (`None`: not capturing).
+    pub(crate) capture: Mutex<Option<Vec<Task>>>,
+    /// Whether `capture` holds a recording (checked without the lock on every push).
+    pub(crate) capturing: std::sync::atomic::AtomicBool,
     worker: Option<(JoinHandle<()>, ThreadId)>,
     priority: i32,
     /// Counts the stream as live until it is dropped (after its worker was joined).
@@ -162,6 +170,8 @@ impl CpuStream {
         let id = handle.thread().id();
         Ok(CpuStream {
             queue,
+            capture: Mutex::new(None),
+            capturing: std::sync::atomic::AtomicBool::new(false),
             worker: Some((handle, id)),
             priority,
             #[cfg(feature = "fault-injection")]
@@ -308,7 +318,7 @@ mod tests {
         CpuStream::spawn(0).expect("start a stream worker")
     }
 
-    fn task(f: impl FnOnce() + Send + 'static) -> Task {
+    fn task(f: impl Fn() + Send + 'static) -> Task {
         Box::new(move || {
             f();
             Ok(())

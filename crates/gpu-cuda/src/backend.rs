@@ -250,6 +250,7 @@ impl Backend for CudaBackend {
     type Stream = CudaStream;
     type Event = CudaEvent;
     type Kernel = CudaKernel;
+    type Graph = CudaGraph;
 
     fn name(&self) -> &'static str {
         "cuda"
@@ -612,11 +613,89 @@ impl Backend for CudaBackend {
         self.stream_over(s, false)
     }
 
+    fn begin_capture(&self, stream: &CudaStream) -> Result<()> {
+        self.bind()?;
+        // Relaxed: other threads' unrelated driver calls (allocations, syncs of other
+        // streams) must not invalidate the capture; gpukit-core refuses the calls that
+        // would break it on this stream.
+        // SAFETY: a live stream of this context, not capturing (gpukit-core checks).
+        let r = unsafe {
+            sys::cuStreamBeginCapture_v2(
+                stream.raw.0,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )
+        };
+        self.check("cuStreamBeginCapture", r)
+    }
+
+    fn end_capture(&self, stream: &CudaStream) -> Result<CudaGraph> {
+        self.bind()?;
+        let mut graph: sys::CUgraph = std::ptr::null_mut();
+        // SAFETY: the stream is capturing (begun by `begin_capture`); live out-pointer.
+        let r = unsafe { sys::cuStreamEndCapture(stream.raw.0, &mut graph) };
+        self.check("cuStreamEndCapture", r)?;
+        let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+        // SAFETY: `graph` is the graph the capture made; live out-pointer.
+        let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
+        // SAFETY: the executable graph (if any) no longer needs the template.
+        let destroyed = unsafe { sys::cuGraphDestroy(graph) };
+        self.check("cuGraphInstantiateWithFlags", r)?;
+        self.check("cuGraphDestroy", destroyed)?;
+        Ok(CudaGraph {
+            exec: Raw(exec),
+            dev: self.dev.clone(),
+        })
+    }
+
+    unsafe fn launch_graph(&self, graph: &CudaGraph, stream: &CudaStream) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a live executable graph and stream of this context; the caller keeps the
+        // buffers alive and ordered.
+        let r = unsafe { sys::cuGraphLaunch(graph.exec.0, stream.raw.0) };
+        self.check("cuGraphLaunch", r)
+    }
+
+    fn destroy_graph(&self, mut graph: CudaGraph) -> Result<()> {
+        self.bind()?;
+        // Taken out, so that the graph's own `Drop` has nothing left to destroy.
+        let exec = std::mem::replace(&mut graph.exec.0, std::ptr::null_mut());
+        // SAFETY: the executable graph is not used again; launches still running finish
+        // first (the driver frees it when they complete).
+        self.check("cuGraphExecDestroy", unsafe {
+            sys::cuGraphExecDestroy(exec)
+        })
+    }
+
     fn range_push(&self, name: &str) -> bool {
         crate::nvtx::push(name)
     }
 
     fn range_pop(&self) {
         crate::nvtx::pop()
+    }
+}
+
+/// An executable CUDA graph (`CUgraphExec`), instantiated from a stream capture.
+pub struct CudaGraph {
+    exec: Raw<sys::CUgraphExec>,
+    dev: Arc<Device>,
+}
+
+impl std::fmt::Debug for CudaGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaGraph")
+            .field("device", &self.dev.ordinal)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for CudaGraph {
+    /// Only reached when a graph is dropped without `destroy_graph` (gpukit-core always
+    /// calls it): destroys it, ignoring errors.
+    fn drop(&mut self) {
+        if !self.exec.0.is_null() && self.dev.bind().is_ok() {
+            // SAFETY: the executable graph is not used again.
+            let _ = unsafe { sys::cuGraphExecDestroy(self.exec.0) };
+        }
     }
 }

@@ -105,7 +105,8 @@ mod ops;
 mod source;
 
 pub use backend::{
-    CudaBackend, CudaBuffer, CudaEvent, CudaHostMem, CudaKernel, CudaRegistration, CudaStream,
+    CudaBackend, CudaBuffer, CudaEvent, CudaGraph, CudaHostMem, CudaKernel, CudaRegistration,
+    CudaStream,
 };
 /// The cudarc this backend is built on, for interop at the same version (raw handles from
 /// [`gpukit_core::Stream::with_raw`] and friends are cudarc `sys` types).

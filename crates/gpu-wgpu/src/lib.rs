@@ -350,6 +350,7 @@ impl Backend for WgpuBackend {
     type Stream = WgpuStream;
     type Event = WgpuEvent;
     type Kernel = WgpuKernel;
+    type Graph = WgpuGraph;
 
     fn name(&self) -> &'static str {
         NAME
@@ -624,5 +625,34 @@ impl Backend for WgpuBackend {
                 "wrapping a native stream ({raw:?}): wgpu has one queue and no stream handles"
             ),
         })
+    }
+
+    fn begin_capture(&self, _stream: &WgpuStream) -> Result<()> {
+        Err(graphs_unsupported())
+    }
+
+    fn end_capture(&self, _stream: &WgpuStream) -> Result<WgpuGraph> {
+        Err(graphs_unsupported())
+    }
+
+    unsafe fn launch_graph(&self, graph: &WgpuGraph, _stream: &WgpuStream) -> Result<()> {
+        match *graph {}
+    }
+
+    fn destroy_graph(&self, graph: WgpuGraph) -> Result<()> {
+        match graph {}
+    }
+}
+
+/// Graphs on wgpu: none can exist (capture is [`Error::Unsupported`]).
+#[derive(Debug)]
+pub enum WgpuGraph {}
+
+fn graphs_unsupported() -> Error {
+    Error::Unsupported {
+        backend: NAME,
+        what: "graph capture: a wgpu command buffer runs once, so recorded work cannot be \
+               replayed (queue the work eagerly)"
+            .into(),
     }
 }

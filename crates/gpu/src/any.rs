@@ -35,6 +35,12 @@ pub trait Member: Backend {
     fn event(x: &AnyEvent) -> Option<&Self::Event>;
     /// This backend's kernel inside an [`AnyKernel`].
     fn kernel(x: &AnyKernel) -> Option<&Self::Kernel>;
+    /// This backend's graph inside an [`AnyGraph`].
+    fn graph(x: &AnyGraph) -> Option<&Self::Graph>;
+    /// Moves this backend's graph out of an [`AnyGraph`].
+    fn into_graph(x: AnyGraph) -> Option<Self::Graph>;
+    /// Wraps a graph.
+    fn wrap_graph(x: Self::Graph) -> AnyGraph;
     /// Wraps a buffer.
     fn wrap_buffer(x: Self::Buffer) -> AnyBuffer;
     /// Wraps host memory.
@@ -67,6 +73,7 @@ macro_rules! backends {
         backends!(@enum AnyStream, Stream, "A stream of any backend.", $($(#[$cfg])* $variant => $backend),+);
         backends!(@enum AnyEvent, Event, "An event of any backend.", $($(#[$cfg])* $variant => $backend),+);
         backends!(@enum AnyKernel, Kernel, "A kernel of any backend.", $($(#[$cfg])* $variant => $backend),+);
+        backends!(@enum AnyGraph, Graph, "A graph of any backend.", $($(#[$cfg])* $variant => $backend),+);
 
         $(
         $(#[$cfg])*
@@ -81,6 +88,9 @@ macro_rules! backends {
             fn into_stream(x: AnyStream) -> Option<Self::Stream> { match x { AnyStream::$variant(v) => Some(v), _ => None } }
             fn event(x: &AnyEvent) -> Option<&Self::Event> { match x { AnyEvent::$variant(v) => Some(v), _ => None } }
             fn kernel(x: &AnyKernel) -> Option<&Self::Kernel> { match x { AnyKernel::$variant(v) => Some(v), _ => None } }
+            fn graph(x: &AnyGraph) -> Option<&Self::Graph> { match x { AnyGraph::$variant(v) => Some(v), _ => None } }
+            fn into_graph(x: AnyGraph) -> Option<Self::Graph> { match x { AnyGraph::$variant(v) => Some(v), _ => None } }
+            fn wrap_graph(x: Self::Graph) -> AnyGraph { AnyGraph::$variant(x) }
             fn wrap_buffer(x: Self::Buffer) -> AnyBuffer { AnyBuffer::$variant(x) }
             fn wrap_host(x: Self::HostMem) -> AnyHostMem { AnyHostMem::$variant(x) }
             fn wrap_registration(x: Self::Registration) -> AnyRegistration { AnyRegistration::$variant(x) }
@@ -168,6 +178,7 @@ impl Backend for AnyBackend {
     type Stream = AnyStream;
     type Event = AnyEvent;
     type Kernel = AnyKernel;
+    type Graph = AnyGraph;
 
     fn name(&self) -> &'static str {
         dispatch!(self, b: Be => b.name())
@@ -264,6 +275,26 @@ impl Backend for AnyBackend {
 
     fn synchronize(&self) -> Result<()> {
         dispatch!(self, b: Be => b.synchronize())
+    }
+
+    fn begin_capture(&self, s: &AnyStream) -> Result<()> {
+        dispatch!(self, b: Be => b.begin_capture(st(b, s)?))
+    }
+
+    fn end_capture(&self, s: &AnyStream) -> Result<AnyGraph> {
+        dispatch!(self, b: Be => b.end_capture(st(b, s)?).map(Be::wrap_graph))
+    }
+
+    unsafe fn launch_graph(&self, g: &AnyGraph, s: &AnyStream) -> Result<()> {
+        dispatch!(self, b: Be => {
+            let g = Be::graph(g).ok_or_else(|| foreign("graph"))?;
+            // SAFETY: the caller's contract is the backend's.
+            unsafe { b.launch_graph(g, st(b, s)?) }
+        })
+    }
+
+    fn destroy_graph(&self, g: AnyGraph) -> Result<()> {
+        dispatch!(self, b: Be => b.destroy_graph(Be::into_graph(g).ok_or_else(|| foreign("graph"))?))
     }
 
     fn range_push(&self, name: &str) -> bool {

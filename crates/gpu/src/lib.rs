@@ -98,7 +98,8 @@ mod config;
 mod context;
 
 pub use any::{
-    AnyBackend, AnyBuffer, AnyEvent, AnyHostMem, AnyKernel, AnyRegistration, AnyStream, Member,
+    AnyBackend, AnyBuffer, AnyEvent, AnyGraph, AnyHostMem, AnyKernel, AnyRegistration, AnyStream,
+    Member,
 };
 pub use config::{
     read_device_var, Config, FallbackPolicy, SpecOrigin, CONFIG_FILE, CONFIG_VAR, DEVICE_VAR,
@@ -208,6 +209,8 @@ pub type HostBuffer<T> = gpukit_core::HostBuffer<T, AnyBackend>;
 pub type Pending<H> = gpukit_core::Pending<H, AnyBackend>;
 /// A kernel loaded on a context.
 pub type Kernel<S> = gpukit_core::Kernel<S, AnyBackend>;
+/// Work captured from a stream ([`core::Stream::capture`]), launchable again and again.
+pub type Graph = gpukit_core::Graph<AnyBackend>;
 /// A named range on a profiler's timeline (NVTX on CUDA), from [`core::Context::range`].
 pub type Range<'a> = gpukit_core::Range<'a, AnyBackend>;
 

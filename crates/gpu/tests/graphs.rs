@@ -1,0 +1,332 @@
+//! Graph capture and replay, on every backend: replay against eager execution bit for bit
+//! over random op programs, each rule of the capture guard, the lifetime of captured
+//! arrays, and the ordering of launches against eager work on other streams. The Vulkan
+//! backend has no graphs: there each test checks that capture is `Error::Unsupported`.
+
+mod common;
+
+use common::{cases, delay_spec, harness_error};
+use gpukit::{Context, Error, GpuArray, HostUse, LaunchConfig, Stream};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+/// Whether the backend has graphs; on one without, checks that capture says so.
+fn graphs(ctx: &Context) -> gpukit::Result<bool> {
+    if ctx.backend_name() != "vulkan" {
+        return Ok(true);
+    }
+    match ctx.capture(|_| Ok(())) {
+        Err(Error::Unsupported { .. }) => Ok(false),
+        other => panic!("vulkan capture: expected Unsupported, got {other:?}"),
+    }
+}
+
+/// Asserts that `r` is a capture violation naming `call`.
+#[track_caller]
+fn violation<T: std::fmt::Debug>(r: gpukit::Result<T>, call: &str) {
+    match r {
+        Err(Error::CaptureViolation { call: c, .. }) if c == call => {}
+        other => panic!("expected a capture violation of {call}, got {other:?}"),
+    }
+}
+
+/// Asserts that `r` is a capture violation, whichever call it names.
+#[track_caller]
+fn any_violation<T: std::fmt::Debug>(r: gpukit::Result<T>) {
+    assert!(
+        matches!(r, Err(Error::CaptureViolation { .. })),
+        "expected a capture violation, got {r:?}"
+    );
+}
+
+/// One step of a program over three arrays.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Relu(usize, usize),
+    Scale(i8, usize),
+    AddInplace(usize, usize),
+    AddScalar(i8, usize),
+    Mul(usize, usize, usize),
+    Copy(usize, usize),
+    Fill(i8, usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let i = 0usize..3;
+    let k = -8i8..=8;
+    prop_oneof![
+        (i.clone(), i.clone()).prop_map(|(a, b)| Step::Relu(a, b)),
+        (k.clone(), i.clone()).prop_map(|(k, a)| Step::Scale(k, a)),
+        (i.clone(), i.clone()).prop_map(|(a, b)| Step::AddInplace(a, b)),
+        (k.clone(), i.clone()).prop_map(|(k, a)| Step::AddScalar(k, a)),
+        (i.clone(), i.clone(), i.clone()).prop_map(|(a, b, c)| Step::Mul(a, b, c)),
+        (i.clone(), i.clone()).prop_map(|(a, b)| Step::Copy(a, b)),
+        (k, i).prop_map(|(k, a)| Step::Fill(k, a)),
+    ]
+}
+
+/// The two arrays at `src` and `dst` (distinct), the second mutably.
+fn pair(a: &mut [GpuArray<f32>], src: usize, dst: usize) -> (&GpuArray<f32>, &mut GpuArray<f32>) {
+    if src < dst {
+        let (lo, hi) = a.split_at_mut(dst);
+        (&lo[src], &mut hi[0])
+    } else {
+        let (lo, hi) = a.split_at_mut(src);
+        (&hi[0], &mut lo[dst])
+    }
+}
+
+/// Queues the program on `s`. Steps whose operands coincide run in place where the op has
+/// an in-place form, and are skipped otherwise.
+fn queue(s: &Stream, a: &mut [GpuArray<f32>], steps: &[Step]) -> gpukit::Result<()> {
+    for &st in steps {
+        let quarter = |k: i8| f32::from(k) * 0.25;
+        match st {
+            Step::Relu(x, y) if x == y => s.relu_inplace(&mut a[x])?,
+            Step::Relu(x, y) => {
+                let (x, y) = pair(a, x, y);
+                s.relu(x, y)?
+            }
+            Step::Scale(k, x) => s.scale(quarter(k), &mut a[x])?,
+            Step::AddInplace(x, y) if x == y => s.scale(2.0f32, &mut a[x])?,
+            Step::AddInplace(x, y) => {
+                let (y, x) = pair(a, y, x);
+                s.add_inplace(x, y)?
+            }
+            Step::AddScalar(k, x) => s.add_scalar_inplace(&mut a[x], quarter(k))?,
+            Step::Mul(x, y, z) if x != z && y != z => {
+                let (lo, rest) = a.split_at_mut(z);
+                let (out, hi) = rest.split_first_mut().expect("z is in range");
+                let get = |i: usize| if i < z { &lo[i] } else { &hi[i - z - 1] };
+                s.mul(get(x), get(y), out)?
+            }
+            Step::Mul(..) => {}
+            Step::Copy(x, y) if x == y => {}
+            Step::Copy(x, y) => {
+                let (x, y) = pair(a, x, y);
+                s.copy(x, y)?
+            }
+            Step::Fill(k, x) => s.fill(&mut a[x], quarter(k))?,
+        }
+    }
+    Ok(())
+}
+
+fn arrays(ctx: &Context, init: &[Vec<f32>]) -> gpukit::Result<Vec<GpuArray<f32>>> {
+    init.iter().map(|v| ctx.alloc_upload(v)).collect()
+}
+
+fn contents(a: &[GpuArray<f32>]) -> gpukit::Result<Vec<Vec<u32>>> {
+    a.iter()
+        .map(|x| Ok(x.download()?.iter().map(|v| v.to_bits()).collect()))
+        .collect()
+}
+
+/// Runs the program `runs` times eagerly and as `runs` launches of one graph, from the same
+/// initial values, and compares the results bit for bit.
+fn replay_matches_eager(
+    ctx: &Context,
+    init: &[Vec<f32>],
+    steps: &[Step],
+    runs: usize,
+) -> Result<(), TestCaseError> {
+    let err = |e: Error| TestCaseError::fail(e.to_string());
+    let s = ctx.create_stream().map_err(err)?;
+    let mut eager = arrays(ctx, init).map_err(err)?;
+    for _ in 0..runs {
+        queue(&s, &mut eager, steps).map_err(err)?;
+    }
+    s.sync().map_err(err)?;
+    let want = contents(&eager).map_err(err)?;
+
+    let mut replayed = arrays(ctx, init).map_err(err)?;
+    let graph = s.capture(|s| queue(s, &mut replayed, steps)).map_err(err)?;
+    for _ in 0..runs {
+        graph.launch(&s).map_err(err)?;
+    }
+    s.sync().map_err(err)?;
+    drop(graph);
+    let got = contents(&replayed).map_err(err)?;
+    prop_assert_eq!(got, want, "{:?} x{}", steps, runs);
+    Ok(())
+}
+
+backend_tests! {
+    fn replay_equals_eager_execution_bit_for_bit(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let config = Config {
+            cases: cases(24)?,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let strategy = (1usize..300).prop_flat_map(|n| {
+            (
+                prop::collection::vec(prop::collection::vec(-4.0f32..4.0, n), 3),
+                prop::collection::vec(step(), 0..12),
+                1usize..4,
+            )
+        });
+        TestRunner::new(config)
+            .run(&strategy, |(init, steps, runs)| {
+                replay_matches_eager(ctx, &init, &steps, runs)
+            })
+            .map_err(|e| harness_error("proptest", e.to_string()))
+    }
+
+    fn a_graph_keeps_its_arrays_alive_and_counts_its_work(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let s = ctx.create_stream()?;
+        let x = ctx.alloc_upload(&[1.0f32, -2.0, 3.0])?;
+        let mut y = ctx.alloc_zeros::<f32>(3)?;
+        let mut out = ctx.alloc_zeros::<f32>(3)?;
+        let graph = s.capture(|s| {
+            s.relu(&x, &mut y)?;
+            s.add(&x, &y, &mut out)
+        })?;
+        assert_eq!(graph.len(), 2);
+        // The graph still owns x's and y's memory: nothing may reuse it.
+        drop((x, y));
+        let other = ctx.alloc_upload(&[9.0f32; 3])?;
+        graph.launch(&s)?;
+        s.sync()?;
+        assert_eq!(out.download()?, [2.0, -2.0, 6.0]);
+        assert_eq!(other.download()?, [9.0; 3]);
+        // Dropped with the graph, the memory goes back to the pool.
+        let in_use = ctx.memory_stats().bytes_in_use;
+        drop(graph);
+        assert!(ctx.memory_stats().bytes_in_use < in_use);
+        Ok(())
+    }
+
+    fn launches_are_ordered_against_eager_work_on_other_streams(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let n = 1 << 14;
+        let (s1, s2) = (ctx.create_stream()?, ctx.create_stream()?);
+        let delay = ctx.kernel(delay_spec())?;
+        let mut x = ctx.alloc_zeros::<f32>(n)?;
+        let graph = s1.capture(|s| s.fill(&mut x, 5.0))?;
+        // The launch waits behind a delay; a reader on s2 must wait for the launch.
+        s1.launch(&delay, LaunchConfig::linear(1, 1), (30_000u32,))?;
+        graph.launch(&s1)?;
+        let mut y = ctx.alloc_zeros::<f32>(n)?;
+        s2.copy(&x, &mut y)?;
+        s2.sync()?;
+        assert!(y.download()?.iter().all(|&v| v == 5.0));
+        // And an eager write on s2 before a launch on s1 is waited for by the launch.
+        let mut z = ctx.alloc_zeros::<f32>(n)?;
+        let add = s1.capture(|s| s.add_scalar_inplace(&mut z, 1.0f32))?;
+        s2.launch(&delay, LaunchConfig::linear(1, 1), (30_000u32,))?;
+        s2.fill(&mut z, 10.0)?;
+        add.launch(&s1)?;
+        s1.sync()?;
+        assert!(z.download()?.iter().all(|&v| v == 11.0));
+        Ok(())
+    }
+
+    fn the_capture_guard_refuses_what_would_break_a_capture(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let s = ctx.create_stream()?;
+        let other = ctx.create_stream()?;
+        let mut x = ctx.alloc_upload(&[1.0f32, 2.0])?;
+        let mut host = ctx.alloc_host::<f32>(2, HostUse::Both)?;
+        host.copy_from_slice(&[7.0, 8.0]);
+        let mut host = Some(host);
+        let mut w = ctx.alloc_upload(&[1.0f32])?;
+        let mut buf = vec![0.0f32; 2];
+        let finished = other.record_event()?;
+        other.sync()?;
+        let graph = s.capture(|s| {
+            violation(s.sync(), "Stream::sync");
+            violation(s.query(), "Stream::query");
+            violation(s.record_event(), "Stream::record_event");
+            violation(ctx.sync(), "Context::sync");
+            violation(ctx.alloc::<f32>(4), "Context::alloc");
+            violation(ctx.alloc_zeros::<f32>(4), "Context::alloc");
+            violation(ctx.trim(), "Context::trim");
+            violation(s.download_blocking(&x, &mut buf), "download");
+            violation(s.upload_blocking(&[3.0, 4.0], &mut x), "upload");
+            any_violation(s.sum(&x));
+            // The default stream is not capturing: it downloads as usual.
+            assert_eq!(x.download()?, [1.0, 2.0]);
+            match s.upload(host.take().expect("host buffer"), &mut x) {
+                Err(r) => {
+                    assert!(matches!(r.error, Error::CaptureViolation { call: "Stream::upload", .. }), "{:?}", r.error);
+                    host = Some(r.value);
+                }
+                Ok(p) => panic!("an upload in a capture was queued: {p:?}"),
+            }
+            // SAFETY: never called: the guard refuses raw access in a capture.
+            violation(unsafe { s.with_raw(&x, |_, _| ()) }, "Stream::with_raw");
+            // A finished event orders nothing and is allowed.
+            s.wait(&finished)?;
+            // Work on other streams runs as usual.
+            other.scale(3.0f32, &mut w)?;
+            other.sync()?;
+            s.scale(2.0f32, &mut x)
+        })?;
+        assert_eq!(graph.len(), 1, "only the scale was captured");
+        // The stream works normally again.
+        assert_eq!(x.download()?, [1.0, 2.0]);
+        graph.launch(&s)?;
+        s.sync()?;
+        assert_eq!(x.download()?, [2.0, 4.0]);
+        let host = host.expect("the rejected upload gave the buffer back");
+        assert_eq!(&host[..], [7.0, 8.0]);
+        assert_eq!(w.download()?, [3.0]);
+        Ok(())
+    }
+
+    fn work_that_must_wait_for_another_stream_is_refused_in_a_capture(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let (s, other) = (ctx.create_stream()?, ctx.create_stream()?);
+        let delay = ctx.kernel(delay_spec())?;
+        let mut x = ctx.alloc_zeros::<f32>(4)?;
+        let mut y = ctx.alloc_zeros::<f32>(4)?;
+        other.launch(&delay, LaunchConfig::linear(1, 1), (200_000u32,))?;
+        other.fill(&mut x, 1.0)?;
+        let pending = other.record_event()?;
+        let r = s.capture(|s| {
+            violation(s.copy(&x, &mut y), "copy");
+            violation(s.wait(&pending), "Stream::wait");
+            // A nested capture and a launch inside a capture are refused too.
+            violation(s.capture(|_| Ok(())), "Stream::capture");
+            Err(Error::CaptureViolation { call: "test", reason: "ends the capture" })
+        });
+        violation(r, "test");
+        other.sync()?;
+        // After the capture, the same copy is ordered as usual.
+        s.copy(&x, &mut y)?;
+        assert_eq!(y.download()?, [1.0; 4]);
+        Ok(())
+    }
+
+    fn a_panic_in_a_capture_leaves_the_stream_usable(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let s = ctx.create_stream()?;
+        let mut x = ctx.alloc_zeros::<f32>(2)?;
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = s.capture(|s| {
+                s.fill(&mut x, 1.0)?;
+                panic!("in the capture");
+            });
+        }));
+        assert!(caught.is_err());
+        assert!(!s.is_capturing());
+        s.fill(&mut x, 3.0)?;
+        s.sync()?;
+        assert_eq!(x.download()?, [3.0, 3.0]);
+        Ok(())
+    }
+}
