@@ -1,15 +1,15 @@
-//! `GpuArray<T, B>`: a typed device array, and views of parts of it.
+//! `GpuArray<T, B>`: a typed device array, and views of parts of it; `UnifiedArray<T, B>`,
+//! one in unified memory.
 
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
-use crate::backend::{Backend, RawPtr};
+use crate::backend::{Backend, Location, RawPtr};
 use crate::element::{byte_len, Element};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-use std::sync::Arc;
-
-use crate::track::{Alloc, SliceRef};
+use crate::track::{Access, Alloc, SliceRef};
 
 mod sealed {
     /// Only the workspace's arrays and views are device memory: ops rely on `&mut` access
@@ -247,6 +247,125 @@ impl<T: Element, B: Backend> DeviceRead<T, B> for GpuArray<T, B> {
 }
 
 impl<T: Element, B: Backend> DeviceWrite<T, B> for GpuArray<T, B> {}
+impl<T: Element, B: Backend> sealed::Sealed for UnifiedArray<T, B> {}
+
+/// An array in unified (managed) memory ([`crate::Context::alloc_unified`]): ops, copies and
+/// kernels use it as any array, and the host reads and writes it in place, as a slice,
+/// once no queued work uses it: [`UnifiedArray::host`] and [`UnifiedArray::host_mut`] wait
+/// for that work, and the borrow they return keeps new work off the array until it ends
+/// (an op that writes the array needs `&mut`, one that reads it `&`).
+///
+/// It dereferences to its [`GpuArray`] (`slice`, `download`, `len`, ...). Unified memory is
+/// outside the device pool and its counters. On CUDA it is `cuMemAllocManaged`; on the CPU,
+/// plain memory; the Vulkan backend has none ([`crate::Error::Unsupported`]).
+pub struct UnifiedArray<T: Element, B: Backend> {
+    array: GpuArray<T, B>,
+}
+
+impl<T: Element, B: Backend> std::fmt::Debug for UnifiedArray<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fmt_device_memory::<T, B>(f, "UnifiedArray", &self.array.alloc, None, self.array.len)
+    }
+}
+
+impl<T: Element, B: Backend> std::ops::Deref for UnifiedArray<T, B> {
+    type Target = GpuArray<T, B>;
+
+    fn deref(&self) -> &GpuArray<T, B> {
+        &self.array
+    }
+}
+
+impl<T: Element, B: Backend> DeviceRead<T, B> for UnifiedArray<T, B> {
+    fn len(&self) -> usize {
+        self.array.len
+    }
+
+    fn slice_ref(&self) -> SliceRef<'_, B> {
+        self.array.slice_ref()
+    }
+}
+
+impl<T: Element, B: Backend> DeviceWrite<T, B> for UnifiedArray<T, B> {}
+
+impl<T: Element, B: Backend> UnifiedArray<T, B> {
+    pub(crate) fn alloc(home: &Stream<B>, len: usize) -> Result<Self> {
+        let bytes = byte_len::<T>("alloc_unified", len)?;
+        let alloc = if bytes == 0 {
+            Arc::new(Alloc::with_buffer(home, None, 0))
+        } else {
+            Alloc::unified(home, bytes)?
+        };
+        Ok(UnifiedArray {
+            array: GpuArray {
+                alloc,
+                len,
+                _t: PhantomData,
+            },
+        })
+    }
+
+    /// The elements, read in place on the host, once the last queued write of the array
+    /// has finished (this waits for it; its error, if it failed).
+    pub fn host(&self) -> Result<&[T]> {
+        let ptr = self.host_ptr(Access::Read)?;
+        // SAFETY: `host_ptr` returned the host address of the array's `len` elements of
+        // unified memory (initialized: zeroed at allocation, then written only with `T`s)
+        // after the queued writes finished; new writes need `&mut self`, which this borrow
+        // excludes, and queued reads do not change the memory.
+        Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), self.array.len) })
+    }
+
+    /// The elements, read and written in place on the host, once every queued use of the
+    /// array has finished (this waits for them; their error, if one failed).
+    pub fn host_mut(&mut self) -> Result<&mut [T]> {
+        let ptr = self.host_ptr(Access::Write)?;
+        // SAFETY: as for `host`, after every queued use finished; `&mut self` excludes any
+        // new use while the slice lives.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<T>(), self.array.len) })
+    }
+
+    /// The host address of the elements after the uses a host access must follow.
+    fn host_ptr(&self, access: Access) -> Result<*mut u8> {
+        let alloc = &self.array.alloc;
+        alloc.home.shared_arc().check()?;
+        let Some(at) = self.array.slice_ref().at() else {
+            return Ok(std::ptr::NonNull::<T>::dangling().as_ptr().cast());
+        };
+        alloc.wait_for_host(access)?;
+        alloc
+            .home
+            .backend()
+            .unified_ptr(at)
+            .ok_or_else(|| Error::Unsupported {
+                backend: alloc.home.backend().name(),
+                what: "host access to this array (not unified memory)".into(),
+            })
+    }
+
+    /// Queues a migration of the array to `to` on `stream` (a hint: the contents do not
+    /// change), ordered as a read of the array: a prefetch to the device before the work
+    /// that uses it, or to the host before reading it there, saves the page faults. A
+    /// no-op on the CPU backend.
+    pub fn prefetch(&self, stream: &Stream<B>, to: Location) -> Result<()> {
+        let s = self.array.slice_ref();
+        stream.enqueue(
+            "UnifiedArray::prefetch",
+            &[("array", &s, Access::Read)],
+            || {
+                let Some(at) = s.at() else { return Ok(()) };
+                // SAFETY: the range is the whole of this live unified array; `enqueue` records
+                // the prefetch as a use, so the memory is not freed before the stream passes it.
+                unsafe { stream.backend().prefetch(stream.raw(), at, s.bytes(), to) }
+            },
+        )
+    }
+
+    /// The array, for what takes a [`GpuArray`] by reference.
+    pub fn as_array(&self) -> &GpuArray<T, B> {
+        &self.array
+    }
+}
 impl<T: Element, B: Backend> sealed::Sealed for GpuArray<T, B> {}
 impl<T: Element, B: Backend> sealed::Sealed for GpuView<'_, T, B> {}
 impl<T: Element, B: Backend> sealed::Sealed for GpuViewMut<'_, T, B> {}

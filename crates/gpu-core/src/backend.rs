@@ -194,6 +194,15 @@ impl<B: Backend> std::fmt::Debug for KernelArg<'_, B> {
     }
 }
 
+/// Where [`crate::UnifiedArray::prefetch`] moves unified memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Location {
+    /// The context's device.
+    Device,
+    /// Host memory.
+    Host,
+}
+
 /// A compute backend: the objects a device has and the raw operations on them.
 ///
 /// Implemented by `gpukit_cpu::CpuBackend` (the reference) and by the facade's dispatch enum;
@@ -402,6 +411,44 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// - `raw` is a live stream of this backend's device (for CUDA, of its primary context);
     /// - it stays alive until the stream is destroyed.
     unsafe fn stream_from_raw(&self, raw: RawStream) -> crate::Result<Self::Stream>;
+
+    /// Allocates `bytes > 0` bytes of zeroed unified (managed) memory: one range the
+    /// device's work and the host can both address (the host once no queued work uses
+    /// it). Running out is [`crate::Error::OutOfMemory`]; the default, for backends without
+    /// unified memory, is [`crate::Error::Unsupported`]. The buffer is freed by
+    /// [`Backend::free`].
+    fn alloc_unified(&self, bytes: usize) -> crate::Result<Self::Buffer> {
+        Err(crate::Error::Unsupported {
+            backend: self.name(),
+            what: format!("unified memory ({bytes} bytes asked)"),
+        })
+    }
+
+    /// The host address of `at` in a buffer from [`Backend::alloc_unified`] (`None` for
+    /// other buffers, or where the backend has no unified memory).
+    fn unified_ptr(&self, at: BufAt<'_, Self>) -> Option<*mut u8> {
+        let _ = at;
+        None
+    }
+
+    /// Queues a migration of `bytes` of unified memory at `at` to `to` on `stream`: a hint
+    /// that changes no contents (the default does nothing, as on backends where host and
+    /// device memory are one).
+    ///
+    /// # Safety
+    ///
+    /// - `at..at + bytes` lies inside a live buffer from [`Backend::alloc_unified`] that
+    ///   stays allocated until the stream has passed the prefetch.
+    unsafe fn prefetch(
+        &self,
+        stream: &Self::Stream,
+        at: BufAt<'_, Self>,
+        bytes: usize,
+        to: Location,
+    ) -> crate::Result<()> {
+        let _ = (stream, at, bytes, to);
+        Ok(())
+    }
 
     /// Starts capturing `stream`: until [`Backend::end_capture`], the work queued on it is
     /// recorded into a graph instead of run. Only copies between device buffers, ops and

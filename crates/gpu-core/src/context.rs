@@ -5,7 +5,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::array::GpuArray;
+use crate::array::{GpuArray, UnifiedArray};
 use crate::backend::{Backend, DeviceInfo, HostUse, RawPtr, RawStream};
 use crate::element::{byte_len, Element};
 use crate::error::{DeferredErrors, Error, Result};
@@ -307,6 +307,25 @@ impl<B: Backend> Context<B> {
     pub fn alloc<T: Element>(&self, len: usize) -> Result<GpuArray<T, B>> {
         self.shared().check()?;
         GpuArray::alloc(&self.default, len, false)
+    }
+
+    /// Allocates `len` zeroed elements of unified (managed) memory: an array the device's
+    /// work uses as any other and the host reads and writes in place
+    /// ([`UnifiedArray::host_mut`]) once that work is done. On CUDA `cuMemAllocManaged`
+    /// (never more than the device's free memory: asking for more is
+    /// [`Error::OutOfMemory`]); on the CPU plain memory; on Vulkan [`Error::Unsupported`].
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let mut x = ctx.alloc_unified::<f32>(3)?;
+    /// x.host_mut()?.copy_from_slice(&[1.0, -2.0, 3.0]); // no upload
+    /// ctx.relu_inplace(&mut x)?;
+    /// assert_eq!(x.host()?, [1.0, 0.0, 3.0]); // waits for the op; no download
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn alloc_unified<T: Element>(&self, len: usize) -> Result<UnifiedArray<T, B>> {
+        self.shared().check()?;
+        UnifiedArray::alloc(&self.default, len)
     }
 
     /// Allocates `len` zeroed elements.

@@ -7,7 +7,9 @@
 //!
 //! - [`Context`]: an opened device, which is also its default [`Stream`];
 //! - [`GpuArray`] and its views [`GpuView`] / [`GpuViewMut`]: typed device memory for any
-//!   [`Element`], freed on drop without racing queued work;
+//!   [`Element`], freed on drop without racing queued work, their memory from a
+//!   stream-ordered pool ([`Context::memory_stats`]);
+//! - [`UnifiedArray`]: unified (managed) memory the host reads and writes in place;
 //! - [`HostBuffer`]: pinned (or registered) host memory chosen by [`HostUse`], pooled;
 //! - [`Stream`] and [`Event`]: in-order queues, ordering and timing;
 //! - asynchronous copies that are safe by ownership ([`Stream::upload`] moves the host
@@ -16,6 +18,7 @@
 //!   binary ops with scalar, row and column forms, all also in place; reductions whole and
 //!   per row; softmax; cross-entropy; casts; batched gemm) and run by a backend through one
 //!   method, [`Backend::op`]; custom kernels ([`KernelSpec`], [`Stream::launch`]);
+//! - [`Graph`]: work captured from a stream ([`Stream::capture`]) and launched again;
 //! - [`DeviceSpec`] (parsed from code, `GPU_DEVICE` or the facade's `gpu.toml`), and the one
 //!   [`Error`] type.
 //!
@@ -78,9 +81,9 @@ mod stream;
 mod track;
 mod transfer;
 
-pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut};
+pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut, UnifiedArray};
 pub use backend::{
-    Backend, BufAt, DeviceInfo, HostUse, KernelArg, LaunchLimits, RawPtr, RawStream,
+    Backend, BufAt, DeviceInfo, HostUse, KernelArg, LaunchLimits, Location, RawPtr, RawStream,
 };
 pub use context::{Context, Range};
 pub use element::{

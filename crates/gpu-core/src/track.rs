@@ -107,6 +107,9 @@ enum Origin {
     Exact(usize),
     /// Memory from outside the library, or none (an empty array): not counted.
     Foreign,
+    /// Unified memory ([`crate::Context::alloc_unified`]): outside the pool, freed by the
+    /// backend after its uses.
+    Unified,
 }
 
 /// A device allocation: the backend buffer (none when empty), its context's default stream
@@ -185,6 +188,42 @@ impl<B: Backend> Alloc<B> {
             origin: Origin::Exact(bytes),
             track: Mutex::new(Tracker::new(Vec::new())),
         })
+    }
+
+    /// An allocation of `bytes > 0` bytes of unified memory.
+    pub(crate) fn unified(home: &Stream<B>, bytes: usize) -> Result<Arc<Self>> {
+        let shared = home.shared_arc();
+        shared.not_capturing(
+            "Context::alloc_unified",
+            "a graph's arrays are allocated before it is captured",
+        )?;
+        let buf = shared.backend.alloc_unified(bytes)?;
+        Ok(Arc::new(Alloc {
+            buf: Some(buf),
+            bytes,
+            home: home.clone(),
+            origin: Origin::Unified,
+            track: Mutex::new(Tracker::new(Vec::new())),
+        }))
+    }
+
+    /// Blocks until the queued uses a host access of this kind must follow have finished:
+    /// the last write (and, for a host write, the reads since). Returns the error the work
+    /// raised, if any.
+    pub(crate) fn wait_for_host(&self, access: Access) -> Result<()> {
+        let t = self.tracker();
+        let backend = self.home.backend();
+        let readers = match access {
+            Access::Read => &[][..],
+            Access::Write => &t.readers[..],
+        };
+        for u in t.writer.iter().chain(readers) {
+            match &u.event {
+                Some(e) => backend.event_sync(e)?,
+                None => backend.stream_sync(u.stream.raw())?,
+            }
+        }
+        Ok(())
     }
 
     /// An allocation of `bytes` over `buf` (none when empty) that the pool does not own:

@@ -497,6 +497,16 @@ impl Backend for CpuBackend {
         RawPtr::Host(at.buf.at(at.offset).get())
     }
 
+    /// Device memory is host memory: unified memory is an ordinary (zeroed) buffer, and
+    /// prefetching has nothing to move.
+    fn alloc_unified(&self, bytes: usize) -> Result<CpuBuffer> {
+        self.alloc(bytes, true)
+    }
+
+    fn unified_ptr(&self, at: BufAt<'_, Self>) -> Option<*mut u8> {
+        Some(at.buf.at(at.offset).get())
+    }
+
     fn raw_stream(&self, _stream: &CpuStream) -> RawStream {
         RawStream::None
     }

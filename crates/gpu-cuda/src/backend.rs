@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUresult};
 use gpukit_core::{
-    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig, Op,
-    RawPtr, RawStream, Result,
+    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
+    Location, Op, RawPtr, RawStream, Result,
 };
 use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
 use gpukit_cuda_sys::kernels::SCRATCH_BYTES;
@@ -29,6 +29,8 @@ pub struct CudaBuffer {
     bytes: usize,
     /// Whether the backend allocated it (a wrapped foreign allocation is never freed here).
     owned: bool,
+    /// Whether it is managed memory (`cuMemAllocManaged`), addressable from the host.
+    managed: bool,
 }
 
 impl CudaBuffer {
@@ -272,6 +274,7 @@ impl Backend for CudaBackend {
             ptr,
             bytes,
             owned: true,
+            managed: false,
         };
         if zeroed {
             // SAFETY: `ptr..ptr + bytes` is the new allocation; the internal stream is live.
@@ -577,6 +580,7 @@ impl Backend for CudaBackend {
                 ptr: p,
                 bytes,
                 owned: false,
+                managed: false,
             }),
             other => Err(Error::Unsupported {
                 backend: "cuda",
@@ -611,6 +615,90 @@ impl Backend for CudaBackend {
             });
         }
         self.stream_over(s, false)
+    }
+
+    fn alloc_unified(&self, bytes: usize) -> Result<CudaBuffer> {
+        self.bind()?;
+        if !self.dev.managed_memory {
+            return Err(Error::Unsupported {
+                backend: "cuda",
+                what: format!(
+                    "unified memory on device {} (no managed memory)",
+                    self.dev.ordinal
+                ),
+            });
+        }
+        // Asking for more managed memory than the device has free can stall the GPU
+        // (oversubscription pages it in and out): refuse it up front.
+        let (free, total) = self.dev.mem_info();
+        let out_of_memory = || -> Error {
+            CudaError::OutOfMemory {
+                call: "cuMemAllocManaged",
+                requested: bytes,
+                free,
+                total,
+            }
+            .into()
+        };
+        if bytes > free {
+            return Err(out_of_memory());
+        }
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: the context is current; live out-pointer.
+        let r = unsafe {
+            sys::cuMemAllocManaged(
+                &mut ptr,
+                bytes,
+                sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
+            )
+        };
+        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return Err(out_of_memory());
+        }
+        self.check("cuMemAllocManaged", r)?;
+        let buf = CudaBuffer {
+            ptr,
+            bytes,
+            owned: true,
+            managed: true,
+        };
+        // SAFETY: `ptr..ptr + bytes` is the new allocation, used by nothing else yet.
+        let r = unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes) };
+        if let Err(e) = self.check("cuMemsetD8", r) {
+            // SAFETY: the memset (synchronous) was the buffer's only use.
+            let _ = unsafe { self.free(buf, &[]) };
+            return Err(e);
+        }
+        Ok(buf)
+    }
+
+    fn unified_ptr(&self, at: BufAt<'_, Self>) -> Option<*mut u8> {
+        // Managed memory has one address on the host and the device.
+        at.buf
+            .managed
+            .then(|| at.buf.at(at.offset) as usize as *mut u8)
+    }
+
+    unsafe fn prefetch(
+        &self,
+        stream: &CudaStream,
+        at: BufAt<'_, Self>,
+        bytes: usize,
+        to: Location,
+    ) -> Result<()> {
+        if !at.buf.managed || !self.dev.concurrent_managed_access {
+            // Without concurrent access the driver migrates on launch and sync itself.
+            return Ok(());
+        }
+        self.bind()?;
+        let dst = match to {
+            Location::Device => self.dev.dev,
+            Location::Host => CU_DEVICE_CPU,
+        };
+        // SAFETY: the caller's contract: the range lies in a live managed buffer that
+        // outlives the prefetch; the stream is live.
+        let r = unsafe { sys::cuMemPrefetchAsync(at.buf.at(at.offset), bytes, dst, stream.raw.0) };
+        self.check("cuMemPrefetchAsync", r)
     }
 
     fn begin_capture(&self, stream: &CudaStream) -> Result<()> {
@@ -674,6 +762,9 @@ impl Backend for CudaBackend {
         crate::nvtx::pop()
     }
 }
+
+/// The device ordinal that means the host in `cuMemPrefetchAsync` (`CU_DEVICE_CPU`).
+const CU_DEVICE_CPU: sys::CUdevice = -1;
 
 /// An executable CUDA graph (`CUgraphExec`), instantiated from a stream capture.
 pub struct CudaGraph {

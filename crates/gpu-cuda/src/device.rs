@@ -61,6 +61,10 @@ pub(crate) struct Device {
     pub dev: sys::CUdevice,
     pub ctx: Raw<sys::CUcontext>,
     pub info: DeviceInfo,
+    /// Whether the device has managed (unified) memory.
+    pub managed_memory: bool,
+    /// Whether the host and the device may use managed memory at once (prefetch works).
+    pub concurrent_managed_access: bool,
     /// The device's poison flag, shared by every context on it in this process (a sticky
     /// error breaks the primary context they all use).
     poison: Arc<OnceLock<CudaError>>,
@@ -116,6 +120,8 @@ impl Device {
                 priority_range: (0, 0),
                 op_dtypes: gpukit_core::DType::ALL.to_vec(),
             },
+            managed_memory: false,
+            concurrent_managed_access: false,
             poison,
             frees: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
@@ -157,6 +163,9 @@ impl Device {
             max_shared_mem_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
         };
         device.info.priority_range = (least, greatest);
+        device.managed_memory = attr(Attr::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? != 0;
+        device.concurrent_managed_access =
+            attr(Attr::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)? != 0;
         Ok(device)
     }
 

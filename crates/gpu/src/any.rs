@@ -7,8 +7,8 @@
 //! feature carries its `#[cfg(feature = "...")]` on both lines.
 
 use gpukit_core::{
-    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig, Op,
-    RawPtr, RawStream, Result,
+    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
+    Location, Op, RawPtr, RawStream, Result,
 };
 
 /// A backend that is one of the compiled-in backends.
@@ -275,6 +275,25 @@ impl Backend for AnyBackend {
 
     fn synchronize(&self) -> Result<()> {
         dispatch!(self, b: Be => b.synchronize())
+    }
+
+    fn alloc_unified(&self, bytes: usize) -> Result<AnyBuffer> {
+        dispatch!(self, b: Be => b.alloc_unified(bytes).map(Be::wrap_buffer))
+    }
+
+    fn unified_ptr(&self, at: BufAt<'_, Self>) -> Option<*mut u8> {
+        dispatch!(self, b: Be => b.unified_ptr(self::at(b, at).ok()?))
+    }
+
+    unsafe fn prefetch(
+        &self,
+        s: &AnyStream,
+        at: BufAt<'_, Self>,
+        bytes: usize,
+        to: Location,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract is the backend's.
+        dispatch!(self, b: Be => unsafe { b.prefetch(st(b, s)?, self::at(b, at)?, bytes, to) })
     }
 
     fn begin_capture(&self, s: &AnyStream) -> Result<()> {

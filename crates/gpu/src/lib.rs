@@ -108,7 +108,7 @@ pub use context::{Context, Rejection, Selection};
 
 pub use gpukit_core::{
     BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error, Float,
-    Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits,
+    Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits, Location,
     MemoryStats, Numeric, Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result,
     Shape, ThreadIndex, UnaryOp,
 };
@@ -209,6 +209,8 @@ pub type HostBuffer<T> = gpukit_core::HostBuffer<T, AnyBackend>;
 pub type Pending<H> = gpukit_core::Pending<H, AnyBackend>;
 /// A kernel loaded on a context.
 pub type Kernel<S> = gpukit_core::Kernel<S, AnyBackend>;
+/// An array in unified (managed) memory, from [`core::Context::alloc_unified`].
+pub type UnifiedArray<T> = gpukit_core::UnifiedArray<T, AnyBackend>;
 /// Work captured from a stream ([`core::Stream::capture`]), launchable again and again.
 pub type Graph = gpukit_core::Graph<AnyBackend>;
 /// A named range on a profiler's timeline (NVTX on CUDA), from [`core::Context::range`].

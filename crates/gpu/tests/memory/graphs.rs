@@ -1,9 +1,10 @@
 //! Graph capture and replay, on every backend: replay against eager execution bit for bit
 //! over random op programs, each rule of the capture guard, the lifetime of captured
-//! arrays, and the ordering of launches against eager work on other streams. The Vulkan
+//! arrays, the ordering of launches against eager work on other streams, and a pipeline
+//! compute stage that launches a captured step. The Vulkan
 //! backend has no graphs: there each test checks that capture is `Error::Unsupported`.
 
-mod common;
+use crate::{backend_tests, common};
 
 use common::{cases, delay_spec, harness_error};
 use gpukit::{Context, Error, GpuArray, HostUse, LaunchConfig, Stream};
@@ -327,6 +328,92 @@ backend_tests! {
         s.fill(&mut x, 3.0)?;
         s.sync()?;
         assert_eq!(x.download()?, [3.0, 3.0]);
+        Ok(())
+    }
+}
+
+/// The model of `a_pipeline_compute_stage_launches_a_captured_step`: parameters on the
+/// device and the captured update step.
+struct Model {
+    w: GpuArray<f32>,
+    step: Option<gpukit::Graph>,
+}
+
+backend_tests! {
+    fn a_pipeline_compute_stage_launches_a_captured_step(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        for pattern in [gpukit::Pattern::Sequential, gpukit::Pattern::Triple] {
+            let batches = 7;
+            let mut model = Model { w: ctx.alloc_zeros::<f32>(16)?, step: None };
+            let mut seen = Vec::new();
+            gpukit::Pipeline::new(ctx, pattern)
+                .batches(batches)
+                .max_rows(8)
+                .input::<f32>(1)
+                .output::<f32>(1)
+                .run_with(
+                    &mut model,
+                    |i, x| {
+                        x.fill(i as f32);
+                        Ok(x.len())
+                    },
+                    |m, s, _b, x, y| {
+                        // The update step is captured on the first batch's stream, then
+                        // launched on whichever compute stream each batch gets.
+                        if m.step.is_none() {
+                            let w = &mut m.w;
+                            m.step = Some(s.capture(|s| {
+                                s.scale(0.5f32, w)?;
+                                s.add_scalar_inplace(w, 1.0f32)
+                            })?);
+                        }
+                        if let Some(step) = &m.step {
+                            step.launch(s)?;
+                        }
+                        s.copy(x, y)
+                    },
+                    |_m, b, y| {
+                        seen.push((b.index, y[0]));
+                        Ok(())
+                    },
+                )
+                .map_err(|e| harness_error("pipeline", e.to_string()))?;
+            let want_seen: Vec<(usize, f32)> = (0..batches).map(|i| (i, i as f32)).collect();
+            assert_eq!(seen, want_seen, "{pattern:?}");
+            // w <- w / 2 + 1, once per batch, in some order of streams but never at once.
+            let want = (0..batches).fold(0.0f32, |w, _| w * 0.5 + 1.0);
+            drop(model.step.take());
+            assert_eq!(model.w.download()?, vec![want; 16], "{pattern:?}");
+        }
+        Ok(())
+    }
+}
+
+backend_tests! {
+    fn a_captured_gemm_replays_like_the_eager_one(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        // C = 0.5 A B + C, twice: the second run reads the first's C. On CUDA this is
+        // cuBLAS inside a capture.
+        let (m, n, k) = (5, 7, 3);
+        let av: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+        let bv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+        let g = gpukit::Gemm::new(m, n, k).scaled(0.5f32, 1.0);
+        let s = ctx.create_stream()?;
+        let (a, b) = (ctx.alloc_upload(&av)?, ctx.alloc_upload(&bv)?);
+        let mut eager = ctx.alloc_zeros::<f32>(m * n)?;
+        s.gemm(g, &a, &b, &mut eager)?;
+        s.gemm(g, &a, &b, &mut eager)?;
+        let mut replayed = ctx.alloc_zeros::<f32>(m * n)?;
+        let graph = s.capture(|s| s.gemm(g, &a, &b, &mut replayed))?;
+        graph.launch(&s)?;
+        graph.launch(&s)?;
+        s.sync()?;
+        let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(replayed.download()?), bits(eager.download()?));
         Ok(())
     }
 }

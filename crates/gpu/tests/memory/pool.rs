@@ -2,7 +2,7 @@
 //! over random programs of allocations, drops and trims; reuse of a dropped array's memory
 //! ordered after the old array's work on other streams; zeroing of reused memory; trim.
 
-mod common;
+use crate::{backend_tests, common};
 
 use std::collections::HashMap;
 

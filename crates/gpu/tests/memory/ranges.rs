@@ -1,7 +1,7 @@
 //! Profiler ranges (`ctx.range`): NVTX ranges on CUDA where the NVTX library loads, nothing
 //! elsewhere; they nest, tolerate any name, and leave the work inside them unchanged.
 
-mod common;
+use crate::backend_tests;
 
 /// Whether this context's ranges reach a profiler timeline.
 fn records(ctx: &gpukit::Context) -> bool {
