@@ -211,6 +211,27 @@ impl CudaBackend {
     }
 
     /// `cuMemAlloc`, retried once after waiting for deferred frees.
+    /// Zeroes a new buffer on the internal stream and waits for it; frees the buffer if
+    /// that fails.
+    fn zeroed(&self, buf: CudaBuffer) -> Result<CudaBuffer> {
+        // SAFETY: the buffer is new and used by nothing else; the internal stream is live.
+        let r = unsafe { sys::cuMemsetD8Async(buf.ptr, 0, buf.bytes, self.util.0) };
+        let r = if r == CUresult::CUDA_SUCCESS {
+            // SAFETY: the internal stream is live.
+            unsafe { sys::cuStreamSynchronize(self.util.0) }
+        } else {
+            r
+        };
+        if let Err(e) = self.check("cuMemsetD8Async", r) {
+            // SAFETY: the memset is the buffer's only use, and it either was not queued or
+            // has ended (the synchronize returned), so no stream needs waiting for. Its
+            // error is secondary to the memset's, which is returned.
+            let _ = unsafe { self.free(buf, &[]) };
+            return Err(e);
+        }
+        Ok(buf)
+    }
+
     fn mem_alloc(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
         let mut ptr: sys::CUdeviceptr = 0;
         // SAFETY: the context is current; live out-pointer.
@@ -277,21 +298,7 @@ impl Backend for CudaBackend {
             managed: false,
         };
         if zeroed {
-            // SAFETY: `ptr..ptr + bytes` is the new allocation; the internal stream is live.
-            let r = unsafe { sys::cuMemsetD8Async(ptr, 0, bytes, self.util.0) };
-            let r = if r == CUresult::CUDA_SUCCESS {
-                // SAFETY: the internal stream is live.
-                unsafe { sys::cuStreamSynchronize(self.util.0) }
-            } else {
-                r
-            };
-            if let Err(e) = self.check("cuMemsetD8Async", r) {
-                // SAFETY: the memset is the buffer's only use, and it either was not queued
-                // or has ended (the synchronize returned), so no stream needs waiting for.
-                // Its error is secondary to the memset's, which is returned.
-                let _ = unsafe { self.free(buf, &[]) };
-                return Err(e);
-            }
+            return self.zeroed(buf);
         }
         Ok(buf)
     }
@@ -662,14 +669,8 @@ impl Backend for CudaBackend {
             owned: true,
             managed: true,
         };
-        // SAFETY: `ptr..ptr + bytes` is the new allocation, used by nothing else yet.
-        let r = unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes) };
-        if let Err(e) = self.check("cuMemsetD8", r) {
-            // SAFETY: the memset (synchronous) was the buffer's only use.
-            let _ = unsafe { self.free(buf, &[]) };
-            return Err(e);
-        }
-        Ok(buf)
+        // Waited for, so that the host may read it at once.
+        self.zeroed(buf)
     }
 
     fn unified_ptr(&self, at: BufAt<'_, Self>) -> Option<*mut u8> {
