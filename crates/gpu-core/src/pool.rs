@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::stream::{Stream, StreamInner};
 use crate::track::Use;
 
@@ -107,19 +107,21 @@ impl<B: Backend> Prior<B> {
         }
     }
 
+    /// The use, while its stream lives.
+    fn live(&self) -> Option<Use<B>> {
+        self.stream.upgrade().map(|stream| Use {
+            stream,
+            event: self.event.clone(),
+        })
+    }
+
     /// Makes `stream` wait for this use. A use without an event whose stream is gone was
     /// recorded either while its stream was the context's only one (which is the default
     /// stream, alive as long as anything can allocate) or after its work had been waited
     /// for: there is nothing left to wait for.
     pub(crate) fn order_before(&self, stream: &Stream<B>) -> Result<()> {
-        if self.stream_id == stream.id() {
-            return Ok(());
-        }
-        match (self.stream.upgrade(), &self.event) {
-            (Some(s), event) => stream.wait_for_use(&Use {
-                stream: s,
-                event: event.clone(),
-            }),
+        match (self.live(), &self.event) {
+            (Some(u), _) => stream.wait_for_use(&u),
             (None, Some(e)) => stream.backend().stream_wait(stream.raw(), e),
             (None, None) => Ok(()),
         }
@@ -128,15 +130,8 @@ impl<B: Backend> Prior<B> {
     /// Whether `stream` may go ahead without waiting for this use (see
     /// [`Use::finished_for`]); a use without an event whose stream is gone has finished.
     pub(crate) fn finished_for(&self, stream: &Stream<B>) -> Result<bool> {
-        if self.stream_id == stream.id() {
-            return Ok(true);
-        }
-        match (self.stream.upgrade(), &self.event) {
-            (Some(s), event) => Use {
-                stream: s,
-                event: event.clone(),
-            }
-            .finished_for(stream),
+        match (self.live(), &self.event) {
+            (Some(u), _) => u.finished_for(stream),
             (None, Some(e)) => stream.backend().event_query(e),
             (None, None) => Ok(true),
         }
@@ -145,8 +140,8 @@ impl<B: Backend> Prior<B> {
     /// Blocks until the use has finished where its stream is gone (for a trim: the backend
     /// is told only the live streams); returns the live stream otherwise.
     fn settle(&self, backend: &B) -> Result<Option<Arc<StreamInner<B>>>> {
-        match (self.stream.upgrade(), &self.event) {
-            (Some(s), _) => Ok(Some(s)),
+        match (self.live(), &self.event) {
+            (Some(u), _) => Ok(Some(u.stream)),
             (None, Some(e)) => backend.event_sync(e).map(|()| None),
             (None, None) => Ok(None),
         }
@@ -228,9 +223,9 @@ impl<B: Backend> DevicePool<B> {
     /// Hands every cached block back to the device, each after the work that used it.
     /// Returns the bytes released; on errors, the first (every block is still released).
     pub(crate) fn trim(&self, backend: &B) -> Result<u64> {
-        let blocks: Vec<(usize, Cached<B>)> = {
+        let (blocks, released) = {
             let mut st = self.lock();
-            let blocks: Vec<_> = st
+            let blocks: Vec<(usize, Cached<B>)> = st
                 .free
                 .drain()
                 .flat_map(|(size, v)| v.into_iter().map(move |c| (size, c)))
@@ -238,13 +233,11 @@ impl<B: Backend> DevicePool<B> {
             let bytes: u64 = blocks.iter().map(|(size, _)| *size as u64).sum();
             st.stats.bytes_reserved -= bytes;
             st.stats.bytes_released += bytes;
-            blocks
+            (blocks, bytes)
         };
         let mut first: Result<()> = Ok(());
-        let mut released = 0u64;
-        for (size, c) in blocks {
+        for (_, c) in blocks {
             let r = free_cached(backend, c);
-            released += size as u64;
             if first.is_ok() {
                 first = r;
             }
@@ -279,11 +272,6 @@ fn free_cached<B: Backend>(backend: &B, c: Cached<B>) -> Result<()> {
     // streams that are gone have been waited for above.
     let freed = unsafe { backend.free(c.buf, &raws) };
     first.and(freed)
-}
-
-/// Whether an allocation failure may go away after a trim.
-pub(crate) fn is_out_of_memory(e: &Error) -> bool {
-    matches!(e, Error::OutOfMemory { .. })
 }
 
 #[cfg(test)]

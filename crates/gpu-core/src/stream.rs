@@ -171,10 +171,7 @@ impl<B: Backend> Stream<B> {
             if self.backend().event_query(&event.raw)? {
                 return Ok(());
             }
-            return Err(Error::CaptureViolation {
-                call: "Stream::wait",
-                reason: OTHER_STREAM_IN_CAPTURE,
-            });
+            return Err(other_stream_in_capture("Stream::wait"));
         }
         self.backend().stream_wait(self.raw(), &event.raw)
     }
@@ -381,10 +378,14 @@ impl<B: Backend> Stream<B> {
 /// Why a host sync or query cannot happen during a capture.
 const SYNC_IN_CAPTURE: &str = "the work queued since the capture began is being recorded, not \
                                run: there is nothing to wait for until the graph is launched";
-/// Why work cannot wait for another stream during a capture.
-pub(crate) const OTHER_STREAM_IN_CAPTURE: &str =
-    "it would have to wait for unfinished work on another stream, which a graph cannot \
-     contain (sync that stream, or wait for it, before capturing)";
+/// [`Error::CaptureViolation`] for `call`, which would have to wait for another stream.
+pub(crate) fn other_stream_in_capture(call: &'static str) -> Error {
+    Error::CaptureViolation {
+        call,
+        reason: "it would have to wait for unfinished work on another stream, which a graph \
+                 cannot contain (sync that stream, or wait for it, before capturing)",
+    }
+}
 /// Why raw access is refused during a capture.
 const RAW_IN_CAPTURE: &str = "work queued on the raw stream is not tracked by the graph, and on \
                               the CPU the access would run at capture time, not at launch";

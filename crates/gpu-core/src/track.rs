@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::backend::{Backend, BufAt, RawPtr};
 use crate::error::{Error, Result};
 use crate::pool::{self, Cached, Prior};
-use crate::stream::{Stream, StreamInner};
+use crate::stream::{other_stream_in_capture, Stream, StreamInner};
 
 /// How an op uses a range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,13 +46,6 @@ impl<B: Backend> Use<B> {
     }
 }
 
-fn capture_violation(call: &'static str) -> Error {
-    Error::CaptureViolation {
-        call,
-        reason: crate::stream::OTHER_STREAM_IN_CAPTURE,
-    }
-}
-
 impl<B: Backend> Clone for Use<B> {
     fn clone(&self) -> Self {
         Use {
@@ -77,6 +70,16 @@ impl<B: Backend> Tracker<B> {
             readers: Vec::new(),
             prior,
         }
+    }
+
+    /// The uses of this owner an access of this kind must follow: the last write, and for
+    /// a write the reads since.
+    fn must_follow(&self, access: Access) -> impl Iterator<Item = &Use<B>> {
+        let readers = match access {
+            Access::Read => &[][..],
+            Access::Write => &self.readers[..],
+        };
+        self.writer.iter().chain(readers)
     }
 
     /// Every use a later owner of the memory must wait for, one per stream: the last use
@@ -123,6 +126,22 @@ pub(crate) struct Alloc<B: Backend> {
 }
 
 impl<B: Backend> Alloc<B> {
+    fn build(
+        home: &Stream<B>,
+        buf: Option<B::Buffer>,
+        bytes: usize,
+        origin: Origin,
+        prior: Vec<Prior<B>>,
+    ) -> Self {
+        Alloc {
+            buf,
+            bytes,
+            home: home.clone(),
+            origin,
+            track: Mutex::new(Tracker::new(prior)),
+        }
+    }
+
     /// An allocation of `bytes` from the context's pool; zeroed (on `home`) when `zeroed`.
     pub(crate) fn new(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Arc<Self>> {
         if bytes == 0 {
@@ -138,13 +157,13 @@ impl<B: Backend> Alloc<B> {
             return Self::exact(home, bytes, zeroed).map(Arc::new);
         };
         if let Some(Cached { buf, prior }) = shared.device_pool.take(block) {
-            let alloc = Arc::new(Alloc {
-                buf: Some(buf),
+            let alloc = Arc::new(Self::build(
+                home,
+                Some(buf),
                 bytes,
-                home: home.clone(),
-                origin: Origin::Pooled(block),
-                track: Mutex::new(Tracker::new(prior)),
-            });
+                Origin::Pooled(block),
+                prior,
+            ));
             if zeroed {
                 // On error the allocation drops, and its block goes back to the pool.
                 home.zero_bytes(&alloc.slice(0, bytes))?;
@@ -153,21 +172,21 @@ impl<B: Backend> Alloc<B> {
         }
         let backend = &shared.backend;
         let mut result = backend.alloc(block, zeroed);
-        if let Err(e) = &result {
-            if pool::is_out_of_memory(e) && shared.device_pool.trim(backend)? > 0 {
+        if let Err(Error::OutOfMemory { .. }) = &result {
+            if shared.device_pool.trim(backend)? > 0 {
                 result = backend.alloc(block, zeroed);
             }
         }
         match result {
             Ok(buf) => {
                 shared.device_pool.reserved(block);
-                Ok(Arc::new(Alloc {
-                    buf: Some(buf),
+                Ok(Arc::new(Self::build(
+                    home,
+                    Some(buf),
                     bytes,
-                    home: home.clone(),
-                    origin: Origin::Pooled(block),
-                    track: Mutex::new(Tracker::new(Vec::new())),
-                }))
+                    Origin::Pooled(block),
+                    Vec::new(),
+                )))
             }
             // The rounding may be what the device refused (a buffer-size limit just above
             // the request): the exact size may still fit.
@@ -181,13 +200,13 @@ impl<B: Backend> Alloc<B> {
         let shared = home.shared_arc();
         let buf = shared.backend.alloc(bytes, zeroed)?;
         shared.device_pool.reserved(bytes);
-        Ok(Alloc {
-            buf: Some(buf),
+        Ok(Self::build(
+            home,
+            Some(buf),
             bytes,
-            home: home.clone(),
-            origin: Origin::Exact(bytes),
-            track: Mutex::new(Tracker::new(Vec::new())),
-        })
+            Origin::Exact(bytes),
+            Vec::new(),
+        ))
     }
 
     /// An allocation of `bytes > 0` bytes of unified memory.
@@ -198,13 +217,13 @@ impl<B: Backend> Alloc<B> {
             "a graph's arrays are allocated before it is captured",
         )?;
         let buf = shared.backend.alloc_unified(bytes)?;
-        Ok(Arc::new(Alloc {
-            buf: Some(buf),
+        Ok(Arc::new(Self::build(
+            home,
+            Some(buf),
             bytes,
-            home: home.clone(),
-            origin: Origin::Unified,
-            track: Mutex::new(Tracker::new(Vec::new())),
-        }))
+            Origin::Unified,
+            Vec::new(),
+        )))
     }
 
     /// Blocks until the queued uses a host access of this kind must follow have finished:
@@ -213,11 +232,7 @@ impl<B: Backend> Alloc<B> {
     pub(crate) fn wait_for_host(&self, access: Access) -> Result<()> {
         let t = self.tracker();
         let backend = self.home.backend();
-        let readers = match access {
-            Access::Read => &[][..],
-            Access::Write => &t.readers[..],
-        };
-        for u in t.writer.iter().chain(readers) {
+        for u in t.must_follow(access) {
             match &u.event {
                 Some(e) => backend.event_sync(e)?,
                 None => backend.stream_sync(u.stream.raw())?,
@@ -229,13 +244,7 @@ impl<B: Backend> Alloc<B> {
     /// An allocation of `bytes` over `buf` (none when empty) that the pool does not own:
     /// a wrapped foreign one, or an empty one. It has no uses yet.
     pub(crate) fn with_buffer(home: &Stream<B>, buf: Option<B::Buffer>, bytes: usize) -> Self {
-        Alloc {
-            buf,
-            bytes,
-            home: home.clone(),
-            origin: Origin::Foreign,
-            track: Mutex::new(Tracker::new(Vec::new())),
-        }
+        Self::build(home, buf, bytes, Origin::Foreign, Vec::new())
     }
 
     fn tracker(&self) -> MutexGuard<'_, Tracker<B>> {
@@ -365,13 +374,8 @@ impl<B: Backend> Uses<'_, B> {
         for p in &self.0.prior {
             p.order_before(stream)?;
         }
-        if let Some(w) = &self.0.writer {
-            stream.wait_for_use(w)?;
-        }
-        if access == Access::Write {
-            for r in &self.0.readers {
-                stream.wait_for_use(r)?;
-            }
+        for u in self.0.must_follow(access) {
+            stream.wait_for_use(u)?;
         }
         Ok(())
     }
@@ -387,18 +391,14 @@ impl<B: Backend> Uses<'_, B> {
         call: &'static str,
     ) -> Result<()> {
         let t = &*self.0;
-        let readers = match access {
-            Access::Read => &[][..],
-            Access::Write => &t.readers[..],
-        };
-        for u in t.writer.iter().chain(readers) {
+        for u in t.must_follow(access) {
             if !u.finished_for(stream)? {
-                return Err(capture_violation(call));
+                return Err(other_stream_in_capture(call));
             }
         }
         for p in &t.prior {
             if !p.finished_for(stream)? {
-                return Err(capture_violation(call));
+                return Err(other_stream_in_capture(call));
             }
         }
         Ok(())
