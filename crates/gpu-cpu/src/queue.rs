@@ -109,7 +109,11 @@ impl Queue {
 
 fn run(queue: Arc<Queue>, rx: mpsc::Receiver<Task>) {
     while let Ok(task) = rx.recv() {
-        queue.finish(run_task(&task));
+        let result = run_task(&task);
+        // What the task holds (the memory it used) goes before the stream reports it done,
+        // so that a sync returns with it released.
+        drop(task);
+        queue.finish(result);
     }
 }
 
