@@ -68,6 +68,7 @@
 //! }
 //! ```
 
+use smallvec::SmallVec;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -536,12 +537,18 @@ impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuViewMut<'_, T, B> {
     }
 }
 
+/// The most parameters a kernel signature has: signatures are tuples of 1 to 8 parameters.
+pub const MAX_KERNEL_ARGS: usize = 8;
+
+/// A launch's resolved arguments, in order, on the stack.
+pub(crate) type ArgList<'a, B> = SmallVec<[ArgRef<'a, B>; MAX_KERNEL_ARGS]>;
+
 /// A tuple of launch arguments matching a signature. Sealed, as [`LaunchArg`] is.
 pub trait LaunchArgs<B: Backend>: sealed::Sealed {
     /// The signature the arguments match.
     type Sig: KernelSig;
-    /// The resolved arguments, in order.
-    fn args(&self) -> Vec<ArgRef<'_, B>>;
+    /// Calls `f` with each resolved argument, in order.
+    fn each_arg<'a>(&'a self, f: &mut dyn FnMut(ArgRef<'a, B>));
 }
 
 macro_rules! tuples {
@@ -561,8 +568,8 @@ macro_rules! tuples {
         impl<B: Backend, $($name: LaunchArg<B>),+> LaunchArgs<B> for ($($name,)+) {
             type Sig = ($($name::Param,)+);
 
-            fn args(&self) -> Vec<ArgRef<'_, B>> {
-                vec![$(self.$idx.arg()),+]
+            fn each_arg<'a>(&'a self, f: &mut dyn FnMut(ArgRef<'a, B>)) {
+                $(f(self.$idx.arg());)+
             }
         }
     };
@@ -793,8 +800,10 @@ impl<B: Backend> Stream<B> {
         self.shared_arc()
             .same_context("launch", "kernel", kernel.context)?;
         cfg.validate(&kernel.name, &kernel.limits)?;
-        let resolved = args.args();
-        let mut accesses = Vec::with_capacity(resolved.len());
+        // Everything on the stack: a launch allocates nothing.
+        let mut resolved = ArgList::<B>::new();
+        args.each_arg(&mut |a| resolved.push(a));
+        let mut accesses = SmallVec::<[_; MAX_KERNEL_ARGS]>::new();
         for a in &resolved {
             match a {
                 ArgRef::Read(s) => accesses.push(("kernel argument", s, Access::Read)),
@@ -803,7 +812,7 @@ impl<B: Backend> Stream<B> {
             }
         }
         self.enqueue("launch", &accesses, || {
-            let raw: Vec<KernelArg<'_, B>> = resolved
+            let raw: SmallVec<[KernelArg<'_, B>; MAX_KERNEL_ARGS]> = resolved
                 .iter()
                 .map(|a| match a {
                     ArgRef::Read(s) => KernelArg::Buffer {

@@ -94,7 +94,7 @@ pub use graph::Graph;
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{
     ArgRef, CpuKernelFn, Dim3, In, Kernel, KernelDesc, KernelParam, KernelSig, KernelSource,
-    KernelSpec, LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex,
+    KernelSpec, LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, MAX_KERNEL_ARGS,
 };
 pub use optable::{
     arg_better, cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Gemm, Op, ReduceOp, Rhs,

@@ -704,15 +704,18 @@ pub fn softmax_rows<T: Numeric<Compute = C>, C: Real>(
         return;
     }
     for (r, o) in out.chunks_mut(cols).enumerate() {
-        let row: Vec<C> = match src {
-            Some(s) => s[r * cols..r * cols + o.len()]
-                .iter()
-                .map(|v| v.load())
-                .collect(),
-            None => o.iter().map(|v| v.load()).collect(),
+        // Each output depends on its own input and the row's statistics only, so in place
+        // the row is read for the statistics and then overwritten element by element (no
+        // copy of the row: the op allocates nothing).
+        let (m, s) = match src {
+            Some(s) => softmax_stats(s[r * cols..r * cols + o.len()].iter().map(|v| v.load())),
+            None => softmax_stats(o.iter().map(|v| v.load())),
         };
-        let (m, s) = softmax_stats(&row);
-        for (o, &x) in o.iter_mut().zip(&row) {
+        for (j, o) in o.iter_mut().enumerate() {
+            let x: C = match src {
+                Some(s) => s[r * cols + j].load(),
+                None => o.load(),
+            };
             let d = x.sub(m);
             *o = if log {
                 T::from_f64(d.to_f64() - s.ln())
@@ -723,10 +726,11 @@ pub fn softmax_rows<T: Numeric<Compute = C>, C: Real>(
     }
 }
 
-/// A row's maximum (NaNs ignored) and `sum exp(x - max)` accumulated in f64.
-fn softmax_stats<C: Real>(row: &[C]) -> (C, f64) {
-    let m = row.iter().fold(row[0], |m, &v| m.max(v));
-    let s = row.iter().map(|&x| x.sub(m).exp().to_f64()).sum::<f64>();
+/// A row's maximum (NaNs ignored) and `sum exp(x - max)` accumulated in f64; the row is
+/// read twice. An empty row is never passed (`cols > 0`).
+fn softmax_stats<C: Real>(row: impl Iterator<Item = C> + Clone) -> (C, f64) {
+    let m = row.clone().reduce(|m, v| m.max(v)).unwrap_or(C::ZERO);
+    let s = row.map(|x| x.sub(m).exp().to_f64()).sum::<f64>();
     (m, s)
 }
 
@@ -746,11 +750,8 @@ pub fn cross_entropy_rows<T: Numeric<Compute = C>, C: Real>(
         return;
     }
     for (r, (l, &label)) in loss.iter_mut().zip(labels).enumerate() {
-        let row: Vec<C> = logits[r * cols..(r + 1) * cols]
-            .iter()
-            .map(|v| v.load())
-            .collect();
-        let (m, s) = softmax_stats(&row);
+        let row = &logits[r * cols..(r + 1) * cols];
+        let (m, s) = softmax_stats(row.iter().map(|v| v.load()));
         let label = label as usize;
         let g = grad
             .as_deref_mut()
@@ -762,11 +763,11 @@ pub fn cross_entropy_rows<T: Numeric<Compute = C>, C: Real>(
             }
             continue;
         }
-        *l = T::from_f64(s.ln() - row[label].sub(m).to_f64());
+        *l = T::from_f64(s.ln() - row[label].load().sub(m).to_f64());
         if let Some(g) = g {
-            for (j, (g, &x)) in g.iter_mut().zip(&row).enumerate() {
+            for (j, (g, x)) in g.iter_mut().zip(row).enumerate() {
                 let hot = if j == label { 1.0 } else { 0.0 };
-                *g = T::from_f64(x.sub(m).exp().to_f64() / s - hot);
+                *g = T::from_f64(x.load().sub(m).exp().to_f64() / s - hot);
             }
         }
     }

@@ -1,5 +1,6 @@
 //! Streams (in-order queues of work) and events (positions in them).
 
+use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,9 @@ use crate::context::Shared;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::graph::Capture;
+use crate::kernel::MAX_KERNEL_ARGS;
 use crate::track::{Access, SliceRef, Use, Uses};
+use smallvec::SmallVec;
 
 static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -23,11 +26,43 @@ pub(crate) struct StreamInner<B: Backend> {
     pub(crate) capturing: AtomicBool,
     /// What the capture in progress has recorded.
     pub(crate) capture: Mutex<Option<Capture<B>>>,
+    /// The ordering events recorded on this stream lately, oldest first (at most
+    /// [`RECENT_EVENTS`]). The oldest is recorded again once nothing else holds it, so that
+    /// ops ordered across streams allocate no event handles in a steady loop.
+    recent: Mutex<VecDeque<Arc<B::Event>>>,
 }
+
+/// How many ordering events a stream keeps for reuse.
+const RECENT_EVENTS: usize = 32;
 
 impl<B: Backend> StreamInner<B> {
     pub(crate) fn raw(&self) -> &B::Stream {
         &self.raw
+    }
+
+    /// An ordering (not timing) event at the current end of the stream's queue: the oldest
+    /// of the stream's recent events that nobody else holds, recorded again, else a new one.
+    fn ordering_event(&self) -> Result<Arc<B::Event>> {
+        let backend = &self.shared.backend;
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        // The oldest event nobody else holds (usually the first: uses are replaced as work
+        // goes on; an array left alone keeps its last use's event, which is skipped).
+        let free = recent.iter_mut().position(|e| Arc::get_mut(e).is_some());
+        if let Some(mut event) = free.and_then(|i| recent.remove(i)) {
+            // Still unshared: the ring's handle was the only one, and it is ours now.
+            if let Some(e) = Arc::get_mut(&mut event) {
+                *e = backend.record_event(&self.raw, false)?;
+                recent.push_back(event.clone());
+                return Ok(event);
+            }
+        }
+        let event = Arc::new(backend.record_event(&self.raw, false)?);
+        if recent.len() == RECENT_EVENTS {
+            // The oldest is still some use's event: leave it to its holders.
+            recent.pop_front();
+        }
+        recent.push_back(event.clone());
+        Ok(event)
     }
 }
 
@@ -85,6 +120,7 @@ impl<B: Backend> Stream<B> {
                 shared,
                 capturing: AtomicBool::new(false),
                 capture: Mutex::new(None),
+                recent: Mutex::new(VecDeque::with_capacity(RECENT_EVENTS)),
             }),
         }
     }
@@ -302,11 +338,13 @@ impl<B: Backend> Stream<B> {
             });
         }
         // Lock each allocation once, in address order (no lock-order cycles between
-        // threads), and hold the locks from ordering to recording.
-        let mut keys: Vec<usize> = accesses.iter().map(|(_, s, _)| s.alloc_key()).collect();
+        // threads), and hold the locks from ordering to recording. On the stack: no op or
+        // launch has more operands than a kernel has parameters.
+        let mut keys: SmallVec<[usize; MAX_KERNEL_ARGS]> =
+            accesses.iter().map(|(_, s, _)| s.alloc_key()).collect();
         keys.sort_unstable();
         keys.dedup();
-        let mut locked: Vec<Uses<'_, B>> = keys
+        let mut locked: SmallVec<[Uses<'_, B>; MAX_KERNEL_ARGS]> = keys
             .iter()
             .filter_map(|k| accesses.iter().find(|(_, s, _)| s.alloc_key() == *k))
             .map(|(_, s, _)| s.lock())
@@ -330,8 +368,8 @@ impl<B: Backend> Stream<B> {
             return Ok((r, None));
         }
         let event = if marked || shared.multi_stream.load(Ordering::Acquire) {
-            match shared.backend.record_event(self.raw(), false) {
-                Ok(e) => Some(Arc::new(e)),
+            match self.inner.ordering_event() {
+                Ok(e) => Some(e),
                 Err(_) => {
                     // The work is queued but no event can mark it: wait for it instead. Once
                     // it is done it needs no event (its uses are recorded without one, so a

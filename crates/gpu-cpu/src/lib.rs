@@ -13,7 +13,16 @@
 //!   machine's memory is `OutOfMemory` before the allocator is asked.
 //! - **Streams** are in-order queues, each run by its own worker thread
 //!   (`gpukit-cpu-stream-N`). Every copy, op and kernel is a task on its stream's queue and
-//!   really runs asynchronously: the call returns once the task is queued.
+//!   really runs asynchronously: the call returns once the task is queued. A queue holds up
+//!   to 256 tasks; queuing onto a full one waits for the worker to take one, as a GPU's
+//!   launch queue does. Queuing allocates nothing: a task is a closure stored inline in a
+//!   ring allocated with the stream.
+//! - **Latency**: a worker that runs out of tasks, and a host thread waiting for a task or
+//!   an event, polls for up to 50 us before it parks, so that the next op of a loop, or the
+//!   end of a short one, costs no thread wake-up. At most one fewer threads than the
+//!   machine has cores poll at once (at least one), so polling never takes every core from
+//!   the threads doing the work; a parked thread uses no CPU, so an idle context costs
+//!   none.
 //! - **Events** are positions in a queue; a timing event is a task that stamps the time
 //!   when the worker reaches it. A stream waiting on an event queues a task that blocks
 //!   its worker until the other queue has passed the position. Waits only point at work
@@ -51,6 +60,7 @@ mod mem;
 mod ops;
 mod queue;
 pub mod reference;
+mod task;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -58,7 +68,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
     Backend, BufAt, CpuKernelFn, DType, DeviceInfo, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Op, RawArg, RawPtr, RawStream, Result,
+    Op, RawArg, RawPtr, RawStream, Result, MAX_KERNEL_ARGS,
 };
 
 pub use error::CpuError;
@@ -97,7 +107,7 @@ macro_rules! inject {
 
 /// A kernel on the CPU: its name and closure.
 pub struct CpuKernel {
-    name: String,
+    name: Arc<str>,
     f: CpuKernelFn,
 }
 
@@ -191,6 +201,22 @@ impl CpuBackend {
 
     fn limit(&self) -> u64 {
         self.info.total_memory
+    }
+}
+
+/// A launch's arguments as its CPU closure receives them, carried to the stream's worker.
+struct LaunchArgs([RawArg; MAX_KERNEL_ARGS]);
+
+// SAFETY: the pointers are only dereferenced by the launch's task, whose access gpukit-core
+// orders against every other access to the same memory while the task's `Arc<Mem>`s keep
+// it alive (as for `SendPtr`).
+unsafe impl Send for LaunchArgs {}
+
+impl LaunchArgs {
+    /// The first `n` arguments. A method (not the field) so that closures capture the whole
+    /// `LaunchArgs`.
+    fn get(&self, n: usize) -> &[RawArg] {
+        &self.0[..n]
     }
 }
 
@@ -352,7 +378,7 @@ impl Backend for CpuBackend {
         let to = dst.buf.at(dst.offset);
         self.push(
             stream,
-            Box::new(move || {
+            Task::new(move || {
                 let _keep = &keep;
                 // SAFETY: the caller keeps `src..src + bytes` readable and unmodified until
                 // the stream passes this task (Backend::copy_h2d contract); `to` is inside a
@@ -376,7 +402,7 @@ impl Backend for CpuBackend {
         let to = SendPtr(dst);
         self.push(
             stream,
-            Box::new(move || {
+            Task::new(move || {
                 let _keep = &keep;
                 // SAFETY: the caller keeps `dst..dst + bytes` writable and otherwise
                 // unaccessed until the stream passes this task (Backend::copy_d2h contract);
@@ -399,7 +425,7 @@ impl Backend for CpuBackend {
         let (from, to) = (src.buf.at(src.offset), dst.buf.at(dst.offset));
         self.push(
             stream,
-            Box::new(move || {
+            Task::new(move || {
                 let _keep = &keep;
                 // SAFETY: both ranges are inside live buffers (held by `_keep`) and do not
                 // overlap (Backend::copy_d2d contract); gpukit-core orders both against other
@@ -420,7 +446,7 @@ impl Backend for CpuBackend {
     fn load_kernel(&self, desc: &KernelDesc) -> Result<CpuKernel> {
         match &desc.cpu {
             Some(f) => Ok(CpuKernel {
-                name: desc.name.clone(),
+                name: desc.name.as_str().into(),
                 f: f.clone(),
             }),
             None => Err(CpuError::NoCpuKernel {
@@ -438,53 +464,55 @@ impl Backend for CpuBackend {
         args: &[KernelArg<'_, Self>],
     ) -> Result<()> {
         inject!(self, Op, "launch");
-        let mut keep: Vec<Arc<Mem>> = Vec::with_capacity(args.len());
-        let mut raw: Vec<(SendPtr, Option<usize>, [u8; 16])> = Vec::with_capacity(args.len());
-        for a in args {
-            match a {
+        // Fixed-size arrays, so that a launch allocates nothing: gpukit-core's signatures
+        // have at most MAX_KERNEL_ARGS parameters.
+        if args.len() > MAX_KERNEL_ARGS {
+            return Err(gpukit_core::Error::Unsupported {
+                backend: "cpu",
+                what: format!(
+                    "a launch with {} arguments (at most {MAX_KERNEL_ARGS})",
+                    args.len()
+                ),
+            });
+        }
+        let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
+        let mut raw = LaunchArgs([RawArg::Scalar([0; 16]); MAX_KERNEL_ARGS]);
+        for (i, a) in args.iter().enumerate() {
+            raw.0[i] = match a {
                 KernelArg::Buffer {
                     at: Some(at),
                     bytes,
                     ..
                 } => {
-                    keep.push(at.buf.mem.clone());
-                    raw.push((at.buf.at(at.offset), Some(*bytes), [0; 16]));
+                    keep[i] = Some(at.buf.mem.clone());
+                    RawArg::Slice {
+                        ptr: at.buf.at(at.offset).get(),
+                        bytes: *bytes,
+                    }
                 }
-                KernelArg::Buffer { at: None, .. } => {
-                    let empty = std::ptr::NonNull::<Align256>::dangling()
+                KernelArg::Buffer { at: None, .. } => RawArg::Slice {
+                    ptr: std::ptr::NonNull::<Align256>::dangling()
                         .as_ptr()
-                        .cast::<u8>();
-                    raw.push((SendPtr(empty), Some(0), [0; 16]));
-                }
-                KernelArg::Scalar { bytes, .. } => {
-                    raw.push((SendPtr(std::ptr::null_mut()), None, *bytes));
-                }
-            }
+                        .cast::<u8>(),
+                    bytes: 0,
+                },
+                KernelArg::Scalar { bytes, .. } => RawArg::Scalar(*bytes),
+            };
         }
-        let (f, name, cfg) = (kernel.f.clone(), kernel.name.clone(), *cfg);
+        let (f, name, cfg, n) = (kernel.f.clone(), kernel.name.clone(), *cfg, args.len());
         self.push(
             stream,
-            Box::new(move || {
+            Task::new(move || {
                 let _keep = &keep;
-                let raw: Vec<RawArg> = raw
-                    .iter()
-                    .map(|(p, bytes, scalar)| match bytes {
-                        Some(bytes) => RawArg::Slice {
-                            ptr: p.get(),
-                            bytes: *bytes,
-                        },
-                        None => RawArg::Scalar(*scalar),
-                    })
-                    .collect();
-                match catch_unwind(AssertUnwindSafe(|| f(&cfg, &raw))) {
+                match catch_unwind(AssertUnwindSafe(|| f(&cfg, raw.get(n)))) {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(message)) => Err(CpuError::KernelError {
-                        kernel: name.clone(),
+                        kernel: name.to_string(),
                         message,
                     }
                     .into()),
                     Err(panic) => Err(CpuError::KernelPanicked {
-                        kernel: name.clone(),
+                        kernel: name.to_string(),
                         message: panic_message(&*panic),
                     }
                     .into()),
@@ -565,7 +593,7 @@ impl Backend for CpuBackend {
         // stream's.
         self.push(
             stream,
-            Box::new(move || {
+            Task::new(move || {
                 let tasks = tasks.lock().unwrap_or_else(|p| p.into_inner());
                 let mut first = Ok(());
                 for task in tasks.iter() {

@@ -209,7 +209,7 @@ impl<T: Numeric> CastTo<T> {
             keep,
         } = self;
         let out = Dst::<U>::new(out, len);
-        Box::new(move || {
+        Task::new(move || {
             let _keep = &keep;
             // SAFETY: the contract of `task` (live, aligned, ordered); `out` holds `len`
             // elements of the target type.
@@ -259,10 +259,10 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
     let mut r = Ranges::default();
     // Every arm captures typed ranges (`Src`/`Dst`, whose `get` is sound under this
     // function's contract: live, aligned, ordered, a written range overlapping nothing else).
-    let run: Box<dyn Fn() + Send> = match *op {
+    let task = match *op {
         Op::Fill { out, len, value } => {
             let (o, v) = (r.dst::<T>(out, len), scalar(value)?);
-            Box::new(move || {
+            done(r, move || {
                 // SAFETY: see above.
                 let o = unsafe { o.get() };
                 o.fill(v);
@@ -270,7 +270,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
         }
         Op::Axpy { alpha, x, y, len } => {
             let (a, x, y) = (scalar(alpha)?, r.src::<T>(x, len), r.dst::<T>(y, len));
-            Box::new(move || {
+            done(r, move || {
                 // SAFETY: see above.
                 let (x, y) = unsafe { (x.get(), y.get()) };
                 for (y, &x) in y.iter_mut().zip(x) {
@@ -280,7 +280,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
         }
         Op::Unary { op, src, out, len } => {
             let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
-            Box::new(move || {
+            done(r, move || {
                 // SAFETY: see above.
                 let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
                 K::unary(op, s, o);
@@ -308,7 +308,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 Rhs::Col(v) => R::Col(r.src::<T>(v, shape.rows)),
                 Rhs::Scalar(v) => R::S(scalar(v)?),
             };
-            Box::new(move || {
+            done(r, move || {
                 // SAFETY: see above.
                 let rhs = unsafe {
                     match rhs {
@@ -332,7 +332,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
         } => {
             let (lo, hi) = (scalar(lo)?, scalar(hi)?);
             let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
-            Box::new(move || {
+            done(r, move || {
                 let clamp = |x: T| {
                     if x < lo {
                         lo
@@ -355,7 +355,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
             let x = r.src::<T>(x, rows * cols);
             if op.is_index() {
                 let o = r.dst::<u32>(out, rows);
-                Box::new(move || {
+                done(r, move || {
                     // SAFETY: see above.
                     let (x, o) = unsafe { (x.get(), o.get()) };
                     for (o, row) in o.iter_mut().zip(x.chunks(cols)) {
@@ -364,7 +364,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 })
             } else {
                 let o = r.dst::<T>(out, rows);
-                Box::new(move || {
+                done(r, move || {
                     // SAFETY: see above.
                     let (x, o) = unsafe { (x.get(), o.get()) };
                     for (o, row) in o.iter_mut().zip(x.chunks(cols)) {
@@ -375,7 +375,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
         }
         Op::Dot { x, y, len, out } => {
             let (x, y, o) = (r.src::<T>(x, len), r.src::<T>(y, len), r.dst::<T>(out, 1));
-            Box::new(move || {
+            done(r, move || {
                 // SAFETY: see above.
                 let (x, y, o) = unsafe { (x.get(), y.get(), o.get()) };
                 o[0] = T::dot(x, y);
@@ -389,7 +389,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
         } => {
             let len = shape.rows * shape.cols;
             let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
-            Box::new(move || {
+            done(r, move || {
                 // SAFETY: see above.
                 let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
                 K::softmax(log, s, shape.cols, o);
@@ -407,7 +407,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
             let y = r.src::<u32>(labels, shape.rows);
             let l = r.dst::<T>(loss, shape.rows);
             let g = grad.map(|g| r.dst::<T>(g, len));
-            Box::new(move || {
+            done(r, move || {
                 // SAFETY: see above.
                 let (x, y, l, g) = unsafe { (x.get(), y.get(), l.get(), g.map(|g| g.get())) };
                 K::cross_entropy(x, y, shape.cols, l, g);
@@ -442,28 +442,28 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
             let a = r.src::<T>(a, span(g.m * g.k, g.stride_a));
             let b = r.src::<T>(b, span(g.k * g.n, g.stride_b));
             let c = r.dst::<T>(c, span(g.m * g.n, g.stride_c));
-            Box::new(move || {
+            done(r, move || {
                 // SAFETY: see above.
                 let (a, b, c) = unsafe { (a.get(), b.get(), c.get()) };
+                let g = &typed;
                 let (sa, sb, sc) = (g.m * g.k, g.k * g.n, g.m * g.n);
                 for i in 0..g.batch {
                     let (ia, ib, ic) = (i * g.stride_a, i * g.stride_b, i * g.stride_c);
-                    K::gemm(
-                        &typed,
-                        &a[ia..ia + sa],
-                        &b[ib..ib + sb],
-                        &mut c[ic..ic + sc],
-                    );
+                    K::gemm(g, &a[ia..ia + sa], &b[ib..ib + sb], &mut c[ic..ic + sc]);
                 }
             })
         }
     };
-    let keep = r;
-    Ok(Box::new(move || {
+    Ok(task)
+}
+
+/// The task running `f`, holding the buffers of `keep` until it is dropped.
+fn done(keep: Ranges, f: impl Fn() + Send + 'static) -> Task {
+    Task::new(move || {
         let _keep = &keep;
-        run();
+        f();
         Ok(())
-    }))
+    })
 }
 
 /// One row-major product of a gemm (see `gpukit_core::Gemm`; the batch is the caller's

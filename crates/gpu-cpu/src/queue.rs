@@ -7,57 +7,145 @@
 //! on an event queues a task that blocks its worker until then. Waits only ever point at
 //! work queued before them, so waits can never form a cycle.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::{JoinHandle, ThreadId};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use gpukit_core::Error;
 
 use crate::error::CpuError;
-
-pub(crate) type Task = Box<dyn Fn() -> Result<(), Error> + Send>;
+pub(crate) use crate::task::Task;
 
 static NEXT_QUEUE: AtomicU64 = AtomicU64::new(1);
 
-struct Progress {
-    finished: u64,
-    /// The first error a task raised that nobody has been told about yet.
-    error: Option<Error>,
+/// How long a worker that ran out of tasks, or a host thread waiting for one, keeps polling
+/// before it parks. Handing work to a parked thread costs a wake-up (tens of microseconds on
+/// a virtual machine); polling for this long covers the gap between the ops of a loop, and
+/// an idle stream parks after it, costing no CPU.
+const SPIN: Duration = Duration::from_micros(50);
+/// Of [`SPIN`], how long to poll with the CPU's spin hint before yielding the core between
+/// polls.
+const SPIN_HOT: Duration = Duration::from_micros(10);
+
+/// Threads polling right now, across all streams and contexts of the process.
+static SPINNING: AtomicUsize = AtomicUsize::new(0);
+/// How many threads may poll at once: one fewer than the machine's cores (at least one), so
+/// that pollers never take every core from the threads doing the work (on a 2-core machine a
+/// pipeline's loader, three stream workers and the host thread share two cores). 0 until
+/// first read.
+static MAX_SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+fn max_spinning() -> usize {
+    match MAX_SPINNING.load(Ordering::Relaxed) {
+        0 => {
+            let n = std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1).max(1));
+            MAX_SPINNING.store(n, Ordering::Relaxed);
+            n
+        }
+        n => n,
+    }
+}
+
+/// Polls `ready` for up to [`SPIN`], if fewer than [`max_spinning`] threads poll already;
+/// true as soon as it holds. False means: park.
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    if SPINNING.fetch_add(1, Ordering::AcqRel) >= max_spinning() {
+        SPINNING.fetch_sub(1, Ordering::AcqRel);
+        return ready();
+    }
+    let start = Instant::now();
+    let mut polls = 0u32;
+    let done = loop {
+        if ready() {
+            break true;
+        }
+        polls += 1;
+        // Reading the clock costs about as much as a few dozen polls.
+        if polls % 32 == 0 {
+            let spent = start.elapsed();
+            if spent >= SPIN {
+                break false;
+            }
+            if spent >= SPIN_HOT {
+                std::thread::yield_now();
+                continue;
+            }
+        }
+        std::hint::spin_loop();
+    };
+    SPINNING.fetch_sub(1, Ordering::AcqRel);
+    done
+}
+
+/// How many tasks a stream holds before queuing blocks until the worker takes one (as a
+/// GPU's launch queue does). The queue is allocated at this size once, so queuing never
+/// allocates.
+pub(crate) const QUEUE_DEPTH: usize = 256;
+
+/// Tasks queued and not yet taken by the worker.
+struct Pending {
+    /// At most [`QUEUE_DEPTH`], in storage allocated once.
+    tasks: VecDeque<Task>,
+    /// A thread waits on [`Queue::space`] for the queue to drop below [`QUEUE_DEPTH`].
+    full: bool,
+    /// No more tasks are accepted; the worker exits once `tasks` is empty.
+    closed: bool,
+    /// The worker is parked on [`Queue::work`] (a push must wake it).
+    parked: bool,
 }
 
 /// The shared half of a stream: what events and waiting streams look at.
 pub(crate) struct Queue {
     id: u64,
-    sender: Mutex<Option<mpsc::Sender<Task>>>,
+    pending: Mutex<Pending>,
+    /// Where the worker parks when it finds no task.
+    work: Condvar,
+    /// Where a thread queuing on a full queue waits for the worker to take a task.
+    space: Condvar,
+    /// Tasks queued so far; the last one's sequence number.
     queued: AtomicU64,
-    progress: Mutex<Progress>,
+    /// Tasks finished so far.
+    finished: AtomicU64,
+    /// The first error a task raised that nobody has been told about yet. Set before the
+    /// task counts as finished, so whoever sees it finished sees its error.
+    error: Mutex<Option<Error>>,
+    /// Host threads parked on `changed` (a finishing task must wake them).
+    waiters: AtomicUsize,
+    done: Mutex<()>,
     changed: Condvar,
 }
 
 impl Queue {
-    fn progress(&self) -> MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues a task and returns its sequence number.
+    /// Queues a task and returns its sequence number; waits while the queue is full.
     pub(crate) fn push(&self, task: Task) -> Result<u64, Error> {
-        let sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(tx) = sender.as_ref() else {
+        let mut p = self.pending();
+        while p.tasks.len() >= QUEUE_DEPTH && !p.closed {
+            p.full = true;
+            p = self.space.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+        if p.closed {
             return Err(Error::Backend {
                 backend: "cpu",
                 call: "enqueue",
                 message: "the stream was destroyed".into(),
             });
-        };
+        }
+        p.tasks.push_back(task);
         let seq = self.queued.load(Ordering::Relaxed) + 1;
-        tx.send(task).map_err(|_| Error::Backend {
-            backend: "cpu",
-            call: "enqueue",
-            message: "the stream's worker thread has exited".into(),
-        })?;
         self.queued.store(seq, Ordering::Release);
+        let wake = p.parked;
+        drop(p);
+        if wake {
+            self.work.notify_one();
+        }
         Ok(seq)
     }
 
@@ -67,48 +155,95 @@ impl Queue {
     }
 
     pub(crate) fn is_done(&self, seq: u64) -> bool {
-        self.progress().finished >= seq
+        self.finished() >= seq
     }
 
-    /// How many tasks have finished, or `None` when another thread holds the count (for
-    /// `Debug`, which must not wait).
-    fn finished_now(&self) -> Option<u64> {
-        match self.progress.try_lock() {
-            Ok(p) => Some(p.finished),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner().finished),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
+    /// How many tasks have finished.
+    fn finished(&self) -> u64 {
+        self.finished.load(Ordering::Acquire)
     }
 
-    /// Blocks until task `seq` has finished.
+    /// Blocks until task `seq` has finished: polls briefly, then parks.
     pub(crate) fn wait_for(&self, seq: u64) {
-        let mut p = self.progress();
-        while p.finished < seq {
-            p = self.changed.wait(p).unwrap_or_else(|e| e.into_inner());
+        if self.is_done(seq) || spin_until(|| self.is_done(seq)) {
+            return;
         }
+        // Announce the wait before the last check; `finish` reads `waiters` after counting
+        // (both sequentially consistent), so either this check sees the count or `finish`
+        // sees the waiter and wakes it under `done`.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut g = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        while self.finished.load(Ordering::SeqCst) < seq {
+            g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(g);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Takes the unreported error, if any.
     pub(crate) fn take_error(&self) -> Result<(), Error> {
-        match self.progress().error.take() {
+        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
     fn finish(&self, result: Result<(), Error>) {
-        let mut p = self.progress();
-        p.finished += 1;
         if let Err(e) = result {
-            p.error.get_or_insert(e);
+            self.error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
         }
+        self.finished.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            // Taking the lock orders the wake-up after a waiter's last check.
+            drop(self.done.lock().unwrap_or_else(|p| p.into_inner()));
+            self.changed.notify_all();
+        }
+    }
+
+    /// The worker's next task (`taken` tasks were taken before): polls briefly when the
+    /// queue is empty, then parks; `None` once the queue is closed and drained.
+    fn next(&self, taken: u64) -> Option<Task> {
+        loop {
+            let mut p = self.pending();
+            if let Some(task) = p.tasks.pop_front() {
+                if std::mem::take(&mut p.full) {
+                    self.space.notify_all();
+                }
+                return Some(task);
+            }
+            if p.closed {
+                return None;
+            }
+            drop(p);
+            if spin_until(|| self.queued.load(Ordering::Acquire) > taken) {
+                continue;
+            }
+            let mut p = self.pending();
+            while p.tasks.is_empty() && !p.closed {
+                p.parked = true;
+                p = self.work.wait(p).unwrap_or_else(|e| e.into_inner());
+                p.parked = false;
+            }
+        }
+    }
+
+    /// Stops accepting tasks; the worker exits after the ones queued.
+    fn close(&self) {
+        let mut p = self.pending();
+        p.closed = true;
         drop(p);
-        self.changed.notify_all();
+        self.work.notify_one();
+        self.space.notify_all();
     }
 }
 
-fn run(queue: Arc<Queue>, rx: mpsc::Receiver<Task>) {
-    while let Ok(task) = rx.recv() {
+fn run(queue: Arc<Queue>) {
+    let mut taken = 0;
+    while let Some(task) = queue.next(taken) {
+        taken += 1;
         let result = run_task(&task);
         // What the task holds (the memory it used) goes before the stream reports it done,
         // so that a sync returns with it released.
@@ -119,7 +254,7 @@ fn run(queue: Arc<Queue>, rx: mpsc::Receiver<Task>) {
 
 /// Runs one task; a panic in it becomes its error.
 pub(crate) fn run_task(task: &Task) -> Result<(), Error> {
-    match catch_unwind(AssertUnwindSafe(task)) {
+    match catch_unwind(AssertUnwindSafe(|| task.call())) {
         Ok(r) => r,
         Err(panic) => Err(Error::KernelFailed {
             kernel: "<task>".into(),
@@ -155,21 +290,27 @@ pub struct CpuStream {
 
 impl CpuStream {
     pub(crate) fn spawn(priority: i32) -> Result<CpuStream, CpuError> {
-        let (tx, rx) = mpsc::channel::<Task>();
         let queue = Arc::new(Queue {
             id: NEXT_QUEUE.fetch_add(1, Ordering::Relaxed),
-            sender: Mutex::new(Some(tx)),
-            queued: AtomicU64::new(0),
-            progress: Mutex::new(Progress {
-                finished: 0,
-                error: None,
+            pending: Mutex::new(Pending {
+                tasks: VecDeque::with_capacity(QUEUE_DEPTH),
+                full: false,
+                closed: false,
+                parked: false,
             }),
+            work: Condvar::new(),
+            space: Condvar::new(),
+            queued: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            error: Mutex::new(None),
+            waiters: AtomicUsize::new(0),
+            done: Mutex::new(()),
             changed: Condvar::new(),
         });
         let q = queue.clone();
         let handle = std::thread::Builder::new()
             .name(format!("gpukit-cpu-stream-{}", queue.id))
-            .spawn(move || run(q, rx))
+            .spawn(move || run(q))
             .map_err(|e| CpuError::Spawn(e.to_string()))?;
         let id = handle.thread().id();
         Ok(CpuStream {
@@ -192,11 +333,7 @@ impl CpuStream {
     /// Closes the queue, lets the worker finish what was queued, and returns any error
     /// nobody was told about.
     pub(crate) fn shutdown(&mut self) -> Result<(), Error> {
-        self.queue
-            .sender
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        self.queue.close();
         if let Some((handle, id)) = self.worker.take() {
             // A worker cannot join itself; it exits by itself once the queue is drained.
             if std::thread::current().id() != id && handle.join().is_err() {
@@ -212,14 +349,14 @@ impl CpuStream {
 }
 
 impl std::fmt::Debug for CpuStream {
-    /// The queue's id, priority, and tasks queued and finished so far (`finished: None`
-    /// while the worker is updating it: never blocks).
+    /// The queue's id, priority, and tasks queued and finished so far (read from counters:
+    /// never blocks).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CpuStream")
             .field("queue", &self.queue.id)
             .field("priority", &self.priority)
             .field("queued", &self.queue.tail())
-            .field("finished", &self.queue.finished_now())
+            .field("finished", &self.queue.finished())
             .finish_non_exhaustive()
     }
 }
@@ -241,13 +378,13 @@ pub struct CpuEvent {
 
 impl std::fmt::Debug for CpuEvent {
     /// The queue and position it marks, whether it takes a time stamp, and whether the
-    /// queue has passed it (`None` while the worker is updating its count: never blocks).
+    /// queue has passed it (never blocks).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CpuEvent")
             .field("queue", &self.queue.id)
             .field("seq", &self.seq)
             .field("timing", &self.stamp.is_some())
-            .field("done", &self.queue.finished_now().map(|n| n >= self.seq))
+            .field("done", &self.is_done())
             .finish()
     }
 }
@@ -265,7 +402,7 @@ impl CpuEvent {
         }
         let stamp = Arc::new(OnceLock::new());
         let s = stamp.clone();
-        let seq = queue.push(Box::new(move || {
+        let seq = queue.push(Task::new(move || {
             let _ = s.set(Instant::now());
             Ok(())
         }))?;
@@ -292,7 +429,7 @@ impl CpuEvent {
         }
         let queue = self.queue.clone();
         let seq = self.seq;
-        stream.queue.push(Box::new(move || {
+        stream.queue.push(Task::new(move || {
             queue.wait_for(seq);
             Ok(())
         }))?;
@@ -323,7 +460,7 @@ mod tests {
     }
 
     fn task(f: impl Fn() + Send + 'static) -> Task {
-        Box::new(move || {
+        Task::new(move || {
             f();
             Ok(())
         })
@@ -500,7 +637,7 @@ mod tests {
     fn a_panicking_task_is_reported_once_and_the_worker_keeps_going() {
         let s = stream();
         s.queue
-            .push(Box::new(|| -> Result<(), Error> {
+            .push(Task::new(|| -> Result<(), Error> {
                 panic!("task exploded on purpose")
             }))
             .unwrap();
@@ -522,7 +659,7 @@ mod tests {
         // Only the first unreported error is kept.
         for msg in ["first", "second"] {
             s.queue
-                .push(Box::new(move || {
+                .push(Task::new(move || {
                     Err(Error::Backend {
                         backend: "cpu",
                         call: "test",
@@ -559,7 +696,7 @@ mod tests {
         for i in 0..60 {
             if i == 30 {
                 s.queue
-                    .push(Box::new(|| {
+                    .push(Task::new(|| {
                         Err(Error::Backend {
                             backend: "cpu",
                             call: "test",

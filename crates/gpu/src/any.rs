@@ -8,8 +8,9 @@
 
 use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Location, Op, RawPtr, RawStream, Result,
+    Location, Op, RawPtr, RawStream, Result, MAX_KERNEL_ARGS,
 };
+use smallvec::SmallVec;
 
 /// A backend that is one of the compiled-in backends.
 ///
@@ -390,7 +391,7 @@ impl Backend for AnyBackend {
                         KernelArg::Scalar { bytes, len } => KernelArg::Scalar { bytes: *bytes, len: *len },
                     })
                 })
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<Result<SmallVec<[_; MAX_KERNEL_ARGS]>>>()?;
             let stream = st(b, s)?;
             // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
             unsafe { b.launch(stream, kernel, cfg, &args) }
