@@ -18,7 +18,9 @@
 //!    DIR cannot delete someone's files); test binaries go to `DIR/tests/<target name>`
 //!    (cargo's `name-hash` file name where two targets share a name), benchmarks to
 //!    `DIR/bench/<name>`, tools to `DIR/tools/<name>`, all stripped with `strip` when it is
-//!    on PATH.
+//!    on PATH; the PyTorch comparator [`TORCH_COMPARATOR_SOURCE`] (a Python script, which
+//!    `run.sh --bench` runs after the benchmarks on their JSON reports) goes to
+//!    [`TORCH_COMPARATOR`] as it is.
 //! 4. `DIR/run.sh` (the template `run.sh` next to this file, with the names of
 //!    [`gpu_test::UNFILTERED_TARGETS`] filled in; read it for what it does) and
 //!    `DIR/MANIFEST.txt` (commit, date from `date -u`, toolchain, every file with its size)
@@ -56,6 +58,13 @@ pub const BENCH_PROGRAMS: &[&str] = &[
 /// The tools (examples of `gpukit-examples`) copied into `DIR/tools/`; `run.sh` runs them by
 /// name.
 pub const TOOL_PROGRAMS: &[&str] = &["cuda_doctor"];
+
+/// The PyTorch comparator in the repository (relative to the workspace root): the work of
+/// `cuda_bench` and `pipeline_bench` through PyTorch, compared with their reports.
+pub const TORCH_COMPARATOR_SOURCE: &str = "bench/torch_compare.py";
+
+/// Where the comparator goes in the bundle; `run.sh --bench` runs it from there.
+pub const TORCH_COMPARATOR: &str = "tools/torch_compare.py";
 
 /// A bundle this size or larger is refused.
 pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
@@ -175,6 +184,18 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             files.push(relative);
         }
     }
+    // A script: copied as it is, nothing to strip.
+    let source = root.join(TORCH_COMPARATOR_SOURCE);
+    let dest = dir.join(TORCH_COMPARATOR);
+    fs::copy(&source, &dest).map_err(|err| {
+        Failure::new(format!(
+            "could not copy the PyTorch comparator `{}` to `{}`: {err}",
+            source.display(),
+            dest.display()
+        ))
+    })?;
+    make_executable(&dest)?;
+    files.push(TORCH_COMPARATOR.to_owned());
     let mut listed = Vec::new();
     for relative in &files {
         listed.push((relative.clone(), file_size(&dir.join(relative))?));

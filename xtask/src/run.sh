@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh: runs the steps of a GPU bundle made by `cargo xtask gpu-bundle`: the doctor, the
-# tests, each compute-sanitizer tool, the benchmarks.
+# tests, each compute-sanitizer tool, the benchmarks (and the PyTorch comparator after them).
 #
 # Needs bash 4.4+ and the usual command-line tools (awk, grep, sed, tar, gzip, timeout), not
 # Rust. It can be run from any folder; it finds the bundle next to itself. Each call runs the
@@ -9,8 +9,8 @@
 #   under $TMPDIR or /tmp), and prints one line per program and a summary;
 # - puts into the output folder (--out, else $OUT when set) at most 8 files, each named
 #   after the call's steps: LABEL.summary.txt (everything printed), LABEL.logs.tar.gz (the
-#   logs), and the benchmarks' JSON reports. They are refreshed after every program, so a
-#   call cut short still leaves what it had;
+#   logs), and the JSON reports of the benchmarks and the PyTorch comparator. They are
+#   refreshed after every program, so a call cut short still leaves what it had;
 # - stops starting programs when the time budget (--budget) is spent, and cuts a program
 #   that outlives its share (timeout), reporting it as a failure, so that the call ends,
 #   with its summary, before a device tool's own limit kills it;
@@ -34,7 +34,10 @@ steps (any combination, run in this order; the tests when none is given):
   --sanitize TOOL     the CUDA tests under compute-sanitizer's TOOL: memcheck, racecheck,
                       synccheck, or all (each its own step; repeatable); an error, or no
                       compute-sanitizer, fails the step
-  --bench             every benchmark in bench/ with `--device cuda --json FILE`
+  --bench             every benchmark in bench/ with `--device cuda --json FILE`, then
+                      tools/torch_compare.py: the same work through PyTorch, in a table
+                      beside cuda_bench's and pipeline_bench's figures (not run, failing
+                      nothing, where python3 lacks torch or torch lacks CUDA)
   --all               all of the above (needs about 20 min: raise --budget)
 
 options:
@@ -53,7 +56,8 @@ options:
   -h, --help          this message
 
 Arguments after `--` go to every test binary (e.g. a test filter, or --nocapture).
-COMPUTE_SANITIZER may name the compute-sanitizer to use.
+COMPUTE_SANITIZER may name the compute-sanitizer to use; TORCH_PYTHON the Python that
+runs the comparator (default python3).
 EOF
 }
 
@@ -90,7 +94,7 @@ expected_duration() {
         memcheck) echo "about 5 min" ;;
         racecheck) echo "about 4 min" ;;
         synccheck) echo "about 3 min" ;;
-        bench) echo "about 4 min" ;;
+        bench) echo "about 5 min" ;;
         *) echo "unknown" ;;
     esac
 }
@@ -728,7 +732,7 @@ step_sanitize() {
 }
 
 step_bench() {
-    local prog name log skips ran=0
+    local prog name log skips ran=0 reports=()
     step_header bench
     for prog in "$bundle"/bench/*; do
         if [ ! -f "$prog" ] || [ ! -x "$prog" ]; then
@@ -749,6 +753,7 @@ step_bench() {
         # Printed above; a skipped benchmark is its own failure, not one of skip_lines.
         skips=$(grep -c 'SKIPPED:' "$logdir/$log")
         if [ -f "$logdir/$name.json" ]; then
+            reports+=("$name")
             add_written "$name.json"
             if [ $((2 + ${#out_json[@]})) -lt "$max_out_files" ]; then
                 out_json+=("$name.json")
@@ -776,6 +781,61 @@ step_bench() {
         reasons+=("no benchmarks in the bundle")
         total_failed=$((total_failed + 1))
     fi
+    torch_compare ${reports[@]+"${reports[@]}"}
+}
+
+# The PyTorch comparator (tools/torch_compare.py, from bench/ of the repository): the work
+# of cuda_bench and pipeline_bench through PyTorch on the same GPU, and a table of our
+# figures, PyTorch's and their ratios against the targets. Args: the benchmarks that wrote
+# a JSON report in this step (cuda_bench's and pipeline_bench's are passed to it). Where
+# there is no Python, no torch, or a torch without CUDA, it is not run and fails nothing
+# (there is nothing to compare there); once torch runs on CUDA, its failure fails the step.
+# A missed target is in its table, not a failure.
+torch_compare() {
+    local script=$bundle/tools/torch_compare.py python=${TORCH_PYTHON:-python3}
+    local log=bench-torch_compare.log json=torch_compare.json name args=()
+    if [ ! -f "$script" ]; then
+        echo "torch comparator: not run (tools/torch_compare.py is not in the bundle)"
+        return
+    fi
+    if ! command -v "$python" >/dev/null 2>&1; then
+        echo "torch comparator: not run ($python not found)"
+        return
+    fi
+    for name in "$@"; do
+        case $name in
+            cuda_bench) args+=(--ours-cuda-bench "$logdir/$name.json") ;;
+            pipeline_bench) args+=(--ours-pipeline-bench "$logdir/$name.json") ;;
+        esac
+    done
+    args+=(--json "$logdir/$json")
+    rm -f -- "$logdir/$json"
+    echo "--- torch_compare.py ${args[*]}"
+    run_limited "$logdir/$log" "$python" "$script" "${args[@]}"
+    if [ "$cut" -eq 2 ]; then
+        echo "torch comparator: $(describe_end)"
+        not_started+=("torch comparator")
+        return
+    fi
+    add_written "$log"
+    cat "$logdir/$log"
+    if [ -f "$logdir/$json" ]; then
+        add_written "$json"
+        if [ $((2 + ${#out_json[@]})) -lt "$max_out_files" ]; then
+            out_json+=("$json")
+        else
+            echo "note: $json is only in the archive ($max_out_files files at most go to the output folder)"
+        fi
+    fi
+    if [ "$rc" -ne 0 ]; then
+        echo "torch comparator: FAILED ($(describe_end), after $took s)"
+        total_failed=$((total_failed + 1))
+        failed_logs+=("$log")
+        if [ "$cut" -ne 0 ]; then timed_out+=("torch comparator: $(describe_end)"); fi
+    elif ! grep -q '^torch comparator: not run' "$logdir/$log"; then
+        echo "torch comparator: ok ($took s)"
+    fi
+    save_outputs
 }
 
 on_signal() {

@@ -1,13 +1,17 @@
 //! `run.sh` on fake bundles of shell scripts: the tallies, the verdict (a green run must
 //! have verified something), the files it leaves in the output folder, the time limits,
-//! the sanitizer and benchmark steps and the doctor. No GPU is needed.
+//! the sanitizer and benchmark steps (with the PyTorch comparator) and the doctor. No GPU is
+//! needed.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::TempDir;
-use crate::gpu_bundle::{make_executable, run_sh_text, MANIFEST, UNFILTERED_PLACEHOLDER};
+use crate::gpu_bundle::{
+    make_executable, run_sh_text, MANIFEST, TORCH_COMPARATOR, TORCH_COMPARATOR_SOURCE,
+    UNFILTERED_PLACEHOLDER,
+};
 use crate::util;
 
 fn bash_available() -> bool {
@@ -50,6 +54,8 @@ struct Call<'a> {
     path_prefix: Option<&'a Path>,
     /// The value of `OUT` (unset when `None`).
     out: Option<&'a Path>,
+    /// More environment variables.
+    env: &'a [(&'a str, &'a str)],
 }
 
 /// [`run_sh`] with only arguments.
@@ -74,7 +80,9 @@ fn run_sh(bundle: &Path, call: Call<'_>) -> (i32, String) {
         .env("TMPDIR", tmp)
         .env_remove("OUT")
         .env_remove("GPU_REQUIRE_CUDA")
-        .env_remove("COMPUTE_SANITIZER");
+        .env_remove("COMPUTE_SANITIZER")
+        .env_remove("TORCH_PYTHON")
+        .envs(call.env.iter().copied());
     if let Some(out) = call.out {
         cmd.env("OUT", out);
     }
@@ -752,4 +760,185 @@ fn benchmarks_write_json_to_the_output_folder_eight_files_at_most() {
         archived.contains(&"bench-skip_bench.log".to_owned()),
         "{archived:?}"
     );
+}
+
+/// A fake comparator, run by `bash` (`TORCH_PYTHON=bash`): prints its arguments, then acts
+/// as `$FAKE_TORCH` says: `runs` prints a table line and writes its JSON (the last
+/// argument), `absent` says it was not run, `fails` exits 1 after writing its JSON.
+const FAKE_COMPARATOR: &str = r#"
+echo "comparator args: $*"
+json=${@: -1}
+case $FAKE_TORCH in
+    runs) echo "enqueue   add_f32_1024   host us/op   2.00   5.00   0.400   <= 0.50   met"; echo '{}' > "$json" ;;
+    absent) echo "torch comparator: not run (import torch failed: No module named 'torch')" ;;
+    fails) echo '{}' > "$json"; echo "torch comparator: error: RuntimeError: CUDA error" >&2; exit 1 ;;
+esac
+"#;
+
+/// A bundle with a fake `cuda_bench` and `pipeline_bench` that write a JSON report each.
+fn bench_bundle(tmp: &TempDir) -> PathBuf {
+    let bundle = fake_bundle(tmp, &[]);
+    for name in ["cuda_bench", "pipeline_bench"] {
+        script(&bundle.join("bench").join(name), "echo '[]' > \"$4\"\n");
+    }
+    bundle
+}
+
+#[test]
+fn the_bench_step_runs_the_torch_comparator_on_the_reports() {
+    if !bash_available() {
+        return;
+    }
+    let tmp = TempDir::new("torch");
+    let bundle = bench_bundle(&tmp);
+    let logs = tmp.path().join("logs");
+    let out = tmp.path().join("out");
+    let bench = |fake_torch: &str| {
+        let _ = fs::remove_dir_all(&out);
+        run_sh(
+            &bundle,
+            Call {
+                args: &["--bench", "--logs", logs.to_str().unwrap()],
+                out: Some(&out),
+                env: &[("TORCH_PYTHON", "bash"), ("FAKE_TORCH", fake_torch)],
+                ..Call::default()
+            },
+        )
+    };
+
+    // An older bundle without the comparator: the step passes as before.
+    let (code, stdout) = bench("runs");
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("torch comparator: not run (tools/torch_compare.py is not in the bundle)"),
+        "{stdout}"
+    );
+
+    script(&bundle.join(TORCH_COMPARATOR), FAKE_COMPARATOR);
+    // Torch on CUDA: it gets both reports, its table is in the summary, its JSON comes back.
+    let (code, stdout) = bench("runs");
+    assert_eq!(code, 0, "{stdout}");
+    let log = |name: &str| logs.join(name).display().to_string();
+    assert!(
+        stdout.contains(&format!(
+            "comparator args: --ours-cuda-bench {} --ours-pipeline-bench {} --json {}",
+            log("cuda_bench.json"),
+            log("pipeline_bench.json"),
+            log("torch_compare.json")
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("add_f32_1024   host us/op"), "{stdout}");
+    assert!(line(&stdout, "torch comparator: ").starts_with("torch comparator: ok ("));
+    assert_eq!(verdict(&stdout), "run.sh: PASSED (bench)", "{stdout}");
+    assert_fits_the_device_tool(&out);
+    assert_eq!(
+        files_in(&out),
+        [
+            "bench.logs.tar.gz",
+            "bench.summary.txt",
+            "cuda_bench.json",
+            "pipeline_bench.json",
+            "torch_compare.json"
+        ]
+    );
+    let summary = fs::read_to_string(out.join("bench.summary.txt")).unwrap();
+    assert!(summary.contains("add_f32_1024   host us/op"), "{summary}");
+    assert!(
+        archive_names(&out.join("bench.logs.tar.gz")).contains(&"bench-torch_compare.log".into())
+    );
+
+    // No torch (the machine without a GPU): not run, and the step still passes.
+    let (code, stdout) = bench("absent");
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("torch comparator: not run (import torch failed: "),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("torch comparator: ok"), "{stdout}");
+    assert!(!out.join("torch_compare.json").exists());
+
+    // Torch on CUDA and a failure: the step fails, with the comparator's log.
+    let (code, stdout) = bench("fails");
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("torch comparator: error: RuntimeError: CUDA error"),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "torch comparator: FAILED").starts_with("torch comparator: FAILED (exit 1"),
+        "{stdout}"
+    );
+    assert_eq!(verdict(&stdout), "run.sh: FAILED: 1 failed", "{stdout}");
+    assert!(stdout.contains(&log("bench-torch_compare.log")), "{stdout}");
+
+    // Without the Python it names: not run.
+    let (code, stdout) = run_sh(
+        &bundle,
+        Call {
+            args: &["--bench"],
+            env: &[("TORCH_PYTHON", "no-such-python")],
+            ..Call::default()
+        },
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("torch comparator: not run (no-such-python not found)"),
+        "{stdout}"
+    );
+}
+
+/// Whether `python3` runs here; the comparator's own checks need it (not torch).
+fn python_available() -> bool {
+    let found = util::succeeds(Command::new("python3").arg("--version"));
+    if !found {
+        println!("SKIPPED: python3 not found");
+    }
+    found
+}
+
+#[test]
+fn the_torch_comparator_passes_its_self_test_and_is_not_run_without_torch() {
+    if !python_available() {
+        return;
+    }
+    let script = util::workspace_root().join(TORCH_COMPARATOR_SOURCE);
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg("--self-test")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("torch comparator self-test: ok ("),
+        "{stdout}"
+    );
+    if !bash_available() {
+        return;
+    }
+    let torch_on_cuda = Command::new("python3")
+        .args([
+            "-c",
+            "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)",
+        ])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if torch_on_cuda {
+        println!("SKIPPED: torch runs on CUDA here, so the comparator would measure for real");
+        return;
+    }
+    // The real script in a bundle, with the real python3: where torch is missing it says so
+    // in one line and the step passes.
+    let tmp = TempDir::new("torchreal");
+    let bundle = bench_bundle(&tmp);
+    fs::copy(&script, bundle.join(TORCH_COMPARATOR)).unwrap();
+    let (code, stdout) = run_args(&bundle, &["--bench"]);
+    assert_eq!(code, 0, "{stdout}");
+    let not_run = line(&stdout, "torch comparator: not run (");
+    assert!(not_run.ends_with(')'), "{stdout}");
 }
