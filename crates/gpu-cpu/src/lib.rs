@@ -13,8 +13,13 @@
 //!   machine's memory is `OutOfMemory` before the allocator is asked.
 //! - **Streams** are in-order queues, each run by its own worker thread
 //!   (`gpukit-cpu-stream-N`). Every copy, op and kernel is a task on its stream's queue and
-//!   really runs asynchronously: the call returns once the task is queued. A queue holds up
-//!   to 256 tasks; queuing onto a full one waits for the worker to take one, as a GPU's
+//!   really runs asynchronously: the call returns once the task is queued. The exception is
+//!   short work on an idle stream (nothing queued or running): a copy of at most 1 MiB or an
+//!   op over at most 16 Ki elements runs in place on the calling thread, in the stream's
+//!   order (it takes the next position, and the worker starts nothing before it has
+//!   finished), since that costs less than waking the worker; the call then returns after
+//!   the work, and its errors are reported at the next sync as always. Kernels and waits
+//!   always go to the worker. A queue holds up to 256 tasks; queuing onto a full one waits for the worker to take one, as a GPU's
 //!   launch queue does. Queuing allocates nothing: a task is a closure stored inline in a
 //!   ring allocated with the stream.
 //! - **Latency**: a worker that runs out of tasks, and a host thread waiting for a task or
@@ -199,10 +204,23 @@ impl CpuBackend {
         stream.queue.push(task).map(|_| ())
     }
 
+    /// [`CpuBackend::push`] for a short task (a copy of at most [`SHORT_COPY`] bytes, an op
+    /// that [`ops::is_short`]): run in place on the calling thread when the stream is idle.
+    fn push_short(&self, stream: &CpuStream, task: Task, short: bool) -> Result<()> {
+        if !short || stream.capturing.load(Ordering::Acquire) {
+            return self.push(stream, task);
+        }
+        stream.queue.run_or_push(task).map(|_| ())
+    }
+
     fn limit(&self) -> u64 {
         self.info.total_memory
     }
 }
+
+/// Bytes up to which a copy runs in place on the calling thread when its stream is idle: a
+/// few microseconds of `memcpy`, less than handing it to the worker costs.
+const SHORT_COPY: usize = 1 << 20;
 
 /// A launch's arguments as its CPU closure receives them, carried to the stream's worker.
 struct LaunchArgs([RawArg; MAX_KERNEL_ARGS]);
@@ -376,7 +394,7 @@ impl Backend for CpuBackend {
         let from = SendPtr(src.cast_mut());
         let keep = dst.buf.mem.clone();
         let to = dst.buf.at(dst.offset);
-        self.push(
+        self.push_short(
             stream,
             Task::new(move || {
                 let _keep = &keep;
@@ -386,6 +404,7 @@ impl Backend for CpuBackend {
                 unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
                 Ok(())
             }),
+            bytes <= SHORT_COPY,
         )
     }
 
@@ -400,7 +419,7 @@ impl Backend for CpuBackend {
         let keep = src.buf.mem.clone();
         let from = src.buf.at(src.offset);
         let to = SendPtr(dst);
-        self.push(
+        self.push_short(
             stream,
             Task::new(move || {
                 let _keep = &keep;
@@ -410,6 +429,7 @@ impl Backend for CpuBackend {
                 unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
                 Ok(())
             }),
+            bytes <= SHORT_COPY,
         )
     }
 
@@ -423,7 +443,7 @@ impl Backend for CpuBackend {
         inject!(self, Copy, "copy_d2d");
         let keep = (src.buf.mem.clone(), dst.buf.mem.clone());
         let (from, to) = (src.buf.at(src.offset), dst.buf.at(dst.offset));
-        self.push(
+        self.push_short(
             stream,
             Task::new(move || {
                 let _keep = &keep;
@@ -433,6 +453,7 @@ impl Backend for CpuBackend {
                 unsafe { std::ptr::copy_nonoverlapping(from.get(), to.get(), bytes) };
                 Ok(())
             }),
+            bytes <= SHORT_COPY,
         )
     }
 
@@ -440,7 +461,7 @@ impl Backend for CpuBackend {
         inject!(self, Op, op.name());
         // SAFETY: forwarded from our caller (the `Backend::op` contract `task` asks for).
         let task = unsafe { ops::task(dtype, op) }?;
-        self.push(stream, task)
+        self.push_short(stream, task, ops::is_short(op))
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<CpuKernel> {

@@ -230,6 +230,34 @@ impl<T: Numeric> DTypeVisitor for CastTo<T> {
     }
 }
 
+/// Elements of the largest operand up to which an op is short enough to run in place on the
+/// calling thread when its stream is idle (see `Queue::run_or_push`): a few microseconds of
+/// memory-bound work, less than a hand-off to the worker costs.
+const SHORT_ELEMENTS: usize = 16 << 10;
+
+/// Whether `op` is short enough to run in place (see [`SHORT_ELEMENTS`]); a gemm counts its
+/// multiply-adds.
+pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
+    let elements = match *op {
+        Op::Fill { len, .. }
+        | Op::Axpy { len, .. }
+        | Op::Unary { len, .. }
+        | Op::Clamp { len, .. }
+        | Op::Dot { len, .. }
+        | Op::Cast { len, .. } => Some(len),
+        Op::Binary { shape, .. }
+        | Op::Reduce { shape, .. }
+        | Op::Softmax { shape, .. }
+        | Op::CrossEntropy { shape, .. } => shape.len(),
+        Op::Gemm { g, .. } => {
+            g.m.checked_mul(g.n)
+                .and_then(|mn| mn.checked_mul(g.k))
+                .and_then(|mnk| mnk.checked_mul(g.batch))
+        }
+    };
+    elements.is_some_and(|n| n <= SHORT_ELEMENTS)
+}
+
 /// The task that runs `op` on elements of `dtype`, or why the CPU backend cannot. Every
 /// element type gpukit-core has is supported (f16 and bf16 when its `half` feature is on).
 ///

@@ -96,6 +96,9 @@ struct Pending {
     closed: bool,
     /// The worker is parked on [`Queue::work`] (a push must wake it).
     parked: bool,
+    /// A task is running: taken by the worker, or run in place by the thread that queued
+    /// it ([`Queue::run_or_push`]). The next task starts only after it.
+    running: bool,
 }
 
 /// The shared half of a stream: what events and waiting streams look at.
@@ -108,6 +111,8 @@ pub(crate) struct Queue {
     space: Condvar,
     /// Tasks queued so far; the last one's sequence number.
     queued: AtomicU64,
+    /// Tasks taken so far (by the worker, or run in place).
+    taken: AtomicU64,
     /// Tasks finished so far.
     finished: AtomicU64,
     /// The first error a task raised that nobody has been told about yet. Set before the
@@ -126,6 +131,52 @@ impl Queue {
 
     /// Queues a task and returns its sequence number; waits while the queue is full.
     pub(crate) fn push(&self, task: Task) -> Result<u64, Error> {
+        let mut p = self.open_slot()?;
+        p.tasks.push_back(task);
+        let seq = self.queued.load(Ordering::Relaxed) + 1;
+        self.queued.store(seq, Ordering::Release);
+        let wake = p.parked;
+        drop(p);
+        if wake {
+            self.work.notify_one();
+        }
+        Ok(seq)
+    }
+
+    /// Runs a short task on the calling thread when the stream is idle (nothing queued or
+    /// running), else queues it. Running it in place keeps the stream's semantics: it takes
+    /// the next position in the queue, the worker starts nothing until it has finished, and
+    /// it finishes (error and all) exactly as if the worker had run it; the caller only
+    /// returns after the task instead of before, which for a short task costs less than
+    /// handing it to another thread.
+    pub(crate) fn run_or_push(&self, task: Task) -> Result<u64, Error> {
+        let mut p = self.open_slot()?;
+        if !p.tasks.is_empty() || p.running {
+            drop(p);
+            return self.push(task);
+        }
+        p.running = true;
+        let seq = self.queued.load(Ordering::Relaxed) + 1;
+        self.queued.store(seq, Ordering::Release);
+        // The worker counts this one as taken, so that it does not wait for it.
+        self.taken.fetch_add(1, Ordering::AcqRel);
+        drop(p);
+        let result = run_task(&task);
+        drop(task);
+        self.finish(result);
+        let mut p = self.pending();
+        p.running = false;
+        let wake = p.parked && !p.tasks.is_empty();
+        drop(p);
+        if wake {
+            self.work.notify_one();
+        }
+        Ok(seq)
+    }
+
+    /// The queue locked with room for a task: waits while it is full; an error once the
+    /// stream is destroyed.
+    fn open_slot(&self) -> Result<MutexGuard<'_, Pending>, Error> {
         let mut p = self.pending();
         while p.tasks.len() >= QUEUE_DEPTH && !p.closed {
             p.full = true;
@@ -138,15 +189,7 @@ impl Queue {
                 message: "the stream was destroyed".into(),
             });
         }
-        p.tasks.push_back(task);
-        let seq = self.queued.load(Ordering::Relaxed) + 1;
-        self.queued.store(seq, Ordering::Release);
-        let wake = p.parked;
-        drop(p);
-        if wake {
-            self.work.notify_one();
-        }
-        Ok(seq)
+        Ok(p)
     }
 
     /// The sequence number of the last task queued so far.
@@ -203,31 +246,45 @@ impl Queue {
         }
     }
 
-    /// The worker's next task (`taken` tasks were taken before): polls briefly when the
-    /// queue is empty, then parks; `None` once the queue is closed and drained.
-    fn next(&self, taken: u64) -> Option<Task> {
+    /// The worker's next task, once the one running (if any) has finished: polls briefly
+    /// when there is none, then parks; `None` once the queue is closed and drained.
+    fn next(&self) -> Option<Task> {
         loop {
             let mut p = self.pending();
-            if let Some(task) = p.tasks.pop_front() {
-                if std::mem::take(&mut p.full) {
-                    self.space.notify_all();
+            if !p.running {
+                if let Some(task) = p.tasks.pop_front() {
+                    p.running = true;
+                    self.taken.fetch_add(1, Ordering::AcqRel);
+                    if std::mem::take(&mut p.full) {
+                        self.space.notify_all();
+                    }
+                    return Some(task);
                 }
-                return Some(task);
-            }
-            if p.closed {
-                return None;
+                if p.closed {
+                    return None;
+                }
             }
             drop(p);
-            if spin_until(|| self.queued.load(Ordering::Acquire) > taken) {
+            // Something to take: queued beyond what was taken, and nothing running in
+            // place (a task run in place counts as taken while it runs).
+            if spin_until(|| {
+                self.queued.load(Ordering::Acquire) > self.taken.load(Ordering::Acquire)
+                    && self.finished.load(Ordering::Acquire) == self.taken.load(Ordering::Acquire)
+            }) {
                 continue;
             }
             let mut p = self.pending();
-            while p.tasks.is_empty() && !p.closed {
+            while (p.tasks.is_empty() || p.running) && !p.closed {
                 p.parked = true;
                 p = self.work.wait(p).unwrap_or_else(|e| e.into_inner());
                 p.parked = false;
             }
         }
+    }
+
+    /// The worker has finished the task it took.
+    fn done_running(&self) {
+        self.pending().running = false;
     }
 
     /// Stops accepting tasks; the worker exits after the ones queued.
@@ -241,14 +298,15 @@ impl Queue {
 }
 
 fn run(queue: Arc<Queue>) {
-    let mut taken = 0;
-    while let Some(task) = queue.next(taken) {
-        taken += 1;
+    while let Some(task) = queue.next() {
         let result = run_task(&task);
         // What the task holds (the memory it used) goes before the stream reports it done,
         // so that a sync returns with it released.
         drop(task);
+        // Counted (and its error recorded) before the next task may start, so that the
+        // finished count only ever covers tasks that have fully finished.
         queue.finish(result);
+        queue.done_running();
     }
 }
 
@@ -297,10 +355,12 @@ impl CpuStream {
                 full: false,
                 closed: false,
                 parked: false,
+                running: false,
             }),
             work: Condvar::new(),
             space: Condvar::new(),
             queued: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             error: Mutex::new(None),
             waiters: AtomicUsize::new(0),
@@ -308,10 +368,18 @@ impl CpuStream {
             changed: Condvar::new(),
         });
         let q = queue.clone();
+        // The worker says when it runs: a stream is created with its thread started (the
+        // thread's own set-up, allocations included, is over), not at its first task.
+        let (started, running) = std::sync::mpsc::sync_channel::<()>(1);
         let handle = std::thread::Builder::new()
             .name(format!("gpukit-cpu-stream-{}", queue.id))
-            .spawn(move || run(q))
+            .spawn(move || {
+                let _ = started.send(());
+                run(q)
+            })
             .map_err(|e| CpuError::Spawn(e.to_string()))?;
+        // An error means the thread ended before it could say so; its join reports it.
+        let _ = running.recv();
         let id = handle.thread().id();
         Ok(CpuStream {
             queue,

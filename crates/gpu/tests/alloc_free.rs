@@ -8,6 +8,9 @@
 //! buffer on the stream's worker at every product, which is the kernel's own workspace, not
 //! the enqueue path; the caller's thread must still allocate nothing for it.
 //!
+//! Here too, as it needs a process to itself: an idle CPU-backend context uses no CPU (its
+//! workers poll for a few microseconds after work, then park).
+//!
 //! Its own test binary without libtest's harness (`harness = false`): the allocator is
 //! process-wide, and libtest runs other tests (and its own bookkeeping) on other threads
 //! while one counts. `main` runs the tests one after another and prints libtest's lines
@@ -23,7 +26,7 @@ use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use gpukit::{Context, Gemm, HostUse, LaunchConfig, Result, Shape};
 
@@ -340,6 +343,73 @@ fn transfers(ctx: &Context) -> Result<()> {
     Ok(())
 }
 
+/// This process's CPU time so far (user + system), from `/proc/self/stat`; `None` where
+/// there is no procfs (not Linux).
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces, so split after its `)`):
+    // utime and stime are the 12th and 13th, in clock ticks.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // The kernel's USER_HZ is 100 on every Linux architecture this runs on.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// A context whose streams have just worked (so their workers were polling) and then sit
+/// idle uses no CPU: process CPU time over one idle second stays near zero, where one
+/// polling thread would use the whole second. The measurement itself is checked first on a
+/// thread that does spin.
+fn idle(ctx: &Context) -> Result<()> {
+    let Some(start) = process_cpu() else {
+        common::skipped("no /proc/self/stat: process CPU time is read from procfs (Linux)");
+        return Ok(());
+    };
+    let spin_until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < spin_until {
+        std::hint::spin_loop();
+    }
+    let spun = process_cpu().unwrap_or_default().saturating_sub(start);
+    assert!(
+        spun >= Duration::from_millis(150),
+        "the measurement saw {spun:?} of CPU time in 300 ms of spinning"
+    );
+
+    let streams = [
+        ctx.create_stream()?,
+        ctx.create_stream()?,
+        ctx.create_stream()?,
+    ];
+    let mut arrays = Vec::new();
+    for s in &streams {
+        let mut a = ctx.alloc_zeros::<f32>(N)?;
+        for _ in 0..50 {
+            s.add_scalar_inplace(&mut a, 1.0)?;
+        }
+        arrays.push(a);
+    }
+    for s in &streams {
+        s.sync()?;
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let before = process_cpu().unwrap_or_default();
+    std::thread::sleep(Duration::from_secs(1));
+    let used = process_cpu().unwrap_or_default().saturating_sub(before);
+    assert!(
+        used <= Duration::from_millis(50),
+        "an idle context with {} streams used {used:?} of CPU time in one second",
+        streams.len()
+    );
+    for a in &arrays {
+        assert_eq!(
+            a.download()?[0],
+            50.0,
+            "the work before the idle second ran"
+        );
+    }
+    Ok(())
+}
+
 /// A test body.
 type Body = fn(&Context) -> Result<()>;
 /// Opens a backend's context, or skips.
@@ -362,6 +432,8 @@ fn cases() -> Vec<Case> {
             out.push((format!("{name}::{backend}"), open, body));
         }
     }
+    // Polling is the CPU backend's own (its queue); a GPU backend's waits are the driver's.
+    out.push(("an_idle_context_uses_no_cpu::cpu".into(), common::cpu, idle));
     out
 }
 
