@@ -13,6 +13,14 @@
 //! transfer_bench; `cuda_bench.json`, `pipeline_bench.json` and `pipeline_bench_cuda.json`
 //! beside it, creating the folder) and passes whatever follows `--` to transfer_bench. A
 //! benchmark's failure becomes ours.
+//!
+//! Also `ops_bench` on the CPU (built-in ops against memcpy, gemm against other gemms and
+//! numpy; `ops_bench.json`) and, once `examples/enqueue_bench.rs` exists (checked when the
+//! command runs), `enqueue_bench` (`enqueue_bench.json`). After the runs it prints one table
+//! of every ratio with its target and verdict ([`table`]), between the load averages taken
+//! at the start and the end, and writes it to `summary.json`; `--table-only` prints it from
+//! the reports already there, without running anything. A missed target is in the table,
+//! not a failure.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -21,6 +29,8 @@ use lexopt::Arg::Long;
 
 use crate::util::{self, Cli, Failure, Result};
 
+mod table;
+
 /// Where the JSON report goes when `--json` is not given, relative to the workspace root.
 const DEFAULT_JSON: &str = "target/bench/transfer_bench.json";
 
@@ -28,9 +38,11 @@ const DEFAULT_JSON: &str = "target/bench/transfer_bench.json";
 pub fn run(root: &Path, args: &[String]) -> Result {
     let (mut cli, extra) = Cli::with_passthrough(args);
     let mut json: Option<PathBuf> = None;
+    let mut table_only = false;
     while let Some(arg) = cli.next_arg()? {
         match arg {
             Long("json") => json = Some(PathBuf::from(cli.string("--json")?)),
+            Long("table-only") => table_only = true,
             other => return Err(other.unexpected().into()),
         }
     }
@@ -44,6 +56,18 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         fs::create_dir_all(dir)
             .map_err(|err| Failure::new(format!("could not create `{}`: {err}", dir.display())))?;
     }
+
+    let reports = table::Reports {
+        transfer: json.clone(),
+        dir: json.parent().unwrap_or(root).to_path_buf(),
+    };
+    if table_only {
+        println!("bench: --table-only: from the reports already there; the load is today's");
+        let load = table::load_average();
+        return print_table(&reports, &load, &load);
+    }
+    let load_start = table::load_average();
+    println!("bench: load average (1, 5, 15 min) at start: {load_start}");
 
     let mut cmd = util::cargo(root);
     cmd.args(["run", "--release", "--package", "gpukit-examples"])
@@ -68,11 +92,8 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         .args(&extra);
     util::run(&mut cmd)?;
     let cuda_json = json.with_file_name("cuda_bench.json");
-    let mut cmd = util::cargo(root);
-    cmd.args(["run", "--release", "--package", "gpukit-examples"])
-        .args(["--example", "cuda_bench", "--", "--json"])
-        .arg(&cuda_json);
-    util::run(&mut cmd)?;
+    // Without a GPU it skips and writes nothing: no stale report may pass for this run's.
+    run_reporting(root, "cuda_bench", &[], &cuda_json)?;
     let pipeline_json = json.with_file_name("pipeline_bench.json");
     let pipeline_cuda_json = json.with_file_name("pipeline_bench_cuda.json");
     for (backend, report) in [("cpu", &pipeline_json), ("cuda", &pipeline_cuda_json)] {
@@ -83,6 +104,16 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     for (device, report) in [("cpu", &graph_json), ("cuda", &graph_cuda_json)] {
         run_reporting(root, "graph_bench", &["--device", device], report)?;
     }
+    let ops_json = json.with_file_name("ops_bench.json");
+    run_reporting(root, "ops_bench", &["--device", "cpu"], &ops_json)?;
+    // The CPU enqueue cost against a direct push onto the worker, once the program exists.
+    let enqueue_json = json.with_file_name("enqueue_bench.json");
+    if root.join(ENQUEUE_BENCH).is_file() {
+        run_reporting(root, "enqueue_bench", &[], &enqueue_json)?;
+    } else {
+        let _ = fs::remove_file(&enqueue_json);
+        println!("bench: no {ENQUEUE_BENCH} yet; its rows are n/a");
+    }
     for report in [
         &json,
         &vulkan_json,
@@ -91,11 +122,31 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         &pipeline_cuda_json,
         &graph_json,
         &graph_cuda_json,
+        &ops_json,
+        &enqueue_json,
     ] {
         if report.is_file() {
             println!("bench: JSON report in {}", report.display());
         }
     }
+    print_table(&reports, &load_start, &table::load_average())
+}
+
+/// The source of the CPU enqueue benchmark, relative to the workspace root.
+const ENQUEUE_BENCH: &str = "examples/enqueue_bench.rs";
+
+/// Prints the table of every ratio and its target from `reports` and writes it to
+/// `summary.json` beside them.
+fn print_table(reports: &table::Reports, load_start: &str, load_end: &str) -> Result {
+    let rows = table::rows(reports);
+    util::header("bench summary");
+    print!("{}", table::render(&rows, load_start, load_end));
+    let path = reports.dir.join("summary.json");
+    let text = serde_json::to_string_pretty(&table::to_json(&rows, load_start, load_end))
+        .map_err(|err| Failure::new(format!("could not write the summary as JSON: {err}")))?;
+    fs::write(&path, text + "\n")
+        .map_err(|err| Failure::new(format!("could not write `{}`: {err}", path.display())))?;
+    println!("bench: summary in {}", path.display());
     Ok(())
 }
 

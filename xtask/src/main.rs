@@ -41,7 +41,7 @@ commands:
         files `cargo xtask bindgen` generates in crates/cuda-sys/src/ffi/ and only there.
         clippy checks the rest: `// SAFETY:` comments on unsafe blocks and impls,
         `# Safety` docs on unsafe fns and traits, no unwrap/expect in library code.
-  bench [--json FILE] [-- <args>]
+  bench [--json FILE] [--table-only] [-- <args>]
         run the benchmarks (release build): transfer_bench, whose JSON goes to FILE (by
         default target/bench/transfer_bench.json) and which gets the arguments after `--`
         (e.g. `-- --device cuda`), then cuda_bench (CUDA vs raw cudarc; SKIPPED without a
@@ -50,7 +50,13 @@ commands:
         the CPU backend, JSON to pipeline_bench.json beside FILE, and on CUDA (SKIPPED
         without a GPU), JSON to pipeline_bench_cuda.json beside FILE, then graph_bench
         (host cost per op, eager vs replayed graph) on the CPU and on CUDA, JSON to
-        graph_bench.json and graph_bench_cuda.json beside FILE.
+        graph_bench.json and graph_bench_cuda.json beside FILE, then ops_bench (built-in
+        ops vs memcpy, gemm vs other gemms and numpy) on the CPU, JSON to ops_bench.json,
+        and enqueue_bench once examples/enqueue_bench.rs exists, JSON to
+        enqueue_bench.json. Then one table of every ratio with its target and whether it
+        holds (holds / MISSED / n/a), with the load average at the start and the end,
+        also written to summary.json beside FILE. --table-only prints the table from the
+        reports already there and runs nothing.
   gpu-test [-- <test args>]
         run the CUDA tests on this machine (release build) and fail when no GPU is usable:
         GPU_REQUIRE_CUDA=1 cargo test --release --no-fail-fast --workspace --exclude xtask

@@ -1,0 +1,857 @@
+//! The summary table of `cargo xtask bench`: every measured ratio of the benchmarks' JSON
+//! reports beside its target (SPEC.md's performance section), and whether it holds.
+//!
+//! Each [`Group`] reads one report, picks the records it is about and turns each into a
+//! [`Row`]: a value, an optional [`Target`] and so a verdict, `holds`, `MISSED`, `n/a` (no
+//! value: the report is missing, as when a benchmark skipped without a GPU, unreadable, has
+//! no matching record, or the value is `null`) or `info` (a figure without a target). A
+//! group that finds nothing still leaves one `n/a` row, so a target never drops out of the
+//! table unseen. The table is printed and written as JSON (`summary.json`).
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+/// How a value is compared with its target.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cmp {
+    /// The value must be at least the target (a speed or a bandwidth ratio).
+    AtLeast,
+    /// The value must be at most the target (a cost ratio).
+    AtMost,
+}
+
+/// A bound a measured value must meet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Target {
+    /// The comparison.
+    pub cmp: Cmp,
+    /// The bound.
+    pub bound: f64,
+}
+
+/// `>= bound`.
+const fn at_least(bound: f64) -> Target {
+    Target {
+        cmp: Cmp::AtLeast,
+        bound,
+    }
+}
+
+/// `<= bound`.
+const fn at_most(bound: f64) -> Target {
+    Target {
+        cmp: Cmp::AtMost,
+        bound,
+    }
+}
+
+impl Target {
+    /// Whether `value` meets the target (a NaN never does).
+    pub fn holds(self, value: f64) -> bool {
+        match self.cmp {
+            Cmp::AtLeast => value >= self.bound,
+            Cmp::AtMost => value <= self.bound,
+        }
+    }
+
+    /// `>=` or `<=`.
+    pub fn symbol(self) -> &'static str {
+        match self.cmp {
+            Cmp::AtLeast => ">=",
+            Cmp::AtMost => "<=",
+        }
+    }
+}
+
+/// What a row's value counts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unit {
+    /// A ratio (printed with `x`).
+    Ratio,
+    /// Billions of floating-point operations per second.
+    Gflops,
+}
+
+/// One line of the table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// What was measured.
+    pub name: String,
+    /// The backend or device it ran on (`cpu`, `cuda`, `host`).
+    pub device: String,
+    /// The measured value; `None` where there is none (`n/a`).
+    pub value: Option<f64>,
+    /// What the value counts.
+    pub unit: Unit,
+    /// The target, if the figure has one.
+    pub target: Option<Target>,
+    /// Why there is no value, where that is known.
+    pub note: Option<String>,
+}
+
+/// A row's verdict.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Verdict {
+    /// The value meets its target.
+    Holds,
+    /// The value misses its target.
+    Missed,
+    /// No value.
+    NotAvailable,
+    /// A value without a target.
+    Info,
+}
+
+impl Verdict {
+    /// As printed and written: `holds`, `MISSED`, `n/a`, `info`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::Missed => "MISSED",
+            Verdict::NotAvailable => "n/a",
+            Verdict::Info => "info",
+        }
+    }
+}
+
+impl Row {
+    fn new(
+        name: String,
+        device: &str,
+        value: Option<f64>,
+        unit: Unit,
+        target: Option<Target>,
+    ) -> Row {
+        Row {
+            name,
+            device: device.to_owned(),
+            value: value.filter(|v| v.is_finite()),
+            unit,
+            target,
+            note: None,
+        }
+    }
+
+    /// The verdict: `n/a` without a value, `info` without a target.
+    pub fn verdict(&self) -> Verdict {
+        match (self.value, self.target) {
+            (None, _) => Verdict::NotAvailable,
+            (Some(_), None) => Verdict::Info,
+            (Some(v), Some(t)) if t.holds(v) => Verdict::Holds,
+            (Some(_), Some(_)) => Verdict::Missed,
+        }
+    }
+
+    fn value_text(&self) -> String {
+        match (self.value, self.unit) {
+            (None, _) => "-".to_owned(),
+            (Some(v), Unit::Ratio) => format!("{v:.3}x"),
+            (Some(v), Unit::Gflops) => format!("{v:.1} GFLOP/s"),
+        }
+    }
+
+    fn target_text(&self) -> String {
+        match self.target {
+            None => "-".to_owned(),
+            Some(t) => format!("{} {}x", t.symbol(), t.bound),
+        }
+    }
+
+    /// The row as written to `summary.json`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "device": self.device,
+            "value": self.value,
+            "unit": match self.unit { Unit::Ratio => "x", Unit::Gflops => "GFLOP/s" },
+            "target": self.target.map(|t| t.bound),
+            "comparison": self.target.map(|t| t.symbol()),
+            "holds": self.verdict().as_str(),
+            "note": self.note,
+        })
+    }
+}
+
+/// Where the reports are: transfer_bench's (its path can be chosen) and the folder of the
+/// others (`NAME.json`).
+#[derive(Debug)]
+pub struct Reports {
+    /// transfer_bench's report on the CPU.
+    pub transfer: PathBuf,
+    /// The folder of every other report.
+    pub dir: PathBuf,
+}
+
+/// A report as read: absent, unreadable (why), or its records.
+enum Loaded {
+    Missing,
+    Unreadable(String),
+    Records(Vec<Value>),
+}
+
+impl Reports {
+    /// The path of the report `name` (a file stem: `cuda_bench`).
+    pub fn path(&self, name: &str) -> PathBuf {
+        if name == "transfer_bench" {
+            self.transfer.clone()
+        } else {
+            self.dir.join(format!("{name}.json"))
+        }
+    }
+
+    fn load(&self, name: &str) -> Loaded {
+        let path = self.path(name);
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Loaded::Missing,
+            Err(err) => return Loaded::Unreadable(format!("{}: {err}", path.display())),
+        };
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Array(records)) => Loaded::Records(records),
+            Ok(_) => Loaded::Unreadable(format!("{}: not a JSON array", path.display())),
+            Err(err) => Loaded::Unreadable(format!("{}: {err}", path.display())),
+        }
+    }
+}
+
+/// Which records of a report a group is about, and the rows they make.
+struct Group {
+    /// The report's file stem.
+    report: &'static str,
+    /// The row shown, `n/a`, when nothing matched.
+    missing: &'static str,
+    /// The device shown on that row.
+    device: &'static str,
+    /// The target shown on that row.
+    target: Option<Target>,
+    /// The rows of one record (none where the record is not one of the group's).
+    rows: fn(&Value) -> Vec<Row>,
+}
+
+fn text<'a>(r: &'a Value, key: &str) -> &'a str {
+    r[key].as_str().unwrap_or("")
+}
+
+fn num(r: &Value, key: &str) -> Option<f64> {
+    r[key].as_f64()
+}
+
+fn bytes(r: &Value, key: &str) -> u64 {
+    r[key].as_u64().unwrap_or(0)
+}
+
+/// `4 KiB`, `16 MiB`, `1 GiB`.
+pub fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+const KIB_64: u64 = 64 << 10;
+const MIB: u64 = 1 << 20;
+/// CPU copies: >= 0.8x memcpy at 64 KiB, >= 0.9x from 1 MiB.
+const CPU_COPY_SMALL: Target = at_least(0.8);
+const CPU_COPY_LARGE: Target = at_least(0.9);
+const CPU_COPIES: [&str; 3] = ["d2d", "upload_pinned", "download_pinned"];
+
+/// transfer_bench's CPU copies in `[lo, hi)` bytes.
+fn cpu_copies(r: &Value, lo: u64, hi: u64, target: Target) -> Vec<Row> {
+    let (kind, b) = (text(r, "kind"), bytes(r, "bytes"));
+    if text(r, "backend") != "cpu" || !CPU_COPIES.contains(&kind) || b < lo || b >= hi {
+        return Vec::new();
+    }
+    vec![Row::new(
+        format!("{kind} {} vs memcpy", size(b)),
+        "cpu",
+        num(r, "ratio_vs_memcpy"),
+        Unit::Ratio,
+        Some(target),
+    )]
+}
+
+/// pipeline_bench's triple buffering at compute:transfer ratio 1, from `min_batch` bytes.
+fn triple_at_ratio_1(
+    r: &Value,
+    backend: &str,
+    min_batch: u64,
+    key: &str,
+    target: Target,
+) -> Vec<Row> {
+    let b = bytes(r, "batch_bytes");
+    if text(r, "backend") != backend
+        || text(r, "pattern") != "triple"
+        || num(r, "ratio") != Some(1.0)
+        || b < min_batch
+    {
+        return Vec::new();
+    }
+    let what = if key == "efficiency" {
+        "efficiency (of the max-stage bound)"
+    } else {
+        "speedup vs sequential"
+    };
+    vec![Row::new(
+        format!("triple buffering, ratio 1, {} batches: {what}", size(b)),
+        backend,
+        num(r, key),
+        Unit::Ratio,
+        Some(target),
+    )]
+}
+
+/// The groups, in the order of the table: targets on the CPU, targets on CUDA, then the
+/// figures without targets.
+fn groups() -> Vec<Group> {
+    vec![
+        Group {
+            report: "transfer_bench",
+            missing: "CPU copies (d2d, pinned up/download) at 64 KiB vs memcpy",
+            device: "cpu",
+            target: Some(CPU_COPY_SMALL),
+            rows: |r| cpu_copies(r, KIB_64, MIB, CPU_COPY_SMALL),
+        },
+        Group {
+            report: "transfer_bench",
+            missing: "CPU copies (d2d, pinned up/download) from 1 MiB vs memcpy",
+            device: "cpu",
+            target: Some(CPU_COPY_LARGE),
+            rows: |r| cpu_copies(r, MIB, u64::MAX, CPU_COPY_LARGE),
+        },
+        Group {
+            report: "pipeline_bench",
+            missing: "triple buffering, ratio 1, batches from 1 MiB: speedup vs sequential",
+            device: "cpu",
+            target: Some(at_least(1.8)),
+            rows: |r| triple_at_ratio_1(r, "cpu", MIB, "speedup_vs_sequential", at_least(1.8)),
+        },
+        Group {
+            report: "enqueue_bench",
+            missing: "enqueue vs pushing the same work onto the CPU worker (enqueue_bench)",
+            device: "cpu",
+            target: Some(at_most(1.3)),
+            rows: |r| {
+                vec![Row::new(
+                    format!("enqueue {} vs direct worker push", text(r, "name")),
+                    match text(r, "backend") {
+                        "" => "cpu",
+                        backend => backend,
+                    },
+                    num(r, "ratio"),
+                    Unit::Ratio,
+                    Some(at_most(1.3)),
+                )]
+            },
+        },
+        Group {
+            report: "cuda_bench",
+            missing: "pinned upload/download from 8 MiB vs raw cudarc",
+            device: "cuda",
+            target: Some(at_least(0.97)),
+            rows: |r| {
+                let (kind, b) = (text(r, "kind"), bytes(r, "bytes"));
+                if text(r, "bench") != "transfer"
+                    || !["upload_pinned", "download_pinned"].contains(&kind)
+                    || b < 8 * MIB
+                {
+                    return Vec::new();
+                }
+                vec![Row::new(
+                    format!("{kind} {} vs raw cudarc", size(b)),
+                    "cuda",
+                    num(r, "ratio_vs_raw"),
+                    Unit::Ratio,
+                    Some(at_least(0.97)),
+                )]
+            },
+        },
+        Group {
+            report: "cuda_bench",
+            missing: "op enqueue vs cuLaunchKernel",
+            device: "cuda",
+            target: Some(at_most(1.1)),
+            rows: |r| {
+                if text(r, "bench") != "enqueue" {
+                    return Vec::new();
+                }
+                vec![Row::new(
+                    format!("enqueue {} vs cuLaunchKernel", text(r, "kind")),
+                    "cuda",
+                    num(r, "ratio_vs_raw"),
+                    Unit::Ratio,
+                    Some(at_most(1.1)),
+                )]
+            },
+        },
+        Group {
+            report: "pipeline_bench_cuda",
+            missing: "triple buffering, ratio 1: speedup vs sequential",
+            device: "cuda",
+            target: Some(at_least(2.7)),
+            rows: |r| triple_at_ratio_1(r, "cuda", 0, "speedup_vs_sequential", at_least(2.7)),
+        },
+        Group {
+            report: "pipeline_bench_cuda",
+            missing: "triple buffering, ratio 1: efficiency (of the max-stage bound)",
+            device: "cuda",
+            target: Some(at_least(0.95)),
+            rows: |r| triple_at_ratio_1(r, "cuda", 0, "efficiency", at_least(0.95)),
+        },
+        Group {
+            report: "graph_bench_cuda",
+            missing: "host cost per op, eager / graph replay",
+            device: "cuda",
+            target: Some(at_least(5.0)),
+            rows: |r| {
+                vec![Row::new(
+                    format!(
+                        "host cost per op of {} ops, eager / graph replay",
+                        bytes(r, "ops")
+                    ),
+                    "cuda",
+                    num(r, "ratio_eager_vs_replay"),
+                    Unit::Ratio,
+                    Some(at_least(5.0)),
+                )]
+            },
+        },
+        Group {
+            report: "graph_bench",
+            missing: "host cost per op, eager / graph replay",
+            device: "cpu",
+            target: None,
+            rows: |r| {
+                vec![Row::new(
+                    format!(
+                        "host cost per op of {} ops, eager / graph replay",
+                        bytes(r, "ops")
+                    ),
+                    match text(r, "backend") {
+                        "" => "cpu",
+                        backend => backend,
+                    },
+                    num(r, "ratio_eager_vs_replay"),
+                    Unit::Ratio,
+                    None,
+                )]
+            },
+        },
+        Group {
+            report: "ops_bench",
+            missing: "built-in op bandwidth vs memcpy (roofline)",
+            device: "cpu",
+            target: None,
+            rows: |r| {
+                if text(r, "bench") != "roofline" {
+                    return Vec::new();
+                }
+                vec![Row::new(
+                    format!(
+                        "op {} on {} vs memcpy",
+                        text(r, "op"),
+                        size(bytes(r, "bytes"))
+                    ),
+                    text(r, "backend"),
+                    num(r, "ratio_vs_memcpy"),
+                    Unit::Ratio,
+                    None,
+                )]
+            },
+        },
+        Group {
+            report: "ops_bench",
+            missing: "gemm GFLOP/s",
+            device: "cpu",
+            target: None,
+            rows: |r| {
+                if text(r, "bench") != "gemm" {
+                    return Vec::new();
+                }
+                let n = bytes(r, "n");
+                let mut rows = vec![Row::new(
+                    format!("gemm {n}^3 f32: {}", text(r, "implementation")),
+                    text(r, "device"),
+                    num(r, "gflops"),
+                    Unit::Gflops,
+                    None,
+                )];
+                if text(r, "key") == "ours" {
+                    rows.push(Row::new(
+                        format!("gemm {n}^3 f32: ours / numpy"),
+                        text(r, "device"),
+                        num(r, "ratio_vs_numpy"),
+                        Unit::Ratio,
+                        None,
+                    ));
+                }
+                rows
+            },
+        },
+    ]
+}
+
+/// Every row of the table, from the reports in `reports`.
+pub fn rows(reports: &Reports) -> Vec<Row> {
+    let mut out = Vec::new();
+    for group in groups() {
+        let (found, note) = match reports.load(group.report) {
+            Loaded::Records(records) => (records.iter().flat_map(group.rows).collect(), None),
+            Loaded::Missing => (
+                Vec::new(),
+                Some(format!("no {}.json (skipped or not run)", group.report)),
+            ),
+            Loaded::Unreadable(why) => (Vec::new(), Some(why)),
+        };
+        if found.is_empty() {
+            let mut row = Row::new(
+                group.missing.to_owned(),
+                group.device,
+                None,
+                Unit::Ratio,
+                group.target,
+            );
+            row.note =
+                Some(note.unwrap_or_else(|| format!("no such record in {}.json", group.report)));
+            out.push(row);
+        } else {
+            out.extend(found);
+        }
+    }
+    out
+}
+
+/// The table as printed: a header with the load averages, one line per row, and a count of
+/// the verdicts.
+pub fn render(rows: &[Row], load_start: &str, load_end: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "bench summary: every figure is a median over its benchmark's runs (see each program)"
+    );
+    let _ = writeln!(
+        s,
+        "load average (1, 5, 15 min) at start: {load_start}; at end: {load_end}"
+    );
+    let name_w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let dev_w = rows
+        .iter()
+        .map(|r| r.device.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        s,
+        "{:<name_w$}  {:<dev_w$}  {:>16}  {:>9}  verdict",
+        "name", "device", "value", "target"
+    );
+    for row in rows {
+        let _ = write!(
+            s,
+            "{:<name_w$}  {:<dev_w$}  {:>16}  {:>9}  {}",
+            row.name,
+            row.device,
+            row.value_text(),
+            row.target_text(),
+            row.verdict().as_str()
+        );
+        if let (Verdict::NotAvailable, Some(note)) = (row.verdict(), &row.note) {
+            let _ = write!(s, " ({note})");
+        }
+        s.push('\n');
+    }
+    let count = |v: Verdict| rows.iter().filter(|r| r.verdict() == v).count();
+    let _ = writeln!(
+        s,
+        "targets: {} hold, {} MISSED, {} n/a; {} figures without a target",
+        count(Verdict::Holds),
+        count(Verdict::Missed),
+        rows.iter()
+            .filter(|r| r.target.is_some() && r.verdict() == Verdict::NotAvailable)
+            .count(),
+        rows.iter().filter(|r| r.target.is_none()).count()
+    );
+    s
+}
+
+/// `summary.json`: the note on medians, the load averages and the rows.
+pub fn to_json(rows: &[Row], load_start: &str, load_end: &str) -> Value {
+    json!({
+        "note": "every value is a median over its benchmark's runs",
+        "load_start": load_start,
+        "load_end": load_end,
+        "rows": rows.iter().map(Row::to_json).collect::<Vec<Value>>(),
+    })
+}
+
+/// The first three fields of `/proc/loadavg` (the 1, 5 and 15 minute load averages), or
+/// why they could not be read.
+pub fn load_average() -> String {
+    load_average_from(Path::new("/proc/loadavg"))
+}
+
+fn load_average_from(path: &Path) -> String {
+    match fs::read_to_string(path) {
+        Ok(text) => text
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        Err(err) => format!("unavailable ({}: {err})", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh, empty folder for one test's reports.
+    fn folder(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("xtask-bench-table-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn reports(dir: &Path) -> Reports {
+        Reports {
+            transfer: dir.join("transfer_bench.json"),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn find<'a>(rows: &'a [Row], name: &str) -> &'a Row {
+        rows.iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no row {name:?} in {rows:#?}"))
+    }
+
+    #[test]
+    fn targets_compare_in_their_direction() {
+        assert!(at_least(0.9).holds(0.9));
+        assert!(at_least(0.9).holds(1.2));
+        assert!(!at_least(0.9).holds(0.899));
+        assert!(at_most(1.1).holds(1.1));
+        assert!(at_most(1.1).holds(0.5));
+        assert!(!at_most(1.1).holds(1.11));
+        assert!(!at_least(0.9).holds(f64::NAN));
+        assert!(!at_most(1.1).holds(f64::NAN));
+
+        let row = |value, target| Row::new("r".into(), "cpu", value, Unit::Ratio, target);
+        assert_eq!(
+            row(Some(2.0), Some(at_least(1.8))).verdict(),
+            Verdict::Holds
+        );
+        assert_eq!(
+            row(Some(1.0), Some(at_least(1.8))).verdict(),
+            Verdict::Missed
+        );
+        assert_eq!(row(Some(1.0), None).verdict(), Verdict::Info);
+        assert_eq!(
+            row(None, Some(at_least(1.8))).verdict(),
+            Verdict::NotAvailable
+        );
+        // A NaN (a `null` in a report) is no value, not a miss.
+        assert_eq!(
+            row(Some(f64::NAN), Some(at_most(1.3))).verdict(),
+            Verdict::NotAvailable
+        );
+    }
+
+    #[test]
+    fn missing_reports_leave_one_na_row_per_group() {
+        let dir = folder("missing");
+        let rows = rows(&reports(&dir));
+        assert_eq!(rows.len(), groups().len());
+        assert!(rows.iter().all(|r| r.verdict() == Verdict::NotAvailable));
+        let cuda = find(&rows, "op enqueue vs cuLaunchKernel");
+        assert_eq!(cuda.device, "cuda");
+        assert_eq!(cuda.target, Some(at_most(1.1)));
+        assert_eq!(
+            cuda.note.as_deref(),
+            Some("no cuda_bench.json (skipped or not run)")
+        );
+        let table = render(&rows, "0.10 0.20 0.30", "0.40 0.50 0.60");
+        assert!(table.contains("at start: 0.10 0.20 0.30; at end: 0.40 0.50 0.60"));
+        assert!(table.contains("targets: 0 hold, 0 MISSED, 9 n/a; 3 figures without a target"));
+        let summary = to_json(&rows, "a", "b");
+        assert_eq!(summary["rows"][0]["holds"], "n/a");
+        assert_eq!(summary["rows"][0]["value"], Value::Null);
+        assert_eq!(summary["rows"][0]["comparison"], ">=");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn records_become_rows_with_their_targets() {
+        let dir = folder("records");
+        let write = |name: &str, v: Value| {
+            fs::write(dir.join(format!("{name}.json")), v.to_string()).unwrap();
+        };
+        let copy = |kind: &str, bytes: u64, ratio: f64| json!({"backend": "cpu", "kind": kind, "bytes": bytes, "ratio_vs_memcpy": ratio});
+        write(
+            "transfer_bench",
+            json!([
+                copy("d2d", 4 << 10, 0.05),
+                copy("d2d", 64 << 10, 0.85),
+                copy("upload_pinned", 1 << 20, 0.85),
+                copy("download_pinned", 16 << 20, 1.01),
+                copy("add", 16 << 20, 1.5),
+            ]),
+        );
+        let point = |pattern: &str, ratio: f64, batch: u64, speedup: f64| {
+            json!({"backend": "cpu", "pattern": pattern, "ratio": ratio, "batch_bytes": batch,
+                   "speedup_vs_sequential": speedup, "efficiency": 0.9})
+        };
+        write(
+            "pipeline_bench",
+            json!([
+                point("triple", 1.0, 1 << 20, 1.5),
+                point("triple", 1.0, 16 << 20, 2.1),
+                point("triple", 0.25, 16 << 20, 1.2),
+                point("double", 1.0, 16 << 20, 1.7),
+                point("triple", 1.0, 256 << 10, 0.9),
+            ]),
+        );
+        write(
+            "enqueue_bench",
+            json!([
+                {"backend": "cpu", "name": "add_f32_1024", "ours_ns": 500.0, "baseline_ns": 400.0, "ratio": 1.25},
+                {"backend": "cpu", "name": "launch", "ours_ns": 700.0, "baseline_ns": 400.0, "ratio": 1.75},
+            ]),
+        );
+        write(
+            "cuda_bench",
+            json!([
+                {"bench": "transfer", "kind": "upload_pinned", "bytes": 4 << 20, "ratio_vs_raw": 0.5},
+                {"bench": "transfer", "kind": "upload_pinned", "bytes": 16 << 20, "ratio_vs_raw": 0.99},
+                {"bench": "transfer", "kind": "download_pageable", "bytes": 16 << 20, "ratio_vs_raw": 0.5},
+                {"bench": "enqueue", "kind": "add_f32_1024", "ratio_vs_raw": null},
+            ]),
+        );
+        write(
+            "ops_bench",
+            json!([
+                {"bench": "roofline", "backend": "cpu", "op": "add", "bytes": 1 << 20, "ratio_vs_memcpy": 0.6},
+                {"bench": "gemm", "key": "ours", "implementation": "ours (cpu)", "device": "cpu",
+                 "n": 256, "gflops": 100.0, "ratio_vs_numpy": null},
+                {"bench": "gemm", "key": "gemm_rayon", "implementation": "gemm crate", "device": "host",
+                 "n": 256, "gflops": 200.0, "ratio_vs_numpy": null},
+                {"bench": "numpy", "available": false},
+            ]),
+        );
+        fs::write(dir.join("graph_bench.json"), "[{not json").unwrap();
+        let rows = rows(&reports(&dir));
+
+        let small = find(&rows, "d2d 64 KiB vs memcpy");
+        assert_eq!(
+            (small.target, small.verdict()),
+            (Some(at_least(0.8)), Verdict::Holds)
+        );
+        let mib = find(&rows, "upload_pinned 1 MiB vs memcpy");
+        assert_eq!(
+            (mib.target, mib.verdict()),
+            (Some(at_least(0.9)), Verdict::Missed)
+        );
+        assert_eq!(
+            find(&rows, "download_pinned 16 MiB vs memcpy").verdict(),
+            Verdict::Holds
+        );
+        // Below 64 KiB, and the op, have no copy target.
+        assert!(!rows
+            .iter()
+            .any(|r| r.name.starts_with("d2d 4 KiB") || r.name.starts_with("add ")));
+
+        let p1 = find(
+            &rows,
+            "triple buffering, ratio 1, 1 MiB batches: speedup vs sequential",
+        );
+        assert_eq!((p1.device.as_str(), p1.verdict()), ("cpu", Verdict::Missed));
+        let p16 = find(
+            &rows,
+            "triple buffering, ratio 1, 16 MiB batches: speedup vs sequential",
+        );
+        assert_eq!(p16.verdict(), Verdict::Holds);
+        assert_eq!(
+            rows.iter()
+                .filter(|r| r.name.starts_with("triple buffering") && r.device == "cpu")
+                .count(),
+            2
+        );
+
+        assert_eq!(
+            find(&rows, "enqueue add_f32_1024 vs direct worker push").verdict(),
+            Verdict::Holds
+        );
+        let launch = find(&rows, "enqueue launch vs direct worker push");
+        assert_eq!(
+            (launch.target, launch.verdict()),
+            (Some(at_most(1.3)), Verdict::Missed)
+        );
+
+        assert_eq!(
+            find(&rows, "upload_pinned 16 MiB vs raw cudarc").verdict(),
+            Verdict::Holds
+        );
+        assert!(!rows
+            .iter()
+            .any(|r| r.name.contains("4 MiB vs raw") || r.name.contains("pageable")));
+        // A null ratio is n/a, not a miss.
+        assert_eq!(
+            find(&rows, "enqueue add_f32_1024 vs cuLaunchKernel").verdict(),
+            Verdict::NotAvailable
+        );
+        // CUDA pipelines and graphs were not run: their groups are n/a.
+        assert_eq!(
+            find(&rows, "triple buffering, ratio 1: speedup vs sequential").verdict(),
+            Verdict::NotAvailable
+        );
+        // An unreadable report is n/a, and says why.
+        let graph = rows
+            .iter()
+            .find(|r| r.device == "cpu" && r.name == "host cost per op, eager / graph replay")
+            .unwrap();
+        assert_eq!(graph.verdict(), Verdict::NotAvailable);
+        assert!(graph.note.as_deref().unwrap().contains("graph_bench.json"));
+
+        let roof = find(&rows, "op add on 1 MiB vs memcpy");
+        assert_eq!((roof.verdict(), roof.value), (Verdict::Info, Some(0.6)));
+        let gemm = find(&rows, "gemm 256^3 f32: gemm crate");
+        assert_eq!((gemm.unit, gemm.device.as_str()), (Unit::Gflops, "host"));
+        assert_eq!(
+            find(&rows, "gemm 256^3 f32: ours / numpy").verdict(),
+            Verdict::NotAvailable
+        );
+
+        let summary = to_json(&rows, "1", "2");
+        let first = &summary["rows"][0];
+        assert_eq!(first["name"], "d2d 64 KiB vs memcpy");
+        assert_eq!(first["target"], 0.8);
+        assert_eq!(first["comparison"], ">=");
+        assert_eq!(first["holds"], "holds");
+        assert_eq!(first["unit"], "x");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn load_average_reads_three_fields_or_says_why_not() {
+        let dir = folder("loadavg");
+        let path = dir.join("loadavg");
+        fs::write(&path, "0.52 0.58 0.59 1/467 12345\n").unwrap();
+        assert_eq!(load_average_from(&path), "0.52 0.58 0.59");
+        assert!(load_average_from(&dir.join("absent")).starts_with("unavailable ("));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sizes_read_naturally() {
+        assert_eq!(size(64 << 10), "64 KiB");
+        assert_eq!(size(1 << 20), "1 MiB");
+        assert_eq!(size(1 << 30), "1 GiB");
+        assert_eq!(size(1000), "1000 B");
+    }
+}
