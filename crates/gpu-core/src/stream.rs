@@ -384,13 +384,7 @@ impl<B: Backend> Stream<B> {
             None
         };
         for (_, slice, access) in accesses {
-            locked[slot(slice)].record(
-                Use {
-                    stream: self.inner.clone(),
-                    event: event.clone(),
-                },
-                *access,
-            );
+            locked[slot(slice)].record(&self.inner, &event, *access);
         }
         Ok((r, event))
     }

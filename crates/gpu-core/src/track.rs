@@ -55,6 +55,15 @@ impl<B: Backend> Clone for Use<B> {
     }
 }
 
+/// Whether two optional events are the same handle.
+fn same_event<E>(a: &Option<Arc<E>>, b: &Option<Arc<E>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
 struct Tracker<B: Backend> {
     writer: Option<Use<B>>,
     readers: Vec<Use<B>>,
@@ -404,18 +413,40 @@ impl<B: Backend> Uses<'_, B> {
         Ok(())
     }
 
-    /// Records a use that has just been queued.
-    pub(crate) fn record(&mut self, u: Use<B>, access: Access) {
+    /// Records a use by `stream` that has just been queued, marked by `event`. A use that
+    /// replaces one by the same stream keeps that record's stream handle and swaps only the
+    /// event (no reference counting at all when there is none: one stream, no events).
+    pub(crate) fn record(
+        &mut self,
+        stream: &Arc<StreamInner<B>>,
+        event: &Option<Arc<B::Event>>,
+        access: Access,
+    ) {
         let t = &mut *self.0;
-        match access {
-            Access::Read => match t.readers.iter_mut().find(|r| r.stream.id == u.stream.id) {
-                Some(r) => *r = u,
-                None => t.readers.push(u),
-            },
+        let same = |u: &Use<B>| u.stream.id == stream.id;
+        let slot = match access {
+            Access::Read => t.readers.iter_mut().find(|r| same(r)),
             Access::Write => {
                 t.readers.clear();
                 t.prior.clear();
-                t.writer = Some(u);
+                t.writer.as_mut().filter(|w| same(w))
+            }
+        };
+        match slot {
+            Some(u) => {
+                if !same_event(&u.event, event) {
+                    u.event.clone_from(event);
+                }
+            }
+            None => {
+                let u = Use {
+                    stream: stream.clone(),
+                    event: event.clone(),
+                };
+                match access {
+                    Access::Read => t.readers.push(u),
+                    Access::Write => t.writer = Some(u),
+                }
             }
         }
     }
