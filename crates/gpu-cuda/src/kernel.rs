@@ -7,6 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUresult};
 use gpukit_core::{
     Error, KernelArg, KernelDesc, KernelSig, KernelSource, KernelSpec, LaunchConfig, Result,
+    MAX_KERNEL_ARGS,
 };
 use gpukit_cuda_sys::nvrtc::Target;
 
@@ -222,8 +223,18 @@ pub(crate) unsafe fn launch(
             ),
         });
     }
+    if args.len() > MAX_KERNEL_ARGS {
+        return Err(Error::InvalidLaunch {
+            kernel: k.name.clone(),
+            reason: format!(
+                "{} arguments (a signature has at most {MAX_KERNEL_ARGS})",
+                args.len()
+            ),
+        });
+    }
     b.dev.bind()?;
-    let mut slots = vec![Slot::default(); args.len()];
+    // On the stack: a launch allocates nothing.
+    let mut slots = [Slot::default(); MAX_KERNEL_ARGS];
     for (slot, arg) in slots.iter_mut().zip(args) {
         match arg {
             KernelArg::Buffer { at, .. } => {
@@ -236,7 +247,10 @@ pub(crate) unsafe fn launch(
             }
         }
     }
-    let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| s.0.as_mut_ptr().cast()).collect();
+    let mut params = [std::ptr::null_mut::<c_void>(); MAX_KERNEL_ARGS];
+    for (p, s) in params.iter_mut().zip(slots.iter_mut()) {
+        *p = s.0.as_mut_ptr().cast();
+    }
     let [gx, gy, gz] = cfg.grid;
     let [bx, by, bz] = cfg.block;
     // SAFETY: `func` is a kernel of this context; `params` points at one slot per argument
