@@ -23,10 +23,8 @@
 //! **gemm.** GFLOP/s (`2 n^3 / median seconds`) of square f32 products, n = 256, 512, 1024
 //! and 2048 (`--quick`: to 1024), each after a warm-up run:
 //! - `ours`: `ctx.gemm(Gemm::new(n, n, n), ..)` and a `sync` on the device `--device` names;
-//! - `matrixmultiply::sgemm` called directly on host slices (single-threaded, as the CPU
-//!   backend calls it);
-//! - matrixmultiply with its `threading` feature, only in a build with this package's
-//!   `matrixmultiply-threading` feature (see below);
+//! - `matrixmultiply::sgemm` called directly on host slices, with one thread and with its
+//!   `threading` feature's pool (as the CPU backend calls it; see below);
 //! - the `gemm` crate (candle's CPU gemm): `Parallelism::Rayon(0)` (rayon's pool, one thread
 //!   per core unless `RAYON_NUM_THREADS` says otherwise) and `Parallelism::None`;
 //! - numpy's `a @ b` on the same matrices in a `python3` child (`--python`), after two
@@ -40,12 +38,11 @@
 //! against f64 dot products; every timed result (ours included) against the reference's
 //! whole matrix (`max |x - ref| / max |ref| <= 1e-3`), so no row can pass by doing nothing.
 //!
-//! matrixmultiply's `threading` feature is off by default: Cargo unifies a crate's features
-//! within a build, so turning it on for this program turns it on for the CPU backend's gemm
-//! too (and for every other program and test built with it). Build with
-//! `--features matrixmultiply-threading` to measure it; `ours` on the CPU is then threaded as
-//! well, and the single-threaded matrixmultiply row comes from a child process of this
-//! program run with `MATMUL_NUM_THREADS=1` (checked at sampled entries only).
+//! The CPU backend turns matrixmultiply's `threading` feature on, and Cargo unifies a crate's
+//! features within a build, so matrixmultiply is threaded in this program too (this
+//! package's default `matrixmultiply-threading` feature says so); the single-threaded
+//! matrixmultiply row comes from a child process of this program run with
+//! `MATMUL_NUM_THREADS=1` (checked at sampled entries only).
 //!
 //! ```text
 //! cargo run --release --example ops_bench -- [--device SPEC] [--json FILE] [--quick]
@@ -755,9 +752,8 @@ fn gemm_section(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
         }
     } else {
         println!(
-            "matrixmultiply threading: not measured in this build (build with `--features \
-             matrixmultiply-threading`; off by default because Cargo's feature unification \
-             would make the CPU backend's gemm threaded too)"
+            "matrixmultiply threading: not measured in this build (built without the default \
+             `matrixmultiply-threading` feature)"
         );
     }
 

@@ -3,7 +3,7 @@
 //! The CPU reference backend of the `gpukit` workspace: a complete implementation of
 //! [`gpukit_core::Backend`] on the host, and the oracle every other backend is tested against.
 //! It sits beside `gpukit-cuda` in the layers (`backends -> gpukit-core`), needs nothing but the
-//! standard library and `matrixmultiply`, and runs everywhere, so every program and test of
+//! standard library, `matrixmultiply` and `rayon`, and runs everywhere, so every program and test of
 //! the workspace also runs on a machine without a GPU.
 //!
 //! ## Semantics (the contract the CUDA backend is tested against)
@@ -40,6 +40,12 @@
 //!   floats in f64; softmax and cross-entropy as `gpukit_core::softmax_rows` and
 //!   `gpukit_core::cross_entropy_rows`; gemm (batched by a loop) uses `matrixmultiply`
 //!   (f16/bf16 widened to f32). One backend method, `op`, runs them all.
+//! - **Cores**: gemm runs on matrixmultiply's thread pool (one thread per physical core, at
+//!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements are
+//!   split in row-aligned pieces across rayon's pool (one thread per core,
+//!   `RAYON_NUM_THREADS` overrides); both pools are shared by every stream, and the results
+//!   are the bits one thread gives (each output element is computed the same way whatever
+//!   the split). Reductions, softmax and cross-entropy still run on the stream's worker.
 //! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
 //!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
 //!   after another on the stream's worker. A panicking closure does not take the worker down: the launch's
@@ -51,7 +57,8 @@
 //!   a launch the CPU accepts is accepted by any recent GPU.
 //!
 //! Dependencies: `matrixmultiply` for gemm (a well-kept, pure-Rust, cache-blocked kernel
-//! that beats a hand-written loop by an order of magnitude), `thiserror` for [`CpuError`].
+//! that beats a hand-written loop by an order of magnitude; with its `threading` feature),
+//! `rayon` for splitting large ops across cores, `thiserror` for [`CpuError`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::unwrap_used, clippy::expect_used)]

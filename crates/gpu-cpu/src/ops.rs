@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use gpukit_core::{
     BinaryOp, BufAt, DType, DTypeVisitor, Element, Float, Gemm, Numeric, Op, Result, Rhs, RhsSlice,
     Scalar, UnaryOp,
@@ -119,13 +121,68 @@ struct Ints;
 /// The float element types' part: all of it.
 struct Floats;
 
+/// Elements from which an element-wise op is split across the machine's cores (rayon's
+/// pool, shared by every stream); smaller ones run whole on the stream's worker.
+const SPLIT_FROM: usize = 1 << 20;
+/// Elements per piece of a split op (rounded down to whole rows).
+const PIECE: usize = 1 << 16;
+
+/// Runs `f(start, piece)` over `out` in pieces of whole `row`s, in parallel when `out` has
+/// at least [`SPLIT_FROM`] elements, else once over all of it. For element-wise work, whose
+/// every output depends only on inputs at its own index (and its row's broadcast vector),
+/// the result is the same bits however it is split.
+fn pieces<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    if out.len() < SPLIT_FROM {
+        return f(0, out);
+    }
+    let piece = (PIECE / row.max(1)).max(1) * row.max(1);
+    out.par_chunks_mut(piece)
+        .enumerate()
+        .for_each(|(i, o)| f(i * piece, o));
+}
+
+/// `src[start..start + len]`, for the piece of a split op.
+fn part<T>(src: Option<&[T]>, start: usize, len: usize) -> Option<&[T]> {
+    src.map(|s| &s[start..start + len])
+}
+
+/// A binary op over `out` (`rows x cols`), split by [`pieces`] into whole rows for a row or
+/// column vector (anywhere for an array or a scalar), each piece given its part of the
+/// operands.
+fn binary_pieces<T: Numeric>(
+    src: Option<&[T]>,
+    rhs: RhsSlice<'_, T>,
+    cols: usize,
+    out: &mut [T],
+    map: impl Fn(Option<&[T]>, RhsSlice<'_, T>, usize, &mut [T]) + Sync,
+) {
+    let row = match rhs {
+        RhsSlice::Row(_) | RhsSlice::Col(_) => cols,
+        RhsSlice::Array(_) | RhsSlice::Scalar(_) => 1,
+    };
+    pieces(out, row, |start, o| {
+        let n = o.len();
+        let (rhs, cols) = match rhs {
+            RhsSlice::Array(b) => (RhsSlice::Array(&b[start..start + n]), n),
+            RhsSlice::Scalar(v) => (RhsSlice::Scalar(v), n),
+            RhsSlice::Row(v) => (RhsSlice::Row(v), cols),
+            RhsSlice::Col(v) => (RhsSlice::Col(&v[start / cols..(start + n) / cols]), cols),
+        };
+        map(part(src, start, n), rhs, cols, o);
+    });
+}
+
 impl<T: Numeric> Kind<T> for Ints {
     const FLOAT: bool = false;
     fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
-        op.map_numeric(src, out);
+        pieces(out, 1, |start, o| {
+            op.map_numeric(part(src, start, o.len()), o);
+        });
     }
     fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]) {
-        op.map_numeric(src, rhs, cols, out);
+        binary_pieces(src, rhs, cols, out, |s, r, c, o| {
+            op.map_numeric(s, r, c, o);
+        });
     }
     // Unreachable: `typed` refuses float-only ops on integers before queuing them.
     fn softmax(_: bool, _: Option<&[T]>, _: usize, _: &mut [T]) {}
@@ -136,10 +193,12 @@ impl<T: Numeric> Kind<T> for Ints {
 impl<T: Float> Kind<T> for Floats {
     const FLOAT: bool = true;
     fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
-        op.map_float(src, out);
+        pieces(out, 1, |start, o| {
+            op.map_float(part(src, start, o.len()), o)
+        });
     }
     fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]) {
-        op.map_float(src, rhs, cols, out);
+        binary_pieces(src, rhs, cols, out, |s, r, c, o| op.map_float(s, r, c, o));
     }
     fn softmax(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) {
         gpukit_core::softmax_rows(log, src, cols, out);
@@ -569,6 +628,60 @@ pub(crate) fn gemm<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ops large enough to be split across cores give the bits of the same op run whole,
+    /// for every kind of operand (a piece boundary falls inside no row).
+    #[test]
+    fn split_element_wise_ops_equal_the_whole() {
+        let (rows, cols) = (1103, 997); // 1,099,691 elements: split, with a short last piece
+        let n = rows * cols;
+        assert!(n >= SPLIT_FROM);
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 37) % 1013) as f32 * 0.01 - 5.0)
+            .collect();
+        let y: Vec<f32> = (0..n)
+            .map(|i| ((i * 11) % 997) as f32 * 0.02 - 9.0)
+            .collect();
+        let row: Vec<f32> = (0..cols).map(|j| j as f32 * 0.5 - 3.0).collect();
+        let col: Vec<f32> = (0..rows).map(|r| r as f32 * 0.25 + 1.0).collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+
+        for op in [UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Relu] {
+            let (mut split, mut whole) = (vec![0f32; n], vec![0f32; n]);
+            <Floats as Kind<f32>>::unary(op, Some(&x), &mut split);
+            op.map_float(Some(&x), &mut whole);
+            assert!(bits(&split) == bits(&whole), "{op:?}");
+        }
+        let rhs = [
+            RhsSlice::Array(&y[..]),
+            RhsSlice::Scalar(1.5),
+            RhsSlice::Row(&row[..]),
+            RhsSlice::Col(&col[..]),
+        ];
+        for op in [BinaryOp::Add, BinaryOp::Div, BinaryOp::Pow] {
+            for r in rhs {
+                let (mut split, mut whole) = (vec![0f32; n], vec![0f32; n]);
+                <Floats as Kind<f32>>::binary(op, Some(&x), r, cols, &mut split);
+                op.map_float(Some(&x), r, cols, &mut whole);
+                assert!(bits(&split) == bits(&whole), "{op:?} with {r:?}");
+                // In place too.
+                let mut inplace = x.clone();
+                <Floats as Kind<f32>>::binary(op, None, r, cols, &mut inplace);
+                assert!(bits(&inplace) == bits(&whole), "{op:?} in place with {r:?}");
+            }
+        }
+        let xi: Vec<i32> = (0..n as i32).map(|i| i % 1000 - 500).collect();
+        let (mut split, mut whole) = (vec![0i32; n], vec![0i32; n]);
+        <Ints as Kind<i32>>::binary(
+            BinaryOp::Mul,
+            Some(&xi),
+            RhsSlice::Scalar(3),
+            cols,
+            &mut split,
+        );
+        BinaryOp::Mul.map_numeric(Some(&xi), RhsSlice::Scalar(3), cols, &mut whole);
+        assert_eq!(split, whole);
+    }
 
     /// The backend runs every element type gpukit-core has: f16 and bf16 exactly when
     /// gpukit-core's `half` feature is on; without it, ops on them and casts to them are
