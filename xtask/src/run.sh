@@ -731,6 +731,17 @@ step_sanitize() {
     fi
 }
 
+# A JSON report written into $logdir (arg: its name): into the archive, and into the output
+# folder while it has room beside the summary and the archive.
+keep_report() {
+    add_written "$1"
+    if [ $((2 + ${#out_json[@]})) -lt "$max_out_files" ]; then
+        out_json+=("$1")
+    else
+        echo "note: $1 is only in the archive ($max_out_files files at most go to the output folder)"
+    fi
+}
+
 step_bench() {
     local prog name log skips ran=0 reports=()
     step_header bench
@@ -754,12 +765,7 @@ step_bench() {
         skips=$(grep -c 'SKIPPED:' "$logdir/$log")
         if [ -f "$logdir/$name.json" ]; then
             reports+=("$name")
-            add_written "$name.json"
-            if [ $((2 + ${#out_json[@]})) -lt "$max_out_files" ]; then
-                out_json+=("$name.json")
-            else
-                echo "note: $name.json is only in the archive ($max_out_files files at most go to the output folder)"
-            fi
+            keep_report "$name.json"
         fi
         if [ "$rc" -ne 0 ]; then
             echo "bench $name: FAILED ($(describe_end), after $took s)"
@@ -820,12 +826,7 @@ torch_compare() {
     add_written "$log"
     cat "$logdir/$log"
     if [ -f "$logdir/$json" ]; then
-        add_written "$json"
-        if [ $((2 + ${#out_json[@]})) -lt "$max_out_files" ]; then
-            out_json+=("$json")
-        else
-            echo "note: $json is only in the archive ($max_out_files files at most go to the output folder)"
-        fi
+        keep_report "$json"
     fi
     if [ "$rc" -ne 0 ]; then
         echo "torch comparator: FAILED ($(describe_end), after $took s)"
