@@ -56,7 +56,7 @@ impl Task {
 
     /// Runs the closure.
     pub(crate) fn call(&self) -> Result<(), Error> {
-        // SAFETY: `storage` holds an initialized `F` (written by `inline`, dropped only in
+        // SAFETY: `storage` holds an initialized `F` (written by `new`, dropped only in
         // `Drop`), and `self.call` is `call::<F>` for that same `F`.
         unsafe { (self.call)(self.storage.0.as_ptr().cast()) }
     }
