@@ -28,7 +28,10 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use gpukit::core::{Backend, BinaryOp, BufAt, DType, KernelArg, Op, Rhs, Scalar};
+use gpukit::core::{
+    Backend, BinaryOp, BufAt, Context as CoreContext, DType, GpuArray, Kernel, KernelArg, Op, Rhs,
+    Scalar, Stream,
+};
 use gpukit::cpu::CpuBackend;
 use gpukit::{Context, DeviceSpec, KernelSpec, LaunchConfig, Shape};
 use gpukit_examples::cli::{self, Cli, CliError, Long};
@@ -112,6 +115,57 @@ fn round(
     Ok(took.as_nanos() as f64 / ops as f64)
 }
 
+/// Fails unless every element is `1 + 2`.
+fn check_sum(got: Vec<f32>, who: &str) -> Res {
+    if got.iter().any(|&v| v != 3.0) {
+        return Err(format!("{who}: a + b is not 3 everywhere").into());
+    }
+    Ok(())
+}
+
+/// One way through the library: a stream of a gpukit-core context (the facade's is one over
+/// `AnyBackend`), its arrays `c = a + b` and its gate kernel.
+struct Way<B: Backend> {
+    stream: Stream<B>,
+    a: GpuArray<f32, B>,
+    b: GpuArray<f32, B>,
+    c: GpuArray<f32, B>,
+    gate: Kernel<(u32,), B>,
+}
+
+impl<B: Backend> Way<B> {
+    fn new(ctx: &CoreContext<B>, stream: Stream<B>, n: usize) -> Res<Self> {
+        Ok(Way {
+            stream,
+            a: ctx.alloc_upload(&vec![1f32; n])?,
+            b: ctx.alloc_upload(&vec![2f32; n])?,
+            c: ctx.alloc_zeros::<f32>(n)?,
+            gate: ctx.kernel(gate_spec())?,
+        })
+    }
+
+    /// One [`round`] of `ops` adds on this way's stream: nanoseconds per op.
+    fn round(&mut self, ops: usize) -> Res<f64> {
+        let Way {
+            stream: s,
+            a,
+            b,
+            c,
+            gate,
+        } = self;
+        round(
+            ops,
+            &mut || Ok(s.launch(gate, LaunchConfig::linear(1, 1), (0u32,))?),
+            &mut || Ok(s.add(a, b, c)?),
+            &mut || Ok(s.sync()?),
+        )
+    }
+
+    fn check(&self, who: &str) -> Res {
+        check_sum(self.c.download()?, who)
+    }
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
@@ -129,31 +183,12 @@ fn run() -> Res {
     // The facade: a context with one stream, and one with two (where every op also records
     // the event that orders other streams after it).
     let ctx = Context::new(DeviceSpec::Cpu)?;
-    let fs = ctx.default_stream().clone();
-    let (fa, fb) = (
-        ctx.alloc_upload(&vec![1f32; n])?,
-        ctx.alloc_upload(&vec![2f32; n])?,
-    );
-    let mut fc = ctx.alloc_zeros::<f32>(n)?;
-    let fgate = ctx.kernel(gate_spec())?;
+    let mut facade = Way::new(&ctx, ctx.default_stream().clone(), n)?;
     let ctx2 = Context::new(DeviceSpec::Cpu)?;
-    let ms = ctx2.create_stream()?;
-    let (ma, mb) = (
-        ctx2.alloc_upload(&vec![1f32; n])?,
-        ctx2.alloc_upload(&vec![2f32; n])?,
-    );
-    let mut mc = ctx2.alloc_zeros::<f32>(n)?;
-    let mgate = ctx2.kernel(gate_spec())?;
-
+    let mut multi = Way::new(&ctx2, ctx2.create_stream()?, n)?;
     // gpukit-core on the CPU backend, without the facade.
     let core = CpuBackend::context()?;
-    let cs = core.default_stream().clone();
-    let (ca, cb) = (
-        core.alloc_upload(&vec![1f32; n])?,
-        core.alloc_upload(&vec![2f32; n])?,
-    );
-    let mut cc = core.alloc_zeros::<f32>(n)?;
-    let cgate = core.kernel(gate_spec())?;
+    let mut core_way = Way::new(&core, core.default_stream().clone(), n)?;
 
     // The backend alone.
     let backend = CpuBackend::new()?;
@@ -176,27 +211,12 @@ fn run() -> Res {
         unsafe { backend.op(&bs, DType::F32, &fill)? };
     }
 
-    let (mut facade, mut multi, mut core_ns, mut raw) =
+    let (mut facade_ns, mut multi_ns, mut core_ns, mut raw) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..args.rounds {
-        facade.push(round(
-            args.ops,
-            &mut || Ok(fs.launch(&fgate, one, (0u32,))?),
-            &mut || Ok(fs.add(&fa, &fb, &mut fc)?),
-            &mut || Ok(fs.sync()?),
-        )?);
-        multi.push(round(
-            args.ops,
-            &mut || Ok(ms.launch(&mgate, one, (0u32,))?),
-            &mut || Ok(ms.add(&ma, &mb, &mut mc)?),
-            &mut || Ok(ms.sync()?),
-        )?);
-        core_ns.push(round(
-            args.ops,
-            &mut || Ok(cs.launch(&cgate, one, (0u32,))?),
-            &mut || Ok(cs.add(&ca, &cb, &mut cc)?),
-            &mut || Ok(cs.sync()?),
-        )?);
+        facade_ns.push(facade.round(args.ops)?);
+        multi_ns.push(multi.round(args.ops)?);
+        core_ns.push(core_way.round(args.ops)?);
         raw.push(round(
             args.ops,
             &mut || {
@@ -224,15 +244,9 @@ fn run() -> Res {
             &mut || Ok(backend.stream_sync(&bs)?),
         )?);
     }
-    let check = |got: Vec<f32>, who: &str| -> Res {
-        if got.iter().any(|&v| v != 3.0) {
-            return Err(format!("{who}: a + b is not 3 everywhere").into());
-        }
-        Ok(())
-    };
-    check(fc.download()?, "facade")?;
-    check(mc.download()?, "facade, two streams")?;
-    check(cc.download()?, "core")?;
+    facade.check("facade")?;
+    multi.check("facade, two streams")?;
+    core_way.check("core")?;
     let mut back = vec![0u8; bytes];
     // SAFETY: `back` has `bytes` writable bytes, and the stream is synced before it is read.
     unsafe { backend.copy_d2h(&bs, at(&bc), back.as_mut_ptr(), bytes)? };
@@ -241,21 +255,23 @@ fn run() -> Res {
         .chunks_exact(4)
         .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
-    check(floats, "backend")?;
+    check_sum(floats, "backend")?;
 
-    let baseline = median(raw);
+    // The ratio is the median of each round's ratio to the baseline's round beside it, so
+    // that the machine's drift between rounds (frequency, other load) cancels.
+    let baseline = median(raw.clone());
     let records: Vec<Record> = [
-        ("facade", median(facade)),
-        ("facade with 2 streams", median(multi)),
-        ("core", median(core_ns)),
+        ("facade", facade_ns),
+        ("facade with 2 streams", multi_ns),
+        ("core", core_ns),
     ]
     .into_iter()
     .map(|(way, ns)| Record {
         backend: "cpu",
         name: format!("add_f32_{n} via {way} vs Backend::op"),
-        ours_ns: ns,
+        ratio: median(ns.iter().zip(&raw).map(|(o, b)| o / b).collect()),
+        ours_ns: median(ns),
         baseline_ns: baseline,
-        ratio: ns / baseline,
     })
     .collect();
     println!(
