@@ -225,8 +225,9 @@ impl CpuBackend {
     }
 }
 
-/// Bytes up to which a copy runs in place on the calling thread when its stream is idle: a
-/// few microseconds of `memcpy`, less than handing it to the worker costs.
+/// Bytes up to which a copy runs in place on the calling thread when its stream is idle: at
+/// most a few tens of microseconds of `memcpy`, about what handing it to a parked worker
+/// costs, and the copy then runs on the core whose caches hold the source.
 const SHORT_COPY: usize = 1 << 20;
 
 /// A launch's arguments as its CPU closure receives them, carried to the stream's worker.

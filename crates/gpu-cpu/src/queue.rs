@@ -248,9 +248,16 @@ impl Queue {
 
     /// The worker's next task, once the one running (if any) has finished: polls briefly
     /// when there is none, then parks; `None` once the queue is closed and drained.
-    fn next(&self) -> Option<Task> {
+    ///
+    /// `ran` says the worker has just finished (and counted) the task it took last: it stops
+    /// counting as running under the same lock that looks for the next one.
+    fn next(&self, ran: bool) -> Option<Task> {
+        let mut release = ran;
         loop {
             let mut p = self.pending();
+            if std::mem::take(&mut release) {
+                p.running = false;
+            }
             if !p.running {
                 if let Some(task) = p.tasks.pop_front() {
                     p.running = true;
@@ -282,11 +289,6 @@ impl Queue {
         }
     }
 
-    /// The worker has finished the task it took.
-    fn done_running(&self) {
-        self.pending().running = false;
-    }
-
     /// Stops accepting tasks; the worker exits after the ones queued.
     fn close(&self) {
         let mut p = self.pending();
@@ -298,15 +300,17 @@ impl Queue {
 }
 
 fn run(queue: Arc<Queue>) {
-    while let Some(task) = queue.next() {
+    let mut ran = false;
+    while let Some(task) = queue.next(ran) {
+        ran = true;
         let result = run_task(&task);
         // What the task holds (the memory it used) goes before the stream reports it done,
         // so that a sync returns with it released.
         drop(task);
-        // Counted (and its error recorded) before the next task may start, so that the
-        // finished count only ever covers tasks that have fully finished.
+        // Counted (and its error recorded) before the next task may start (`next` releases
+        // the queue), so that the finished count only ever covers tasks that have fully
+        // finished.
         queue.finish(result);
-        queue.done_running();
     }
 }
 
