@@ -12,7 +12,8 @@
 //   op_abs(C), cmin/cmax(C, C) -> C, to_acc(C) -> ACC, from_acc(ACC) -> T,
 //   C_LOWEST and C_HIGHEST (the identities of max and min: NaN for floats)
 // and, for every module, the 16-bit float conversions f16_load/f16_store/bf16_load/
-// bf16_store and f16_from_double/bf16_from_double, which the casts use.
+// bf16_store, f16_from_double/bf16_from_double and the round-to-odd helpers round_to_odd,
+// odd_from_ll and odd_from_ull, which the casts use.
 //
 // The element-wise ops of gpukit-core's op table (u_*, b_*, s_*) and the casts (cast_*) are
 // generated after this file (gpukit-cuda's source.rs and gpukit-cuda-sys's kernels.rs).

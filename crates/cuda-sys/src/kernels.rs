@@ -149,10 +149,10 @@ pub fn builtin_source(elem: Elem) -> String {
 
 /// The 16-bit float conversions every module has (the casts need them whatever `T` is).
 /// f16 converts with PTX `cvt`; bf16 with bit arithmetic, rounding to nearest even and
-/// keeping a NaN a NaN (quiet bit set), as the `half` crate does. From f64, both first
-/// round to f32 to odd (toward zero, then the last bit set when inexact), so that the
-/// second rounding gives the correctly rounded result of f64 -> 16 bits, as the CPU
-/// computes it.
+/// keeping a NaN a NaN (quiet bit set), as the `half` crate does. From f64 and from 64-bit
+/// integers (which an f64 may not hold exactly), both first round to f32 to odd (toward
+/// zero, then the last bit set when inexact), so that the second rounding gives the
+/// correctly rounded 16-bit value, as the CPU computes it (gpukit_core's `Numeric::from_wide`).
 const HALF_HELPERS: &str = r#"__device__ __forceinline__ float f16_load(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
 __device__ __forceinline__ unsigned short f16_store(float x) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
 __device__ __forceinline__ float bf16_load(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
@@ -169,6 +169,17 @@ __device__ __forceinline__ float round_to_odd(double x) {
 }
 __device__ __forceinline__ unsigned short f16_from_double(double x) { return f16_store(round_to_odd(x)); }
 __device__ __forceinline__ unsigned short bf16_from_double(double x) { return bf16_store(round_to_odd(x)); }
+__device__ __forceinline__ float odd_from_ull(unsigned long long m) {
+    int bits = 64 - __clzll((long long)m);
+    if (bits <= 24) return (float)m;
+    int shift = bits - 24;
+    unsigned int t = (unsigned int)(m >> shift) | (unsigned int)((m & ((1ull << shift) - 1ull)) != 0ull);
+    return ldexpf((float)t, shift);
+}
+__device__ __forceinline__ float odd_from_ll(long long v) {
+    float f = odd_from_ull(v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v);
+    return v < 0 ? -f : f;
+}
 "#;
 
 /// The type-specific definitions the template expects.
@@ -278,19 +289,25 @@ fn prelude(elem: Elem) -> String {
 }
 
 /// `cast_<to>(const T *x, <to> *out, n)` for every element type `to`: integers wrap from
-/// integers and saturate from floats (NaN to 0); floats round to nearest even, f16 and bf16
-/// from the f64 of the value (gpukit_core::Numeric::from_wide).
+/// integers and saturate from floats (NaN to 0); floats round to nearest even, once, from
+/// the exact value (gpukit_core::Numeric::from_wide).
 fn casts(from: Elem) -> String {
     let mut s = String::new();
     for to in Elem::ALL {
         let (stored, _, to_u) = to.c_types();
         let v = "load(x[i])";
         let body = if to.is_float() {
+            // Every value but a 64-bit integer is exact as a double.
+            let odd = match from {
+                Elem::I64 => format!("odd_from_ll((long long){v})"),
+                Elem::U64 => format!("odd_from_ull((unsigned long long){v})"),
+                _ => format!("round_to_odd((double){v})"),
+            };
             match to {
                 Elem::F32 => format!("(float){v}"),
                 Elem::F64 => format!("(double){v}"),
-                Elem::F16 => format!("f16_from_double((double){v})"),
-                _ => format!("bf16_from_double((double){v})"),
+                Elem::F16 => format!("f16_store({odd})"),
+                _ => format!("bf16_store({odd})"),
             }
         } else if from.is_float() {
             // Saturating truncation; the bounds are exact doubles (MIN and MAX + 1).

@@ -321,7 +321,7 @@ pub trait Numeric: Element + PartialOrd {
     fn to_wide(self) -> Wide;
     /// The cast of a widened value: integers wrap from integers (two's complement
     /// truncation) and saturate from floats (NaN to 0, truncation toward zero); floats round
-    /// to nearest even, f16 and bf16 from the f64 of the value.
+    /// to nearest even (once, from the exact value).
     fn from_wide(w: Wide) -> Self;
 }
 
@@ -448,16 +448,20 @@ mod half_types {
                 fn load(self) -> f32 { self.to_f32() }
                 fn store(c: f32) -> Self { <$t>::from_f32(c) }
                 fn sum(xs: &[Self]) -> Self {
-                    <$t>::from_f64(xs.iter().map(|x| x.to_f64()).sum::<f64>())
+                    <$t>::from_f32(odd_f32(xs.iter().map(|x| x.to_f64()).sum::<f64>()))
                 }
                 fn dot(xs: &[Self], ys: &[Self]) -> Self {
-                    <$t>::from_f64(xs.iter().zip(ys).map(|(x, y)| x.to_f64() * y.to_f64()).sum::<f64>())
+                    let d = xs.iter().zip(ys).map(|(x, y)| x.to_f64() * y.to_f64()).sum::<f64>();
+                    <$t>::from_f32(odd_f32(d))
                 }
                 fn to_f64(self) -> f64 { <$t>::to_f64(self) }
-                fn from_f64(v: f64) -> Self { <$t>::from_f64(v) }
+                fn from_f64(v: f64) -> Self { <$t>::from_f32(odd_f32(v)) }
                 fn to_wide(self) -> Wide { Wide::Float(<$t>::to_f64(self)) }
                 fn from_wide(w: Wide) -> Self {
-                    match w { Wide::Int(v) => <$t>::from_f64(v as f64), Wide::Float(v) => <$t>::from_f64(v) }
+                    match w {
+                        Wide::Int(v) => <$t>::from_f32(odd_f32_int(v)),
+                        Wide::Float(v) => <$t>::from_f32(odd_f32(v)),
+                    }
                 }
             }
 
@@ -466,6 +470,50 @@ mod half_types {
     }
 
     half_float!(f16, bf16);
+
+    // f16 and bf16 from wider values round correctly (once, to nearest even) on every
+    // backend: first to f32 *to odd* (toward zero, then the last bit set when inexact),
+    // then to 16 bits. f32 keeps more than two bits beyond either 16-bit precision, so the
+    // odd bit stands for everything below it and the second rounding cannot be fooled by a
+    // tie the first created. (`half`'s own `from_f64` is not correctly rounded: it drops
+    // the f64's low 32 bits, or goes through `as f32`, depending on the CPU.) CUDA's
+    // `builtin.cu` and the WGSL casts compute the same steps.
+
+    /// `v` rounded to f32 to odd.
+    pub(crate) fn odd_f32(v: f64) -> f32 {
+        let f = v as f32; // to nearest; beyond f32's range: infinity
+        if v.is_nan() || f as f64 == v {
+            return f;
+        }
+        // Step back toward zero if rounding went away from it (never from 0).
+        let toward_zero = if (f as f64).abs() > v.abs() {
+            f32::from_bits(f.to_bits() - 1)
+        } else {
+            f
+        };
+        f32::from_bits(toward_zero.to_bits() | 1)
+    }
+
+    /// The integer `v` (at most 2^127 in size) rounded to f32 to odd.
+    pub(crate) fn odd_f32_int(v: i128) -> f32 {
+        let m = v.unsigned_abs();
+        let bits = 128 - m.leading_zeros();
+        let f = if bits <= 24 {
+            m as f32
+        } else {
+            let shift = bits - 24;
+            let sticky = m & ((1u128 << shift) - 1) != 0;
+            let t = (m >> shift) as u32 | sticky as u32;
+            // Exact: t has 24 bits and the scale is a power of two within f32's range
+            // for every element type's integers (at most 2^64).
+            t as f32 * 2f32.powi(shift as i32)
+        };
+        if v < 0 {
+            -f
+        } else {
+            f
+        }
+    }
 }
 
 /// Byte length of `len` elements of `T`, or [`crate::Error::SizeOverflow`].
@@ -558,14 +606,161 @@ mod tests {
         let h: Vec<f16> = xs.iter().map(|&x| f16::from_f32(x)).collect();
         let hs: f64 = h.iter().map(|x| x.to_f64()).sum();
         let hsq: f64 = h.iter().map(|x| x.to_f64() * x.to_f64()).sum();
-        assert_eq!(Numeric::sum(&h[..]), f16::from_f64(hs));
-        assert_eq!(Numeric::dot(&h[..], &h[..]), f16::from_f64(hsq));
+        let once = <f16 as Numeric>::from_f64;
+        assert_eq!(Numeric::sum(&h[..]), once(hs));
+        assert_eq!(Numeric::dot(&h[..], &h[..]), once(hsq));
         let b: Vec<bf16> = xs.iter().map(|&x| bf16::from_f32(x)).collect();
         let bs: f64 = b.iter().map(|x| x.to_f64()).sum();
-        assert_eq!(Numeric::sum(&b[..]), bf16::from_f64(bs));
+        assert_eq!(Numeric::sum(&b[..]), <bf16 as Numeric>::from_f64(bs));
         // The data tells the two apart: a sum accumulated in 16 bits is another number.
         let in_f16 = h.iter().fold(f16::ZERO, |a, &x| Numeric::add(a, x));
-        assert_ne!(in_f16, f16::from_f64(hs));
+        assert_ne!(in_f16, once(hs));
+    }
+
+    /// Whether `r` (the bits of a 16-bit float, sign cleared) is the correctly rounded
+    /// (to nearest, ties to even) value of the non-negative `a`, by the midpoints to its
+    /// neighbours (exact in f64: the neighbours have at most 11 significant bits). `val`
+    /// gives a 16-bit pattern's value; `inf` is the infinity's pattern.
+    #[cfg(feature = "half")]
+    fn nearest_even(a: f64, r: u16, inf: u16, val: impl Fn(u16) -> f64) -> bool {
+        let even = r & 1 == 0;
+        let (lo, mid, hi) = if r == inf {
+            // Infinity: `a` is at least halfway from the largest finite value to the next
+            // power of two (a tie there rounds up, to the even "infinity").
+            let max = val(inf - 1);
+            let next = max + (max - val(inf - 2));
+            return a >= (max + next) / 2.0;
+        } else {
+            let v = val(r);
+            let lo = if r == 0 { -val(1) } else { val(r - 1) };
+            let hi = if r + 1 == inf {
+                v + (v - lo)
+            } else {
+                val(r + 1)
+            };
+            (lo, v, hi)
+        };
+        let (below, above) = ((lo + mid) / 2.0, (mid + hi) / 2.0);
+        (a > below || (a == below && even)) && (a < above || (a == above && even))
+    }
+
+    /// The same for an integer, exact through i128, for a type of `p` significant bits (from
+    /// 2^p up every candidate is an integer; below it the cast is exact).
+    #[cfg(feature = "half")]
+    fn nearest_even_int(a: i128, p: u32, r: u16, inf: u16, val: impl Fn(u16) -> f64) -> bool {
+        if a < 1 << p {
+            return val(r) == a as f64;
+        }
+        if r == inf {
+            let max = val(inf - 1) as i128;
+            let next = 2 * max - val(inf - 2) as i128;
+            return 2 * a >= max + next;
+        }
+        let v = val(r) as i128;
+        let lo = val(r - 1) as i128;
+        let hi = if r + 1 == inf {
+            2 * v - lo
+        } else {
+            val(r + 1) as i128
+        };
+        let even = r & 1 == 0;
+        let (below, above) = (lo + v, v + hi);
+        (2 * a > below || (2 * a == below && even)) && (2 * a < above || (2 * a == above && even))
+    }
+
+    /// f16 and bf16 casts from i64, u64 and f64 round once, correctly: on random values
+    /// around rounding ties and on the values that showed double rounding before (through
+    /// f32, or through `half`'s `from_f64`, which drops an f64's low 32 bits).
+    #[cfg(feature = "half")]
+    #[test]
+    fn half_casts_round_once_correctly() {
+        use half::{bf16, f16};
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut ints: Vec<i128> = vec![
+            -7_728_177_275_992_759_802,
+            (1 << 40) + (1 << 32) + 1,
+            (1 << 60) + (1 << 53) + (1 << 52) - 1,
+            (1 << 33) + (1 << 22) + 1,
+            65519,
+            65520,
+            i64::MIN as i128,
+            u64::MAX as i128,
+        ];
+        let mut floats: Vec<f64> = vec![
+            1.0 + 2f64.powi(-8) + 2f64.powi(-30),
+            -(1.0 + 2f64.powi(-8) + 2f64.powi(-30)),
+            1.0 + 2f64.powi(-11) + 2f64.powi(-30),
+            65520.0 - 2f64.powi(-30),
+            65520.0,
+            f64::MAX,
+            2f64.powi(-25) + 2f64.powi(-60),
+            2f64.powi(-133) * 1.5,
+        ];
+        for _ in 0..100_000 {
+            let (r, s) = (next(), next());
+            // Ties: a random top, then the half-ulp bit of a 16-bit type, then a sticky tail
+            // (or none) k bits further down.
+            let top = 64 - (s % 64) as u32;
+            let p = if s & 64 == 0 { 8 } else { 11 };
+            let tie = if top > p { 1u64 << (top - p - 1) } else { 0 };
+            let sticky = (r >> (s % 61 + 3)) & (tie.wrapping_sub(1) >> ((s >> 8) % 8));
+            let m = ((r | 1 << 63) >> (64 - top)) & !(tie.wrapping_mul(2).wrapping_sub(1))
+                | tie
+                | sticky;
+            let v = if s & 128 == 0 {
+                m as i128
+            } else {
+                -((m >> 1) as i128)
+            };
+            ints.push(v);
+            let e = (s >> 16) % 300;
+            floats.push(
+                f64::from_bits((r & 0x800f_ffff_ffff_ffff) | (e + 1023 - 150) << 52)
+                    .copysign(if s & 256 == 0 { 1.0 } else { -1.0 }),
+            );
+        }
+        let fv = |b: u16| f16::from_bits(b).to_f64();
+        let bv = |b: u16| bf16::from_bits(b).to_f64();
+        for &v in &ints {
+            let (h, b) = (f16::from_wide(Wide::Int(v)), bf16::from_wide(Wide::Int(v)));
+            let a = v.abs();
+            assert!(
+                nearest_even_int(a, 11, h.to_bits() & 0x7fff, 0x7c00, fv),
+                "f16 of {v}: {h}"
+            );
+            assert!(
+                nearest_even_int(a, 8, b.to_bits() & 0x7fff, 0x7f80, bv),
+                "bf16 of {v}: {b}"
+            );
+            assert_eq!(h.is_sign_negative(), v < 0 && h.to_bits() & 0x7fff != 0);
+            assert_eq!(b.is_sign_negative(), v < 0);
+        }
+        for &v in &floats {
+            let (h, b) = (
+                f16::from_wide(Wide::Float(v)),
+                bf16::from_wide(Wide::Float(v)),
+            );
+            let a = v.abs();
+            assert!(
+                nearest_even(a, h.to_bits() & 0x7fff, 0x7c00, fv),
+                "f16 of {v:e}: {h}"
+            );
+            assert!(
+                nearest_even(a, b.to_bits() & 0x7fff, 0x7f80, bv),
+                "bf16 of {v:e}: {b}"
+            );
+            assert_eq!(h.is_sign_negative(), v.is_sign_negative(), "{v:e}");
+            assert_eq!(b.is_sign_negative(), v.is_sign_negative(), "{v:e}");
+        }
+        // The check tells the two apart: `half`'s own `from_f64` misses it.
+        let v = 1.0 + 2f64.powi(-8) + 2f64.powi(-30);
+        assert!(!nearest_even(v, bf16::from_f64(v).to_bits(), 0x7f80, bv));
     }
 
     #[test]

@@ -721,30 +721,33 @@ fn softmax_vs_f64<T: CrossFloat>(ctx: &Context) -> gpukit::Result<()> {
     })
 }
 
-/// Casts from `T` to every element type, against Rust's `as` semantics through
-/// `Numeric::from_wide` (which `casts_follow_rust_as` in the unit tests pins to `as`).
-fn casts_from<T: Cross>(ctx: &Context) -> gpukit::Result<()> {
-    fn to<T: Numeric, U: Numeric + std::fmt::Debug>(
-        ctx: &Context,
-        x: &[T],
-    ) -> gpukit::Result<Result<(), String>> {
-        let dx = ctx.alloc_upload(x)?;
-        let mut out = ctx.alloc::<U>(x.len())?;
-        ctx.cast(&dx, &mut out)?;
-        let got = out.download()?;
-        for (i, (&v, &g)) in x.iter().zip(&got).enumerate() {
-            let want = U::from_wide(v.to_wide());
-            let same = want == g || (want.to_f64().is_nan() && g.to_f64().is_nan());
-            if !same {
-                return Ok(Err(format!(
-                    "cast {} -> {} [{i}] of {v:?}: {g:?}, want {want:?}",
-                    T::DTYPE,
-                    U::DTYPE
-                )));
-            }
+/// Casts `x` to `U` on `ctx`: `Err` names the first element unlike `Numeric::from_wide`'s.
+fn to<T: Numeric, U: Numeric + std::fmt::Debug>(
+    ctx: &Context,
+    x: &[T],
+) -> gpukit::Result<Result<(), String>> {
+    let dx = ctx.alloc_upload(x)?;
+    let mut out = ctx.alloc::<U>(x.len())?;
+    ctx.cast(&dx, &mut out)?;
+    let got = out.download()?;
+    for (i, (&v, &g)) in x.iter().zip(&got).enumerate() {
+        let want = U::from_wide(v.to_wide());
+        let same = want == g || (want.to_f64().is_nan() && g.to_f64().is_nan());
+        if !same {
+            return Ok(Err(format!(
+                "cast {} -> {} [{i}] of {v:?}: {g:?}, want {want:?}",
+                T::DTYPE,
+                U::DTYPE
+            )));
         }
-        Ok(Ok(()))
     }
+    Ok(Ok(()))
+}
+
+/// Casts from `T` to every element type, against `Numeric::from_wide` (Rust's `as` but for
+/// f16 and bf16, which round once, correctly: gpukit-core's unit test
+/// `half_casts_round_once_correctly` checks that against exact midpoints).
+fn casts_from<T: Cross>(ctx: &Context) -> gpukit::Result<()> {
     check(8, length(300).prop_flat_map(|n| vec(T::edgy(), n)), |x| {
         for r in [
             to::<T, f32>(ctx, &x).tc()?,
@@ -762,6 +765,52 @@ fn casts_from<T: Cross>(ctx: &Context) -> gpukit::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Casts into f16 and bf16 from values just past a rounding tie of the 16-bit type, which
+/// come out wrong when a backend rounds twice (through f64 or f32, or dropping low bits):
+/// each must round once, as `Numeric::from_wide` does. (The first one failed on Vulkan.)
+fn casts_round_once(ctx: &Context) -> gpukit::Result<()> {
+    let ints: [i64; 6] = [
+        -7_728_177_275_992_759_802,
+        (1 << 40) + (1 << 32) + 1,
+        (1 << 60) + (1 << 53) + (1 << 52) - 1,
+        -((1 << 40) + (1 << 32) + 1),
+        65519,
+        i64::MIN,
+    ];
+    let unsigned: [u64; 3] = [
+        (1 << 63) + (1 << 55) + 1,
+        (1 << 40) + (1 << 32) + 1,
+        u64::MAX,
+    ];
+    let words: [i32; 3] = [
+        (1 << 30) + (1 << 22) + 1,
+        -((1 << 30) + (1 << 22) + 1),
+        i32::MIN,
+    ];
+    let tie = 1.0 + 2f64.powi(-8) + 2f64.powi(-30);
+    let floats = [
+        tie,
+        -tie,
+        1.0 + 2f64.powi(-11) + 2f64.powi(-30),
+        65520.0 - 2f64.powi(-30),
+    ];
+    for r in [
+        to::<i64, f16>(ctx, &ints)?,
+        to::<i64, bf16>(ctx, &ints)?,
+        to::<u64, f16>(ctx, &unsigned)?,
+        to::<u64, bf16>(ctx, &unsigned)?,
+        to::<i32, bf16>(ctx, &words)?,
+        to::<u32, bf16>(ctx, &words.map(|w| w as u32))?,
+        to::<f64, f16>(ctx, &floats)?,
+        to::<f64, bf16>(ctx, &floats)?,
+    ] {
+        if let Err(e) = r {
+            panic!("{e}");
+        }
+    }
+    Ok(())
 }
 
 /// A batched gemm (shared `A`, padded `C`) equals its products done one by one, and leaves
@@ -846,6 +895,7 @@ backend_tests! {
     fn casts_from_i64(ctx) { casts_from::<i64>(ctx) }
     fn casts_from_u8(ctx) { casts_from::<u8>(ctx) }
     fn casts_from_i8(ctx) { casts_from::<i8>(ctx) }
+    fn casts_into_16_bits_round_once(ctx) { casts_round_once(ctx) }
     fn f32_batched_gemm_matches_sequential(ctx) { batched_gemm_vs_sequential::<f32>(ctx) }
     fn f64_batched_gemm_matches_sequential(ctx) { batched_gemm_vs_sequential::<f64>(ctx) }
     fn f16_batched_gemm_matches_sequential(ctx) { batched_gemm_vs_sequential::<f16>(ctx) }
