@@ -12,7 +12,7 @@ pub enum CpuError {
         /// Why.
         detail: String,
     },
-    /// The operating system would not start a stream's worker thread.
+    /// The operating system would not start a worker thread for the streams.
     #[error("cannot start a stream worker thread: {0}")]
     Spawn(String),
     /// A kernel closure panicked.

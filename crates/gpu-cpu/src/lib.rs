@@ -11,27 +11,33 @@
 //! - **Device memory** is host memory aligned to 256 bytes, always zero-initialized (so
 //!   `alloc` and `alloc_zeros` differ only in promise). An allocation larger than the
 //!   machine's memory is `OutOfMemory` before the allocator is asked.
-//! - **Streams** are in-order queues, each run by its own worker thread
-//!   (`gpukit-cpu-stream-N`). Every copy, op and kernel is a task on its stream's queue and
+//! - **Streams** are in-order queues run by a pool of worker threads (`gpukit-cpu-worker`)
+//!   that every stream of the process shares, as a GPU's schedulers serve all its streams:
+//!   a queue with work waits in the pool's ready list until a worker takes it and runs its
+//!   tasks in order, one at a time. Workers start as needed, eagerly up to the number of
+//!   cores and at most one per live stream, so that every stream with work can always get
+//!   one, whatever another stream's task blocks on; idle ones park, and end when they
+//!   outnumber the streams. Every copy, op and kernel is a task on its stream's queue and
 //!   really runs asynchronously: the call returns once the task is queued. The exception is
 //!   short work on an idle stream (nothing queued or running): a copy of at most 1 MiB or an
 //!   op over at most 16 Ki elements runs in place on the calling thread, in the stream's
-//!   order (it takes the next position, and the worker starts nothing before it has
-//!   finished), since that costs less than waking the worker; the call then returns after
+//!   order (it takes the next position, and nothing queued after it starts before it has
+//!   finished), since that costs less than waking a worker; the call then returns after
 //!   the work, and its errors are reported at the next sync as always. Kernels and waits
-//!   always go to the worker. A queue holds up to 256 tasks; queuing onto a full one waits for the worker to take one, as a GPU's
-//!   launch queue does. Queuing allocates nothing: a task is a closure stored inline in a
-//!   ring allocated with the stream.
-//! - **Latency**: a worker that runs out of tasks, and a host thread waiting for a task or
-//!   an event, polls for up to 50 us before it parks, so that the next op of a loop, or the
-//!   end of a short one, costs no thread wake-up. At most one fewer threads than the
-//!   machine has cores poll at once (at least one), so polling never takes every core from
-//!   the threads doing the work; a parked thread uses no CPU, so an idle context costs
-//!   none.
+//!   always go to the pool. A queue holds up to 256 tasks; queuing onto a full one waits
+//!   for a worker to take one, as a GPU's launch queue does. Queuing allocates nothing: a
+//!   task is a closure stored inline in a ring allocated with the stream.
+//! - **Latency**: an idle worker, and a host thread waiting for a task or an event, polls
+//!   for up to 50 us before it parks, so that the next op of a loop, or the end of a short
+//!   one, costs no thread wake-up. At most one fewer threads than the machine has cores
+//!   poll at once (at least one), so polling never takes every core from the threads doing
+//!   the work; a parked thread uses no CPU, so an idle context costs none.
 //! - **Events** are positions in a queue; a timing event is a task that stamps the time
-//!   when the worker reaches it. A stream waiting on an event queues a task that blocks
-//!   its worker until the other queue has passed the position. Waits only point at work
-//!   queued earlier, so they cannot deadlock.
+//!   when a worker reaches it. A stream waiting on an event queues a wait that holds no
+//!   thread: the stream is set aside until the other queue passes the position, and the
+//!   worker that finishes that position runs the waiting stream next when it has nothing
+//!   else (a chain of dependent work across streams runs on one thread, with no wake-up).
+//!   Waits only point at work queued earlier, so they cannot deadlock.
 //! - **Copies** are `memcpy`s run by the stream's worker, asynchronous like everything else;
 //!   host memory from `alloc_host` is page-aligned heap memory (a CPU has nothing to pin)
 //!   and registration is accepted and does nothing.
@@ -45,10 +51,10 @@
 //!   split in row-aligned pieces across rayon's pool (one thread per core,
 //!   `RAYON_NUM_THREADS` overrides); both pools are shared by every stream, and the results
 //!   are the bits one thread gives (each output element is computed the same way whatever
-//!   the split). Reductions, softmax and cross-entropy still run on the stream's worker.
+//!   the split). Reductions, softmax and cross-entropy still run on one worker.
 //! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
 //!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
-//!   after another on the stream's worker. A panicking closure does not take the worker down: the launch's
+//!   after another on one worker. A panicking closure does not take the worker down: the launch's
 //!   outputs are undefined and the stream's next `sync` (or the context's) returns
 //!   `KernelFailed`; the context stays usable.
 //! - **Priorities** are accepted in CUDA's usual range (0 least, -5 most urgent) and

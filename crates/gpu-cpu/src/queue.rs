@@ -1,17 +1,25 @@
-//! Streams as in-order work queues, each run by its own worker thread, and events as
+//! Streams as in-order work queues run by a shared pool of worker threads, and events as
 //! positions in a queue.
 //!
-//! Every task gets a sequence number when it is queued (1, 2, ...). The worker runs tasks
-//! in that order and publishes how many have finished; an event is a (queue, number) pair
-//! and has completed when the queue's finished count reaches its number. A stream waiting
-//! on an event queues a task that blocks its worker until then. Waits only ever point at
-//! work queued before them, so waits can never form a cycle.
+//! Every item gets a sequence number when it is queued (1, 2, ...). The items of a queue
+//! run one at a time, in that order, and the queue publishes how many have finished; an
+//! event is a (queue, number) pair and has completed when the queue's finished count
+//! reaches its number. A stream waiting on an event queues a wait item, which needs no
+//! thread: a worker that finds it unmet sets the queue aside, and the other queue lists it
+//! again when it gets there. Waits only ever point at work queued before them, so waits
+//! can never form a cycle.
+//!
+//! The [`Pool`] schedules queues the way a GPU schedules streams: a queue with work is
+//! listed until a worker takes it. A worker that finishes an item another queue waited for
+//! runs that queue next when its own has nothing left, so a chain of dependent work on
+//! several streams (upload, compute, download) flows through one thread with no wake-up,
+//! while other workers take the other ready queues.
 
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use gpukit_core::Error;
@@ -21,10 +29,10 @@ pub(crate) use crate::task::Task;
 
 static NEXT_QUEUE: AtomicU64 = AtomicU64::new(1);
 
-/// How long a worker that ran out of tasks, or a host thread waiting for one, keeps polling
-/// before it parks. Handing work to a parked thread costs a wake-up (tens of microseconds on
-/// a virtual machine); polling for this long covers the gap between the ops of a loop, and
-/// an idle stream parks after it, costing no CPU.
+/// How long an idle worker, or a host thread waiting for a task, keeps polling before it
+/// parks. Handing work to a parked thread costs a wake-up (tens of microseconds on a virtual
+/// machine); polling for this long covers the gap between the ops of a loop, and an idle
+/// pool parks after it, costing no CPU.
 const SPIN: Duration = Duration::from_micros(50);
 /// Of [`SPIN`], how long to poll with the CPU's spin hint before yielding the core between
 /// polls.
@@ -34,15 +42,17 @@ const SPIN_HOT: Duration = Duration::from_micros(10);
 static SPINNING: AtomicUsize = AtomicUsize::new(0);
 /// How many threads may poll at once: one fewer than the machine's cores (at least one), so
 /// that pollers never take every core from the threads doing the work (on a 2-core machine a
-/// pipeline's loader, three stream workers and the host thread share two cores). 0 until
-/// first read.
+/// pipeline's loader, the workers and the host thread share two cores). 0 until first read.
 static MAX_SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 fn max_spinning() -> usize {
     match MAX_SPINNING.load(Ordering::Relaxed) {
         0 => {
-            let n = std::thread::available_parallelism()
-                .map_or(1, |n| n.get().saturating_sub(1).max(1));
+            let n = cores().saturating_sub(1).max(1);
             MAX_SPINNING.store(n, Ordering::Relaxed);
             n
         }
@@ -81,39 +91,54 @@ fn spin_until(ready: impl Fn() -> bool) -> bool {
     done
 }
 
-/// How many tasks a stream holds before queuing blocks until the worker takes one (as a
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How many items a stream holds before queuing blocks until a worker takes one (as a
 /// GPU's launch queue does). The queue is allocated at this size once, so queuing never
 /// allocates.
 pub(crate) const QUEUE_DEPTH: usize = 256;
 
-/// Tasks queued and not yet taken by the worker.
-struct Pending {
-    /// At most [`QUEUE_DEPTH`], in storage allocated once.
-    tasks: VecDeque<Task>,
-    /// A thread waits on [`Queue::space`] for the queue to drop below [`QUEUE_DEPTH`].
-    full: bool,
-    /// No more tasks are accepted; the worker exits once `tasks` is empty.
-    closed: bool,
-    /// The worker is parked on [`Queue::work`] (a push must wake it).
-    parked: bool,
-    /// A task is running: taken by the worker, or run in place by the thread that queued
-    /// it ([`Queue::run_or_push`]). The next task starts only after it.
-    running: bool,
+/// What a queue holds: work, or a wait for another queue to reach a position.
+// Items live by value in a ring allocated once per stream; boxing the task would put an
+// allocation on every enqueue, which is what storing it inline avoids.
+#[allow(clippy::large_enum_variant)]
+enum Item {
+    Run(Task),
+    /// Needs no thread: a worker that finds it unmet at the head sets the queue aside, and
+    /// the other queue lists it again once it gets there.
+    Wait(Arc<Queue>, u64),
 }
 
-/// The shared half of a stream: what events and waiting streams look at.
+/// Items queued and not yet taken, and who may take them.
+struct Pending {
+    /// At most [`QUEUE_DEPTH`], in storage allocated once.
+    items: VecDeque<Item>,
+    /// A thread waits on [`Queue::space`] for the queue to drop below [`QUEUE_DEPTH`].
+    full: bool,
+    /// No more items are accepted.
+    closed: bool,
+    /// A thread runs the queue's items right now (a pool worker, or the caller of
+    /// [`Queue::run_or_push`] for one short task); only it takes items, so they run one at
+    /// a time, in order.
+    owned: bool,
+    /// The queue is in the pool's ready list (or handed to a worker to run next).
+    listed: bool,
+    /// The head is a wait the other queue has not reached; that queue lists this one when
+    /// it does.
+    blocked: bool,
+}
+
+/// A stream's queue: what events and waiting streams look at. The pool's workers run it.
 pub(crate) struct Queue {
     id: u64,
     pending: Mutex<Pending>,
-    /// Where the worker parks when it finds no task.
-    work: Condvar,
-    /// Where a thread queuing on a full queue waits for the worker to take a task.
+    /// Where a thread queuing on a full queue waits for a worker to take an item.
     space: Condvar,
-    /// Tasks queued so far; the last one's sequence number.
+    /// Items queued so far; the last one's sequence number.
     queued: AtomicU64,
-    /// Tasks taken so far (by the worker, or run in place).
-    taken: AtomicU64,
-    /// Tasks finished so far.
+    /// Items finished so far.
     finished: AtomicU64,
     /// The first error a task raised that nobody has been told about yet. Set before the
     /// task counts as finished, so whoever sees it finished sees its error.
@@ -122,63 +147,121 @@ pub(crate) struct Queue {
     waiters: AtomicUsize,
     done: Mutex<()>,
     changed: Condvar,
+    /// Queues whose head waits for this one to finish a number of items: (queue, number).
+    dependents: Mutex<Vec<(Arc<Queue>, u64)>>,
+}
+
+thread_local! {
+    /// The queue whose item this thread is running (0: none).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+    /// On a pool worker: a queue one of its items just unblocked, which the worker runs
+    /// next if its own queue has nothing left (no other thread needs waking for it).
+    static HANDOFF: RefCell<Option<Arc<Queue>>> = const { RefCell::new(None) };
+    /// Whether this thread is a pool worker.
+    static WORKER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as running `queue`'s items until dropped.
+struct Running(u64);
+
+impl Running {
+    fn enter(queue: u64) -> Running {
+        Running(CURRENT.replace(queue))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        CURRENT.set(self.0);
+    }
 }
 
 impl Queue {
+    fn new() -> Arc<Queue> {
+        Arc::new(Queue {
+            id: NEXT_QUEUE.fetch_add(1, Ordering::Relaxed),
+            pending: Mutex::new(Pending {
+                items: VecDeque::with_capacity(QUEUE_DEPTH),
+                full: false,
+                closed: false,
+                owned: false,
+                listed: false,
+                blocked: false,
+            }),
+            space: Condvar::new(),
+            queued: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            error: Mutex::new(None),
+            waiters: AtomicUsize::new(0),
+            done: Mutex::new(()),
+            changed: Condvar::new(),
+            dependents: Mutex::new(Vec::with_capacity(4)),
+        })
+    }
+
     fn pending(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.pending)
     }
 
     /// Queues a task and returns its sequence number; waits while the queue is full.
-    pub(crate) fn push(&self, task: Task) -> Result<u64, Error> {
+    pub(crate) fn push(self: &Arc<Self>, task: Task) -> Result<u64, Error> {
+        self.push_item(Item::Run(task))
+    }
+
+    fn push_item(self: &Arc<Self>, item: Item) -> Result<u64, Error> {
         let mut p = self.open_slot()?;
-        p.tasks.push_back(task);
+        p.items.push_back(item);
         let seq = self.queued.load(Ordering::Relaxed) + 1;
         self.queued.store(seq, Ordering::Release);
-        let wake = p.parked;
+        // An owner runs it after what it runs now; a blocked queue is listed when unblocked.
+        let list = !(p.owned || p.listed || p.blocked);
+        p.listed |= list;
         drop(p);
-        if wake {
-            self.work.notify_one();
+        if list {
+            pool().ready(self.clone());
         }
         Ok(seq)
     }
 
     /// Runs a short task on the calling thread when the stream is idle (nothing queued or
     /// running), else queues it. Running it in place keeps the stream's semantics: it takes
-    /// the next position in the queue, the worker starts nothing until it has finished, and
-    /// it finishes (error and all) exactly as if the worker had run it; the caller only
-    /// returns after the task instead of before, which for a short task costs less than
-    /// handing it to another thread.
-    pub(crate) fn run_or_push(&self, task: Task) -> Result<u64, Error> {
+    /// the next position in the queue, nothing queued after it starts until it has
+    /// finished, and it finishes (error and all) exactly as if a worker had run it; the
+    /// caller only returns after the task instead of before, which for a short task costs
+    /// less than handing it to another thread.
+    pub(crate) fn run_or_push(self: &Arc<Self>, task: Task) -> Result<u64, Error> {
         let mut p = self.open_slot()?;
-        if !p.tasks.is_empty() || p.running {
+        if !p.items.is_empty() || p.owned || p.listed || p.blocked {
             drop(p);
             return self.push(task);
         }
-        p.running = true;
+        p.owned = true;
         let seq = self.queued.load(Ordering::Relaxed) + 1;
         self.queued.store(seq, Ordering::Release);
-        // The worker counts this one as taken, so that it does not wait for it.
-        self.taken.fetch_add(1, Ordering::AcqRel);
         drop(p);
-        let result = run_task(&task);
+        let result = {
+            let _running = Running::enter(self.id);
+            run_task(&task)
+        };
         drop(task);
         self.finish(result);
+        // What was queued meanwhile goes to the pool.
         let mut p = self.pending();
-        p.running = false;
-        let wake = p.parked && !p.tasks.is_empty();
+        p.owned = false;
+        let list = !p.items.is_empty() && !p.blocked && !p.listed;
+        p.listed |= list;
         drop(p);
-        if wake {
-            self.work.notify_one();
+        if list {
+            pool().ready(self.clone());
         }
         Ok(seq)
     }
 
-    /// The queue locked with room for a task: waits while it is full; an error once the
+    /// The queue locked with room for an item: waits while it is full; an error once the
     /// stream is destroyed.
     fn open_slot(&self) -> Result<MutexGuard<'_, Pending>, Error> {
         let mut p = self.pending();
-        while p.tasks.len() >= QUEUE_DEPTH && !p.closed {
+        while p.items.len() >= QUEUE_DEPTH && !p.closed {
             p.full = true;
             p = self.space.wait(p).unwrap_or_else(|e| e.into_inner());
         }
@@ -192,7 +275,7 @@ impl Queue {
         Ok(p)
     }
 
-    /// The sequence number of the last task queued so far.
+    /// The sequence number of the last item queued so far.
     pub(crate) fn tail(&self) -> u64 {
         self.queued.load(Ordering::Acquire)
     }
@@ -201,12 +284,12 @@ impl Queue {
         self.finished() >= seq
     }
 
-    /// How many tasks have finished.
+    /// How many items have finished.
     fn finished(&self) -> u64 {
         self.finished.load(Ordering::Acquire)
     }
 
-    /// Blocks until task `seq` has finished: polls briefly, then parks.
+    /// Blocks until item `seq` has finished: polls briefly, then parks.
     pub(crate) fn wait_for(&self, seq: u64) {
         if self.is_done(seq) || spin_until(|| self.is_done(seq)) {
             return;
@@ -215,7 +298,7 @@ impl Queue {
         // (both sequentially consistent), so either this check sees the count or `finish`
         // sees the waiter and wakes it under `done`.
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        let mut g = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.done);
         while self.finished.load(Ordering::SeqCst) < seq {
             g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
         }
@@ -225,92 +308,322 @@ impl Queue {
 
     /// Takes the unreported error, if any.
     pub(crate) fn take_error(&self) -> Result<(), Error> {
-        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        match lock(&self.error).take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
+    /// Counts one more item finished (after recording its error), then wakes the host
+    /// threads and lists the queues waiting for that.
     fn finish(&self, result: Result<(), Error>) {
         if let Err(e) = result {
-            self.error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(e);
+            lock(&self.error).get_or_insert(e);
         }
         self.finished.fetch_add(1, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) > 0 {
             // Taking the lock orders the wake-up after a waiter's last check.
-            drop(self.done.lock().unwrap_or_else(|p| p.into_inner()));
+            drop(lock(&self.done));
             self.changed.notify_all();
         }
+        loop {
+            // One at a time, so that no other queue's lock is taken under this one.
+            let next = {
+                let mut d = lock(&self.dependents);
+                let done = self.finished();
+                match d.iter().position(|&(_, seq)| seq <= done) {
+                    Some(i) => d.swap_remove(i).0,
+                    None => break,
+                }
+            };
+            next.unblock();
+        }
     }
 
-    /// The worker's next task, once the one running (if any) has finished: polls briefly
-    /// when there is none, then parks; `None` once the queue is closed and drained.
-    ///
-    /// `ran` says the worker has just finished (and counted) the task it took last: it stops
-    /// counting as running under the same lock that looks for the next one.
-    fn next(&self, ran: bool) -> Option<Task> {
-        let mut release = ran;
+    /// Registers `waiter` to be listed once this queue has finished `seq` items; false
+    /// (nothing registered) if it has already.
+    fn register(&self, waiter: &Arc<Queue>, seq: u64) -> bool {
+        let mut d = lock(&self.dependents);
+        // Checked under the lock that `finish` takes after counting: either this sees the
+        // count, or `finish` sees the registration.
+        if self.is_done(seq) {
+            return false;
+        }
+        d.push((waiter.clone(), seq));
+        true
+    }
+
+    /// The wait at the head is met: lists the queue, or hands it to the calling worker.
+    fn unblock(self: Arc<Self>) {
+        let mut p = self.pending();
+        p.blocked = false;
+        let list = !p.owned && !p.listed;
+        p.listed |= list;
+        drop(p);
+        if !list {
+            return;
+        }
+        let this = Some(self);
+        let rest = if WORKER.get() {
+            HANDOFF.with(|h| {
+                let mut h = h.borrow_mut();
+                if h.is_none() {
+                    *h = this;
+                    None
+                } else {
+                    this
+                }
+            })
+        } else {
+            this
+        };
+        if let Some(q) = rest {
+            pool().ready(q);
+        }
+    }
+
+    /// Runs the queue's items in order on the calling worker, which owns it (taken from
+    /// the ready list). Returns when the queue is empty or its head waits on another queue,
+    /// with the queue this thread should run next, if one was handed to it.
+    fn drive(self: &Arc<Self>) -> Option<Arc<Queue>> {
+        let _running = Running::enter(self.id);
+        let mut p = self.pending();
+        p.listed = false;
+        p.owned = true;
+        drop(p);
         loop {
             let mut p = self.pending();
-            if std::mem::take(&mut release) {
-                p.running = false;
-            }
-            if !p.running {
-                if let Some(task) = p.tasks.pop_front() {
-                    p.running = true;
-                    self.taken.fetch_add(1, Ordering::AcqRel);
-                    if std::mem::take(&mut p.full) {
-                        self.space.notify_all();
+            let task = match p.items.pop_front() {
+                None => {
+                    p.owned = false;
+                    return HANDOFF.with(|h| h.borrow_mut().take());
+                }
+                Some(Item::Wait(other, seq)) => {
+                    if other.register(self, seq) {
+                        p.items.push_front(Item::Wait(other, seq));
+                        p.blocked = true;
+                        p.owned = false;
+                        return HANDOFF.with(|h| h.borrow_mut().take());
                     }
-                    return Some(task);
+                    None
                 }
-                if p.closed {
-                    return None;
-                }
+                Some(Item::Run(task)) => Some(task),
+            };
+            if std::mem::take(&mut p.full) {
+                self.space.notify_all();
             }
             drop(p);
-            // Something to take: queued beyond what was taken, and nothing running in
-            // place (a task run in place counts as taken while it runs).
-            if spin_until(|| {
-                self.queued.load(Ordering::Acquire) > self.taken.load(Ordering::Acquire)
-                    && self.finished.load(Ordering::Acquire) == self.taken.load(Ordering::Acquire)
-            }) {
-                continue;
-            }
-            let mut p = self.pending();
-            while (p.tasks.is_empty() || p.running) && !p.closed {
-                p.parked = true;
-                p = self.work.wait(p).unwrap_or_else(|e| e.into_inner());
-                p.parked = false;
+            let result = match &task {
+                Some(task) => run_task(task),
+                None => Ok(()),
+            };
+            drop(task);
+            // Counted (and its error recorded) before the next item may start, so that the
+            // finished count only ever covers items that have fully finished.
+            self.finish(result);
+            // A queue this item unblocked: run it next if this one has nothing left, else
+            // give it to another worker.
+            if let Some(next) = HANDOFF.with(|h| h.borrow_mut().take()) {
+                let mut p = self.pending();
+                if p.items.is_empty() {
+                    p.owned = false;
+                    return Some(next);
+                }
+                drop(p);
+                pool().ready(next);
             }
         }
     }
 
-    /// Stops accepting tasks; the worker exits after the ones queued.
+    /// Stops accepting items; those queued still run.
     fn close(&self) {
         let mut p = self.pending();
         p.closed = true;
         drop(p);
-        self.work.notify_one();
         self.space.notify_all();
     }
 }
 
-fn run(queue: Arc<Queue>) {
-    let mut ran = false;
-    while let Some(task) = queue.next(ran) {
-        ran = true;
-        let result = run_task(&task);
-        // What the task holds (the memory it used) goes before the stream reports it done,
-        // so that a sync returns with it released.
-        drop(task);
-        // Counted (and its error recorded) before the next task may start (`next` releases
-        // the queue), so that the finished count only ever covers tasks that have fully
-        // finished.
-        queue.finish(result);
+/// The worker threads every stream of the process shares, like a GPU's schedulers: a
+/// queue with work is in the ready list until a worker takes it and runs its items in
+/// order. A worker that finishes an item another queue was waiting for runs that queue
+/// next when its own is done, so a chain of dependent work (upload, compute, download)
+/// flows through one thread without a wake-up. Workers are started as needed, at most one
+/// per live stream (so every stream with work can always have one, whatever the others'
+/// tasks block on), eagerly up to the number of cores; idle ones poll briefly, then park,
+/// and end when there are more of them than streams.
+struct Pool {
+    state: Mutex<PoolState>,
+    /// Where idle workers park.
+    work: Condvar,
+    /// The ready list's length, read without the lock by polling workers.
+    listed: AtomicUsize,
+}
+
+struct PoolState {
+    ready: VecDeque<Arc<Queue>>,
+    workers: usize,
+    /// Workers without a queue: polling or parked (a worker being started counts).
+    idle: usize,
+    /// Workers parked and not yet woken.
+    parked: usize,
+    /// Wake-ups given and not yet taken by a parked worker (one each: a spurious wake-up
+    /// finds none and parks again).
+    wakeups: usize,
+    /// Live streams: the most workers that can be busy at once.
+    streams: usize,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| Pool {
+        state: Mutex::new(PoolState {
+            ready: VecDeque::with_capacity(64),
+            workers: 0,
+            idle: 0,
+            parked: 0,
+            wakeups: 0,
+            streams: 0,
+        }),
+        work: Condvar::new(),
+        listed: AtomicUsize::new(0),
+    })
+}
+
+impl Pool {
+    /// Puts `queue` (marked listed) on the ready list and makes sure a worker will take
+    /// it: one polling already, a parked one woken, or a new one.
+    fn ready(&'static self, queue: Arc<Queue>) {
+        let mut s = lock(&self.state);
+        s.ready.push_back(queue);
+        self.listed.fetch_add(1, Ordering::Release);
+        // Idle workers not parked (polling, or woken already) take from the list.
+        let polling = s.idle - s.parked;
+        let short = s.ready.len() > polling;
+        let wake = short && s.parked > 0;
+        let start = short && !wake && s.workers < s.streams;
+        if wake {
+            s.parked -= 1;
+            s.wakeups += 1;
+        }
+        if start {
+            s.workers += 1;
+            s.idle += 1;
+        }
+        drop(s);
+        if wake {
+            self.work.notify_one();
+        }
+        // Without a new worker the queue waits for a busy one to finish.
+        if start && self.start_worker().is_err() {
+            let mut s = lock(&self.state);
+            s.workers -= 1;
+            s.idle -= 1;
+        }
+    }
+
+    /// A new stream: one more worker may be needed; started now while there are fewer
+    /// than the cores, so that the stream's first work finds one.
+    fn add_stream(&'static self) -> Result<(), CpuError> {
+        let mut s = lock(&self.state);
+        s.streams += 1;
+        let start = s.workers < s.streams.min(cores());
+        if start {
+            s.workers += 1;
+            s.idle += 1;
+        }
+        drop(s);
+        if start {
+            if let Err(e) = self.start_worker() {
+                let mut s = lock(&self.state);
+                s.workers -= 1;
+                s.idle -= 1;
+                s.streams -= 1;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// A stream gone: parked workers beyond the streams left end.
+    fn remove_stream(&self) {
+        let mut s = lock(&self.state);
+        s.streams -= 1;
+        let excess = (s.workers.saturating_sub(s.streams)).min(s.parked);
+        s.parked -= excess;
+        s.wakeups += excess;
+        drop(s);
+        if excess > 0 {
+            self.work.notify_all();
+        }
+    }
+
+    /// Starts a worker (already counted, as idle) and returns once it runs.
+    fn start_worker(&'static self) -> Result<(), CpuError> {
+        let (started, running) = std::sync::mpsc::sync_channel::<()>(1);
+        std::thread::Builder::new()
+            .name("gpukit-cpu-worker".into())
+            .spawn(move || {
+                WORKER.set(true);
+                let _ = started.send(());
+                self.work_loop();
+            })
+            .map_err(|e| CpuError::Spawn(e.to_string()))?;
+        // An error means the thread ended before it could say so.
+        let _ = running.recv();
+        Ok(())
+    }
+
+    fn work_loop(&'static self) {
+        // A new worker is counted idle already.
+        let mut counted = true;
+        let mut next = None;
+        loop {
+            let queue = match next.take() {
+                Some(q) => q,
+                None => match self.take(std::mem::take(&mut counted)) {
+                    Some(q) => q,
+                    None => return,
+                },
+            };
+            next = queue.drive();
+        }
+    }
+
+    /// The next ready queue, for the calling worker to run; `None` when the worker should
+    /// end. `counted`: the worker is counted idle already.
+    fn take(&self, counted: bool) -> Option<Arc<Queue>> {
+        let mut s = lock(&self.state);
+        if !counted {
+            s.idle += 1;
+        }
+        loop {
+            if let Some(q) = s.ready.pop_front() {
+                self.listed.fetch_sub(1, Ordering::Release);
+                s.idle -= 1;
+                return Some(q);
+            }
+            if s.workers > s.streams {
+                s.workers -= 1;
+                s.idle -= 1;
+                return None;
+            }
+            drop(s);
+            let seen = spin_until(|| self.listed.load(Ordering::Acquire) > 0);
+            s = lock(&self.state);
+            if seen || !s.ready.is_empty() {
+                continue;
+            }
+            // Whoever wakes this worker takes it off `parked` and leaves a wake-up.
+            s.parked += 1;
+            loop {
+                s = self.work.wait(s).unwrap_or_else(|e| e.into_inner());
+                if s.wakeups > 0 {
+                    s.wakeups -= 1;
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -336,60 +649,29 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// A stream: a queue and the worker thread that runs it.
+/// A stream: a queue the pool's workers run.
 pub struct CpuStream {
     pub(crate) queue: Arc<Queue>,
     /// The tasks recorded while the stream captures a graph (`None`: not capturing).
     pub(crate) capture: Mutex<Option<Vec<Task>>>,
     /// Whether `capture` holds a recording (checked without the lock on every push).
     pub(crate) capturing: std::sync::atomic::AtomicBool,
-    worker: Option<(JoinHandle<()>, ThreadId)>,
+    /// Counted among the pool's streams (until shut down).
+    counted: bool,
     priority: i32,
-    /// Counts the stream as live until it is dropped (after its worker was joined).
+    /// Counts the stream as live until it is dropped (after its queue was drained).
     #[cfg(feature = "fault-injection")]
     pub(crate) live: Option<crate::fault::Live>,
 }
 
 impl CpuStream {
     pub(crate) fn spawn(priority: i32) -> Result<CpuStream, CpuError> {
-        let queue = Arc::new(Queue {
-            id: NEXT_QUEUE.fetch_add(1, Ordering::Relaxed),
-            pending: Mutex::new(Pending {
-                tasks: VecDeque::with_capacity(QUEUE_DEPTH),
-                full: false,
-                closed: false,
-                parked: false,
-                running: false,
-            }),
-            work: Condvar::new(),
-            space: Condvar::new(),
-            queued: AtomicU64::new(0),
-            taken: AtomicU64::new(0),
-            finished: AtomicU64::new(0),
-            error: Mutex::new(None),
-            waiters: AtomicUsize::new(0),
-            done: Mutex::new(()),
-            changed: Condvar::new(),
-        });
-        let q = queue.clone();
-        // The worker says when it runs: a stream is created with its thread started (the
-        // thread's own set-up, allocations included, is over), not at its first task.
-        let (started, running) = std::sync::mpsc::sync_channel::<()>(1);
-        let handle = std::thread::Builder::new()
-            .name(format!("gpukit-cpu-stream-{}", queue.id))
-            .spawn(move || {
-                let _ = started.send(());
-                run(q)
-            })
-            .map_err(|e| CpuError::Spawn(e.to_string()))?;
-        // An error means the thread ended before it could say so; its join reports it.
-        let _ = running.recv();
-        let id = handle.thread().id();
+        pool().add_stream()?;
         Ok(CpuStream {
-            queue,
+            queue: Queue::new(),
             capture: Mutex::new(None),
             capturing: std::sync::atomic::AtomicBool::new(false),
-            worker: Some((handle, id)),
+            counted: true,
             priority,
             #[cfg(feature = "fault-injection")]
             live: None,
@@ -402,19 +684,16 @@ impl CpuStream {
         self.priority
     }
 
-    /// Closes the queue, lets the worker finish what was queued, and returns any error
-    /// nobody was told about.
+    /// Closes the queue, waits for what was queued to run, and returns any error nobody
+    /// was told about.
     pub(crate) fn shutdown(&mut self) -> Result<(), Error> {
         self.queue.close();
-        if let Some((handle, id)) = self.worker.take() {
-            // A worker cannot join itself; it exits by itself once the queue is drained.
-            if std::thread::current().id() != id && handle.join().is_err() {
-                return Err(Error::Backend {
-                    backend: "cpu",
-                    call: "join stream worker",
-                    message: "the worker thread panicked outside a task".into(),
-                });
-            }
+        // A task of this very stream may drop it: the items after it still run, later.
+        if CURRENT.get() != self.queue.id {
+            self.queue.wait_for(self.queue.tail());
+        }
+        if std::mem::take(&mut self.counted) {
+            pool().remove_stream();
         }
         self.queue.take_error()
     }
@@ -499,12 +778,9 @@ impl CpuEvent {
             // Already in order (same queue) or already passed.
             return Ok(());
         }
-        let queue = self.queue.clone();
-        let seq = self.seq;
-        stream.queue.push(Task::new(move || {
-            queue.wait_for(seq);
-            Ok(())
-        }))?;
+        stream
+            .queue
+            .push_item(Item::Wait(self.queue.clone(), self.seq))?;
         Ok(())
     }
 
@@ -661,6 +937,83 @@ mod tests {
                 "B's task ran before A's event (timing: {timing})"
             );
         }
+    }
+
+    /// A stream whose head waits for another runs, once that one gets there, on the thread
+    /// that got it there (which had nothing else to do): no wake-up between them. And the
+    /// wait held no thread meanwhile.
+    #[test]
+    fn a_met_wait_runs_on_the_worker_that_met_it() {
+        let (a, b) = (stream(), stream());
+        let gate = Gate::default();
+        let _open = OpenOnDrop(gate.clone());
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let (g, t) = (gate.clone(), threads.clone());
+        a.queue
+            .push(task(move || {
+                g.wait();
+                t.lock().unwrap().push(("a", std::thread::current().id()));
+            }))
+            .unwrap();
+        let e = CpuEvent::record(&a, false).unwrap();
+        e.wait_on(&b).unwrap();
+        let t = threads.clone();
+        b.queue
+            .push(task(move || {
+                t.lock().unwrap().push(("b", std::thread::current().id()));
+            }))
+            .unwrap();
+        // B is set aside (its wait registered with A), not holding a worker.
+        let start = Instant::now();
+        while !b.queue.pending().blocked {
+            assert!(start.elapsed() < Duration::from_secs(5), "B never blocked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!b.queue.pending().owned, "a blocked queue holds no worker");
+        gate.open();
+        drain(&b);
+        let t = threads.lock().unwrap();
+        assert_eq!(t.len(), 2, "{t:?}");
+        assert_eq!((t[0].0, t[1].0), ("a", "b"));
+        assert_eq!(t[0].1, t[1].1, "B's task ran on another thread than A's");
+    }
+
+    /// Tasks that block until every one of them runs at once (more of them than cores):
+    /// the pool starts a worker for each stream that has work, so none waits for another.
+    #[test]
+    fn blocked_tasks_on_more_streams_than_cores_all_run_at_once() {
+        let n = cores() + 3;
+        let streams: Vec<CpuStream> = (0..n).map(|_| stream()).collect();
+        let met = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let late = Arc::new(AtomicU64::new(0));
+        for s in &streams {
+            let (met, late) = (met.clone(), late.clone());
+            s.queue
+                .push(task(move || {
+                    let (count, cv) = &*met;
+                    let mut c = count.lock().unwrap();
+                    *c += 1;
+                    cv.notify_all();
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while *c < n {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            late.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                        c = cv.wait_timeout(c, left).unwrap().0;
+                    }
+                }))
+                .unwrap();
+        }
+        for s in &streams {
+            drain(s);
+        }
+        assert_eq!(
+            late.load(Ordering::SeqCst),
+            0,
+            "some tasks never ran together"
+        );
     }
 
     #[test]
