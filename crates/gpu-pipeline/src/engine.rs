@@ -619,8 +619,9 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
         })
     }
 
-    /// The buffered main loop: take batches from the loader in order, retire the batch that
-    /// last used the slot, submit the new one; at the end, retire the rest in order.
+    /// The buffered main loop: take batches from the loader in order, submit each into its
+    /// slot, then retire the batch that used the slot before (the streams already order the
+    /// slot's reuse); at the end, retire the rest in order.
     fn pump<M, St, X>(
         &mut self,
         first: usize,
@@ -646,11 +647,17 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
             });
             let slot = i % n;
             let step = msg.and_then(|loaded| {
-                if slots[slot].inflight.is_some() {
-                    self.retire(&mut slots[slot], stages, state)?;
+                // Submit first, then retire the batch that used the slot before: the device
+                // orders the slot's reuse by events, so the streams get this batch's work
+                // without waiting for the host to wake up and deliver the older one.
+                let older = slots[slot].inflight.take();
+                let submitted = self.submit(&mut slots[slot], loaded, stages, state);
+                if let Some(f) = older {
+                    // Delivered whatever became of this batch: it comes first.
+                    self.retire_batch(f, stages, state)?;
                     next += 1;
                 }
-                self.submit(&mut slots[slot], loaded, stages, state)?;
+                submitted?;
                 while next <= i {
                     let oldest = &slots[next % n];
                     let ready = match &oldest.inflight {
@@ -847,9 +854,22 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
     where
         X: StageFns<B, In, Out, M, St>,
     {
-        let Some(f) = slot.inflight.take() else {
-            return Ok(StageTimes::default());
-        };
+        match slot.inflight.take() {
+            Some(f) => self.retire_batch(f, stages, state),
+            None => Ok(StageTimes::default()),
+        }
+    }
+
+    /// [`Run::retire`] of a batch taken out of its slot.
+    fn retire_batch<M, St, X>(
+        &mut self,
+        f: InFlight<B, In, Out, M>,
+        stages: &mut X,
+        state: &mut St,
+    ) -> Result<StageTimes, PipelineError>
+    where
+        X: StageFns<B, In, Out, M, St>,
+    {
         let outputs = self.wait_copies(f.batch.index, f.up, f.down)?;
         let mut times =
             self.record_spans(f.batch.index, f.load, &f.events, f.enqueue, f.compute_lane)?;
