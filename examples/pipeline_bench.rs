@@ -6,8 +6,9 @@
 //! - the **transfer time** `t` of one batch: the median upload span (timed by events) of a
 //!   sequential pipeline run with neither loader wait nor compute, so the copies see the
 //!   same buffers and caches as in the measured runs;
-//! - the **loader** waits on I/O (sleeps, using no core) for about `t` per batch (the
-//!   sleep's own overshoot, measured first, is subtracted from the request);
+//! - the **loader** waits on I/O (sleeps, using no core) for about `t` per batch (with a
+//!   1 ns timer slack on Linux, and the sleep's own overshoot, measured first, taken into
+//!   account);
 //! - the **compute** stage is one launch of a spinning kernel that runs `ratio * t`: on the
 //!   CPU backend a kernel closure spinning on the host clock, on CUDA the same kernel in CUDA
 //!   C spinning on `%globaltimer`. It also writes `out[0] = in[0] + 1`, which the sink checks
@@ -168,7 +169,12 @@ fn main() -> ExitCode {
 }
 
 /// Waits like a loader blocked on I/O: sleeps (using no core) for about `d`, the measured
-/// overshoot of `thread::sleep` taken off the request.
+/// overshoot of `thread::sleep` taken into account.
+///
+/// Linux lets a sleeping thread wake up to 50 us late (its timer slack): longer than a small
+/// batch's transfer, so the loader would wait far longer than asked, or (with the overshoot
+/// taken off) not at all. The threads that sleep here ask for a 1 ns slack first, so that
+/// a sleep lasts about what it asks, as a wait for a device's interrupt would.
 #[derive(Clone, Copy)]
 struct IoWait {
     overshoot: Duration,
@@ -176,7 +182,8 @@ struct IoWait {
 
 impl IoWait {
     fn calibrate(d: Duration) -> IoWait {
-        let mut samples: Vec<f64> = (0..15)
+        precise_sleeps();
+        let mut samples: Vec<f64> = (0..31)
             .map(|_| {
                 let t = Instant::now();
                 std::thread::sleep(d);
@@ -188,8 +195,35 @@ impl IoWait {
         }
     }
 
+    /// Sleeps until about `d` from now: for what is left less the usual overshoot (at least
+    /// 1 us), again while more than half an overshoot is left. A wait shorter than the
+    /// overshoot lasts about one overshoot, never nothing.
     fn wait(self, d: Duration) {
-        std::thread::sleep(d.saturating_sub(self.overshoot));
+        precise_sleeps();
+        let end = Instant::now() + d;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left <= self.overshoot / 2 {
+                break;
+            }
+            std::thread::sleep(
+                left.saturating_sub(self.overshoot)
+                    .max(Duration::from_micros(1)),
+            );
+        }
+    }
+}
+
+/// Sets the calling thread's timer slack to 1 ns (once per thread; Linux only).
+fn precise_sleeps() {
+    #[cfg(target_os = "linux")]
+    {
+        thread_local!(static SET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+        if !SET.replace(true) {
+            // SAFETY: PR_SET_TIMERSLACK takes one integer argument (the slack in ns; the
+            // others are ignored) and changes only the calling thread's timer slack.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        }
     }
 }
 
@@ -299,8 +333,8 @@ fn run(ctx: &Context, args: &Args) -> Res {
         let io = IoWait::calibrate(transfer);
         println!(
             "\n{}: a batch's upload takes {t_up:.3} ms, its download {t_down:.3} ms (medians of a \
-             sequential run without compute); the loader sleeps {t_up:.3} ms per batch (its \
-             overshoot of {:.3} ms taken off); compute spins ratio x {t_up:.3} ms",
+             sequential run without compute); the loader sleeps {t_up:.3} ms per batch (a \
+             sleep overshoots by {:.3} ms); compute spins ratio x {t_up:.3} ms",
             fmt_bytes(bytes),
             io.overshoot.as_secs_f64() * 1e3
         );
