@@ -309,7 +309,8 @@ pub trait Numeric: Element + PartialOrd {
     fn axpy(self, x: Self, y: Self) -> Self {
         Self::store(self.load().mul(x.load()).add(y.load()))
     }
-    /// The sum of a slice. Floats accumulate in f64 and round once; integers wrap.
+    /// The sum of a slice. Floats accumulate in f64 in the order [`SUM_CHUNK`] defines and
+    /// round once; integers wrap.
     fn sum(xs: &[Self]) -> Self;
     /// The dot product of two slices of equal length, accumulated as [`Numeric::sum`].
     fn dot(xs: &[Self], ys: &[Self]) -> Self;
@@ -323,6 +324,45 @@ pub trait Numeric: Element + PartialOrd {
     /// truncation) and saturate from floats (NaN to 0, truncation toward zero); floats round
     /// to nearest even (once, from the exact value).
     fn from_wide(w: Wide) -> Self;
+}
+
+/// Elements per partial sum of a float `sum`, `mean` or `dot` (and of any type's `mean`):
+/// each chunk of this many consecutive elements is summed in f64 in order, then the chunks'
+/// sums are added in order, left to right. Below this length that is the plain sum in
+/// order. The order is fixed, whatever the machine and its cores, so results are
+/// reproducible; the CPU backend sums a long input's chunks on several cores at once and
+/// gets the same bits.
+pub const SUM_CHUNK: usize = 1 << 16;
+
+/// The f64 sum of `n` terms in the order [`SUM_CHUNK`] defines; `chunk(range)` is the
+/// in-order f64 sum of the terms in `range`.
+pub fn chunked_sum(n: usize, chunk: impl Fn(std::ops::Range<usize>) -> f64) -> f64 {
+    if n == 0 {
+        return chunk(0..0);
+    }
+    add_chunk_sums(
+        (0..n)
+            .step_by(SUM_CHUNK)
+            .map(|start| chunk(start..n.min(start + SUM_CHUNK))),
+    )
+}
+
+/// Adds up the sums of consecutive chunks (from [`chunked_sum`]'s `chunk`) in order.
+pub fn add_chunk_sums(sums: impl IntoIterator<Item = f64>) -> f64 {
+    sums.into_iter().reduce(|a, b| a + b).unwrap_or(0.0)
+}
+
+/// The in-order f64 sum of `xs` (exact widening of each element).
+pub fn f64_sum<T: Numeric>(xs: &[T]) -> f64 {
+    xs.iter().map(|x| x.to_f64()).sum()
+}
+
+/// The in-order f64 sum of the products of `xs` and `ys`.
+pub fn f64_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
+    xs.iter()
+        .zip(ys)
+        .map(|(x, y)| x.to_f64() * y.to_f64())
+        .sum()
 }
 
 /// A floating-point element: one whose compute type has the math functions ([`Real`]).
@@ -414,9 +454,9 @@ macro_rules! float {
             type Compute = $t;
             fn load(self) -> Self { self }
             fn store(c: Self) -> Self { c }
-            fn sum(xs: &[Self]) -> Self { xs.iter().map(|&x| x as f64).sum::<f64>() as Self }
+            fn sum(xs: &[Self]) -> Self { chunked_sum(xs.len(), |r| f64_sum(&xs[r])) as Self }
             fn dot(xs: &[Self], ys: &[Self]) -> Self {
-                xs.iter().zip(ys).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as Self
+                chunked_sum(xs.len().min(ys.len()), |r| f64_dot(&xs[r.clone()], &ys[r])) as Self
             }
             fn to_f64(self) -> f64 { self as f64 }
             fn from_f64(v: f64) -> Self { v as Self }
@@ -448,10 +488,11 @@ mod half_types {
                 fn load(self) -> f32 { self.to_f32() }
                 fn store(c: f32) -> Self { <$t>::from_f32(c) }
                 fn sum(xs: &[Self]) -> Self {
-                    <$t>::from_f32(odd_f32(xs.iter().map(|x| x.to_f64()).sum::<f64>()))
+                    <$t>::from_f32(odd_f32(chunked_sum(xs.len(), |r| f64_sum(&xs[r]))))
                 }
                 fn dot(xs: &[Self], ys: &[Self]) -> Self {
-                    let d = xs.iter().zip(ys).map(|(x, y)| x.to_f64() * y.to_f64()).sum::<f64>();
+                    let n = xs.len().min(ys.len());
+                    let d = chunked_sum(n, |r| f64_dot(&xs[r.clone()], &ys[r]));
                     <$t>::from_f32(odd_f32(d))
                 }
                 fn to_f64(self) -> f64 { <$t>::to_f64(self) }

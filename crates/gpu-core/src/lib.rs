@@ -87,7 +87,8 @@ pub use backend::{
 };
 pub use context::{Context, Range};
 pub use element::{
-    Arith, DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide,
+    add_chunk_sums, chunked_sum, f64_dot, f64_sum, Arith, DType, DTypeVisitor, Element, Float,
+    Numeric, ParseDTypeError, Real, Wide, SUM_CHUNK,
 };
 pub use error::{Error, Rejected, Result};
 pub use graph::Graph;

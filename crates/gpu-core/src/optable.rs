@@ -598,7 +598,8 @@ pub enum Rhs<'a, B: Backend> {
 pub enum ReduceOp {
     /// The sum ([`Numeric::sum`]: floats accumulate in f64, integers wrap).
     Sum,
-    /// The mean: the sum accumulated in f64, divided by the count, rounded once (floats).
+    /// The mean: the sum accumulated in f64 (in the order of [`crate::SUM_CHUNK`]), divided
+    /// by the count, rounded once (floats).
     Mean,
     /// The smallest element (NaNs ignored unless all are NaN).
     Min,
@@ -652,7 +653,7 @@ impl ReduceOp {
         Some(match self {
             ReduceOp::Sum => T::sum(x),
             ReduceOp::Mean => {
-                T::from_f64(x.iter().map(|v| v.to_f64()).sum::<f64>() / x.len() as f64)
+                T::from_f64(crate::chunked_sum(x.len(), |r| crate::f64_sum(&x[r])) / x.len() as f64)
             }
             ReduceOp::Min => T::store(x.iter().fold(first, |m, v| m.min(v.load()))),
             ReduceOp::Max => T::store(x.iter().fold(first, |m, v| m.max(v.load()))),

@@ -43,7 +43,7 @@
 //!   and registration is accepted and does nothing.
 //! - **Ops** run the op table's reference semantics (`gpukit_core::optable`) exactly:
 //!   element-wise loops in the element's compute type; `sum`, `mean` and `dot` accumulate
-//!   floats in f64; softmax and cross-entropy as `gpukit_core::softmax_rows` and
+//!   floats in f64 in the order `gpukit_core::SUM_CHUNK` defines; softmax and cross-entropy as `gpukit_core::softmax_rows` and
 //!   `gpukit_core::cross_entropy_rows`; gemm (batched by a loop) uses `matrixmultiply`
 //!   (f16/bf16 widened to f32). One backend method, `op`, runs them all.
 //! - **Cores**: gemm runs on matrixmultiply's thread pool (one thread per physical core, at
@@ -51,7 +51,10 @@
 //!   split in row-aligned pieces across rayon's pool (one thread per core,
 //!   `RAYON_NUM_THREADS` overrides); both pools are shared by every stream, and the results
 //!   are the bits one thread gives (each output element is computed the same way whatever
-//!   the split). Reductions, softmax and cross-entropy still run on one worker.
+//!   the split). From 1 Mi elements, reductions, softmax and cross-entropy of many rows are
+//!   split by rows, and a long row's sum, mean, min, max, argmin, argmax or dot in chunks
+//!   of `gpukit_core::SUM_CHUNK` whose results are combined in order: the order
+//!   gpukit-core defines for float sums, so the bits are the same on any number of cores.
 //! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
 //!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
 //!   after another on one worker. A panicking closure does not take the worker down: the launch's

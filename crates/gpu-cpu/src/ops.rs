@@ -7,8 +7,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use gpukit_core::{
-    BinaryOp, BufAt, DType, DTypeVisitor, Element, Float, Gemm, Numeric, Op, Result, Rhs, RhsSlice,
-    Scalar, UnaryOp,
+    add_chunk_sums, arg_better, f64_dot, f64_sum, BinaryOp, BufAt, DType, DTypeVisitor, Element,
+    Float, Gemm, Numeric, Op, ReduceOp, Result, Rhs, RhsSlice, Scalar, UnaryOp, SUM_CHUNK,
 };
 
 use crate::mem::{Mem, SendPtr};
@@ -201,7 +201,10 @@ impl<T: Float> Kind<T> for Floats {
         binary_pieces(src, rhs, cols, out, |s, r, c, o| op.map_float(s, r, c, o));
     }
     fn softmax(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) {
-        gpukit_core::softmax_rows(log, src, cols, out);
+        // Rows are independent: split in whole rows, the same bits.
+        pieces(out, cols, |start, o| {
+            gpukit_core::softmax_rows(log, part(src, start, o.len()), cols, o)
+        });
     }
     fn cross_entropy(
         logits: &[T],
@@ -210,7 +213,29 @@ impl<T: Float> Kind<T> for Floats {
         loss: &mut [T],
         grad: Option<&mut [T]>,
     ) {
-        gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
+        let rows = loss.len();
+        if rows * cols < SPLIT_FROM || cols == 0 {
+            return gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
+        }
+        // Rows are independent: split in whole rows, the same bits.
+        let per = (PIECE / cols).max(1);
+        let rows_of = |k: usize, l: &[T]| (k * per, k * per + l.len());
+        match grad {
+            Some(grad) => loss
+                .par_chunks_mut(per)
+                .zip(grad.par_chunks_mut(per * cols))
+                .enumerate()
+                .for_each(|(k, (l, g))| {
+                    let (a, b) = rows_of(k, l);
+                    let x = &logits[a * cols..b * cols];
+                    gpukit_core::cross_entropy_rows(x, &labels[a..b], cols, l, Some(g));
+                }),
+            None => loss.par_chunks_mut(per).enumerate().for_each(|(k, l)| {
+                let (a, b) = rows_of(k, l);
+                let x = &logits[a * cols..b * cols];
+                gpukit_core::cross_entropy_rows(x, &labels[a..b], cols, l, None);
+            }),
+        }
     }
     fn gemm(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
         gemm(g, a, b, c);
@@ -445,18 +470,16 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 done(r, move || {
                     // SAFETY: see above.
                     let (x, o) = unsafe { (x.get(), o.get()) };
-                    for (o, row) in o.iter_mut().zip(x.chunks(cols)) {
-                        *o = op.index(row).unwrap_or(0);
-                    }
+                    by_rows(x, cols, o, |row| arg_reduce(op, row).unwrap_or(0));
                 })
             } else {
                 let o = r.dst::<T>(out, rows);
                 done(r, move || {
                     // SAFETY: see above.
                     let (x, o) = unsafe { (x.get(), o.get()) };
-                    for (o, row) in o.iter_mut().zip(x.chunks(cols)) {
-                        *o = op.value(row).unwrap_or(T::ZERO);
-                    }
+                    by_rows(x, cols, o, |row| {
+                        value_reduce(op, K::FLOAT, row).unwrap_or(T::ZERO)
+                    });
                 })
             }
         }
@@ -465,7 +488,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
             done(r, move || {
                 // SAFETY: see above.
                 let (x, y, o) = unsafe { (x.get(), y.get(), o.get()) };
-                o[0] = T::dot(x, y);
+                o[0] = dot(K::FLOAT, x, y);
             })
         }
         Op::Softmax {
@@ -542,6 +565,91 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
         }
     };
     Ok(task)
+}
+
+/// `out[r] = f(row r of x)` for the `cols`-wide rows of `x`, the rows spread over the
+/// machine's cores when `x` has at least [`SPLIT_FROM`] elements in more than one row (each
+/// row's result is the same wherever it is computed).
+fn by_rows<T: Sync, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(&[T]) -> U + Sync) {
+    // Empty rows: `chunks` would yield none; every output is `f(&[])`.
+    let row = |r: usize| &x[(r * cols).min(x.len())..((r + 1) * cols).min(x.len())];
+    if out.len() > 1 && x.len() >= SPLIT_FROM {
+        out.par_iter_mut()
+            .enumerate()
+            .for_each(|(r, o)| *o = f(row(r)));
+    } else {
+        for (r, o) in out.iter_mut().enumerate() {
+            *o = f(row(r));
+        }
+    }
+}
+
+/// A value reduction (sum, mean, min, max) of one row, as `ReduceOp::value` defines it; a
+/// row of at least [`SPLIT_FROM`] elements is reduced in chunks of [`SUM_CHUNK`] across the
+/// machine's cores, then the chunks' results in order: the order gpukit-core defines for
+/// float sums and means, and the same bits for the rest (integer sums wrap; min and max
+/// keep the first of equals and ignore NaNs, whatever the grouping).
+fn value_reduce<T: Numeric>(op: ReduceOp, float: bool, x: &[T]) -> Option<T> {
+    if x.len() < SPLIT_FROM {
+        return op.value(x);
+    }
+    let chunks = x.par_chunks(SUM_CHUNK);
+    Some(match op {
+        ReduceOp::Sum if !float => chunks.map(T::sum).reduce(|| T::ZERO, T::add),
+        ReduceOp::Sum | ReduceOp::Mean => {
+            let sums: Vec<f64> = chunks.map(f64_sum).collect();
+            let total = add_chunk_sums(sums);
+            match op {
+                ReduceOp::Mean => T::from_f64(total / x.len() as f64),
+                _ => T::from_f64(total),
+            }
+        }
+        ReduceOp::Min | ReduceOp::Max => {
+            let firsts: Vec<T> = chunks.filter_map(|c| op.value(c)).collect();
+            return op.value(&firsts);
+        }
+        ReduceOp::ArgMin | ReduceOp::ArgMax => return None,
+    })
+}
+
+/// An index reduction (argmin, argmax) of one row, as `ReduceOp::index` defines it; a long
+/// row in chunks across the cores, then the chunks' winners in order (the first best
+/// element is the first best of the first chunk holding one: the same index).
+fn arg_reduce<T: Numeric>(op: ReduceOp, x: &[T]) -> Option<u32> {
+    if x.len() < SPLIT_FROM {
+        return op.index(x);
+    }
+    let max = op == ReduceOp::ArgMax;
+    let winners: Vec<(usize, T)> = x
+        .par_chunks(SUM_CHUNK)
+        .enumerate()
+        .filter_map(|(k, c)| {
+            let i = op.index(c)? as usize;
+            Some((k * SUM_CHUNK + i, c[i]))
+        })
+        .collect();
+    let mut best = *winners.first()?;
+    for &(i, v) in &winners[1..] {
+        if arg_better(max, v.load(), best.1.load()) {
+            best = (i, v);
+        }
+    }
+    u32::try_from(best.0).ok()
+}
+
+/// `Numeric::dot`, inputs of at least [`SPLIT_FROM`] elements in chunks across the cores (the
+/// order gpukit-core defines for floats; integer sums wrap).
+fn dot<T: Numeric>(float: bool, x: &[T], y: &[T]) -> T {
+    if x.len() < SPLIT_FROM {
+        return T::dot(x, y);
+    }
+    let pairs = x.par_chunks(SUM_CHUNK).zip(y.par_chunks(SUM_CHUNK));
+    if float {
+        let sums: Vec<f64> = pairs.map(|(a, b)| f64_dot(a, b)).collect();
+        T::from_f64(add_chunk_sums(sums))
+    } else {
+        pairs.map(|(a, b)| T::dot(a, b)).reduce(|| T::ZERO, T::add)
+    }
 }
 
 /// The task running `f`, holding the buffers of `keep` until it is dropped.
@@ -681,6 +789,127 @@ mod tests {
         );
         BinaryOp::Mul.map_numeric(Some(&xi), RhsSlice::Scalar(3), cols, &mut whole);
         assert_eq!(split, whole);
+    }
+
+    /// Reductions, dots, softmax and cross-entropy large enough to be spread over the cores
+    /// give the bits of the same work done in one pass in the defined order (gpukit-core's
+    /// references): long single rows in chunks, many rows row by row; with NaNs, ties
+    /// (argmin/argmax take the first) and signed zeros (min/max keep the first of equals).
+    #[test]
+    fn split_reductions_equal_the_reference() {
+        let n = 3 * SPLIT_FROM + 12_345;
+        let mut x: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 100_003) as f32 * 1e-3 - 50.0)
+            .collect();
+        // The largest and smallest value twice, in different chunks; NaNs and zeros.
+        let (hi, lo) = (1e6f32, -1e6f32);
+        x[SUM_CHUNK + 5] = hi;
+        x[3 * SUM_CHUNK + 1] = hi;
+        x[7] = lo;
+        x[n - 3] = lo;
+        x[SUM_CHUNK - 1] = f32::NAN;
+        x[2 * SUM_CHUNK] = f32::NAN;
+        let y: Vec<f32> = (0..n)
+            .map(|i| ((i * 31) % 977) as f32 * 0.01 - 4.0)
+            .collect();
+        let bits = |v: Option<f32>| v.map(f32::to_bits);
+        for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Min, ReduceOp::Max] {
+            let clean: Vec<f32> = x
+                .iter()
+                .map(|v| if v.is_nan() { 0.5 } else { *v })
+                .collect();
+            for data in [&x, &clean] {
+                assert_eq!(
+                    bits(value_reduce(op, true, data)),
+                    bits(op.value(data)),
+                    "{op:?}"
+                );
+            }
+        }
+        // f64 sums show any other order of adding (f32 results round it away).
+        let w: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 100_003) as f64 * 1.1e-3 * if i % 3 == 0 { 1e9 } else { -1.0 })
+            .collect();
+        for op in [ReduceOp::Sum, ReduceOp::Mean] {
+            let got = value_reduce(op, true, &w).map(f64::to_bits);
+            assert_eq!(got, op.value(&w).map(f64::to_bits), "f64 {op:?}");
+        }
+        let plain: f64 = w.iter().sum();
+        assert_ne!(
+            ReduceOp::Sum.value(&w),
+            Some(plain),
+            "the data tells orders apart"
+        );
+        assert_eq!(
+            dot(true, &w, &w).to_bits(),
+            Numeric::dot(&w[..], &w[..]).to_bits()
+        );
+        for op in [ReduceOp::ArgMin, ReduceOp::ArgMax] {
+            assert_eq!(arg_reduce(op, &x), op.index(&x), "{op:?}");
+        }
+        assert_eq!(
+            arg_reduce(ReduceOp::ArgMax, &x),
+            Some((SUM_CHUNK + 5) as u32)
+        );
+        assert_eq!(arg_reduce(ReduceOp::ArgMin, &x), Some(7));
+        assert_eq!(
+            dot(true, &x, &y).to_bits(),
+            Numeric::dot(&x[..], &y[..]).to_bits()
+        );
+        // Signed zeros: min and max keep the first of equal values.
+        let mut z = vec![0.0f32; n];
+        z[SUM_CHUNK * 2 + 3] = -0.0;
+        z[0] = -0.0;
+        for op in [ReduceOp::Min, ReduceOp::Max] {
+            assert_eq!(
+                bits(value_reduce(op, true, &z)),
+                bits(op.value(&z)),
+                "{op:?} of zeros"
+            );
+        }
+        // Integers wrap: any grouping gives the same sum.
+        let xi: Vec<i32> = (0..n as i32).map(|i| i.wrapping_mul(1_000_003)).collect();
+        assert_eq!(
+            value_reduce(ReduceOp::Sum, false, &xi),
+            ReduceOp::Sum.value(&xi)
+        );
+        assert_eq!(
+            value_reduce(ReduceOp::Mean, false, &xi),
+            ReduceOp::Mean.value(&xi)
+        );
+        assert_eq!(dot(false, &xi, &xi), Numeric::dot(&xi[..], &xi[..]));
+        // Many rows: each row's result, wherever computed.
+        let cols = 1000;
+        let rows = n / cols;
+        let mut split = vec![0f32; rows];
+        by_rows(&x[..rows * cols], cols, &mut split, |r| {
+            value_reduce(ReduceOp::Sum, true, r).unwrap_or(0.0)
+        });
+        for (r, s) in split.iter().enumerate() {
+            let want = ReduceOp::Sum
+                .value(&x[r * cols..(r + 1) * cols])
+                .unwrap_or(0.0);
+            assert_eq!(s.to_bits(), want.to_bits(), "row {r}");
+        }
+        // Softmax and cross-entropy: rows split across cores equal the whole.
+        let m = &y[..rows * cols];
+        let (mut split, mut whole) = (vec![0f32; m.len()], vec![0f32; m.len()]);
+        <Floats as Kind<f32>>::softmax(true, Some(m), cols, &mut split);
+        gpukit_core::softmax_rows(true, Some(m), cols, &mut whole);
+        assert!(split
+            .iter()
+            .zip(&whole)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        let labels: Vec<u32> = (0..rows as u32).map(|r| (r * 7) % cols as u32).collect();
+        let (mut ls, mut lw) = (vec![0f32; rows], vec![0f32; rows]);
+        let (mut gs, mut gw) = (vec![0f32; m.len()], vec![0f32; m.len()]);
+        <Floats as Kind<f32>>::cross_entropy(m, &labels, cols, &mut ls, Some(&mut gs));
+        gpukit_core::cross_entropy_rows(m, &labels, cols, &mut lw, Some(&mut gw));
+        assert!(ls.iter().zip(&lw).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(gs.iter().zip(&gw).all(|(a, b)| a.to_bits() == b.to_bits()));
+        let mut ln = vec![0f32; rows];
+        <Floats as Kind<f32>>::cross_entropy(m, &labels, cols, &mut ln, None);
+        assert!(ln.iter().zip(&lw).all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 
     /// The backend runs every element type gpukit-core has: f16 and bf16 exactly when
