@@ -482,18 +482,24 @@ fn a_program_past_its_time_is_cut_and_the_outputs_still_written() {
         "{summary}"
     );
 
-    // A spent budget: the first binary takes it all, the second never starts.
+    // A spent budget: the first binary takes it all, the second never starts. (run.sh
+    // counts whole seconds with bash's SECONDS, which ticks with the wall clock, so a 1 s
+    // budget can be spent before the first program starts: 3 s leaves it at least one.)
     let (code, stdout) = run_sh(
         &bundle,
         Call {
-            args: &["--budget", "1"],
+            args: &["--budget", "3"],
             out: Some(&out),
             ..Call::default()
         },
     );
     assert_eq!(code, 1, "{stdout}");
     assert!(
-        line(&stdout, "b_alpha ").contains("not started: the time budget (--budget 1) was spent"),
+        !line(&stdout, "a_hang ").contains("not started"),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "b_alpha ").contains("not started: the time budget (--budget 3) was spent"),
         "{stdout}"
     );
     assert!(
