@@ -594,19 +594,14 @@ fn value_reduce<T: Numeric>(op: ReduceOp, float: bool, x: &[T]) -> Option<T> {
         return op.value(x);
     }
     let chunks = x.par_chunks(SUM_CHUNK);
+    let total = || add_chunk_sums(chunks.clone().map(f64_sum).collect::<Vec<f64>>());
     Some(match op {
         ReduceOp::Sum if !float => chunks.map(T::sum).reduce(|| T::ZERO, T::add),
-        ReduceOp::Sum | ReduceOp::Mean => {
-            let sums: Vec<f64> = chunks.map(f64_sum).collect();
-            let total = add_chunk_sums(sums);
-            match op {
-                ReduceOp::Mean => T::from_f64(total / x.len() as f64),
-                _ => T::from_f64(total),
-            }
-        }
+        ReduceOp::Sum => T::from_f64(total()),
+        ReduceOp::Mean => T::from_f64(total() / x.len() as f64),
         ReduceOp::Min | ReduceOp::Max => {
-            let firsts: Vec<T> = chunks.filter_map(|c| op.value(c)).collect();
-            return op.value(&firsts);
+            let each: Vec<T> = chunks.filter_map(|c| op.value(c)).collect();
+            return op.value(&each);
         }
         ReduceOp::ArgMin | ReduceOp::ArgMax => return None,
     })

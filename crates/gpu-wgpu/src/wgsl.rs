@@ -456,11 +456,10 @@ fn conversion(from: Wt, to: Wt) -> String {
     if to.is_float() {
         // Into f16 and bf16 (computed in f32, rounded by the store) from a value f32 may
         // not hold: to f32 to odd first, so that the store's rounding is the only one.
-        return match (to, from) {
-            (Wt::F16 | Wt::BF16, Wt::F64 | Wt::I64 | Wt::U64 | Wt::I32 | Wt::U32) => {
-                format!("odd_{}({v})", from.name())
-            }
-            _ => format!("{tc}({v})"),
+        return if odd_helpers(from, to).is_empty() {
+            format!("{tc}({v})")
+        } else {
+            format!("odd_{}({v})", from.name())
         };
     }
     if from.is_float() {
@@ -564,6 +563,20 @@ fn odd_f64(v: f64) -> f32 {
 }
 ";
 
+/// The round-to-odd helpers a cast from `from` to `to` goes through (defining `odd_<from>`),
+/// none when f32 holds every value of `from` or the target is not a 16-bit float.
+fn odd_helpers(from: Wt, to: Wt) -> &'static [&'static str] {
+    if !matches!(to, Wt::F16 | Wt::BF16) {
+        return &[];
+    }
+    match from {
+        Wt::I32 | Wt::U32 => &[ODD_U32],
+        Wt::I64 | Wt::U64 => &[ODD_U32, ODD_U64],
+        Wt::F64 => &[ODD_F64],
+        _ => &[],
+    }
+}
+
 /// `out0[i] = to(in0[i])`.
 pub(crate) fn cast(from: Wt, to: Wt) -> String {
     let enable = if from == Wt::F16 || to == Wt::F16 {
@@ -571,13 +584,7 @@ pub(crate) fn cast(from: Wt, to: Wt) -> String {
     } else {
         ""
     };
-    let odd = match from {
-        _ if !matches!(to, Wt::F16 | Wt::BF16) => String::new(),
-        Wt::I32 | Wt::U32 => ODD_U32.to_string(),
-        Wt::I64 | Wt::U64 => format!("{ODD_U32}{ODD_U64}"),
-        Wt::F64 => ODD_F64.to_string(),
-        _ => String::new(),
-    };
+    let odd = odd_helpers(from, to).concat();
     let pre = format!("{enable}{HELPERS}{odd}{}", p_block("u32"));
     let body = format!(
         "let v0 = get_in0(p.o0 + i); put_out0(p.o2 + i, {});",
