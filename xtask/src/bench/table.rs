@@ -336,8 +336,14 @@ fn groups() -> Vec<Group> {
             device: "cpu",
             target: Some(at_most(1.3)),
             rows: |r| {
+                // enqueue_bench's names say what they are measured against already.
+                let name = text(r, "name");
                 vec![Row::new(
-                    format!("enqueue {} vs direct worker push", text(r, "name")),
+                    if name.contains(" vs ") {
+                        format!("enqueue {name}")
+                    } else {
+                        format!("enqueue {name} vs direct worker push")
+                    },
                     match text(r, "backend") {
                         "" => "cpu",
                         backend => backend,
