@@ -652,9 +652,7 @@ impl ReduceOp {
         let first = x.first()?.load();
         Some(match self {
             ReduceOp::Sum => T::sum(x),
-            ReduceOp::Mean => {
-                T::from_f64(crate::chunked_sum(x.len(), |r| crate::f64_sum(&x[r])) / x.len() as f64)
-            }
+            ReduceOp::Mean => T::from_f64(crate::ordered_sum(x) / x.len() as f64),
             ReduceOp::Min => T::store(x.iter().fold(first, |m, v| m.min(v.load()))),
             ReduceOp::Max => T::store(x.iter().fold(first, |m, v| m.max(v.load()))),
             ReduceOp::ArgMin | ReduceOp::ArgMax => return None,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use gpukit_core::{
-    add_chunk_sums, arg_better, f64_dot, f64_sum, BinaryOp, BufAt, DType, DTypeVisitor, Element,
-    Float, Gemm, Numeric, Op, ReduceOp, Result, Rhs, RhsSlice, Scalar, UnaryOp, SUM_CHUNK,
+    add_chunk_sums, arg_better, block_dots, block_sums, BinaryOp, BufAt, ChunkSums, DType,
+    DTypeVisitor, Element, Float, Gemm, Numeric, Op, ReduceOp, Result, Rhs, RhsSlice, Scalar,
+    UnaryOp, SUM_BLOCK, SUM_CHUNK,
 };
 
 use crate::mem::{Mem, SendPtr};
@@ -594,7 +595,10 @@ fn value_reduce<T: Numeric>(op: ReduceOp, float: bool, x: &[T]) -> Option<T> {
         return op.value(x);
     }
     let chunks = x.par_chunks(SUM_CHUNK);
-    let total = || add_chunk_sums(chunks.clone().map(f64_sum).collect::<Vec<f64>>());
+    let total = || {
+        let blocks: Vec<ChunkSums> = x.par_chunks(SUM_BLOCK).map(block_sums).collect();
+        add_chunk_sums(blocks.into_iter().flatten())
+    };
     Some(match op {
         ReduceOp::Sum if !float => chunks.map(T::sum).reduce(|| T::ZERO, T::add),
         ReduceOp::Sum => T::from_f64(total()),
@@ -638,11 +642,12 @@ fn dot<T: Numeric>(float: bool, x: &[T], y: &[T]) -> T {
     if x.len() < SPLIT_FROM {
         return T::dot(x, y);
     }
-    let pairs = x.par_chunks(SUM_CHUNK).zip(y.par_chunks(SUM_CHUNK));
     if float {
-        let sums: Vec<f64> = pairs.map(|(a, b)| f64_dot(a, b)).collect();
-        T::from_f64(add_chunk_sums(sums))
+        let blocks = x.par_chunks(SUM_BLOCK).zip(y.par_chunks(SUM_BLOCK));
+        let sums: Vec<ChunkSums> = blocks.map(|(a, b)| block_dots(a, b)).collect();
+        T::from_f64(add_chunk_sums(sums.into_iter().flatten()))
     } else {
+        let pairs = x.par_chunks(SUM_CHUNK).zip(y.par_chunks(SUM_CHUNK));
         pairs.map(|(a, b)| T::dot(a, b)).reduce(|| T::ZERO, T::add)
     }
 }
