@@ -767,7 +767,11 @@ mod tests {
             assert_eq!(dot, defined(&products).to_bits(), "dot of {n}");
             // The blocks' sums, as the CPU backend computes them on several cores.
             let blocks = x.chunks(SUM_BLOCK).flat_map(block_sums);
-            assert_eq!(add_chunk_sums(blocks).to_bits(), defined(x).to_bits(), "{n}");
+            assert_eq!(
+                add_chunk_sums(blocks).to_bits(),
+                defined(x).to_bits(),
+                "{n}"
+            );
         }
         // The data tells orders apart: one chain over all the terms is another number.
         let one_chain: f64 = xs.iter().sum();
