@@ -372,17 +372,46 @@ pub fn block_sums<T: Numeric>(block: &[T]) -> ChunkSums {
         let (a, rest) = lanes.split_at(SUM_CHUNK);
         let (b, rest) = rest.split_at(SUM_CHUNK);
         let (c, d) = rest.split_at(SUM_CHUNK);
-        // Each accumulator starts where `f64_sum` does and adds its chunk in order.
-        let mut s = [-0.0f64; SUM_LANES];
-        for (((a, b), c), d) in a.iter().zip(b).zip(c).zip(d) {
-            s[0] += a.to_f64();
-            s[1] += b.to_f64();
-            s[2] += c.to_f64();
-            s[3] += d.to_f64();
-        }
-        return ChunkSums::full(s);
+        return ChunkSums::full(lane_sums([a, b, c, d]));
     }
     ChunkSums::each(block.chunks(SUM_CHUNK).map(f64_sum))
+}
+
+/// [`ordered_sum`] of each of [`SUM_LANES`] rows of one length, side by side: the rows'
+/// chunks are summed together, then each row adds its own chunks' sums in order (the bits
+/// of one row at a time).
+pub fn ordered_sums<T: Numeric>(rows: [&[T]; SUM_LANES]) -> [f64; SUM_LANES] {
+    let n = rows[0].len();
+    if rows.iter().any(|r| r.len() != n) {
+        return rows.map(ordered_sum);
+    }
+    let mut total = [-0.0f64; SUM_LANES];
+    for start in (0..n).step_by(SUM_CHUNK) {
+        let end = n.min(start + SUM_CHUNK);
+        let sums = lane_sums(rows.map(|r| &r[start..end]));
+        if start == 0 {
+            total = sums;
+        } else {
+            for (t, s) in total.iter_mut().zip(sums) {
+                *t += s;
+            }
+        }
+    }
+    total
+}
+
+/// The in-order f64 sums of [`SUM_LANES`] slices of one length, side by side (independent
+/// chains, each starting where `f64_sum` does).
+fn lane_sums<T: Numeric>([a, b, c, d]: [&[T]; SUM_LANES]) -> [f64; SUM_LANES] {
+    debug_assert!(b.len() == a.len() && c.len() == a.len() && d.len() == a.len());
+    let mut s = [-0.0f64; SUM_LANES];
+    for (((a, b), c), d) in a.iter().zip(b).zip(c).zip(d) {
+        s[0] += a.to_f64();
+        s[1] += b.to_f64();
+        s[2] += c.to_f64();
+        s[3] += d.to_f64();
+    }
+    s
 }
 
 /// [`block_sums`] of the products of two blocks of equal length.
@@ -771,6 +800,19 @@ mod tests {
                 add_chunk_sums(blocks).to_bits(),
                 defined(x).to_bits(),
                 "{n}"
+            );
+        }
+        // Four rows side by side: each row's bits, whatever its length (unequal: one by one).
+        for n in [0, 1, 1000, c + 3, 2 * c] {
+            let rows = [0, 1, 2, 3].map(|k| &xs[k * (n + 1)..][..n]);
+            let want = rows.map(|r| ordered_sum(r).to_bits());
+            assert_eq!(ordered_sums(rows).map(f64::to_bits), want, "rows of {n}");
+            let uneven = [rows[0], rows[1], &xs[..n + 1], rows[3]];
+            let want = uneven.map(|r| ordered_sum(r).to_bits());
+            assert_eq!(
+                ordered_sums(uneven).map(f64::to_bits),
+                want,
+                "uneven rows of {n}"
             );
         }
         // The data tells orders apart: one chain over all the terms is another number.

@@ -87,9 +87,9 @@ pub use backend::{
 };
 pub use context::{Context, Range};
 pub use element::{
-    add_chunk_sums, block_dots, block_sums, ordered_dot, ordered_sum, Arith, ChunkSums, DType,
-    DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide, SUM_BLOCK, SUM_CHUNK,
-    SUM_LANES,
+    add_chunk_sums, block_dots, block_sums, ordered_dot, ordered_sum, ordered_sums, Arith,
+    ChunkSums, DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide,
+    SUM_BLOCK, SUM_CHUNK, SUM_LANES,
 };
 pub use error::{Error, Rejected, Result};
 pub use graph::Graph;

@@ -56,7 +56,8 @@
 //!   of `gpukit_core::SUM_CHUNK` whose results are combined in order: the order
 //!   gpukit-core defines for float sums, so the bits are the same on any number of cores.
 //!   Float sums and dots take `gpukit_core::SUM_LANES` chunks per core at a time and add
-//!   them side by side (independent chains a core overlaps; each chunk still in order).
+//!   them side by side (independent chains a core overlaps; each chunk still in order), and
+//!   the f64 sums of many rows (`row_sum` of floats, `row_mean`) as many rows at a time.
 //! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
 //!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
 //!   after another on one worker. A panicking closure does not take the worker down: the launch's

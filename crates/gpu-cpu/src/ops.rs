@@ -7,9 +7,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use gpukit_core::{
-    add_chunk_sums, arg_better, block_dots, block_sums, BinaryOp, BufAt, ChunkSums, DType,
-    DTypeVisitor, Element, Float, Gemm, Numeric, Op, ReduceOp, Result, Rhs, RhsSlice, Scalar,
-    UnaryOp, SUM_BLOCK, SUM_CHUNK,
+    add_chunk_sums, arg_better, block_dots, block_sums, ordered_sum, ordered_sums, BinaryOp, BufAt,
+    ChunkSums, DType, DTypeVisitor, Element, Float, Gemm, Numeric, Op, ReduceOp, Result, Rhs,
+    RhsSlice, Scalar, UnaryOp, SUM_BLOCK, SUM_CHUNK, SUM_LANES,
 };
 
 use crate::mem::{Mem, SendPtr};
@@ -473,6 +473,19 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                     let (x, o) = unsafe { (x.get(), o.get()) };
                     by_rows(x, cols, o, |row| arg_reduce(op, row).unwrap_or(0));
                 })
+            } else if (op == ReduceOp::Mean || K::FLOAT && op == ReduceOp::Sum)
+                && (1..SPLIT_FROM).contains(&cols)
+            {
+                // An f64 sum per row (`ReduceOp::value`'s), rows side by side.
+                let o = r.dst::<T>(out, rows);
+                let mean = op == ReduceOp::Mean;
+                done(r, move || {
+                    // SAFETY: see above.
+                    let (x, o) = unsafe { (x.get(), o.get()) };
+                    sum_rows(x, cols, o, |s| {
+                        T::from_f64(if mean { s / cols as f64 } else { s })
+                    });
+                })
             } else {
                 let o = r.dst::<T>(out, rows);
                 done(r, move || {
@@ -581,6 +594,35 @@ fn by_rows<T: Sync, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(&[T
     } else {
         for (r, o) in out.iter_mut().enumerate() {
             *o = f(row(r));
+        }
+    }
+}
+
+/// `out[r] = f(s_r)`, `s_r` the f64 sum of row `r` of `x` in the order gpukit-core defines
+/// ([`ordered_sum`]), the rows `cols` wide and [`SUM_LANES`] of them side by side
+/// ([`ordered_sums`]: independent chains a core overlaps, the bits of one row at a time);
+/// the groups of rows spread over the cores from [`SPLIT_FROM`] elements.
+fn sum_rows<T: Numeric, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(f64) -> U + Sync) {
+    let row = |r: usize| &x[(r * cols).min(x.len())..((r + 1) * cols).min(x.len())];
+    let group = |g: usize, o: &mut [U]| {
+        let first = g * SUM_LANES;
+        if o.len() == SUM_LANES {
+            let sums = ordered_sums(std::array::from_fn(|k| row(first + k)));
+            for (o, s) in o.iter_mut().zip(sums) {
+                *o = f(s);
+            }
+        } else {
+            for (k, o) in o.iter_mut().enumerate() {
+                *o = f(ordered_sum(row(first + k)));
+            }
+        }
+    };
+    if out.len() > SUM_LANES && x.len() >= SPLIT_FROM {
+        let groups = out.par_chunks_mut(SUM_LANES).enumerate();
+        groups.for_each(|(g, o)| group(g, o));
+    } else {
+        for (g, o) in out.chunks_mut(SUM_LANES).enumerate() {
+            group(g, o);
         }
     }
 }
@@ -890,6 +932,31 @@ mod tests {
                 .value(&x[r * cols..(r + 1) * cols])
                 .unwrap_or(0.0);
             assert_eq!(s.to_bits(), want.to_bits(), "row {r}");
+        }
+        // Sums and means of many rows, four side by side (f64 data that tells orders
+        // apart): each row's bits; across the cores, in one pass, with a last group short
+        // and rows longer than a chunk.
+        for (cols, rows) in [(1000, n / 1000), (1000, 7), (SUM_CHUNK + 3, 6)] {
+            let w = &w[..rows * cols];
+            assert!(rows % SUM_LANES != 0, "a short last group");
+            for op in [ReduceOp::Sum, ReduceOp::Mean] {
+                let mut got = vec![0f64; rows];
+                sum_rows(w, cols, &mut got, |s| {
+                    if op == ReduceOp::Mean {
+                        s / cols as f64
+                    } else {
+                        s
+                    }
+                });
+                for (r, g) in got.iter().enumerate() {
+                    let want = op.value(&w[r * cols..(r + 1) * cols]).map(f64::to_bits);
+                    assert_eq!(
+                        Some(g.to_bits()),
+                        want,
+                        "{op:?} of row {r} of {rows}x{cols}"
+                    );
+                }
+            }
         }
         // Softmax and cross-entropy: rows split across cores equal the whole.
         let m = &y[..rows * cols];
