@@ -11,6 +11,7 @@
 //! | `relu(&a, &mut c)`              | 2 S                                        |
 //! | `exp(&a, &mut c)`               | 2 S                                        |
 //! | `sum_into(&a, &mut one)`        | S + 4 (reads one, writes one element)      |
+//! | `row_sum(rows of 1024)`         | S + S / 1024 (reads one, writes a sum/row) |
 //! | `softmax(rows of 1024)`         | 2 S                                        |
 //!
 //! Each becomes bytes moved per second, divided by memcpy's bandwidth counted the same way
@@ -262,13 +263,14 @@ fn close(got: f32, want: f64, rel: f64) -> bool {
     (f64::from(got) - want).abs() <= rel * want.abs().max(1e-30)
 }
 
-/// The six built-in ops of the roofline, with the arrays each moves.
-const OPS: [(&str, usize); 6] = [
+/// The built-in ops of the roofline, with the arrays each moves (besides its small output).
+const OPS: [(&str, usize); 7] = [
     ("add", 3),
     ("mul_scalar_inplace", 2),
     ("relu", 2),
     ("exp", 2),
     ("sum_into", 1),
+    ("row_sum", 1),
     ("softmax", 2),
 ];
 
@@ -323,6 +325,7 @@ fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
         let mut x = ctx.alloc_upload(&xa)?;
         let mut one = ctx.alloc_zeros::<f32>(1)?;
         let shape = Shape::new(n / ROW, ROW);
+        let mut sums = ctx.alloc_zeros::<f32>(n / ROW)?;
         let idx = sample_indices(n);
         let mut times = Vec::new();
         for (op, _) in OPS {
@@ -337,11 +340,18 @@ fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
                     "relu" => ctx.relu(&a, &mut c)?,
                     "exp" => ctx.exp(&a, &mut c)?,
                     "sum_into" => ctx.sum_into(&a, &mut one)?,
+                    "row_sum" => ctx.row_sum(shape, &a, &mut sums)?,
                     _ => ctx.softmax(shape, &a, &mut c)?,
                 }
                 ctx.sync()
             })?);
-            check_op(op, &xa, &xb, &c, &x, &one, calls, &idx)?;
+            let outs = Outputs {
+                c: &c,
+                x: &x,
+                one: &one,
+                sums: &sums,
+            };
+            check_op(op, &xa, &xb, &outs, calls, &idx)?;
             times.push(t);
         }
         memcpy(&mut memcpy_samples);
@@ -353,7 +363,12 @@ fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
             bytes as f64 / t_memcpy / 1e9
         );
         for ((op, arrays), t) in OPS.iter().zip(&times) {
-            let moved = arrays * bytes + if *op == "sum_into" { 4 } else { 0 };
+            let moved = arrays * bytes
+                + match *op {
+                    "sum_into" => 4,
+                    "row_sum" => bytes / ROW,
+                    _ => 0,
+                };
             let ratio = (moved as f64 / t) / (2.0 * bytes as f64 / t_memcpy);
             print!(" {ratio:>18.2}");
             records.push(Record::Roofline {
@@ -373,18 +388,28 @@ fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
     Ok(())
 }
 
+/// The arrays the roofline's ops write.
+struct Outputs<'a> {
+    /// The output of `add`, `relu`, `exp` and `softmax`.
+    c: &'a gpukit::GpuArray<f32>,
+    /// `mul_scalar_inplace`'s array, negated once per call.
+    x: &'a gpukit::GpuArray<f32>,
+    /// `sum_into`'s one element.
+    one: &'a gpukit::GpuArray<f32>,
+    /// `row_sum`'s sum per row.
+    sums: &'a gpukit::GpuArray<f32>,
+}
+
 /// Checks the result of the last run of `op` at the sampled indices `idx` against the host.
-#[allow(clippy::too_many_arguments)]
 fn check_op(
     op: &str,
     xa: &[f32],
     xb: &[f32],
-    c: &gpukit::GpuArray<f32>,
-    x: &gpukit::GpuArray<f32>,
-    one: &gpukit::GpuArray<f32>,
+    out: &Outputs<'_>,
     calls: usize,
     idx: &[usize],
 ) -> Res {
+    let Outputs { c, x, one, sums } = *out;
     let wrong = |what: String| -> Res { Err(format!("{op} gave a wrong result: {what}").into()) };
     match op {
         "sum_into" => {
@@ -394,6 +419,19 @@ fn check_op(
             // a value near zero.
             if (f64::from(got) - want).abs() > 1e-6 * xa.len() as f64 {
                 return wrong(format!("sum {got}, expected {want}"));
+            }
+        }
+        "row_sum" => {
+            let got = sums.download()?;
+            let rows = xa.len() / ROW;
+            for r in [0, rows / 2, rows - 1] {
+                let want: f64 = xa[r * ROW..(r + 1) * ROW]
+                    .iter()
+                    .map(|&v| f64::from(v))
+                    .sum();
+                if (f64::from(got[r]) - want).abs() > 1e-6 * ROW as f64 {
+                    return wrong(format!("row {r}: sum {}, expected {want}", got[r]));
+                }
             }
         }
         "mul_scalar_inplace" => {
