@@ -47,12 +47,13 @@
 //!   `gpukit_core::cross_entropy_rows`; gemm (batched by a loop) uses `matrixmultiply`
 //!   (f16/bf16 widened to f32). One backend method, `op`, runs them all.
 //! - **Cores**: gemm runs on matrixmultiply's thread pool (one thread per physical core, at
-//!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements are
+//!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements (those
+//!   calling the math library per element, `exp` to `pow`, from 64 Ki) are
 //!   split in row-aligned pieces across rayon's pool (one thread per core,
 //!   `RAYON_NUM_THREADS` overrides); both pools are shared by every stream, and the results
 //!   are the bits one thread gives (each output element is computed the same way whatever
-//!   the split). From 1 Mi elements, reductions, softmax and cross-entropy of many rows are
-//!   split by rows, and a long row's sum, mean, min, max, argmin, argmax or dot in chunks
+//!   the split). Softmax and cross-entropy of many rows are split by rows from 64 Ki
+//!   elements, and from 1 Mi elements reductions of many rows are split by rows too, and a long row's sum, mean, min, max, argmin, argmax or dot in chunks
 //!   of `gpukit_core::SUM_CHUNK` whose results are combined in order: the order
 //!   gpukit-core defines for float sums, so the bits are the same on any number of cores.
 //!   Float sums and dots take `gpukit_core::SUM_LANES` chunks per core at a time and add

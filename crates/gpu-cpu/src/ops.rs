@@ -127,16 +127,43 @@ struct Floats;
 const SPLIT_FROM: usize = 1 << 20;
 /// Elements per piece of a split op (rounded down to whole rows).
 const PIECE: usize = 1 << 16;
+/// The work of an element-wise op per element, in units of a memory-bound one (`add`): an
+/// op calling the math library per element (`exp`, `tanh`, `pow`, softmax, ...) takes
+/// about 3-4 ns per element here against a fraction of a nanosecond, so it is split from
+/// [`SPLIT_FROM`] / `MATH` elements, in pieces of [`PIECE`] / `MATH`.
+const MATH: usize = 16;
+/// [`MATH`] for the ops that call the math library per element, else 1.
+fn unary_work(op: UnaryOp) -> usize {
+    match op {
+        UnaryOp::Exp
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Sigmoid
+        | UnaryOp::Silu
+        | UnaryOp::Tanh
+        | UnaryOp::Gelu
+        | UnaryOp::Softplus => MATH,
+        _ => 1,
+    }
+}
+/// [`unary_work`] for a binary op.
+fn binary_work(op: BinaryOp) -> usize {
+    match op {
+        BinaryOp::Pow => MATH,
+        _ => 1,
+    }
+}
 
-/// Runs `f(start, piece)` over `out` in pieces of whole `row`s, in parallel when `out` has
-/// at least [`SPLIT_FROM`] elements, else once over all of it. For element-wise work, whose
-/// every output depends only on inputs at its own index (and its row's broadcast vector),
-/// the result is the same bits however it is split.
-fn pieces<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    if out.len() < SPLIT_FROM {
+/// Runs `f(start, piece)` over `out` in pieces of whole `row`s, in parallel when `out` holds
+/// at least [`SPLIT_FROM`] elements' worth of work (`work` per element, [`MATH`] or 1), else
+/// once over all of it. For element-wise work, whose every output depends only on inputs at
+/// its own index (and its row's broadcast vector), the result is the same bits however it
+/// is split.
+fn pieces<T: Send>(out: &mut [T], row: usize, work: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    if out.len().saturating_mul(work) < SPLIT_FROM {
         return f(0, out);
     }
-    let piece = (PIECE / row.max(1)).max(1) * row.max(1);
+    let piece = (PIECE / work / row.max(1)).max(1) * row.max(1);
     out.par_chunks_mut(piece)
         .enumerate()
         .for_each(|(i, o)| f(i * piece, o));
@@ -155,13 +182,14 @@ fn binary_pieces<T: Numeric>(
     rhs: RhsSlice<'_, T>,
     cols: usize,
     out: &mut [T],
+    work: usize,
     map: impl Fn(Option<&[T]>, RhsSlice<'_, T>, usize, &mut [T]) + Sync,
 ) {
     let row = match rhs {
         RhsSlice::Row(_) | RhsSlice::Col(_) => cols,
         RhsSlice::Array(_) | RhsSlice::Scalar(_) => 1,
     };
-    pieces(out, row, |start, o| {
+    pieces(out, row, work, |start, o| {
         let n = o.len();
         let (rhs, cols) = match rhs {
             RhsSlice::Array(b) => (RhsSlice::Array(&b[start..start + n]), n),
@@ -176,12 +204,12 @@ fn binary_pieces<T: Numeric>(
 impl<T: Numeric> Kind<T> for Ints {
     const FLOAT: bool = false;
     fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
-        pieces(out, 1, |start, o| {
+        pieces(out, 1, 1, |start, o| {
             op.map_numeric(part(src, start, o.len()), o);
         });
     }
     fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]) {
-        binary_pieces(src, rhs, cols, out, |s, r, c, o| {
+        binary_pieces(src, rhs, cols, out, 1, |s, r, c, o| {
             op.map_numeric(s, r, c, o);
         });
     }
@@ -194,16 +222,19 @@ impl<T: Numeric> Kind<T> for Ints {
 impl<T: Float> Kind<T> for Floats {
     const FLOAT: bool = true;
     fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
-        pieces(out, 1, |start, o| {
+        pieces(out, 1, unary_work(op), |start, o| {
             op.map_float(part(src, start, o.len()), o)
         });
     }
     fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]) {
-        binary_pieces(src, rhs, cols, out, |s, r, c, o| op.map_float(s, r, c, o));
+        let work = binary_work(op);
+        binary_pieces(src, rhs, cols, out, work, |s, r, c, o| {
+            op.map_float(s, r, c, o)
+        });
     }
     fn softmax(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) {
         // Rows are independent: split in whole rows, the same bits.
-        pieces(out, cols, |start, o| {
+        pieces(out, cols, MATH, |start, o| {
             gpukit_core::softmax_rows(log, part(src, start, o.len()), cols, o)
         });
     }
@@ -215,11 +246,11 @@ impl<T: Float> Kind<T> for Floats {
         grad: Option<&mut [T]>,
     ) {
         let rows = loss.len();
-        if rows * cols < SPLIT_FROM || cols == 0 {
+        if rows.saturating_mul(cols).saturating_mul(MATH) < SPLIT_FROM || cols == 0 {
             return gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
         }
         // Rows are independent: split in whole rows, the same bits.
-        let per = (PIECE / cols).max(1);
+        let per = (PIECE / MATH / cols).max(1);
         let rows_of = |k: usize, l: &[T]| (k * per, k * per + l.len());
         match grad {
             Some(grad) => loss
