@@ -46,6 +46,24 @@ fn counted() {
     let _ = MINE.try_with(|n| n.set(n.get() + 1));
 }
 
+/// Waits (up to 2 s) until no thread has allocated for 50 ms: the end of the warm-up's
+/// background start-up. matrixmultiply's pool threads, started by the warm-up's gemm,
+/// allocate once when each first blocks for work (crossbeam-channel's per-thread context);
+/// one that got there late was counted in the rounds about 1 run in 10. A steady state
+/// allocates nothing while idle, so waiting for it hides nothing the rounds do.
+fn settle() {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut seen = allocations().0;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = allocations().0;
+        if now == seen {
+            return;
+        }
+        seen = now;
+    }
+}
+
 /// (all threads, this thread) allocations so far.
 fn allocations() -> (u64, u64) {
     (ALLOCATIONS.load(Ordering::SeqCst), MINE.with(Cell::get))
@@ -232,6 +250,7 @@ fn count(ctx: &Context, s1: &gpukit::Stream, s2: &gpukit::Stream) -> Result<()> 
     }
     s1.sync()?;
     s2.sync()?;
+    settle();
 
     let (before, _) = allocations();
     for _ in 0..ROUNDS {
@@ -327,6 +346,7 @@ fn transfers(ctx: &Context) -> Result<()> {
     for i in 0..WARM_UP as u32 {
         round(i)?;
     }
+    settle();
     let (before, _) = allocations();
     let rounds = ROUNDS * PER_ROUND / 3;
     for i in 0..rounds as u32 {
