@@ -704,24 +704,10 @@ pub fn softmax_rows<T: Numeric<Compute = C>, C: Real>(
     if cols == 0 {
         return;
     }
-    // Where the element is its own compute type (f32, f64), `e_j` stored in the output is
-    // exact: the sum pass stores it and the output pass divides it, one exp per element
-    // instead of two, with the same bits.
-    let stores_exactly = TypeId::of::<T>() == TypeId::of::<C>();
     for (r, o) in out.chunks_mut(cols).enumerate() {
         let row = src.map(|s| &s[r * cols..r * cols + o.len()]);
-        if stores_exactly && !log {
-            let m = match row {
-                Some(x) => row_max(x.iter().map(|v| v.load())),
-                None => row_max(o.iter().map(|v| v.load())),
-            };
-            let mut s = -0.0f64; // where Rust's f64 `sum` starts, as in `softmax_stats`
-            for (j, o) in o.iter_mut().enumerate() {
-                let x: C = row.map_or_else(|| o.load(), |x| x[j].load());
-                let e = x.sub(m).exp();
-                s += e.to_f64();
-                *o = T::store(e);
-            }
+        if stores_exactly::<T, C>() && !log {
+            let (_, s) = stored_exps(row, o);
             for o in o.iter_mut() {
                 *o = T::from_f64(o.load().to_f64() / s);
             }
@@ -744,6 +730,31 @@ pub fn softmax_rows<T: Numeric<Compute = C>, C: Real>(
             };
         }
     }
+}
+
+/// Whether `T` is its own compute type (f32, f64): then `e_j` stored in an output row is
+/// exact, and softmax and cross-entropy store it in the sum pass and divide it in the output
+/// pass, one exp per element instead of two, with the same bits.
+fn stores_exactly<T: 'static, C: 'static>() -> bool {
+    TypeId::of::<T>() == TypeId::of::<C>()
+}
+
+/// The softmax statistics of [`softmax_stats`] for a row read from `src` (from `out` when
+/// `None`: in place), storing each `e_j = exp(x_j - m)` in `out` as it is summed. Only for
+/// an element that [`stores_exactly`].
+fn stored_exps<T: Numeric<Compute = C>, C: Real>(src: Option<&[T]>, out: &mut [T]) -> (C, f64) {
+    let m = match src {
+        Some(x) => row_max(x.iter().map(|v| v.load())),
+        None => row_max(out.iter().map(|v| v.load())),
+    };
+    let mut s = -0.0f64; // where Rust's f64 `sum` starts, as in `softmax_stats`
+    for (j, o) in out.iter_mut().enumerate() {
+        let x: C = src.map_or_else(|| o.load(), |x| x[j].load());
+        let e = x.sub(m).exp();
+        s += e.to_f64();
+        *o = T::store(e);
+    }
+    (m, s)
 }
 
 /// A row's maximum, NaNs ignored (`0` for an empty row, which is never passed).
@@ -774,9 +785,6 @@ pub fn cross_entropy_rows<T: Numeric<Compute = C>, C: Real>(
     if cols == 0 {
         return;
     }
-    // As in `softmax_rows`: where the element is its own compute type, the gradient row
-    // holds `e_j` exactly between the sum pass and the output pass (one exp per element).
-    let stores_exactly = TypeId::of::<T>() == TypeId::of::<C>();
     for (r, (l, &label)) in loss.iter_mut().zip(labels).enumerate() {
         let row = &logits[r * cols..(r + 1) * cols];
         let label = label as usize;
@@ -792,14 +800,8 @@ pub fn cross_entropy_rows<T: Numeric<Compute = C>, C: Real>(
         }
         let hot = |j: usize| if j == label { 1.0 } else { 0.0 };
         match g {
-            Some(g) if stores_exactly => {
-                let m = row_max(row.iter().map(|v| v.load()));
-                let mut s = -0.0f64; // where Rust's f64 `sum` starts, as in `softmax_stats`
-                for (g, x) in g.iter_mut().zip(row) {
-                    let e = x.load().sub(m).exp();
-                    s += e.to_f64();
-                    *g = T::store(e);
-                }
+            Some(g) if stores_exactly::<T, C>() => {
+                let (m, s) = stored_exps(Some(row), g);
                 for (j, g) in g.iter_mut().enumerate() {
                     *g = T::from_f64(g.load().to_f64() / s - hot(j));
                 }
