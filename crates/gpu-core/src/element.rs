@@ -694,7 +694,7 @@ pub(crate) fn byte_len<T: Element>(op: &'static str, len: usize) -> crate::Resul
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -720,18 +720,21 @@ mod tests {
         assert_eq!(Numeric::div(-7i32, 2), -3);
     }
 
+    /// A xorshift64 generator from `seed`: reproducible test data without a dependency.
+    pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// Values whose running sum in a narrow type drops low bits: a large term, then many
     /// small positive ones (a narrow accumulator rounds each of them).
     fn lossy(n: usize) -> Vec<f32> {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut v: Vec<f32> = (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % 1001) as f32 / 4096.0
-            })
-            .collect();
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        let mut v: Vec<f32> = (0..n).map(|_| (next() % 1001) as f32 / 4096.0).collect();
         v[0] = 65536.0;
         v
     }
@@ -768,11 +771,9 @@ mod tests {
     /// chunks in order. f64 data of wide magnitudes, so that another order is another number.
     #[test]
     fn ordered_sums_follow_the_chunk_order() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut bits = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = bits();
             let mag = 2f64.powi((x % 80) as i32 - 40);
             if x & (1 << 40) == 0 {
                 mag * (x >> 11) as f64 / (1u64 << 53) as f64
@@ -910,13 +911,7 @@ mod tests {
     #[test]
     fn half_casts_round_once_correctly() {
         use half::{bf16, f16};
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut ints: Vec<i128> = vec![
             -7_728_177_275_992_759_802,
             (1 << 40) + (1 << 32) + 1,

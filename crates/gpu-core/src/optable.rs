@@ -1412,14 +1412,9 @@ mod tests {
             cross_entropy_rows(x, &labels, cols, &mut alone, None);
             assert_eq!(bits(&alone), bits(&want_loss), "{cols} columns: loss alone");
         }
-        let mut v = 0x2545_f491_4f6c_dd1du64;
+        let mut next = crate::element::tests::xorshift(0x2545_f491_4f6c_dd1d);
         let mut xs: Vec<f64> = (0..4096)
-            .map(|_| {
-                v ^= v << 13;
-                v ^= v >> 7;
-                v ^= v << 17;
-                (v % 20_001) as f64 / 1000.0 - 10.0
-            })
+            .map(|_| (next() % 20_001) as f64 / 1000.0 - 10.0)
             .collect();
         xs[5] = f64::NAN;
         xs[70] = f64::INFINITY;
