@@ -654,11 +654,23 @@ impl ReduceOp {
         let first = x.first()?.load();
         Some(match self {
             ReduceOp::Sum => T::sum(x),
-            ReduceOp::Mean => T::from_f64(crate::ordered_sum(x) / x.len() as f64),
+            ReduceOp::Mean => return self.of_sum(crate::ordered_sum(x), x.len()),
             ReduceOp::Min => T::store(x.iter().fold(first, |m, v| m.min(v.load()))),
             ReduceOp::Max => T::store(x.iter().fold(first, |m, v| m.max(v.load()))),
             ReduceOp::ArgMin | ReduceOp::ArgMax => return None,
         })
+    }
+
+    /// The `Mean` of `len` elements, or a float's `Sum`, from their f64 sum in the order
+    /// [`crate::SUM_CHUNK`] defines ([`crate::ordered_sum`]): what [`ReduceOp::value`]
+    /// gives, for a backend that computes the sum its own way. `None` for the other
+    /// reductions (an integer `Sum` wraps instead: [`Numeric::sum`]).
+    pub fn of_sum<T: Numeric>(self, sum: f64, len: usize) -> Option<T> {
+        match self {
+            ReduceOp::Sum => Some(T::from_f64(sum)),
+            ReduceOp::Mean => Some(T::from_f64(sum / len as f64)),
+            _ => None,
+        }
     }
 
     /// The reference result of an index reduction of a non-empty slice; `None` for the

@@ -509,13 +509,10 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
             {
                 // An f64 sum per row (`ReduceOp::value`'s), rows side by side.
                 let o = r.dst::<T>(out, rows);
-                let mean = op == ReduceOp::Mean;
                 done(r, move || {
                     // SAFETY: see above.
                     let (x, o) = unsafe { (x.get(), o.get()) };
-                    sum_rows(x, cols, o, |s| {
-                        T::from_f64(if mean { s / cols as f64 } else { s })
-                    });
+                    sum_rows(x, cols, o, |s| op.of_sum(s, cols).unwrap_or(T::ZERO));
                 })
             } else {
                 let o = r.dst::<T>(out, rows);
@@ -668,14 +665,12 @@ fn value_reduce<T: Numeric>(op: ReduceOp, float: bool, x: &[T]) -> Option<T> {
         return op.value(x);
     }
     let chunks = x.par_chunks(SUM_CHUNK);
-    let total = || {
-        let blocks: Vec<ChunkSums> = x.par_chunks(SUM_BLOCK).map(block_sums).collect();
-        add_chunk_sums(blocks.into_iter().flatten())
-    };
     Some(match op {
         ReduceOp::Sum if !float => chunks.map(T::sum).reduce(|| T::ZERO, T::add),
-        ReduceOp::Sum => T::from_f64(total()),
-        ReduceOp::Mean => T::from_f64(total() / x.len() as f64),
+        ReduceOp::Sum | ReduceOp::Mean => {
+            let blocks: Vec<ChunkSums> = x.par_chunks(SUM_BLOCK).map(block_sums).collect();
+            return op.of_sum(add_chunk_sums(blocks.into_iter().flatten()), x.len());
+        }
         ReduceOp::Min | ReduceOp::Max => {
             let each: Vec<T> = chunks.filter_map(|c| op.value(c)).collect();
             return op.value(&each);
