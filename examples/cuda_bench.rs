@@ -364,7 +364,8 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     let cc = ctx.info().compute_capability.unwrap_or((0, 0));
     let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(None)?;
     let src = gpukit::cuda::builtin_module_source(gpukit::DType::F32);
-    let image = nvrtc.compile_cached(
+    let (image, _) = gpukit::cuda::cache::compile(
+        nvrtc,
         &src,
         "builtin_f32",
         nvrtc.target_for(cc),

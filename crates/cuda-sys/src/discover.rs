@@ -237,6 +237,61 @@ pub fn load_from(lib: Lib, dirs: &[PathBuf], max_major: Option<u32>) -> Result<L
     })
 }
 
+/// NVRTC's builtins library for NVRTC `version` (`libnvrtc-builtins.so.<major>.<minor>`),
+/// loaded by absolute path: first from the folder of `nvrtc` (the NVRTC library in use),
+/// then from the other folders NVRTC is looked for in. NVRTC opens it by that name on its
+/// first compile, and the dynamic loader matches the name against this already loaded copy
+/// (its `SONAME`), so NVRTC finds it even where its folder is not on the loader's path.
+///
+/// Returns the path and the handle (keep it: the library must stay loaded), or a message
+/// naming the file and every folder looked in.
+pub fn load_nvrtc_builtins(
+    nvrtc: &Path,
+    version: (u32, u32),
+) -> Result<(PathBuf, libloading::Library), String> {
+    let name = format!("libnvrtc-builtins.so.{}.{}", version.0, version.1);
+    let mut dirs = Dirs::default();
+    if let Some(dir) = nvrtc.parent() {
+        dirs.push_always(dir.to_path_buf());
+        // The usual case, without listing the other folders (which asks Python for its
+        // site-packages).
+        if let Ok(found) = load_named(&name, &dirs.list) {
+            return Ok(found);
+        }
+    }
+    for dir in search_dirs(Lib::Nvrtc) {
+        dirs.push(dir);
+    }
+    load_named(&name, &dirs.list)
+}
+
+/// Loads the first file called `name` in `dirs` that loads (see [`load_nvrtc_builtins`]).
+fn load_named(name: &str, dirs: &[PathBuf]) -> Result<(PathBuf, libloading::Library), String> {
+    let mut failures = Vec::new();
+    for dir in dirs {
+        let path = dir.join(name);
+        if !path.is_file() {
+            continue;
+        }
+        match open(&path) {
+            Ok(handle) => return Ok((path, handle)),
+            Err(message) => failures.push(format!("{} ({message})", path.display())),
+        }
+    }
+    let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let mut message = if failures.is_empty() {
+        format!("{name} was not found")
+    } else {
+        format!("{name} was found but did not load: {}", failures.join("; "))
+    };
+    message.push_str(&format!(
+        " in {} folders: {}",
+        looked.len(),
+        looked.join(", ")
+    ));
+    Err(message)
+}
+
 /// Files named like `lib` in `dirs`, in search order (each real file once).
 pub fn candidates(lib: Lib, dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen: Vec<PathBuf> = Vec::new();
@@ -461,6 +516,26 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("did not load"), "{text}");
         assert!(text.contains("/nonexistent/cuda/lib64"), "{text}");
+    }
+
+    #[test]
+    fn a_missing_builtins_library_names_the_file_and_the_folders() {
+        let tmp = std::env::temp_dir().join(format!("cuda-sys-builtins-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&tmp);
+        // A file with the right name that is not a library: found, fails to load.
+        let _ = std::fs::write(tmp.join("libnvrtc-builtins.so.12.9"), b"not an ELF file");
+        let dirs = vec![PathBuf::from("/nonexistent/nvrtc/lib"), tmp.clone()];
+        let err = load_named("libnvrtc-builtins.so.12.9", &dirs).err();
+        let missing = load_named("libnvrtc-builtins.so.13.1", &dirs).err();
+        let _ = std::fs::remove_dir_all(&tmp);
+        let err = err.unwrap_or_default();
+        assert!(err.contains("did not load"), "{err}");
+        assert!(err.contains("/nonexistent/nvrtc/lib"), "{err}");
+        let missing = missing.unwrap_or_default();
+        assert!(
+            missing.starts_with("libnvrtc-builtins.so.13.1 was not found in 2 folders"),
+            "{missing}"
+        );
     }
 
     #[test]

@@ -4,12 +4,18 @@
 //! A program is compiled to SASS (a cubin) for the device's exact architecture when this
 //! NVRTC knows it, which loads on any driver of the same major version; for a device newer
 //! than NVRTC it is compiled to PTX for the newest architecture NVRTC has, which the driver
-//! compiles on load. [`NvrtcLib::compile_cached`] keeps each result for the life of the
-//! process, so a source is compiled once however many contexts load it.
+//! compiles on load. Caching compiled programs (in the process and on disk) is the CUDA
+//! backend's job (`gpukit-cuda`'s kernel cache); this module only compiles.
+//!
+//! NVRTC opens its builtins library (`libnvrtc-builtins.so.<major>.<minor>`) by name on its
+//! first compile. Where NVRTC's folder is not on the loader's path (pip's CUDA wheels), that
+//! fails and every compile with it, so [`nvrtc`] loads the builtins by absolute path first,
+//! from NVRTC's own folder before the other places NVRTC is looked for
+//! ([`NvrtcLib::builtins`] says where from, or why not).
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr, CString};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use crate::discover::{self, Lib, LibError, Loaded};
 use crate::ffi::nvrtc::{nvrtcProgram, nvrtcResult, Nvrtc};
@@ -68,18 +74,27 @@ pub enum NvrtcError {
     /// The source or an option contains a NUL byte.
     #[error("the source or an option contains a NUL byte")]
     Nul,
-    /// An NVRTC call failed.
-    #[error("{call} failed: {message}")]
+    /// An NVRTC call failed for another reason than the source; for a compile, `log` is
+    /// the compiler's log (it names a builtins library that did not load, for one).
+    #[error("{call} failed: {message}{}", log_suffix(log))]
     Call {
         /// The call.
         call: &'static str,
-        /// NVRTC's description.
+        /// NVRTC's description, and what may explain it.
         message: String,
+        /// The compiler's log; empty for calls that are not compiles.
+        log: String,
     },
 }
 
-/// Compiled programs by (source, options, target).
-type Cache = HashMap<(String, Vec<String>, Target), Arc<Compiled>>;
+/// The log of a failed call as the end of its message.
+fn log_suffix(log: &str) -> String {
+    if log.is_empty() {
+        String::new()
+    } else {
+        format!("; compiler log: {log}")
+    }
+}
 
 /// The loaded NVRTC library.
 pub struct NvrtcLib {
@@ -90,25 +105,22 @@ pub struct NvrtcLib {
     pub version: (u32, u32),
     /// The SASS architectures it can compile for (`90` is sm_90), ascending.
     pub archs: Vec<u32>,
-    cache: Mutex<Cache>,
+    /// Where NVRTC's builtins library was loaded from, or why it was not (NVRTC then looks
+    /// for it on the loader's path itself, at its first compile).
+    pub builtins: Result<PathBuf, String>,
+    /// Keeps the builtins library loaded for the life of the process.
+    _builtins_handle: Option<libloading::Library>,
 }
 
 impl std::fmt::Debug for NvrtcLib {
-    /// Where NVRTC came from, its version and architectures, and how many programs are
-    /// cached (`?` while another thread holds the cache); never blocks.
+    /// Where NVRTC and its builtins came from, its version and architectures.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut d = f.debug_struct("NvrtcLib");
-        d.field("loaded", &self.loaded)
+        f.debug_struct("NvrtcLib")
+            .field("loaded", &self.loaded)
             .field("version", &self.version)
-            .field("archs", &self.archs);
-        match self.cache.try_lock() {
-            Ok(cache) => d.field("cached_programs", &cache.len()),
-            Err(std::sync::TryLockError::Poisoned(p)) => {
-                d.field("cached_programs", &p.into_inner().len())
-            }
-            Err(std::sync::TryLockError::WouldBlock) => d.field("cached_programs", &"?"),
-        };
-        d.finish_non_exhaustive()
+            .field("archs", &self.archs)
+            .field("builtins", &self.builtins)
+            .finish_non_exhaustive()
     }
 }
 
@@ -136,7 +148,8 @@ fn load(max_major: Option<u32>) -> Result<NvrtcLib, NvrtcError> {
         api,
         version: (0, 0),
         archs: Vec::new(),
-        cache: Mutex::new(HashMap::new()),
+        builtins: Err("not looked for yet".into()),
+        _builtins_handle: None,
     };
     let (mut major, mut minor): (c_int, c_int) = (0, 0);
     // SAFETY: out-pointers are live locals.
@@ -159,6 +172,13 @@ fn load(max_major: Option<u32>) -> Result<NvrtcLib, NvrtcError> {
         .filter_map(|a| u32::try_from(a).ok())
         .collect();
     lib.archs.sort_unstable();
+    match discover::load_nvrtc_builtins(&lib.loaded.path, lib.version) {
+        Ok((path, handle)) => {
+            lib.builtins = Ok(path);
+            lib._builtins_handle = Some(handle);
+        }
+        Err(why) => lib.builtins = Err(why),
+    }
     Ok(lib)
 }
 
@@ -177,34 +197,8 @@ impl NvrtcLib {
     }
 
     /// Compiles `src` (the program's file name is `name.cu`) for `target` with extra
-    /// `options`, or returns the copy compiled earlier in this process.
-    pub fn compile_cached(
-        &self,
-        src: &str,
-        name: &str,
-        target: Target,
-        options: &[&str],
-    ) -> Result<Arc<Compiled>, NvrtcError> {
-        let key = (
-            src.to_string(),
-            options.iter().map(|o| o.to_string()).collect(),
-            target,
-        );
-        if let Some(hit) = self.lock().get(&key) {
-            return Ok(Arc::clone(hit));
-        }
-        // Compiled outside the lock: two threads may compile the same source once each,
-        // which is harmless, while one slow compile does not hold up other sources.
-        let compiled = Arc::new(self.compile(src, name, target, options)?);
-        Ok(Arc::clone(self.lock().entry(key).or_insert(compiled)))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
-        // The map stays consistent even if a holder panicked (inserts are single calls).
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Compiles `src` for `target` with extra `options` (no caching).
+    /// `options`. Every error but [`NvrtcError::Nul`] and a failed program creation carries
+    /// the compiler's log.
     pub fn compile(
         &self,
         src: &str,
@@ -248,7 +242,19 @@ impl NvrtcLib {
         if status == nvrtcResult::NVRTC_ERROR_COMPILATION {
             return Err(NvrtcError::Compile { log });
         }
-        self.check("nvrtcCompileProgram", status)?;
+        if status != nvrtcResult::NVRTC_SUCCESS {
+            let mut message = self.describe(status);
+            if status == nvrtcResult::NVRTC_ERROR_BUILTIN_OPERATION_FAILURE {
+                if let Err(why) = &self.builtins {
+                    message.push_str(&format!(" (NVRTC's builtins library: {why})"));
+                }
+            }
+            return Err(NvrtcError::Call {
+                call: "nvrtcCompileProgram",
+                message,
+                log,
+            });
+        }
         // Each closure's unsafe call: `prog` is live and compiled; the size pointer is a live
         // local and each buffer has the size NVRTC reported for it.
         let image = match target {
@@ -274,15 +280,23 @@ impl NvrtcLib {
         if r == nvrtcResult::NVRTC_SUCCESS {
             return Ok(());
         }
+        Err(NvrtcError::Call {
+            call,
+            message: self.describe(r),
+            log: String::new(),
+        })
+    }
+
+    /// NVRTC's description of a result code.
+    fn describe(&self, r: nvrtcResult) -> String {
         // SAFETY: nvrtcGetErrorString returns a static NUL-terminated string for any code.
         let p = unsafe { self.api.nvrtcGetErrorString(r) };
-        let message = if p.is_null() {
+        if p.is_null() {
             format!("nvrtcResult {}", r.0)
         } else {
             // SAFETY: non-null static NUL-terminated string.
             unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-        };
-        Err(NvrtcError::Call { call, message })
+        }
     }
 }
 
@@ -329,5 +343,37 @@ impl Drop for Program<'_> {
         // SAFETY: `raw` is a live program created by nvrtcCreateProgram and destroyed once.
         // Destroying a valid program cannot fail in a way the caller could act on.
         let _ = unsafe { self.lib.api.nvrtcDestroyProgram(&mut self.raw) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression test for the desk-check's "the compiler log is dropped for non-compile
+    /// errors": a failed compile that is not a source error (NVRTC could not load its
+    /// builtins, say) still shows the log, which names the missing file.
+    #[test]
+    fn a_failed_compile_keeps_the_log_in_its_message() {
+        let e = NvrtcError::Call {
+            call: "nvrtcCompileProgram",
+            message: "NVRTC_ERROR_BUILTIN_OPERATION_FAILURE".into(),
+            log: "nvrtc: error: failed to open libnvrtc-builtins.so.13.0.".into(),
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with("nvrtcCompileProgram failed: NVRTC_ERROR_BUILTIN"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("compiler log: nvrtc: error: failed to open libnvrtc-builtins.so.13.0."),
+            "{text}"
+        );
+        let no_log = NvrtcError::Call {
+            call: "nvrtcVersion",
+            message: "m".into(),
+            log: String::new(),
+        };
+        assert_eq!(no_log.to_string(), "nvrtcVersion failed: m");
     }
 }

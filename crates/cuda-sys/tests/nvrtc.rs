@@ -69,15 +69,29 @@ fn a_bad_source_is_a_compile_error_with_the_log() {
     );
 }
 
+/// NVRTC's builtins library is loaded by absolute path, from NVRTC's own folder when it is
+/// there (pip's wheels keep the two side by side), so a compile never depends on that folder
+/// being on the loader's path.
 #[test]
-fn compiled_programs_are_cached() {
+fn the_builtins_library_is_loaded_beside_nvrtc() {
     let Some(lib) = lib() else { return };
-    let src = "extern \"C\" __global__ void k(float *x) { x[threadIdx.x] = 1.0f; }";
-    let a = lib.compile_cached(src, "k", Target::Ptx(8, 0), &[]);
-    let b = lib.compile_cached(src, "k", Target::Ptx(8, 0), &[]);
-    match (a, b) {
-        (Ok(a), Ok(b)) => assert!(std::sync::Arc::ptr_eq(&a, &b)),
-        other => panic!("{other:?}"),
+    let (major, minor) = lib.version;
+    let want = format!("libnvrtc-builtins.so.{major}.{minor}");
+    let beside = lib.loaded.path.with_file_name(&want);
+    match &lib.builtins {
+        Ok(path) => {
+            assert_eq!(
+                path.file_name().and_then(|n| n.to_str()),
+                Some(want.as_str())
+            );
+            if beside.is_file() {
+                assert_eq!(path, &beside);
+            }
+        }
+        Err(why) => {
+            assert!(!beside.is_file(), "{} exists but: {why}", beside.display());
+            assert!(why.contains(&want), "{why}");
+        }
     }
 }
 

@@ -289,7 +289,9 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn event_query(&self, event: &Self::Event) -> crate::Result<bool>;
     /// Milliseconds from `start` to `end`; both are timing events that have completed.
     fn event_elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> crate::Result<f64>;
-    /// Blocks until every stream of the device is idle.
+    /// Blocks until every stream of this backend (this context) is idle. Work of other
+    /// contexts on the same device is neither waited for nor disturbed (a device-wide sync
+    /// would break their graph captures).
     fn synchronize(&self) -> crate::Result<()>;
 
     /// Copies `bytes` from host memory to the device.

@@ -13,14 +13,18 @@ use gpukit_cuda_sys::kernels::SCRATCH_BYTES;
 
 use crate::device::{lock, Device, Raw};
 use crate::error::CudaError;
+use crate::graph::{CaptureScratch, CudaGraph, GraphScratch};
+use crate::streams::ContextStreams;
 use crate::{kernel, loader, ops};
 
-/// The CUDA backend: one device, through its primary context.
+/// The CUDA backend: one context on one device, through the device's primary context.
 pub struct CudaBackend {
+    /// The streams of this context, which `synchronize` waits for (and only those). Before
+    /// `dev`: dropped first, while the device's context is still retained.
+    pub(crate) streams: Arc<ContextStreams>,
     pub(crate) dev: Arc<Device>,
     /// An internal stream for zeroing new allocations.
     util: Raw<sys::CUstream>,
-    pub(crate) builtins: ops::Builtins,
 }
 
 /// Device memory: `cuMemAlloc`'d bytes.
@@ -78,11 +82,12 @@ impl std::fmt::Debug for CudaRegistration {
     }
 }
 
-/// A non-blocking CUDA stream with its reduction scratch buffer and cuBLAS handle.
+/// A non-blocking CUDA stream with its reduction scratch buffers and cuBLAS handle.
 pub struct CudaStream {
     pub(crate) raw: Raw<sys::CUstream>,
-    /// `SCRATCH_BYTES` for the partial results of reductions.
-    pub(crate) scratch: sys::CUdeviceptr,
+    /// `SCRATCH_BYTES` for the partial results of reductions: the stream's own, and while it
+    /// captures, the capture's (which the graph takes).
+    pub(crate) scratch: CaptureScratch,
     pub(crate) blas: Mutex<Option<Raw<cublasHandle_t>>>,
     /// Whether the backend created it (a wrapped foreign stream is never destroyed here).
     owned: bool,
@@ -103,7 +108,7 @@ impl std::fmt::Debug for CudaBackend {
             .field("ordinal", &self.dev.ordinal)
             .field("name", &self.dev.info.name)
             .field("compute_capability", &self.dev.info.compute_capability)
-            .field("nvrtc", &self.builtins.nvrtc.version)
+            .field("nvrtc", &self.dev.builtins.nvrtc.version)
             .finish_non_exhaustive()
     }
 }
@@ -156,22 +161,18 @@ impl CudaBackend {
         // whose ops all fail, so its absence makes CUDA unavailable.
         let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(Some(probe.driver_version_pair().0))
             .map_err(|e| CudaError::Unavailable(e.to_string()))?;
-        let dev = Arc::new(Device::open(
-            ordinal,
-            found.name.clone(),
-            found.total_memory,
-        )?);
+        let dev = Device::shared(ordinal, &found.name, found.total_memory, nvrtc)?;
+        dev.bind()?;
         let mut util: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: the context is current (Device::open bound it); live out-pointer.
+        // SAFETY: the context is current (bound above); live out-pointer.
         dev.check("cuStreamCreate", unsafe {
             sys::cuStreamCreate(
                 &mut util,
                 sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
             )
         })?;
-        let cc = dev.info.compute_capability.unwrap_or((0, 0));
         Ok(CudaBackend {
-            builtins: ops::Builtins::new(nvrtc, nvrtc.target_for(cc)),
+            streams: Arc::new(ContextStreams::new()),
             dev,
             util: Raw(util),
         })
@@ -185,8 +186,8 @@ impl CudaBackend {
     /// Where NVRTC was loaded from and its version, for reports.
     pub fn nvrtc_info(&self) -> (std::path::PathBuf, (u32, u32)) {
         (
-            self.builtins.nvrtc.loaded.path.clone(),
-            self.builtins.nvrtc.version,
+            self.dev.builtins.nvrtc.loaded.path.clone(),
+            self.dev.builtins.nvrtc.version,
         )
     }
 
@@ -198,19 +199,19 @@ impl CudaBackend {
         Ok(self.dev.bind()?)
     }
 
-    /// A `CudaStream` over `s` with its reductions' scratch memory; `owned` streams are
-    /// destroyed with it.
+    /// A `CudaStream` over `s` with its reductions' scratch memory, listed among the
+    /// context's streams; `owned` streams are destroyed with it.
     fn stream_over(&self, s: sys::CUstream, owned: bool) -> Result<CudaStream> {
         let scratch = self.mem_alloc(SCRATCH_BYTES)?;
+        self.streams.add(s);
         Ok(CudaStream {
             raw: Raw(s),
-            scratch,
+            scratch: CaptureScratch::new(scratch),
             blas: Mutex::new(None),
             owned,
         })
     }
 
-    /// `cuMemAlloc`, retried once after waiting for deferred frees.
     /// Zeroes a new buffer on the internal stream and waits for it; frees the buffer if
     /// that fails.
     fn zeroed(&self, buf: CudaBuffer) -> Result<CudaBuffer> {
@@ -232,7 +233,8 @@ impl CudaBackend {
         Ok(buf)
     }
 
-    fn mem_alloc(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
+    /// `cuMemAlloc`, retried once after waiting for deferred frees.
+    pub(crate) fn mem_alloc(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
         let mut ptr: sys::CUdeviceptr = 0;
         // SAFETY: the context is current; live out-pointer.
         let mut r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) };
@@ -261,7 +263,6 @@ impl Drop for CudaBackend {
         if self.dev.bind().is_ok() {
             // SAFETY: the internal stream only ever ran memsets that were synchronised.
             let _ = unsafe { sys::cuStreamDestroy_v2(self.util.0) };
-            self.builtins.unload(&self.dev);
         }
     }
 }
@@ -399,14 +400,15 @@ impl Backend for CudaBackend {
         let synced = self.check("cuStreamSynchronize", unsafe {
             sys::cuStreamSynchronize(stream.raw.0)
         });
+        self.streams.remove(stream.raw.0);
         if let Some(handle) = lock(&stream.blas).take() {
             ops::destroy_blas(handle);
         }
-        // SAFETY: the stream has finished its work (or failed for good), so nothing uses the
-        // scratch buffer; a stream this backend created is destroyed once (a wrapped one
-        // belongs to its creator).
+        // SAFETY: the stream has finished its work (or failed for good), so nothing uses its
+        // own scratch buffer (a graph captured from it has a buffer of its own); a stream
+        // this backend created is destroyed once (a wrapped one belongs to its creator).
         unsafe {
-            sys::cuMemFree_v2(stream.scratch);
+            sys::cuMemFree_v2(stream.scratch.own());
             if stream.owned {
                 sys::cuStreamDestroy_v2(stream.raw.0);
             }
@@ -491,12 +493,17 @@ impl Backend for CudaBackend {
         Ok(f64::from(ms))
     }
 
+    /// Waits for this context's streams and its internal stream, one by one: never
+    /// `cuCtxSynchronize`, which would wait for every context on the device and invalidate
+    /// their captures.
     fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        // SAFETY: the context is current.
-        self.check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
-        self.dev.unload_retired();
-        Ok(self.dev.reap(true)?)
+        self.streams.sync_all(&self.dev)?;
+        // SAFETY: the internal stream is live.
+        self.check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(self.util.0)
+        })?;
+        Ok(self.dev.reap(false)?)
     }
 
     unsafe fn copy_h2d(
@@ -704,55 +711,87 @@ impl Backend for CudaBackend {
 
     fn begin_capture(&self, stream: &CudaStream) -> Result<()> {
         self.bind()?;
-        // Relaxed: other threads' unrelated driver calls (allocations, syncs of other
-        // streams) must not invalidate the capture; gpukit-core refuses the calls that
-        // would break it on this stream.
-        // SAFETY: a live stream of this context, not capturing (gpukit-core checks).
-        let r = unsafe {
-            sys::cuStreamBeginCapture_v2(
-                stream.raw.0,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-            )
-        };
-        self.check("cuStreamBeginCapture", r)
+        // Before the capture, so that no op inside it is the first to need a module (and
+        // no module loads or compiles while a stream captures).
+        self.dev.builtins.preload(&self.dev)?;
+        // The capture's reductions get scratch memory of their own, which the graph takes:
+        // replays then never share the stream's buffer with its later eager reductions, and
+        // outlive the stream. Allocated before the capture, not inside it.
+        let scratch = self.mem_alloc(SCRATCH_BYTES)?;
+        let begun = self.streams.begin_capture(|| {
+            // Relaxed: other threads' unrelated driver calls (allocations, syncs of other
+            // streams) must not invalidate the capture; gpukit-core refuses the calls that
+            // would break it on this stream.
+            // SAFETY: a live stream of this context, not capturing (gpukit-core checks).
+            let r = unsafe {
+                sys::cuStreamBeginCapture_v2(
+                    stream.raw.0,
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+                )
+            };
+            self.dev.check("cuStreamBeginCapture", r)
+        });
+        match begun {
+            Ok(()) => {
+                stream.scratch.begin_capture(scratch);
+                Ok(())
+            }
+            Err(e) => {
+                // Nothing was queued on the new buffer: it goes at once.
+                let _ = self.dev.free_after_events(scratch, Vec::new());
+                Err(e.into())
+            }
+        }
     }
 
     fn end_capture(&self, stream: &CudaStream) -> Result<CudaGraph> {
-        self.bind()?;
-        let mut graph: sys::CUgraph = std::ptr::null_mut();
-        // SAFETY: the stream is capturing (begun by `begin_capture`); live out-pointer.
-        let r = unsafe { sys::cuStreamEndCapture(stream.raw.0, &mut graph) };
-        self.check("cuStreamEndCapture", r)?;
-        let mut exec: sys::CUgraphExec = std::ptr::null_mut();
-        // SAFETY: `graph` is the graph the capture made; live out-pointer.
-        let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
-        // SAFETY: the executable graph (if any) no longer needs the template.
-        let destroyed = unsafe { sys::cuGraphDestroy(graph) };
-        self.check("cuGraphInstantiateWithFlags", r)?;
-        self.check("cuGraphDestroy", destroyed)?;
-        Ok(CudaGraph {
-            exec: Raw(exec),
-            dev: self.dev.clone(),
-        })
+        let scratch = stream.scratch.end_capture();
+        let ended = self.streams.end_capture(|| {
+            self.dev.bind()?;
+            let mut graph: sys::CUgraph = std::ptr::null_mut();
+            // SAFETY: the stream is capturing (begun by `begin_capture`); live out-pointer.
+            let r = unsafe { sys::cuStreamEndCapture(stream.raw.0, &mut graph) };
+            self.dev.check("cuStreamEndCapture", r).map(|()| graph)
+        });
+        let instantiated = ended.map_err(Error::from).and_then(|graph| {
+            let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+            // SAFETY: `graph` is the graph the capture made; live out-pointer.
+            let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
+            // SAFETY: the executable graph (if any) no longer needs the template.
+            let destroyed = unsafe { sys::cuGraphDestroy(graph) };
+            self.check("cuGraphInstantiateWithFlags", r)?;
+            self.check("cuGraphDestroy", destroyed)?;
+            Ok(exec)
+        });
+        // A capture without reductions leaves its scratch unused: it goes at once, and the
+        // graph's launches need no event to free it after.
+        let (owned, unused) = match scratch {
+            Some((p, true)) if instantiated.is_ok() => (Some(p), None),
+            Some((p, _)) => (None, Some(p)),
+            None => (None, None),
+        };
+        if let Some(p) = unused {
+            // Nothing ran on it: the captured work was recorded, never launched, or it has
+            // no reduction.
+            let _ = self.dev.free_after_events(p, Vec::new());
+        }
+        Ok(CudaGraph::new(
+            instantiated?,
+            owned.map(GraphScratch::new),
+            Arc::clone(&self.dev),
+        ))
     }
 
     unsafe fn launch_graph(&self, graph: &CudaGraph, stream: &CudaStream) -> Result<()> {
         self.bind()?;
-        // SAFETY: a live executable graph and stream of this context; the caller keeps the
-        // buffers alive and ordered.
-        let r = unsafe { sys::cuGraphLaunch(graph.exec.0, stream.raw.0) };
-        self.check("cuGraphLaunch", r)
+        // SAFETY: the caller keeps the graph's buffers alive and ordered (this function's
+        // contract); the graph keeps its own scratch alive until its last launch is done.
+        unsafe { graph.launch(stream.raw.0) }
     }
 
-    fn destroy_graph(&self, mut graph: CudaGraph) -> Result<()> {
+    fn destroy_graph(&self, graph: CudaGraph) -> Result<()> {
         self.bind()?;
-        // Taken out, so that the graph's own `Drop` has nothing left to destroy.
-        let exec = std::mem::replace(&mut graph.exec.0, std::ptr::null_mut());
-        // SAFETY: the executable graph is not used again; launches still running finish
-        // first (the driver frees it when they complete).
-        self.check("cuGraphExecDestroy", unsafe {
-            sys::cuGraphExecDestroy(exec)
-        })
+        graph.destroy()
     }
 
     fn range_push(&self, name: &str) -> bool {
@@ -766,28 +805,3 @@ impl Backend for CudaBackend {
 
 /// The device ordinal that means the host in `cuMemPrefetchAsync` (`CU_DEVICE_CPU`).
 const CU_DEVICE_CPU: sys::CUdevice = -1;
-
-/// An executable CUDA graph (`CUgraphExec`), instantiated from a stream capture.
-pub struct CudaGraph {
-    exec: Raw<sys::CUgraphExec>,
-    dev: Arc<Device>,
-}
-
-impl std::fmt::Debug for CudaGraph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaGraph")
-            .field("device", &self.dev.ordinal)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Drop for CudaGraph {
-    /// Only reached when a graph is dropped without `destroy_graph` (gpukit-core always
-    /// calls it): destroys it, ignoring errors.
-    fn drop(&mut self) {
-        if !self.exec.0.is_null() && self.dev.bind().is_ok() {
-            // SAFETY: the executable graph is not used again.
-            let _ = unsafe { sys::cuGraphExecDestroy(self.exec.0) };
-        }
-    }
-}

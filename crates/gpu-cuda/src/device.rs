@@ -1,18 +1,25 @@
-//! One opened device: its primary context, the poison flag, deferred frees, the event pool
-//! and the device's description.
+//! One opened device: its primary context, the poison flag, deferred frees, the event pool,
+//! the built-in modules and the device's description.
 //!
 //! The backend uses the device's *primary* context (`cuDevicePrimaryCtxRetain`), the one the
 //! CUDA runtime, cuBLAS and other libraries use, so memory and streams can be shared with
 //! them. Every call first makes the context current on the calling thread when it is not
 //! already (`cuCtxGetCurrent` is a thread-local read), so any thread may use the backend.
+//!
+//! All contexts of the process on one device share one `Device` ([`Device::shared`]): they
+//! share the primary context anyway, and so its modules, events and deferred frees. What
+//! belongs to one context alone (its streams, and the modules of its dropped kernels) is in
+//! [`crate::streams`].
 
 use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUresult};
 use gpukit_core::{DeviceInfo, LaunchLimits};
+use gpukit_cuda_sys::nvrtc::{NvrtcLib, Target};
 
+use crate::builtins::Builtins;
 use crate::error::{describe, is_sticky, CudaError};
 
 /// Most idle non-timing events kept for reuse.
@@ -46,9 +53,6 @@ fn poisoned_by(first: &CudaError) -> CudaError {
     }
 }
 
-/// Most retired modules kept before a device-wide synchronisation unloads them.
-const RETIRED_MAX: usize = 64;
-
 /// A free that waits for the streams that used the memory.
 struct PendingFree {
     ptr: sys::CUdeviceptr,
@@ -70,13 +74,39 @@ pub(crate) struct Device {
     poison: Arc<OnceLock<CudaError>>,
     frees: Mutex<Vec<Raw<PendingFree>>>,
     events: Mutex<Vec<Raw<sys::CUevent>>>,
-    /// Modules of dropped kernels, unloaded when nothing can still be running them.
-    retired: Mutex<Vec<Raw<sys::CUmodule>>>,
+    /// The built-in ops' modules, loaded once for every context on the device.
+    pub builtins: Builtins,
 }
 
 impl Device {
+    /// The device `ordinal` (already checked against the probe's count): the one every
+    /// live context on it shares, or a newly opened one. `nvrtc` compiles its built-in
+    /// modules.
+    pub fn shared(
+        ordinal: usize,
+        name: &str,
+        total_memory: u64,
+        nvrtc: &'static NvrtcLib,
+    ) -> Result<Arc<Device>, CudaError> {
+        static OPEN: OnceLock<Mutex<HashMap<usize, Weak<Device>>>> = OnceLock::new();
+        // Held while a device opens, so that two threads opening one ordinal share it.
+        let mut open = lock(OPEN.get_or_init(|| Mutex::new(HashMap::new())));
+        if let Some(dev) = open.get(&ordinal).and_then(Weak::upgrade) {
+            dev.alive()?;
+            return Ok(dev);
+        }
+        let dev = Arc::new(Device::open(ordinal, name.to_owned(), total_memory, nvrtc)?);
+        open.insert(ordinal, Arc::downgrade(&dev));
+        Ok(dev)
+    }
+
     /// Opens device `ordinal` (already checked against the probe's count).
-    pub fn open(ordinal: usize, name: String, total_memory: u64) -> Result<Device, CudaError> {
+    fn open(
+        ordinal: usize,
+        name: String,
+        total_memory: u64,
+        nvrtc: &'static NvrtcLib,
+    ) -> Result<Device, CudaError> {
         let poison = poison_flag(ordinal);
         if let Some(first) = poison.get() {
             return Err(poisoned_by(first));
@@ -125,7 +155,8 @@ impl Device {
             poison,
             frees: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
-            retired: Mutex::new(Vec::new()),
+            // Replaced below, once the architecture is known.
+            builtins: Builtins::new(nvrtc, Target::Ptx(5, 0)),
         };
         // From here on `device` releases the context when dropped.
         device.bind()?;
@@ -166,6 +197,8 @@ impl Device {
         device.managed_memory = attr(Attr::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? != 0;
         device.concurrent_managed_access =
             attr(Attr::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)? != 0;
+        let cc = device.info.compute_capability.unwrap_or((0, 0));
+        device.builtins = Builtins::new(nvrtc, nvrtc.target_for(cc));
         Ok(device)
     }
 
@@ -279,36 +312,6 @@ impl Device {
         }
     }
 
-    // ----- modules ----------------------------------------------------------------------
-
-    /// Takes the module of a dropped kernel: launches of it may still be queued, so it is
-    /// unloaded by the next [`Device::unload_retired`] (after a device-wide synchronisation).
-    pub fn retire_module(&self, module: sys::CUmodule) {
-        let full = {
-            let mut retired = lock(&self.retired);
-            retired.push(Raw(module));
-            retired.len() >= RETIRED_MAX
-        };
-        // A program that keeps loading and dropping kernels without ever synchronising the
-        // context would otherwise keep every module loaded.
-        if full && self.bind().is_ok() {
-            // SAFETY: the context is current after `bind`.
-            let synced = unsafe { sys::cuCtxSynchronize() };
-            if synced == CUresult::CUDA_SUCCESS {
-                self.unload_retired();
-            }
-        }
-    }
-
-    /// Unloads retired modules. Call only right after the context was synchronised.
-    pub fn unload_retired(&self) {
-        for Raw(m) in lock(&self.retired).drain(..) {
-            // SAFETY: the context has just been synchronised, so no launch of the module is
-            // pending, and its kernel object is gone, so none can be queued.
-            unsafe { sys::cuModuleUnload(m) };
-        }
-    }
-
     // ----- deferred frees ----------------------------------------------------------------
 
     /// Frees `ptr` once the work queued so far on `streams` is done: at once when no stream
@@ -320,8 +323,7 @@ impl Device {
     ) -> Result<(), CudaError> {
         self.bind()?;
         if streams.is_empty() {
-            // SAFETY: the buffer is owned by the caller, no queued work uses it.
-            return self.check("cuMemFree", unsafe { sys::cuMemFree_v2(ptr) });
+            return self.free_after_events(ptr, Vec::new());
         }
         let mut events = Vec::with_capacity(streams.len());
         for &s in streams {
@@ -350,6 +352,20 @@ impl Device {
                     return Err(err);
                 }
             }
+        }
+        self.free_after_events(ptr, events)
+    }
+
+    /// Frees `ptr` once `events` (recorded events of this context, taken over by this call)
+    /// have completed: at once when there are none. The context must be current.
+    pub fn free_after_events(
+        &self,
+        ptr: sys::CUdeviceptr,
+        events: Vec<sys::CUevent>,
+    ) -> Result<(), CudaError> {
+        if events.is_empty() {
+            // SAFETY: the buffer is owned by the caller, and no queued work uses it.
+            return self.check("cuMemFree", unsafe { sys::cuMemFree_v2(ptr) });
         }
         lock(&self.frees).push(Raw(PendingFree { ptr, events }));
         self.reap(false)
@@ -414,13 +430,13 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
-        // Every buffer, stream and kernel holds the device, so none is left but the deferred
-        // frees and pooled events. Errors here have nowhere to go: the safe layer has already
-        // synchronised and reported them.
+        // Every context, kernel, event and graph holds the device, so none is left but the
+        // deferred frees, pooled events and built-in modules. Errors here have nowhere to go:
+        // the safe layer has already synchronised and reported them.
         if self.bind().is_ok() {
             // Every stream of this device's contexts was destroyed (and synchronised) before
             // the last holder of the device went away, so nothing can run these modules.
-            self.unload_retired();
+            self.builtins.unload();
             let _ = self.reap(true);
             for Raw(e) in lock(&self.events).drain(..) {
                 // SAFETY: an idle pooled event of this context.

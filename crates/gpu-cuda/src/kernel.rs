@@ -12,8 +12,10 @@ use gpukit_core::{
 use gpukit_cuda_sys::nvrtc::Target;
 
 use crate::backend::{CudaBackend, CudaStream};
+use crate::cache;
 use crate::device::{Device, Raw};
 use crate::error::{is_bad_image, CudaError};
+use crate::streams::ContextStreams;
 
 /// A loaded kernel: its module and entry point.
 pub struct CudaKernel {
@@ -23,6 +25,10 @@ pub struct CudaKernel {
     /// The most threads per block this kernel can run (its registers can lower it below the
     /// device's limit).
     max_threads: u32,
+    /// The streams of the context that loaded it: the only ones that can have launched it,
+    /// which its module's unloading waits for. Before `dev`: dropped first, while the
+    /// device's context is still retained.
+    streams: Arc<ContextStreams>,
     dev: Arc<Device>,
 }
 
@@ -50,9 +56,9 @@ impl CudaKernel {
 
 impl Drop for CudaKernel {
     fn drop(&mut self) {
-        // Launches of this kernel may still be queued: the module is unloaded at the next
-        // device-wide synchronisation, or when the device closes.
-        self.dev.retire_module(self.module.0);
+        // Launches of this kernel may still be queued: the module is unloaded once the
+        // context's streams have been synchronised, or when the context closes.
+        self.streams.retire(&self.dev, self.module.0);
     }
 }
 
@@ -110,9 +116,9 @@ pub fn compile_check<S: KernelSig>(spec: &KernelSpec<S>, cc: (u32, u32)) -> Resu
         Some(KernelSource::CudaC(src)) => {
             let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(None)
                 .map_err(|e| CudaError::Unavailable(e.to_string()))?;
-            let compiled = nvrtc
-                .compile_cached(src, &desc.name, Target::Ptx(cc.0, cc.1), &[])
-                .map_err(|e| compile_err(e.to_string()))?;
+            let (compiled, _) =
+                cache::compile(nvrtc, src, &desc.name, Target::Ptx(cc.0, cc.1), &[])
+                    .map_err(|e| compile_err(e.to_string()))?;
             String::from_utf8_lossy(&compiled.image).into_owned()
         }
         Some(KernelSource::Ptx(ptx)) => ptx.clone(),
@@ -138,10 +144,9 @@ pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
     let image: Vec<u8> = match &desc.source {
         None => return Err(no_gpu_code(desc)),
         Some(KernelSource::CudaC(src)) => {
-            let nvrtc = b.builtins.nvrtc;
+            let nvrtc = b.dev.builtins.nvrtc;
             let cc = b.dev.info.compute_capability.unwrap_or((0, 0));
-            let compiled = nvrtc
-                .compile_cached(src, &desc.name, nvrtc.target_for(cc), &[])
+            let (compiled, _) = cache::compile(nvrtc, src, &desc.name, nvrtc.target_for(cc), &[])
                 .map_err(|e| compile_err(e.to_string()))?;
             compiled.image.clone()
         }
@@ -194,6 +199,7 @@ pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
         module: Raw(module),
         func: Raw(func),
         max_threads: u32::try_from(max_threads).unwrap_or(0),
+        streams: Arc::clone(&b.streams),
         dev: Arc::clone(&b.dev),
     })
 }

@@ -46,15 +46,29 @@
 //!   cross-entropy) with the casts, then one kernel per element-wise op of gpukit-core's op
 //!   table, generated from its body in `src/source.rs` (`u_<op>`, `b_<op>` with a mode for
 //!   row and column vectors, `s_<op>` for a scalar; in place is the same kernel with the
-//!   input as the output). NVRTC compiles a module once per process on first use
-//!   (`--fmad=false`, so results equal the CPU backend's bit for bit for the element-wise ops
-//!   without transcendental functions), and it is loaded once per context. One function
-//!   (`ops::op`) turns any `gpukit_core::Op` into its launches. Every element-wise kernel is
+//!   input as the output). NVRTC compiles them with `--fmad=false`, so results equal the CPU
+//!   backend's bit for bit for the element-wise ops without transcendental functions. A
+//!   module is loaded once per device (every context on a device shares its primary context,
+//!   and so the modules) on the first op of its element type, and all of them before a
+//!   capture begins, so that no capture is the first to need one. One function (`ops::op`)
+//!   turns any `gpukit_core::Op` into its launches. Every element-wise kernel is
 //!   a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM, and any
 //!   length works. Whole-array reductions run two launches (per-block partials into a
-//!   per-stream scratch buffer, then one block), accumulating floats in f64; per-row
+//!   scratch buffer, then one block), accumulating floats in f64; per-row
 //!   reductions, softmax and cross-entropy give each row a block. Argmin/argmax fold (value,
 //!   index) pairs under one total order, so the first index wins whatever the folding order.
+//! - **The kernel cache** ([`cache`]): every CUDA C program (built-in modules and custom
+//!   kernels) is compiled once per process, also when several threads ask at once, and kept
+//!   on disk (`GPU_KERNEL_CACHE`, else `~/.cache/gpukit/kernels`; `off` turns it off), keyed
+//!   by the source, options, NVRTC version and architecture; an entry that does not match
+//!   exactly or is damaged is compiled again, never trusted.
+//! - **Synchronisation** of a context ([`gpukit_core::Context::sync`]) waits for its own
+//!   streams, one by one, never the device (`cuCtxSynchronize` would wait for every context
+//!   on it and invalidate captures running on them, PyTorch's included).
+//! - **Graphs** are stream captures in relaxed mode, instantiated once. A capture's
+//!   reductions use scratch memory of the graph's own, allocated before the capture and
+//!   freed after the graph's last launch, so replays on any stream never share the
+//!   capturing stream's buffer and outlive it.
 //! - **gemm** is cuBLAS (`cublasSgemm`/`cublasDgemm`, `cublasGemmEx` with f32 compute for
 //!   f16/bf16), one handle per stream, created on the stream's first gemm, with cuBLAS's
 //!   default math mode (no TF32 unless `NVIDIA_TF32_OVERRIDE` asks for it) and reductions
@@ -65,7 +79,7 @@
 //!   entry points are not among the bound functions: binding them needs `cargo xtask bindgen`
 //!   with CUDA's headers).
 //! - **Custom kernels** from CUDA C go through NVRTC (SASS for the device's architecture when
-//!   NVRTC knows it, PTX otherwise; cached per process), PTX is loaded as is. A launch is
+//!   NVRTC knows it, PTX otherwise; through the kernel cache), PTX is loaded as is. A launch is
 //!   checked against the device's limits by gpukit-core and against the kernel's own
 //!   `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (registers can lower it) here. The GPU code
 //!   itself is the caller's promise (`KernelSpec::cuda`/`ptx` are `unsafe fn`).
@@ -77,8 +91,9 @@
 //!   every later one, on every context of that device, return
 //!   [`gpukit_core::Error::Poisoned`] with the first error as the origin, and opening a new
 //!   context on it fails the same way.
-//! - **Kernel modules** of dropped custom kernels are unloaded at the next
-//!   `synchronize` (launches of them may still be queued), or after 64 have piled up.
+//! - **Kernel modules** of dropped custom kernels are unloaded at the context's next
+//!   `synchronize` (launches of them may still be queued), or after 64 have piled up,
+//!   outside captures.
 //!
 //! ## CUDA versions
 //!
@@ -89,36 +104,42 @@
 //! version not newer than the driver's.
 //!
 //! Dependencies: `cudarc` (driver API), `gpukit-cuda-sys` (discovery, probe, NVRTC, cuBLAS,
-//! kernel sources), `libloading` (only to compare cudarc's driver handle with the probe's)
-//! and `thiserror`.
+//! kernel sources), `libloading` (only to compare cudarc's driver handle with the probe's),
+//! `thiserror`, and `tracing` (a kernel cache that cannot be written is logged).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod backend;
+mod builtins;
+pub mod cache;
 mod device;
 mod error;
+mod graph;
 mod kernel;
 mod loader;
 pub mod nvtx;
 mod ops;
 mod source;
+mod streams;
 
 pub use backend::{
-    CudaBackend, CudaBuffer, CudaEvent, CudaGraph, CudaHostMem, CudaKernel, CudaRegistration,
-    CudaStream,
+    CudaBackend, CudaBuffer, CudaEvent, CudaHostMem, CudaKernel, CudaRegistration, CudaStream,
 };
+pub use builtins::{builtin_program, compile_builtin, compile_builtins};
 /// The cudarc this backend is built on, for interop at the same version (raw handles from
 /// [`gpukit_core::Stream::with_raw`] and friends are cudarc `sys` types).
 pub use cudarc;
 pub use cudarc::driver::sys::CUresult;
 pub use error::{driver_result, CudaError};
 pub use gpukit_cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
+pub use graph::CudaGraph;
 pub use kernel::compile_check;
 
 /// The complete CUDA C of the built-in module for `dtype`, exactly as the backend compiles it
-/// (with `gpukit_cuda_sys::kernels::BUILTIN_OPTIONS`): for benchmarks that launch the same
-/// kernels raw (`b_add(in, rhs, out, n, cols, mode)`, ...), and for inspection.
+/// (with `gpukit_cuda_sys::kernels::BUILTIN_OPTIONS`; [`builtin_program`] adds its program
+/// name): for benchmarks that launch the same kernels raw (`b_add(in, rhs, out, n, cols,
+/// mode)`, ...), and for inspection.
 pub fn builtin_module_source(dtype: gpukit_core::DType) -> String {
     source::module_source(ops::elem(dtype))
 }

@@ -1,9 +1,12 @@
 //! Making sure cudarc's driver loader can never panic.
 //!
 //! cudarc (with `dynamic-loading`) opens the driver the first time one of its functions is
-//! called, by trying a list of file names, and panics if none opens or a symbol is missing.
-//! [`check`] runs before any cudarc call: it makes sure every driver symbol the backend calls
-//! exists in the driver the probe loaded, and that the first name on cudarc's list that
+//! called, by trying a list of file names, and panics if none opens; each function looks up
+//! its own symbol (named exactly like the function) on its first call and panics if the
+//! driver lacks it. [`check`] runs before any cudarc call: it makes sure every driver symbol
+//! the backend calls ([`DRIVER_SYMBOLS`], which a unit test derives from the backend's
+//! source, so that a new call cannot be left out) exists in the driver the probe loaded,
+//! and that the first name on cudarc's list that
 //! opens is that same library (the dynamic loader matches a name against libraries already
 //! loaded, so `libcuda.so.1` finds the probe's copy; a stray `libcuda.so` earlier on the
 //! search path, such as the toolkit's link stub, would not). Then it lets cudarc load,
@@ -15,7 +18,8 @@ use std::sync::OnceLock;
 
 use crate::error::CudaError;
 
-/// Every driver entry point the backend calls through cudarc.
+/// Every driver entry point the backend calls through cudarc (`sys::cu*(` in its source;
+/// the unit test `every_driver_call_is_listed` keeps the two equal).
 pub(crate) const DRIVER_SYMBOLS: &[&str] = &[
     "cuInit",
     "cuDeviceGet",
@@ -24,12 +28,13 @@ pub(crate) const DRIVER_SYMBOLS: &[&str] = &[
     "cuDevicePrimaryCtxRelease_v2",
     "cuCtxGetCurrent",
     "cuCtxSetCurrent",
-    "cuCtxSynchronize",
     "cuCtxGetStreamPriorityRange",
     "cuGetErrorName",
     "cuGetErrorString",
     "cuMemGetInfo_v2",
     "cuMemAlloc_v2",
+    "cuMemAllocManaged",
+    "cuMemPrefetchAsync",
     "cuMemFree_v2",
     "cuMemsetD8Async",
     "cuMemHostAlloc",
@@ -45,6 +50,13 @@ pub(crate) const DRIVER_SYMBOLS: &[&str] = &[
     "cuStreamSynchronize",
     "cuStreamQuery",
     "cuStreamWaitEvent",
+    "cuStreamGetCtx",
+    "cuStreamBeginCapture_v2",
+    "cuStreamEndCapture",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphDestroy",
+    "cuGraphLaunch",
+    "cuGraphExecDestroy",
     "cuEventCreate",
     "cuEventRecord",
     "cuEventSynchronize",
@@ -154,6 +166,88 @@ pub fn cudarc_driver_report() -> CudarcDriverReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The backend's source files, as compiled into this test (the GPU bundle runs it
+    /// without the source tree).
+    const SOURCES: &[(&str, &str)] = &[
+        ("backend.rs", include_str!("backend.rs")),
+        ("builtins.rs", include_str!("builtins.rs")),
+        ("cache.rs", include_str!("cache.rs")),
+        ("device.rs", include_str!("device.rs")),
+        ("error.rs", include_str!("error.rs")),
+        ("graph.rs", include_str!("graph.rs")),
+        ("kernel.rs", include_str!("kernel.rs")),
+        ("lib.rs", include_str!("lib.rs")),
+        ("loader.rs", include_str!("loader.rs")),
+        ("nvtx.rs", include_str!("nvtx.rs")),
+        ("ops.rs", include_str!("ops.rs")),
+        ("source.rs", include_str!("source.rs")),
+        ("streams.rs", include_str!("streams.rs")),
+    ];
+
+    /// The driver functions the source calls: `sys::cuName(`, outside comments.
+    fn driver_calls() -> Vec<String> {
+        let mut calls = Vec::new();
+        for (_, text) in SOURCES {
+            for line in text.lines() {
+                let code = line.split("//").next().unwrap_or_default();
+                for (at, _) in code.match_indices("sys::cu") {
+                    let name: String = code[at + "sys::".len()..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    let called = code[at + "sys::".len() + name.len()..].starts_with('(');
+                    // `culib` is cudarc's loader itself, not a driver symbol.
+                    if called && name != "culib" && !calls.contains(&name) {
+                        calls.push(name);
+                    }
+                }
+            }
+        }
+        calls.sort();
+        calls
+    }
+
+    /// Regression test for the desk-check's "the loader pre-check misses 9 driver symbols
+    /// the backend calls" (graphs, capture, managed memory, `cuStreamGetCtx`): a symbol
+    /// missing from the check makes cudarc panic inside the call instead of the backend
+    /// returning a typed error before it.
+    #[test]
+    fn every_driver_call_is_listed() {
+        let mut listed: Vec<String> = DRIVER_SYMBOLS.iter().map(|s| (*s).to_owned()).collect();
+        listed.sort();
+        assert_eq!(
+            driver_calls(),
+            listed,
+            "sys:: calls in the source vs DRIVER_SYMBOLS"
+        );
+        // Every source file is scanned (checked where the source tree is at hand).
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".rs") {
+                    assert!(
+                        SOURCES.iter().any(|(n, _)| *n == name),
+                        "{name} is not among the scanned SOURCES"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Regression test for the desk-check's "`synchronize()` is `cuCtxSynchronize`": a
+    /// context-wide sync waits for every context on the device and invalidates their
+    /// captures, so the backend never calls it.
+    #[test]
+    fn the_backend_never_synchronises_the_whole_device() {
+        let calls = driver_calls();
+        assert!(!calls.iter().any(|c| c == "cuCtxSynchronize"), "{calls:?}");
+        assert!(
+            calls.iter().any(|c| c == "cuStreamSynchronize"),
+            "{calls:?}"
+        );
+    }
 
     #[test]
     fn every_listed_symbol_is_a_driver_entry_point() {

@@ -1,8 +1,7 @@
-//! The built-in ops: NVRTC-compiled modules per element type (source.rs), one dispatcher
-//! from the op table's [`Op`] to their launches, and gemm through cuBLAS.
+//! The built-in ops: one dispatcher from the op table's [`Op`] to launches of the built-in
+//! modules ([`crate::builtins`]), and gemm through cuBLAS.
 
 use std::ffi::c_void;
-use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::sys;
 use gpukit_core::{BufAt, DType, Error, Gemm, Op, ReduceOp, Result, Rhs, Scalar};
@@ -11,122 +10,17 @@ use gpukit_cuda_sys::ffi::cublas::{
     cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasMath_t, cublasOperation_t,
     cublasStatus_t, cudaDataType,
 };
-use gpukit_cuda_sys::kernels::{Elem, BUILTIN_OPTIONS, MAX_PARTIALS, REDUCE_BLOCK};
-use gpukit_cuda_sys::nvrtc::{NvrtcLib, Target};
+use gpukit_cuda_sys::kernels::{Elem, MAX_PARTIALS, REDUCE_BLOCK};
 
 use crate::backend::{CudaBackend, CudaStream};
-use crate::device::{lock, Device, Raw};
+use crate::device::{lock, Raw};
 use crate::error::CudaError;
-use crate::source::{entries, module_source, Entry};
+use crate::source::Entry;
 
 /// Threads per block of the element-wise kernels.
 const BLOCK: u32 = 256;
 /// Blocks per SM the element-wise grids are capped at (grid-stride loops cover the rest).
 const BLOCKS_PER_SM: u32 = 32;
-
-/// One element type's loaded module.
-pub(crate) struct Module {
-    raw: Raw<sys::CUmodule>,
-    fns: Vec<(Entry, Raw<sys::CUfunction>)>,
-}
-
-impl Module {
-    fn get(&self, entry: Entry) -> Result<sys::CUfunction> {
-        self.fns
-            .iter()
-            .find(|(e, _)| *e == entry)
-            .map(|(_, f)| f.0)
-            .ok_or_else(|| Error::Backend {
-                backend: "cuda",
-                call: "cuModuleGetFunction",
-                message: format!("the built-in module has no `{}`", entry.c_name()),
-            })
-    }
-}
-
-/// The built-in modules of one context, loaded on first use.
-pub(crate) struct Builtins {
-    pub nvrtc: &'static NvrtcLib,
-    target: Target,
-    modules: [OnceLock<Module>; 10],
-    loading: Mutex<()>,
-}
-
-impl Builtins {
-    pub fn new(nvrtc: &'static NvrtcLib, target: Target) -> Self {
-        Builtins {
-            nvrtc,
-            target,
-            modules: Default::default(),
-            loading: Mutex::new(()),
-        }
-    }
-
-    /// The module for `dtype`, compiled (once per process) and loaded (once per context).
-    fn module(&self, dev: &Device, dtype: DType) -> Result<&Module> {
-        let elem = elem(dtype);
-        let slot = &self.modules[Elem::ALL.iter().position(|&e| e == elem).unwrap_or(0)];
-        if let Some(m) = slot.get() {
-            return Ok(m);
-        }
-        let _guard = lock(&self.loading);
-        if let Some(m) = slot.get() {
-            return Ok(m);
-        }
-        let src = module_source(elem);
-        let compiled = self
-            .nvrtc
-            .compile_cached(
-                &src,
-                &format!("builtin_{}", elem.name()),
-                self.target,
-                BUILTIN_OPTIONS,
-            )
-            .map_err(|e| CudaError::Compile {
-                kernel: format!("built-in ops for {}", elem.name()),
-                log: e.to_string(),
-            })?;
-        let mut module: sys::CUmodule = std::ptr::null_mut();
-        // SAFETY: the context is current (callers bind); the image is a cubin or NUL-terminated
-        // PTX that lives across the call.
-        dev.check("cuModuleLoadData", unsafe {
-            sys::cuModuleLoadData(&mut module, compiled.image.as_ptr().cast())
-        })?;
-        let mut fns = Vec::new();
-        for entry in entries(elem) {
-            let mut f: sys::CUfunction = std::ptr::null_mut();
-            let c_name = format!("{}\0", entry.c_name());
-            // SAFETY: a live module; NUL-terminated name; live out-pointer.
-            let r = unsafe { sys::cuModuleGetFunction(&mut f, module, c_name.as_ptr().cast()) };
-            if let Err(e) = dev.check("cuModuleGetFunction", r) {
-                // SAFETY: the module was just loaded and nothing refers to it.
-                unsafe { sys::cuModuleUnload(module) };
-                return Err(e.into());
-            }
-            fns.push((entry, Raw(f)));
-        }
-        let _ = slot.set(Module {
-            raw: Raw(module),
-            fns,
-        });
-        slot.get().ok_or_else(|| Error::Backend {
-            backend: "cuda",
-            call: "cuModuleLoadData",
-            message: "the module cache lost a module".into(),
-        })
-    }
-
-    /// Unloads every module (the context is current; no queued work uses them).
-    pub fn unload(&mut self, _dev: &Device) {
-        for slot in &mut self.modules {
-            if let Some(m) = slot.take() {
-                // SAFETY: the backend is being dropped after every stream was destroyed
-                // (streams are synchronised then), so no launch of this module is pending.
-                unsafe { sys::cuModuleUnload(m.raw.0) };
-            }
-        }
-    }
-}
 
 /// The kernel module element type of a dtype.
 pub(crate) fn elem(d: DType) -> Elem {
@@ -159,7 +53,7 @@ fn grid_for(b: &CudaBackend, n: usize) -> u32 {
 ///   module's source for `dtype`;
 /// - the device ranges among them meet the [`gpukit_core::Backend::op`] contract (inside
 ///   their buffers, ordered, not freed before the launch has run), and the scratch buffer
-///   is the stream's own.
+///   is the one the stream gives reductions queued now (its own, or its capture's).
 unsafe fn run(
     b: &CudaBackend,
     stream: &CudaStream,
@@ -170,7 +64,7 @@ unsafe fn run(
     params: &mut [*mut c_void],
 ) -> Result<()> {
     b.dev.bind()?;
-    let f = b.builtins.module(&b.dev, dtype)?.get(entry)?;
+    let f = b.dev.builtins.get(&b.dev, elem(dtype))?.get(entry)?;
     // SAFETY: `f` is a kernel of this context whose parameters are, in order, the values the
     // pointers in `params` point to, and every device range among them is valid for the
     // launch (this function's contract).
@@ -334,7 +228,8 @@ pub(crate) unsafe fn op(
                     };
                     return launch(Entry::Named(entry), grid, REDUCE_BLOCK, &mut params);
                 }
-                let (n, scratch, parts) = (cols, s.scratch, partial_grid(shape.cols));
+                let (n, scratch, parts) =
+                    (cols, s.scratch.for_reduction(), partial_grid(shape.cols));
                 match op {
                     ReduceOp::Sum | ReduceOp::Mean => {
                         let count = if op == ReduceOp::Mean { n } else { 0 };
@@ -382,7 +277,8 @@ pub(crate) unsafe fn op(
                 }
             }
             Op::Dot { x, y, len, out } => {
-                let (xp, yp, o, n, scratch) = (ptr(x), ptr(y), ptr(out), len as u64, s.scratch);
+                let (xp, yp, o, n) = (ptr(x), ptr(y), ptr(out), len as u64);
+                let scratch = s.scratch.for_reduction();
                 let (parts, count) = (partial_grid(len), 0u64);
                 launch(
                     Entry::Named("dot_partial"),
