@@ -6,13 +6,19 @@
 //! `CUDA_PATH`, `LD_LIBRARY_PATH`); `nvidia-smi`, if present; the driver (every libcuda that
 //! discovery finds, the one loaded, `cuDriverGetVersion`, and the probe's devices or its
 //! typed error with every folder searched); the driver library cudarc will open (the check
-//! every CUDA context runs first); NVRTC (every candidate, the one chosen, its version and
-//! supported architectures, and the built-in f32 module compiled for the device's
-//! architecture, timed); cuBLAS (every candidate, the ones chosen, the version).
+//! every CUDA context runs first); NVRTC (every candidate, the one chosen, its version,
+//! supported architectures and builtins library); the built-in kernel modules (all ten,
+//! compiled by NVRTC in parallel for the device's architecture, timed cold, then stored in
+//! and read back from the kernel cache on disk, timed: so the test binaries that follow
+//! find them compiled); cuBLAS (every candidate, the ones chosen, the version); and a smoke
+//! test on device 0 that runs in seconds: context, alloc, upload, add, sum, f32 and f16
+//! gemm, capture and replay (with a reduction), managed memory with prefetch and an event
+//! timing, one `PASS`/`FAIL` line each, with the error.
 //!
-//! A check that fails is reported and the others still run. Without a device the module is
-//! compiled for sm_90 (an H100) instead, and the output says so: NVRTC needs no GPU. The
-//! exit status is 0 only when every check passed, 1 when one failed, 2 for bad usage.
+//! A check that fails is reported and the others still run. Without a device the modules are
+//! compiled for sm_90 (an H100) instead, and the output says so: NVRTC needs no GPU; the
+//! smoke test then fails at its first line with the reason. The exit status is 0 only when
+//! every check passed, 1 when one failed, 2 for bad usage.
 //!
 //! ```text
 //! cargo run --release --example cuda_doctor
@@ -24,11 +30,14 @@
 use std::fmt::Display;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use gpukit::cuda::cache::{DiskCache, KernelKey};
+use gpukit::half::f16;
+use gpukit::{Gemm, Location};
 use gpukit_cuda_sys::discover::{self, Lib};
-use gpukit_cuda_sys::kernels::BUILTIN_OPTIONS;
-use gpukit_cuda_sys::nvrtc::{self, Target};
+use gpukit_cuda_sys::kernels::{Elem, BUILTIN_OPTIONS};
+use gpukit_cuda_sys::nvrtc::{self, NvrtcLib, Target};
 use gpukit_cuda_sys::probe::{self, version_pair};
 use gpukit_examples::cli::{self, Cli};
 
@@ -38,9 +47,9 @@ const FALLBACK_CC: (u32, u32) = (9, 0);
 const USAGE: &str = "usage: cuda_doctor
 
 Prints what this machine offers CUDA (driver, devices, NVRTC, cuBLAS, the environment) and
-what the workspace's probe found, then compiles one built-in module with NVRTC; lists the Vulkan
-adapters the wgpu backend finds (for information). Exits 0 when every CUDA check passed, 1
-otherwise.";
+what the workspace's probe found, compiles every built-in kernel module with NVRTC into the
+kernel cache (GPU_KERNEL_CACHE), runs a smoke test on device 0, and lists the Vulkan adapters
+the wgpu backend finds (for information). Exits 0 when every CUDA check passed, 1 otherwise.";
 
 /// The checks that failed, by name, for the last line and the exit status.
 #[derive(Default)]
@@ -81,6 +90,7 @@ fn main() -> ExitCode {
     cudarc_loader(&mut checks, &facts);
     nvrtc_section(&mut checks, &facts);
     cublas_section(&mut checks, &facts);
+    smoke_test(&mut checks);
     nvtx_section();
     vulkan_section();
 
@@ -285,6 +295,12 @@ fn nvrtc_section(checks: &mut Checks, facts: &DriverFacts) {
     );
     let archs: Vec<String> = lib.archs.iter().map(|a| format!("sm_{a}")).collect();
     println!("  supported architectures: {}", archs.join(" "));
+    match &lib.builtins {
+        Ok(path) => println!("  builtins: {}", path.display()),
+        Err(why) => println!(
+            "  builtins: not loaded by path ({why}); NVRTC looks for them on the loader's path"
+        ),
+    }
     let (cc, why) = match facts.compute_capability {
         Some(cc) => (cc, "device 0's architecture"),
         None => (
@@ -292,35 +308,349 @@ fn nvrtc_section(checks: &mut Checks, facts: &DriverFacts) {
             "no device: an H100's architecture instead of the device's",
         ),
     };
+    builtin_modules(checks, lib, cc, why);
+}
+
+/// Compiles every built-in module with NVRTC at once (cold: the kernel cache is not asked),
+/// stores each in the kernel cache on disk, and reads them back (cached), timing both: the
+/// cost a process pays without the cache and with it. The test binaries that run after the
+/// doctor then find the modules compiled.
+fn builtin_modules(checks: &mut Checks, lib: &'static NvrtcLib, cc: (u32, u32), why: &str) {
+    heading("built-in kernel modules");
     let target = lib.target_for(cc);
     let shown = match target {
         Target::Sass(major, minor) => format!("sm_{major}{minor} (cubin)"),
         Target::Ptx(major, minor) => format!("compute_{major}{minor} (PTX)"),
     };
     println!(
-        "  compiling the built-in f32 module for compute capability {}.{} ({why}): {shown}",
-        cc.0, cc.1
+        "  compiling all {} modules for compute capability {}.{} ({why}): {shown}",
+        Elem::ALL.len(),
+        cc.0,
+        cc.1
     );
+    let programs: Vec<(Elem, String, String)> = Elem::ALL
+        .iter()
+        .map(|&e| {
+            let (source, name) = gpukit::cuda::builtin_program(e);
+            (e, source, name)
+        })
+        .collect();
     let start = Instant::now();
-    let compiled = lib.compile(
-        &gpukit::cuda::builtin_module_source(gpukit::DType::F32),
-        "builtin_f32",
-        target,
-        BUILTIN_OPTIONS,
-    );
-    let ms = start.elapsed().as_secs_f64() * 1e3;
-    match compiled {
-        Ok(compiled) => {
-            if !compiled.log.is_empty() {
-                println!("  compiler log: {}", compiled.log);
+    let compiled: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = programs
+            .iter()
+            .map(|(_, source, name)| {
+                s.spawn(move || {
+                    let t = Instant::now();
+                    let r = lib.compile(source, name, target, BUILTIN_OPTIONS);
+                    (r, t.elapsed())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    let cold = start.elapsed();
+    let mut failed = Vec::new();
+    let mut slowest = Duration::ZERO;
+    let mut images = Vec::new();
+    for ((elem, _, _), result) in programs.iter().zip(compiled) {
+        match result {
+            Ok((Ok(c), took)) => {
+                slowest = slowest.max(took);
+                if !c.log.is_empty() {
+                    println!("  {} compiler log: {}", elem.name(), c.log);
+                }
+                images.push(Some(c));
             }
-            checks.pass(format_args!(
-                "compiled for {shown}: {} bytes in {ms:.0} ms",
-                compiled.image.len()
-            ));
+            Ok((Err(e), _)) => {
+                failed.push(format!("{}: {e}", elem.name()));
+                images.push(None);
+            }
+            Err(_) => {
+                failed.push(format!("{}: the compiling thread panicked", elem.name()));
+                images.push(None);
+            }
         }
-        Err(err) => checks.fail("NVRTC compile", format_args!("after {ms:.0} ms: {err}")),
     }
+    if !failed.is_empty() {
+        checks.fail("NVRTC compile", failed.join("\n    "));
+        return;
+    }
+    let bytes: usize = images.iter().flatten().map(|c| c.image.len()).sum();
+    checks.pass(format_args!(
+        "cold: {} modules ({:.1} MiB) compiled in {:.2} s, one thread each on {} cores (the slowest took {:.2} s)",
+        images.len(),
+        bytes as f64 / f64::from(1u32 << 20),
+        cold.as_secs_f64(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        slowest.as_secs_f64()
+    ));
+    let Some(disk) = DiskCache::from_env() else {
+        println!("  kernel cache: off (GPU_KERNEL_CACHE=off): every process compiles again");
+        return;
+    };
+    println!("  kernel cache: {}", disk.dir().display());
+    let key = |program| builtin_key(program, lib.version, target);
+    for (program, c) in programs.iter().zip(images.iter().flatten()) {
+        if let Err(e) = disk.store(&key(program), c) {
+            checks.fail(
+                "kernel cache",
+                format_args!("could not store {}: {e}", program.2),
+            );
+            return;
+        }
+    }
+    let start = Instant::now();
+    let read: Vec<_> = programs.iter().map(|p| disk.load(&key(p))).collect();
+    let cached = start.elapsed();
+    let same = read
+        .iter()
+        .zip(images.iter().flatten())
+        .all(|(r, c)| r.as_ref() == Some(c));
+    if same {
+        checks.pass(format_args!(
+            "cached: the same {} modules read back from disk in {:.1} ms ({:.0}x faster)",
+            read.len(),
+            cached.as_secs_f64() * 1e3,
+            cold.as_secs_f64() / cached.as_secs_f64().max(1e-9)
+        ));
+    } else {
+        checks.fail(
+            "kernel cache",
+            "an entry read back differs from what was stored",
+        );
+    }
+}
+
+/// The kernel cache's key of a built-in module, as the CUDA backend builds it.
+fn builtin_key(
+    (_, source, name): &(Elem, String, String),
+    nvrtc: (u32, u32),
+    target: Target,
+) -> KernelKey<'_> {
+    KernelKey {
+        source,
+        name,
+        options: BUILTIN_OPTIONS,
+        nvrtc,
+        target,
+    }
+}
+
+/// Seconds-long checks of the CUDA paths a test run relies on, on device 0 through the CUDA
+/// backend directly (no fallback): one `PASS`/`FAIL` line each, with the error. Without a
+/// context the rest are not run.
+fn smoke_test(checks: &mut Checks) {
+    heading("smoke test (device 0)");
+    let ctx = match gpukit::cuda::CudaBackend::context(0) {
+        Ok(ctx) => {
+            let info = ctx.info();
+            checks.pass(format_args!(
+                "PASS context: cuda:0 {} (compute capability {:?}, {} SMs)",
+                info.name, info.compute_capability, info.multiprocessors
+            ));
+            ctx
+        }
+        Err(e) => {
+            checks.fail(
+                "smoke test",
+                format_args!("FAIL context: {}", gpukit::error_chain(&e)),
+            );
+            println!("  not run: alloc, upload, add, sum, gemm f32, gemm f16, capture and replay, managed memory, event timing (no context)");
+            return;
+        }
+    };
+    let steps: [(
+        &str,
+        fn(&gpukit::cuda::CudaContext) -> Result<String, Box<dyn std::error::Error>>,
+    ); 9] = [
+        ("alloc", smoke_alloc),
+        ("upload", smoke_upload),
+        ("add", smoke_add),
+        ("sum", smoke_sum),
+        ("gemm f32", smoke_gemm_f32),
+        ("gemm f16", smoke_gemm_f16),
+        ("capture and replay", smoke_capture),
+        ("managed memory with prefetch", smoke_managed),
+        ("event timing", smoke_event),
+    ];
+    let mut failed = 0;
+    for (name, step) in steps {
+        let t = Instant::now();
+        match step(&ctx) {
+            Ok(detail) => println!(
+                "  PASS {name}: {detail} ({:.1} ms)",
+                t.elapsed().as_secs_f64() * 1e3
+            ),
+            Err(e) => {
+                failed += 1;
+                println!("  FAIL {name}: {e}");
+            }
+        }
+    }
+    if failed == 0 {
+        checks.pass(format_args!("smoke test: all {} steps passed", steps.len()));
+    } else {
+        checks.fail(
+            "smoke test",
+            format_args!("{failed} of {} steps failed", steps.len()),
+        );
+    }
+}
+
+type Step = Result<String, Box<dyn std::error::Error>>;
+
+/// `Err` with `what` unless `ok`.
+fn ensure(ok: bool, what: impl Display) -> Result<(), Box<dyn std::error::Error>> {
+    if ok {
+        Ok(())
+    } else {
+        Err(what.to_string().into())
+    }
+}
+
+/// Values that are not all equal and not all zero (zeros hide unwritten outputs).
+fn ramp(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i % 97) as f32 - 40.0).collect()
+}
+
+fn smoke_alloc(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let a = ctx.alloc_zeros::<f32>(1 << 20)?;
+    let back = a.download()?;
+    ensure(
+        back.iter().all(|&v| v == 0.0),
+        "alloc_zeros read back non-zero",
+    )?;
+    Ok(format!("1 Mi f32 zeroed, {} bytes", a.size_bytes()))
+}
+
+fn smoke_upload(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let host = ramp(1 << 20);
+    let a = ctx.alloc_upload(&host)?;
+    ensure(a.download()? == host, "download differs from the upload")?;
+    Ok("1 Mi f32 round trip".into())
+}
+
+fn smoke_add(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let x = ramp(1 << 20);
+    let a = ctx.alloc_upload(&x)?;
+    let mut out = ctx.alloc_zeros::<f32>(x.len())?;
+    ctx.add(&a, &a, &mut out)?;
+    let want: Vec<f32> = x.iter().map(|v| v + v).collect();
+    ensure(out.download()? == want, "a + a differs from the host's")?;
+    Ok("1 Mi f32, bit for bit".into())
+}
+
+fn smoke_sum(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let x = ramp(1 << 20);
+    let a = ctx.alloc_upload(&x)?;
+    let got = ctx.sum(&a)?;
+    // Small integers: every partial sum is exact in f64, so the f32 result is exact.
+    let want = x.iter().map(|&v| f64::from(v)).sum::<f64>() as f32;
+    ensure(got == want, format_args!("sum {got}, want {want}"))?;
+    Ok(format!("1 Mi f32 = {got}"))
+}
+
+/// A product of small integers, exact in f32 accumulation: any correct gemm gives the same.
+fn gemm_case() -> (usize, usize, usize, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (m, n, k) = (64, 48, 32);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let mut c = vec![0.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|l| a[i * k + l] * b[l * n + j]).sum();
+        }
+    }
+    (m, n, k, a, b, c)
+}
+
+fn smoke_gemm_f32(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let (m, n, k, a, b, want) = gemm_case();
+    let (da, db) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&b)?);
+    let mut dc = ctx.alloc_zeros::<f32>(m * n)?;
+    ctx.gemm(Gemm::new(m, n, k), &da, &db, &mut dc)?;
+    ensure(dc.download()? == want, "C differs from the host's product")?;
+    Ok(format!("{m}x{n}x{k} (cuBLAS), exact"))
+}
+
+fn smoke_gemm_f16(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let (m, n, k, a, b, want) = gemm_case();
+    let h = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<f16>>();
+    let (da, db) = (ctx.alloc_upload(&h(&a))?, ctx.alloc_upload(&h(&b))?);
+    let mut dc = ctx.alloc_zeros::<f16>(m * n)?;
+    ctx.gemm(Gemm::new(m, n, k), &da, &db, &mut dc)?;
+    // Every entry is an integer below 2048 in magnitude: exact in f16.
+    let got: Vec<f32> = dc.download()?.iter().map(|v| v.to_f32()).collect();
+    ensure(got == want, "C differs from the host's product")?;
+    Ok(format!("{m}x{n}x{k} (cublasGemmEx, f32 compute), exact"))
+}
+
+fn smoke_capture(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let x = ramp(1 << 16);
+    let dx = ctx.alloc_upload(&x)?;
+    let mut y = ctx.alloc_zeros::<f32>(x.len())?;
+    let mut total = ctx.alloc_zeros::<f32>(1)?;
+    let s = ctx.create_stream()?;
+    let graph = s.capture(|s| {
+        s.relu(&dx, &mut y)?;
+        s.add_inplace(&mut y, &dx)?;
+        s.sum_into(&y, &mut total)
+    })?;
+    // Replayed on another stream, after the capturing one is gone: the graph owns what its
+    // reduction needs.
+    drop(s);
+    let other = ctx.create_stream()?;
+    for _ in 0..3 {
+        graph.launch(&other)?;
+    }
+    other.sync()?;
+    let want_y: Vec<f32> = x.iter().map(|&v| v.max(0.0) + v).collect();
+    let want_total = want_y.iter().map(|&v| f64::from(v)).sum::<f64>() as f32;
+    ensure(y.download()? == want_y, "y differs after the replays")?;
+    let got = total.download()?[0];
+    ensure(
+        got == want_total,
+        format_args!("sum {got}, want {want_total}"),
+    )?;
+    Ok(format!(
+        "{} ops captured, replayed 3x on another stream",
+        graph.len()
+    ))
+}
+
+fn smoke_managed(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let n = 1 << 16;
+    let mut u = ctx.alloc_unified::<f32>(n)?;
+    u.host_mut()?.copy_from_slice(&ramp(n));
+    let s = ctx.create_stream()?;
+    u.prefetch(&s, Location::Device)?;
+    s.scale(2.0f32, &mut u)?;
+    u.prefetch(&s, Location::Host)?;
+    s.sync()?;
+    let want: Vec<f32> = ramp(n).iter().map(|v| v * 2.0).collect();
+    ensure(u.host()? == &want[..], "host view differs after the scale")?;
+    Ok("64 Ki f32 written on the host, scaled on the device, read on the host".into())
+}
+
+fn smoke_event(ctx: &gpukit::cuda::CudaContext) -> Step {
+    let s = ctx.create_stream()?;
+    let mut x = ctx.alloc_zeros::<f32>(1 << 24)?;
+    let start = s.record_event()?;
+    for _ in 0..8 {
+        s.fill(&mut x, 1.0)?;
+    }
+    let end = s.record_event()?;
+    let ms = start.elapsed_ms(&end)?;
+    ensure(
+        ms > 0.0 && ms < 10_000.0,
+        format_args!("{ms} ms for 8 fills of 64 MiB"),
+    )?;
+    let bytes = 8.0 * f64::from(1u32 << 26);
+    Ok(format!(
+        "8 fills of 64 MiB in {ms:.3} ms ({:.0} GB/s written)",
+        bytes / (ms * 1e-3) / 1e9
+    ))
 }
 
 /// NVTX is optional (profiler ranges only): reported, never a failed check.
