@@ -172,6 +172,8 @@ impl<T: Element, B: Backend> GpuArray<T, B> {
     }
 
     /// Copies the array to a new vector; waits for work queued on it (on any stream).
+    /// [`Error::CaptureViolation`] while an open capture has written the array (its work
+    /// has not run; see [`crate::Graph`]), as for every host read.
     pub fn download(&self) -> Result<Vec<T>> {
         let mut out = vec![T::default(); self.len];
         self.download_into(&mut out)?;
@@ -179,6 +181,7 @@ impl<T: Element, B: Backend> GpuArray<T, B> {
     }
 
     /// Copies the array into `dst`, which must have the same length; waits for the copy.
+    /// Refused like [`GpuArray::download`] while an open capture has written the array.
     pub fn download_into(&self, dst: &mut [T]) -> Result<()> {
         self.alloc.home.download_blocking(self, dst)
     }
@@ -307,8 +310,10 @@ impl<T: Element, B: Backend> UnifiedArray<T, B> {
 
     /// The elements, read in place on the host, once the last queued write of the array
     /// has finished (this waits for it; its error, if it failed).
+    /// [`Error::CaptureViolation`] while an open capture has written the array (its work
+    /// has not run; see [`crate::Graph`]).
     pub fn host(&self) -> Result<&[T]> {
-        let ptr = self.host_ptr(Access::Read)?;
+        let ptr = self.host_ptr("UnifiedArray::host", Access::Read)?;
         // SAFETY: `host_ptr` returned the host address of the array's `len` elements of
         // unified memory (initialized: zeroed at allocation, then written only with `T`s)
         // after the queued writes finished; new writes need `&mut self`, which this borrow
@@ -317,18 +322,23 @@ impl<T: Element, B: Backend> UnifiedArray<T, B> {
     }
 
     /// The elements, read and written in place on the host, once every queued use of the
-    /// array has finished (this waits for them; their error, if one failed).
+    /// array has finished (this waits for them; their error, if one failed). Refused like
+    /// [`UnifiedArray::host`] while an open capture has written the array (the slice can be
+    /// read); one that only reads it does not stop host writes.
     pub fn host_mut(&mut self) -> Result<&mut [T]> {
-        let ptr = self.host_ptr(Access::Write)?;
+        let ptr = self.host_ptr("UnifiedArray::host_mut", Access::Write)?;
         // SAFETY: as for `host`, after every queued use finished; `&mut self` excludes any
         // new use while the slice lives.
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<T>(), self.array.len) })
     }
 
-    /// The host address of the elements after the uses a host access must follow.
-    fn host_ptr(&self, access: Access) -> Result<*mut u8> {
+    /// The host address of the elements after the uses a host access must follow, for
+    /// `call`. Both forms let the host read the elements: refused while an open capture
+    /// has written the array.
+    fn host_ptr(&self, call: &'static str, access: Access) -> Result<*mut u8> {
         let alloc = &self.array.alloc;
         alloc.home.shared_arc().check()?;
+        alloc.host_readable(call)?;
         let Some(at) = self.array.slice_ref().at() else {
             return Ok(std::ptr::NonNull::<T>::dangling().as_ptr().cast());
         };

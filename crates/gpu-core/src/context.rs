@@ -198,8 +198,9 @@ impl<B: Backend> Context<B> {
         &self.default
     }
 
-    /// Blocks until all work on all streams of the device has finished; returns any error
-    /// raised by that work or deferred from a `Drop`.
+    /// Blocks until all work on all streams of this context has finished; returns any error
+    /// raised by that work or deferred from a `Drop`. Other contexts' work, on the same
+    /// device too, is neither waited for nor disturbed.
     pub fn sync(&self) -> Result<()> {
         let s = self.shared();
         s.check()?;

@@ -9,13 +9,28 @@ use crate::error::{Error, Result};
 use crate::stream::Stream;
 use crate::track::{Access, Alloc, SliceRef};
 
+/// The allocations a graph's work uses (each kept alive), as written if any piece writes it.
+type GraphUses<B> = Vec<(Arc<Alloc<B>>, Access)>;
+
 /// What a capture in progress has recorded: the allocations its work uses, and how.
+///
+/// Each allocation it writes counts the capture as open ([`Alloc::begin_captured_write`])
+/// from the first write recorded until the record is finished or dropped: on success, on
+/// error and on unwind alike, so that host reads of the allocation are refused exactly
+/// while the capture is open.
 pub(crate) struct Capture<B: Backend> {
-    uses: Vec<(Arc<Alloc<B>>, Access)>,
+    uses: GraphUses<B>,
     ops: usize,
 }
 
 impl<B: Backend> Capture<B> {
+    fn new() -> Self {
+        Capture {
+            uses: Vec::new(),
+            ops: 0,
+        }
+    }
+
     /// Records one queued piece of work and the ranges it accesses.
     pub(crate) fn record<'s, 'a: 's>(
         &mut self,
@@ -25,14 +40,42 @@ impl<B: Backend> Capture<B> {
         for (slice, access) in accesses {
             let alloc = slice.alloc_arc();
             match self.uses.iter_mut().find(|(a, _)| Arc::ptr_eq(a, alloc)) {
-                Some((_, a)) => {
-                    if access == Access::Write {
-                        *a = Access::Write;
+                Some((a, recorded)) => {
+                    if access == Access::Write && *recorded == Access::Read {
+                        a.begin_captured_write();
+                        *recorded = Access::Write;
                     }
                 }
-                None => self.uses.push((alloc.clone(), access)),
+                None => {
+                    if access == Access::Write {
+                        alloc.begin_captured_write();
+                    }
+                    self.uses.push((alloc.clone(), access));
+                }
             }
         }
+    }
+
+    /// Ends the count of every allocation the capture writes.
+    fn release(&mut self) {
+        for (alloc, access) in &self.uses {
+            if *access == Access::Write {
+                alloc.end_captured_write();
+            }
+        }
+    }
+
+    /// The record of a capture that has ended: what its work uses, and how many pieces.
+    fn finish(mut self) -> (GraphUses<B>, usize) {
+        self.release();
+        (std::mem::take(&mut self.uses), self.ops)
+    }
+}
+
+impl<B: Backend> Drop for Capture<B> {
+    /// A record dropped unfinished (the capture failed or unwound) ends its counts too.
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -73,9 +116,11 @@ impl<B: Backend> Stream<B> {
     /// it at the cost of one enqueue, as often as wanted. Calls that would break the capture
     /// return [`Error::CaptureViolation`] (see [`Graph`] for the rules). The arrays the work uses stay alive as long as the graph.
     ///
-    /// `f` gets the capturing stream; work `f` queues on other streams runs as usual. When
-    /// `f` returns an error the capture is discarded and the error returned; the stream runs
-    /// work normally again either way.
+    /// `f` gets the capturing stream; work `f` queues on other streams runs as usual, but
+    /// host reads of an array the capture has written are refused on every stream until the
+    /// capture ends (its work has not run; see [`Graph`]). When `f` returns an error the
+    /// capture is discarded and the error returned; the stream runs work normally again
+    /// either way.
     ///
     /// ```
     /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
@@ -110,10 +155,7 @@ impl<B: Backend> Stream<B> {
             });
         }
         shared.captures.fetch_add(1, Ordering::AcqRel);
-        *inner.capture.lock().unwrap_or_else(|p| p.into_inner()) = Some(Capture {
-            uses: Vec::new(),
-            ops: 0,
-        });
+        *inner.capture.lock().unwrap_or_else(|p| p.into_inner()) = Some(Capture::new());
         let mut capturing = Capturing {
             stream: self,
             open: false,
@@ -122,11 +164,13 @@ impl<B: Backend> Stream<B> {
         capturing.open = true;
         let body = f(self);
         let graph = capturing.end();
-        let recorded = inner
+        // The capture has ended: host reads of the arrays it wrote are allowed again.
+        let (uses, ops) = inner
             .capture
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take();
+            .take()
+            .map_or((Vec::new(), 0), Capture::finish);
         drop(capturing);
         let graph = match (body, graph) {
             (Ok(()), Ok(g)) => g,
@@ -136,10 +180,6 @@ impl<B: Backend> Stream<B> {
             }
             (Ok(()), Err(e)) | (Err(e), Err(_)) => return Err(e),
         };
-        let Capture { uses, ops } = recorded.unwrap_or(Capture {
-            uses: Vec::new(),
-            ops: 0,
-        });
         Ok(Graph {
             raw: Some(graph),
             uses,
@@ -172,7 +212,16 @@ impl<B: Backend> Stream<B> {
 /// - raw access (`with_raw`, `with_raw_mut`);
 /// - work that would have to wait for unfinished work of another stream: the automatic
 ///   cross-stream ordering cannot put a wait into a graph, so an array last used by another
-///   stream must be finished (sync or wait for that stream before capturing).
+///   stream must be finished (sync or wait for that stream before capturing);
+/// - host reads, on any stream (the default one included), of an array the capture has
+///   written: `download`, `download_into`, `peek`, `Stream::download` and
+///   `UnifiedArray::host`/`host_mut` (the reductions to the host, `sum` and the like,
+///   allocate and are refused for that already). The written work has not run and records
+///   no use a read could wait for, so the read would return the array as it was before the
+///   capture. The rule is per array: a write of any part (a view) counts for all of it, from
+///   the capture's first write of it until the capture ends, however it ends. Device work
+///   on other streams that reads the array, and host writes into it (`upload`), are not
+///   refused: they use the array as it is, before any launch.
 ///
 /// # Ordering
 ///
@@ -181,10 +230,11 @@ impl<B: Backend> Stream<B> {
 /// one op over all of them: it waits for the uses it must follow, on any stream, and is
 /// recorded as their new reader or writer. So arrays shared between eager work and graph
 /// launches are ordered as usual, and no event made during the capture ever escapes it.
+/// Once the capture has ended, host reads are allowed again; until the first launch they
+/// see none of the captured work, which has not run.
 pub struct Graph<B: Backend> {
     raw: Option<B::Graph>,
-    /// Every allocation the work uses (kept alive), as written if any piece writes it.
-    uses: Vec<(Arc<Alloc<B>>, Access)>,
+    uses: GraphUses<B>,
     ops: usize,
     shared: Arc<Shared<B>>,
 }

@@ -9,7 +9,13 @@
 //! uses: its first access on any stream waits for them, and its first write ends them.
 //! Memory wrapped from outside the library is never pooled: the backend frees (forgets) it
 //! after the streams that used it.
+//!
+//! Work captured into a graph records no uses (it has not run; [`crate::Graph::launch`]
+//! records them). Instead each allocation counts the open captures that have written it,
+//! and host reads of it are refused while that count is not zero: they would return the
+//! memory as it was before the capture, not what the captured work will write.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{Backend, BufAt, RawPtr};
@@ -132,6 +138,9 @@ pub(crate) struct Alloc<B: Backend> {
     pub(crate) home: Stream<B>,
     origin: Origin,
     track: Mutex<Tracker<B>>,
+    /// How many open captures have recorded a write of the allocation (each counts once,
+    /// from its first such write until it ends, however it ends).
+    captured_writes: AtomicUsize,
 }
 
 impl<B: Backend> Alloc<B> {
@@ -148,6 +157,7 @@ impl<B: Backend> Alloc<B> {
             home: home.clone(),
             origin,
             track: Mutex::new(Tracker::new(prior)),
+            captured_writes: AtomicUsize::new(0),
         }
     }
 
@@ -233,6 +243,34 @@ impl<B: Backend> Alloc<B> {
             Origin::Unified,
             Vec::new(),
         )))
+    }
+
+    /// Counts one more open capture that writes the allocation; [`Alloc::end_captured_write`]
+    /// when that capture ends.
+    pub(crate) fn begin_captured_write(&self) {
+        self.captured_writes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Counts one capture fewer: a capture that [`Alloc::begin_captured_write`] counted has
+    /// ended.
+    pub(crate) fn end_captured_write(&self) {
+        self.captured_writes.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Checks that a host read (`call`, which reads the memory on the host once the work
+    /// queued on it has run) can see what it asks for: [`Error::CaptureViolation`] while an
+    /// open capture has written the allocation (any part of it), whose work has not run and
+    /// records no use a read could wait for. One atomic load.
+    pub(crate) fn host_readable(&self, call: &'static str) -> Result<()> {
+        if self.captured_writes.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        Err(Error::CaptureViolation {
+            call,
+            reason: "an open capture writes this array: its work is recorded, not run, so the \
+                     host would read the array as it was before the capture (read it after \
+                     the capture, and after `Graph::launch` for the graph's results)",
+        })
     }
 
     /// Blocks until the queued uses a host access of this kind must follow have finished:
@@ -362,6 +400,11 @@ impl<'a, B: Backend> SliceRef<'a, B> {
     /// The allocation's identity: `enqueue` locks each allocation once, in this order.
     pub(crate) fn alloc_key(&self) -> usize {
         Arc::as_ptr(self.alloc) as usize
+    }
+
+    /// [`Alloc::host_readable`] of the range's allocation.
+    pub(crate) fn host_readable(&self, call: &'static str) -> Result<()> {
+        self.alloc.host_readable(call)
     }
 
     /// Locks the allocation's record of uses.

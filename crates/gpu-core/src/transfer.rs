@@ -58,18 +58,21 @@ impl<B: Backend> Stream<B> {
 
     /// Starts copying `src` into `dst` (host memory, moved in); lengths must match, and
     /// `src` (and `dst`, when it is a [`crate::HostBuffer`]) must belong to this stream's
-    /// context. A rejected call gives `dst` back inside [`Rejected`].
+    /// context. A rejected call gives `dst` back inside [`Rejected`]; so does one while an
+    /// open capture (on any stream) has written `src`'s array, as for every host read:
+    /// [`crate::Error::CaptureViolation`] (see [`crate::Graph`]).
     pub fn download<T: Element, H: HostSlice<T>>(
         &self,
         src: &impl DeviceRead<T, B>,
         mut dst: H,
     ) -> Result<Pending<H, B>, Rejected<H>> {
+        let s = src.slice_ref();
         if let Err(e) = same_len("Stream::download", "dst", src.len(), dst.host_len())
             .and_then(|()| self.same_host_context("Stream::download", "dst", &dst))
+            .and_then(|()| s.host_readable("Stream::download"))
         {
             return Err(Rejected::new(e, dst));
         }
-        let s = src.slice_ref();
         let ptr = dst.host_ptr().cast::<u8>();
         let accesses = [("src", &s, Access::Read)];
         let queued = self.enqueue_marked("Stream::download", &accesses, true, || {
@@ -148,7 +151,7 @@ impl<B: Backend> Stream<B> {
     /// The first `n` elements of `src` (all of them when it has fewer), downloaded: for
     /// looking at an array while debugging, since its `Debug` shows no values. Like any
     /// download it waits for the work queued on `src` (on any stream) and returns that
-    /// work's error, if any.
+    /// work's error, if any. Refused during a capture as [`Stream::download_blocking`] is.
     ///
     /// ```
     /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
@@ -169,6 +172,8 @@ impl<B: Backend> Stream<B> {
     }
 
     /// Copies `src` into `dst` and returns once the copy is done.
+    /// [`crate::Error::CaptureViolation`] during a capture on this stream, or while an open
+    /// capture has written `src`'s array (see [`crate::Graph`]).
     pub fn download_blocking<T: Element>(
         &self,
         src: &impl DeviceRead<T, B>,
@@ -187,6 +192,7 @@ impl<B: Backend> Stream<B> {
     ) -> Result<()> {
         debug_assert_eq!(s.bytes(), std::mem::size_of_val(dst));
         self.not_capturing(op, BLOCKING_IN_CAPTURE)?;
+        s.host_readable(op)?;
         self.enqueue(op, &[("src", s, Access::Read)], || {
             let Some(at) = s.at() else { return Ok(()) };
             // SAFETY: `dst` is borrowed mutably for this whole call and is as long as the

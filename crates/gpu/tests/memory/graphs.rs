@@ -1,7 +1,8 @@
 //! Graph capture and replay, on every backend: replay against eager execution bit for bit
-//! over random op programs, each rule of the capture guard, the lifetime of captured
-//! arrays, the ordering of launches against eager work on other streams, and a pipeline
-//! compute stage that launches a captured step. The Vulkan
+//! over random op programs, each rule of the capture guard (host reads of arrays an open
+//! capture wrote included), the lifetime of captured arrays and of what captured
+//! reductions use, the ordering of launches against eager work on other streams, and a
+//! pipeline compute stage that launches a captured step. The Vulkan
 //! backend has no graphs: there each test checks that capture is `Error::Unsupported`.
 
 use crate::{backend_tests, common};
@@ -328,6 +329,298 @@ backend_tests! {
         s.fill(&mut x, 3.0)?;
         s.sync()?;
         assert_eq!(x.download()?, [3.0, 3.0]);
+        Ok(())
+    }
+}
+
+backend_tests! {
+    // Regression: captured work records no uses of the arrays it writes (it has not run), so
+    // a download, peek or async download of such an array on another stream, or on the
+    // default stream, was accepted during the capture and silently returned the array as it
+    // was before the capture. Host reads of an array an open capture wrote are refused now.
+    fn host_reads_of_an_array_an_open_capture_wrote_are_refused(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let (s, other, third) = (ctx.create_stream()?, ctx.create_stream()?, ctx.create_stream()?);
+        let before = [1.0f32, 2.0, 3.0, 4.0];
+        let mut y = ctx.alloc_upload(&before)?;
+        let mut x = ctx.alloc_upload(&[10.0f32, 20.0, 30.0, 40.0])?;
+        let mut seen = ctx.alloc_zeros::<f32>(4)?;
+        let mut host = ctx.alloc_host::<f32>(4, HostUse::Download)?;
+        host.copy_from_slice(&[-1.0; 4]);
+        let mut host = Some(host);
+        let graph = s.capture(|s| {
+            // Until the capture writes y, the host reads it as usual.
+            assert_eq!(y.download()?, before);
+            assert_eq!(other.peek(&y, 2)?, [1.0, 2.0]);
+            s.add_inplace(&mut y, &x)?;
+            // Now every host read of y, on any stream, is refused, naming the call.
+            let mut buf = [0.0f32; 4];
+            violation(y.download(), "download");
+            violation(y.download_into(&mut buf), "download");
+            violation(y.slice(2..)?.download(), "download");
+            violation(ctx.peek(&y, 2), "peek");
+            violation(other.peek(&y, 2), "peek");
+            violation(ctx.download_blocking(&y, &mut buf), "download");
+            violation(third.download_blocking(&y.slice(1..3)?, &mut buf[..2]), "download");
+            assert_eq!(buf, [0.0; 4], "a refused download copied nothing");
+            match third.download(&y, host.take().expect("host buffer")) {
+                Err(r) => {
+                    violation::<()>(Err(r.error), "Stream::download");
+                    host = Some(r.value);
+                }
+                Ok(p) => panic!("an async download of a captured array was queued: {p:?}"),
+            }
+            match ctx.download(&y, vec![-2.0f32; 4]) {
+                Err(r) => {
+                    violation::<()>(Err(r.error), "Stream::download");
+                    assert_eq!(r.value, [-2.0; 4], "the vector comes back untouched");
+                }
+                Ok(p) => panic!("an async download of a captured array was queued: {p:?}"),
+            }
+            // A reduction to the host is refused too (it allocates its result first).
+            any_violation(other.sum(&y));
+            // Device work on another stream reads y as it is: the graph has not run.
+            other.copy(&y, &mut seen)?;
+            other.sync()?;
+            // Host writes into arrays the capture reads or writes are accepted: the graph
+            // runs later, at each launch, on what they wrote.
+            x.upload(&[100.0, 200.0, 300.0, 400.0])?;
+            y.upload(&[5.0, 6.0, 7.0, 8.0])?;
+            // Arrays the capture has not written are read as usual.
+            assert_eq!(x.download()?, [100.0, 200.0, 300.0, 400.0]);
+            Ok(())
+        })?;
+        // Nothing was lost: the capture holds the one add, and y holds the host's write.
+        assert_eq!(graph.len(), 1);
+        let host = host.expect("the rejected download gave the buffer back");
+        assert_eq!(&host[..], [-1.0; 4]);
+        assert_eq!(seen.download()?, before, "the other stream read y before any launch");
+        // Once the capture has ended, host reads are allowed again: before the launch they
+        // return what the host wrote, after it the graph's result, on any stream.
+        assert_eq!(y.download()?, [5.0, 6.0, 7.0, 8.0]);
+        assert_eq!(other.peek(&y, 4)?, [5.0, 6.0, 7.0, 8.0]);
+        graph.launch(&s)?;
+        let want = [105.0f32, 206.0, 307.0, 408.0];
+        assert_eq!(ctx.peek(&y, 4)?, want);
+        let mut buf = [0.0f32; 4];
+        y.download_into(&mut buf)?;
+        assert_eq!(buf, want);
+        let pending = third.download(&y, host).map_err(|r| r.error)?;
+        assert_eq!(&pending.wait().map_err(|r| r.error)?[..], want);
+        assert_eq!(other.sum(&y)?, 1026.0);
+        Ok(())
+    }
+
+    fn a_failed_or_panicking_capture_allows_host_reads_again(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let s = ctx.create_stream()?;
+        let mut y = ctx.alloc_upload(&[1.0f32, 2.0])?;
+        let mut z = ctx.alloc_zeros::<f32>(2)?;
+        let r = s.capture(|s| {
+            // Read first, then written: refused from the write on.
+            s.copy(&y, &mut z)?;
+            assert_eq!(y.download()?, [1.0, 2.0]);
+            s.scale(3.0f32, &mut y)?;
+            violation(y.download(), "download");
+            Err(Error::CaptureViolation { call: "test", reason: "ends the capture" })
+        });
+        violation(r, "test");
+        assert_eq!(y.download()?, [1.0, 2.0], "the discarded capture ran nothing");
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = s.capture(|s| {
+                s.fill(&mut y, 9.0)?;
+                panic!("in the capture");
+            });
+        }));
+        assert!(caught.is_err());
+        assert_eq!(y.download()?, [1.0, 2.0]);
+        // A capture that only reads y leaves host reads of it alone throughout.
+        let graph = s.capture(|s| {
+            s.copy(&y, &mut z)?;
+            assert_eq!(y.download()?, [1.0, 2.0]);
+            Ok(())
+        })?;
+        graph.launch(&s)?;
+        assert_eq!(z.download()?, [1.0, 2.0]);
+        Ok(())
+    }
+
+    fn unified_host_access_to_an_array_an_open_capture_wrote_is_refused(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let s = ctx.create_stream()?;
+        let mut u = ctx.alloc_unified::<f32>(3)?;
+        u.host_mut()?.copy_from_slice(&[1.0, -2.0, 3.0]);
+        let mut read_only = ctx.alloc_unified::<f32>(3)?;
+        read_only.host_mut()?.copy_from_slice(&[4.0, 5.0, 6.0]);
+        let graph = s.capture(|s| {
+            s.add_inplace(&mut u, &read_only)?;
+            violation(u.host(), "UnifiedArray::host");
+            violation(u.host_mut(), "UnifiedArray::host_mut");
+            violation(u.download(), "download");
+            // An array the capture only reads is the host's to read and write meanwhile.
+            assert_eq!(read_only.host()?, [4.0, 5.0, 6.0]);
+            read_only.host_mut()?.copy_from_slice(&[10.0, 20.0, 30.0]);
+            Ok(())
+        })?;
+        assert_eq!(graph.len(), 1);
+        assert_eq!(u.host()?, [1.0, -2.0, 3.0], "nothing ran before the launch");
+        graph.launch(&s)?;
+        assert_eq!(u.host()?, [11.0, 18.0, 33.0]);
+        u.host_mut()?[0] = 0.0;
+        assert_eq!(u.host()?, [0.0, 18.0, 33.0]);
+        Ok(())
+    }
+}
+
+/// Elements of the reduction tests' inputs: enough for several blocks of partials on a GPU.
+const REDUCED: usize = 1 << 20;
+
+/// `n` values in [-2, 2] that are not all equal (each repeats about `n / 4001` times, so
+/// argmin and argmax pick the first of several), different for each `seed`.
+fn wavy(n: usize, seed: u64) -> Vec<f32> {
+    (0..n as u64)
+        .map(|i| {
+            let h = (i ^ (seed << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            (h % 4001) as f32 / 1000.0 - 2.0
+        })
+        .collect()
+}
+
+/// The one-element outputs of every whole-array reduction gpukit writes to device memory:
+/// sum, mean, min, max and dot product in `vals`, argmin and argmax in `idx`.
+struct Reductions {
+    vals: GpuArray<f32>,
+    idx: GpuArray<u32>,
+}
+
+impl Reductions {
+    fn new(ctx: &Context) -> gpukit::Result<Self> {
+        Ok(Reductions {
+            vals: ctx.alloc_upload(&[f32::NAN; 5])?,
+            idx: ctx.alloc_upload(&[u32::MAX; 2])?,
+        })
+    }
+
+    /// Queues the reductions of `x` (and `x . y`) on `s`.
+    fn queue(&mut self, s: &Stream, x: &GpuArray<f32>, y: &GpuArray<f32>) -> gpukit::Result<()> {
+        s.sum_into(x, &mut self.vals.slice_mut(0..1)?)?;
+        s.mean_into(x, &mut self.vals.slice_mut(1..2)?)?;
+        s.min_into(x, &mut self.vals.slice_mut(2..3)?)?;
+        s.max_into(x, &mut self.vals.slice_mut(3..4)?)?;
+        s.dot_into(x, y, &mut self.vals.slice_mut(4..5)?)?;
+        s.argmin_into(x, &mut self.idx.slice_mut(0..1)?)?;
+        s.argmax_into(x, &mut self.idx.slice_mut(1..2)?)
+    }
+
+    /// Overwrites the outputs on `s` with values no reduction gives.
+    fn clear(&mut self, s: &Stream) -> gpukit::Result<()> {
+        s.fill(&mut self.vals, f32::NAN)?;
+        s.fill(&mut self.idx, u32::MAX)
+    }
+
+    /// The outputs: the floats' bits, then the indices.
+    fn read(&self) -> gpukit::Result<Vec<u32>> {
+        let mut out: Vec<u32> = self.vals.download()?.iter().map(|v| v.to_bits()).collect();
+        out.extend(self.idx.download()?);
+        Ok(out)
+    }
+}
+
+/// The eager reductions of `x` and `y` (on the default stream): the reference the graphs'
+/// results must equal bit for bit (same backend, same kernels). Its exact parts (min, max,
+/// argmin, argmax) are checked against the host, so that the reference is not itself broken.
+fn eager_reductions(ctx: &Context, xv: &[f32], yv: &[f32]) -> gpukit::Result<Vec<u32>> {
+    let (x, y) = (ctx.alloc_upload(xv)?, ctx.alloc_upload(yv)?);
+    let mut r = Reductions::new(ctx)?;
+    r.queue(ctx, &x, &y)?;
+    let got = r.read()?;
+    let min = xv.iter().copied().fold(f32::INFINITY, f32::min);
+    let max = xv.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let first = |v: f32| xv.iter().position(|&e| e == v).map(|i| i as u32);
+    assert_eq!(f32::from_bits(got[2]), min);
+    assert_eq!(f32::from_bits(got[3]), max);
+    assert_eq!(Some(got[5]), first(min));
+    assert_eq!(Some(got[6]), first(max));
+    let sum: f64 = xv.iter().map(|&v| f64::from(v)).sum();
+    assert!(
+        common::close(f64::from(f32::from_bits(got[0])), sum, 1e-5),
+        "sum {sum}"
+    );
+    Ok(got)
+}
+
+backend_tests! {
+    // A graph must keep alive every buffer its work uses, the backend's own included: on
+    // CUDA a captured whole-array reduction used the capturing stream's scratch buffer for
+    // its partials, which went with the stream (and which the stream's own reductions
+    // overwrite meanwhile: see the next test).
+    fn captured_reductions_replay_after_their_capture_stream_is_dropped(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let (xv, yv) = (wavy(REDUCED, 1), wavy(REDUCED, 2));
+        let want = eager_reductions(ctx, &xv, &yv)?;
+        let (x, y) = (ctx.alloc_upload(&xv)?, ctx.alloc_upload(&yv)?);
+        let mut got = Reductions::new(ctx)?;
+        let s1 = ctx.create_stream()?;
+        let graph = s1.capture(|s| got.queue(s, &x, &y))?;
+        assert_eq!(graph.len(), 7);
+        drop(s1);
+        // A new stream (whose own buffers may take the dropped stream's memory) reduces
+        // other data, then launches the graph.
+        let s2 = ctx.create_stream()?;
+        let (av, bv) = (wavy(REDUCED, 3), wavy(REDUCED, 4));
+        let (a, b) = (ctx.alloc_upload(&av)?, ctx.alloc_upload(&bv)?);
+        let mut theirs = Reductions::new(ctx)?;
+        for round in 0..3 {
+            theirs.queue(&s2, &a, &b)?;
+            got.clear(&s2)?;
+            graph.launch(&s2)?;
+            s2.sync()?;
+            assert_eq!(got.read()?, want, "launch {round}");
+        }
+        assert_eq!(theirs.read()?, eager_reductions(ctx, &av, &bv)?);
+        Ok(())
+    }
+
+    fn captured_reductions_replay_beside_eager_reductions_on_their_capture_stream(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let rounds = 6;
+        let (xv, yv) = (wavy(REDUCED, 5), wavy(REDUCED, 6));
+        let (av, bv) = (wavy(REDUCED, 7), wavy(REDUCED, 8));
+        let want = eager_reductions(ctx, &xv, &yv)?;
+        let want_theirs = eager_reductions(ctx, &av, &bv)?;
+        let (x, y) = (ctx.alloc_upload(&xv)?, ctx.alloc_upload(&yv)?);
+        let (a, b) = (ctx.alloc_upload(&av)?, ctx.alloc_upload(&bv)?);
+        let (s1, s2) = (ctx.create_stream()?, ctx.create_stream()?);
+        let mut got = Reductions::new(ctx)?;
+        let graph = s1.capture(|s| got.queue(s, &x, &y))?;
+        // Each launch's results are copied aside on s2 before the next launch overwrites
+        // them; s1 meanwhile reduces other arrays into outputs of its own, every round.
+        let mut launched: Vec<Reductions> =
+            (0..rounds).map(|_| Reductions::new(ctx)).collect::<gpukit::Result<_>>()?;
+        let mut theirs: Vec<Reductions> =
+            (0..rounds).map(|_| Reductions::new(ctx)).collect::<gpukit::Result<_>>()?;
+        for (kept, eager) in launched.iter_mut().zip(&mut theirs) {
+            graph.launch(&s2)?;
+            eager.queue(&s1, &a, &b)?;
+            s2.copy(&got.vals, &mut kept.vals)?;
+            s2.copy(&got.idx, &mut kept.idx)?;
+        }
+        s1.sync()?;
+        s2.sync()?;
+        for (round, (kept, eager)) in launched.iter().zip(&theirs).enumerate() {
+            assert_eq!(kept.read()?, want, "the graph's launch {round}");
+            assert_eq!(eager.read()?, want_theirs, "s1's eager round {round}");
+        }
         Ok(())
     }
 }
