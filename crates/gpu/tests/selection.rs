@@ -1,7 +1,9 @@
 //! Device selection: explicit specs, `GPU_DEVICE`, `gpu.toml` and the fallback chain.
 //!
 //! The environment is process-wide, so everything that sets variables runs in one test,
-//! in order; this file is its own test binary (its own process).
+//! in order, and in a child process of its own (this test binary again, running that test
+//! alone): `setenv` while another thread calls `getenv` (another test, inside libcuda or
+//! NVRTC) is undefined behaviour in glibc.
 //!
 //! Each rule is checked on both kinds of machine: without a usable GPU every CUDA request
 //! says why (and a file may fall back to the CPU); with one, the same requests open it, with
@@ -10,6 +12,7 @@
 mod common;
 
 use std::path::PathBuf;
+use std::process::Command;
 
 use gpukit::{Context, DType, DeviceSpec, Error, SpecOrigin};
 
@@ -105,8 +108,52 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// Set in the child process that runs `environment_and_file_follow_the_precedence_rules`.
+const CHILD: &str = "GPUKIT_SELECTION_ENV_CHILD";
+
+/// Regression test of the data race on the environment: the body sets variables while, in
+/// the same process, the other tests of this binary ran on other threads and read the
+/// environment inside libcuda and NVRTC (`setenv` racing `getenv` is undefined behaviour in
+/// glibc). The body now runs in a child process, the only test there, on one thread; this
+/// test checks that it passed and relays its output.
 #[test]
 fn environment_and_file_follow_the_precedence_rules() {
+    if std::env::var_os(CHILD).is_some() {
+        return precedence_rules_with_this_process_environment();
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = Command::new(exe)
+        .args([
+            "--exact",
+            "environment_and_file_follow_the_precedence_rules",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .expect("the child test runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Relayed as this test's own output: shown on failure, or always with --nocapture.
+    print!("{text}");
+    assert!(
+        out.status.success(),
+        "the child failed ({}); its output is above",
+        out.status
+    );
+    assert!(
+        text.contains("1 passed"),
+        "the child ran nothing; its output is above"
+    );
+}
+
+/// The body of `environment_and_file_follow_the_precedence_rules`: sets `GPU_DEVICE` and
+/// `GPU_CONFIG` in turn, so only a process with no other thread reading the environment
+/// may run it (the child).
+fn precedence_rules_with_this_process_environment() {
     let set = |k: &str, v: Option<&std::ffi::OsStr>| match v {
         Some(v) => std::env::set_var(k, v),
         None => std::env::remove_var(k),

@@ -286,16 +286,24 @@ extern "C" __global__ void delay(unsigned int us) {
 }"#;
 
 /// WGSL of the `delay` test kernel. WGSL has no clock: the thread runs 200 atomic adds on
-/// workgroup memory per microsecond asked for (atomics are not folded away), each taking
-/// well over a nanosecond on any GPU or on lavapipe, so the delay is at least `us`.
+/// workgroup memory per microsecond asked for (atomics are not folded away), and an add to
+/// one address takes 5 ns or more on a GPU and on lavapipe (a locked host instruction), so
+/// the delay is at least `us`. The adds are written out, one microsecond's 200 per
+/// iteration of the loop, because lavapipe cuts all the loops of an invocation short once
+/// they have run 65535 iterations in all (llvmpipe's `LP_MAX_TGSI_LOOP_ITERATIONS`): there
+/// a delay is whole up to 65 ms asked, and a longer one lasts about as long as 65 ms asked.
 pub const DELAY_WGSL: &str = r#"
 struct Args { us: u32 }
 var<immediate> args: Args;
 var<workgroup> sink: atomic<u32>;
+fn add8() {
+    atomicAdd(&sink, 1u); atomicAdd(&sink, 1u); atomicAdd(&sink, 1u); atomicAdd(&sink, 1u);
+    atomicAdd(&sink, 1u); atomicAdd(&sink, 1u); atomicAdd(&sink, 1u); atomicAdd(&sink, 1u);
+}
+fn add40() { add8(); add8(); add8(); add8(); add8(); }
 @compute @workgroup_size(1)
 fn delay() {
-    let n = args.us * 200u;
-    for (var i = 0u; i < n; i++) { atomicAdd(&sink, 1u); }
+    for (var us = 0u; us < args.us; us++) { add40(); add40(); add40(); add40(); add40(); }
 }"#;
 
 /// `delay` for every backend: launched with one thread, it keeps its stream busy for `us`
