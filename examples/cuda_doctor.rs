@@ -460,10 +460,7 @@ fn smoke_test(checks: &mut Checks) {
             return;
         }
     };
-    let steps: [(
-        &str,
-        fn(&gpukit::cuda::CudaContext) -> Result<String, Box<dyn std::error::Error>>,
-    ); 9] = [
+    let steps: [(&str, SmokeStep); 9] = [
         ("alloc", smoke_alloc),
         ("upload", smoke_upload),
         ("add", smoke_add),
@@ -498,7 +495,11 @@ fn smoke_test(checks: &mut Checks) {
     }
 }
 
+/// What a smoke step reports: a detail line, or the error.
 type Step = Result<String, Box<dyn std::error::Error>>;
+
+/// One step of the smoke test.
+type SmokeStep = fn(&gpukit::cuda::CudaContext) -> Step;
 
 /// `Err` with `what` unless `ok`.
 fn ensure(ok: bool, what: impl Display) -> Result<(), Box<dyn std::error::Error>> {
@@ -591,6 +592,8 @@ fn smoke_capture(ctx: &gpukit::cuda::CudaContext) -> Step {
     let dx = ctx.alloc_upload(&x)?;
     let mut y = ctx.alloc_zeros::<f32>(x.len())?;
     let mut total = ctx.alloc_zeros::<f32>(1)?;
+    // A capture cannot wait for other streams' unfinished work (the zeroing above).
+    ctx.sync()?;
     let s = ctx.create_stream()?;
     let graph = s.capture(|s| {
         s.relu(&dx, &mut y)?;
