@@ -22,7 +22,8 @@
 //!    `run.sh --bench` runs after the benchmarks on their JSON reports) goes to
 //!    [`TORCH_COMPARATOR`] as it is.
 //! 4. `DIR/run.sh` (the template `run.sh` next to this file, with the names of
-//!    [`gpu_test::UNFILTERED_TARGETS`] filled in; read it for what it does) and
+//!    [`gpu_test::UNFILTERED_TARGETS`] filled in, and of those its sanitizer steps leave
+//!    out; read it for what it does) and
 //!    `DIR/MANIFEST.txt` (commit, date from `date -u`, toolchain, every file with its size)
 //!    are written.
 //! 5. `tests/`, `bench/` and `tools/` are packed into [`PACKED`] (tar and xz: every test
@@ -103,13 +104,23 @@ const RUN_SH_TEMPLATE: &str = include_str!("run.sh");
 /// unfiltered.
 const UNFILTERED_PLACEHOLDER: &str = "@UNFILTERED_TARGETS@";
 
-/// The bundle's `run.sh`: the template with [`gpu_test::UNFILTERED_TARGETS`] filled in.
+/// Where the template takes the names of the test binaries its sanitizer steps leave out.
+const NOT_SANITIZED_PLACEHOLDER: &str = "@NOT_SANITIZED_TARGETS@";
+
+/// The bundle's `run.sh`: the template with the names of [`gpu_test::UNFILTERED_TARGETS`]
+/// filled in, all of them and those the sanitizers leave out.
 pub fn run_sh_text() -> String {
-    let names: Vec<&str> = gpu_test::UNFILTERED_TARGETS
-        .iter()
-        .map(|target| target.name)
-        .collect();
-    RUN_SH_TEMPLATE.replace(UNFILTERED_PLACEHOLDER, &names.join(" "))
+    let names = |keep: fn(&gpu_test::UnfilteredTarget) -> bool| {
+        let names: Vec<&str> = gpu_test::UNFILTERED_TARGETS
+            .iter()
+            .filter(|target| keep(target))
+            .map(|target| target.name)
+            .collect();
+        names.join(" ")
+    };
+    RUN_SH_TEMPLATE
+        .replace(UNFILTERED_PLACEHOLDER, &names(|_| true))
+        .replace(NOT_SANITIZED_PLACEHOLDER, &names(|target| !target.sanitize))
 }
 
 /// Runs `cargo xtask gpu-bundle [DIR]`.

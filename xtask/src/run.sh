@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# run.sh: runs the steps of a GPU bundle made by `cargo xtask gpu-bundle`: the doctor, the
-# tests, each compute-sanitizer tool, the benchmarks (and the PyTorch comparator after them).
+# run.sh: runs the steps of a GPU bundle made by `cargo xtask gpu-bundle`: the doctor (a
+# preflight of the machine, then tools/cuda_doctor), the tests, the benchmarks, each
+# compute-sanitizer tool, and last the PyTorch comparator (with the benchmarks).
 #
 # Needs bash 4.4+ and the usual command-line tools (awk, grep, sed, tar, gzip, timeout), not
 # Rust. It can be run from any folder; it finds the bundle next to itself. Each call runs the
-# steps its options name (the tests when none is named) and:
+# steps its options name (the tests when none is named), in the order above, and:
+# - runs the test binaries, in the test and sanitizer steps, in an order that puts the most
+#   telling first (the CUDA-vs-CPU properties and the behaviours) and the slowest last, so
+#   that a call cut short has still run those (--first and --only change it);
 # - writes every program's full output to a working folder (--logs, else a fresh folder
 #   under $TMPDIR or /tmp), and prints one line per program and a summary;
 # - puts into the output folder (--out, else $OUT when set) at most 8 files, each named
@@ -14,33 +18,56 @@
 # - stops starting programs when the time budget (--budget) is spent, and cuts a program
 #   that outlives its share (timeout), reporting it as a failure, so that the call ends,
 #   with its summary, before a device tool's own limit kills it;
+# - leaves out of the sanitizer steps the test binaries that fault on purpose (xtask's
+#   gpu_test::UNFILTERED_TARGETS says which), and reports a sanitizer step as `not run`,
+#   failing nothing, where compute-sanitizer cannot work: under gVisor (a kernel release of
+#   4.4) it cannot attach to the GPU, and where it answers `Device not supported` it refused
+#   the device;
 # - exits 0 only when nothing failed and nothing was left unverified: a test step in which
 #   nothing passed, a SKIPPED: line, a missing compute-sanitizer or a skipped benchmark fails
 #   the call (unless --allow-skip; a test step with no passing test fails regardless).
 #
+# For run.sh's own tests only: RUN_SH_KERNEL_RELEASE, when set, stands in for `uname -r`
+# (so that the gVisor case can be shown on any machine).
+#
 # The template lives in xtask/src/run.sh; `cargo xtask gpu-bundle` copies it into each
-# bundle, filling in the list of unfiltered test binaries.
+# bundle, filling in the test binaries its sanitizer steps run unfiltered and those they
+# leave out.
 
 set -u
 
 usage() {
-    cat <<'EOF'
+    sed "s/@TORCH_COMPARE_NEEDS@/$torch_compare_needs/" <<'EOF'
 usage: run.sh [steps] [options] [-- <test args>]
 
 steps (any combination, run in this order; the tests when none is given):
-  --doctor            tools/cuda_doctor: driver, devices, libraries found and chosen,
-                      NVRTC's architectures, one module compiled (about 10 s)
-  --tests             every test binary, unfiltered (about 2 min)
+  --doctor            a preflight (kernel and gVisor, GPU and driver, compute-sanitizer,
+                      CUDA variables, python3's torch: information, failing nothing), then
+                      tools/cuda_doctor: the libraries found and chosen, every built-in
+                      module compiled, a smoke test (about 30 s, NVRTC cold)
+  --tests             every test binary, unfiltered (about 2.5 min)
+  --bench             every benchmark in bench/ with `--device cuda --json FILE` (about
+                      4 min; 1.5 with --quick)
   --sanitize TOOL     the CUDA tests under compute-sanitizer's TOOL: memcheck, racecheck,
                       synccheck, or all (each its own step; repeatable); an error, or no
-                      compute-sanitizer, fails the step
-  --bench             every benchmark in bench/ with `--device cuda --json FILE`, then
-                      tools/torch_compare.py: the same work through PyTorch, in a table
-                      beside cuda_bench's and pipeline_bench's figures (not run, failing
-                      nothing, where python3 lacks torch or torch lacks CUDA)
+                      compute-sanitizer, fails the step; under gVisor, or where it refuses
+                      the device, the step is not run and fails nothing
   --all               all of the above (needs about 20 min: raise --budget)
+After the steps, with --bench: tools/torch_compare.py, the same work through PyTorch in a
+table beside cuda_bench's and pipeline_bench's figures (about 1 min; not run, failing
+nothing, where python3 lacks torch or torch lacks CUDA).
 
 options:
+  --quick             the benchmarks in short: cuda_bench and transfer_bench up to
+                      256 MiB, pipeline_bench --quick, graph_bench as it is; then the
+                      comparator only with @TORCH_COMPARE_NEEDS@ s of the budget left (else
+                      `not run`, failing nothing). Needs --bench
+  --max-mib N         the largest transfer of cuda_bench and transfer_bench, 1 to 65536
+                      (over --quick's 256). Needs --bench
+  --first A,B,...     run these test binaries first, in this order, and the rest after in
+                      the default order (below); repeatable
+  --only A,B,...      run only these test binaries in the test and sanitizer steps, in
+                      this order unless --first gives one; repeatable
   --allow-skip        do not export GPU_REQUIRE_CUDA=1 (CUDA tests skip without a GPU)
                       and accept SKIPPED: lines, a missing compute-sanitizer and skipped
                       benchmarks; without it each of those fails the run
@@ -55,10 +82,17 @@ options:
                       (default: $OUT if set, else nowhere: the logs stay in --logs)
   -h, --help          this message
 
+A test binary's NAME is its target's name: it matches the bundle's tests/NAME, and
+tests/NAME-HASH where two targets share a name (both `faults`); a NAME that matches none
+is an error.
+
 Arguments after `--` go to every test binary (e.g. a test filter, or --nocapture).
 COMPUTE_SANITIZER may name the compute-sanitizer to use; TORCH_PYTHON the Python that
-runs the comparator (default python3).
+runs the comparator and the preflight's torch check (default python3).
 EOF
+    echo
+    echo "The default order of the test binaries: first $default_first; then the others by name; last $default_last." |
+        fold -s -w 90 | sed 's/ *$//'
 }
 
 bundle=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P) || {
@@ -81,20 +115,35 @@ if [ -f "$bundle/bins.tar.xz" ] && [ ! -d "$bundle/tests" ]; then
 fi
 
 # Test binaries whose CUDA tests do not have `cuda` in their names: the sanitizer steps run
-# them unfiltered (xtask's gpu_test::UNFILTERED_TARGETS, filled in by `cargo xtask
-# gpu-bundle`; a name is the bundle's file name under tests/).
+# them unfiltered. Test binaries that fault on purpose (cuda_poison's wild write poisons the
+# device), which compute-sanitizer would report by design: the sanitizer steps leave them
+# out. Both from xtask's gpu_test::UNFILTERED_TARGETS, filled in by `cargo xtask
+# gpu-bundle`; a name is the bundle's file name under tests/.
 unfiltered_targets="@UNFILTERED_TARGETS@"
+not_sanitized_targets="@NOT_SANITIZED_TARGETS@"
+
+# The default order of the test binaries (target names, as --first takes them): these
+# first, the rest by name, then the last ones. First the CUDA-vs-CPU properties and the
+# behaviours, the most a cut-off run can report; then the other binaries with CUDA variants,
+# the unfiltered CUDA targets, the probe and device selection on a real driver, and the
+# Vulkan backend's own. Last the slowest: pipeline_props (a fresh context per random case)
+# and the CPU-only fault-injection and training tests. A name not in the bundle is passed
+# over (xtask's tests check that each names a test target of the workspace).
+default_first="props behaviour memory bad_input interop alloc_free half debug bad_input_pipeline gpukit_cuda nvrtc gpukit_cuda_sys cuda_poison probe selection gpukit_wgpu kernels windows"
+default_last="pipeline_props faults digits"
 
 # Rough expectations for each step, printed when it starts. Nothing has run on a GPU yet:
 # replace them with what GPU-RUNS.md records once something has.
 expected_duration() {
+    local n=${#bins[@]}
     case $1 in
-        doctor) echo "about 10 s" ;;
-        tests) echo "about 2 min" ;;
-        memcheck) echo "about 5 min" ;;
-        racecheck) echo "about 4 min" ;;
-        synccheck) echo "about 3 min" ;;
-        bench) echo "about 5 min" ;;
+        doctor) echo "about 30 s (the preflight, then cuda_doctor compiling every built-in module, cold, and its smoke test)" ;;
+        tests) if [ "$only_given" -eq 1 ]; then echo "about 30 s a binary (--only: $n)"; else echo "about 2.5 min"; fi ;;
+        memcheck) if [ "$only_given" -eq 1 ]; then echo "about 1 min a binary (--only: $n)"; else echo "about 5 min"; fi ;;
+        racecheck) if [ "$only_given" -eq 1 ]; then echo "about 45 s a binary (--only: $n)"; else echo "about 4 min"; fi ;;
+        synccheck) if [ "$only_given" -eq 1 ]; then echo "about 30 s a binary (--only: $n)"; else echo "about 3 min"; fi ;;
+        bench) if [ "$quick" -eq 1 ]; then echo "about 1.5 min (--quick)"; else echo "about 4 min"; fi ;;
+        torch_compare) echo "about 1 min" ;;
         *) echo "unknown" ;;
     esac
 }
@@ -126,6 +175,13 @@ budget=540
 binary_timeout=240
 expect_skips=()
 pass=()
+quick=0
+max_mib=
+# Seconds of budget the comparator needs under --quick (it measures for about a minute).
+torch_compare_needs=90
+first_names=()
+only_names=()
+only_given=0
 
 add_tool() {
     local tool existing
@@ -155,7 +211,8 @@ while [ $# -gt 0 ]; do
             ;;
     esac
     case $opt in
-        --sanitize | --expect-skip | --budget | --binary-timeout | --logs | --out)
+        --sanitize | --expect-skip | --budget | --binary-timeout | --logs | --out | \
+            --max-mib | --first | --only)
             if [ "$has_value" -eq 0 ]; then
                 if [ $# -lt 2 ]; then die_usage "$opt needs a value"; fi
                 value=$2
@@ -185,6 +242,21 @@ while [ $# -gt 0 ]; do
             ;;
         --logs) logdir=$value ;;
         --out) outdir=$value ;;
+        --quick) quick=1 ;;
+        --max-mib)
+            if ! is_seconds "$value" || [ $((10#$value)) -lt 1 ] || [ $((10#$value)) -gt 65536 ]; then
+                die_usage "--max-mib takes a whole number of MiB from 1 to 65536, not '$value'"
+            fi
+            max_mib=$((10#$value))
+            ;;
+        --first | --only)
+            IFS=, read -r -a names <<<"$value"
+            for name in ${names[@]+"${names[@]}"}; do
+                if [ -z "$name" ]; then continue; fi
+                if [ "$opt" = --first ]; then first_names+=("$name"); else only_names+=("$name"); fi
+            done
+            if [ "$opt" = --only ]; then only_given=1; fi
+            ;;
         -h | --help)
             usage
             exit 0
@@ -208,17 +280,110 @@ fi
 if [ "$want_doctor$want_tests$want_bench" = 000 ] && [ "${#sanitize_tools[@]}" -eq 0 ]; then
     want_tests=1
 fi
+if [ "$want_bench" -eq 0 ] && { [ "$quick" -eq 1 ] || [ -n "$max_mib" ]; }; then
+    die_usage "--quick and --max-mib shape the benchmarks: add --bench"
+fi
+if [ "$only_given" -eq 1 ] && [ "${#only_names[@]}" -eq 0 ]; then
+    die_usage "--only needs at least one test binary's name"
+fi
 
-# The steps in the order they run, and the call's label, which names its output files.
+# The steps in the order they run, and the call's label, which names its output files. The
+# benchmarks come before the sanitizers: they are shorter, and after the tests' results their
+# figures are what a short call needs most. The comparator runs after every step (below): it
+# only adds to the benchmarks' figures.
 steps=()
 if [ "$want_doctor" -eq 1 ]; then steps+=(doctor); fi
 if [ "$want_tests" -eq 1 ]; then steps+=(tests); fi
-steps+=(${sanitize_tools[@]+"${sanitize_tools[@]}"})
 if [ "$want_bench" -eq 1 ]; then steps+=(bench); fi
+steps+=(${sanitize_tools[@]+"${sanitize_tools[@]}"})
 if [ "$want_all" -eq 1 ]; then
     label=all
 else
     label=$(IFS=-; echo "${steps[*]}")
+fi
+
+# ---- the test binaries and their order
+
+# Whether the bundle's binary $2 (a path) is the test target named $1: its file name is the
+# name, or cargo's `name-hash` where two targets share a name (or xtask's `name-2`).
+is_target() {
+    case ${2##*/} in
+        "$1" | "$1"-[0-9a-f]*) return 0 ;;
+    esac
+    return 1
+}
+
+# The names among "$@" that match no binary in the bundle, space-separated.
+unknown_names() {
+    local name f unknown=()
+    for name in "$@"; do
+        for f in ${found_bins[@]+"${found_bins[@]}"}; do
+            if is_target "$name" "$f"; then continue 2; fi
+        done
+        unknown+=("'$name'")
+    done
+    echo "${unknown[*]:-}"
+}
+
+found_bins=()
+for f in "$bundle"/tests/*; do
+    if [ -f "$f" ] && [ -x "$f" ]; then
+        found_bins+=("$f")
+    fi
+done
+for option in --first --only; do
+    if [ "$option" = --first ]; then
+        unknown=$(unknown_names ${first_names[@]+"${first_names[@]}"})
+    else
+        unknown=$(unknown_names ${only_names[@]+"${only_names[@]}"})
+    fi
+    if [ -n "$unknown" ]; then
+        known=$(for f in ${found_bins[@]+"${found_bins[@]}"}; do echo "${f##*/}"; done | tr '\n' ' ')
+        known=${known:-none}
+        die_usage "$option: no test binary named $unknown in $bundle/tests (there: ${known% })"
+    fi
+done
+
+# The binaries in the order the test and sanitizer steps run them: --first's names (else
+# --only's), the default first names, the rest by name except the default last names, then
+# those; with --only, only the binaries it names.
+declare -A placed=()
+bins=()
+place() {
+    local name f
+    for name in "$@"; do
+        for f in ${found_bins[@]+"${found_bins[@]}"}; do
+            if [ -z "${placed[$f]:-}" ] && is_target "$name" "$f"; then
+                placed[$f]=1
+                bins+=("$f")
+            fi
+        done
+    done
+}
+if [ "${#first_names[@]}" -gt 0 ]; then
+    place "${first_names[@]}"
+elif [ "$only_given" -eq 1 ]; then
+    place "${only_names[@]}"
+fi
+place $default_first
+for f in ${found_bins[@]+"${found_bins[@]}"}; do
+    for name in $default_last; do
+        if is_target "$name" "$f"; then continue 2; fi
+    done
+    place "${f##*/}"
+done
+place $default_last
+if [ "$only_given" -eq 1 ]; then
+    ordered=(${bins[@]+"${bins[@]}"})
+    bins=()
+    for f in ${ordered[@]+"${ordered[@]}"}; do
+        for name in "${only_names[@]}"; do
+            if is_target "$name" "$f"; then
+                bins+=("$f")
+                break
+            fi
+        done
+    done
 fi
 
 if [ -z "$logdir" ]; then
@@ -342,6 +507,30 @@ run_limited() {
         rc=$?
     fi
     took=$((SECONDS - began))
+}
+
+# The time limit of a probe that informs (the preflight, the header's GPU line): $1 seconds,
+# or the budget's rest if less, 1 s at least. Such a probe must never hang the call.
+probe_limit() {
+    local left
+    left=$(budget_left)
+    if [ "$left" -lt "$1" ]; then
+        echo $((left < 1 ? 1 : left))
+    else
+        echo "$1"
+    fi
+}
+
+# Runs "$@" (a probe) with stdin closed and stderr into stdout, for at most $1 seconds
+# (without `timeout`, unlimited). Its status is the command's, 124 or 137 when cut.
+capped() {
+    local secs=$1
+    shift
+    if [ "$have_timeout" -eq 1 ]; then
+        timeout --kill-after=2 "$secs" "$@" </dev/null 2>&1
+    else
+        "$@" </dev/null 2>&1
+    fi
 }
 
 # Describes how a program run by run_limited ended: "exit N", a signal, or the cut.
@@ -508,6 +697,14 @@ run_test_binary() {
         return
     fi
     add_written "$logname"
+    if [ "$column" != tests ] && grep -q 'Device not supported' "$logdir/$logname"; then
+        # compute-sanitizer refused the device (as under gVisor): nothing was checked, and
+        # the test results under it say nothing about the code.
+        printf '%-32s %-9s %s\n' "$name" "$column" "not run: compute-sanitizer refused the device (after $took s)"
+        sanitizer_refused=1
+        save_outputs
+        return
+    fi
     read -r passed failed ignored results cuda < <(tally "$logdir/$logname")
     if [ "$column" = tests ]; then
         collect_skips "$logdir/$logname" "$name"
@@ -552,7 +749,7 @@ echo "bundle: $bundle"
 echo "commit: $commit"
 echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>&1 |
+    capped "$(probe_limit 10)" nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader |
         sed 's/^/gpu:    /'
 else
     echo "gpu:    nvidia-smi not found"
@@ -563,7 +760,28 @@ else
     echo "mode:   GPU_REQUIRE_CUDA=1 (CUDA tests fail when no GPU is usable)"
 fi
 echo "vulkan: VK_DRIVER_FILES=${VK_DRIVER_FILES:-(unset)}, GPU_REQUIRE_VULKAN=${GPU_REQUIRE_VULKAN:-(unset: the Vulkan tests skip without a loader)}"
-echo "steps:  ${steps[*]}"
+if [ "$want_bench" -eq 1 ]; then
+    echo "steps:  ${steps[*]}, then the torch comparator"
+    bench_shape="every benchmark in full"
+    if [ "$quick" -eq 1 ]; then
+        bench_shape="--quick: cuda_bench and transfer_bench to ${max_mib:-256} MiB, pipeline_bench --quick, graph_bench; the comparator with $torch_compare_needs s left"
+    elif [ -n "$max_mib" ]; then
+        bench_shape="cuda_bench and transfer_bench to $max_mib MiB"
+    fi
+    echo "bench:  $bench_shape"
+else
+    echo "steps:  ${steps[*]}"
+fi
+if [ "$want_tests" -eq 1 ] || [ "${#sanitize_tools[@]}" -gt 0 ]; then
+    if [ "$only_given" -eq 1 ]; then
+        order_source="--only"
+    elif [ "${#first_names[@]}" -gt 0 ]; then
+        order_source="--first, then the default order"
+    else
+        order_source="the default order"
+    fi
+    echo "order:  $(for f in ${bins[@]+"${bins[@]}"}; do printf '%s ' "${f##*/}"; done)($order_source)"
+fi
 if [ "$budget" -eq 0 ]; then
     echo "budget: none"
 else
@@ -579,13 +797,6 @@ else
     echo "out:    none (no --out and no \$OUT): the logs stay in $logdir"
 fi
 
-bins=()
-for f in "$bundle"/tests/*; do
-    if [ -f "$f" ] && [ -x "$f" ]; then
-        bins+=("$f")
-    fi
-done
-
 # Arguments for every test binary. --show-output prints what passing tests printed, so
 # their `SKIPPED:` lines reach the log and are counted.
 test_args=(--show-output)
@@ -600,9 +811,92 @@ step_header() {
 
 # ---- the steps
 
+# The kernel's release: gVisor reports 4.4(.0). RUN_SH_KERNEL_RELEASE stands in for it in
+# run.sh's own tests.
+kernel_release=${RUN_SH_KERNEL_RELEASE:-$(uname -r 2>/dev/null || echo unknown)}
+
+# Whether this machine runs under gVisor, where compute-sanitizer cannot attach to the GPU
+# (it answers "Device not supported", then fails every allocation).
+is_gvisor() {
+    case $kernel_release in
+        4.4 | 4.4.*) return 0 ;;
+    esac
+    return 1
+}
+
+# One labelled line of the preflight.
+preflight_line() {
+    printf '  %-22s %s\n' "$1:" "$2"
+}
+
+# What about this machine explains the doctor's and the tests' results, before the doctor
+# runs: the kernel (and gVisor), the GPU and driver, compute-sanitizer, the variables that
+# change what CUDA loads or computes, and python3's torch. Information only: it fails
+# nothing, and each probe is time-limited. (Which libcuda, libnvrtc, libnvrtc-builtins and
+# libcublas the probe picks, cuda_doctor prints.)
+preflight() {
+    local out rc limit line var version python=${TORCH_PYTHON:-python3} gvisor=no
+    echo "preflight (information; it fails nothing):"
+    if is_gvisor; then
+        gvisor="yes: compute-sanitizer cannot attach to the GPU here, the sanitizer steps are not run"
+    fi
+    preflight_line kernel "$kernel_release $(uname -m 2>/dev/null) (gVisor: $gvisor)"
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        limit=$(probe_limit 10)
+        out=$(capped "$limit" nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv,noheader)
+        rc=$?
+        if [ "$rc" -eq 0 ]; then
+            while IFS= read -r line; do
+                preflight_line gpu "$line (index, name, driver, memory, compute capability)"
+            done <<<"$out"
+            limit=$(probe_limit 10)
+            version=$(capped "$limit" nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9][0-9.]*\).*/\1/p' | head -n 1)
+            preflight_line "CUDA (nvidia-smi)" "${version:-not reported}"
+        elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            preflight_line gpu "nvidia-smi gave no answer within $limit s"
+        else
+            preflight_line gpu "nvidia-smi failed (exit $rc): $(tail -n 1 <<<"$out")"
+        fi
+    else
+        preflight_line gpu "nvidia-smi not found"
+    fi
+    find_sanitizer
+    if [ -n "$sanitizer" ]; then
+        limit=$(probe_limit 10)
+        out=$(capped "$limit" "$sanitizer" --version)
+        version=$(grep -m 1 -i 'version' <<<"$out" || head -n 1 <<<"$out")
+        preflight_line compute-sanitizer "$sanitizer (${version:-no --version output})"
+    else
+        preflight_line compute-sanitizer "not found (searched $searched)"
+    fi
+    for var in NVIDIA_TF32_OVERRIDE CUDA_VISIBLE_DEVICES LD_LIBRARY_PATH; do
+        if [ -n "${!var+set}" ]; then
+            preflight_line "$var" "'${!var}'"
+        else
+            preflight_line "$var" "(unset)"
+        fi
+    done
+    if command -v "$python" >/dev/null 2>&1; then
+        limit=$(probe_limit 20)
+        out=$(capped "$limit" "$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')
+        rc=$?
+        if [ "$rc" -eq 0 ]; then
+            preflight_line "torch ($python)" "$(tail -n 1 <<<"$out")"
+        elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            preflight_line "torch ($python)" "not available (no answer within $limit s)"
+        else
+            preflight_line "torch ($python)" "not available ($(tail -n 1 <<<"$out"))"
+        fi
+    else
+        preflight_line "torch ($python)" "not available ($python not found)"
+    fi
+}
+
 step_doctor() {
     local doctor=$bundle/tools/cuda_doctor
     step_header doctor
+    preflight
+    save_outputs
     if [ ! -x "$doctor" ]; then
         echo "doctor: FAILED (tools/cuda_doctor is not in the bundle)"
         reasons+=("the doctor is not in the bundle")
@@ -616,6 +910,7 @@ step_doctor() {
         return
     fi
     add_written doctor.log
+    echo "tools/cuda_doctor:"
     sed 's/^./  &/' "$logdir/doctor.log"
     if [ "$rc" -eq 0 ]; then
         echo "doctor: ok ($took s)"
@@ -684,21 +979,28 @@ find_sanitizer() {
     done
 }
 
-# Whether the bundle's binary named $1 runs unfiltered under the sanitizer.
-is_unfiltered() {
+# Whether the bundle's binary $2 (a path) is one of the targets named in the list $1.
+in_targets() {
     local target
-    for target in $unfiltered_targets; do
-        if [ "$target" = "$1" ]; then return 0; fi
+    for target in $1; do
+        if is_target "$target" "$2"; then return 0; fi
     done
     return 1
 }
 
+# Set by run_test_binary when compute-sanitizer refused the device: the step stops there.
+sanitizer_refused=0
+
 step_sanitize() {
     local tool=$1 bin name listed passed_before=$total_passed filter
     step_header "$tool"
+    if is_gvisor; then
+        echo "$tool: not run: gVisor (kernel $kernel_release): compute-sanitizer cannot attach to the GPU there"
+        return
+    fi
     find_sanitizer
     if [ -z "$sanitizer" ]; then
-        echo "SKIPPED: compute-sanitizer not found (searched $searched)"
+        echo "$tool: not run: compute-sanitizer not found (searched $searched)"
         if [ "$allow_skip" -eq 0 ]; then
             reasons+=("$tool: compute-sanitizer not found, so nothing was checked")
             total_failed=$((total_failed + 1))
@@ -706,10 +1008,16 @@ step_sanitize() {
         return
     fi
     echo "compute-sanitizer: $sanitizer"
+    sanitizer_refused=0
     for bin in ${bins[@]+"${bins[@]}"}; do
         name=${bin##*/}
+        if in_targets "$not_sanitized_targets" "$bin"; then
+            printf '%-32s %-9s %s\n' "$name" "$tool" \
+                "not run: it faults on purpose, which $tool reports by design (xtask's gpu_test::UNFILTERED_TARGETS)"
+            continue
+        fi
         filter=(cuda)
-        if is_unfiltered "$name"; then
+        if in_targets "$unfiltered_targets" "$bin"; then
             filter=()
         else
             # Only binaries with CUDA tests are worth the sanitizer's start-up time.
@@ -725,6 +1033,10 @@ step_sanitize() {
             "$sanitizer" --tool "$tool" --error-exitcode 1 --report-api-errors no \
             --print-limit 50 "$bin" ${filter[@]+"${filter[@]}"} "${test_args[@]}" \
             ${pass[@]+"${pass[@]}"}
+        if [ "$sanitizer_refused" -eq 1 ]; then
+            echo "$tool: stopped: compute-sanitizer refused the device (\`Device not supported\` in $logdir/$name.$tool.log); it fails nothing"
+            return
+        fi
     done
     if [ "$total_passed" -eq "$passed_before" ]; then
         reasons+=("$tool: no test passed under compute-sanitizer, so nothing was checked")
@@ -742,8 +1054,11 @@ keep_report() {
     fi
 }
 
+# The benchmarks that wrote a JSON report in the bench step, for the comparator.
+bench_reports=()
+
 step_bench() {
-    local prog name log skips ran=0 reports=()
+    local prog name log skips ran=0 args
     step_header bench
     for prog in "$bundle"/bench/*; do
         if [ ! -f "$prog" ] || [ ! -x "$prog" ]; then
@@ -752,8 +1067,21 @@ step_bench() {
         name=${prog##*/}
         log=bench-$name.log
         ran=$((ran + 1))
-        echo "--- $name --device cuda --json $logdir/$name.json"
-        run_limited "$logdir/$log" "$prog" --device cuda --json "$logdir/$name.json"
+        args=(--device cuda --json "$logdir/$name.json")
+        case $name in
+            cuda_bench | transfer_bench)
+                if [ -n "$max_mib" ]; then
+                    args+=(--max-mib "$max_mib")
+                elif [ "$quick" -eq 1 ]; then
+                    args+=(--max-mib 256)
+                fi
+                ;;
+            pipeline_bench)
+                if [ "$quick" -eq 1 ]; then args+=(--quick); fi
+                ;;
+        esac
+        echo "--- $name ${args[*]}"
+        run_limited "$logdir/$log" "$prog" "${args[@]}"
         if [ "$cut" -eq 2 ]; then
             echo "bench $name: $(describe_end)"
             not_started+=("bench $name")
@@ -764,7 +1092,7 @@ step_bench() {
         # Printed above; a skipped benchmark is its own failure, not one of skip_lines.
         skips=$(grep -c 'SKIPPED:' "$logdir/$log")
         if [ -f "$logdir/$name.json" ]; then
-            reports+=("$name")
+            bench_reports+=("$name")
             keep_report "$name.json"
         fi
         if [ "$rc" -ne 0 ]; then
@@ -787,7 +1115,19 @@ step_bench() {
         reasons+=("no benchmarks in the bundle")
         total_failed=$((total_failed + 1))
     fi
-    torch_compare ${reports[@]+"${reports[@]}"}
+}
+
+# The comparator, after every step (with --bench): under --quick only while the budget has
+# the time it needs, since it only adds to the benchmarks' figures.
+step_torch_compare() {
+    local left
+    step_header torch_compare
+    left=$(budget_left)
+    if [ "$quick" -eq 1 ] && [ "$left" -lt "$torch_compare_needs" ]; then
+        echo "torch comparator: not run (time: $left s left, needs about $torch_compare_needs)"
+        return
+    fi
+    torch_compare ${bench_reports[@]+"${bench_reports[@]}"}
 }
 
 # The PyTorch comparator (tools/torch_compare.py, from bench/ of the repository): the work
@@ -857,6 +1197,9 @@ for step in "${steps[@]}"; do
         *) step_sanitize "$step" ;;
     esac
 done
+if [ "$want_bench" -eq 1 ] && [ -z "$interrupted" ]; then
+    step_torch_compare
+fi
 
 # ---- the summary
 

@@ -1,7 +1,13 @@
 //! `run.sh` on fake bundles of shell scripts: the tallies, the verdict (a green run must
 //! have verified something), the files it leaves in the output folder, the time limits,
-//! the sanitizer and benchmark steps (with the PyTorch comparator) and the doctor. No GPU is
-//! needed.
+//! the sanitizer and benchmark steps (with the PyTorch comparator) and the doctor; the order
+//! of the test binaries in [`order`], the short benchmarks of a short plan in [`quick`], and
+//! what run.sh does about the machine (the preflight, gVisor, a refused device) in
+//! [`machine`]. No GPU is needed.
+
+mod machine;
+mod order;
+mod quick;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -9,8 +15,8 @@ use std::process::{Command, Output};
 
 use super::TempDir;
 use crate::gpu_bundle::{
-    make_executable, run_sh_text, MANIFEST, TORCH_COMPARATOR, TORCH_COMPARATOR_SOURCE,
-    UNFILTERED_PLACEHOLDER,
+    make_executable, run_sh_text, MANIFEST, NOT_SANITIZED_PLACEHOLDER, TORCH_COMPARATOR,
+    TORCH_COMPARATOR_SOURCE, UNFILTERED_PLACEHOLDER,
 };
 use crate::util;
 
@@ -58,6 +64,9 @@ struct Call<'a> {
     env: &'a [(&'a str, &'a str)],
 }
 
+/// A kernel release that is not gVisor's, for [`Call::env`]'s `RUN_SH_KERNEL_RELEASE`.
+const NOT_GVISOR: &str = "6.1.0-test";
+
 /// [`run_sh`] with only arguments.
 fn run_args(bundle: &Path, args: &[&str]) -> (i32, String) {
     run_sh(
@@ -82,6 +91,8 @@ fn run_sh(bundle: &Path, call: Call<'_>) -> (i32, String) {
         .env_remove("GPU_REQUIRE_CUDA")
         .env_remove("COMPUTE_SANITIZER")
         .env_remove("TORCH_PYTHON")
+        // Not gVisor, whatever this machine is, unless a test says otherwise.
+        .env("RUN_SH_KERNEL_RELEASE", NOT_GVISOR)
         .envs(call.env.iter().copied());
     if let Some(out) = call.out {
         cmd.env("OUT", out);
@@ -195,9 +206,15 @@ fn run_sh_is_valid_bash_with_the_unfiltered_targets_filled_in() {
     let text = run_sh_text();
     assert!(text.starts_with("#!/usr/bin/env bash\n"));
     assert!(!text.contains(UNFILTERED_PLACEHOLDER));
+    assert!(!text.contains(NOT_SANITIZED_PLACEHOLDER));
     assert!(
         text.contains("unfiltered_targets=\"gpukit_cuda_sys nvrtc gpukit_cuda cuda_poison\""),
         "the sanitizer steps must know the unfiltered targets"
+    );
+    // cuda_poison writes out of bounds on purpose: memcheck would fail on it by design.
+    assert!(
+        text.contains("not_sanitized_targets=\"cuda_poison\""),
+        "the sanitizer steps must know what to leave out"
     );
     if !bash_available() {
         return;
@@ -426,6 +443,14 @@ fn usage_errors_exit_2_and_an_empty_bundle_fails() {
         &["--sanitize", "bogus"][..],
         &["--budget", "soon"][..],
         &["--logs", "same", "--out", "same"][..],
+        &["--quick"][..],
+        &["--max-mib", "64"][..],
+        &["--bench", "--max-mib", "0"][..],
+        &["--bench", "--max-mib", "lots"][..],
+        &["--first"][..],
+        &["--first", "nosuch"][..],
+        &["--only", "nosuch"][..],
+        &["--only="][..],
     ] {
         let out = Command::new("bash")
             .arg(bundle.join("run.sh"))
@@ -692,7 +717,7 @@ fn a_missing_sanitizer_fails_unless_skips_are_allowed() {
     let tmp = TempDir::new("nosan");
     let bundle = fake_bundle(&tmp, &[("alpha", PASSING)]);
     let (code, stdout) = run_args(&bundle, &["--sanitize", "memcheck"]);
-    if !stdout.contains("SKIPPED: compute-sanitizer not found (searched ") {
+    if !stdout.contains("memcheck: not run: compute-sanitizer not found (searched ") {
         // This machine has a real compute-sanitizer; the missing case cannot be shown here.
         println!("SKIPPED: compute-sanitizer is installed here");
         return;
