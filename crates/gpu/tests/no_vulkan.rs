@@ -5,7 +5,7 @@
 //! not exist (`VK_DRIVER_FILES`), which hides every driver, lavapipe included.
 #![cfg(feature = "vulkan")]
 
-use std::process::Command;
+mod common;
 
 use gpukit::{Context, DeviceSpec, Error};
 
@@ -17,27 +17,16 @@ fn vulkan_requests_without_a_driver_are_typed_errors() {
     if std::env::var_os(CHILD).is_some() {
         return child();
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            "vulkan_requests_without_a_driver_are_typed_errors",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .env("VK_DRIVER_FILES", "/nonexistent/gpukit-no-driver.json")
-        .env_remove("VK_ICD_FILENAMES")
-        .env_remove("VK_ADD_DRIVER_FILES")
-        .env_remove("GPU_DEVICE")
-        .output()
-        .expect("the child test runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    common::run_in_child(
+        "vulkan_requests_without_a_driver_are_typed_errors",
+        CHILD,
+        |cmd| {
+            cmd.env("VK_DRIVER_FILES", "/nonexistent/gpukit-no-driver.json")
+                .env_remove("VK_ICD_FILENAMES")
+                .env_remove("VK_ADD_DRIVER_FILES")
+                .env_remove("GPU_DEVICE")
+        },
     );
-    assert!(out.status.success(), "the child failed:\n{text}");
-    assert!(text.contains("1 passed"), "the child ran nothing:\n{text}");
 }
 
 /// The checks, in a process whose loader finds no driver.

@@ -12,7 +12,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use gpukit::{Context, DType, DeviceSpec, Error, SpecOrigin};
 
@@ -121,32 +120,10 @@ fn environment_and_file_follow_the_precedence_rules() {
     if std::env::var_os(CHILD).is_some() {
         return precedence_rules_with_this_process_environment();
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            "environment_and_file_follow_the_precedence_rules",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .expect("the child test runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Relayed as this test's own output: shown on failure, or always with --nocapture.
-    print!("{text}");
-    assert!(
-        out.status.success(),
-        "the child failed ({}); its output is above",
-        out.status
-    );
-    assert!(
-        text.contains("1 passed"),
-        "the child ran nothing; its output is above"
+    common::run_in_child(
+        "environment_and_file_follow_the_precedence_rules",
+        CHILD,
+        |cmd| cmd,
     );
 }
 

@@ -18,6 +18,40 @@
 
 use gpukit::{Context, DeviceSpec, In, KernelSpec, Out};
 
+/// Runs the test `name` of this test binary again in a child process, the only test there,
+/// on one thread, with the variable `marker` set (the test checks it, and in the child does
+/// its work) and whatever else `configure` sets; relays the child's output as this test's
+/// own and asserts that the child ran that one test and it passed. For tests that need a
+/// process of their own: ones that set the environment, or need it set before anything
+/// reads it.
+pub fn run_in_child(
+    name: &str,
+    marker: &str,
+    configure: impl FnOnce(&mut std::process::Command) -> &mut std::process::Command,
+) {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["--exact", name, "--test-threads=1", "--nocapture"])
+        .env(marker, "1");
+    let out = configure(&mut cmd).output().expect("the child test runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Relayed as this test's own output: shown on failure, or always with --nocapture.
+    print!("{text}");
+    assert!(
+        out.status.success(),
+        "the child failed ({}); its output is above",
+        out.status
+    );
+    assert!(
+        text.contains("1 passed"),
+        "the child ran nothing; its output is above"
+    );
+}
+
 /// The CPU reference backend: always available.
 pub fn cpu() -> Option<Context> {
     match Context::new(DeviceSpec::Cpu) {
