@@ -125,23 +125,24 @@ impl Builtins {
     }
 
     /// Loads every module not loaded yet, compiling those the kernel cache lacks in
-    /// parallel. The context must be current.
+    /// parallel; returns the first error, after trying every module. The context must be
+    /// current.
     pub fn preload(&self, dev: &Device) -> Result<()> {
         let missing: Vec<Elem> = Elem::ALL
             .into_iter()
             .filter(|&e| self.modules[slot_of(e)].get().is_none())
             .collect();
-        if missing.is_empty() {
-            return Ok(());
+        let compiled = compile_builtins(self.nvrtc, &missing, self.target);
+        let mut first = Ok(());
+        for (elem, compiled) in missing.iter().zip(compiled) {
+            let loaded = compiled
+                .map_err(Error::from)
+                .and_then(|(c, _)| self.load(dev, *elem, &c).map(|_| ()));
+            if first.is_ok() {
+                first = loaded;
+            }
         }
-        for (elem, compiled) in
-            missing
-                .iter()
-                .zip(compile_builtins(self.nvrtc, &missing, self.target))
-        {
-            self.load(dev, *elem, &compiled?.0)?;
-        }
-        Ok(())
+        first
     }
 
     /// Loads `compiled` as `elem`'s module unless another thread did first.
