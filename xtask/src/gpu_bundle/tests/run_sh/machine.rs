@@ -20,7 +20,7 @@ echo "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out
 "#;
 
 /// A folder of fake tools, prepended to PATH: each (name, body) a script.
-fn fake_tools(tmp: &TempDir, tools: &[(&str, &str)]) -> PathBuf {
+pub(super) fn fake_tools(tmp: &TempDir, tools: &[(&str, &str)]) -> PathBuf {
     let dir = tmp.path().join("fakebin");
     fs::create_dir_all(&dir).unwrap();
     for (name, body) in tools {

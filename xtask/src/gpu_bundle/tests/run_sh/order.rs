@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use super::{bash_available, fake_bundle, line, run_args, run_sh, script, verdict, Call, PASSING};
+use super::{bash_available, fake_bundle, line, run_args, run_sh, verdict, Call, PASSING};
 use super::{TempDir, FAKE_SANITIZER};
 use crate::gpu_bundle::run_sh_text;
 use crate::util;
@@ -93,9 +93,7 @@ fn only_runs_the_binaries_it_names_in_the_test_and_sanitizer_steps() {
     }
     let tmp = TempDir::new("only");
     let bundle = named_bundle(&tmp);
-    let fake_bin = tmp.path().join("fakebin");
-    fs::create_dir_all(&fake_bin).unwrap();
-    script(&fake_bin.join("compute-sanitizer"), FAKE_SANITIZER);
+    let fake_bin = super::machine::fake_tools(&tmp, &[("compute-sanitizer", FAKE_SANITIZER)]);
     let logs = tmp.path().join("logs");
     let (code, stdout) = run_sh(
         &bundle,
