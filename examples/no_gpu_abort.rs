@@ -14,7 +14,7 @@
 //! `Ok` or a typed error), 1 when a call broke it, 2 when `--require-abort` is given and the
 //! binary was not built with `panic = "abort"`. `--panic` panics on purpose, so the caller can
 //! check that a panic really aborts. The same calls are asserted, with unwinding, by
-//! `crates/gpu/tests/no_gpu.rs`.
+//! `crates/gpukit/tests/no_gpu.rs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,8 +1,8 @@
 //! `cargo xtask bindgen`: regenerates gpukit-cuda-sys's raw declarations from CUDA's headers.
 //!
-//! The functions bound are listed in `crates/cuda-sys/bindgen/functions.txt`, one section per
+//! The functions bound are listed in `crates/gpukit-cuda-sys/bindgen/functions.txt`, one section per
 //! library: `[file Struct header.h]` followed by function names. Each section becomes
-//! `crates/cuda-sys/src/ffi/<file>.rs`, made by the `bindgen` command-line tool with
+//! `crates/gpukit-cuda-sys/src/ffi/<file>.rs`, made by the `bindgen` command-line tool with
 //! `--dynamic-loading <Struct> --dynamic-link-require-all`: a struct of function pointers
 //! that loads only when every listed symbol is present, so no call can find a symbol missing
 //! (and nothing in the generated code panics). Enums become newtypes (`struct CUresult(u32)`),
@@ -25,7 +25,7 @@ use crate::util::{self, Cli, Failure, Result};
 
 /// Where the generated files go, relative to the workspace root. Its `mod.rs` (written by
 /// hand) turns off the lints that generated code cannot meet.
-pub const FFI_DIR: &str = "crates/cuda-sys/src/ffi";
+pub const FFI_DIR: &str = "crates/gpukit-cuda-sys/src/ffi";
 
 /// One library's section of `functions.txt`.
 struct Section {
@@ -69,7 +69,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         .ok_or_else(|| Failure::new("cuda.h is in none of the include folders"))?;
     let version = cuda_version(&cuda_h)?;
 
-    let dir = root.join("crates/cuda-sys/bindgen");
+    let dir = root.join("crates/gpukit-cuda-sys/bindgen");
     let list = fs::read_to_string(dir.join("functions.txt"))
         .map_err(|e| Failure::new(format!("functions.txt: {e}")))?;
     for section in parse(&list)? {
@@ -105,7 +105,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
         let header = format!(
             "//! Raw declarations of {lib}, {marker} from\n\
-             //! `crates/cuda-sys/bindgen/{h}` with CUDA {major}.{minor}'s headers (`CUDA_VERSION {v}`).\n\
+             //! `crates/gpukit-cuda-sys/bindgen/{h}` with CUDA {major}.{minor}'s headers (`CUDA_VERSION {v}`).\n\
              //! Do not edit: change `bindgen/functions.txt` and regenerate.\n\n",
             lib = section.strukt,
             marker = crate::tidy::GENERATED_MARKER,

@@ -391,7 +391,7 @@ mod tests {
     }
 
     /// The folder under `crates/` whose manifest names `package` (folders keep their short
-    /// names, e.g. `crates/cuda-sys` holds `gpukit-cuda-sys`).
+    /// names, e.g. `crates/gpukit-cuda-sys` holds `gpukit-cuda-sys`).
     fn package_dir(root: &std::path::Path, package: &str) -> std::path::PathBuf {
         let wanted = format!("name = \"{package}\"");
         std::fs::read_dir(root.join("crates"))

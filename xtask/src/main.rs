@@ -38,7 +38,7 @@ commands:
         appended to both test runs (e.g. a test filter, or `-- --nocapture`).
   tidy
         check the house rules no lint checks: `//!` module docs in every file, and the
-        files `cargo xtask bindgen` generates in crates/cuda-sys/src/ffi/ and only there.
+        files `cargo xtask bindgen` generates in crates/gpukit-cuda-sys/src/ffi/ and only there.
         clippy checks the rest: `// SAFETY:` comments on unsafe blocks and impls,
         `# Safety` docs on unsafe fns and traits, no unwrap/expect in library code.
   bench [--json FILE] [--table-only] [-- <args>]
@@ -78,9 +78,9 @@ commands:
         [-- <test args>]` (see `run.sh --help`; GPU-RUNS.md has the sequence); the
         summary, a log archive and the benchmark JSON go to $OUT.
   bindgen [--include DIR]...
-        regenerate crates/cuda-sys/src/ffi/*.rs from CUDA's headers (DIR, or
+        regenerate crates/gpukit-cuda-sys/src/ffi/*.rs from CUDA's headers (DIR, or
         $CUDA_HOME/include) with the `bindgen` tool (`cargo install bindgen-cli --locked`,
-        needs libclang); the functions bound are listed in crates/cuda-sys/bindgen/functions.txt
+        needs libclang); the functions bound are listed in crates/gpukit-cuda-sys/bindgen/functions.txt
   soak --minutes N [--backend cpu|cuda] [-- <args>]
         run the soak example (release build) for N minutes (fractions allowed: 0.2; at
         most 10080, a week):
