@@ -436,7 +436,7 @@ fn check_op(
         }
         "mul_scalar_inplace" => {
             let got = x.download()?;
-            let sign = if calls % 2 == 0 { 1.0 } else { -1.0 };
+            let sign = if calls.is_multiple_of(2) { 1.0 } else { -1.0 };
             for &i in idx {
                 if got[i] != xa[i] * sign {
                     return wrong(format!("x[{i}] = {}, expected {}", got[i], xa[i] * sign));

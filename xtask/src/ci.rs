@@ -399,7 +399,8 @@ mod tests {
                     cudarc v0.19.10\ngpukit-core v0.1.0 (/w/crates/gpukit-core)\n";
         assert_eq!(cuda_crates_in(with), ["gpukit-cuda", "cudarc"]);
         // Names that only contain a CUDA crate's name are not it.
-        let without = "gpukit v0.1.0 (/w/crates/gpukit)\nmy-cuda-sys-helper v1.0.0\ntracing v0.1.41\n";
+        let without =
+            "gpukit v0.1.0 (/w/crates/gpukit)\nmy-cuda-sys-helper v1.0.0\ntracing v0.1.41\n";
         assert!(cuda_crates_in(without).is_empty());
     }
 

@@ -13,6 +13,7 @@ mod fuzz;
 mod gpu_bundle;
 mod gpu_test;
 mod miri;
+mod msrv;
 mod no_gpu;
 mod soak;
 mod tidy;

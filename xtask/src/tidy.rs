@@ -26,6 +26,9 @@
 //!   `#[expect(clippy::unwrap_used, reason = "...")]` instead of a `// tidy: allow(unwrap)`
 //!   comment.
 //!
+//! And one rule about the manifest: the declared `rust-version` is at least what every
+//! locked dependency declares ([`crate::msrv`]).
+//!
 //! What tidy checked and clippy does not: the unsafe rules in the body of a `macro_rules!`
 //! that nothing expands (clippy sees a macro's code where it is used), and the SAFETY
 //! comment's looser placement.
@@ -99,7 +102,7 @@ pub fn run(root: &Path) -> Result {
     }
     if count == 0 {
         println!("tidy: {} files checked, all clean", files.len());
-        Ok(())
+        crate::msrv::check(root)
     } else {
         Err(Failure::new(format!(
             "tidy: {count} violation(s) in {} files checked",

@@ -75,7 +75,7 @@ fn spin_until(ready: impl Fn() -> bool) -> bool {
         }
         polls += 1;
         // Reading the clock costs about as much as a few dozen polls.
-        if polls % 32 == 0 {
+        if polls.is_multiple_of(32) {
             let spent = start.elapsed();
             if spent >= SPIN {
                 break false;

@@ -250,7 +250,7 @@ fn ready_one<H, B: Backend>(copy: &Pending<H, B>) -> bool {
 }
 
 fn owned_rows_one<T>(v: &[T], width: usize, k: usize) -> Result<usize, String> {
-    if width == 0 || v.len() % width != 0 {
+    if width == 0 || !v.len().is_multiple_of(width) {
         return Err(format!(
             "array {k} has {} elements, not a whole number of rows of {width}",
             v.len()

@@ -308,7 +308,10 @@ impl<B: Backend, In: Arrays<B>, Out: Arrays<B>> Pipeline<B, In, Out> {
         ) -> gpukit_core::Result<()>,
         S: for<'a> FnMut(Batch<M>, Out::Host<'a>) -> Result<(), BoxError>,
     {
-        self.start(UserLoad::new(load), stateless(compute, sink), &mut ())
+        // Every type named: newer compilers find the inference through the closure bounds
+        // ambiguous (E0283).
+        let stages = stateless::<B, In, Out, M, C, S>(compute, sink);
+        self.start::<(), M, _, _>(UserLoad::new(load), stages, &mut ())
     }
 
     /// [`run`](Pipeline::run) with state that compute and the sink share: each gets `&mut`
@@ -383,11 +386,8 @@ impl<B: Backend, In: Arrays<B>, Out: Arrays<B>> Pipeline<B, In, Out> {
         ) -> gpukit_core::Result<()>,
         S: for<'a> FnMut(Batch, Out::Host<'a>) -> Result<(), BoxError>,
     {
-        self.start(
-            IterLoad::new(iter.into_iter()),
-            stateless(compute, sink),
-            &mut (),
-        )
+        let stages = stateless::<B, In, Out, (), C, S>(compute, sink);
+        self.start::<(), (), _, _>(IterLoad::new(iter.into_iter()), stages, &mut ())
     }
 
     fn start<St, M, L, X>(

@@ -174,7 +174,7 @@ pub(crate) fn launch(
             }
             KernelArg::Scalar { bytes, len } => {
                 let slot = if *len > 4 { 8 } else { 4 };
-                while imm.len() % slot != 0 {
+                while !imm.len().is_multiple_of(slot) {
                     imm.push(0);
                 }
                 let mut v = [0u8; 8];

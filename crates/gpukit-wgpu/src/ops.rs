@@ -861,7 +861,7 @@ pub(crate) fn copy_raw(
     n: u64,
 ) -> Result<()> {
     let (so, doff) = (src.1, dst.1);
-    if src.0 != dst.0 && so % 4 == 0 && doff % 4 == 0 && n % 4 == 0 {
+    if src.0 != dst.0 && so % 4 == 0 && doff % 4 == 0 && n.is_multiple_of(4) {
         return stream.record(|enc| enc.copy_buffer_to_buffer(src.0, so, dst.0, doff, n));
     }
     copy_kernel(shared, stream, src, dst, n)

@@ -36,7 +36,10 @@ fn generated_files_live_in_ffi_and_only_there() {
         [1]
     );
     assert_eq!(
-        lines_of(&check_generated("crates/gpukit-cuda-sys/src/driver.rs", generated)),
+        lines_of(&check_generated(
+            "crates/gpukit-cuda-sys/src/driver.rs",
+            generated
+        )),
         [1]
     );
     assert!(check_generated("crates/gpukit-cuda-sys/src/lib.rs", written).is_empty());
@@ -67,7 +70,10 @@ fn bindgen_writes_the_marker() {
 #[test]
 fn check_file_combines_rules() {
     let src = "pub struct X;\n";
-    assert_eq!(check_file("crates/gpukit-cuda-sys/src/ffi/x.rs", src).len(), 2);
+    assert_eq!(
+        check_file("crates/gpukit-cuda-sys/src/ffi/x.rs", src).len(),
+        2
+    );
     assert_eq!(check_file("examples/basic.rs", src).len(), 1);
     assert!(check_file("examples/basic.rs", "//! Docs.\n").is_empty());
 }

@@ -113,7 +113,7 @@ fn elementwise<T: Cross>(
 
     // Every binary op of the table the type has, in all its forms: element-wise, in place,
     // with a scalar (in place too), and with a row and a column vector over a matrix.
-    let (rows, cols) = if n % 3 == 0 { (3, n / 3) } else { (1, n) };
+    let (rows, cols) = if n.is_multiple_of(3) { (3, n / 3) } else { (1, n) };
     let shape = Shape::new(rows, cols);
     for &op in BinaryOp::ALL.iter().filter(|op| !op.floats_only()) {
         let (want, got) = both(cpu, cuda, |ctx| {
@@ -295,7 +295,7 @@ fn reductions<T: Cross>(
         }
     }
     // Per row: sums within the sums' tolerance, min, max and the arg reductions exactly.
-    let (rows, cols) = if n % 4 == 0 && n > 0 {
+    let (rows, cols) = if n.is_multiple_of(4) && n > 0 {
         (4, n / 4)
     } else {
         (1, n)
