@@ -7,7 +7,11 @@
 //!   `nvidia/*/lib` folders of Python's site-packages) and loads each by absolute path, so
 //!   that cudarc's own loader, which opens libraries by name, then finds the same copy;
 //! - [`mod@probe`]: a typed availability report (driver missing, too old, no device, with every
-//!   path searched and the loader's message) that never panics, also under `panic = "abort"`;
+//!   path searched and the loader's message) that never panics, also under `panic = "abort"`.
+//!   The driver is called through cudarc's raw `driver::sys`, the workspace's one binding of
+//!   the driver API: [`probe::driver`] makes sure cudarc reaches the library found here, and
+//!   [`probe::DriverLib::require`] that every entry point a caller will use is there, so
+//!   cudarc's own loader (which panics on a missing library or symbol) never fails;
 //! - [`nvrtc`] and [`cublas`]: NVRTC and cuBLAS through the committed bindgen declarations in
 //!   [`ffi`], loaded by path. cudarc binds these too, but finds them only under the file
 //!   names of the CUDA major version it was built for, and panics when they are missing;
@@ -16,12 +20,12 @@
 //! - [`kernels`]: the CUDA C of the built-in ops, compiled at run time by NVRTC.
 //!
 //! Nothing here needs a CUDA toolkit or libclang to build: the declarations in [`ffi`] are
-//! generated offline by `cargo xtask bindgen` and committed. The driver API beyond the probe
-//! is reached through cudarc, in `gpukit-cuda`.
+//! generated offline by `cargo xtask bindgen` and committed, and cudarc resolves the
+//! driver's symbols at run time.
 //!
-//! Dependencies: `libc` (dlopen flags), `libloading` (the handle type bindgen's
-//! `--dynamic-loading` output is built on; opened through its `os::unix::Library::open`,
-//! which is dlopen with our flags) and `thiserror`.
+//! Dependencies: `cudarc` (the driver API, with `dynamic-loading`), `libc` (dlopen flags),
+//! `libloading` (the handle type bindgen's `--dynamic-loading` output is built on; opened
+//! through its `os::unix::Library::open`, which is dlopen with our flags) and `thiserror`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::unwrap_used, clippy::expect_used)]

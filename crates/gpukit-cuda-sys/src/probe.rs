@@ -1,18 +1,20 @@
 //! The availability probe: is a CUDA driver there, which version, and what devices.
 //!
-//! [`probe`] loads the driver by absolute path (see [`crate::discover`]), calls `cuInit` and
-//! asks each device for its name, memory, compute capability, copy engines and SMs, through
-//! the committed bindgen declarations in [`crate::ffi::driver`]. It runs once per process
-//! (the driver itself reads `CUDA_VISIBLE_DEVICES` once, at `cuInit`) and every failure is a
-//! [`ProbeError`] value: which library, every path searched, the loader's or the driver's
-//! message. Nothing in it panics, so it is safe under `panic = "abort"` too.
+//! [`probe`] loads the driver by absolute path ([`driver`]: see there how cudarc is made to
+//! get that very library), calls `cuInit` and asks each device for its name, memory,
+//! compute capability, copy engines and SMs, through cudarc's raw `driver::sys`, the one
+//! binding of the driver in the workspace. It runs once per process (the driver itself
+//! reads `CUDA_VISIBLE_DEVICES` once, at `cuInit`) and every failure is a [`ProbeError`]
+//! value: which library, every path searched, the loader's or the driver's message.
+//! Nothing in it panics, so it is safe under `panic = "abort"` too.
 
 use std::ffi::{c_char, c_int, CStr};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use cudarc::driver::sys::{self as cu, CUdevice_attribute, CUresult};
+
 use crate::discover::{self, Lib, LibError, Loaded};
-use crate::ffi::driver::{CUdevice_attribute, CUresult, Driver};
 
 /// The oldest driver API version the workspace supports: 12.0 (`cuDriverGetVersion` 12000).
 pub const MIN_DRIVER_VERSION: u32 = 12000;
@@ -66,7 +68,16 @@ pub enum ProbeError {
     DriverSymbols {
         /// The library.
         path: PathBuf,
-        /// The loader's message (names the missing symbol).
+        /// Which entry point is missing.
+        message: String,
+    },
+    /// cudarc, through which the driver is called, would open another library than the
+    /// one found (or none), by the names it tries.
+    #[error("the CUDA driver at {path} cannot be called through cudarc: {message}")]
+    Cudarc {
+        /// The library the probe loaded.
+        path: PathBuf,
+        /// What cudarc would open instead, and what to do.
         message: String,
     },
     /// The driver is older than `MIN_DRIVER_VERSION` (CUDA 12.0).
@@ -109,35 +120,25 @@ pub const fn version_pair(v: u32) -> (u32, u32) {
     (v / 1000, (v % 1000) / 10)
 }
 
-/// The loaded driver library with the probe's entry points.
+/// The driver library, loaded by absolute path, which cudarc's calls reach.
 pub struct DriverLib {
     /// Where it came from.
     pub loaded: Loaded,
-    api: Driver,
 }
 
 impl std::fmt::Debug for DriverLib {
-    /// Where the driver came from; the table of entry points is left out.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DriverLib")
             .field("loaded", &self.loaded)
-            .finish_non_exhaustive()
+            .finish()
     }
 }
 
 impl DriverLib {
-    /// Whether the driver exports `symbol` (for checking, before calling through another
-    /// binding such as cudarc's, that no call can find its entry point missing).
+    /// Whether the driver exports `symbol`: checked before a call through cudarc, whose
+    /// functions look their symbol up on their first call and panic when it is missing.
     pub fn has_symbol(&self, symbol: &str) -> bool {
-        let mut name = symbol.as_bytes().to_vec();
-        name.push(0);
-        // SAFETY: the symbol is only looked up, never called through this pointer type.
-        unsafe {
-            self.loaded
-                .handle
-                .get::<*const std::ffi::c_void>(&name[..])
-                .is_ok()
-        }
+        self.symbol_address(symbol).is_some()
     }
 
     /// The address of `symbol` in this library, to tell whether another loader's handle is
@@ -151,6 +152,18 @@ impl DriverLib {
             .map(|s| *s as usize)
     }
 
+    /// Fails with [`ProbeError::DriverSymbols`] naming the first of `symbols` the driver
+    /// lacks: every entry point a caller will reach through cudarc must pass this first.
+    pub fn require(&self, symbols: &[&str]) -> Result<(), ProbeError> {
+        match symbols.iter().find(|s| !self.has_symbol(s)) {
+            None => Ok(()),
+            Some(missing) => Err(ProbeError::DriverSymbols {
+                path: self.loaded.path.clone(),
+                message: format!("it has no `{missing}`: update the NVIDIA driver"),
+            }),
+        }
+    }
+
     /// The driver's CUDA version as `cuDriverGetVersion` reports it (13000 is 13.0).
     ///
     /// Needs no `cuInit` and no device, so it answers where [`probe`] fails for want of a
@@ -158,13 +171,13 @@ impl DriverLib {
     pub fn version(&self) -> Result<u32, ProbeError> {
         let mut version: c_int = 0;
         // SAFETY: cuDriverGetVersion only writes an int through the pointer, a live local;
-        // the entry point was resolved from this driver by bindgen's declaration of cuda.h.
-        let r = unsafe { self.api.cuDriverGetVersion(&mut version) };
+        // `driver` checked that cudarc reaches this library and that it has the symbol.
+        let r = unsafe { cu::cuDriverGetVersion(&mut version) };
         if r != CUresult::CUDA_SUCCESS {
-            let (name, message) = self.error_text(r);
+            let (name, message) = error_text(r);
             return Err(ProbeError::Driver {
                 call: "cuDriverGetVersion",
-                code: r.0,
+                code: r as u32,
                 name,
                 message,
                 hint: "",
@@ -172,18 +185,20 @@ impl DriverLib {
         }
         Ok(u32::try_from(version).unwrap_or(0))
     }
+}
 
-    /// The name and description of a `CUresult`, as the driver gives them.
-    pub fn error_text(&self, code: CUresult) -> (String, String) {
-        let mut name: *const c_char = std::ptr::null();
-        let mut text: *const c_char = std::ptr::null();
-        // SAFETY: both calls only write a pointer to a static string (or leave it null for an
-        // unknown code); the strings are NUL-terminated and live as long as the library.
-        unsafe {
-            self.api.cuGetErrorName(code, &mut name);
-            self.api.cuGetErrorString(code, &mut text);
-            (c_text(name, code.0), c_text(text, code.0))
-        }
+/// The name and description of a `CUresult`, as the driver gives them. Call only once
+/// [`driver`] has succeeded (cudarc must reach a driver).
+pub fn error_text(code: CUresult) -> (String, String) {
+    let mut name: *const c_char = std::ptr::null();
+    let mut text: *const c_char = std::ptr::null();
+    // SAFETY: both calls only write a pointer to a static string (or leave it null for an
+    // unknown code); the strings are NUL-terminated and live as long as the library, which
+    // `driver` checked cudarc reaches, with both symbols.
+    unsafe {
+        cu::cuGetErrorName(code, &mut name);
+        cu::cuGetErrorString(code, &mut text);
+        (c_text(name, code as u32), c_text(text, code as u32))
     }
 }
 
@@ -201,23 +216,124 @@ unsafe fn c_text(p: *const c_char, code: u32) -> String {
     }
 }
 
-/// The driver library, loaded once per process.
+/// Every driver entry point the probe and [`error_text`] call.
+const PROBE_SYMBOLS: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceTotalMem_v2",
+    "cuDeviceGetAttribute",
+    "cuGetErrorName",
+    "cuGetErrorString",
+];
+
+/// The driver library, loaded once per process by absolute path, once it is certain that
+/// cudarc's calls reach it: cudarc opens the driver by name (the first of
+/// [`cudarc::get_lib_name_candidates`] that opens) and panics when none does, so the first
+/// name that opens must be this very library (the dynamic loader matches a name against
+/// the libraries already loaded; a stray `libcuda.so` earlier on the search path, such as
+/// the toolkit's link stub, would not match), and cudarc is then let load it inside
+/// `catch_unwind`. The probe's own entry points are checked too ([`DriverLib::require`]).
 pub fn driver() -> Result<&'static DriverLib, ProbeError> {
     static DRIVER: OnceLock<Result<DriverLib, ProbeError>> = OnceLock::new();
     DRIVER
         .get_or_init(|| {
             let loaded = discover::load(Lib::Driver, None).map_err(ProbeError::DriverMissing)?;
-            // SAFETY: `Driver` is bindgen's translation of cuda.h.
-            let api = unsafe { discover::bind(&loaded, |lib| Driver::from_library(lib)) }.map_err(
-                |message| ProbeError::DriverSymbols {
-                    path: loaded.path.clone(),
-                    message,
-                },
-            )?;
-            Ok(DriverLib { loaded, api })
+            let lib = DriverLib { loaded };
+            lib.require(PROBE_SYMBOLS)?;
+            cudarc_reaches(&lib)?;
+            Ok(lib)
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// Checks that cudarc's loader will get `lib` (see [`driver`]) and lets it load.
+fn cudarc_reaches(lib: &DriverLib) -> Result<(), ProbeError> {
+    let path = &lib.loaded.path;
+    let fail = |message: String| ProbeError::Cudarc {
+        path: path.clone(),
+        message,
+    };
+    match first_opening_candidate() {
+        None => Err(fail(
+            "cudarc cannot open the driver by any of its names".into(),
+        )),
+        Some((name, addr)) if addr.is_none() || addr != lib.symbol_address("cuInit") => {
+            Err(fail(format!(
+                "cudarc would open `{name}`, another library (a stub or a second driver on \
+                 the library path?): remove it from LD_LIBRARY_PATH"
+            )))
+        }
+        Some(_) => {
+            // SAFETY: cudarc's loader opens the library just checked; catch_unwind turns an
+            // unexpected panic (in a build that unwinds) into an error.
+            let loaded = std::panic::catch_unwind(|| unsafe {
+                cu::culib()
+                    .get::<*const std::ffi::c_void>(b"cuInit\0")
+                    .is_ok()
+            });
+            match loaded {
+                Ok(true) => Ok(()),
+                _ => Err(fail("cudarc could not load it".into())),
+            }
+        }
+    }
+}
+
+/// The library cudarc will get: the first of its names that opens, as it tries them, with
+/// the address of its `cuInit` (to compare with the probe's).
+fn first_opening_candidate() -> Option<(String, Option<usize>)> {
+    for name in cudarc::get_lib_name_candidates("cuda") {
+        // SAFETY: opening a library runs its initialisers; every candidate is a name of the
+        // CUDA driver, which cudarc would open anyway. The handle is closed again at once;
+        // the probe's own handle keeps its library loaded.
+        if let Ok(lib) = unsafe { libloading::Library::new(&name) } {
+            // SAFETY: looked up only to compare addresses.
+            let addr = unsafe { lib.get::<*const std::ffi::c_void>(b"cuInit\0") }
+                .ok()
+                .map(|s| *s as usize);
+            return Some((name, addr));
+        }
+    }
+    None
+}
+
+/// What cudarc's driver loader will open, next to what the probe loaded: the facts behind
+/// [`driver`]'s check, for a diagnosis (the bundle's `cuda_doctor`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CudarcDriverReport {
+    /// cudarc's file names for the driver, in the order it tries them.
+    pub candidates: Vec<String>,
+    /// Where the probe loaded the driver from, if it did.
+    pub probe_path: Option<PathBuf>,
+    /// The first candidate that opens, and whether it is the probe's library (the same
+    /// `cuInit`); `None` when none opens.
+    pub first_opened: Option<(String, bool)>,
+    /// [`driver`]'s verdict.
+    pub verdict: Result<(), ProbeError>,
+}
+
+/// Walks cudarc's driver names as [`driver`] does and reports what it found. Never panics
+/// and, where the check fails, never lets cudarc load.
+pub fn cudarc_driver_report() -> CudarcDriverReport {
+    let loaded = discover::load(Lib::Driver, None).ok();
+    let ours = loaded.map(|loaded| DriverLib { loaded }).and_then(|lib| {
+        lib.symbol_address("cuInit")
+            .map(|a| (lib.loaded.path.clone(), a))
+    });
+    let first_opened = first_opening_candidate().map(|(name, addr)| {
+        let same = matches!((addr, &ours), (Some(a), Some((_, b))) if a == *b);
+        (name, same)
+    });
+    CudarcDriverReport {
+        candidates: cudarc::get_lib_name_candidates("cuda"),
+        probe_path: ours.map(|(path, _)| path),
+        first_opened,
+        verdict: driver().map(|_| ()),
+    }
 }
 
 /// Probes the driver and the devices once per process; later calls return the same answer.
@@ -238,7 +354,7 @@ fn run_probe() -> Result<Probe, ProbeError> {
                 visible_devices: visible_devices.clone(),
             });
         }
-        let (name, message) = drv.error_text(r);
+        let (name, message) = error_text(r);
         let hint = match r {
             CUresult::CUDA_ERROR_STUB_LIBRARY => {
                 "; this libcuda is the toolkit's link-time stub: install the NVIDIA driver"
@@ -253,17 +369,18 @@ fn run_probe() -> Result<Probe, ProbeError> {
         };
         Err(ProbeError::Driver {
             call,
-            code: r.0,
+            code: r as u32,
             name,
             message,
             hint,
         })
     };
 
-    // The driver calls below: the entry points were resolved from the driver by bindgen's
-    // declarations of cuda.h; every out-pointer is a live local of the right type.
+    // The driver calls below go through cudarc, which `driver` checked reaches this library,
+    // and every entry point was checked to be there; every out-pointer is a live local of
+    // the right type.
     // SAFETY: see above.
-    let init = unsafe { drv.api.cuInit(0) };
+    let init = unsafe { cu::cuInit(0) };
     check("cuInit", init)?;
     let version = drv.version()?;
     if version < MIN_DRIVER_VERSION {
@@ -275,7 +392,7 @@ fn run_probe() -> Result<Probe, ProbeError> {
     let mut count: c_int = 0;
     // SAFETY: see above.
     check("cuDeviceGetCount", unsafe {
-        drv.api.cuDeviceGetCount(&mut count)
+        cu::cuDeviceGetCount(&mut count)
     })?;
     if count <= 0 {
         return Err(ProbeError::NoDevice { visible_devices });
@@ -284,14 +401,11 @@ fn run_probe() -> Result<Probe, ProbeError> {
     for ordinal in 0..count {
         let mut dev = 0;
         // SAFETY: see above; the ordinal is below the count the driver gave.
-        check("cuDeviceGet", unsafe {
-            drv.api.cuDeviceGet(&mut dev, ordinal)
-        })?;
+        check("cuDeviceGet", unsafe { cu::cuDeviceGet(&mut dev, ordinal) })?;
         let mut name = [0 as c_char; 256];
         // SAFETY: see above; the buffer's length is passed.
         check("cuDeviceGetName", unsafe {
-            drv.api
-                .cuDeviceGetName(name.as_mut_ptr(), name.len() as c_int, dev)
+            cu::cuDeviceGetName(name.as_mut_ptr(), name.len() as c_int, dev)
         })?;
         // SAFETY: the driver NUL-terminates the name within the buffer; the last byte is
         // still the 0 it was initialised with in any case.
@@ -301,13 +415,13 @@ fn run_probe() -> Result<Probe, ProbeError> {
         let mut bytes = 0usize;
         // SAFETY: see above.
         check("cuDeviceTotalMem", unsafe {
-            drv.api.cuDeviceTotalMem_v2(&mut bytes, dev)
+            cu::cuDeviceTotalMem_v2(&mut bytes, dev)
         })?;
         let attr = |a: CUdevice_attribute| -> Result<u32, ProbeError> {
             let mut v: c_int = 0;
             // SAFETY: see above.
             check("cuDeviceGetAttribute", unsafe {
-                drv.api.cuDeviceGetAttribute(&mut v, a, dev)
+                cu::cuDeviceGetAttribute(&mut v, a, dev)
             })?;
             Ok(u32::try_from(v).unwrap_or(0))
         };
@@ -334,6 +448,30 @@ fn run_probe() -> Result<Probe, ProbeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every driver function this file calls through cudarc is in [`PROBE_SYMBOLS`], which
+    /// `driver` checks before any call (a missing one would make cudarc panic).
+    #[test]
+    fn every_driver_call_is_checked_first() {
+        let mut calls: Vec<String> = Vec::new();
+        for line in include_str!("probe.rs").lines() {
+            let code = line.split("//").next().unwrap_or_default();
+            for (at, _) in code.match_indices("cu::cu") {
+                let name: String = code[at + "cu::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let called = code[at + "cu::".len() + name.len()..].starts_with('(');
+                if called && name != "culib" && !calls.contains(&name) {
+                    calls.push(name);
+                }
+            }
+        }
+        calls.sort();
+        let mut listed: Vec<String> = PROBE_SYMBOLS.iter().map(|s| (*s).to_owned()).collect();
+        listed.sort();
+        assert_eq!(calls, listed);
+    }
 
     #[test]
     fn versions_read_as_pairs() {

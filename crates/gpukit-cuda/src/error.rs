@@ -9,7 +9,7 @@
 //! call and every later one return [`gpukit_core::Error::Poisoned`], whose source is the
 //! first sticky error with its code.
 
-use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::sys::CUresult;
 use gpukit_core::Error;
 
 /// What can go wrong inside the CUDA backend.
@@ -155,25 +155,7 @@ pub fn driver_result(err: &Error, result: CUresult) -> bool {
 
 /// `(name, description)` of a `CUresult`, from the driver.
 pub(crate) fn describe(r: CUresult) -> (String, String) {
-    let mut name: *const std::ffi::c_char = std::ptr::null();
-    let mut text: *const std::ffi::c_char = std::ptr::null();
-    // SAFETY: both calls only store a pointer to a static NUL-terminated string (or leave it
-    // null for a code the driver does not know); the driver is loaded (a `Device` exists).
-    unsafe {
-        sys::cuGetErrorName(r, &mut name);
-        sys::cuGetErrorString(r, &mut text);
-    }
-    let read = |p: *const std::ffi::c_char| {
-        if p.is_null() {
-            format!("{r:?}")
-        } else {
-            // SAFETY: non-null static NUL-terminated string from the driver.
-            unsafe { std::ffi::CStr::from_ptr(p) }
-                .to_string_lossy()
-                .into_owned()
-        }
-    };
-    (read(name), read(text))
+    gpukit_cuda_sys::probe::error_text(r)
 }
 
 /// Whether `r` leaves the context unusable: after one of these every later call on the

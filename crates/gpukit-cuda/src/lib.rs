@@ -16,10 +16,11 @@
 //! ## How each part maps onto CUDA
 //!
 //! - **Opening** a device runs `gpukit-cuda-sys`'s probe first (driver found and loaded by absolute
-//!   path, `cuInit`, devices listed), so a machine without CUDA gets
-//!   [`gpukit_core::Error::Unavailable`] with the probe's reason and never reaches cudarc's
-//!   loader, which panics when it finds no library. Before the first cudarc call the backend
-//!   also checks that cudarc, which opens the driver by name, gets the same library. The
+//!   path, cudarc checked to reach that very library, `cuInit`, devices listed), so a machine
+//!   without CUDA gets [`gpukit_core::Error::Unavailable`] with the probe's reason and never
+//!   reaches cudarc's loader, which panics when it finds no library. Before the first call
+//!   the backend also checks that the driver has every entry point it calls. The driver is
+//!   called through cudarc's raw `driver::sys`, the workspace's one binding of it. The
 //!   device's primary context is used, so memory can be shared with the CUDA runtime and
 //!   other libraries.
 //! - **Device memory** is `cuMemAlloc` (zeroed on an internal stream when asked). A buffer
@@ -143,7 +144,7 @@ pub use kernel::compile_check;
 pub fn builtin_module_source(dtype: gpukit_core::DType) -> String {
     source::module_source(ops::elem(dtype))
 }
-pub use loader::{cudarc_driver_report, CudarcDriverReport};
+pub use gpukit_cuda_sys::probe::{cudarc_driver_report, CudarcDriverReport};
 
 /// A context on the CUDA backend.
 pub type CudaContext = gpukit_core::Context<CudaBackend>;

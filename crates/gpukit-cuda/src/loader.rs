@@ -1,19 +1,12 @@
-//! Making sure cudarc's driver loader can never panic.
+//! Making sure no cudarc call can panic.
 //!
-//! cudarc (with `dynamic-loading`) opens the driver the first time one of its functions is
-//! called, by trying a list of file names, and panics if none opens; each function looks up
-//! its own symbol (named exactly like the function) on its first call and panics if the
-//! driver lacks it. [`check`] runs before any cudarc call: it makes sure every driver symbol
-//! the backend calls ([`DRIVER_SYMBOLS`], which a unit test derives from the backend's
-//! source, so that a new call cannot be left out) exists in the driver the probe loaded,
-//! and that the first name on cudarc's list that
-//! opens is that same library (the dynamic loader matches a name against libraries already
-//! loaded, so `libcuda.so.1` finds the probe's copy; a stray `libcuda.so` earlier on the
-//! search path, such as the toolkit's link stub, would not). Then it lets cudarc load,
-//! inside `catch_unwind` for good measure. [`cudarc_driver_report`] shows the same walk
-//! over cudarc's names, for a diagnosis (the bundle's `cuda_doctor`).
+//! cudarc (with `dynamic-loading`) looks each function's symbol up on its first call and
+//! panics if the driver lacks it. [`check`] runs before the backend's first cudarc call:
+//! `gpukit_cuda_sys::probe::driver` has made sure cudarc reaches the driver the probe
+//! loaded, and here every driver symbol the backend calls ([`DRIVER_SYMBOLS`], which a unit
+//! test derives from the backend's source, so that a new call cannot be left out) must be
+//! in it.
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use crate::error::CudaError;
@@ -29,8 +22,6 @@ pub(crate) const DRIVER_SYMBOLS: &[&str] = &[
     "cuCtxGetCurrent",
     "cuCtxSetCurrent",
     "cuCtxGetStreamPriorityRange",
-    "cuGetErrorName",
-    "cuGetErrorString",
     "cuMemGetInfo_v2",
     "cuMemAlloc_v2",
     "cuMemAllocManaged",
@@ -70,97 +61,17 @@ pub(crate) const DRIVER_SYMBOLS: &[&str] = &[
     "cuLaunchKernel",
 ];
 
-/// Checks once per process that cudarc will load the probe's driver (see the module docs).
+/// Checks once per process that every call of the backend reaches a driver entry point
+/// (see the module docs).
 pub(crate) fn check() -> Result<(), CudaError> {
     static CHECKED: OnceLock<Result<(), CudaError>> = OnceLock::new();
-    CHECKED.get_or_init(run).clone()
-}
-
-fn run() -> Result<(), CudaError> {
-    let drv =
-        gpukit_cuda_sys::probe::driver().map_err(|e| CudaError::Unavailable(e.to_string()))?;
-    let path = drv.loaded.path.display().to_string();
-    if let Some(missing) = DRIVER_SYMBOLS.iter().find(|s| !drv.has_symbol(s)) {
-        return Err(CudaError::Unavailable(format!(
-            "the CUDA driver at {path} has no `{missing}`: update the NVIDIA driver"
-        )));
-    }
-    let ours = drv.symbol_address("cuInit");
-    match first_opening_candidate() {
-        None => Err(CudaError::Unavailable(format!(
-            "cudarc cannot open the CUDA driver by name although it was loaded from {path}"
-        ))),
-        Some((name, addr)) if addr != ours || addr.is_none() => {
-            Err(CudaError::Unavailable(format!(
-            "cudarc would open `{name}`, which is not the driver loaded from {path} (a stub or \
-             a second driver on the library path?); remove it from LD_LIBRARY_PATH"
-        )))
-        }
-        Some(_) => {
-            // SAFETY: cudarc's loader opens the library just checked; catch_unwind turns an
-            // unexpected panic (in a build that unwinds) into an error.
-            let loaded = std::panic::catch_unwind(|| unsafe {
-                cudarc::driver::sys::culib()
-                    .get::<*const std::ffi::c_void>(b"cuInit\0")
-                    .is_ok()
-            });
-            match loaded {
-                Ok(true) => Ok(()),
-                _ => Err(CudaError::Unavailable(format!(
-                    "cudarc could not load the CUDA driver from {path}"
-                ))),
-            }
-        }
-    }
-}
-
-/// The library cudarc will get: the first of its names that opens, as it tries them, with
-/// the address of its `cuInit` (to compare with the probe's).
-fn first_opening_candidate() -> Option<(String, Option<usize>)> {
-    for name in cudarc::get_lib_name_candidates("cuda") {
-        // SAFETY: opening a library runs its initialisers; every candidate is a name of the
-        // CUDA driver, which cudarc would open anyway. The handle is closed again at once;
-        // the probe's own handle keeps its library loaded.
-        if let Ok(lib) = unsafe { libloading::Library::new(&name) } {
-            // SAFETY: looked up only to compare addresses.
-            let addr = unsafe { lib.get::<*const std::ffi::c_void>(b"cuInit\0") }
-                .ok()
-                .map(|s| *s as usize);
-            return Some((name, addr));
-        }
-    }
-    None
-}
-
-/// What cudarc's driver loader will open, next to what the probe loaded: the facts behind
-/// the check every CUDA context runs first.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CudarcDriverReport {
-    /// cudarc's file names for the driver, in the order it tries them.
-    pub candidates: Vec<String>,
-    /// Where the probe loaded the driver from, if it did.
-    pub probe_path: Option<PathBuf>,
-    /// The first candidate that opens, and whether it is the probe's library (the same
-    /// `cuInit`); `None` when none opens.
-    pub first_opened: Option<(String, bool)>,
-    /// The check's verdict, as opening a CUDA context would get it (the probe's error where
-    /// there is no driver).
-    pub verdict: Result<(), CudaError>,
-}
-
-/// Walks cudarc's driver names as the check before every context does and reports what it
-/// found. Never panics and, where the check fails, never lets cudarc load.
-pub fn cudarc_driver_report() -> CudarcDriverReport {
-    let driver = gpukit_cuda_sys::probe::driver().ok();
-    let ours = driver.and_then(|drv| drv.symbol_address("cuInit"));
-    let first_opened =
-        first_opening_candidate().map(|(name, addr)| (name, addr.is_some() && addr == ours));
-    CudarcDriverReport {
-        candidates: cudarc::get_lib_name_candidates("cuda"),
-        probe_path: driver.map(|drv| drv.loaded.path.clone()),
-        first_opened,
-        verdict: check(),
-    }
+    CHECKED
+        .get_or_init(|| {
+            gpukit_cuda_sys::probe::driver()
+                .and_then(|drv| drv.require(DRIVER_SYMBOLS))
+                .map_err(|e| CudaError::Unavailable(e.to_string()))
+        })
+        .clone()
 }
 
 #[cfg(test)]

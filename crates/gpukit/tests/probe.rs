@@ -101,6 +101,10 @@ fn every_probe_error_says_something() {
             message: "CUDA driver is a stub library".into(),
             hint: "; install the NVIDIA driver",
         },
+        ProbeError::Cudarc {
+            path: "/usr/lib/libcuda.so.1".into(),
+            message: "cudarc would open `libcuda.so`, another library".into(),
+        },
     ];
     for e in &errors {
         assert!(!e.to_string().is_empty(), "{e:?}");
@@ -113,6 +117,7 @@ fn every_probe_error_says_something() {
     assert!(errors[1].to_string().contains("CUDA_VISIBLE_DEVICES"));
     assert!(errors[3].to_string().contains("cuInit"));
     assert!(errors[4].to_string().contains("CUDA_ERROR_STUB_LIBRARY"));
+    assert!(errors[5].to_string().contains("through cudarc"));
 }
 
 #[test]
