@@ -1,0 +1,265 @@
+//! Typed kernel signatures ([`KernelSig`]: tuples of [`In`], [`Out`] and scalars) and the
+//! launch arguments that match them ([`LaunchArg`], [`LaunchArgs`]), sealed so that safe
+//! code cannot make an argument claim to be what it is not.
+
+use smallvec::SmallVec;
+use std::marker::PhantomData;
+
+use crate::array::{DeviceRead, GpuArray, GpuView, GpuViewMut};
+use crate::backend::Backend;
+use crate::element::Element;
+use crate::track::SliceRef;
+
+use super::*;
+
+/// A kernel argument read by the kernel: `&[T]` on the CPU, `const T*` in CUDA C.
+pub struct In<T>(PhantomData<T>);
+/// A kernel argument the kernel may write: `&mut [T]` on the CPU, `T*` in CUDA C.
+pub struct Out<T>(PhantomData<T>);
+
+impl<T> std::fmt::Debug for In<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "In<{}>", std::any::type_name::<T>())
+    }
+}
+
+impl<T> std::fmt::Debug for Out<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Out<{}>", std::any::type_name::<T>())
+    }
+}
+
+/// One parameter of a kernel signature.
+pub trait KernelParam: 'static {
+    /// What the CPU closure receives for it.
+    type Cpu<'a>;
+    /// Rebuilds the CPU value.
+    ///
+    /// # Safety
+    ///
+    /// - `raw` was made from an argument of this parameter's kind and element type;
+    /// - a slice's memory is live, aligned and not written by anything else for `'a`, and
+    ///   for [`Out`] not read by anything else either.
+    unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a>;
+}
+
+impl<T: Element> KernelParam for In<T> {
+    type Cpu<'a> = &'a [T];
+
+    unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
+        match *raw {
+            // SAFETY: by this function's contract the range is live, aligned, typed `T`
+            // (a whole number of elements) and not written for 'a.
+            RawArg::Slice { ptr, bytes } => unsafe {
+                std::slice::from_raw_parts(ptr.cast::<T>(), bytes / std::mem::size_of::<T>())
+            },
+            RawArg::Scalar(_) => &[],
+        }
+    }
+}
+
+impl<T: Element> KernelParam for Out<T> {
+    type Cpu<'a> = &'a mut [T];
+
+    unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
+        match *raw {
+            // SAFETY: by this function's contract the range is live, aligned, typed `T` and
+            // used by nothing else for 'a.
+            RawArg::Slice { ptr, bytes } => unsafe {
+                std::slice::from_raw_parts_mut(ptr.cast::<T>(), bytes / std::mem::size_of::<T>())
+            },
+            RawArg::Scalar(_) => &mut [],
+        }
+    }
+}
+
+macro_rules! scalar_params {
+    ($($t:ty),*) => {$(
+        impl KernelParam for $t {
+            type Cpu<'a> = $t;
+
+            unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
+                match raw {
+                    // SAFETY: the scalar's bytes were written from a `$t` (16 >= its size);
+                    // any bit pattern is a valid `$t`.
+                    RawArg::Scalar(bytes) => unsafe { bytes.as_ptr().cast::<$t>().read_unaligned() },
+                    RawArg::Slice { .. } => <$t>::default(),
+                }
+            }
+        }
+
+        impl sealed::Sealed for $t {}
+
+        impl<B: Backend> LaunchArg<B> for $t {
+            type Param = $t;
+
+            fn arg(&self) -> ArgRef<'_, B> {
+                let mut bytes = [0u8; 16];
+                bytes[..std::mem::size_of::<$t>()].copy_from_slice(&self.to_ne_bytes());
+                ArgRef::Scalar { bytes, len: std::mem::size_of::<$t>() }
+            }
+        }
+    )*};
+}
+
+scalar_params!(f32, f64, i32, u32, i64, u64, u8, i8);
+
+/// A kernel's signature: a tuple of [`In`], [`Out`] and scalar types.
+pub trait KernelSig: 'static {
+    /// What the CPU closure receives: the tuple of the parameters' CPU values.
+    type Cpu<'a>;
+    /// Number of parameters.
+    const ARITY: usize;
+    /// Rebuilds the CPU tuple.
+    ///
+    /// # Safety
+    ///
+    /// - `raw` has [`Self::ARITY`] entries, each made from an argument matching its
+    ///   parameter (see [`KernelParam::from_raw`]);
+    /// - no two [`Out`] slices overlap each other or any [`In`] slice.
+    unsafe fn from_raw<'a>(raw: &[RawArg]) -> Self::Cpu<'a>;
+}
+
+mod sealed {
+    /// Only the workspace's arrays, views and scalars are launch arguments: a launch trusts
+    /// an argument's [`super::LaunchArg::Param`] to describe the memory it hands over.
+    pub trait Sealed {}
+}
+
+/// A launch argument: an array or view (by reference) or a scalar (by value). Sealed: a
+/// launch relies on [`LaunchArg::Param`] describing the memory exactly.
+pub trait LaunchArg<B: Backend>: sealed::Sealed {
+    /// The signature parameter it matches.
+    type Param: KernelParam;
+    /// The argument for the safe layer.
+    fn arg(&self) -> ArgRef<'_, B>;
+}
+
+/// A launch argument, resolved.
+pub enum ArgRef<'a, B: Backend> {
+    /// Device memory the kernel reads.
+    Read(SliceRef<'a, B>),
+    /// Device memory the kernel may write.
+    Write(SliceRef<'a, B>),
+    /// A scalar value.
+    Scalar {
+        /// The value's bytes.
+        bytes: [u8; 16],
+        /// Its size.
+        len: usize,
+    },
+}
+
+impl<B: Backend> std::fmt::Debug for ArgRef<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgRef::Read(s) => f.debug_tuple("Read").field(s).finish(),
+            ArgRef::Write(s) => f.debug_tuple("Write").field(s).finish(),
+            ArgRef::Scalar { bytes, len } => f
+                .debug_struct("Scalar")
+                .field("bytes", &bytes.get(..*len).unwrap_or(bytes))
+                .finish(),
+        }
+    }
+}
+
+impl<T: Element, B: Backend> sealed::Sealed for &GpuArray<T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for &GpuArray<T, B> {
+    type Param = In<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Read(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> sealed::Sealed for &mut GpuArray<T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuArray<T, B> {
+    type Param = Out<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Write(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> sealed::Sealed for GpuView<'_, T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for GpuView<'_, T, B> {
+    type Param = In<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Read(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> sealed::Sealed for &GpuView<'_, T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for &GpuView<'_, T, B> {
+    type Param = In<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Read(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> sealed::Sealed for GpuViewMut<'_, T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for GpuViewMut<'_, T, B> {
+    type Param = Out<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Write(self.slice_ref())
+    }
+}
+
+impl<T: Element, B: Backend> sealed::Sealed for &mut GpuViewMut<'_, T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuViewMut<'_, T, B> {
+    type Param = Out<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Write(self.slice_ref())
+    }
+}
+
+/// The most parameters a kernel signature has: signatures are tuples of 1 to 8 parameters.
+pub const MAX_KERNEL_ARGS: usize = 8;
+
+/// A launch's resolved arguments, in order, on the stack.
+pub(crate) type ArgList<'a, B> = SmallVec<[ArgRef<'a, B>; MAX_KERNEL_ARGS]>;
+
+/// A tuple of launch arguments matching a signature. Sealed, as [`LaunchArg`] is.
+pub trait LaunchArgs<B: Backend>: sealed::Sealed {
+    /// The signature the arguments match.
+    type Sig: KernelSig;
+    /// Calls `f` with each resolved argument, in order.
+    fn each_arg<'a>(&'a self, f: &mut dyn FnMut(ArgRef<'a, B>));
+}
+
+macro_rules! tuples {
+    ($($name:ident $idx:tt),+) => {
+        impl<$($name: KernelParam),+> KernelSig for ($($name,)+) {
+            type Cpu<'a> = ($($name::Cpu<'a>,)+);
+            const ARITY: usize = [$($idx),+].len();
+
+            unsafe fn from_raw<'a>(raw: &[RawArg]) -> Self::Cpu<'a> {
+                // SAFETY: forwarded from the caller, entry by entry.
+                unsafe { ($($name::from_raw(&raw[$idx]),)+) }
+            }
+        }
+
+        impl<$($name: sealed::Sealed),+> sealed::Sealed for ($($name,)+) {}
+
+        impl<B: Backend, $($name: LaunchArg<B>),+> LaunchArgs<B> for ($($name,)+) {
+            type Sig = ($($name::Param,)+);
+
+            fn each_arg<'a>(&'a self, f: &mut dyn FnMut(ArgRef<'a, B>)) {
+                $(f(self.$idx.arg());)+
+            }
+        }
+    };
+}
+
+tuples!(A 0);
+tuples!(A 0, B1 1);
+tuples!(A 0, B1 1, C 2);
+tuples!(A 0, B1 1, C 2, D 3);
+tuples!(A 0, B1 1, C 2, D 3, E 4);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7);

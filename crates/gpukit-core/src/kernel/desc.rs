@@ -1,0 +1,59 @@
+//! What a backend is given to load a kernel: its name, GPU code ([`KernelSource`]) and CPU
+//! closure with the arguments erased ([`CpuKernelFn`], [`RawArg`]).
+
+use std::sync::Arc;
+
+use super::*;
+
+/// GPU code for a kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelSource {
+    /// CUDA C source, compiled at run time (NVRTC) and cached.
+    CudaC(String),
+    /// PTX assembly, loaded as it is.
+    Ptx(String),
+}
+
+/// A CPU kernel with its arguments erased: runs the whole launch.
+/// An error it returns (or a panic inside it) becomes [`crate::Error::KernelFailed`].
+pub type CpuKernelFn =
+    Arc<dyn Fn(&LaunchConfig, &[RawArg]) -> std::result::Result<(), String> + Send + Sync>;
+
+/// An argument as a CPU kernel receives it before it is typed again.
+#[derive(Debug, Clone, Copy)]
+pub enum RawArg {
+    /// A device range: start and length in bytes (the start is aligned and non-null, also
+    /// when the range is empty).
+    Slice {
+        /// First byte.
+        ptr: *mut u8,
+        /// Length in bytes.
+        bytes: usize,
+    },
+    /// A scalar's bytes.
+    Scalar([u8; 16]),
+}
+
+/// Everything a backend needs to load a kernel, without its type.
+#[derive(Clone)]
+pub struct KernelDesc {
+    /// The kernel's (entry point's) name.
+    pub name: String,
+    /// GPU code, if any.
+    pub source: Option<KernelSource>,
+    /// WGSL code for the wgpu backend, if any (the entry point is `name`).
+    pub wgsl: Option<String>,
+    /// The CPU implementation, if any.
+    pub cpu: Option<CpuKernelFn>,
+}
+
+impl std::fmt::Debug for KernelDesc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelDesc")
+            .field("name", &self.name)
+            .field("source", &self.source.as_ref().map(|_| ".."))
+            .field("wgsl", &self.wgsl.is_some())
+            .field("cpu", &self.cpu.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,205 @@
+//! Launch geometry: grid and block dimensions ([`LaunchConfig`]), checked against a
+//! device's limits, and the coordinates a thread of a launch sees ([`ThreadIndex`]).
+
+use crate::backend::LaunchLimits;
+use crate::error::{Error, Result};
+
+/// Grid and block dimensions of a launch, and its dynamic shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks along x, y and z.
+    pub grid: [u32; 3],
+    /// Threads per block along x, y and z.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// Threads per block used by [`LaunchConfig::for_elems`].
+    pub const DEFAULT_BLOCK: u32 = 256;
+
+    /// One thread per element, 256 to a block; at least one block. A count too large for
+    /// the grid is reported when the launch is checked.
+    pub fn for_elems(n: usize) -> LaunchConfig {
+        let blocks = n.div_ceil(Self::DEFAULT_BLOCK as usize).max(1);
+        LaunchConfig {
+            grid: [u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1],
+            block: [Self::DEFAULT_BLOCK, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// A one-dimensional grid of `blocks` blocks of `threads` threads.
+    pub fn linear(blocks: u32, threads: u32) -> LaunchConfig {
+        LaunchConfig {
+            grid: [blocks, 1, 1],
+            block: [threads, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Threads in one block.
+    pub fn threads_per_block(&self) -> u64 {
+        self.block.iter().map(|&d| d as u64).product()
+    }
+
+    /// Threads in the whole launch.
+    pub fn total_threads(&self) -> u64 {
+        self.grid.iter().map(|&d| d as u64).product::<u64>() * self.threads_per_block()
+    }
+
+    /// Checks the configuration against a device's limits.
+    pub fn validate(&self, kernel: &str, limits: &LaunchLimits) -> Result<()> {
+        let bad = |reason: String| Error::InvalidLaunch {
+            kernel: kernel.to_string(),
+            reason,
+        };
+        const AXES: [&str; 3] = ["x", "y", "z"];
+        for (i, axis) in AXES.iter().enumerate() {
+            if self.grid[i] == 0 {
+                return Err(bad(format!("grid.{axis} is 0")));
+            }
+            if self.block[i] == 0 {
+                return Err(bad(format!("block.{axis} is 0")));
+            }
+            if self.grid[i] > limits.max_grid_dim[i] {
+                return Err(bad(format!(
+                    "grid.{axis} = {} exceeds the device's maximum {}",
+                    self.grid[i], limits.max_grid_dim[i]
+                )));
+            }
+            if self.block[i] > limits.max_block_dim[i] {
+                return Err(bad(format!(
+                    "block.{axis} = {} exceeds the device's maximum {}",
+                    self.block[i], limits.max_block_dim[i]
+                )));
+            }
+        }
+        if self.threads_per_block() > limits.max_threads_per_block as u64 {
+            return Err(bad(format!(
+                "{} threads per block exceed the device's maximum {}",
+                self.threads_per_block(),
+                limits.max_threads_per_block
+            )));
+        }
+        if self.shared_mem_bytes > limits.max_shared_mem_per_block {
+            return Err(bad(format!(
+                "{} bytes of shared memory exceed the device's maximum {}",
+                self.shared_mem_bytes, limits.max_shared_mem_per_block
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Three extents or coordinates, as CUDA's `dim3`/`uint3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Dim3 {
+    /// Along x (fastest varying).
+    pub x: u32,
+    /// Along y.
+    pub y: u32,
+    /// Along z.
+    pub z: u32,
+}
+
+impl From<[u32; 3]> for Dim3 {
+    fn from([x, y, z]: [u32; 3]) -> Dim3 {
+        Dim3 { x, y, z }
+    }
+}
+
+/// Where one thread of a launch is: what a CUDA thread reads from its built-in variables,
+/// given to CPU closures so that a kernel's CPU version indexes as its GPU version does.
+///
+/// | CUDA C | here |
+/// |---|---|
+/// | `blockIdx` | [`ThreadIndex::block_idx`] |
+/// | `threadIdx` | [`ThreadIndex::thread_idx`] |
+/// | `blockDim` | [`ThreadIndex::block_dim`] |
+/// | `gridDim` | [`ThreadIndex::grid_dim`] |
+/// | `blockIdx.x * blockDim.x + threadIdx.x` | [`ThreadIndex::x`] (also [`y`](ThreadIndex::y), [`z`](ThreadIndex::z)) |
+///
+/// ```
+/// # use gpukit::{Dim3, ThreadIndex};
+/// let t = ThreadIndex {
+///     block_idx: Dim3 { x: 2, y: 1, z: 0 },
+///     thread_idx: Dim3 { x: 5, y: 3, z: 0 },
+///     block_dim: Dim3 { x: 16, y: 8, z: 1 },
+///     grid_dim: Dim3 { x: 4, y: 2, z: 1 },
+/// };
+/// assert_eq!((t.x(), t.y(), t.z()), (37, 11, 0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ThreadIndex {
+    /// The block's coordinates in the grid (`blockIdx`).
+    pub block_idx: Dim3,
+    /// The thread's coordinates in its block (`threadIdx`).
+    pub thread_idx: Dim3,
+    /// Threads per block along each axis (`blockDim`).
+    pub block_dim: Dim3,
+    /// Blocks along each axis (`gridDim`).
+    pub grid_dim: Dim3,
+}
+
+impl ThreadIndex {
+    /// The global x coordinate, `blockIdx.x * blockDim.x + threadIdx.x`: the element index
+    /// of a one-dimensional launch.
+    pub fn x(&self) -> usize {
+        global(self.block_idx.x, self.block_dim.x, self.thread_idx.x)
+    }
+
+    /// The global y coordinate, `blockIdx.y * blockDim.y + threadIdx.y`.
+    pub fn y(&self) -> usize {
+        global(self.block_idx.y, self.block_dim.y, self.thread_idx.y)
+    }
+
+    /// The global z coordinate, `blockIdx.z * blockDim.z + threadIdx.z`.
+    pub fn z(&self) -> usize {
+        global(self.block_idx.z, self.block_dim.z, self.thread_idx.z)
+    }
+}
+
+/// `block * dim + thread`; at most about 2^41 within [`LaunchLimits`], so it fits a 64-bit
+/// `usize` exactly.
+fn global(block: u32, dim: u32, thread: u32) -> usize {
+    (block as usize)
+        .wrapping_mul(dim as usize)
+        .wrapping_add(thread as usize)
+}
+
+/// Runs `f` once for every thread of a launch of `cfg`, in a fixed order: blocks by z, y,
+/// x, and inside each block threads by z, y, x (x fastest). A thread runs to completion
+/// before the next starts, so there is no shared memory and no `__syncthreads`; a kernel
+/// whose threads only write their own outputs behaves as on a GPU.
+pub(crate) fn for_each_thread(cfg: &LaunchConfig, mut f: impl FnMut(&ThreadIndex)) {
+    let grid_dim = Dim3::from(cfg.grid);
+    let block_dim = Dim3::from(cfg.block);
+    for bz in 0..grid_dim.z {
+        for by in 0..grid_dim.y {
+            for bx in 0..grid_dim.x {
+                for tz in 0..block_dim.z {
+                    for ty in 0..block_dim.y {
+                        for tx in 0..block_dim.x {
+                            f(&ThreadIndex {
+                                block_idx: Dim3 {
+                                    x: bx,
+                                    y: by,
+                                    z: bz,
+                                },
+                                thread_idx: Dim3 {
+                                    x: tx,
+                                    y: ty,
+                                    z: tz,
+                                },
+                                block_dim,
+                                grid_dim,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! A kernel loaded on a context ([`Kernel`]) and its launch on a stream, ordered like any
+//! op over its array arguments.
+
+use smallvec::SmallVec;
+use std::marker::PhantomData;
+
+use crate::backend::{Backend, KernelArg, LaunchLimits};
+use crate::error::Result;
+use crate::stream::Stream;
+use crate::track::Access;
+
+use super::*;
+
+/// A kernel loaded on a context, typed by its signature.
+pub struct Kernel<S: KernelSig, B: Backend> {
+    raw: B::Kernel,
+    name: String,
+    context: u64,
+    limits: LaunchLimits,
+    _s: PhantomData<fn(S)>,
+}
+
+impl<S: KernelSig, B: Backend> std::fmt::Debug for Kernel<S, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.name)
+            .field("context", &self.context)
+            .finish()
+    }
+}
+
+impl<S: KernelSig, B: Backend> Kernel<S, B> {
+    pub(crate) fn load(home: &Stream<B>, spec: KernelSpec<S>) -> Result<Self> {
+        let raw = home.backend().load_kernel(&spec.desc)?;
+        Ok(Kernel {
+            raw,
+            name: spec.desc.name,
+            context: home.context_id(),
+            limits: home.shared_arc().info.limits,
+            _s: PhantomData,
+        })
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<B: Backend> Stream<B> {
+    /// Launches a kernel with arguments matching its signature, after checking the
+    /// configuration against the device's limits. Array arguments are ordered against other
+    /// streams like any op's: [`In`] as reads, [`Out`] as writes.
+    pub fn launch<A: LaunchArgs<B>>(
+        &self,
+        kernel: &Kernel<A::Sig, B>,
+        cfg: LaunchConfig,
+        args: A,
+    ) -> Result<()> {
+        self.shared_arc()
+            .same_context("launch", "kernel", kernel.context)?;
+        cfg.validate(&kernel.name, &kernel.limits)?;
+        // Everything on the stack: a launch allocates nothing.
+        let mut resolved = ArgList::<B>::new();
+        args.each_arg(&mut |a| resolved.push(a));
+        let mut accesses = SmallVec::<[_; MAX_KERNEL_ARGS]>::new();
+        for a in &resolved {
+            match a {
+                ArgRef::Read(s) => accesses.push(("kernel argument", s, Access::Read)),
+                ArgRef::Write(s) => accesses.push(("kernel argument", s, Access::Write)),
+                ArgRef::Scalar { .. } => {}
+            }
+        }
+        self.enqueue("launch", &accesses, || {
+            let raw: SmallVec<[KernelArg<'_, B>; MAX_KERNEL_ARGS]> = resolved
+                .iter()
+                .map(|a| match a {
+                    ArgRef::Read(s) => KernelArg::Buffer {
+                        at: s.at(),
+                        bytes: s.bytes(),
+                        write: false,
+                    },
+                    ArgRef::Write(s) => KernelArg::Buffer {
+                        at: s.at(),
+                        bytes: s.bytes(),
+                        write: true,
+                    },
+                    ArgRef::Scalar { bytes, len } => KernelArg::Scalar {
+                        bytes: *bytes,
+                        len: *len,
+                    },
+                })
+                .collect();
+            // SAFETY: the kernel's GPU code was vouched for by the caller of the unsafe
+            // `KernelSpec::cuda`/`ptx` to take the signature `A::Sig`, which the sealed
+            // `LaunchArgs` built these arguments from (a CPU closure is safe Rust); every
+            // range comes from a checked view of this context's arrays; `enqueue` ordered
+            // the ranges after conflicting uses and records this one, so no buffer is freed
+            // before the launch has run; written arguments are `&mut` borrows or views, so
+            // no written range overlaps another argument.
+            unsafe { self.backend().launch(self.raw(), &kernel.raw, &cfg, &raw) }
+        })
+    }
+}

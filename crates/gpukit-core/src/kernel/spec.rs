@@ -1,0 +1,175 @@
+//! [`KernelSpec`]: a kernel before it is loaded, typed by its signature; its GPU code is
+//! `unsafe` to give (see the module docs of [`crate::kernel`]), its CPU closure safe.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::geometry::for_each_thread;
+use super::*;
+
+/// A kernel before it is loaded: its name, GPU code and CPU closure, typed by signature `S`.
+pub struct KernelSpec<S: KernelSig> {
+    pub(super) desc: KernelDesc,
+    _s: PhantomData<fn(S)>,
+}
+
+impl<S: KernelSig> std::fmt::Debug for KernelSpec<S> {
+    /// `KernelSpec { name: "vector_add", params: 4, source: Some("cuda"), wgsl: true, cpu: true }`:
+    /// which implementations it has, not their code.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let source = self.desc.source.as_ref().map(|s| match s {
+            KernelSource::CudaC(_) => "cuda",
+            KernelSource::Ptx(_) => "ptx",
+        });
+        f.debug_struct("KernelSpec")
+            .field("name", &self.desc.name)
+            .field("params", &S::ARITY)
+            .field("source", &source)
+            .field("wgsl", &self.desc.wgsl.is_some())
+            .field("cpu", &self.desc.cpu.is_some())
+            .finish()
+    }
+}
+
+impl<S: KernelSig> KernelSpec<S> {
+    /// A kernel with no code yet; add CUDA C, PTX or a CPU closure.
+    pub fn named(name: impl Into<String>) -> Self {
+        KernelSpec {
+            desc: KernelDesc {
+                name: name.into(),
+                source: None,
+                wgsl: None,
+                cpu: None,
+            },
+            _s: PhantomData,
+        }
+    }
+
+    /// A kernel from CUDA C source; `name` is the `extern "C" __global__` entry point.
+    ///
+    /// # Safety
+    ///
+    /// The caller vouches for the GPU code, which nothing can check:
+    /// - the entry point's parameters match the signature `S` in order and type: [`In<T>`]
+    ///   is `const T*`, [`Out<T>`] is `T*`, a scalar is the C type of the same size and
+    ///   representation (`u64` is `unsigned long long`, `f32` is `float`, ...);
+    /// - every access stays within the lengths passed: the kernel reads or writes an array
+    ///   argument only below the element count the caller passes with it (or that it can
+    ///   otherwise derive from its arguments), for every launch configuration it is used
+    ///   with, and writes only through [`Out`] parameters;
+    /// - it does not race with itself (two threads of a launch never write the same
+    ///   element, or one reads while another writes it, without synchronisation).
+    pub unsafe fn cuda(src: impl Into<String>, name: impl Into<String>) -> Self {
+        let mut s = Self::named(name);
+        s.desc.source = Some(KernelSource::CudaC(src.into()));
+        s
+    }
+
+    /// A kernel from PTX; `name` is the entry point.
+    ///
+    /// # Safety
+    ///
+    /// As for [`KernelSpec::cuda`]: the entry point's parameters match `S` in order and
+    /// type, and every access stays within the lengths passed.
+    pub unsafe fn ptx(ptx: impl Into<String>, name: impl Into<String>) -> Self {
+        let mut s = Self::named(name);
+        s.desc.source = Some(KernelSource::Ptx(ptx.into()));
+        s
+    }
+
+    /// Adds WGSL code for the wgpu (Vulkan) backend; the entry point is the kernel's name,
+    /// an `@compute` function.
+    ///
+    /// The arguments bind as follows: the i-th array argument ([`In`] or [`Out`], counting
+    /// arrays only) is `@group(0) @binding(i) var<storage, read_write> name: array<T>` (`read`
+    /// is accepted for an [`In`]); the scalars, in signature order, are the fields of one
+    /// `var<immediate>` struct, each a 4-byte field (`u32`, `i32`, `f32`; a 1- or 2-byte
+    /// scalar is zero-extended into a `u32`; an 8-byte scalar is 8-byte aligned, an `f64`
+    /// or a `vec2<u32>` low word first for `u64`/`i64`). A view that starts at an offset the
+    /// adapter cannot bind at goes through an aligned copy (written back after the launch). The launch's block size must equal
+    /// the entry point's `@workgroup_size`, except along the dimensions the WGSL leaves to
+    /// the launch by declaring `override block_x: u32;` (`block_y`, `block_z`) and writing
+    /// `@workgroup_size(block_x, ...)`. Dynamic shared memory does not exist in WGSL.
+    ///
+    /// ```
+    /// # use gpukit::{In, KernelSpec, Out};
+    /// const SRC: &str = "
+    /// struct Args { n: u32 }
+    /// var<immediate> args: Args;
+    /// @group(0) @binding(0) var<storage, read> a: array<f32>;
+    /// @group(0) @binding(1) var<storage, read_write> out: array<f32>;
+    /// override block_x: u32 = 64;
+    /// @compute @workgroup_size(block_x)
+    /// fn twice(@builtin(global_invocation_id) g: vec3<u32>) {
+    ///     if (g.x < args.n) { out[g.x] = 2.0 * a[g.x]; }
+    /// }";
+    /// // SAFETY: `twice` reads binding 0 and writes binding 1 below `n` only, matching
+    /// // (In<f32>, Out<f32>, u32).
+    /// let spec = unsafe { KernelSpec::<(In<f32>, Out<f32>, u32)>::named("twice").wgsl(SRC) };
+    /// # let _ = spec;
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// As for [`KernelSpec::cuda`]: the bindings and the immediate struct match the
+    /// signature `S` as described above, in order and type, and every access stays within
+    /// the lengths passed (WGSL's bounds checks clamp accesses to the bound window, which
+    /// for a view may be wider than the view), with no races inside the launch.
+    pub unsafe fn wgsl(mut self, src: impl Into<String>) -> Self {
+        self.desc.wgsl = Some(src.into());
+        self
+    }
+
+    /// Adds the CPU implementation: called once per thread of the launch with the thread's
+    /// [`ThreadIndex`] (CUDA's `blockIdx`, `threadIdx`, `blockDim`, `gridDim`; `t.x()` is
+    /// `blockIdx.x * blockDim.x + threadIdx.x`) and the arguments as host slices. Threads
+    /// run one after another on the stream's worker, blocks by z, y, x and threads inside a
+    /// block by z, y, x (x fastest), so a closure that writes only its own elements gives
+    /// what the GPU gives for every launch shape. Safe: slices are bounds-checked.
+    ///
+    /// ```
+    /// # use gpukit::{KernelSpec, LaunchConfig, Out};
+    /// // A 2-D kernel: out[y][x] = 10 * y + x over a 3 x 4 matrix.
+    /// let spec = KernelSpec::<(Out<u32>, u32, u32)>::named("grid").cpu(|t, (out, rows, cols)| {
+    ///     let (x, y) = (t.x(), t.y());
+    ///     if y < *rows as usize && x < *cols as usize {
+    ///         out[y * *cols as usize + x] = 10 * y as u32 + x as u32;
+    ///     }
+    /// });
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let k = ctx.kernel(spec)?;
+    /// let mut out = ctx.alloc_zeros::<u32>(12)?;
+    /// let cfg = LaunchConfig { grid: [2, 2, 1], block: [2, 2, 1], shared_mem_bytes: 0 };
+    /// ctx.launch(&k, cfg, (&mut out, 3u32, 4u32))?;
+    /// assert_eq!(out.download()?, [0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23]);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn cpu<F>(mut self, f: F) -> Self
+    where
+        F: for<'a, 'b> Fn(&ThreadIndex, &'b mut S::Cpu<'a>) + Send + Sync + 'static,
+    {
+        let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
+            if raw.len() != S::ARITY {
+                return Err(format!(
+                    "{} arguments given, the signature has {}",
+                    raw.len(),
+                    S::ARITY
+                ));
+            }
+            // SAFETY: the launcher built `raw` from arguments whose types match `S` (the
+            // `LaunchArgs::Sig = S` bound of `Stream::launch`), keeps every range alive and
+            // ordered for the duration of this call, and Rust's borrow rules at the launch
+            // site forbid an `Out` to alias another argument.
+            let mut args = unsafe { S::from_raw(raw) };
+            for_each_thread(cfg, |t| f(t, &mut args));
+            Ok(())
+        });
+        self.desc.cpu = Some(erased);
+        self
+    }
+
+    /// The untyped description.
+    pub fn desc(&self) -> &KernelDesc {
+        &self.desc
+    }
+}
