@@ -76,6 +76,7 @@
 mod device;
 mod kernel;
 mod ops;
+mod staging;
 mod stream;
 mod wgsl;
 
@@ -130,7 +131,7 @@ pub(crate) struct Shared {
     /// A small buffer bound where an argument is empty ([`DUMMY_BYTES`]).
     pub(crate) dummy: wgpu::Buffer,
     /// Staging buffers kept between transfers.
-    pub(crate) staging: stream::StagingPool,
+    pub(crate) staging: staging::StagingPool,
     /// Another, for empty read-only arguments of custom kernels (one buffer may not be bound
     /// read-only and writable in one dispatch).
     pub(crate) dummy_ro: wgpu::Buffer,
@@ -310,7 +311,7 @@ impl WgpuBackend {
             streams: Mutex::new(Vec::new()),
             dummy,
             dummy_ro,
-            staging: stream::StagingPool::default(),
+            staging: staging::StagingPool::default(),
         });
         let weak = Arc::downgrade(&shared);
         shared
