@@ -249,8 +249,8 @@ struct Run<'p, B: Backend, In, Out> {
     calibration: Calibration,
 }
 
-/// Wraps a device error with its batch and stage.
-fn gpu(batch: usize, stage: Stage) -> impl Fn(gpukit_core::Error) -> PipelineError {
+/// Wraps an error of the device work (on any backend) with its batch and stage.
+fn stage_error(batch: usize, stage: Stage) -> impl Fn(gpukit_core::Error) -> PipelineError {
     move |source| PipelineError::Gpu {
         batch,
         stage,
@@ -329,7 +329,7 @@ where
 {
     let start_ms = now();
     let mut staging = In::alloc_staging(&p.ctx, &p.in_widths, p.max_rows, p.staging_use())
-        .map_err(gpu(i, Stage::Load))?;
+        .map_err(stage_error(i, Stage::Load))?;
     let (rows, meta) = guarded(&p.ctx, i, Stage::Load, "load function", || {
         load.load(i, &mut staging, &p.in_widths, p.max_rows)
             .map_err(user(i, Stage::Load))
@@ -402,12 +402,12 @@ where
     L: LoadFn<B, In, M>,
     X: StageFns<B, In, Out, M, St>,
 {
-    Run::new(p)?.go(&mut load, &mut stages, state)
+    Run::new(p)?.execute(&mut load, &mut stages, state)
 }
 
 impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
     fn new(p: &'p Pipeline<B, In, Out>) -> Result<Self, PipelineError> {
-        let setup = gpu(0, Stage::Upload);
+        let setup = stage_error(0, Stage::Upload);
         let ctx = &p.ctx;
         let upload = ctx.create_stream().map_err(&setup)?;
         let (computes, download) = if p.pattern == Pattern::Sequential {
@@ -461,9 +461,9 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
             .map(|_| {
                 Ok(Slot {
                     input: In::alloc_device(&p.ctx, &p.in_widths, p.max_rows)
-                        .map_err(gpu(0, Stage::Upload))?,
+                        .map_err(stage_error(0, Stage::Upload))?,
                     output: Out::alloc_device(&p.ctx, &p.out_widths, p.max_rows)
-                        .map_err(gpu(0, Stage::Compute))?,
+                        .map_err(stage_error(0, Stage::Compute))?,
                     compute_done: None,
                     download_done: None,
                     inflight: None,
@@ -472,7 +472,10 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
             .collect()
     }
 
-    fn go<M, St, L, X>(
+    /// Runs every batch: one at a time for the sequential pattern; otherwise the
+    /// calibration batches alone, then the rest overlapped. Then waits for every stream
+    /// and builds the report.
+    fn execute<M, St, L, X>(
         &mut self,
         load: &mut L,
         stages: &mut X,
@@ -486,10 +489,11 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
         let p = self.p;
         let mut slots = self.alloc_slots::<M>()?;
         // The run's clock starts now: setting up the slots is not part of the pipeline.
-        self.restart_clock().map_err(gpu(0, Stage::Upload))?;
+        self.restart_clock()
+            .map_err(stage_error(0, Stage::Upload))?;
         let result = if p.pattern == Pattern::Sequential {
             (0..p.batches).try_for_each(|i| {
-                self.one_alone(&mut slots[0], i, load, stages, state)
+                self.run_batch_alone(&mut slots[0], i, load, stages, state)
                     .map(drop)
             })
         } else {
@@ -505,7 +509,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
             .collect::<gpukit_core::Result<Vec<()>>>();
         drop(slots);
         result?;
-        synced.map_err(gpu(p.batches.saturating_sub(1), Stage::Download))?;
+        synced.map_err(stage_error(p.batches.saturating_sub(1), Stage::Download))?;
         let wall_ms = self.host_ms();
         let row_bytes = |dtypes: Vec<gpukit_core::DType>, widths: &[usize]| -> usize {
             dtypes.iter().zip(widths).map(|(d, w)| d.size() * w).sum()
@@ -531,7 +535,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
 
     /// Batch `i` alone, every step on the calling thread, waiting for each: the sequential
     /// pattern's loop body and a calibration batch.
-    fn one_alone<M, St, L, X>(
+    fn run_batch_alone<M, St, L, X>(
         &mut self,
         slot: &mut Slot<B, In, Out, M>,
         i: usize,
@@ -575,7 +579,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
         // (fresh device memory can be mapped lazily, on the CPU backend by the page), the
         // next ones run warm, and the calibration keeps each stage's least cost.
         for i in 0..k {
-            let a = self.one_alone(&mut slots[0], i, load, stages, state)?;
+            let a = self.run_batch_alone(&mut slots[0], i, load, stages, state)?;
             self.calibration.add(a.rows, &a.times, a.cpu);
         }
         Ok(k)
@@ -604,7 +608,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
         let host_t0 = self.host_t0;
         std::thread::scope(|scope| {
             let loader = scope.spawn(|| loader_loop(p, first, &stop, host_t0, tx, load));
-            let outcome = self.pump(first, &rx, slots, stages, state);
+            let outcome = self.run_buffered(first, &rx, slots, stages, state);
             stop.store(true, Ordering::Relaxed);
             drop(rx); // a loader blocked on a full channel wakes and ends
             match loader.join() {
@@ -622,7 +626,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
     /// The buffered main loop: take batches from the loader in order, submit each into its
     /// slot, then retire the batch that used the slot before (the streams already order the
     /// slot's reuse); at the end, retire the rest in order.
-    fn pump<M, St, X>(
+    fn run_buffered<M, St, X>(
         &mut self,
         first: usize,
         rx: &Receiver<LoaderMsg<B, In, M>>,
@@ -761,7 +765,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
         staging: In::Staging,
     ) -> Result<Timed<B, In::Copies>, PipelineError> {
         let upload = &self.streams.upload;
-        let err = gpu(i, Stage::Upload);
+        let err = stage_error(i, Stage::Upload);
         // Waiting explicitly (rather than leaving it to gpukit-core's automatic ordering)
         // keeps the wait before the start event, so the events time the copy alone.
         if let Some(e) = &slot.compute_done {
@@ -793,7 +797,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
     {
         let (p, i) = (self.p, batch.index);
         let cs = &self.streams.computes[lane];
-        let err = gpu(i, Stage::Compute);
+        let err = stage_error(i, Stage::Compute);
         cs.wait(uploaded).map_err(&err)?;
         if let Some(e) = &slot.download_done {
             cs.wait(e).map_err(&err)?;
@@ -828,7 +832,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
     ) -> Result<Timed<B, Out::Copies>, PipelineError> {
         let p = self.p;
         let download = &self.streams.download;
-        let err = gpu(batch.index, Stage::Download);
+        let err = stage_error(batch.index, Stage::Download);
         download.wait(computed).map_err(&err)?;
         let d0 = download.record_event().map_err(&err)?;
         let mut host = Out::alloc_staging(&p.ctx, &p.out_widths, p.max_rows, HostUse::Download)
@@ -886,9 +890,9 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
         up: In::Copies,
         down: Out::Copies,
     ) -> Result<Out::Staging, PipelineError> {
-        let staging = In::wait(up).map_err(gpu(i, Stage::Upload))?;
+        let staging = In::wait(up).map_err(stage_error(i, Stage::Upload))?;
         drop(staging);
-        Out::wait(down).map_err(gpu(i, Stage::Download))
+        Out::wait(down).map_err(stage_error(i, Stage::Download))
     }
 
     /// The batch's load, upload, compute and download on the timeline. Returns their costs:
@@ -910,7 +914,7 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
             .iter()
             .map(|e| self.t0.elapsed_ms(e))
             .collect::<gpukit_core::Result<Vec<f64>>>()
-            .map_err(gpu(i, Stage::Download))?;
+            .map_err(stage_error(i, Stage::Download))?;
         let sequential = self.p.pattern == Pattern::Sequential;
         let lane_of = |stage: Stage| -> Lane {
             match (sequential, stage) {
