@@ -330,166 +330,33 @@ pub trait Numeric: Element + PartialOrd {
 /// each chunk of this many consecutive elements is summed in f64 in order, then the chunks'
 /// sums are added in order, left to right. Below this length that is the plain sum in
 /// order. The order is fixed, whatever the machine and its cores, so results are
-/// reproducible; the CPU backend sums a long input's chunks on several cores at once and
-/// gets the same bits.
+/// reproducible: it is the contract every backend's float sums are held to
+/// ([`ordered_sum`]), and a backend may sum the chunks on several cores at once (the CPU
+/// backend does) and get the same bits.
 pub const SUM_CHUNK: usize = 1 << 16;
 
-/// Chunks per block of [`block_sums`] and [`block_dots`]: the chunks of a full block are
-/// summed side by side, each in its own order (independent chains of additions that a core
-/// overlaps), which changes nothing in the result and runs several times faster than one
-/// chain.
-pub const SUM_LANES: usize = 4;
-
-/// Elements per block of [`block_sums`] and [`block_dots`]: [`SUM_LANES`] chunks.
-pub const SUM_BLOCK: usize = SUM_LANES * SUM_CHUNK;
-
-/// The f64 sum of `xs` in the order [`SUM_CHUNK`] defines (`-0.0` when empty, as Rust's
-/// float `sum`). The result of every float `sum` and `mean` reference.
+/// The f64 sum of `xs` in the order [`SUM_CHUNK`] defines, written out plainly: each chunk
+/// from `-0.0` in order, then the chunks' sums in order (`-0.0` when empty, as Rust's float
+/// `sum`). The value every float `sum` and `mean` rounds; a backend that computes it its
+/// own way gives it to [`crate::ReduceOp::of_sum`].
 pub fn ordered_sum<T: Numeric>(xs: &[T]) -> f64 {
-    if xs.is_empty() {
-        return -0.0;
-    }
-    add_chunk_sums(xs.chunks(SUM_BLOCK).flat_map(block_sums))
-}
-
-/// The f64 sum of the products of `xs` and `ys` (their common length) in the order
-/// [`SUM_CHUNK`] defines (`-0.0` when empty).
-pub fn ordered_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
-    let n = xs.len().min(ys.len());
-    if n == 0 {
-        return -0.0;
-    }
-    let blocks = xs[..n].chunks(SUM_BLOCK).zip(ys[..n].chunks(SUM_BLOCK));
-    add_chunk_sums(blocks.flat_map(|(x, y)| block_dots(x, y)))
-}
-
-/// The in-order f64 sums of the (at most [`SUM_LANES`]) chunks of one block, the block being
-/// the `k`th [`SUM_BLOCK`] elements of an input: so the chunks' sums of a whole input are its
-/// blocks' sums in order, which several cores can compute at once.
-pub fn block_sums<T: Numeric>(block: &[T]) -> ChunkSums {
-    debug_assert!(block.len() <= SUM_BLOCK);
-    if let Ok(lanes) = <&[T; SUM_BLOCK]>::try_from(block) {
-        let (a, rest) = lanes.split_at(SUM_CHUNK);
-        let (b, rest) = rest.split_at(SUM_CHUNK);
-        let (c, d) = rest.split_at(SUM_CHUNK);
-        return ChunkSums::full(lane_sums([a, b, c, d]));
-    }
-    ChunkSums::each(block.chunks(SUM_CHUNK).map(f64_sum))
-}
-
-/// [`ordered_sum`] of each of [`SUM_LANES`] rows of one length, side by side: the rows'
-/// chunks are summed together, then each row adds its own chunks' sums in order (the bits
-/// of one row at a time).
-pub fn ordered_sums<T: Numeric>(rows: [&[T]; SUM_LANES]) -> [f64; SUM_LANES] {
-    let n = rows[0].len();
-    if rows.iter().any(|r| r.len() != n) {
-        return rows.map(ordered_sum);
-    }
-    let mut total = [-0.0f64; SUM_LANES];
-    for start in (0..n).step_by(SUM_CHUNK) {
-        let end = n.min(start + SUM_CHUNK);
-        let sums = lane_sums(rows.map(|r| &r[start..end]));
-        if start == 0 {
-            total = sums;
-        } else {
-            for (t, s) in total.iter_mut().zip(sums) {
-                *t += s;
-            }
-        }
-    }
-    total
-}
-
-/// The in-order f64 sums of [`SUM_LANES`] slices of one length, side by side (independent
-/// chains, each starting where `f64_sum` does).
-fn lane_sums<T: Numeric>([a, b, c, d]: [&[T]; SUM_LANES]) -> [f64; SUM_LANES] {
-    debug_assert!(b.len() == a.len() && c.len() == a.len() && d.len() == a.len());
-    let mut s = [-0.0f64; SUM_LANES];
-    for (((a, b), c), d) in a.iter().zip(b).zip(c).zip(d) {
-        s[0] += a.to_f64();
-        s[1] += b.to_f64();
-        s[2] += c.to_f64();
-        s[3] += d.to_f64();
-    }
-    s
-}
-
-/// [`block_sums`] of the products of two blocks of equal length.
-pub fn block_dots<T: Numeric>(xs: &[T], ys: &[T]) -> ChunkSums {
-    debug_assert!(xs.len() == ys.len() && xs.len() <= SUM_BLOCK);
-    if let (Ok(x), Ok(y)) = (
-        <&[T; SUM_BLOCK]>::try_from(xs),
-        <&[T; SUM_BLOCK]>::try_from(ys),
-    ) {
-        let mut s = [-0.0f64; SUM_LANES];
-        for i in 0..SUM_CHUNK {
-            for (l, acc) in s.iter_mut().enumerate() {
-                let j = l * SUM_CHUNK + i;
-                *acc += x[j].to_f64() * y[j].to_f64();
-            }
-        }
-        return ChunkSums::full(s);
-    }
-    ChunkSums::each(
+    add_in_order(
         xs.chunks(SUM_CHUNK)
-            .zip(ys.chunks(SUM_CHUNK))
-            .map(|(x, y)| f64_dot(x, y)),
+            .map(|c| c.iter().map(|x| x.to_f64()).sum()),
     )
 }
 
-/// The sums of one block's chunks, in order (an iterator over at most [`SUM_LANES`] f64s).
-#[derive(Clone, Copy, Debug)]
-pub struct ChunkSums {
-    sums: [f64; SUM_LANES],
-    len: usize,
+/// The f64 sum of the products of `xs` and `ys` (their common length) in the order
+/// [`SUM_CHUNK`] defines (`-0.0` when empty): the value every float `dot` rounds.
+pub(crate) fn ordered_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
+    let n = xs.len().min(ys.len());
+    let chunks = xs[..n].chunks(SUM_CHUNK).zip(ys[..n].chunks(SUM_CHUNK));
+    add_in_order(chunks.map(|(x, y)| x.iter().zip(y).map(|(a, b)| a.to_f64() * b.to_f64()).sum()))
 }
 
-impl ChunkSums {
-    fn full(sums: [f64; SUM_LANES]) -> Self {
-        ChunkSums {
-            sums,
-            len: SUM_LANES,
-        }
-    }
-
-    fn each(sums: impl Iterator<Item = f64>) -> Self {
-        let mut all = ChunkSums {
-            sums: [0.0; SUM_LANES],
-            len: 0,
-        };
-        for (slot, sum) in all.sums.iter_mut().zip(sums) {
-            *slot = sum;
-            all.len += 1;
-        }
-        all
-    }
-}
-
-impl IntoIterator for ChunkSums {
-    type Item = f64;
-    type IntoIter = std::iter::Take<std::array::IntoIter<f64, SUM_LANES>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.sums.into_iter().take(self.len)
-    }
-}
-
-/// Adds up the sums of consecutive chunks in order (`0.0` when there are none).
-pub fn add_chunk_sums(sums: impl IntoIterator<Item = f64>) -> f64 {
-    sums.into_iter().reduce(|a, b| a + b).unwrap_or(0.0)
-}
-
-/// The in-order f64 sum of one chunk (exact widening of each element).
-fn f64_sum<T: Numeric>(xs: &[T]) -> f64 {
-    xs.iter().map(|x| x.to_f64()).sum()
-}
-
-/// The in-order f64 sum of the products of one chunk's elements.
-fn f64_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
-    xs.iter()
-        .zip(ys)
-        .map(|(x, y)| x.to_f64() * y.to_f64())
-        .sum()
+/// The chunks' sums added left to right (`-0.0` when there are none: an empty input).
+fn add_in_order(sums: impl Iterator<Item = f64>) -> f64 {
+    sums.reduce(|a, b| a + b).unwrap_or(-0.0)
 }
 
 /// A floating-point element: one whose compute type has the math functions ([`Real`]).
@@ -766,9 +633,10 @@ pub(crate) mod tests {
         assert_ne!(in_f32, xs.iter().map(|&x| f64::from(x)).sum::<f64>() as f32);
     }
 
-    /// [`ordered_sum`] and [`ordered_dot`] (side-by-side chunks in full blocks) give the
-    /// bits of [`SUM_CHUNK`]'s definition written out plainly: each chunk in order, then the
-    /// chunks in order. f64 data of wide magnitudes, so that another order is another number.
+    /// [`ordered_sum`] and [`ordered_dot`] add each chunk in order, then the chunks' sums in
+    /// order: on f64 data of wide magnitudes another order is another number; signed zeros,
+    /// NaN and empty inputs keep their meaning; a dot takes the common length. (The CPU
+    /// backend's side-by-side and multi-core sums are checked against these.)
     #[test]
     fn ordered_sums_follow_the_chunk_order() {
         let mut bits = xorshift(0x9e37_79b9_7f4a_7c15);
@@ -781,56 +649,37 @@ pub(crate) mod tests {
                 -mag * (x >> 13) as f64 / (1u64 << 51) as f64
             }
         };
+        let c = SUM_CHUNK;
+        let xs: Vec<f64> = (0..3 * c + 5).map(|_| next()).collect();
+        let ys: Vec<f64> = (0..3 * c + 5).map(|_| next()).collect();
         let defined = |terms: &[f64]| {
-            let chunk = |c: &[f64]| c.iter().fold(-0.0f64, |a, &t| a + t);
-            add_chunk_sums(terms.chunks(SUM_CHUNK).map(chunk))
+            let sums: Vec<f64> = terms
+                .chunks(c)
+                .map(|chunk| chunk.iter().fold(-0.0f64, |a, &t| a + t))
+                .collect();
+            sums[1..].iter().fold(sums[0], |a, &s| a + s)
         };
-        let (c, b) = (SUM_CHUNK, SUM_BLOCK);
-        let longest = 2 * b + 3 * c + 5;
-        let xs: Vec<f64> = (0..longest).map(|_| next()).collect();
-        let ys: Vec<f64> = (0..longest).map(|_| next()).collect();
-        for n in [1, c - 1, c, c + 1, 3 * c, b - 1, b, b + 1, 2 * b, longest] {
-            let (x, y) = (&xs[..n], &ys[..n]);
-            assert_eq!(ordered_sum(x).to_bits(), defined(x).to_bits(), "sum of {n}");
-            let products: Vec<f64> = x.iter().zip(y).map(|(a, b)| a * b).collect();
-            let dot = ordered_dot(x, y).to_bits();
-            assert_eq!(dot, defined(&products).to_bits(), "dot of {n}");
-            // The blocks' sums, as the CPU backend computes them on several cores.
-            let blocks = x.chunks(SUM_BLOCK).flat_map(block_sums);
-            assert_eq!(
-                add_chunk_sums(blocks).to_bits(),
-                defined(x).to_bits(),
-                "{n}"
-            );
-        }
-        // Four rows side by side: each row's bits, whatever its length (unequal: one by one).
-        for n in [0, 1, 1000, c + 3, 2 * c] {
-            let rows = [0, 1, 2, 3].map(|k| &xs[k * (n + 1)..][..n]);
-            let want = rows.map(|r| ordered_sum(r).to_bits());
-            assert_eq!(ordered_sums(rows).map(f64::to_bits), want, "rows of {n}");
-            let uneven = [rows[0], rows[1], &xs[..n + 1], rows[3]];
-            let want = uneven.map(|r| ordered_sum(r).to_bits());
-            assert_eq!(
-                ordered_sums(uneven).map(f64::to_bits),
-                want,
-                "uneven rows of {n}"
-            );
-        }
+        assert_eq!(ordered_sum(&xs).to_bits(), defined(&xs).to_bits());
+        let products: Vec<f64> = xs.iter().zip(&ys).map(|(a, b)| a * b).collect();
+        assert_eq!(
+            ordered_dot(&xs, &ys).to_bits(),
+            defined(&products).to_bits()
+        );
         // The data tells orders apart: one chain over all the terms is another number.
         let one_chain: f64 = xs.iter().sum();
         assert_ne!(one_chain.to_bits(), ordered_sum(&xs).to_bits());
-        // Signed zeros and NaN in a full block's lanes keep their meaning.
-        let (zeros, ones) = (vec![-0.0f64; b], vec![1.0f64; b]);
+        // Signed zeros and NaN keep their meaning.
+        let (zeros, ones) = (vec![-0.0f64; 2 * c], vec![1.0f64; 2 * c]);
         assert_eq!(ordered_sum(&zeros).to_bits(), (-0.0f64).to_bits());
         assert_eq!(ordered_dot(&zeros, &ones).to_bits(), (-0.0f64).to_bits());
         assert_eq!(ordered_sum::<f64>(&[]).to_bits(), (-0.0f64).to_bits());
-        let mut nan = vec![1.0f32; b];
-        nan[2 * c + 7] = f32::NAN;
+        let mut nan = vec![1.0f32; 2 * c];
+        nan[c + 7] = f32::NAN;
         assert!(ordered_sum(&nan).is_nan());
-        assert!(ordered_dot(&nan, &vec![1.0f32; b]).is_nan());
+        assert!(ordered_dot(&nan, &vec![1.0f32; 2 * c]).is_nan());
         // Unequal lengths: the dot of the common length.
-        let short = ordered_dot(&xs[..b + 3], &ys[..b]);
-        assert_eq!(short.to_bits(), ordered_dot(&xs[..b], &ys[..b]).to_bits());
+        let short = ordered_dot(&xs[..c + 3], &ys[..c]);
+        assert_eq!(short.to_bits(), ordered_dot(&xs[..c], &ys[..c]).to_bits());
     }
 
     #[cfg(feature = "half")]

@@ -87,9 +87,8 @@ pub use backend::{
 };
 pub use context::{Context, Range};
 pub use element::{
-    add_chunk_sums, block_dots, block_sums, ordered_dot, ordered_sum, ordered_sums, Arith,
-    ChunkSums, DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide,
-    SUM_BLOCK, SUM_CHUNK, SUM_LANES,
+    ordered_sum, Arith, DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide,
+    SUM_CHUNK,
 };
 pub use error::{Error, Rejected, Result};
 pub use graph::Graph;
@@ -99,8 +98,8 @@ pub use kernel::{
     KernelSpec, LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, MAX_KERNEL_ARGS,
 };
 pub use optable::{
-    arg_better, cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Gemm, Op, ReduceOp, Rhs,
-    RhsSlice, Scalar, Shape, UnaryOp,
+    cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Domain, Gemm, MathFn, Op, ReduceOp,
+    Rhs, RhsSlice, Scalar, Shape, UnaryOp,
 };
 pub use pool::MemoryStats;
 pub use spec::DeviceSpec;

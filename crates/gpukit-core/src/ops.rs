@@ -6,7 +6,7 @@
 //! so a rejected call changes nothing. Empty inputs are valid: element-wise ops on them do
 //! nothing, `sum` and `dot` give zero; `mean`, `min`, `max`, `argmin` and `argmax` of
 //! nothing are [`Error::EmptyInput`]. The typed methods of the element-wise table (`relu`,
-//! `add_row_inplace`, ...) are generated in `optable.rs`; this file has what they share.
+//! `add_row_inplace`, ...) are generated in `optable/`; this file has what they share.
 
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::{Backend, BufAt};

@@ -43,22 +43,24 @@
 //!   and registration is accepted and does nothing.
 //! - **Ops** run the op table's reference semantics (`gpukit_core::optable`) exactly:
 //!   element-wise loops in the element's compute type; `sum`, `mean` and `dot` accumulate
-//!   floats in f64 in the order `gpukit_core::SUM_CHUNK` defines; softmax and cross-entropy as `gpukit_core::softmax_rows` and
+//!   floats in f64 in the order `gpukit_core::SUM_CHUNK` defines (`gpukit_core::ordered_sum`);
+//!   softmax and cross-entropy as `gpukit_core::softmax_rows` and
 //!   `gpukit_core::cross_entropy_rows`; gemm (batched by a loop) uses `matrixmultiply`
-//!   (f16/bf16 widened to f32). One backend method, `op`, runs them all.
+//!   (f16/bf16 widened to f32). One backend method, `op`, runs them all, one function per
+//!   op family; an element-wise op added to the table needs nothing here.
 //! - **Cores**: gemm runs on matrixmultiply's thread pool (one thread per physical core, at
 //!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements (those
-//!   calling the math library per element, `exp` to `pow`, from 64 Ki) are
-//!   split in row-aligned pieces across rayon's pool (one thread per core,
+//!   calling the math library per element, as their table entry's `math` column says, from
+//!   64 Ki) are split in row-aligned pieces across rayon's pool (one thread per core,
 //!   `RAYON_NUM_THREADS` overrides); both pools are shared by every stream, and the results
 //!   are the bits one thread gives (each output element is computed the same way whatever
 //!   the split). Softmax and cross-entropy of many rows are split by rows from 64 Ki
 //!   elements, and from 1 Mi elements reductions of many rows are split by rows too, and a long row's sum, mean, min, max, argmin, argmax or dot in chunks
 //!   of `gpukit_core::SUM_CHUNK` whose results are combined in order: the order
 //!   gpukit-core defines for float sums, so the bits are the same on any number of cores.
-//!   Float sums and dots take `gpukit_core::SUM_LANES` chunks per core at a time and add
-//!   them side by side (independent chains a core overlaps; each chunk still in order), and
-//!   the f64 sums of many rows (`row_sum` of floats, `row_mean`) as many rows at a time.
+//!   Float sums and dots take four chunks per core at a time and add them side by side
+//!   (independent chains a core overlaps; each chunk still in order), and the f64 sums of
+//!   many rows (`row_sum` of floats, `row_mean`) four rows at a time.
 //! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
 //!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
 //!   after another on one worker. A panicking closure does not take the worker down: the launch's
@@ -85,6 +87,7 @@ mod mem;
 mod ops;
 mod queue;
 pub mod reference;
+mod sum;
 mod task;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -15,7 +15,7 @@ use crate::device::{lock, Device, Raw};
 use crate::error::CudaError;
 use crate::graph::{CaptureScratch, CudaGraph, GraphScratch};
 use crate::streams::ContextStreams;
-use crate::{kernel, loader, ops};
+use crate::{blas, kernel, loader, ops};
 
 /// The CUDA backend: one context on one device, through the device's primary context.
 pub struct CudaBackend {
@@ -402,7 +402,7 @@ impl Backend for CudaBackend {
         });
         self.streams.remove(stream.raw.0);
         if let Some(handle) = lock(&stream.blas).take() {
-            ops::destroy_blas(handle);
+            blas::destroy_blas(handle);
         }
         // SAFETY: the stream has finished its work (or failed for good), so nothing uses its
         // own scratch buffer (a graph captured from it has a buffer of its own); a stream

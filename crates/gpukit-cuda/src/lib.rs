@@ -52,7 +52,9 @@
 //!   module is loaded once per device (every context on a device shares its primary context,
 //!   and so the modules) on the first op of its element type, and all of them before a
 //!   capture begins, so that no capture is the first to need one. One function (`ops::op`)
-//!   turns any `gpukit_core::Op` into its launches. Every element-wise kernel is
+//!   turns any `gpukit_core::Op` into its launches, dispatching to one function per op
+//!   family; an element-wise op added to the table needs only its body in `src/source.rs`.
+//!   Every element-wise kernel is
 //!   a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM, and any
 //!   length works. Whole-array reductions run two launches (per-block partials into a
 //!   scratch buffer, then one block), accumulating floats in f64; per-row
@@ -112,6 +114,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod backend;
+mod blas;
 mod builtins;
 pub mod cache;
 mod device;

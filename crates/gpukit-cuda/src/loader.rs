@@ -82,6 +82,7 @@ mod tests {
     /// without the source tree).
     const SOURCES: &[(&str, &str)] = &[
         ("backend.rs", include_str!("backend.rs")),
+        ("blas.rs", include_str!("blas.rs")),
         ("builtins.rs", include_str!("builtins.rs")),
         ("cache.rs", include_str!("cache.rs")),
         ("device.rs", include_str!("device.rs")),

@@ -1,20 +1,23 @@
-//! The built-in ops: one dispatcher from the op table's [`Op`] to launches of the built-in
-//! modules ([`crate::builtins`]), and gemm through cuBLAS.
+//! The built-in ops: [`op`] turns the op table's [`Op`] into launches of the built-in
+//! modules ([`crate::builtins`]), one function per op family, the `match` only dispatching;
+//! gemm goes to cuBLAS ([`crate::blas`]).
+//!
+//! Each family function is `unsafe` with the contract of [`gpukit_core::Backend::op`] for the
+//! op's ranges, and passes its launch the parameters of its entry point's signature in the
+//! module's source (`source.rs`, `builtin.cu`) in order and type: device pointers as
+//! `CUdeviceptr`, `unsigned long long` as u64, `int` as i32, `unsigned int` as u32, a `T`
+//! scalar as the bytes of a [`Scalar`] of the op's element type.
 
 use std::ffi::c_void;
 
 use cudarc::driver::sys;
-use gpukit_core::{BufAt, DType, Error, Gemm, Op, ReduceOp, Result, Rhs, Scalar};
-use gpukit_cuda_sys::cublas::CublasLib;
-use gpukit_cuda_sys::ffi::cublas::{
-    cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasMath_t, cublasOperation_t,
-    cublasStatus_t, cudaDataType,
+use gpukit_core::{
+    BinaryOp, BufAt, DType, Error, Gemm, Op, ReduceOp, Result, Rhs, Scalar, Shape, UnaryOp,
 };
 use gpukit_cuda_sys::kernels::{Elem, MAX_PARTIALS, REDUCE_BLOCK};
 
 use crate::backend::{CudaBackend, CudaStream};
-use crate::device::{lock, Raw};
-use crate::error::CudaError;
+use crate::blas;
 use crate::source::Entry;
 
 /// Threads per block of the element-wise kernels.
@@ -38,57 +41,77 @@ pub(crate) fn elem(d: DType) -> Elem {
     }
 }
 
-/// The grid for an element-wise launch over `n` elements.
-fn grid_for(b: &CudaBackend, n: usize) -> u32 {
-    let cap = b.dev.info.multiprocessors.max(1) * BLOCKS_PER_SM;
-    let blocks = n.div_ceil(BLOCK as usize).max(1);
-    u32::try_from(blocks).unwrap_or(u32::MAX).min(cap)
+/// The launches of one op: the backend, the stream and the element type they all use.
+#[derive(Clone, Copy)]
+struct Launcher<'a> {
+    b: &'a CudaBackend,
+    s: &'a CudaStream,
+    dtype: DType,
 }
 
-/// Launches built-in `entry` of `dtype`'s module with the given parameters.
-///
-/// # Safety
-///
-/// - `params` point, in order, at values of the types `entry`'s parameters have in the
-///   module's source for `dtype`;
-/// - the device ranges among them meet the [`gpukit_core::Backend::op`] contract (inside
-///   their buffers, ordered, not freed before the launch has run), and the scratch buffer
-///   is the one the stream gives reductions queued now (its own, or its capture's).
-unsafe fn run(
-    b: &CudaBackend,
-    stream: &CudaStream,
-    dtype: DType,
-    entry: Entry,
-    grid: u32,
-    block: u32,
-    params: &mut [*mut c_void],
-) -> Result<()> {
-    b.dev.bind()?;
-    let f = b.dev.builtins.get(&b.dev, elem(dtype))?.get(entry)?;
-    // SAFETY: `f` is a kernel of this context whose parameters are, in order, the values the
-    // pointers in `params` point to, and every device range among them is valid for the
-    // launch (this function's contract).
-    let r = unsafe {
-        sys::cuLaunchKernel(
-            f,
-            grid,
-            1,
-            1,
-            block,
-            1,
-            1,
-            0,
-            stream.raw.0,
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    };
-    Ok(b.dev.check("cuLaunchKernel", r)?)
+impl Launcher<'_> {
+    /// Launches built-in `entry` of the element type's module with the given parameters.
+    ///
+    /// # Safety
+    ///
+    /// - `params` point, in order, at values of the types `entry`'s parameters have in the
+    ///   module's source for the element type;
+    /// - the device ranges among them meet the [`gpukit_core::Backend::op`] contract (inside
+    ///   their buffers, ordered, not freed before the launch has run), and the scratch
+    ///   buffer is the one the stream gives reductions queued now (its own, or its
+    ///   capture's).
+    unsafe fn launch(
+        &self,
+        entry: Entry,
+        grid: u32,
+        block: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        let b = self.b;
+        b.dev.bind()?;
+        let f = b.dev.builtins.get(&b.dev, elem(self.dtype))?.get(entry)?;
+        // SAFETY: `f` is a kernel of this context whose parameters are, in order, the values
+        // the pointers in `params` point to, and every device range among them is valid for
+        // the launch (this function's contract).
+        let r = unsafe {
+            sys::cuLaunchKernel(
+                f,
+                grid,
+                1,
+                1,
+                block,
+                1,
+                1,
+                0,
+                self.s.raw.0,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        Ok(b.dev.check("cuLaunchKernel", r)?)
+    }
+
+    /// The grid for an element-wise launch over `n` elements.
+    fn grid_for(&self, n: usize) -> u32 {
+        let cap = self.b.dev.info.multiprocessors.max(1) * BLOCKS_PER_SM;
+        let blocks = n.div_ceil(BLOCK as usize).max(1);
+        u32::try_from(blocks).unwrap_or(u32::MAX).min(cap)
+    }
 }
 
 /// A pointer to a kernel parameter, as `cuLaunchKernel` wants it.
-fn p<V>(v: &V) -> *mut c_void {
+fn param<V>(v: &V) -> *mut c_void {
     (v as *const V).cast_mut().cast()
+}
+
+/// A pointer to a scalar operand's bytes, as `cuLaunchKernel` reads a `T` parameter.
+fn scalar_param(v: &Scalar) -> *mut c_void {
+    v.bytes().as_ptr().cast_mut().cast()
+}
+
+/// The device address of a range.
+fn ptr(at: BufAt<'_, CudaBackend>) -> sys::CUdeviceptr {
+    at.buf.at(at.offset)
 }
 
 /// The grid of a kernel that gives each row a block (blocks stride over the rows).
@@ -101,11 +124,6 @@ fn partial_grid(len: usize) -> u32 {
     u32::try_from(len.div_ceil(REDUCE_BLOCK as usize).max(1))
         .unwrap_or(MAX_PARTIALS)
         .min(MAX_PARTIALS)
-}
-
-/// A pointer to a scalar operand's bytes, as `cuLaunchKernel` reads a `T` parameter.
-fn ps(v: &Scalar) -> *mut c_void {
-    v.bytes().as_ptr().cast_mut().cast()
 }
 
 /// Runs one op of the table (the contract of [`gpukit_core::Backend::op`]).
@@ -125,586 +143,403 @@ pub(crate) unsafe fn op(
             what: format!("`{}` on {dtype}", op.name()),
         });
     }
-    let ptr = |at: BufAt<'_, CudaBackend>| at.buf.at(at.offset);
-    // SAFETY: for every launch below, the parameters follow the entry point's signature in the
-    // module's source for `dtype` (source.rs, builtin.cu, kernels.rs), in order and type:
-    // device pointers as `CUdeviceptr`, `unsigned long long` as u64, `int` as i32,
-    // `unsigned int` as u32, a `T` scalar as the bytes of a `Scalar` of `dtype`; the ranges
-    // meet the `Backend::op` contract this function was called under.
+    let l = Launcher { b, s, dtype };
+    // SAFETY: every family function's contract is `Backend::op`'s for the op's ranges, which
+    // this function's caller holds.
     unsafe {
-        let launch = |entry, grid, block, params: &mut [*mut c_void]| {
-            run(b, s, dtype, entry, grid, block, params)
-        };
         match *op {
-            Op::Fill { out, len, value } => {
-                let (o, n) = (ptr(out), len as u64);
-                launch(
-                    Entry::Named("fill"),
-                    grid_for(b, len),
-                    BLOCK,
-                    &mut [p(&o), ps(&value), p(&n)],
-                )
-            }
-            Op::Axpy { alpha, x, y, len } => {
-                let (xp, yp, n) = (ptr(x), ptr(y), len as u64);
-                launch(
-                    Entry::Named("axpy"),
-                    grid_for(b, len),
-                    BLOCK,
-                    &mut [ps(&alpha), p(&xp), p(&yp), p(&n)],
-                )
-            }
-            Op::Unary { op, src, out, len } => {
-                let (o, n) = (ptr(out), len as u64);
-                let i = src.map_or(o, ptr);
-                launch(
-                    Entry::Unary(op),
-                    grid_for(b, len),
-                    BLOCK,
-                    &mut [p(&i), p(&o), p(&n)],
-                )
-            }
+            Op::Fill { out, len, value } => fill(l, out, len, value),
+            Op::Axpy { alpha, x, y, len } => axpy(l, alpha, x, y, len),
+            Op::Unary { op, src, out, len } => unary(l, op, src, out, len),
             Op::Binary {
                 op,
                 src,
                 ref rhs,
                 out,
                 shape,
-            } => {
-                let len = shape.rows * shape.cols;
-                let (o, n, cols) = (ptr(out), len as u64, shape.cols as u64);
-                let i = src.map_or(o, ptr);
-                let (v, mode) = match *rhs {
-                    Rhs::Scalar(v) => {
-                        return launch(
-                            Entry::Scalar(op),
-                            grid_for(b, len),
-                            BLOCK,
-                            &mut [p(&i), ps(&v), p(&o), p(&n)],
-                        )
-                    }
-                    Rhs::Array(v) => (ptr(v), 0i32),
-                    Rhs::Row(v) => (ptr(v), 1),
-                    Rhs::Col(v) => (ptr(v), 2),
-                };
-                launch(
-                    Entry::Binary(op),
-                    grid_for(b, len),
-                    BLOCK,
-                    &mut [p(&i), p(&v), p(&o), p(&n), p(&cols), p(&mode)],
-                )
-            }
+            } => binary(l, op, src, rhs, out, shape),
             Op::Clamp {
                 lo,
                 hi,
                 src,
                 out,
                 len,
-            } => {
-                let (o, n) = (ptr(out), len as u64);
-                let i = src.map_or(o, ptr);
-                launch(
-                    Entry::Named("clamp_op"),
-                    grid_for(b, len),
-                    BLOCK,
-                    &mut [p(&i), ps(&lo), ps(&hi), p(&o), p(&n)],
-                )
-            }
-            Op::Reduce { op, x, shape, out } => {
-                let (xp, o) = (ptr(x), ptr(out));
-                let is_max = i32::from(matches!(op, ReduceOp::Max | ReduceOp::ArgMax));
-                let (rows, cols) = (shape.rows as u64, shape.cols as u64);
-                if shape.rows > 1 {
-                    let grid = row_grid(shape.rows);
-                    let mut params = [p(&xp), p(&rows), p(&cols), p(&is_max), p(&o)];
-                    let mean = i32::from(op == ReduceOp::Mean);
-                    let entry = match op {
-                        ReduceOp::Sum | ReduceOp::Mean => {
-                            params[3] = p(&mean);
-                            "row_sum"
-                        }
-                        ReduceOp::Min | ReduceOp::Max => "row_minmax",
-                        ReduceOp::ArgMin | ReduceOp::ArgMax => "row_arg",
-                    };
-                    return launch(Entry::Named(entry), grid, REDUCE_BLOCK, &mut params);
-                }
-                let (n, scratch, parts) =
-                    (cols, s.scratch.for_reduction(), partial_grid(shape.cols));
-                match op {
-                    ReduceOp::Sum | ReduceOp::Mean => {
-                        let count = if op == ReduceOp::Mean { n } else { 0 };
-                        launch(
-                            Entry::Named("sum_partial"),
-                            parts,
-                            REDUCE_BLOCK,
-                            &mut [p(&xp), p(&n), p(&scratch)],
-                        )?;
-                        launch(
-                            Entry::Named("sum_final"),
-                            1,
-                            REDUCE_BLOCK,
-                            &mut [p(&scratch), p(&parts), p(&o), p(&count)],
-                        )
-                    }
-                    ReduceOp::Min | ReduceOp::Max => {
-                        launch(
-                            Entry::Named("minmax_partial"),
-                            parts,
-                            REDUCE_BLOCK,
-                            &mut [p(&xp), p(&n), p(&is_max), p(&scratch)],
-                        )?;
-                        launch(
-                            Entry::Named("minmax_final"),
-                            1,
-                            REDUCE_BLOCK,
-                            &mut [p(&scratch), p(&parts), p(&is_max), p(&o)],
-                        )
-                    }
-                    ReduceOp::ArgMin | ReduceOp::ArgMax => {
-                        launch(
-                            Entry::Named("arg_partial"),
-                            parts,
-                            REDUCE_BLOCK,
-                            &mut [p(&xp), p(&n), p(&is_max), p(&scratch)],
-                        )?;
-                        launch(
-                            Entry::Named("arg_final"),
-                            1,
-                            REDUCE_BLOCK,
-                            &mut [p(&scratch), p(&parts), p(&is_max), p(&o)],
-                        )
-                    }
-                }
-            }
-            Op::Dot { x, y, len, out } => {
-                let (xp, yp, o, n) = (ptr(x), ptr(y), ptr(out), len as u64);
-                let scratch = s.scratch.for_reduction();
-                let (parts, count) = (partial_grid(len), 0u64);
-                launch(
-                    Entry::Named("dot_partial"),
-                    parts,
-                    REDUCE_BLOCK,
-                    &mut [p(&xp), p(&yp), p(&n), p(&scratch)],
-                )?;
-                launch(
-                    Entry::Named("sum_final"),
-                    1,
-                    REDUCE_BLOCK,
-                    &mut [p(&scratch), p(&parts), p(&o), p(&count)],
-                )
-            }
+            } => clamp(l, (lo, hi), src, out, len),
+            Op::Reduce { op, x, shape, out } => reduce(l, op, x, shape, out),
+            Op::Dot { x, y, len, out } => dot(l, x, y, len, out),
             Op::Softmax {
                 log,
                 src,
                 out,
                 shape,
-            } => {
-                let o = ptr(out);
-                let i = src.map_or(o, ptr);
-                let (rows, cols, log) = (shape.rows as u64, shape.cols as u64, i32::from(log));
-                launch(
-                    Entry::Named("softmax_rows"),
-                    row_grid(shape.rows),
-                    REDUCE_BLOCK,
-                    &mut [p(&i), p(&o), p(&rows), p(&cols), p(&log)],
-                )
-            }
+            } => softmax(l, log, src, out, shape),
             Op::CrossEntropy {
                 logits,
                 labels,
                 loss,
                 grad,
                 shape,
-            } => {
-                let (x, y, l) = (ptr(logits), ptr(labels), ptr(loss));
-                let g: sys::CUdeviceptr = grad.map_or(0, ptr);
-                let (rows, cols) = (shape.rows as u64, shape.cols as u64);
-                launch(
-                    Entry::Named("cross_entropy_rows"),
-                    row_grid(shape.rows),
-                    REDUCE_BLOCK,
-                    &mut [p(&x), p(&y), p(&l), p(&g), p(&rows), p(&cols)],
-                )
-            }
-            Op::Cast { to, src, out, len } => {
-                let (i, o, n) = (ptr(src), ptr(out), len as u64);
-                launch(
-                    Entry::Cast(elem(to)),
-                    grid_for(b, len),
-                    BLOCK,
-                    &mut [p(&i), p(&o), p(&n)],
-                )
-            }
-            Op::Gemm { g, a, b: bm, c } => {
-                let size = dtype.size();
-                for i in 0..g.batch {
-                    let (ma, mb, mc) = (a, bm, c);
-                    let (ma, mb, mc) = (
-                        BufAt {
-                            offset: ma.offset + i * g.stride_a * size,
-                            ..ma
-                        },
-                        BufAt {
-                            offset: mb.offset + i * g.stride_b * size,
-                            ..mb
-                        },
-                        BufAt {
-                            offset: mc.offset + i * g.stride_c * size,
-                            ..mc
-                        },
-                    );
-                    gemm(b, s, dtype, &g, ma, mb, mc)?;
-                }
-                Ok(())
-            }
+            } => cross_entropy(l, (logits, labels), loss, grad, shape),
+            Op::Cast { to, src, out, len } => cast(l, to, src, out, len),
+            Op::Gemm { g, a, b: bm, c } => gemm(l, &g, a, bm, c),
         }
     }
 }
 
-// ----- gemm --------------------------------------------------------------------------
-
-fn blas_lib(b: &CudaBackend) -> Result<&'static CublasLib> {
-    let major = gpukit_cuda_sys::probe()
-        .ok()
-        .map(|p| p.driver_version_pair().0);
-    gpukit_cuda_sys::cublas::cublas(major).map_err(|e| Error::Unavailable {
-        backend: "cuda",
-        reason: format!("gemm needs cuBLAS on CUDA device {}: {e}", b.dev.ordinal),
-    })
-}
-
-fn blas_check(lib: &CublasLib, call: &'static str, st: cublasStatus_t) -> Result<()> {
-    if st == cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-        return Ok(());
-    }
-    let (name, message) = lib.status_parts(st);
-    Err(CudaError::Cublas {
-        call,
-        status: st.0,
-        name,
-        message,
-    }
-    .into())
-}
-
-/// The stream's cuBLAS handle, created and bound to the stream on first use.
-fn blas_handle(b: &CudaBackend, lib: &CublasLib, s: &CudaStream) -> Result<cublasHandle_t> {
-    let mut slot = lock(&s.blas);
-    if let Some(h) = *slot {
-        return Ok(h.0);
-    }
-    let mut h: cublasHandle_t = std::ptr::null_mut();
-    // SAFETY: the context is current (callers bind); live out-pointer.
-    blas_check(lib, "cublasCreate", unsafe {
-        lib.api.cublasCreate_v2(&mut h)
-    })?;
-    // SAFETY: a live handle and a live stream of the current context; cuBLAS's stream type
-    // is the driver's `CUstream_st *`.
-    let st = unsafe { lib.api.cublasSetStream_v2(h, s.raw.0.cast()) };
-    // Default math (no TF32 unless NVIDIA_TF32_OVERRIDE asks), and no reductions in 16 bits:
-    // with split-K, cuBLAS may otherwise sum f16/bf16 partial products in the output type,
-    // and results would drift from the f32-accumulated ones the CPU backend gives.
-    let mode = cublasMath_t(
-        cublasMath_t::CUBLAS_DEFAULT_MATH.0
-            | cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION.0,
-    );
-    let st = blas_check(lib, "cublasSetStream", st).and_then(|()| {
-        // SAFETY: a live handle; the mode is a valid combination of cublasMath_t flags.
-        let r = unsafe { lib.api.cublasSetMathMode(h, mode) };
-        blas_check(lib, "cublasSetMathMode", r)
-    });
-    if let Err(e) = st {
-        // SAFETY: the handle was just created and has no work.
-        unsafe { lib.api.cublasDestroy_v2(h) };
-        return Err(e);
-    }
-    *slot = Some(Raw(h));
-    let _ = b;
-    Ok(h)
-}
-
-/// Destroys a stream's cuBLAS handle (its stream is synchronised).
-pub(crate) fn destroy_blas(h: Raw<cublasHandle_t>) {
-    if let Ok(lib) = gpukit_cuda_sys::cublas::cublas(None) {
-        // SAFETY: a handle created by `blas_handle`, destroyed once, its stream idle.
-        unsafe { lib.api.cublasDestroy_v2(h.0) };
-    }
-}
-
-/// Which stored matrix fills one of cuBLAS's operand slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Operand {
-    /// gpukit-core's `A`.
-    A,
-    /// gpukit-core's `B`.
-    B,
-}
-
-/// Every argument of the cuBLAS gemm call but the handle, the scalars and the element type:
-/// the one description that `gemm` passes and the unit test runs through a reference BLAS,
-/// so the two cannot drift apart.
-///
-/// cuBLAS is column-major and a row-major `r x c` matrix is a column-major `c x r` one, so
-/// gpukit-core's row-major `C = op(A) op(B)` is cuBLAS's `C^T = op(B)^T op(A)^T`: B fills the
-/// first slot, A the second, and cuBLAS's `m x n` result is gpukit-core's `n x m` C^T.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct BlasCall {
-    /// The matrix in cuBLAS's first slot (its `A`), its operation and leading dimension.
-    first: Operand,
-    op_first: cublasOperation_t,
-    ld_first: i32,
-    /// The matrix in cuBLAS's second slot (its `B`), its operation and leading dimension.
-    second: Operand,
-    op_second: cublasOperation_t,
-    ld_second: i32,
-    /// cuBLAS's `m`, `n` and `k`: its column-major C is `m x n`, the inner dimension `k`.
-    m: i32,
-    n: i32,
-    k: i32,
-    /// C's leading dimension.
-    ldc: i32,
-}
-
-impl BlasCall {
-    /// The call for gpukit-core's row-major gemm of `op(A)` (`m x k`) and `op(B)` (`k x n`).
-    ///
-    /// Row-major `B` (`k x n`, or `n x k` when transposed) read column-major is `B^T` with
-    /// leading dimension `n` (or `B` itself with leading dimension `k`, which the call
-    /// transposes); the same for `A` with `m` and `k`.
-    fn for_row_major(trans_a: bool, trans_b: bool, m: i32, n: i32, k: i32) -> BlasCall {
-        let op = |t: bool| {
-            if t {
-                cublasOperation_t::CUBLAS_OP_T
-            } else {
-                cublasOperation_t::CUBLAS_OP_N
-            }
-        };
-        BlasCall {
-            first: Operand::B,
-            op_first: op(trans_b),
-            ld_first: if trans_b { k } else { n },
-            second: Operand::A,
-            op_second: op(trans_a),
-            ld_second: if trans_a { m } else { k },
-            m: n,
-            n: m,
-            k,
-            ldc: n,
-        }
-    }
-
-    /// The operands in cuBLAS's order, given gpukit-core's `a` and `b`.
-    fn operands<P: Copy>(&self, a: P, b: P) -> (P, P) {
-        let pick = |o: Operand| match o {
-            Operand::A => a,
-            Operand::B => b,
-        };
-        (pick(self.first), pick(self.second))
-    }
-}
-
-/// `C = alpha op(A) op(B) + beta C`, row-major, through the column-major cuBLAS call that
-/// [`BlasCall`] describes.
-///
-/// One product of a gemm (the batch is the caller's loop: the strided-batched cuBLAS entry
-/// points are not among the bound functions yet).
+/// `fill(T *out, T value, unsigned long long n)`.
 ///
 /// # Safety
 ///
-/// The contract of [`gpukit_core::Backend::op`] for one matrix of each operand.
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn fill(
+    l: Launcher<'_>,
+    out: BufAt<'_, CudaBackend>,
+    len: usize,
+    value: Scalar,
+) -> Result<()> {
+    let (o, n) = (ptr(out), len as u64);
+    let mut params = [param(&o), scalar_param(&value), param(&n)];
+    // SAFETY: the parameters of `fill`, in order and type (`value` a `Scalar` of the element
+    // type); the range meets this function's contract.
+    unsafe { l.launch(Entry::Named("fill"), l.grid_for(len), BLOCK, &mut params) }
+}
+
+/// `axpy(T alpha, const T *x, T *y, unsigned long long n)`.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn axpy(
+    l: Launcher<'_>,
+    alpha: Scalar,
+    x: BufAt<'_, CudaBackend>,
+    y: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let (xp, yp, n) = (ptr(x), ptr(y), len as u64);
+    let mut params = [scalar_param(&alpha), param(&xp), param(&yp), param(&n)];
+    // SAFETY: the parameters of `axpy`, in order and type; the ranges meet this function's
+    // contract.
+    unsafe { l.launch(Entry::Named("axpy"), l.grid_for(len), BLOCK, &mut params) }
+}
+
+/// `u_<op>(const T *in, T *out, unsigned long long n)`, in place with `in == out`.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn unary(
+    l: Launcher<'_>,
+    op: UnaryOp,
+    src: Option<BufAt<'_, CudaBackend>>,
+    out: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let (o, n) = (ptr(out), len as u64);
+    let i = src.map_or(o, ptr);
+    let mut params = [param(&i), param(&o), param(&n)];
+    // SAFETY: the parameters of `u_<op>`, in order and type; the ranges meet this function's
+    // contract (an element-wise kernel reads each input before writing its output).
+    unsafe { l.launch(Entry::Unary(op), l.grid_for(len), BLOCK, &mut params) }
+}
+
+/// `s_<op>(const T *in, T s, T *out, unsigned long long n)` for a scalar operand, else
+/// `b_<op>(const T *in, const T *rhs, T *out, unsigned long long n, unsigned long long cols,
+/// int mode)`, mode 0 element-wise, 1 row vector, 2 column vector.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn binary(
+    l: Launcher<'_>,
+    op: BinaryOp,
+    src: Option<BufAt<'_, CudaBackend>>,
+    rhs: &Rhs<'_, CudaBackend>,
+    out: BufAt<'_, CudaBackend>,
+    shape: Shape,
+) -> Result<()> {
+    let len = shape.rows * shape.cols;
+    let (o, n, cols) = (ptr(out), len as u64, shape.cols as u64);
+    let i = src.map_or(o, ptr);
+    let (v, mode) = match *rhs {
+        Rhs::Scalar(v) => {
+            let mut params = [param(&i), scalar_param(&v), param(&o), param(&n)];
+            // SAFETY: the parameters of `s_<op>`, in order and type; the ranges meet this
+            // function's contract.
+            return unsafe { l.launch(Entry::Scalar(op), l.grid_for(len), BLOCK, &mut params) };
+        }
+        Rhs::Array(v) => (ptr(v), 0i32),
+        Rhs::Row(v) => (ptr(v), 1),
+        Rhs::Col(v) => (ptr(v), 2),
+    };
+    let mut params = [
+        param(&i),
+        param(&v),
+        param(&o),
+        param(&n),
+        param(&cols),
+        param(&mode),
+    ];
+    // SAFETY: the parameters of `b_<op>`, in order and type; the ranges meet this function's
+    // contract.
+    unsafe { l.launch(Entry::Binary(op), l.grid_for(len), BLOCK, &mut params) }
+}
+
+/// `clamp_op(const T *in, T lo, T hi, T *out, unsigned long long n)`.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn clamp(
+    l: Launcher<'_>,
+    (lo, hi): (Scalar, Scalar),
+    src: Option<BufAt<'_, CudaBackend>>,
+    out: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let (o, n) = (ptr(out), len as u64);
+    let i = src.map_or(o, ptr);
+    let mut params = [
+        param(&i),
+        scalar_param(&lo),
+        scalar_param(&hi),
+        param(&o),
+        param(&n),
+    ];
+    // SAFETY: the parameters of `clamp_op`, in order and type; the ranges meet this
+    // function's contract.
+    unsafe {
+        l.launch(
+            Entry::Named("clamp_op"),
+            l.grid_for(len),
+            BLOCK,
+            &mut params,
+        )
+    }
+}
+
+/// A reduction: per row (`row_sum`, `row_minmax`, `row_arg`: `(const T *x, unsigned long
+/// long rows, unsigned long long cols, int flag, T or unsigned int *out)`, a block per row)
+/// when there are several rows, else over the whole array in two launches (`*_partial` into
+/// the stream's scratch buffer, then `*_final` in one block).
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn reduce(
+    l: Launcher<'_>,
+    op: ReduceOp,
+    x: BufAt<'_, CudaBackend>,
+    shape: Shape,
+    out: BufAt<'_, CudaBackend>,
+) -> Result<()> {
+    let (xp, o) = (ptr(x), ptr(out));
+    let is_max = i32::from(matches!(op, ReduceOp::Max | ReduceOp::ArgMax));
+    let (rows, cols) = (shape.rows as u64, shape.cols as u64);
+    if shape.rows > 1 {
+        let mean = i32::from(op == ReduceOp::Mean);
+        let (entry, flag) = match op {
+            ReduceOp::Sum | ReduceOp::Mean => ("row_sum", &mean),
+            ReduceOp::Min | ReduceOp::Max => ("row_minmax", &is_max),
+            ReduceOp::ArgMin | ReduceOp::ArgMax => ("row_arg", &is_max),
+        };
+        let mut params = [
+            param(&xp),
+            param(&rows),
+            param(&cols),
+            param(flag),
+            param(&o),
+        ];
+        let grid = row_grid(shape.rows);
+        // SAFETY: the parameters of `entry` (the flag is `mean` for `row_sum`, `is_max` for
+        // the others), in order and type; the ranges meet this function's contract.
+        return unsafe { l.launch(Entry::Named(entry), grid, REDUCE_BLOCK, &mut params) };
+    }
+    let (n, scratch, parts) = (cols, l.s.scratch.for_reduction(), partial_grid(shape.cols));
+    let (partial, last) = match op {
+        ReduceOp::Sum | ReduceOp::Mean => ("sum_partial", "sum_final"),
+        ReduceOp::Min | ReduceOp::Max => ("minmax_partial", "minmax_final"),
+        ReduceOp::ArgMin | ReduceOp::ArgMax => ("arg_partial", "arg_final"),
+    };
+    let (partial, last) = (Entry::Named(partial), Entry::Named(last));
+    // SAFETY: the parameters of `sum_partial(x, n, partial)` and `sum_final(partial, parts,
+    // out, count)`, or of `minmax_`/`arg_partial(x, n, is_max, partial)` and `_final(partial,
+    // parts, is_max, out)`, in order and type; `scratch` is the stream's buffer for
+    // reductions queued now, which holds the `MAX_PARTIALS` partials `partial_grid` allows;
+    // the ranges meet this function's contract.
+    unsafe {
+        if matches!(op, ReduceOp::Sum | ReduceOp::Mean) {
+            let count = if op == ReduceOp::Mean { n } else { 0 };
+            let mut first = [param(&xp), param(&n), param(&scratch)];
+            l.launch(partial, parts, REDUCE_BLOCK, &mut first)?;
+            let mut second = [param(&scratch), param(&parts), param(&o), param(&count)];
+            l.launch(last, 1, REDUCE_BLOCK, &mut second)
+        } else {
+            let mut first = [param(&xp), param(&n), param(&is_max), param(&scratch)];
+            l.launch(partial, parts, REDUCE_BLOCK, &mut first)?;
+            let mut second = [param(&scratch), param(&parts), param(&is_max), param(&o)];
+            l.launch(last, 1, REDUCE_BLOCK, &mut second)
+        }
+    }
+}
+
+/// `dot_partial(const T *x, const T *y, unsigned long long n, ACC *partial)` into the
+/// stream's scratch buffer, then `sum_final` of the partials.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn dot(
+    l: Launcher<'_>,
+    x: BufAt<'_, CudaBackend>,
+    y: BufAt<'_, CudaBackend>,
+    len: usize,
+    out: BufAt<'_, CudaBackend>,
+) -> Result<()> {
+    let (xp, yp, o, n) = (ptr(x), ptr(y), ptr(out), len as u64);
+    let scratch = l.s.scratch.for_reduction();
+    let (parts, count) = (partial_grid(len), 0u64);
+    let mut first = [param(&xp), param(&yp), param(&n), param(&scratch)];
+    let mut second = [param(&scratch), param(&parts), param(&o), param(&count)];
+    // SAFETY: the parameters of `dot_partial` and `sum_final(partial, parts, out, count)`, in
+    // order and type; `scratch` is the stream's buffer for reductions queued now, which holds
+    // `MAX_PARTIALS` partials; the ranges meet this function's contract.
+    unsafe {
+        l.launch(Entry::Named("dot_partial"), parts, REDUCE_BLOCK, &mut first)?;
+        l.launch(Entry::Named("sum_final"), 1, REDUCE_BLOCK, &mut second)
+    }
+}
+
+/// `softmax_rows(const T *x, T *out, unsigned long long rows, unsigned long long cols, int
+/// log_)`, a block per row, in place with `x == out`.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn softmax(
+    l: Launcher<'_>,
+    log: bool,
+    src: Option<BufAt<'_, CudaBackend>>,
+    out: BufAt<'_, CudaBackend>,
+    shape: Shape,
+) -> Result<()> {
+    let o = ptr(out);
+    let i = src.map_or(o, ptr);
+    let (rows, cols, log) = (shape.rows as u64, shape.cols as u64, i32::from(log));
+    let mut params = [
+        param(&i),
+        param(&o),
+        param(&rows),
+        param(&cols),
+        param(&log),
+    ];
+    let grid = row_grid(shape.rows);
+    // SAFETY: the parameters of `softmax_rows`, in order and type; the ranges meet this
+    // function's contract.
+    unsafe {
+        l.launch(
+            Entry::Named("softmax_rows"),
+            grid,
+            REDUCE_BLOCK,
+            &mut params,
+        )
+    }
+}
+
+/// `cross_entropy_rows(const T *x, const unsigned int *labels, T *loss, T *grad, unsigned
+/// long long rows, unsigned long long cols)`, a block per row; a null `grad` for none.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn cross_entropy(
+    l: Launcher<'_>,
+    (logits, labels): (BufAt<'_, CudaBackend>, BufAt<'_, CudaBackend>),
+    loss: BufAt<'_, CudaBackend>,
+    grad: Option<BufAt<'_, CudaBackend>>,
+    shape: Shape,
+) -> Result<()> {
+    let (x, y, lp) = (ptr(logits), ptr(labels), ptr(loss));
+    let g: sys::CUdeviceptr = grad.map_or(0, ptr);
+    let (rows, cols) = (shape.rows as u64, shape.cols as u64);
+    let mut params = [
+        param(&x),
+        param(&y),
+        param(&lp),
+        param(&g),
+        param(&rows),
+        param(&cols),
+    ];
+    let grid = row_grid(shape.rows);
+    // SAFETY: the parameters of `cross_entropy_rows`, in order and type (the kernel skips
+    // the gradient when `grad` is null); the ranges meet this function's contract.
+    unsafe {
+        l.launch(
+            Entry::Named("cross_entropy_rows"),
+            grid,
+            REDUCE_BLOCK,
+            &mut params,
+        )
+    }
+}
+
+/// `cast_<to>(const T *in, U *out, unsigned long long n)`.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn cast(
+    l: Launcher<'_>,
+    to: DType,
+    src: BufAt<'_, CudaBackend>,
+    out: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let (i, o, n) = (ptr(src), ptr(out), len as u64);
+    let mut params = [param(&i), param(&o), param(&n)];
+    // SAFETY: the parameters of `cast_<to>`, in order and type; the ranges meet this
+    // function's contract (`out` holds `len` elements of `to`).
+    unsafe { l.launch(Entry::Cast(elem(to)), l.grid_for(len), BLOCK, &mut params) }
+}
+
+/// Each product of the batch through cuBLAS, one call per matrix on the stream.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
 unsafe fn gemm(
-    b: &CudaBackend,
-    s: &CudaStream,
-    dtype: DType,
+    l: Launcher<'_>,
     g: &Gemm<f64>,
     a: BufAt<'_, CudaBackend>,
-    bm: BufAt<'_, CudaBackend>,
+    b: BufAt<'_, CudaBackend>,
     c: BufAt<'_, CudaBackend>,
 ) -> Result<()> {
-    b.dev.bind()?;
-    let lib = blas_lib(b)?;
-    let h = blas_handle(b, lib, s)?;
-    let int = |v: usize| -> Result<i32> {
-        i32::try_from(v).map_err(|_| Error::Backend {
-            backend: "cuda",
-            call: "cublasGemm",
-            message: format!("dimension {v} exceeds cuBLAS's 32-bit limit"),
-        })
-    };
-    let call = BlasCall::for_row_major(g.trans_a, g.trans_b, int(g.m)?, int(g.n)?, int(g.k)?);
-    let (first, second) = call.operands(a.buf.at(a.offset), bm.buf.at(bm.offset));
-    let cp = c.buf.at(c.offset);
-    // SAFETY: (all three calls) a live handle bound to `s`; device pointers to ranges gpukit-core
-    // checked to hold op(A) m x k, op(B) k x n and C m x n (all non-zero), which `call` lays
-    // out as cuBLAS's column-major operands (its unit test runs these very arguments); alpha
-    // and beta are host scalars of the type the call reads.
-    let st = unsafe {
-        match dtype {
-            DType::F32 => {
-                let (alpha, beta) = (g.alpha as f32, g.beta as f32);
-                lib.api.cublasSgemm_v2(
-                    h,
-                    call.op_first,
-                    call.op_second,
-                    call.m,
-                    call.n,
-                    call.k,
-                    &alpha,
-                    first as *const f32,
-                    call.ld_first,
-                    second as *const f32,
-                    call.ld_second,
-                    &beta,
-                    cp as *mut f32,
-                    call.ldc,
-                )
-            }
-            DType::F64 => {
-                let (alpha, beta) = (g.alpha, g.beta);
-                lib.api.cublasDgemm_v2(
-                    h,
-                    call.op_first,
-                    call.op_second,
-                    call.m,
-                    call.n,
-                    call.k,
-                    &alpha,
-                    first as *const f64,
-                    call.ld_first,
-                    second as *const f64,
-                    call.ld_second,
-                    &beta,
-                    cp as *mut f64,
-                    call.ldc,
-                )
-            }
-            DType::F16 | DType::BF16 => {
-                let ty = if dtype == DType::F16 {
-                    cudaDataType::CUDA_R_16F
-                } else {
-                    cudaDataType::CUDA_R_16BF
-                };
-                // The compute type is f32; 16-bit alpha and beta are exact in it.
-                let (alpha, beta) = (g.alpha as f32, g.beta as f32);
-                lib.api.cublasGemmEx(
-                    h,
-                    call.op_first,
-                    call.op_second,
-                    call.m,
-                    call.n,
-                    call.k,
-                    p(&alpha),
-                    first as *const c_void,
-                    ty,
-                    call.ld_first,
-                    second as *const c_void,
-                    ty,
-                    call.ld_second,
-                    p(&beta),
-                    cp as *mut c_void,
-                    ty,
-                    call.ldc,
-                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                )
-            }
-            other => {
-                return Err(Error::Backend {
-                    backend: "cuda",
-                    call: "cublasGemm",
-                    message: format!("no gemm for {other}"),
-                })
-            }
-        }
-    };
-    blas_check(lib, "cublasGemm", st)
+    let size = l.dtype.size();
+    // The offset of matrix `i` of an operand whose matrices are `stride` elements apart.
+    let nth = |m: BufAt<'_, CudaBackend>, i: usize, stride: usize| m.offset + i * stride * size;
+    for i in 0..g.batch {
+        let ma = BufAt {
+            offset: nth(a, i, g.stride_a),
+            ..a
+        };
+        let mb = BufAt {
+            offset: nth(b, i, g.stride_b),
+            ..b
+        };
+        let mc = BufAt {
+            offset: nth(c, i, g.stride_c),
+            ..c
+        };
+        // SAFETY: matrix `i` of each operand lies inside the batch's ranges, which meet this
+        // function's contract (gpukit-core checked the spans of the strides).
+        unsafe { blas::gemm(l.b, l.s, l.dtype, g, ma, mb, mc)? };
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// BLAS's column-major `C = op(A) op(B)` as cuBLAS defines it, with its argument checks
-    /// (`CUBLAS_STATUS_INVALID_VALUE` becomes a panic).
-    #[allow(clippy::too_many_arguments)]
-    fn blas_gemm(
-        op_a: cublasOperation_t,
-        op_b: cublasOperation_t,
-        m: i32,
-        n: i32,
-        k: i32,
-        a: &[f64],
-        lda: i32,
-        b: &[f64],
-        ldb: i32,
-        c: &mut [f64],
-        ldc: i32,
-    ) {
-        let transposed = |op: cublasOperation_t| match op {
-            cublasOperation_t::CUBLAS_OP_N => false,
-            cublasOperation_t::CUBLAS_OP_T => true,
-            other => panic!("unexpected operation {other:?}"),
-        };
-        let (ta, tb) = (transposed(op_a), transposed(op_b));
-        let dim = |v: i32| usize::try_from(v).unwrap_or_else(|_| panic!("negative argument {v}"));
-        let (m, n, k, lda, ldb, ldc) = (dim(m), dim(n), dim(k), dim(lda), dim(ldb), dim(ldc));
-        // The stored operands have `lda`/`ldb` rows: m (k if transposed) for A, k (n) for B.
-        assert!(lda >= (if ta { k } else { m }).max(1), "lda {lda}");
-        assert!(ldb >= (if tb { n } else { k }).max(1), "ldb {ldb}");
-        assert!(ldc >= m.max(1), "ldc {ldc}");
-        for j in 0..n {
-            for i in 0..m {
-                let mut acc = 0.0;
-                for l in 0..k {
-                    let x = if ta { a[l + i * lda] } else { a[i + l * lda] };
-                    let y = if tb { b[j + l * ldb] } else { b[l + j * ldb] };
-                    acc += x * y;
-                }
-                c[i + j * ldc] = acc;
-            }
-        }
-    }
-
-    /// The cuBLAS call `gemm` makes, every argument taken from the same [`BlasCall`], computes
-    /// the row-major product gpukit-core defines.
-    #[test]
-    fn column_major_call_computes_the_row_major_product() {
-        for (m, n, k) in [(3usize, 4usize, 5usize), (1, 6, 2), (7, 1, 3), (2, 3, 1)] {
-            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                // Stored A is m x k (k x m if ta), B is k x n (n x k if tb), row-major.
-                let a: Vec<f64> = (0..m * k).map(|i| (i * 7 % 11) as f64 - 5.0).collect();
-                let b: Vec<f64> = (0..k * n).map(|i| (i * 5 % 13) as f64 - 6.0).collect();
-                let at = |i: usize, l: usize| if ta { a[l * m + i] } else { a[i * k + l] };
-                let bt = |l: usize, j: usize| if tb { b[j * k + l] } else { b[l * n + j] };
-                let mut want = vec![0.0; m * n];
-                for i in 0..m {
-                    for j in 0..n {
-                        want[i * n + j] = (0..k).map(|l| at(i, l) * bt(l, j)).sum();
-                    }
-                }
-                let call = BlasCall::for_row_major(ta, tb, m as i32, n as i32, k as i32);
-                let (first, second) = call.operands(&a[..], &b[..]);
-                let mut got = vec![f64::NAN; m * n];
-                blas_gemm(
-                    call.op_first,
-                    call.op_second,
-                    call.m,
-                    call.n,
-                    call.k,
-                    first,
-                    call.ld_first,
-                    second,
-                    call.ld_second,
-                    &mut got,
-                    call.ldc,
-                );
-                assert_eq!(
-                    got, want,
-                    "{m}x{n}x{k}, trans_a {ta}, trans_b {tb}: {call:?}"
-                );
-            }
-        }
-    }
 
     #[test]
     fn reduction_grids_stay_within_the_scratch_buffer() {

@@ -1,8 +1,10 @@
 //! The op table in CUDA C: one body per element-wise op of gpukit-core's table, and the
 //! complete source of an element type's built-in module.
 //!
-//! Adding an element-wise op to the table (`gpukit_core::optable`) means one arm here: the
-//! `match`es below are exhaustive, so an op without a CUDA body does not compile. A body is
+//! An element-wise op added to the table (`gpukit_core::optable`) needs one arm here, its
+//! CUDA body (and one in gpukit-wgpu, its WGSL body): the `match`es below are exhaustive, so
+//! an op without a CUDA body does not compile; its kernels and entry points follow from the
+//! table ([`entries`]). A body is
 //! a CUDA C expression over the compute type `C` (operand `x`, or `a` and `b`), written with
 //! the prelude's `op_*` functions in the same order of operations as the reference, so that
 //! ops without transcendental functions give the same bits as the CPU backend (the module

@@ -49,8 +49,10 @@
 //!   it, and the queue runs submissions in order). **Events** are positions; timing events
 //!   also write a GPU timestamp (a timestamp query), so `elapsed_ms` measures device time.
 //! - **Built-in ops** are WGSL, generated per op and element type from the op table
-//!   (`src/wgsl.rs`, an exhaustive `match` per op, so a table entry without a WGSL body
-//!   does not compile) and compiled once per device. Element types: f32, i32 and u32 on
+//!   (`src/wgsl/`; the element-wise bodies in `src/wgsl/elementwise.rs`, an exhaustive
+//!   `match` per op, so a table entry without a WGSL body does not compile) and compiled
+//!   once per device. An op whose table entry calls the math library (its `math` column) is
+//!   `Unsupported` on f64, which WGSL on Vulkan has no `exp`, `log`, `tanh` or `pow` for. Element types: f32, i32 and u32 on
 //!   every adapter, f16 where the adapter has `SHADER_F16`; the others (f64, i64, u64, u8,
 //!   i8, bf16) are `Unsupported` for ops, naming the reason, and copy like any bytes.
 //!   Reductions, softmax and cross-entropy accumulate f32 in a pair of f32s (about 48 bits,
@@ -67,7 +69,9 @@
 //! WGSL does not promise correctly rounded division or square root (2.5 ulp), nor IEEE
 //! results for `exp`, `log`, `tanh` and `pow` beyond the Vulkan limits, and drivers may
 //! flush subnormals. `+ - *`, comparisons and casts agree with the CPU backend bit for bit
-//! on lavapipe; the property tests hold the other ops to a tolerance per op.
+//! on lavapipe; the property tests hold every op to its table contract, widened for an op
+//! that calls `exp`, `log`, `tanh` or `pow` by the bound of Vulkan's function
+//! (`gpukit_core::MathFn`, from the op's `math` column).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::unwrap_used, clippy::expect_used)]

@@ -103,13 +103,6 @@ fn half_ulp_budget(op: UnaryOp) -> u64 {
     u64::from(op.ulps().min(1))
 }
 
-/// The absolute difference `gelu` may show where `1 + tanh(..)` cancels (large negative
-/// `x`): a few ulp of `tanh` near -1 (in the compute type, `eps` its epsilon), scaled by
-/// `0.5 |x|`.
-pub(super) fn gelu_slack(x: f64, eps: f64) -> f64 {
-    8.0 * eps * x.abs()
-}
-
 /// Sign-magnitude bits onto a line where neighbouring floats differ by one.
 macro_rules! ulp_line {
     ($bits:ty, $x:expr) => {{

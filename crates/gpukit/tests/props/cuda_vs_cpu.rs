@@ -11,8 +11,8 @@
 //!   and round once (axpy included: `from_f32(a * x + y)`). NaN matches any NaN (the
 //!   payloads differ between CPUs and GPUs);
 //! - every unary op of the table (and `pow`) within its contract, [`UnaryOp::ulps`] (0: bit
-//!   for bit; at most 1 for the 16-bit types), gelu also within [`gelu_slack`] where it
-//!   cancels; in place as out of place;
+//!   for bit; at most 1 for the 16-bit types), or within [`UnaryOp::slack`] where its
+//!   formula cancels (gelu); in place as out of place;
 //! - `min`, `max` exactly (by value: `-0.0 == 0.0`, NaN matches NaN), `argmin`, `argmax`
 //!   and the per-row `row_min`, `row_max`, `row_argmin`, `row_argmax` exactly; `row_sum`
 //!   within the sums' tolerance; integer `sum` and `dot`
@@ -113,7 +113,11 @@ fn elementwise<T: Cross>(
 
     // Every binary op of the table the type has, in all its forms: element-wise, in place,
     // with a scalar (in place too), and with a row and a column vector over a matrix.
-    let (rows, cols) = if n.is_multiple_of(3) { (3, n / 3) } else { (1, n) };
+    let (rows, cols) = if n.is_multiple_of(3) {
+        (3, n / 3)
+    } else {
+        (1, n)
+    };
     let shape = Shape::new(rows, cols);
     for &op in BinaryOp::ALL.iter().filter(|op| !op.floats_only()) {
         let (want, got) = both(cpu, cuda, |ctx| {
@@ -182,8 +186,8 @@ fn elementwise<T: Cross>(
     same_elements("sub on views", &want, &got, T::same, show)
 }
 
-/// Every unary op within its ulp budget ([`CrossFloat::ulp_budget`]; `gelu` also within
-/// [`gelu_slack`] where it cancels), in place as out of place, and `pow` of `|x|` to the
+/// Every unary op within its ulp budget ([`CrossFloat::ulp_budget`], or within
+/// [`UnaryOp::slack`] where it cancels), in place as out of place, and `pow` of `|x|` to the
 /// power of the reversed `x` clamped to -4..4 within [`BinaryOp::ulps`] (at most 1 for the
 /// 16-bit types).
 fn unary<T: CrossFloat>(cpu: &Context, cuda: &Context, x: &[T]) -> Result<(), String> {
@@ -207,9 +211,8 @@ fn unary<T: CrossFloat>(cpu: &Context, cuda: &Context, x: &[T]) -> Result<(), St
             if ulps == 0 {
                 w.same(g)
             } else {
-                within_ulps(w, g, ulps)
-                    || (op == UnaryOp::Gelu
-                        && (w.to_f64() - g.to_f64()).abs() <= gelu_slack(x[i].to_f64(), eps))
+                let slack = op.slack(x[i].to_f64(), eps);
+                within_ulps(w, g, ulps) || (slack > 0.0 && (w.to_f64() - g.to_f64()).abs() <= slack)
             }
         };
         for (form, (w, g)) in ["", " in place"].iter().zip(want.iter().zip(&got)) {

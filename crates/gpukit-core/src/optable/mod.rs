@@ -1,0 +1,285 @@
+//! The op table: every built-in op described once.
+//!
+//! A backend runs built-in ops through one method, [`Backend::op`],
+//! which receives an [`Op`] (what to compute, on which ranges, with which scalars) and the
+//! element type. The element-wise ops are listed once below, in the `unary_table!` and
+//! `binary_table!` invocations: each entry gives the op's variant, its name, the names of
+//! its typed methods on [`Stream`], which element types have it (`numeric`:
+//! every [`Numeric`]; `float`: [`Float`] only) and its reference semantics, written over the
+//! element's compute type ([`Arith`], [`Real`]), and every other fact of the op as a column:
+//! its accuracy contract in ulp ([`UnaryOp::ulps`]: 0 for bit for bit), the math function
+//! it rests on ([`UnaryOp::math`]) and the inputs it is meant for ([`UnaryOp::domain`]).
+//! From that one entry the macros (`macros.rs`) generate the enum variant, an accessor per
+//! column, the reference functions the CPU backend runs and the tests compare with, and the
+//! safe, typed methods (`relu`, `relu_inplace`, `add`, `add_inplace`, `add_scalar`,
+//! `add_row`, ...).
+//!
+//! The other ops ([`Op`]: fill, axpy, clamp, reductions, softmax, cross-entropy, casts,
+//! gemm) have their reference semantics beside the table: [`ReduceOp`], [`softmax_rows`],
+//! [`cross_entropy_rows`], [`cast_slice`], [`Gemm`].
+//!
+//! ## Adding an element-wise op
+//!
+//! 1. One entry in the table below; its doc comment becomes the methods' documentation:
+//!
+//!    ```text
+//!    Variant "name" (method, method_inplace) ulps N slack N math M domain D |x| body;
+//!    ```
+//!
+//!    Binary entries name their eight methods (plain, in place, scalar, row and column
+//!    forms) and have the `ulps` and `math` columns only. The columns:
+//!    - `ulps N`: the accuracy contract ([`UnaryOp::ulps`]);
+//!    - `slack N`: an absolute error also accepted where the formula cancels
+//!      ([`UnaryOp::slack`]; 0 for most);
+//!    - `math M`: the math function the body calls per element: `none`, `exp[arg]` (`exp`
+//!      or `tanh` of `arg`, an f64 expression of `x`), `log` or `pow` ([`MathFn`]), which
+//!      decides the op's cost class on the CPU backend, whether the wgpu backend has it in
+//!      f64, and its accuracy on a looser driver;
+//!    - `domain D`: `all`, or `from[lo]` where results below `lo` are NaN ([`Domain`]); the
+//!      property tests draw the op's inputs from it.
+//! 2. Its body in each backend that compiles GPU source: CUDA C in `gpukit-cuda`
+//!    (`src/source.rs`: `unary_body` / `binary_body`) and WGSL in `gpukit-wgpu`
+//!    (`src/wgsl/elementwise.rs`: `unary_body` / `binary_body`). Both are exhaustive
+//!    `match`es, so a missing body does not compile.
+//!
+//! The rest follows from the entry: the variant and [`UnaryOp::ALL`], the typed methods on
+//! [`Stream`] (and so on [`crate::Context`]), the CPU backend's code (it runs the reference
+//! body) and cost class, the wgpu backend's refusals, and the property tests, which iterate
+//! over [`UnaryOp::ALL`] and [`BinaryOp::ALL`] and take each op's tolerance and inputs from
+//! its columns. A `numeric` entry also needs its exact integer result in the property
+//! tests' independent integer reference (`int_table!` in the facade's
+//! `tests/props/table/elementwise.rs`, written with the standard library's wrapping
+//! arithmetic); a missing one fails those tests.
+//!
+//! ## Using them
+//!
+//! ```
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+//! use gpukit::Shape;
+//! // A layer's forward pass on a batch of 2 rows of 3: bias per column, then relu, in place.
+//! let shape = Shape::new(2, 3);
+//! let mut h = ctx.alloc_upload(&[1.0f32, -2.0, 3.0, -4.0, 5.0, -6.0])?;
+//! let bias = ctx.alloc_upload(&[0.5f32, 0.5, 10.0])?;
+//! ctx.add_row_inplace(shape, &mut h, &bias)?;
+//! ctx.relu_inplace(&mut h)?;
+//! assert_eq!(h.download()?, [1.5, 0.0, 13.0, 0.0, 5.5, 4.0]);
+//! let mut best = ctx.alloc_zeros::<u32>(2)?;
+//! ctx.row_argmax(shape, &h, &mut best)?;
+//! assert_eq!(best.download()?, [2, 1]);
+//! # Ok::<(), gpukit::Error>(())
+//! ```
+//!
+//! A float-only op on an integer array does not compile:
+//!
+//! ```compile_fail,E0277
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+//! let ints = ctx.alloc_upload(&[4i32, 9])?;
+//! let mut out = ctx.alloc_zeros::<i32>(2)?;
+//! ctx.sqrt(&ints, &mut out)?; // i32 is not `Float`
+//! # Ok::<(), gpukit::Error>(())
+//! ```
+//!
+//! ## Bit-for-bit and within ulps
+//!
+//! Each entry states its accuracy as `ulps N` ([`UnaryOp::ulps`], [`BinaryOp::ulps`]), and
+//! the property tests hold every backend to it. Ops built from one correctly rounded
+//! `+ - * /`, comparison or `sqrt` (`ulps 0`) give the same bits on every backend (IEEE-754
+//! arithmetic in the compute type, no fused multiply-add). Ops that round more than once
+//! (`rsqrt`) or call `exp`, `ln`, `ln_1p`, `tanh` or `powf` (each platform's math library)
+//! are within their `N` ulp, and f16/bf16 results, rounded once from f32, within one 16-bit
+//! ulp. On a driver whose math functions have only Vulkan's precision, an op that calls one
+//! is within what its `math` column adds ([`MathFn`]).
+
+#[macro_use]
+mod macros;
+mod column;
+mod elementwise;
+mod gemm;
+mod op;
+mod reduce;
+mod rows;
+mod scalar;
+mod shape;
+
+use crate::array::{DeviceRead, DeviceWrite};
+use crate::backend::Backend;
+use crate::element::{Arith, Float, Numeric, Real};
+use crate::error::Result;
+use crate::stream::Stream;
+
+use elementwise::{map1, map2};
+
+pub use column::{Domain, MathFn};
+pub use elementwise::{cast_slice, RhsSlice};
+pub use gemm::Gemm;
+pub(crate) use op::Bcast;
+pub use op::{Op, Rhs};
+pub use reduce::ReduceOp;
+pub use rows::{cross_entropy_rows, softmax_rows};
+pub use scalar::Scalar;
+pub use shape::Shape;
+
+/// GELU's `sqrt(2 / pi)`, the scale of its tanh's argument.
+const GELU_SCALE: f64 = 0.797_884_560_802_865_4;
+/// GELU's cubic coefficient.
+const GELU_CUBIC: f64 = 0.044_715;
+
+unary_table! {
+    numeric {
+        /// `-x`; integers wrap (`-MIN == MIN`, and unsigned `-x == 2^N - x`).
+        Neg "neg" (neg, neg_inplace) ulps 0 slack 0 math none domain all
+            |x| x.neg();
+        /// `|x|`; integers wrap (`|MIN| == MIN`); unsigned values are unchanged.
+        Abs "abs" (abs, abs_inplace) ulps 0 slack 0 math none domain all
+            |x| x.abs();
+        /// `x * x` (wrapping for integers).
+        Square "square" (square, square_inplace) ulps 0 slack 0 math none domain all
+            |x| x.mul(x);
+        /// `max(x, 0)`; a NaN gives 0.
+        Relu "relu" (relu, relu_inplace) ulps 0 slack 0 math none domain all
+            |x| if x > C::ZERO { x } else { C::ZERO };
+    }
+    float {
+        /// `sqrt(x)`, correctly rounded (bit for bit on every backend).
+        Sqrt "sqrt" (sqrt, sqrt_inplace) ulps 0 slack 0 math none domain from[0.0]
+            |x| x.sqrt();
+        /// `1 / sqrt(x)`, as a correctly rounded square root and division (bit for bit).
+        Rsqrt "rsqrt" (rsqrt, rsqrt_inplace) ulps 1 slack 0 math none domain from[0.0]
+            |x| C::ONE.div(x.sqrt());
+        /// `e^x`.
+        Exp "exp" (exp, exp_inplace) ulps 3 slack 0 math exp[x] domain all
+            |x| x.exp();
+        /// `ln(x)` (NaN below 0, `-inf` at 0).
+        Log "log" (log, log_inplace) ulps 3 slack 0 math log domain from[0.0]
+            |x| x.ln();
+        /// `ln(1 + x)`, accurate near 0.
+        Log1p "log1p" (log1p, log1p_inplace) ulps 3 slack 0 math log domain from[-1.0]
+            |x| x.ln_1p();
+        /// `1 / (1 + e^-x)`.
+        Sigmoid "sigmoid" (sigmoid, sigmoid_inplace) ulps 4 slack 0 math exp[x] domain all
+            |x| C::ONE.div(C::ONE.add(x.neg().exp()));
+        /// SiLU (swish, the gate of SwiGLU): `x * sigmoid(x)`, computed as `x / (1 + e^-x)`.
+        Silu "silu" (silu, silu_inplace) ulps 4 slack 0 math exp[x] domain all
+            |x| x.div(C::ONE.add(x.neg().exp()));
+        /// `tanh(x)`.
+        Tanh "tanh" (tanh, tanh_inplace) ulps 4 slack 0 math exp[x] domain all
+            |x| x.tanh();
+        /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+        Gelu "gelu" (gelu, gelu_inplace) ulps 4 slack 8
+            math exp[GELU_SCALE * (x + GELU_CUBIC * x * x * x)] domain all
+            |x| {
+                let inner = C::from_f64(GELU_SCALE)
+                    .mul(x.add(C::from_f64(GELU_CUBIC).mul(x).mul(x).mul(x)));
+                C::from_f64(0.5).mul(x).mul(C::ONE.add(inner.tanh()))
+            };
+        /// `ln(1 + e^x)`, computed as `max(x, 0) + ln(1 + e^-|x|)` so that it neither
+        /// overflows nor loses small values.
+        Softplus "softplus" (softplus, softplus_inplace) ulps 4 slack 0 math exp[x] domain all
+            |x| {
+                let pos = if x > C::ZERO { x } else { C::ZERO };
+                pos.add(x.abs().neg().exp().ln_1p())
+            };
+    }
+}
+
+binary_table! {
+    numeric {
+        /// `a + b` (wrapping for integers).
+        Add "add" (add, add_inplace, add_scalar, add_scalar_inplace, add_row, add_row_inplace, add_col, add_col_inplace)
+            ulps 0 math none |a, b| a.add(b);
+        /// `a - b` (wrapping for integers).
+        Sub "sub" (sub, sub_inplace, sub_scalar, sub_scalar_inplace, sub_row, sub_row_inplace, sub_col, sub_col_inplace)
+            ulps 0 math none |a, b| a.sub(b);
+        /// `a * b` (wrapping for integers).
+        Mul "mul" (mul, mul_inplace, mul_scalar, mul_scalar_inplace, mul_row, mul_row_inplace, mul_col, mul_col_inplace)
+            ulps 0 math none |a, b| a.mul(b);
+        /// `a / b`; integers truncate toward zero, give 0 for a division by zero and wrap
+        /// for `MIN / -1`.
+        Div "div" (div, div_inplace, div_scalar, div_scalar_inplace, div_row, div_row_inplace, div_col, div_col_inplace)
+            ulps 0 math none |a, b| a.div(b);
+        /// The smaller of `a` and `b`; a NaN loses to a number (C's `fmin`).
+        Min "min" (minimum, minimum_inplace, min_scalar, min_scalar_inplace, min_row, min_row_inplace, min_col, min_col_inplace)
+            ulps 0 math none |a, b| a.min(b);
+        /// The larger of `a` and `b`; a NaN loses to a number (C's `fmax`).
+        Max "max" (maximum, maximum_inplace, max_scalar, max_scalar_inplace, max_row, max_row_inplace, max_col, max_col_inplace)
+            ulps 0 math none |a, b| a.max(b);
+    }
+    float {
+        /// `a` to the power `b` (C's `pow`).
+        Pow "pow" (pow, pow_inplace, pow_scalar, pow_scalar_inplace, pow_row, pow_row_inplace, pow_col, pow_col_inplace)
+            ulps 8 math pow |a, b| a.powf(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_place_and_out_of_place_agree() {
+        let x: Vec<f32> = (0..12).map(|i| i as f32 - 5.5).collect();
+        let v: Vec<f32> = (0..4).map(|i| i as f32 + 0.5).collect();
+        for &op in BinaryOp::ALL {
+            for rhs in [
+                RhsSlice::Row(&v[..]),
+                RhsSlice::Col(&v[..3]),
+                RhsSlice::Scalar(2.0),
+                RhsSlice::Array(&x[..]),
+            ] {
+                let mut out = vec![0.0f32; 12];
+                op.map_float(Some(&x), rhs, 4, &mut out);
+                let mut inplace = x.clone();
+                op.map_float(None, rhs, 4, &mut inplace);
+                assert_eq!(
+                    out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    inplace.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{op:?} {rhs:?}"
+                );
+                // Row and column broadcasts index the vector by column and by row.
+                let (i, r, c) = (6, 1, 2);
+                let want = match rhs {
+                    RhsSlice::Row(v) => op.apply_real(x[i], v[c]),
+                    RhsSlice::Col(v) => op.apply_real(x[i], v[r]),
+                    RhsSlice::Scalar(s) => op.apply_real(x[i], s),
+                    RhsSlice::Array(b) => op.apply_real(x[i], b[i]),
+                };
+                assert_eq!(out[i].to_bits(), want.to_bits(), "{op:?} {rhs:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn float_only_ops_are_refused_on_integers() {
+        let mut out = [0i32; 2];
+        for &op in UnaryOp::ALL {
+            assert_eq!(op.map_numeric(Some(&[4, -4]), &mut out), !op.floats_only());
+        }
+        assert!(!BinaryOp::Pow.map_numeric(Some(&[2, 3]), RhsSlice::Scalar(2), 2, &mut out));
+        assert!(BinaryOp::Div.map_numeric(
+            Some(&[7, i32::MIN]),
+            RhsSlice::Array(&[0, -1]),
+            2,
+            &mut out
+        ));
+        assert_eq!(out, [0, i32::MIN]);
+    }
+
+    /// The columns agree with the bodies: an op with a domain gives NaN below it and a
+    /// number above it; the math functions are those the bodies call.
+    #[test]
+    fn columns_agree_with_the_bodies() {
+        for &op in UnaryOp::ALL {
+            if let Domain::AtLeast(lo) = op.domain() {
+                assert!(op.apply_real(lo - 1.0f64).is_nan(), "{op:?} below {lo}");
+                assert!(!op.apply_real(lo + 1.0f64).is_nan(), "{op:?} above {lo}");
+            }
+        }
+        assert!(matches!(UnaryOp::Log1p.math(), Some(MathFn::Log)));
+        assert!(matches!(BinaryOp::Pow.math(), Some(MathFn::Pow)));
+        assert!(UnaryOp::Relu.math().is_none() && BinaryOp::Add.math().is_none());
+        match UnaryOp::Gelu.math() {
+            Some(MathFn::Exp(arg)) => assert_eq!(arg(1.0), GELU_SCALE * (1.0 + GELU_CUBIC)),
+            other => panic!("gelu rests on tanh: {other:?}"),
+        }
+    }
+}

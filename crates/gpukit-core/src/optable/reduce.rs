@@ -1,0 +1,127 @@
+//! [`ReduceOp`]: the reductions, of a whole array or of each row of a matrix, and their
+//! reference results.
+
+use crate::element::{Arith, Numeric};
+
+/// Reductions, of a whole array (one result) or of each row of a matrix (one per row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// The sum ([`Numeric::sum`]: floats accumulate in f64, integers wrap).
+    Sum,
+    /// The mean: the sum accumulated in f64 (in the order of [`crate::SUM_CHUNK`]), divided
+    /// by the count, rounded once (floats).
+    Mean,
+    /// The smallest element (NaNs ignored unless all are NaN).
+    Min,
+    /// The largest element (NaNs ignored unless all are NaN).
+    Max,
+    /// The index (`u32`) of the first smallest element; NaNs rank above every number, so
+    /// an all-NaN input gives 0.
+    ArgMin,
+    /// The index (`u32`) of the first largest element; NaNs rank below every number, so an
+    /// all-NaN input gives 0.
+    ArgMax,
+}
+
+impl ReduceOp {
+    /// Every reduction.
+    pub const ALL: [ReduceOp; 6] = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::ArgMin,
+        ReduceOp::ArgMax,
+    ];
+
+    /// Lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::ArgMin => "argmin",
+            ReduceOp::ArgMax => "argmax",
+        }
+    }
+
+    /// Whether the result is an index (`u32`) rather than an element.
+    pub const fn is_index(self) -> bool {
+        matches!(self, ReduceOp::ArgMin | ReduceOp::ArgMax)
+    }
+
+    /// Whether an empty input has a result (only the sum does: 0).
+    pub const fn has_identity(self) -> bool {
+        matches!(self, ReduceOp::Sum)
+    }
+
+    /// The reference result of a value reduction (`Sum`, `Mean`, `Min`, `Max`) of a
+    /// non-empty slice; `None` for the index reductions.
+    pub fn value<T: Numeric>(self, x: &[T]) -> Option<T> {
+        let first = x.first()?.load();
+        Some(match self {
+            ReduceOp::Sum => T::sum(x),
+            ReduceOp::Mean => return self.of_sum(crate::ordered_sum(x), x.len()),
+            ReduceOp::Min => T::store(x.iter().fold(first, |m, v| m.min(v.load()))),
+            ReduceOp::Max => T::store(x.iter().fold(first, |m, v| m.max(v.load()))),
+            ReduceOp::ArgMin | ReduceOp::ArgMax => return None,
+        })
+    }
+
+    /// The `Mean` of `len` elements, or a float's `Sum`, from their f64 sum in the order
+    /// [`crate::SUM_CHUNK`] defines ([`crate::ordered_sum`]): what [`ReduceOp::value`]
+    /// gives, for a backend that computes the sum its own way. `None` for the other
+    /// reductions (an integer `Sum` wraps instead: [`Numeric::sum`]).
+    pub fn of_sum<T: Numeric>(self, sum: f64, len: usize) -> Option<T> {
+        match self {
+            ReduceOp::Sum => Some(T::from_f64(sum)),
+            ReduceOp::Mean => Some(T::from_f64(sum / len as f64)),
+            _ => None,
+        }
+    }
+
+    /// The reference result of an index reduction of a non-empty slice; `None` for the
+    /// value reductions.
+    pub fn index<T: Numeric>(self, x: &[T]) -> Option<u32> {
+        let max = match self {
+            ReduceOp::ArgMax => true,
+            ReduceOp::ArgMin => false,
+            _ => return None,
+        };
+        let mut best = 0usize;
+        let mut bv = x.first()?.load();
+        for (i, v) in x.iter().enumerate().skip(1) {
+            let v = v.load();
+            if arg_better(max, v, bv) {
+                best = i;
+                bv = v;
+            }
+        }
+        u32::try_from(best).ok()
+    }
+}
+
+/// Whether `v` (at a later index) displaces `best` in an argmax (`max`) or argmin: strictly
+/// better, or a number where `best` is a NaN.
+fn arg_better<C: Arith>(max: bool, v: C, best: C) -> bool {
+    if v.is_nan() {
+        return false;
+    }
+    best.is_nan() || if max { v > best } else { v < best }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arg_reductions_rank_nan_last_and_take_the_first_of_ties() {
+        let x = [f32::NAN, 1.0, 3.0, 3.0, -2.0, f32::NAN];
+        assert_eq!(ReduceOp::ArgMax.index(&x), Some(2));
+        assert_eq!(ReduceOp::ArgMin.index(&x), Some(4));
+        assert_eq!(ReduceOp::ArgMax.index(&[f32::NAN, f32::NAN]), Some(0));
+        assert_eq!(ReduceOp::ArgMax.index::<f32>(&[]), None);
+        assert_eq!(ReduceOp::Sum.index(&x), None);
+    }
+}

@@ -1,0 +1,140 @@
+//! The row-wise families as tasks: softmax (and log-softmax) and cross-entropy, gpukit-core's
+//! references (`softmax_rows`, `cross_entropy_rows`) run over whole rows, many rows split
+//! across the cores (rows are independent: the same bits).
+//!
+//! The family functions are `unsafe` with the contract of [`super::task`], which makes the
+//! tasks' `get`s sound.
+
+use gpukit_core::{BufAt, Float, Numeric, Shape};
+use rayon::prelude::*;
+
+use super::kind::Kind;
+use super::ranges::{done, Ranges};
+use super::split::{part, pieces, MATH, PIECE, SPLIT_FROM};
+use crate::queue::Task;
+use crate::CpuBackend;
+
+/// Row-wise softmax or log-softmax of the `shape` matrix (in place when `src` is `None`).
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn softmax<T: Numeric, K: Kind<T>>(
+    log: bool,
+    src: Option<BufAt<'_, CpuBackend>>,
+    out: BufAt<'_, CpuBackend>,
+    shape: Shape,
+) -> Task {
+    let len = shape.rows * shape.cols;
+    let mut r = Ranges::default();
+    let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
+    done(r, move || {
+        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
+        // written one overlapping nothing else).
+        let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
+        K::softmax(log, s, shape.cols, o);
+    })
+}
+
+/// Cross-entropy of the `shape` logits against `u32` labels into `loss`, and its gradient
+/// into `grad` when given.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn cross_entropy<T: Numeric, K: Kind<T>>(
+    logits: BufAt<'_, CpuBackend>,
+    labels: BufAt<'_, CpuBackend>,
+    loss: BufAt<'_, CpuBackend>,
+    grad: Option<BufAt<'_, CpuBackend>>,
+    shape: Shape,
+) -> Task {
+    let len = shape.rows * shape.cols;
+    let mut r = Ranges::default();
+    let x = r.src::<T>(logits, len);
+    let y = r.src::<u32>(labels, shape.rows);
+    let l = r.dst::<T>(loss, shape.rows);
+    let g = grad.map(|g| r.dst::<T>(g, len));
+    done(r, move || {
+        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
+        // written ones overlapping nothing else).
+        let (x, y, l, g) = unsafe { (x.get(), y.get(), l.get(), g.map(|g| g.get())) };
+        K::cross_entropy(x, y, shape.cols, l, g);
+    })
+}
+
+/// `gpukit_core::softmax_rows` over rows of `cols`, many rows split across the cores.
+pub(super) fn split_softmax<T: Float>(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) {
+    // Rows are independent: split in whole rows, the same bits.
+    pieces(out, cols, MATH, |start, o| {
+        gpukit_core::softmax_rows(log, part(src, start, o.len()), cols, o)
+    });
+}
+
+/// `gpukit_core::cross_entropy_rows` over rows of `cols`, many rows split across the cores.
+pub(super) fn split_cross_entropy<T: Float>(
+    logits: &[T],
+    labels: &[u32],
+    cols: usize,
+    loss: &mut [T],
+    grad: Option<&mut [T]>,
+) {
+    let rows = loss.len();
+    if rows.saturating_mul(cols).saturating_mul(MATH) < SPLIT_FROM || cols == 0 {
+        return gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
+    }
+    // Rows are independent: split in whole rows, the same bits.
+    let per = (PIECE / MATH / cols).max(1);
+    let rows_of = |k: usize, l: &[T]| (k * per, k * per + l.len());
+    match grad {
+        Some(grad) => loss
+            .par_chunks_mut(per)
+            .zip(grad.par_chunks_mut(per * cols))
+            .enumerate()
+            .for_each(|(k, (l, g))| {
+                let (a, b) = rows_of(k, l);
+                let x = &logits[a * cols..b * cols];
+                gpukit_core::cross_entropy_rows(x, &labels[a..b], cols, l, Some(g));
+            }),
+        None => loss.par_chunks_mut(per).enumerate().for_each(|(k, l)| {
+            let (a, b) = rows_of(k, l);
+            let x = &logits[a * cols..b * cols];
+            gpukit_core::cross_entropy_rows(x, &labels[a..b], cols, l, None);
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Softmax and cross-entropy of many rows, split across the cores, give the bits of
+    /// gpukit-core's references run over all the rows in one pass.
+    #[test]
+    fn split_rows_equal_the_reference() {
+        let n = 3 * SPLIT_FROM + 12_345;
+        let y: Vec<f32> = (0..n)
+            .map(|i| ((i * 31) % 977) as f32 * 0.01 - 4.0)
+            .collect();
+        let cols = 1000;
+        let rows = n / cols;
+        let m = &y[..rows * cols];
+        let (mut split, mut whole) = (vec![0f32; m.len()], vec![0f32; m.len()]);
+        split_softmax(true, Some(m), cols, &mut split);
+        gpukit_core::softmax_rows(true, Some(m), cols, &mut whole);
+        assert!(split
+            .iter()
+            .zip(&whole)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        let labels: Vec<u32> = (0..rows as u32).map(|r| (r * 7) % cols as u32).collect();
+        let (mut ls, mut lw) = (vec![0f32; rows], vec![0f32; rows]);
+        let (mut gs, mut gw) = (vec![0f32; m.len()], vec![0f32; m.len()]);
+        split_cross_entropy(m, &labels, cols, &mut ls, Some(&mut gs));
+        gpukit_core::cross_entropy_rows(m, &labels, cols, &mut lw, Some(&mut gw));
+        assert!(ls.iter().zip(&lw).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(gs.iter().zip(&gw).all(|(a, b)| a.to_bits() == b.to_bits()));
+        let mut ln = vec![0f32; rows];
+        split_cross_entropy(m, &labels, cols, &mut ln, None);
+        assert!(ln.iter().zip(&lw).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+}

@@ -1,0 +1,79 @@
+//! Spreading an op over the machine's cores: large element-wise work in pieces of whole rows
+//! across rayon's pool (shared by every stream), sized by the op's cost class, so that the
+//! result is the same bits however it is split.
+
+use gpukit_core::{MathFn, Numeric, RhsSlice};
+use rayon::prelude::*;
+
+/// Elements from which an element-wise op is split across the machine's cores (rayon's
+/// pool, shared by every stream); smaller ones run whole on the stream's worker.
+pub(crate) const SPLIT_FROM: usize = 1 << 20;
+/// Elements per piece of a split op (rounded down to whole rows).
+pub(crate) const PIECE: usize = 1 << 16;
+/// The work of an element-wise op per element, in units of a memory-bound one (`add`): an
+/// op calling the math library per element (`exp`, `tanh`, `pow`, softmax, ...) takes
+/// about 3-4 ns per element here against a fraction of a nanosecond, so it is split from
+/// [`SPLIT_FROM`] / `MATH` elements, in pieces of [`PIECE`] / `MATH`.
+pub(crate) const MATH: usize = 16;
+
+/// The work per element of an op whose `math` column is `math`: [`MATH`] when it calls the
+/// math library, else 1.
+pub(crate) fn work(math: Option<MathFn>) -> usize {
+    if math.is_some() {
+        MATH
+    } else {
+        1
+    }
+}
+
+/// Runs `f(start, piece)` over `out` in pieces of whole `row`s, in parallel when `out` holds
+/// at least [`SPLIT_FROM`] elements' worth of work (`work` per element, [`MATH`] or 1), else
+/// once over all of it. For element-wise work, whose every output depends only on inputs at
+/// its own index (and its row's broadcast vector), the result is the same bits however it
+/// is split.
+pub(crate) fn pieces<T: Send>(
+    out: &mut [T],
+    row: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if out.len().saturating_mul(work) < SPLIT_FROM {
+        return f(0, out);
+    }
+    let piece = (PIECE / work / row.max(1)).max(1) * row.max(1);
+    out.par_chunks_mut(piece)
+        .enumerate()
+        .for_each(|(i, o)| f(i * piece, o));
+}
+
+/// `src[start..start + len]`, for the piece of a split op.
+pub(crate) fn part<T>(src: Option<&[T]>, start: usize, len: usize) -> Option<&[T]> {
+    src.map(|s| &s[start..start + len])
+}
+
+/// A binary op over `out` (`rows x cols`), split by [`pieces`] into whole rows for a row or
+/// column vector (anywhere for an array or a scalar), each piece given its part of the
+/// operands.
+pub(crate) fn binary_pieces<T: Numeric>(
+    src: Option<&[T]>,
+    rhs: RhsSlice<'_, T>,
+    cols: usize,
+    out: &mut [T],
+    work: usize,
+    map: impl Fn(Option<&[T]>, RhsSlice<'_, T>, usize, &mut [T]) + Sync,
+) {
+    let row = match rhs {
+        RhsSlice::Row(_) | RhsSlice::Col(_) => cols,
+        RhsSlice::Array(_) | RhsSlice::Scalar(_) => 1,
+    };
+    pieces(out, row, work, |start, o| {
+        let n = o.len();
+        let (rhs, cols) = match rhs {
+            RhsSlice::Array(b) => (RhsSlice::Array(&b[start..start + n]), n),
+            RhsSlice::Scalar(v) => (RhsSlice::Scalar(v), n),
+            RhsSlice::Row(v) => (RhsSlice::Row(v), cols),
+            RhsSlice::Col(v) => (RhsSlice::Col(&v[start / cols..(start + n) / cols]), cols),
+        };
+        map(part(src, start, n), rhs, cols, o);
+    });
+}

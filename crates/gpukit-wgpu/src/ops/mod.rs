@@ -1,0 +1,119 @@
+//! Built-in ops, copies and uploads: compiled pipelines, bound windows and dispatches.
+//!
+//! [`op`] runs any op of the table: it refuses what the device's WGSL lacks (element types
+//! without the adapter's features; float-only ops on integers; ops that call the math
+//! library, as their table entry's `math` column says, on f64), then dispatches one function
+//! per op family (`elementwise`, `reduce`, `rows`, `gemm`). An element-wise op added to the
+//! table needs only its WGSL body (`crate::wgsl`'s `unary_body`/`binary_body`).
+
+mod copy;
+mod elementwise;
+mod gemm;
+mod pipeline;
+mod reduce;
+mod rows;
+
+use gpukit_core::{DType, Error, Op, Result};
+
+use crate::device::NAME;
+use crate::stream::StreamInner;
+use crate::wgsl::{Caps, Wt};
+use crate::{Shared, WgpuBackend};
+
+pub(crate) use copy::{copy_d2d, copy_raw, upload};
+pub(crate) use pipeline::{compile, dispatch, Bind, Pipe};
+
+/// Where an op's dispatches go: the device, the stream that records them and the WGSL type
+/// of the op's elements.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    shared: &'a Shared,
+    stream: &'a StreamInner,
+    t: Wt,
+}
+
+fn unsupported(what: String) -> Error {
+    Error::Unsupported {
+        backend: NAME,
+        what,
+    }
+}
+
+fn u32_of(v: u64, what: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| unsupported(format!("{what} of {v} (more than 2^32 - 1)")))
+}
+
+/// The device's shader capabilities.
+pub(crate) fn caps(shared: &Shared) -> Caps {
+    let f = shared.features;
+    Caps {
+        f16: f.contains(wgpu::Features::SHADER_F16),
+        f64: f.contains(wgpu::Features::SHADER_F64),
+        int64: f.contains(wgpu::Features::SHADER_INT64),
+    }
+}
+
+/// The WGSL type of `dtype` on this device, or `Unsupported`.
+fn wt(shared: &Shared, dtype: DType, op: &str) -> Result<Wt> {
+    Wt::of(dtype, caps(shared)).map_err(|why| unsupported(format!("`{op}` on {why}")))
+}
+
+/// Runs one op of the table.
+pub(crate) fn op(
+    shared: &Shared,
+    stream: &StreamInner,
+    dtype: DType,
+    op: &Op<'_, WgpuBackend>,
+) -> Result<()> {
+    shared.check()?;
+    let name = op.name();
+    let t = wt(shared, dtype, name)?;
+    if op.floats_only() && !t.is_float() {
+        return Err(unsupported(format!(
+            "`{name}` on {dtype} (a float-only op)"
+        )));
+    }
+    if op.calls_math() && !t.has_math() {
+        return Err(unsupported(format!(
+            "`{name}` on {dtype} (WGSL on Vulkan has exp, log, tanh and pow in 16 and 32 \
+             bits only)"
+        )));
+    }
+    let at = Target { shared, stream, t };
+    match *op {
+        Op::Fill { out, len, value } => elementwise::fill(at, out, len, value),
+        Op::Axpy { alpha, x, y, len } => elementwise::axpy(at, alpha, x, y, len),
+        Op::Unary { op, src, out, len } => elementwise::unary(at, op, src, out, len),
+        Op::Clamp {
+            lo,
+            hi,
+            src,
+            out,
+            len,
+        } => elementwise::clamp(at, (lo, hi), src, out, len),
+        Op::Binary {
+            op,
+            src,
+            ref rhs,
+            out,
+            shape,
+        } => elementwise::binary(at, op, src, rhs, out, shape),
+        Op::Cast { to, src, out, len } => elementwise::cast(at, to, src, out, len),
+        Op::Reduce { op, x, shape, out } => reduce::reduce(at, op, x, shape, out),
+        Op::Dot { x, y, len, out } => reduce::dot(at, x, y, len, out),
+        Op::Softmax {
+            log,
+            src,
+            out,
+            shape,
+        } => rows::softmax(at, log, src, out, shape),
+        Op::CrossEntropy {
+            logits,
+            labels,
+            loss,
+            grad,
+            shape,
+        } => rows::cross_entropy(at, (logits, labels), loss, grad, shape),
+        Op::Gemm { g, a, b, c } => gemm::gemm(at, g, a, b, c),
+    }
+}

@@ -1,0 +1,213 @@
+//! The built-in kernels in WGSL, generated per op and element type: what every kernel
+//! shares here (the immediate block, helpers, the element-type prelude and the typed
+//! bindings), and one module per op family.
+//!
+//! Every kernel shares one immediate block (`struct P`, [`pf`]): element offsets into the
+//! bound windows, lengths, and two scalars of the compute type. The element-wise table's
+//! bodies are in [`elementwise`] ([`unary_body`](elementwise::unary_body),
+//! [`binary_body`](elementwise::binary_body)).
+
+mod cast;
+mod copy;
+mod elementwise;
+mod gemm;
+mod reduce;
+mod rows;
+mod types;
+
+pub(crate) use cast::cast;
+pub(crate) use copy::copy_bytes;
+pub(crate) use elementwise::{axpy, binary, clamp, fill, unary};
+pub(crate) use gemm::gemm;
+pub(crate) use reduce::{acc_type, part_bytes, reduce, ReduceKind};
+pub(crate) use rows::softmax;
+pub(crate) use types::{Caps, Wt};
+
+/// The immediate block every kernel declares: 16 `u32`s (64 bytes), then two scalars of the
+/// compute type `C` (`x0`, `x1`); 80 bytes at most.
+pub(crate) const IMMEDIATE_BYTES: u32 = 80;
+
+pub(super) fn p_block(c: &str) -> String {
+    format!(
+        "struct P {{
+    n: u32, cols: u32, base: u32, o0: u32,
+    o1: u32, o2: u32, s0: u32, s1: u32,
+    mode: u32, k: u32, batch: u32, sa: u32,
+    sb: u32, sc: u32, flags: u32, rows: u32,
+    x0: {c}, x1: {c},
+}}
+var<immediate> p: P;
+"
+    )
+}
+
+/// Field indices of the immediate block, in `u32` words.
+pub(crate) mod pf {
+    pub(crate) const N: usize = 0;
+    pub(crate) const COLS: usize = 1;
+    pub(crate) const BASE: usize = 2;
+    pub(crate) const O0: usize = 3;
+    pub(crate) const O1: usize = 4;
+    pub(crate) const O2: usize = 5;
+    pub(crate) const S0: usize = 6;
+    pub(crate) const MODE: usize = 8;
+    pub(crate) const K: usize = 9;
+    pub(crate) const BATCH: usize = 10;
+    pub(crate) const SA: usize = 11;
+    pub(crate) const SB: usize = 12;
+    pub(crate) const SC: usize = 13;
+    pub(crate) const FLAGS: usize = 14;
+    pub(crate) const ROWS: usize = 15;
+    /// The first word of the scalars `x0`, `x1`.
+    pub(crate) const X: usize = 16;
+    /// Words in the block.
+    pub(crate) const WORDS: usize = 20;
+}
+
+/// Sets scalar `which` (0: `x0`, 1: `x1`) from its bits in the compute type.
+pub(crate) fn set_scalar(imm: &mut [u32; pf::WORDS], t: Wt, which: usize, bits: u64) {
+    if t.wide() {
+        imm[pf::X + 2 * which] = bits as u32;
+        imm[pf::X + 2 * which + 1] = (bits >> 32) as u32;
+    } else {
+        imm[pf::X + which] = bits as u32;
+    }
+}
+
+/// Helpers every kernel may use: NaN tests, `log1p`, C's `pow`.
+pub(super) const HELPERS: &str = "
+fn nan32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn inf32() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn to_bf16(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    if (nan32(x)) { return (b >> 16u) | 0x40u; }
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+// ln(1 + x) without the cancellation of `1 + x` (shaders may not keep `(1 + x) - 1` exact):
+// for |x| < 0.5 as 2 atanh(x / (2 + x)) by its series, else ln(1 + x).
+fn log1p32(x: f32) -> f32 {
+    if (!(abs(x) < 0.5)) { return log(1.0 + x); }
+    let s = x / (2.0 + x);
+    let s2 = s * s;
+    var t = 1.0 / 17.0;
+    t = t * s2 + 1.0 / 15.0;
+    t = t * s2 + 1.0 / 13.0;
+    t = t * s2 + 1.0 / 11.0;
+    t = t * s2 + 1.0 / 9.0;
+    t = t * s2 + 1.0 / 7.0;
+    t = t * s2 + 1.0 / 5.0;
+    t = t * s2 + 1.0 / 3.0;
+    return 2.0 * s * (t * s2 + 1.0);
+}
+// tanh without the cancellation of (e^2x - 1) near 0: the odd series for |x| < 0.55, else
+// 1 - 2 / (e^2|x| + 1) with the sign of x.
+fn tanh32(x: f32) -> f32 {
+    let a = abs(x);
+    if (nan32(x)) { return x; }
+    if (a < 0.55) {
+        // Taylor to x^19: the next term is below 1e-9 of the result for |x| < 0.55.
+        let x2 = x * x;
+        var t = -443861162.0 / 1856156927625.0;
+        t = t * x2 + 6404582.0 / 10854718875.0;
+        t = t * x2 - 929569.0 / 638512875.0;
+        t = t * x2 + 21844.0 / 6081075.0;
+        t = t * x2 - 1382.0 / 155925.0;
+        t = t * x2 + 62.0 / 2835.0;
+        t = t * x2 - 17.0 / 315.0;
+        t = t * x2 + 2.0 / 15.0;
+        t = t * x2 - 1.0 / 3.0;
+        return x + x * x2 * t;
+    }
+    if (a > 20.0) { return sign(x); }
+    return sign(x) * (1.0 - 2.0 / (exp(2.0 * a) + 1.0));
+}
+fn odd_int32(b: f32) -> bool {
+    let h = b * 0.5;
+    return abs(b) < 16777216.0 && trunc(b) == b && trunc(h) != h;
+}
+// C's pow, special cases included (the shader's pow is undefined for a <= 0).
+fn pow32(a: f32, b: f32) -> f32 {
+    if (b == 0.0 || a == 1.0) { return 1.0; }
+    if (nan32(a) || nan32(b)) { return a + b; }
+    let inf = inf32();
+    let neg = a < 0.0 || (a == 0.0 && bitcast<u32>(a) != 0u);
+    let odd = odd_int32(b);
+    if (abs(b) == inf) {
+        if (abs(a) == 1.0) { return 1.0; }
+        return select(0.0, inf, (abs(a) < 1.0) == (b < 0.0));
+    }
+    if (a == 0.0 || abs(a) == inf) {
+        let big = (a == 0.0) == (b < 0.0);
+        var r = select(0.0, inf, big);
+        if (neg && odd) { r = -r; }
+        return r;
+    }
+    if (a < 0.0 && trunc(b) != b) { return bitcast<f32>(0x7fc00000u); }
+    let r = pow(abs(a), b);
+    if (a < 0.0 && odd) { return -r; }
+    return r;
+}
+";
+
+/// The element-type prelude: `C` (the compute type), `isnan_`, the helpers and the
+/// immediate block. Bindings come from [`binding`].
+pub(crate) fn prelude(t: Wt) -> String {
+    let c = t.compute();
+    let isnan = match t {
+        Wt::F32 | Wt::F16 | Wt::BF16 => "nan32(x)",
+        Wt::F64 => "!(x == x)",
+        _ => "false",
+    };
+    format!(
+        "{enable}alias C = {c};\n\
+         fn isnan_(x: C) -> bool {{ return {isnan}; }}\n\
+         {HELPERS}{p}",
+        enable = t.enables(),
+        p = p_block(c),
+    )
+}
+
+/// A storage binding `name` of elements of `t` at `@binding(b)`, with its accessors
+/// `get_<name>(i)` (the element as its compute type) and `put_<name>(i, v)`. Packed types
+/// live in words written with atomics, so that threads writing neighbouring elements of
+/// one word do not race.
+pub(crate) fn binding(b: u32, name: &str, t: Wt) -> String {
+    let c = t.compute();
+    let decl = |ty: &str| {
+        format!("@group(0) @binding({b}) var<storage, read_write> {name}: array<{ty}>;\n")
+    };
+    if !t.packed() {
+        let (get, put) = match t {
+            Wt::F16 => ("f32(x)", "f16(v)"),
+            _ => ("x", "v"),
+        };
+        return format!(
+            "{}fn get_{name}(i: u32) -> {c} {{ let x = {name}[i]; return {get}; }}\n\
+             fn put_{name}(i: u32, v: {c}) {{ {name}[i] = {put}; }}\n",
+            decl(t.name())
+        );
+    }
+    let (per, bits, mask) = match t {
+        Wt::BF16 => (2, 16, "0xffffu"),
+        _ => (4, 8, "0xffu"),
+    };
+    let (unpack, pack) = match t {
+        Wt::U8 => ("x", "v"),
+        Wt::I8 => ("i32(x << 24u) >> 24u", "u32(v)"),
+        _ => ("bitcast<f32>(x << 16u)", "to_bf16(v)"),
+    };
+    format!(
+        "{}fn get_{name}(i: u32) -> {c} {{
+    let x = (atomicLoad(&{name}[i / {per}u]) >> ((i % {per}u) * {bits}u)) & {mask};
+    return {unpack};
+}}
+fn put_{name}(i: u32, v: {c}) {{
+    let sh = (i % {per}u) * {bits}u;
+    let w = i / {per}u;
+    atomicAnd(&{name}[w], ~({mask} << sh));
+    atomicOr(&{name}[w], ({pack} & {mask}) << sh);
+}}
+",
+        decl("atomic<u32>")
+    )
+}

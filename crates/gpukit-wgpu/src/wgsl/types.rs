@@ -1,0 +1,128 @@
+//! The element types the WGSL kernels have ([`Wt`]) and the device features that decide
+//! which exist ([`Caps`]).
+
+use gpukit_core::DType;
+
+/// An element type the WGSL kernels have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Wt {
+    F32,
+    I32,
+    U32,
+    F16,
+    F64,
+    I64,
+    U64,
+    /// Packed four to a word (WGSL has no 8-bit type); written with atomics.
+    U8,
+    /// Packed four to a word, sign-extended on load.
+    I8,
+    /// Packed two to a word, computed in f32, rounded to nearest even on store.
+    BF16,
+}
+
+/// The shader features of a device that decide which element types exist.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    pub(crate) f16: bool,
+    pub(crate) f64: bool,
+    pub(crate) int64: bool,
+}
+
+impl Wt {
+    /// The WGSL type of `dtype` on a device with `caps`, or why there is none.
+    pub(crate) fn of(dtype: DType, caps: Caps) -> std::result::Result<Wt, String> {
+        let need = |has: bool, t: Wt, feature: &str| {
+            if has {
+                Ok(t)
+            } else {
+                Err(format!("{dtype} (the adapter lacks {feature})"))
+            }
+        };
+        match dtype {
+            DType::F32 => Ok(Wt::F32),
+            DType::I32 => Ok(Wt::I32),
+            DType::U32 => Ok(Wt::U32),
+            DType::F16 => need(caps.f16, Wt::F16, "SHADER_F16"),
+            DType::F64 => need(caps.f64, Wt::F64, "SHADER_F64"),
+            DType::I64 => need(caps.int64, Wt::I64, "SHADER_INT64"),
+            DType::U64 => need(caps.int64, Wt::U64, "SHADER_INT64"),
+            DType::U8 => Ok(Wt::U8),
+            DType::I8 => Ok(Wt::I8),
+            DType::BF16 => Ok(Wt::BF16),
+        }
+    }
+
+    /// Every type `caps` allows, as dtypes.
+    pub(crate) fn dtypes(caps: Caps) -> Vec<DType> {
+        DType::ALL
+            .into_iter()
+            .filter(|&d| Wt::of(d, caps).is_ok())
+            .collect()
+    }
+
+    pub(crate) fn size(self) -> u64 {
+        match self {
+            Wt::U8 | Wt::I8 => 1,
+            Wt::F16 | Wt::BF16 => 2,
+            Wt::F32 | Wt::I32 | Wt::U32 => 4,
+            Wt::F64 | Wt::I64 | Wt::U64 => 8,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Wt::F32 => "f32",
+            Wt::I32 => "i32",
+            Wt::U32 => "u32",
+            Wt::F16 => "f16",
+            Wt::F64 => "f64",
+            Wt::I64 => "i64",
+            Wt::U64 => "u64",
+            Wt::U8 => "u8",
+            Wt::I8 => "i8",
+            Wt::BF16 => "bf16",
+        }
+    }
+
+    pub(crate) fn is_float(self) -> bool {
+        matches!(self, Wt::F32 | Wt::F16 | Wt::F64 | Wt::BF16)
+    }
+
+    pub(crate) fn is_signed(self) -> bool {
+        matches!(self, Wt::I32 | Wt::I64 | Wt::I8)
+    }
+
+    /// Whether elements share 32-bit words (stored through atomics).
+    pub(crate) fn packed(self) -> bool {
+        matches!(self, Wt::U8 | Wt::I8 | Wt::BF16)
+    }
+
+    /// Whether the compute type is 64 bits wide (scalars take two words).
+    pub(crate) fn wide(self) -> bool {
+        self.size() == 8
+    }
+
+    /// Whether the transcendental functions (`exp`, `log`, `tanh`, `pow`) exist: not in
+    /// 64 bits (Vulkan's GLSL.std.450 has them for 16- and 32-bit floats only).
+    pub(crate) fn has_math(self) -> bool {
+        matches!(self, Wt::F32 | Wt::F16 | Wt::BF16)
+    }
+
+    /// The compute type.
+    pub(super) fn compute(self) -> &'static str {
+        match self {
+            Wt::F16 | Wt::BF16 => "f32",
+            Wt::U8 => "u32",
+            Wt::I8 => "i32",
+            t => t.name(),
+        }
+    }
+
+    pub(super) fn enables(self) -> &'static str {
+        match self {
+            Wt::F16 => "enable f16;\n",
+            _ => "",
+        }
+    }
+}
