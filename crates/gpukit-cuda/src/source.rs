@@ -33,6 +33,7 @@ pub(crate) fn unary_body(op: UnaryOp) -> &'static str {
              op_add(x, op_mul(op_mul(op_mul((C)0.044715, x), x), x))))))"
         }
         UnaryOp::Softplus => "op_add((x > (C)0 ? x : (C)0), log1p(exp(op_neg(op_abs(x)))))",
+        UnaryOp::Hardswish => "op_mul(x, op_div(cmin(cmax(op_add(x, (C)3), (C)0), (C)6), (C)6))",
     }
 }
 

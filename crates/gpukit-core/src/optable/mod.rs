@@ -179,6 +179,15 @@ unary_table! {
                 let pos = if x > C::ZERO { x } else { C::ZERO };
                 pos.add(x.abs().neg().exp().ln_1p())
             };
+        /// Hard swish (MobileNetV3): `x * relu6(x + 3) / 6`, computed as
+        /// `x * (min(max(x + 3, 0), 6) / 6)`: three roundings, so within 2 ulp, exact for
+        /// `|x| >= 3` (`x`, or a zero of `x`'s sign) and never overflowing; `-inf` gives NaN
+        /// (`-inf * 0`).
+        Hardswish "hardswish" (hardswish, hardswish_inplace) ulps 2 slack 0 math none domain all
+            |x| {
+                let relu6 = x.add(C::from_f64(3.0)).max(C::ZERO).min(C::from_f64(6.0));
+                x.mul(relu6.div(C::from_f64(6.0)))
+            };
     }
 }
 

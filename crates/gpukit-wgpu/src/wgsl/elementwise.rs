@@ -35,6 +35,7 @@ pub(crate) fn unary_body(op: UnaryOp, t: Wt) -> String {
             "(0.5 * x) * (1.0 + tanh32(0.7978845608028654 * (x + ((0.044715 * x) * x) * x)))".into()
         }
         UnaryOp::Softplus => "select(0.0, x, x > 0.0) + log1p32(exp(-abs(x)))".into(),
+        UnaryOp::Hardswish => "x * (min(max(x + 3.0, 0.0), 6.0) / 6.0)".into(),
     }
 }
 
