@@ -47,7 +47,7 @@ macro_rules! reductions {
             x: &impl DeviceRead<T, B>,
             out: &mut impl DeviceWrite<$R, B>,
         ) -> Result<()> {
-            self.reduce_rows(ReduceOp::$op, Shape::new(1, x.len()), x, out)
+            self.reduce_rows(stringify!($into), ReduceOp::$op, Shape::new(1, x.len()), x, out)
         }
 
         #[doc = concat!("Writes", $what, " of each row of the `shape` matrix `x` into `out` (`shape.rows` elements).")]
@@ -57,7 +57,7 @@ macro_rules! reductions {
             x: &impl DeviceRead<T, B>,
             out: &mut impl DeviceWrite<$R, B>,
         ) -> Result<()> {
-            self.reduce_rows(ReduceOp::$op, shape, x, out)
+            self.reduce_rows(stringify!($row), ReduceOp::$op, shape, x, out)
         }
     )*};
 }
@@ -162,7 +162,7 @@ impl<B: Backend> Stream<B> {
 
     /// `x = alpha * x` (the same as [`Stream::mul_scalar_inplace`]).
     pub fn scale<T: Numeric>(&self, alpha: T, x: &mut impl DeviceWrite<T, B>) -> Result<()> {
-        self.binary_scalar_inplace(BinaryOp::Mul, x, alpha)
+        self.binary_scalar_inplace_as("scale", BinaryOp::Mul, x, alpha)
     }
 
     /// `out = op(x)` element-wise; a float-only op on an integer type is
@@ -173,7 +173,18 @@ impl<B: Backend> Stream<B> {
         x: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        let name = op.name();
+        self.unary_as(op.name(), op, x, out)
+    }
+
+    /// [`Stream::unary`], its errors naming `call`.
+    pub(crate) fn unary_as<T: Numeric>(
+        &self,
+        call: &'static str,
+        op: UnaryOp,
+        x: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "out", x.len(), out.len())?;
         let (sx, so, len) = (x.slice_ref(), out.slice_ref(), x.len());
@@ -196,7 +207,17 @@ impl<B: Backend> Stream<B> {
         op: UnaryOp,
         x: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        let name = op.name();
+        self.unary_inplace_as(op.name(), op, x)
+    }
+
+    /// [`Stream::unary_inplace`], its errors naming `call`.
+    pub(crate) fn unary_inplace_as<T: Numeric>(
+        &self,
+        call: &'static str,
+        op: UnaryOp,
+        x: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         let (sx, len) = (x.slice_ref(), x.len());
         self.run_op(name, T::DTYPE, [("x", &sx, Access::Write)], |[out]| {
@@ -218,7 +239,19 @@ impl<B: Backend> Stream<B> {
         b: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        let name = op.name();
+        self.binary_as(op.name(), op, a, b, out)
+    }
+
+    /// [`Stream::binary`], its errors naming `call`.
+    pub(crate) fn binary_as<T: Numeric>(
+        &self,
+        call: &'static str,
+        op: BinaryOp,
+        a: &impl DeviceRead<T, B>,
+        b: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "b", a.len(), b.len())?;
         same_len(name, "out", a.len(), out.len())?;
@@ -249,7 +282,18 @@ impl<B: Backend> Stream<B> {
         a: &mut impl DeviceWrite<T, B>,
         b: &impl DeviceRead<T, B>,
     ) -> Result<()> {
-        let name = op.name();
+        self.binary_inplace_as(op.name(), op, a, b)
+    }
+
+    /// [`Stream::binary_inplace`], its errors naming `call`.
+    pub(crate) fn binary_inplace_as<T: Numeric>(
+        &self,
+        call: &'static str,
+        op: BinaryOp,
+        a: &mut impl DeviceWrite<T, B>,
+        b: &impl DeviceRead<T, B>,
+    ) -> Result<()> {
+        let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "b", a.len(), b.len())?;
         let (sa, sb) = (a.slice_ref(), b.slice_ref());
@@ -276,7 +320,19 @@ impl<B: Backend> Stream<B> {
         s: T,
         out: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        let name = op.name();
+        self.binary_scalar_as(op.name(), op, a, s, out)
+    }
+
+    /// [`Stream::binary_scalar`], its errors naming `call`.
+    pub(crate) fn binary_scalar_as<T: Numeric>(
+        &self,
+        call: &'static str,
+        op: BinaryOp,
+        a: &impl DeviceRead<T, B>,
+        s: T,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "out", a.len(), out.len())?;
         let (sa, so) = (a.slice_ref(), out.slice_ref());
@@ -302,7 +358,18 @@ impl<B: Backend> Stream<B> {
         a: &mut impl DeviceWrite<T, B>,
         s: T,
     ) -> Result<()> {
-        let name = op.name();
+        self.binary_scalar_inplace_as(op.name(), op, a, s)
+    }
+
+    /// [`Stream::binary_scalar_inplace`], its errors naming `call`.
+    pub(crate) fn binary_scalar_inplace_as<T: Numeric>(
+        &self,
+        call: &'static str,
+        op: BinaryOp,
+        a: &mut impl DeviceWrite<T, B>,
+        s: T,
+    ) -> Result<()> {
+        let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         let sa = a.slice_ref();
         let shape = Shape::new(1, a.len());
@@ -327,7 +394,7 @@ impl<B: Backend> Stream<B> {
         v: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        self.binary_bcast(op, shape, Bcast::Row, a, v, out)
+        self.binary_bcast(op.name(), op, shape, Bcast::Row, a, v, out)
     }
 
     /// In place: `a[r][j] = a[r][j] op v[j]` (see [`Stream::binary_row`]).
@@ -338,7 +405,7 @@ impl<B: Backend> Stream<B> {
         a: &mut impl DeviceWrite<T, B>,
         v: &impl DeviceRead<T, B>,
     ) -> Result<()> {
-        self.binary_bcast_inplace(op, shape, Bcast::Row, a, v)
+        self.binary_bcast_inplace(op.name(), op, shape, Bcast::Row, a, v)
     }
 
     /// `out[r][j] = a[r][j] op v[r]`: the column vector `v` (`shape.rows` elements) over
@@ -351,7 +418,7 @@ impl<B: Backend> Stream<B> {
         v: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        self.binary_bcast(op, shape, Bcast::Col, a, v, out)
+        self.binary_bcast(op.name(), op, shape, Bcast::Col, a, v, out)
     }
 
     /// In place: `a[r][j] = a[r][j] op v[r]` (see [`Stream::binary_col`]).
@@ -362,19 +429,20 @@ impl<B: Backend> Stream<B> {
         a: &mut impl DeviceWrite<T, B>,
         v: &impl DeviceRead<T, B>,
     ) -> Result<()> {
-        self.binary_bcast_inplace(op, shape, Bcast::Col, a, v)
+        self.binary_bcast_inplace(op.name(), op, shape, Bcast::Col, a, v)
     }
 
-    /// Checks a broadcast's matrix and vector lengths.
+    /// Checks a broadcast's matrix and vector lengths; errors name `call`.
     fn check_bcast<T: Numeric>(
         &self,
+        call: &'static str,
         op: BinaryOp,
         shape: Shape,
         how: Bcast,
         a: usize,
         v: usize,
     ) -> Result<()> {
-        let name = op.name();
+        let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "a", shape_len(name, shape)?, a)?;
         match how {
@@ -384,8 +452,11 @@ impl<B: Backend> Stream<B> {
     }
 
     /// `out = a op v` with the vector `v` broadcast over the rows or columns of `a`.
-    fn binary_bcast<T: Numeric>(
+    // Eight arguments: the generated methods' name and op, and the operands of a broadcast.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn binary_bcast<T: Numeric>(
         &self,
+        call: &'static str,
         op: BinaryOp,
         shape: Shape,
         how: Bcast,
@@ -393,8 +464,8 @@ impl<B: Backend> Stream<B> {
         v: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        let name = op.name();
-        self.check_bcast::<T>(op, shape, how, a.len(), v.len())?;
+        let name = call;
+        self.check_bcast::<T>(call, op, shape, how, a.len(), v.len())?;
         same_len(name, "out", a.len(), out.len())?;
         let (sa, sv, so) = (a.slice_ref(), v.slice_ref(), out.slice_ref());
         self.run_op(
@@ -419,16 +490,17 @@ impl<B: Backend> Stream<B> {
     }
 
     /// `a = a op v` with the vector `v` broadcast over the rows or columns of `a`.
-    fn binary_bcast_inplace<T: Numeric>(
+    pub(crate) fn binary_bcast_inplace<T: Numeric>(
         &self,
+        call: &'static str,
         op: BinaryOp,
         shape: Shape,
         how: Bcast,
         a: &mut impl DeviceWrite<T, B>,
         v: &impl DeviceRead<T, B>,
     ) -> Result<()> {
-        let name = op.name();
-        self.check_bcast::<T>(op, shape, how, a.len(), v.len())?;
+        let name = call;
+        self.check_bcast::<T>(call, op, shape, how, a.len(), v.len())?;
         let (sa, sv) = (a.slice_ref(), v.slice_ref());
         self.run_op(
             name,
@@ -516,15 +588,17 @@ impl<B: Backend> Stream<B> {
     }
 
     /// The reductions of each row of a `shape` matrix into `out` (one per row), of any
-    /// result type `R` (the element type, or `u32` for the index reductions).
+    /// result type `R` (the element type, or `u32` for the index reductions); errors name
+    /// `call`, the method the user called.
     fn reduce_rows<T: Numeric, R: Element>(
         &self,
+        call: &'static str,
         op: ReduceOp,
         shape: Shape,
         x: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<R, B>,
     ) -> Result<()> {
-        let name = op.name();
+        let name = call;
         self.floats_only(name, op == ReduceOp::Mean, T::DTYPE)?;
         same_len(name, "x", shape_len(name, shape)?, x.len())?;
         same_len(name, "out", shape.rows, out.len())?;
@@ -594,10 +668,21 @@ impl<B: Backend> Stream<B> {
         y: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        same_len("dot", "y", x.len(), y.len())?;
-        same_len("dot", "out", 1, out.len())?;
+        self.dot_as("dot_into", x, y, out)
+    }
+
+    /// [`Stream::dot_into`], its errors naming `call`.
+    fn dot_as<T: Numeric>(
+        &self,
+        call: &'static str,
+        x: &impl DeviceRead<T, B>,
+        y: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        same_len(call, "y", x.len(), y.len())?;
+        same_len(call, "out", 1, out.len())?;
         self.same_contexts(
-            "dot",
+            call,
             [
                 ("x", x.slice_ref().context_id()),
                 ("y", y.slice_ref().context_id()),
@@ -609,7 +694,7 @@ impl<B: Backend> Stream<B> {
         }
         let (sx, sy, so, len) = (x.slice_ref(), y.slice_ref(), out.slice_ref(), x.len());
         self.run_op(
-            "dot",
+            call,
             T::DTYPE,
             [
                 ("x", &sx, Access::Read),
@@ -622,36 +707,36 @@ impl<B: Backend> Stream<B> {
 
     /// The sum of `x`; waits for the result.
     pub fn sum<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<T> {
-        self.host_result(|s, out| s.sum_into(x, out))
+        self.host_reduce("sum", ReduceOp::Sum, x)
     }
 
     /// The mean of `x` ([`Error::EmptyInput`] when empty); waits for the result.
     pub fn mean<T: Float>(&self, x: &impl DeviceRead<T, B>) -> Result<T> {
-        self.host_result(|s, out| s.mean_into(x, out))
+        self.host_reduce("mean", ReduceOp::Mean, x)
     }
 
     /// The smallest element of `x` ([`Error::EmptyInput`] when empty); waits for the result.
     pub fn min<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<T> {
-        self.host_result(|s, out| s.min_into(x, out))
+        self.host_reduce("min", ReduceOp::Min, x)
     }
 
     /// The largest element of `x` ([`Error::EmptyInput`] when empty); waits for the result.
     pub fn max<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<T> {
-        self.host_result(|s, out| s.max_into(x, out))
+        self.host_reduce("max", ReduceOp::Max, x)
     }
 
     /// The index of the first smallest element of `x` (NaNs rank last;
     /// [`Error::EmptyInput`] when empty); waits for the result.
     pub fn argmin<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<usize> {
-        self.host_result(|s, out| s.argmin_into(x, out))
-            .map(|i: u32| i as usize)
+        self.host_reduce::<T, u32>("argmin", ReduceOp::ArgMin, x)
+            .map(|i| i as usize)
     }
 
     /// The index of the first largest element of `x` (NaNs rank last;
     /// [`Error::EmptyInput`] when empty); waits for the result.
     pub fn argmax<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<usize> {
-        self.host_result(|s, out| s.argmax_into(x, out))
-            .map(|i: u32| i as usize)
+        self.host_reduce::<T, u32>("argmax", ReduceOp::ArgMax, x)
+            .map(|i| i as usize)
     }
 
     /// The dot product of `x` and `y`; waits for the result.
@@ -660,14 +745,34 @@ impl<B: Backend> Stream<B> {
         x: &impl DeviceRead<T, B>,
         y: &impl DeviceRead<T, B>,
     ) -> Result<T> {
-        self.host_result(|s, out| s.dot_into(x, y, out))
+        self.host_result("dot", |s, out| s.dot_as("dot", x, y, out))
     }
 
-    /// Runs `f` into a fresh one-element array and downloads the element.
+    /// The whole-array reduction `op` of `x`, downloaded; errors name `call`.
+    fn host_reduce<T: Numeric, R: Element>(
+        &self,
+        call: &'static str,
+        op: ReduceOp,
+        x: &impl DeviceRead<T, B>,
+    ) -> Result<R> {
+        self.host_result(call, |s, out| {
+            s.reduce_rows(call, op, Shape::new(1, x.len()), x, out)
+        })
+    }
+
+    /// Runs `f` into a fresh one-element array and downloads the element. Refused during
+    /// any capture of the context, naming `call`: the result needs an allocation and a
+    /// blocking read, neither of which a graph can hold.
     fn host_result<R: Element>(
         &self,
+        call: &'static str,
         f: impl FnOnce(&Self, &mut crate::GpuArray<R, B>) -> Result<()>,
     ) -> Result<R> {
+        self.shared_arc().not_capturing(
+            call,
+            "a result returned to the host needs an allocation and a blocking read, which a \
+             capture cannot hold (reduce into a device array with the `_into` form instead)",
+        )?;
         let mut out = crate::GpuArray::<R, B>::alloc(self, 1, false)?;
         f(self, &mut out)?;
         let mut v = [R::default()];

@@ -788,6 +788,57 @@ backend_tests! {
         Ok(())
     }
 
+    /// Regression test for "error messages name the op, not the call": `add_row` reported
+    /// `add`, `scale` `mul`, `row_sum` `sum`, and `ctx.sum` during a capture
+    /// `Context::alloc`. Each error names the method the user called.
+    fn errors_name_the_method_the_user_called(ctx) {
+        let shape = Shape::new(2, 3);
+        let (m, five) = (ctx.alloc_upload(&[1.0f32; 6])?, ctx.alloc_upload(&[1.0f32; 5])?);
+        let mut out = ctx.alloc_upload(&[0.0f32; 6])?;
+        let op_of = |r: gpukit::Result<()>| match r {
+            Err(Error::LengthMismatch { op, .. }) => op,
+            other => panic!("expected LengthMismatch, got {other:?}"),
+        };
+        assert_eq!(op_of(ctx.add_row(shape, &m, &five, &mut out)), "add_row");
+        assert_eq!(op_of(ctx.mul_col_inplace(shape, &mut out, &five)), "mul_col_inplace");
+        assert_eq!(op_of(ctx.minimum(&m, &five, &mut out)), "minimum");
+        assert_eq!(op_of(ctx.relu(&five, &mut out)), "relu");
+        assert_eq!(op_of(ctx.add_scalar(&five, 1.0, &mut out)), "add_scalar");
+        let mut two = ctx.alloc_upload(&[0.0f32; 2])?;
+        assert_eq!(op_of(ctx.row_sum(shape, &five, &mut two)), "row_sum");
+        assert_eq!(op_of(ctx.sum_into(&m, &mut out)), "sum_into");
+        assert_eq!(op_of(ctx.dot_into(&m, &five, &mut two)), "dot_into");
+        assert_eq!(op_of(ctx.dot(&m, &five).map(|_| ())), "dot");
+        // The generic entry points name the op.
+        assert_eq!(op_of(ctx.binary(BinaryOp::Add, &m, &five, &mut out)), "add");
+        // `scale` is a multiplication by a scalar, and says `scale`.
+        let other = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+        let mut foreign = other.alloc_upload(&[1.0f32; 3])?;
+        let r = ctx.scale(2.0, &mut foreign);
+        assert!(matches!(r, Err(Error::ContextMismatch { op: "scale", .. })), "{r:?}");
+        if ctx.backend_name() == "vulkan" {
+            return Ok(()); // no graphs there
+        }
+        let s = ctx.create_stream()?;
+        ctx.sync()?;
+        let r = s.capture(|s| {
+            let inner = s.sum(&m).map(|_| ());
+            assert!(
+                matches!(inner, Err(Error::CaptureViolation { call: "sum", .. })),
+                "{inner:?}"
+            );
+            // Another stream's host reduction during the capture names its call too.
+            let other = ctx.max(&m).map(|_| ());
+            assert!(
+                matches!(other, Err(Error::CaptureViolation { call: "max", .. })),
+                "{other:?}"
+            );
+            s.scale(2.0f32, &mut out)
+        });
+        assert!(r.is_ok(), "{r:?}");
+        Ok(())
+    }
+
     fn table_ops_reject_bad_shapes_and_types(ctx) {
         let shape = Shape::new(2, 3);
         let m = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
@@ -825,8 +876,8 @@ backend_tests! {
             ("argmin", ctx.argmin(&empty).map(|_| ())),
             ("min", ctx.min(&empty).map(|_| ())),
             ("mean", ctx.mean(&empty).map(|_| ())),
-            ("max", ctx.row_max(Shape::new(2, 0), &empty, &mut rows_out)),
-            ("argmax", ctx.row_argmax(Shape::new(3, 0), &empty, &mut idx)),
+            ("row_max", ctx.row_max(Shape::new(2, 0), &empty, &mut rows_out)),
+            ("row_argmax", ctx.row_argmax(Shape::new(3, 0), &empty, &mut idx)),
         ] {
             assert!(matches!(r, Err(Error::EmptyInput { op }) if op == name), "{name}: {r:?}");
         }
@@ -853,7 +904,7 @@ backend_tests! {
         match ctx.alloc_zeros::<u8>(huge.cols) {
             Ok(big) => {
                 let r = ctx.row_argmax(huge, &big, &mut one);
-                assert!(matches!(r, Err(Error::InvalidShape { op: "argmax", arg: "x", .. })), "{r:?}");
+                assert!(matches!(r, Err(Error::InvalidShape { op: "row_argmax", arg: "x", .. })), "{r:?}");
             }
             // A wgpu buffer holds at most the adapter's largest buffer (2 GiB on lavapipe):
             // the 4 GiB input cannot exist there, which the typed error says.

@@ -39,7 +39,9 @@ macro_rules! unary_table {
             /// Every unary op, in table order.
             pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$NV,)* $(UnaryOp::$FV,)*];
 
-            /// Lower-case name (also the name of its method on [`Stream`]).
+            /// Lower-case name: the op in kernel names and in the errors of the generic
+            /// entry points ([`Stream::unary`]); the typed methods are named in the table
+            /// entry (and name themselves in their errors).
             pub const fn name(self) -> &'static str {
                 match self { $(UnaryOp::$NV => $nname,)* $(UnaryOp::$FV => $fname,)* }
             }
@@ -134,11 +136,11 @@ macro_rules! unary_table {
                 ///
                 #[doc = concat!("Writes `", $nname, "(x)` into `out`, element by element.")]
                 pub fn $nm<T: Numeric>(&self, x: &impl DeviceRead<T, B>, out: &mut impl DeviceWrite<T, B>) -> Result<()> {
-                    self.unary(UnaryOp::$NV, x, out)
+                    self.unary_as(stringify!($nm), UnaryOp::$NV, x, out)
                 }
                 #[doc = concat!("In place: `x = ", $nname, "(x)`, element by element (see [`Stream::", stringify!($nm), "`]).")]
                 pub fn $nmi<T: Numeric>(&self, x: &mut impl DeviceWrite<T, B>) -> Result<()> {
-                    self.unary_inplace(UnaryOp::$NV, x)
+                    self.unary_inplace_as(stringify!($nmi), UnaryOp::$NV, x)
                 }
             )*
             $(
@@ -146,11 +148,11 @@ macro_rules! unary_table {
                 ///
                 #[doc = concat!("Writes `", $fname, "(x)` into `out`, element by element.")]
                 pub fn $fm<T: Float>(&self, x: &impl DeviceRead<T, B>, out: &mut impl DeviceWrite<T, B>) -> Result<()> {
-                    self.unary(UnaryOp::$FV, x, out)
+                    self.unary_as(stringify!($fm), UnaryOp::$FV, x, out)
                 }
                 #[doc = concat!("In place: `x = ", $fname, "(x)`, element by element (see [`Stream::", stringify!($fm), "`]).")]
                 pub fn $fmi<T: Float>(&self, x: &mut impl DeviceWrite<T, B>) -> Result<()> {
-                    self.unary_inplace(UnaryOp::$FV, x)
+                    self.unary_inplace_as(stringify!($fmi), UnaryOp::$FV, x)
                 }
             )*
         }
@@ -188,7 +190,9 @@ macro_rules! binary_table {
             /// Every binary op, in table order.
             pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$NV,)* $(BinaryOp::$FV,)*];
 
-            /// Lower-case name (also the name of its method on [`Stream`]).
+            /// Lower-case name: the op in kernel names and in the errors of the generic
+            /// entry points ([`Stream::binary`], ...); the typed methods are named in the
+            /// table entry (`minimum` for `min`) and name themselves in their errors.
             pub const fn name(self) -> &'static str {
                 match self { $(BinaryOp::$NV => $nname,)* $(BinaryOp::$FV => $fname,)* }
             }
@@ -280,19 +284,19 @@ macro_rules! binary_table {
             b: &impl DeviceRead<T, B>,
             out: &mut impl DeviceWrite<T, B>,
         ) -> Result<()> {
-            self.binary(BinaryOp::$V, a, b, out)
+            self.binary_as(stringify!($plain), BinaryOp::$V, a, b, out)
         }
         #[doc = concat!("In place: `a = a ", $name, " b`, element by element.")]
         pub fn $inplace<T: $bound>(&self, a: &mut impl DeviceWrite<T, B>, b: &impl DeviceRead<T, B>) -> Result<()> {
-            self.binary_inplace(BinaryOp::$V, a, b)
+            self.binary_inplace_as(stringify!($inplace), BinaryOp::$V, a, b)
         }
         #[doc = concat!("Writes `a ", $name, " s` for one scalar `s` into `out`.")]
         pub fn $scalar<T: $bound>(&self, a: &impl DeviceRead<T, B>, s: T, out: &mut impl DeviceWrite<T, B>) -> Result<()> {
-            self.binary_scalar(BinaryOp::$V, a, s, out)
+            self.binary_scalar_as(stringify!($scalar), BinaryOp::$V, a, s, out)
         }
         #[doc = concat!("In place: `a = a ", $name, " s` for one scalar `s`.")]
         pub fn $scalar_inplace<T: $bound>(&self, a: &mut impl DeviceWrite<T, B>, s: T) -> Result<()> {
-            self.binary_scalar_inplace(BinaryOp::$V, a, s)
+            self.binary_scalar_inplace_as(stringify!($scalar_inplace), BinaryOp::$V, a, s)
         }
         #[doc = concat!("Writes `a[r][j] ", $name, " v[j]` into `out`: the row vector `v` (`shape.cols` elements) applied to every row of the `shape` matrix `a` (a bias).")]
         pub fn $row<T: $bound>(
@@ -302,11 +306,11 @@ macro_rules! binary_table {
             v: &impl DeviceRead<T, B>,
             out: &mut impl DeviceWrite<T, B>,
         ) -> Result<()> {
-            self.binary_row(BinaryOp::$V, shape, a, v, out)
+            self.binary_bcast(stringify!($row), BinaryOp::$V, shape, Bcast::Row, a, v, out)
         }
         #[doc = concat!("In place: `a[r][j] = a[r][j] ", $name, " v[j]` for the row vector `v` (`shape.cols` elements).")]
         pub fn $row_inplace<T: $bound>(&self, shape: Shape, a: &mut impl DeviceWrite<T, B>, v: &impl DeviceRead<T, B>) -> Result<()> {
-            self.binary_row_inplace(BinaryOp::$V, shape, a, v)
+            self.binary_bcast_inplace(stringify!($row_inplace), BinaryOp::$V, shape, Bcast::Row, a, v)
         }
         #[doc = concat!("Writes `a[r][j] ", $name, " v[r]` into `out`: the column vector `v` (`shape.rows` elements) applied to every column of the `shape` matrix `a`.")]
         pub fn $col<T: $bound>(
@@ -316,11 +320,11 @@ macro_rules! binary_table {
             v: &impl DeviceRead<T, B>,
             out: &mut impl DeviceWrite<T, B>,
         ) -> Result<()> {
-            self.binary_col(BinaryOp::$V, shape, a, v, out)
+            self.binary_bcast(stringify!($col), BinaryOp::$V, shape, Bcast::Col, a, v, out)
         }
         #[doc = concat!("In place: `a[r][j] = a[r][j] ", $name, " v[r]` for the column vector `v` (`shape.rows` elements).")]
         pub fn $col_inplace<T: $bound>(&self, shape: Shape, a: &mut impl DeviceWrite<T, B>, v: &impl DeviceRead<T, B>) -> Result<()> {
-            self.binary_col_inplace(BinaryOp::$V, shape, a, v)
+            self.binary_bcast_inplace(stringify!($col_inplace), BinaryOp::$V, shape, Bcast::Col, a, v)
         }
     };
 }
