@@ -387,7 +387,7 @@ impl Backend for WgpuBackend {
                 max_shared_mem_per_block: 0,
             },
             priority_range: (0, 0),
-            op_dtypes: wgsl::Wt::dtypes(ops::caps(&self.shared)),
+            op_dtypes: wgsl::WgslType::dtypes(ops::caps(&self.shared)),
         }
     }
 

@@ -7,7 +7,7 @@ use super::elementwise::groups_for;
 use super::pipeline::{dispatch, pipe, Bind};
 use crate::device::NAME;
 use crate::stream::StreamInner;
-use crate::wgsl::{self, pf};
+use crate::wgsl::{self, field};
 use crate::{round4, Shared, WgpuBackend};
 
 /// A byte copy between device ranges with the copy kernel (unaligned ranges, or both in one
@@ -31,10 +31,10 @@ fn copy_kernel(
         };
         let (sb, ss, so) = win(src.0, src.1 + done);
         let (db, ds, doff) = win(dst.0, dst.1 + done);
-        let mut imm = [0u32; pf::WORDS];
-        imm[pf::N] = n as u32;
-        imm[pf::O0] = so as u32;
-        imm[pf::O2] = doff as u32;
+        let mut imm = [0u32; field::WORDS];
+        imm[field::N] = n as u32;
+        imm[field::OFF_IN0] = so as u32;
+        imm[field::OFF_OUT0] = doff as u32;
         let binds = [
             Bind {
                 buf: src.0,

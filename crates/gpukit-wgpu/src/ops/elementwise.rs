@@ -7,7 +7,7 @@ use gpukit_core::{BinaryOp, BufAt, DType, Result, Rhs, Scalar, Shape, UnaryOp};
 use super::pipeline::{dispatch, pipe, Bind, Pipe};
 use super::{u32_of, unsupported, wt, Target};
 use crate::stream::StreamInner;
-use crate::wgsl::{self, pf, set_scalar, Wt};
+use crate::wgsl::{self, field, set_scalar, WgslType};
 use crate::{round4, Shared, WgpuBackend, WgpuBuffer};
 
 /// Threads per workgroup of the element-wise kernels.
@@ -79,7 +79,7 @@ fn elementwise(
     ops: [Option<Operand<'_>>; 3],
     vector: Option<(Operand<'_>, u64)>,
     len: u64,
-    mut imm: [u32; pf::WORDS],
+    mut imm: [u32; field::WORDS],
 ) -> Result<()> {
     let max_es = ops.iter().flatten().map(|o| o.es).max().unwrap_or(4);
     let chunk = ((shared.max_binding - shared.align - 8) / max_es).max(1);
@@ -91,7 +91,11 @@ fn elementwise(
     while start < len {
         let n = chunk.min(len - start);
         let mut binds = [Bind::dummy(shared); 3];
-        for (slot, (o, field)) in ops.iter().zip([pf::O0, pf::O1, pf::O2]).enumerate() {
+        for (slot, (o, field)) in ops
+            .iter()
+            .zip([field::OFF_IN0, field::OFF_IN1, field::OFF_OUT0])
+            .enumerate()
+        {
             if let Some(o) = o {
                 let (b, off) = o.window(shared, start, n);
                 binds[slot] = b;
@@ -100,10 +104,10 @@ fn elementwise(
         }
         if let Some((b, off)) = vec_bind {
             binds[1] = b;
-            imm[pf::O1] = off;
+            imm[field::OFF_IN1] = off;
         }
-        imm[pf::N] = u32_of(n, "a chunk")?;
-        imm[pf::BASE] = u32_of(start, "an element index")?;
+        imm[field::N] = u32_of(n, "a chunk")?;
+        imm[field::BASE] = u32_of(start, "an element index")?;
         dispatch(
             shared,
             stream,
@@ -118,15 +122,15 @@ fn elementwise(
 }
 
 /// A scalar as the bits of the compute type of `t` (f16 widened to f32).
-fn scalar_bits(s: Scalar, t: Wt) -> u64 {
+fn scalar_bits(s: Scalar, t: WgslType) -> u64 {
     let bytes = s.bytes();
     let mut b = [0u8; 8];
     b[..bytes.len()].copy_from_slice(bytes);
     let raw = u64::from_le_bytes(b);
     match t {
-        Wt::F16 => f16_to_f32_bits(raw as u16),
-        Wt::BF16 => (raw & 0xffff) << 16,
-        Wt::I8 => u64::from(raw as u8 as i8 as i32 as u32),
+        WgslType::F16 => f16_to_f32_bits(raw as u16),
+        WgslType::BF16 => (raw & 0xffff) << 16,
+        WgslType::I8 => u64::from(raw as u8 as i8 as i32 as u32),
         _ => raw,
     }
 }
@@ -159,7 +163,7 @@ pub(super) fn fill(
 ) -> Result<()> {
     let Target { shared, stream, t } = at;
     let p = pipe(shared, format!("fill_{}", t.name()), 3, || wgsl::fill(t))?;
-    let mut imm = [0u32; pf::WORDS];
+    let mut imm = [0u32; field::WORDS];
     set_scalar(&mut imm, t, 0, scalar_bits(value, t));
     let out = Operand::of(out, t.size());
     elementwise(
@@ -183,7 +187,7 @@ pub(super) fn axpy(
 ) -> Result<()> {
     let Target { shared, stream, t } = at;
     let p = pipe(shared, format!("axpy_{}", t.name()), 3, || wgsl::axpy(t))?;
-    let mut imm = [0u32; pf::WORDS];
+    let mut imm = [0u32; field::WORDS];
     set_scalar(&mut imm, t, 0, scalar_bits(alpha, t));
     let (x, y) = (Operand::of(x, t.size()), Operand::of(y, t.size()));
     elementwise(
@@ -211,7 +215,7 @@ pub(super) fn unary(
     })?;
     let out = Operand::of(out, t.size());
     let src = src.map(|s| Operand::of(s, t.size())).unwrap_or(out);
-    let imm = [0u32; pf::WORDS];
+    let imm = [0u32; field::WORDS];
     elementwise(
         shared,
         stream,
@@ -233,7 +237,7 @@ pub(super) fn clamp(
 ) -> Result<()> {
     let Target { shared, stream, t } = at;
     let p = pipe(shared, format!("clamp_{}", t.name()), 3, || wgsl::clamp(t))?;
-    let mut imm = [0u32; pf::WORDS];
+    let mut imm = [0u32; field::WORDS];
     set_scalar(&mut imm, t, 0, scalar_bits(lo, t));
     set_scalar(&mut imm, t, 1, scalar_bits(hi, t));
     let out = Operand::of(out, t.size());
@@ -266,8 +270,8 @@ pub(super) fn binary(
     let out = Operand::of(out, es);
     let src = src.map(|s| Operand::of(s, es)).unwrap_or(out);
     let len = (shape.rows as u64) * (shape.cols as u64);
-    let mut imm = [0u32; pf::WORDS];
-    imm[pf::COLS] = u32_of(shape.cols.max(1) as u64, "a row length")?;
+    let mut imm = [0u32; field::WORDS];
+    imm[field::COLS] = u32_of(shape.cols.max(1) as u64, "a row length")?;
     let (mode, other, vector) = match *rhs {
         Rhs::Array(r) => (0, Some(Operand::of(r, es)), None),
         Rhs::Row(r) => (1, None, Some((Operand::of(r, es), shape.cols as u64))),
@@ -277,7 +281,7 @@ pub(super) fn binary(
             (3, None, None)
         }
     };
-    imm[pf::MODE] = mode;
+    imm[field::MODE] = mode;
     elementwise(
         shared,
         stream,
@@ -306,7 +310,7 @@ pub(super) fn cast(
         || wgsl::cast(t, to_t),
     )?;
     let (s, o) = (Operand::of(src, t.size()), Operand::of(out, to_t.size()));
-    let imm = [0u32; pf::WORDS];
+    let imm = [0u32; field::WORDS];
     elementwise(
         shared,
         stream,

@@ -6,7 +6,7 @@ use gpukit_core::{BufAt, Gemm, Result};
 use super::elementwise::Operand;
 use super::pipeline::{dispatch, pipe};
 use super::{u32_of, unsupported, Target};
-use crate::wgsl::{self, pf, set_scalar, Wt};
+use crate::wgsl::{self, field, set_scalar, WgslType};
 use crate::WgpuBackend;
 
 /// `C = alpha op(A) op(B) + beta C` for each product of the batch `g` describes.
@@ -36,17 +36,17 @@ pub(super) fn gemm(
         )));
     }
     let p = pipe(shared, format!("gemm_{}", t.name()), 3, || wgsl::gemm(t))?;
-    let mut imm = [0u32; pf::WORDS];
-    imm[pf::ROWS] = u32_of(g.m as u64, "gemm rows")?;
-    imm[pf::COLS] = u32_of(g.n as u64, "gemm columns")?;
-    imm[pf::K] = u32_of(g.k as u64, "gemm depth")?;
-    imm[pf::BATCH] = u32_of(g.batch as u64, "a gemm batch")?;
-    imm[pf::SA] = u32_of(g.stride_a as u64, "a gemm stride")?;
-    imm[pf::SB] = u32_of(g.stride_b as u64, "a gemm stride")?;
-    imm[pf::SC] = u32_of(g.stride_c as u64, "a gemm stride")?;
-    imm[pf::FLAGS] = u32::from(g.trans_a) | (u32::from(g.trans_b) << 1);
+    let mut imm = [0u32; field::WORDS];
+    imm[field::ROWS] = u32_of(g.m as u64, "gemm rows")?;
+    imm[field::COLS] = u32_of(g.n as u64, "gemm columns")?;
+    imm[field::K] = u32_of(g.k as u64, "gemm depth")?;
+    imm[field::BATCH] = u32_of(g.batch as u64, "a gemm batch")?;
+    imm[field::STRIDE_A] = u32_of(g.stride_a as u64, "a gemm stride")?;
+    imm[field::STRIDE_B] = u32_of(g.stride_b as u64, "a gemm stride")?;
+    imm[field::STRIDE_C] = u32_of(g.stride_c as u64, "a gemm stride")?;
+    imm[field::FLAGS] = u32::from(g.trans_a) | (u32::from(g.trans_b) << 1);
     let bits = |v: f64| {
-        if t == Wt::F64 {
+        if t == WgslType::F64 {
             v.to_bits()
         } else {
             u64::from((v as f32).to_bits())
@@ -54,9 +54,9 @@ pub(super) fn gemm(
     };
     set_scalar(&mut imm, t, 0, bits(g.alpha));
     set_scalar(&mut imm, t, 1, bits(g.beta));
-    imm[pf::O0] = oa;
-    imm[pf::O1] = ob;
-    imm[pf::O2] = oc;
+    imm[field::OFF_IN0] = oa;
+    imm[field::OFF_IN1] = ob;
+    imm[field::OFF_OUT0] = oc;
     let gz = (g.batch as u32).min(max);
     dispatch(shared, stream, &p, &[ba, bb, bc], &imm, [gx, gy, gz])
 }

@@ -17,7 +17,7 @@ use gpukit_core::{DType, Error, Op, Result};
 
 use crate::device::NAME;
 use crate::stream::StreamInner;
-use crate::wgsl::{Caps, Wt};
+use crate::wgsl::{Caps, WgslType};
 use crate::{Shared, WgpuBackend};
 
 pub(crate) use copy::{copy_d2d, copy_raw, upload};
@@ -29,7 +29,7 @@ pub(crate) use pipeline::{compile, dispatch, Bind, Pipe};
 struct Target<'a> {
     shared: &'a Shared,
     stream: &'a StreamInner,
-    t: Wt,
+    t: WgslType,
 }
 
 fn unsupported(what: String) -> Error {
@@ -54,8 +54,8 @@ pub(crate) fn caps(shared: &Shared) -> Caps {
 }
 
 /// The WGSL type of `dtype` on this device, or `Unsupported`.
-fn wt(shared: &Shared, dtype: DType, op: &str) -> Result<Wt> {
-    Wt::of(dtype, caps(shared)).map_err(|why| unsupported(format!("`{op}` on {why}")))
+fn wt(shared: &Shared, dtype: DType, op: &str) -> Result<WgslType> {
+    WgslType::of(dtype, caps(shared)).map_err(|why| unsupported(format!("`{op}` on {why}")))
 }
 
 /// Runs one op of the table.

@@ -7,7 +7,7 @@ use super::elementwise::Operand;
 use super::pipeline::{dispatch, pipe, Bind};
 use super::{caps, u32_of, unsupported, Target};
 use crate::stream::StreamInner;
-use crate::wgsl::{self, pf, ReduceKind, Wt};
+use crate::wgsl::{self, field, ReduceKind, WgslType};
 use crate::{Shared, WgpuBackend};
 
 /// A reduction of each row of the `shape` matrix `x` into `out` (`u32` indices for the
@@ -63,7 +63,7 @@ pub(super) fn dot(
 fn reduction(
     shared: &Shared,
     stream: &StreamInner,
-    t: Wt,
+    t: WgslType,
     kind: ReduceKind,
     x: Operand<'_>,
     y: Option<Operand<'_>>,
@@ -91,20 +91,20 @@ fn reduction(
         ReduceKind::Op(r) => r.name(),
         ReduceKind::Dot => "dot",
     };
-    let mut imm = [0u32; pf::WORDS];
-    imm[pf::ROWS] = u32_of(rows, "rows")?;
-    imm[pf::COLS] = u32_of(cols, "a row length")?;
-    imm[pf::N] = u32_of(cols, "a row length")?;
-    imm[pf::O0] = ox;
-    imm[pf::O1] = oy;
-    imm[pf::O2] = oo;
+    let mut imm = [0u32; field::WORDS];
+    imm[field::ROWS] = u32_of(rows, "rows")?;
+    imm[field::COLS] = u32_of(cols, "a row length")?;
+    imm[field::N] = u32_of(cols, "a row length")?;
+    imm[field::OFF_IN0] = ox;
+    imm[field::OFF_IN1] = oy;
+    imm[field::OFF_OUT0] = oo;
     let gy = rows.min(max) as u32;
     let p1 = pipe(shared, format!("reduce1_{kname}_{tn}"), 4, || {
         wgsl::reduce(kind, t, false, f64_ok)
     })?;
     if parts == 1 {
-        imm[pf::K] = 1;
-        imm[pf::FLAGS] = 1;
+        imm[field::K] = 1;
+        imm[field::FLAGS] = 1;
         return dispatch(
             shared,
             stream,
@@ -133,8 +133,8 @@ fn reduction(
         base: 0,
         size: scratch_bytes,
     };
-    imm[pf::K] = parts as u32;
-    imm[pf::FLAGS] = 0;
+    imm[field::K] = parts as u32;
+    imm[field::FLAGS] = 0;
     dispatch(
         shared,
         stream,
@@ -146,8 +146,8 @@ fn reduction(
     let p2 = pipe(shared, format!("reduce2_{kname}_{tn}"), 4, || {
         wgsl::reduce(kind, t, true, f64_ok)
     })?;
-    imm[pf::COLS] = parts as u32;
-    imm[pf::K] = 1;
-    imm[pf::FLAGS] = 1;
+    imm[field::COLS] = parts as u32;
+    imm[field::K] = 1;
+    imm[field::FLAGS] = 1;
     dispatch(shared, stream, &p2, &[bx, by, bo, bs], &imm, [1, gy, 1])
 }

@@ -7,7 +7,7 @@ use super::elementwise::Operand;
 use super::pipeline::{dispatch, pipe, Bind};
 use super::{caps, u32_of, Target};
 use crate::stream::StreamInner;
-use crate::wgsl::{self, pf, Wt};
+use crate::wgsl::{self, field, WgslType};
 use crate::{Shared, WgpuBackend};
 
 /// Row-wise softmax or log-softmax of the `shape` matrix (in place when `src` is `None`).
@@ -22,8 +22,8 @@ pub(super) fn softmax(
     let out = Operand::of(out, t.size());
     let src = src.map(|s| Operand::of(s, t.size())).unwrap_or(out);
     let n = shape.rows as u64 * shape.cols as u64;
-    let mut imm = [0u32; pf::WORDS];
-    imm[pf::MODE] = u32::from(log);
+    let mut imm = [0u32; field::WORDS];
+    imm[field::MODE] = u32::from(log);
     let (bi, oi) = src.whole(shared, n, "a softmax input")?;
     let (bo, oo) = out.whole(shared, n, "a softmax output")?;
     row_kernel(
@@ -59,9 +59,9 @@ pub(super) fn cross_entropy(
         Some(g) => Operand::of(g, es).whole(shared, n, "a cross-entropy gradient")?,
         None => (Bind::dummy(shared), 0),
     };
-    let mut imm = [0u32; pf::WORDS];
-    imm[pf::MODE] = 2;
-    imm[pf::FLAGS] = u32::from(grad.is_some());
+    let mut imm = [0u32; field::WORDS];
+    imm[field::MODE] = 2;
+    imm[field::FLAGS] = u32::from(grad.is_some());
     row_kernel(
         shared,
         stream,
@@ -79,23 +79,23 @@ pub(super) fn cross_entropy(
 fn row_kernel(
     shared: &Shared,
     stream: &StreamInner,
-    t: Wt,
+    t: WgslType,
     binds: [Bind<'_>; 4],
     offs: [u32; 4],
     rows: u64,
     cols: u64,
-    mut imm: [u32; pf::WORDS],
+    mut imm: [u32; field::WORDS],
 ) -> Result<()> {
     let f64_ok = caps(shared).f64;
     let p = pipe(shared, format!("softmax_{}", t.name()), 4, || {
         wgsl::softmax(t, f64_ok)
     })?;
-    imm[pf::ROWS] = u32_of(rows, "rows")?;
-    imm[pf::COLS] = u32_of(cols, "a row length")?;
-    imm[pf::O0] = offs[0];
-    imm[pf::O1] = offs[1];
-    imm[pf::O2] = offs[2];
-    imm[pf::S0] = offs[3];
+    imm[field::ROWS] = u32_of(rows, "rows")?;
+    imm[field::COLS] = u32_of(cols, "a row length")?;
+    imm[field::OFF_IN0] = offs[0];
+    imm[field::OFF_IN1] = offs[1];
+    imm[field::OFF_OUT0] = offs[2];
+    imm[field::OFF_OUT1] = offs[3];
     let g = (rows as u32).min(shared.limits.max_compute_workgroups_per_dimension);
     dispatch(shared, stream, &p, &binds, &imm, [g, 1, 1])
 }

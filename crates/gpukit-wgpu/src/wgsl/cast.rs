@@ -2,13 +2,13 @@
 //! the reference's rules (`gpukit_core::Numeric::from_wide`), rounding once into f16 and bf16.
 
 use super::elementwise::map_kernel;
-use super::{p_block, Wt, HELPERS};
+use super::{immediate_block, WgslType, HELPERS};
 
 /// The conversion of `v0` (the compute value of an element of `from`) to the compute type
 /// of `to`, with the reference's rules: floats saturate into integers (NaN to 0, truncation
 /// toward zero), integers wrap into integers (two's complement; the store truncates packed
 /// types), everything rounds to nearest into floats, once (see [`ODD_U32`]).
-fn conversion(from: Wt, to: Wt) -> String {
+fn conversion(from: WgslType, to: WgslType) -> String {
     let (fc, tc) = (from.compute(), to.compute());
     let v = "v0";
     if to.is_float() {
@@ -21,22 +21,22 @@ fn conversion(from: Wt, to: Wt) -> String {
         };
     }
     if from.is_float() {
-        let nan = if from == Wt::F64 {
+        let nan = if from == WgslType::F64 {
             format!("!({v} == {v})")
         } else {
             format!("nan32({v})")
         };
         let (lo, hi, min, max) = match to {
-            Wt::I8 => ("-128.0", "128.0", "-128", "127"),
-            Wt::U8 => ("0.0", "256.0", "0u", "255u"),
-            Wt::I32 => (
+            WgslType::I8 => ("-128.0", "128.0", "-128", "127"),
+            WgslType::U8 => ("0.0", "256.0", "0u", "255u"),
+            WgslType::I32 => (
                 "-2147483648.0",
                 "2147483648.0",
                 "i32(-2147483647 - 1)",
                 "2147483647",
             ),
-            Wt::U32 => ("0.0", "4294967296.0", "0u", "4294967295u"),
-            Wt::I64 => (
+            WgslType::U32 => ("0.0", "4294967296.0", "0u", "4294967295u"),
+            WgslType::I64 => (
                 "-9223372036854775808.0",
                 "9223372036854775808.0",
                 "(-9223372036854775807li - 1li)",
@@ -123,29 +123,29 @@ fn odd_f64(v: f64) -> f32 {
 
 /// The round-to-odd helpers a cast from `from` to `to` goes through (defining `odd_<from>`),
 /// none when f32 holds every value of `from` or the target is not a 16-bit float.
-fn odd_helpers(from: Wt, to: Wt) -> &'static [&'static str] {
-    if !matches!(to, Wt::F16 | Wt::BF16) {
+fn odd_helpers(from: WgslType, to: WgslType) -> &'static [&'static str] {
+    if !matches!(to, WgslType::F16 | WgslType::BF16) {
         return &[];
     }
     match from {
-        Wt::I32 | Wt::U32 => &[ODD_U32],
-        Wt::I64 | Wt::U64 => &[ODD_U32, ODD_U64],
-        Wt::F64 => &[ODD_F64],
+        WgslType::I32 | WgslType::U32 => &[ODD_U32],
+        WgslType::I64 | WgslType::U64 => &[ODD_U32, ODD_U64],
+        WgslType::F64 => &[ODD_F64],
         _ => &[],
     }
 }
 
 /// `out0[i] = to(in0[i])`.
-pub(crate) fn cast(from: Wt, to: Wt) -> String {
-    let enable = if from == Wt::F16 || to == Wt::F16 {
+pub(crate) fn cast(from: WgslType, to: WgslType) -> String {
+    let enable = if from == WgslType::F16 || to == WgslType::F16 {
         "enable f16;\n"
     } else {
         ""
     };
     let odd = odd_helpers(from, to).concat();
-    let pre = format!("{enable}{HELPERS}{odd}{}", p_block("u32"));
+    let pre = format!("{enable}{HELPERS}{odd}{}", immediate_block("u32"));
     let body = format!(
-        "let v0 = get_in0(p.o0 + i); put_out0(p.o2 + i, {});",
+        "let v0 = get_in0(p.off_in0 + i); put_out0(p.off_out0 + i, {});",
         conversion(from, to)
     );
     map_kernel(&pre, from, to, &body)

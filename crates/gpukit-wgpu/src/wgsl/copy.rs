@@ -1,9 +1,9 @@
 //! A byte copy in WGSL, for device copies that wgpu's copy command refuses (unaligned
 //! ranges, or both in one buffer).
 
-use super::p_block;
+use super::immediate_block;
 
-/// Copies `p.n` bytes from byte `p.o0` of `in0` to byte `p.o2` of `out0` (both seen as
+/// Copies `p.n` bytes from byte `p.off_in0` of `in0` to byte `p.off_out0` of `out0` (both seen as
 /// words): one thread per destination word, so no two threads write one word.
 pub(crate) fn copy_bytes() -> String {
     format!(
@@ -14,8 +14,8 @@ pub(crate) fn copy_bytes() -> String {
 fn src_byte(b: u32) -> u32 {{ return (in0[b / 4u] >> ((b % 4u) * 8u)) & 0xffu; }}
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-    let first = p.o2 / 4u;
-    let words = (p.o2 + p.n + 3u) / 4u - first;
+    let first = p.off_out0 / 4u;
+    let words = (p.off_out0 + p.n + 3u) / 4u - first;
     let stride = nwg.x * 256u;
     var w = gid.x;
     loop {{
@@ -24,8 +24,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         var v = out0[word];
         for (var k = 0u; k < 4u; k++) {{
             let db = word * 4u + k;
-            if (db >= p.o2 && db < p.o2 + p.n) {{
-                let s = src_byte(p.o0 + (db - p.o2));
+            if (db >= p.off_out0 && db < p.off_out0 + p.n) {{
+                let s = src_byte(p.off_in0 + (db - p.off_out0));
                 v = (v & ~(0xffu << (k * 8u))) | (s << (k * 8u));
             }}
         }}
@@ -35,6 +35,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }}
 }}
 ",
-        p = p_block("u32")
+        p = immediate_block("u32")
     )
 }

@@ -10,10 +10,10 @@
 
 use gpukit_core::{BinaryOp, UnaryOp};
 
-use super::{binding, prelude, Wt};
+use super::{binding, prelude, WgslType};
 
 /// The WGSL body of a unary op over `x: C`.
-pub(crate) fn unary_body(op: UnaryOp, t: Wt) -> String {
+pub(crate) fn unary_body(op: UnaryOp, t: WgslType) -> String {
     let float = t.is_float();
     match op {
         UnaryOp::Neg if float => "-x".into(),
@@ -40,7 +40,7 @@ pub(crate) fn unary_body(op: UnaryOp, t: Wt) -> String {
 }
 
 /// The WGSL body of a binary op over `a: C` and `b: C`.
-pub(crate) fn binary_body(op: BinaryOp, t: Wt) -> String {
+pub(crate) fn binary_body(op: BinaryOp, t: WgslType) -> String {
     let float = t.is_float();
     match op {
         BinaryOp::Add => "a + b".into(),
@@ -61,7 +61,7 @@ pub(crate) fn binary_body(op: BinaryOp, t: Wt) -> String {
 
 /// An element-wise kernel: bindings `in0`, `in1` and `out0` (of `t`, or `out` for the
 /// output), a grid-stride loop over `p.n` elements running `body` for index `i`.
-pub(super) fn map_kernel(prelude: &str, t: Wt, out: Wt, body: &str) -> String {
+pub(super) fn map_kernel(prelude: &str, t: WgslType, out: WgslType, body: &str) -> String {
     format!(
         "{prelude}{}{}{}
 @compute @workgroup_size(256)
@@ -83,9 +83,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 
 /// `out0[i] = op(in0[i])`.
-pub(crate) fn unary(op: UnaryOp, t: Wt) -> String {
+pub(crate) fn unary(op: UnaryOp, t: WgslType) -> String {
     let body = format!(
-        "let x = get_in0(p.o0 + i); put_out0(p.o2 + i, {});",
+        "let x = get_in0(p.off_in0 + i); put_out0(p.off_out0 + i, {});",
         unary_body(op, t)
     );
     map_kernel(&prelude(t), t, t, &body)
@@ -93,44 +93,44 @@ pub(crate) fn unary(op: UnaryOp, t: Wt) -> String {
 
 /// `out0[i] = op(in0[i], rhs)`; `p.mode` 0: `in1[i]`, 1: row vector `in1[(base + i) %
 /// cols]`, 2: column vector `in1[(base + i) / cols]`, 3: the scalar `p.x0`.
-pub(crate) fn binary(op: BinaryOp, t: Wt) -> String {
+pub(crate) fn binary(op: BinaryOp, t: WgslType) -> String {
     let body = format!(
-        "let a = get_in0(p.o0 + i);
+        "let a = get_in0(p.off_in0 + i);
         var b: C;
         switch p.mode {{
-            case 0u: {{ b = get_in1(p.o1 + i); }}
-            case 1u: {{ b = get_in1(p.o1 + (p.base + i) % p.cols); }}
-            case 2u: {{ b = get_in1(p.o1 + (p.base + i) / p.cols); }}
+            case 0u: {{ b = get_in1(p.off_in1 + i); }}
+            case 1u: {{ b = get_in1(p.off_in1 + (p.base + i) % p.cols); }}
+            case 2u: {{ b = get_in1(p.off_in1 + (p.base + i) / p.cols); }}
             default: {{ b = p.x0; }}
         }}
-        put_out0(p.o2 + i, {});",
+        put_out0(p.off_out0 + i, {});",
         binary_body(op, t)
     );
     map_kernel(&prelude(t), t, t, &body)
 }
 
 /// `out0[i] = x0`.
-pub(crate) fn fill(t: Wt) -> String {
-    map_kernel(&prelude(t), t, t, "put_out0(p.o2 + i, p.x0);")
+pub(crate) fn fill(t: WgslType) -> String {
+    map_kernel(&prelude(t), t, t, "put_out0(p.off_out0 + i, p.x0);")
 }
 
 /// `out0[i] = x0 * in0[i] + out0[i]`.
-pub(crate) fn axpy(t: Wt) -> String {
+pub(crate) fn axpy(t: WgslType) -> String {
     map_kernel(
         &prelude(t),
         t,
         t,
-        "put_out0(p.o2 + i, p.x0 * get_in0(p.o0 + i) + get_out0(p.o2 + i));",
+        "put_out0(p.off_out0 + i, p.x0 * get_in0(p.off_in0 + i) + get_out0(p.off_out0 + i));",
     )
 }
 
 /// `out0[i] = clamp(in0[i], x0, x1)`, NaN kept.
-pub(crate) fn clamp(t: Wt) -> String {
+pub(crate) fn clamp(t: WgslType) -> String {
     map_kernel(
         &prelude(t),
         t,
         t,
-        "let x = get_in0(p.o0 + i); let lo = p.x0; let hi = p.x1;
-        put_out0(p.o2 + i, select(select(x, hi, x > hi), lo, x < lo));",
+        "let x = get_in0(p.off_in0 + i); let lo = p.x0; let hi = p.x1;
+        put_out0(p.off_out0 + i, select(select(x, hi, x > hi), lo, x < lo));",
     )
 }

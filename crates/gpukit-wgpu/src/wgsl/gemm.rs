@@ -1,10 +1,10 @@
 //! Gemm in WGSL: a batch of row-major products in 16 x 16 tiles.
 
-use super::{binding, prelude, Wt};
+use super::{binding, prelude, WgslType};
 
 /// `C = alpha op(A) op(B) + beta C` for a batch (workgroup `z`), 16 x 16 tiles.
-/// `p.flags` bit 0: A transposed, bit 1: B transposed; `p.s0`, `p.s1`: alpha, beta.
-pub(crate) fn gemm(t: Wt) -> String {
+/// `p.flags` bit 0: A transposed, bit 1: B transposed; `p.x0`, `p.x1`: alpha, beta.
+pub(crate) fn gemm(t: WgslType) -> String {
     format!(
         "{pre}
 {b0}{b1}{b2}
@@ -23,9 +23,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let row = wid.y * 16u + lid.y;
     let col = wid.x * 16u + lid.x;
     for (var z = wid.z; z < p.batch; z += nwg.z) {{
-        let a0 = p.o0 + z * p.sa;
-        let b0 = p.o1 + z * p.sb;
-        let c0 = p.o2 + z * p.sc;
+        let a0 = p.off_in0 + z * p.stride_a;
+        let b0 = p.off_in1 + z * p.stride_b;
+        let c0 = p.off_out0 + z * p.stride_c;
         var acc = C(0);
         for (var k0 = 0u; k0 < k; k0 += 16u) {{
             let ka = k0 + lid.x;

@@ -2,7 +2,7 @@
 //! shares here (the immediate block, helpers, the element-type prelude and the typed
 //! bindings), and one module per op family.
 //!
-//! Every kernel shares one immediate block (`struct P`, [`pf`]): element offsets into the
+//! Every kernel shares one immediate block (`struct P`, [`field`]): element offsets into the
 //! bound windows, lengths, and two scalars of the compute type. The element-wise table's
 //! bodies are in [`elementwise`] ([`unary_body`](elementwise::unary_body),
 //! [`binary_body`](elementwise::binary_body)).
@@ -21,19 +21,19 @@ pub(crate) use elementwise::{axpy, binary, clamp, fill, unary};
 pub(crate) use gemm::gemm;
 pub(crate) use reduce::{acc_type, part_bytes, reduce, ReduceKind};
 pub(crate) use rows::softmax;
-pub(crate) use types::{Caps, Wt};
+pub(crate) use types::{Caps, WgslType};
 
 /// The immediate block every kernel declares: 16 `u32`s (64 bytes), then two scalars of the
 /// compute type `C` (`x0`, `x1`); 80 bytes at most.
 pub(crate) const IMMEDIATE_BYTES: u32 = 80;
 
-pub(super) fn p_block(c: &str) -> String {
+pub(super) fn immediate_block(c: &str) -> String {
     format!(
         "struct P {{
-    n: u32, cols: u32, base: u32, o0: u32,
-    o1: u32, o2: u32, s0: u32, s1: u32,
-    mode: u32, k: u32, batch: u32, sa: u32,
-    sb: u32, sc: u32, flags: u32, rows: u32,
+    n: u32, cols: u32, base: u32, off_in0: u32,
+    off_in1: u32, off_out0: u32, off_out1: u32, unused: u32,
+    mode: u32, k: u32, batch: u32, stride_a: u32,
+    stride_b: u32, stride_c: u32, flags: u32, rows: u32,
     x0: {c}, x1: {c},
 }}
 var<immediate> p: P;
@@ -41,36 +41,45 @@ var<immediate> p: P;
     )
 }
 
-/// Field indices of the immediate block, in `u32` words.
-pub(crate) mod pf {
+/// Field indices of the immediate block, in `u32` words (the fields of `P`, in order).
+pub(crate) mod field {
+    /// Elements to process.
     pub(crate) const N: usize = 0;
+    /// Elements per row.
     pub(crate) const COLS: usize = 1;
+    /// The first element this dispatch handles (dispatches are split into chunks).
     pub(crate) const BASE: usize = 2;
-    pub(crate) const O0: usize = 3;
-    pub(crate) const O1: usize = 4;
-    pub(crate) const O2: usize = 5;
-    pub(crate) const S0: usize = 6;
+    /// Element offsets of the operands in their bindings: inputs 0 and 1, outputs 0 and 1.
+    pub(crate) const OFF_IN0: usize = 3;
+    pub(crate) const OFF_IN1: usize = 4;
+    pub(crate) const OFF_OUT0: usize = 5;
+    pub(crate) const OFF_OUT1: usize = 6;
+    /// What variant of the kernel runs (a broadcast's layout, log-softmax, ...).
     pub(crate) const MODE: usize = 8;
+    /// Gemm's inner dimension and batch.
     pub(crate) const K: usize = 9;
     pub(crate) const BATCH: usize = 10;
-    pub(crate) const SA: usize = 11;
-    pub(crate) const SB: usize = 12;
-    pub(crate) const SC: usize = 13;
+    /// Gemm's batch strides of A, B and C, in elements.
+    pub(crate) const STRIDE_A: usize = 11;
+    pub(crate) const STRIDE_B: usize = 12;
+    pub(crate) const STRIDE_C: usize = 13;
+    /// Bit flags (gemm's transposes, cross-entropy's gradient).
     pub(crate) const FLAGS: usize = 14;
+    /// Rows of the matrix.
     pub(crate) const ROWS: usize = 15;
     /// The first word of the scalars `x0`, `x1`.
-    pub(crate) const X: usize = 16;
+    pub(crate) const SCALARS: usize = 16;
     /// Words in the block.
     pub(crate) const WORDS: usize = 20;
 }
 
 /// Sets scalar `which` (0: `x0`, 1: `x1`) from its bits in the compute type.
-pub(crate) fn set_scalar(imm: &mut [u32; pf::WORDS], t: Wt, which: usize, bits: u64) {
+pub(crate) fn set_scalar(imm: &mut [u32; field::WORDS], t: WgslType, which: usize, bits: u64) {
     if t.wide() {
-        imm[pf::X + 2 * which] = bits as u32;
-        imm[pf::X + 2 * which + 1] = (bits >> 32) as u32;
+        imm[field::SCALARS + 2 * which] = bits as u32;
+        imm[field::SCALARS + 2 * which + 1] = (bits >> 32) as u32;
     } else {
-        imm[pf::X + which] = bits as u32;
+        imm[field::SCALARS + which] = bits as u32;
     }
 }
 
@@ -151,11 +160,11 @@ fn pow32(a: f32, b: f32) -> f32 {
 
 /// The element-type prelude: `C` (the compute type), `isnan_`, the helpers and the
 /// immediate block. Bindings come from [`binding`].
-pub(crate) fn prelude(t: Wt) -> String {
+pub(crate) fn prelude(t: WgslType) -> String {
     let c = t.compute();
     let isnan = match t {
-        Wt::F32 | Wt::F16 | Wt::BF16 => "nan32(x)",
-        Wt::F64 => "!(x == x)",
+        WgslType::F32 | WgslType::F16 | WgslType::BF16 => "nan32(x)",
+        WgslType::F64 => "!(x == x)",
         _ => "false",
     };
     format!(
@@ -163,7 +172,7 @@ pub(crate) fn prelude(t: Wt) -> String {
          fn isnan_(x: C) -> bool {{ return {isnan}; }}\n\
          {HELPERS}{p}",
         enable = t.enables(),
-        p = p_block(c),
+        p = immediate_block(c),
     )
 }
 
@@ -171,14 +180,14 @@ pub(crate) fn prelude(t: Wt) -> String {
 /// `get_<name>(i)` (the element as its compute type) and `put_<name>(i, v)`. Packed types
 /// live in words written with atomics, so that threads writing neighbouring elements of
 /// one word do not race.
-pub(crate) fn binding(b: u32, name: &str, t: Wt) -> String {
+pub(crate) fn binding(b: u32, name: &str, t: WgslType) -> String {
     let c = t.compute();
     let decl = |ty: &str| {
         format!("@group(0) @binding({b}) var<storage, read_write> {name}: array<{ty}>;\n")
     };
     if !t.packed() {
         let (get, put) = match t {
-            Wt::F16 => ("f32(x)", "f16(v)"),
+            WgslType::F16 => ("f32(x)", "f16(v)"),
             _ => ("x", "v"),
         };
         return format!(
@@ -188,12 +197,12 @@ pub(crate) fn binding(b: u32, name: &str, t: Wt) -> String {
         );
     }
     let (per, bits, mask) = match t {
-        Wt::BF16 => (2, 16, "0xffffu"),
+        WgslType::BF16 => (2, 16, "0xffffu"),
         _ => (4, 8, "0xffu"),
     };
     let (unpack, pack) = match t {
-        Wt::U8 => ("x", "v"),
-        Wt::I8 => ("i32(x << 24u) >> 24u", "u32(v)"),
+        WgslType::U8 => ("x", "v"),
+        WgslType::I8 => ("i32(x << 24u) >> 24u", "u32(v)"),
         _ => ("bitcast<f32>(x << 16u)", "to_bf16(v)"),
     };
     format!(

@@ -3,7 +3,7 @@
 
 use gpukit_core::ReduceOp;
 
-use super::{binding, prelude, Wt};
+use super::{binding, prelude, WgslType};
 
 /// What a reduction kernel reads (see [`reduce`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,7 +48,7 @@ fn accumulates(kind: ReduceKind) -> bool {
 /// The accumulation type of a reduction: f64 for float sums where the device has it (the
 /// reference accumulates in f64; shaders may reassociate, so compensated f32 sums are not
 /// an option), else the compute type.
-pub(crate) fn acc_type(kind: ReduceKind, t: Wt, f64_ok: bool) -> &'static str {
+pub(crate) fn acc_type(kind: ReduceKind, t: WgslType, f64_ok: bool) -> &'static str {
     if accumulates(kind) && t.is_float() && f64_ok {
         "f64"
     } else {
@@ -79,7 +79,8 @@ fn reduce_parts(kind: ReduceKind) -> (String, String) {
         ReduceKind::Op(ReduceOp::Sum) | ReduceKind::Op(ReduceOp::Mean) => (sum, one),
         ReduceKind::Dot => (
             sum,
-            "return Part(A(get_in0(idx)) * A(get_in1(p.o1 + idx - p.o0)), j, 0u);".to_string(),
+            "return Part(A(get_in0(idx)) * A(get_in1(p.off_in1 + idx - p.off_in0)), j, 0u);"
+                .to_string(),
         ),
         ReduceKind::Op(ReduceOp::Max) | ReduceKind::Op(ReduceOp::ArgMax) => (best(true), one),
         ReduceKind::Op(ReduceOp::Min) | ReduceKind::Op(ReduceOp::ArgMin) => (best(false), one),
@@ -90,22 +91,24 @@ fn reduce_parts(kind: ReduceKind) -> (String, String) {
 /// (workgroup `x`), rows strided over workgroup `y`. `stage2` reads parts from `parts`
 /// instead of elements from `in0`. With `p.flags & 1` the pass writes results to `out0`
 /// (elements, or `u32` indices for the arg reductions; a mean divides by `p.n`), else parts.
-pub(crate) fn reduce(kind: ReduceKind, t: Wt, stage2: bool, f64_ok: bool) -> String {
+pub(crate) fn reduce(kind: ReduceKind, t: WgslType, stage2: bool, f64_ok: bool) -> String {
     let (combine, elem) = reduce_parts(kind);
     let index = matches!(
         kind,
         ReduceKind::Op(ReduceOp::ArgMax) | ReduceKind::Op(ReduceOp::ArgMin)
     );
-    let out_t = if index { Wt::U32 } else { t };
+    let out_t = if index { WgslType::U32 } else { t };
     let load = if stage2 {
         "return parts[r * p.cols + j];".to_string()
     } else {
-        format!("let idx = p.o0 + r * p.cols + j;\n    {elem}")
+        format!("let idx = p.off_in0 + r * p.cols + j;\n    {elem}")
     };
     let write = match kind {
-        _ if index => "put_out0(p.o2 + r, best.i);".to_string(),
-        ReduceKind::Op(ReduceOp::Mean) => "put_out0(p.o2 + r, C(best.v / A(p.n)));".to_string(),
-        _ => "put_out0(p.o2 + r, C(best.v));".to_string(),
+        _ if index => "put_out0(p.off_out0 + r, best.i);".to_string(),
+        ReduceKind::Op(ReduceOp::Mean) => {
+            "put_out0(p.off_out0 + r, C(best.v / A(p.n)));".to_string()
+        }
+        _ => "put_out0(p.off_out0 + r, C(best.v));".to_string(),
     };
     let split = format!("alias A = {};\n", acc_type(kind, t, f64_ok));
     format!(

@@ -1,11 +1,11 @@
-//! The element types the WGSL kernels have ([`Wt`]) and the device features that decide
+//! The element types the WGSL kernels have ([`WgslType`]) and the device features that decide
 //! which exist ([`Caps`]).
 
 use gpukit_core::DType;
 
 /// An element type the WGSL kernels have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Wt {
+pub(crate) enum WgslType {
     F32,
     I32,
     U32,
@@ -29,10 +29,10 @@ pub(crate) struct Caps {
     pub(crate) int64: bool,
 }
 
-impl Wt {
+impl WgslType {
     /// The WGSL type of `dtype` on a device with `caps`, or why there is none.
-    pub(crate) fn of(dtype: DType, caps: Caps) -> std::result::Result<Wt, String> {
-        let need = |has: bool, t: Wt, feature: &str| {
+    pub(crate) fn of(dtype: DType, caps: Caps) -> std::result::Result<WgslType, String> {
+        let need = |has: bool, t: WgslType, feature: &str| {
             if has {
                 Ok(t)
             } else {
@@ -40,16 +40,16 @@ impl Wt {
             }
         };
         match dtype {
-            DType::F32 => Ok(Wt::F32),
-            DType::I32 => Ok(Wt::I32),
-            DType::U32 => Ok(Wt::U32),
-            DType::F16 => need(caps.f16, Wt::F16, "SHADER_F16"),
-            DType::F64 => need(caps.f64, Wt::F64, "SHADER_F64"),
-            DType::I64 => need(caps.int64, Wt::I64, "SHADER_INT64"),
-            DType::U64 => need(caps.int64, Wt::U64, "SHADER_INT64"),
-            DType::U8 => Ok(Wt::U8),
-            DType::I8 => Ok(Wt::I8),
-            DType::BF16 => Ok(Wt::BF16),
+            DType::F32 => Ok(WgslType::F32),
+            DType::I32 => Ok(WgslType::I32),
+            DType::U32 => Ok(WgslType::U32),
+            DType::F16 => need(caps.f16, WgslType::F16, "SHADER_F16"),
+            DType::F64 => need(caps.f64, WgslType::F64, "SHADER_F64"),
+            DType::I64 => need(caps.int64, WgslType::I64, "SHADER_INT64"),
+            DType::U64 => need(caps.int64, WgslType::U64, "SHADER_INT64"),
+            DType::U8 => Ok(WgslType::U8),
+            DType::I8 => Ok(WgslType::I8),
+            DType::BF16 => Ok(WgslType::BF16),
         }
     }
 
@@ -57,45 +57,48 @@ impl Wt {
     pub(crate) fn dtypes(caps: Caps) -> Vec<DType> {
         DType::ALL
             .into_iter()
-            .filter(|&d| Wt::of(d, caps).is_ok())
+            .filter(|&d| WgslType::of(d, caps).is_ok())
             .collect()
     }
 
     pub(crate) fn size(self) -> u64 {
         match self {
-            Wt::U8 | Wt::I8 => 1,
-            Wt::F16 | Wt::BF16 => 2,
-            Wt::F32 | Wt::I32 | Wt::U32 => 4,
-            Wt::F64 | Wt::I64 | Wt::U64 => 8,
+            WgslType::U8 | WgslType::I8 => 1,
+            WgslType::F16 | WgslType::BF16 => 2,
+            WgslType::F32 | WgslType::I32 | WgslType::U32 => 4,
+            WgslType::F64 | WgslType::I64 | WgslType::U64 => 8,
         }
     }
 
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Wt::F32 => "f32",
-            Wt::I32 => "i32",
-            Wt::U32 => "u32",
-            Wt::F16 => "f16",
-            Wt::F64 => "f64",
-            Wt::I64 => "i64",
-            Wt::U64 => "u64",
-            Wt::U8 => "u8",
-            Wt::I8 => "i8",
-            Wt::BF16 => "bf16",
+            WgslType::F32 => "f32",
+            WgslType::I32 => "i32",
+            WgslType::U32 => "u32",
+            WgslType::F16 => "f16",
+            WgslType::F64 => "f64",
+            WgslType::I64 => "i64",
+            WgslType::U64 => "u64",
+            WgslType::U8 => "u8",
+            WgslType::I8 => "i8",
+            WgslType::BF16 => "bf16",
         }
     }
 
     pub(crate) fn is_float(self) -> bool {
-        matches!(self, Wt::F32 | Wt::F16 | Wt::F64 | Wt::BF16)
+        matches!(
+            self,
+            WgslType::F32 | WgslType::F16 | WgslType::F64 | WgslType::BF16
+        )
     }
 
     pub(crate) fn is_signed(self) -> bool {
-        matches!(self, Wt::I32 | Wt::I64 | Wt::I8)
+        matches!(self, WgslType::I32 | WgslType::I64 | WgslType::I8)
     }
 
     /// Whether elements share 32-bit words (stored through atomics).
     pub(crate) fn packed(self) -> bool {
-        matches!(self, Wt::U8 | Wt::I8 | Wt::BF16)
+        matches!(self, WgslType::U8 | WgslType::I8 | WgslType::BF16)
     }
 
     /// Whether the compute type is 64 bits wide (scalars take two words).
@@ -106,22 +109,22 @@ impl Wt {
     /// Whether the transcendental functions (`exp`, `log`, `tanh`, `pow`) exist: not in
     /// 64 bits (Vulkan's GLSL.std.450 has them for 16- and 32-bit floats only).
     pub(crate) fn has_math(self) -> bool {
-        matches!(self, Wt::F32 | Wt::F16 | Wt::BF16)
+        matches!(self, WgslType::F32 | WgslType::F16 | WgslType::BF16)
     }
 
     /// The compute type.
     pub(super) fn compute(self) -> &'static str {
         match self {
-            Wt::F16 | Wt::BF16 => "f32",
-            Wt::U8 => "u32",
-            Wt::I8 => "i32",
+            WgslType::F16 | WgslType::BF16 => "f32",
+            WgslType::U8 => "u32",
+            WgslType::I8 => "i32",
             t => t.name(),
         }
     }
 
     pub(super) fn enables(self) -> &'static str {
         match self {
-            Wt::F16 => "enable f16;\n",
+            WgslType::F16 => "enable f16;\n",
             _ => "",
         }
     }
