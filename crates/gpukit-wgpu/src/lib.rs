@@ -52,12 +52,15 @@
 //!   (`src/wgsl/`; the element-wise bodies in `src/wgsl/elementwise.rs`, an exhaustive
 //!   `match` per op, so a table entry without a WGSL body does not compile) and compiled
 //!   once per device. An op whose table entry calls the math library (its `math` column) is
-//!   `Unsupported` on f64, which WGSL on Vulkan has no `exp`, `log`, `tanh` or `pow` for. Element types: f32, i32 and u32 on
-//!   every adapter, f16 where the adapter has `SHADER_F16`; the others (f64, i64, u64, u8,
-//!   i8, bf16) are `Unsupported` for ops, naming the reason, and copy like any bytes.
-//!   Reductions, softmax and cross-entropy accumulate f32 in a pair of f32s (about 48 bits,
-//!   where the CPU backend uses f64): sums and means agree with the CPU backend to within an
-//!   ulp or so rather than bit for bit. Integer division by zero gives 0, as on every backend.
+//!   `Unsupported` on f64, which WGSL on Vulkan has no `exp`, `log`, `tanh` or `pow` for.
+//!   Element types: f32, i32, u32, u8, i8 and bf16 on every adapter (the 8- and 16-bit ones
+//!   packed in 32-bit words, stored with atomics so that neighbouring elements never race),
+//!   f16 where the adapter has `SHADER_F16`, f64 where it has `SHADER_F64`, i64 and u64
+//!   where it has `SHADER_INT64`; a type the adapter lacks is `Unsupported` for ops, naming
+//!   the missing feature, and copies like any bytes. Float sums, means, dots and softmax
+//!   statistics accumulate in f64 where the adapter has it, as the CPU backend does (else in
+//!   f32, which is not bit for bit with the CPU, and errs more the longer the sum). Integer
+//!   division by zero gives 0, as on every backend.
 //! - **Custom kernels** are WGSL ([`gpukit_core::KernelSpec::wgsl`], unsafe to construct
 //!   like CUDA C): the i-th array argument is `@group(0) @binding(i)` storage buffer, the
 //!   scalars are one `var<immediate>` struct in signature order, each field 4 bytes (8 for
