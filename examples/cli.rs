@@ -1,8 +1,8 @@
-//! The example programs' command lines, read with lexopt, so that every program behaves the
-//! same: `--flag value` and `--flag=value` alike, `-h`/`--help` prints the usage and exits
-//! with 0, and an unknown flag, a missing value or a bad value is an error that names the
-//! flag and what it accepts (exit status 2). Nothing is clamped or substituted: a value out
-//! of range is refused, never moved into range.
+//! The command lines of the workspace's programs (tutorials, benchmarks, tools), read with
+//! lexopt, so that every program behaves the same: `--flag value` and `--flag=value` alike,
+//! `-h`/`--help` prints the usage and exits with 0, and an unknown flag, a missing value or a
+//! bad value is an error that names the flag and what it accepts (exit status 2). Nothing is
+//! clamped or substituted: a value out of range is refused, never moved into range.
 //!
 //! A program writes one `parse` function over a [`Cli`] and hands it to [`parse_or_exit`]:
 //!

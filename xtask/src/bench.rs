@@ -1,165 +1,328 @@
-//! `cargo xtask bench`: builds and runs the benchmarks in release mode.
+//! `cargo xtask bench`: builds and runs the benchmarks in release mode, prints one table of
+//! every figure against its target, and with `--write-docs` regenerates
+//! `docs/BENCHMARKS.md` from the JSON reports.
 //!
-//! The benchmarks are examples of the `gpukit-examples` package: `transfer_bench` (copies
-//! and a built-in op against `memcpy`, on the device `--device` names, the CPU by default;
-//! then again on `vulkan`, which prints `SKIPPED: <reason>` without a Vulkan driver,
-//! reporting to `transfer_bench_vulkan.json`), `cuda_bench`
-//! (the CUDA backend against raw cudarc; it prints `SKIPPED: <reason>` without a GPU) and
-//! `graph_bench` (host cost per op of a chain of 100 small ops, eager vs replayed from a
-//! graph; `graph_bench.json`, `graph_bench_cuda.json`), and
-//! `pipeline_bench` (every pipeline pattern against sequential over compute:transfer
-//! ratios), run twice: `--backend cpu`, then `--backend cuda` (which skips without a GPU).
-//! This fixes the build profile, picks where the JSON reports go (`FILE` for
-//! transfer_bench; `cuda_bench.json`, `pipeline_bench.json` and `pipeline_bench_cuda.json`
-//! beside it, creating the folder) and passes whatever follows `--` to transfer_bench. A
-//! benchmark's failure becomes ours.
+//! The benchmarks are examples of the `gpukit-bench` package, run in the order of [`plan`]:
+//! `transfer_bench` (copies and a built-in op against `memcpy`, on the CPU backend, then on
+//! `vulkan`, which prints `SKIPPED: <reason>` without a Vulkan driver), `cuda_bench` (the
+//! CUDA backend against raw cudarc), `pipeline_bench` (every pipeline pattern against
+//! sequential over compute:transfer ratios) and `graph_bench` (host cost per op, eager
+//! against a replayed graph), each on the CPU and on CUDA, `ops_bench` (built-in ops against
+//! memcpy, gemm against other gemms and numpy) and `enqueue_bench` (the CPU enqueue cost
+//! against pushing the same task onto the worker). Without a GPU the CUDA runs print
+//! `SKIPPED` and write no report. `--quick` gives each program its own short form (fewer
+//! sizes and runs). Arguments after `--` go to both `transfer_bench` runs.
 //!
-//! Also `ops_bench` on the CPU (built-in ops against memcpy, gemm against other gemms and
-//! numpy; `ops_bench.json`) and, once `examples/enqueue_bench.rs` exists (checked when the
-//! command runs), `enqueue_bench` (`enqueue_bench.json`). After the runs it prints one table
-//! of every ratio with its target and verdict ([`table`]), between the load averages taken
-//! at the start and the end, and writes it to `summary.json`; `--table-only` prints it from
-//! the reports already there, without running anything. A missed target is in the table,
-//! not a failure.
+//! Reports: transfer_bench's CPU report goes to `--json FILE` (default
+//! `target/bench/transfer_bench.json`), every other `NAME.json` beside it, and a stale report
+//! is removed before its program runs, so a run that skips cannot pass for one that
+//! measured. Beside them, `run.json` records the run (date, commit, toolchain, the machine,
+//! `--quick`, the load averages, each program's arguments), and `summary.json` the table
+//! ([`table`]), printed between the load averages at the start and the end. A missed target
+//! is in the table, not a failure; a benchmark that fails fails the command.
+//!
+//! `--write-docs` writes the page ([`page`]) from those files; `--table-only` runs nothing
+//! and prints the table (and with `--write-docs`, the page) from the files already there.
+
+mod machine;
+mod page;
+mod table;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use lexopt::Arg::Long;
+use serde_json::Value;
 
+use crate::gpu_bundle::{self, BENCH_PACKAGE};
 use crate::util::{self, Cli, Failure, Result};
 
-mod table;
+use page::{Run, RunInfo};
 
 /// Where the JSON report goes when `--json` is not given, relative to the workspace root.
 const DEFAULT_JSON: &str = "target/bench/transfer_bench.json";
 
-/// Runs `cargo xtask bench [--json FILE] [-- extra args]`.
-pub fn run(root: &Path, args: &[String]) -> Result {
-    let (mut cli, extra) = Cli::with_passthrough(args);
-    let mut json: Option<PathBuf> = None;
-    let mut table_only = false;
-    while let Some(arg) = cli.next_arg()? {
-        match arg {
-            Long("json") => json = Some(PathBuf::from(cli.string("--json")?)),
-            Long("table-only") => table_only = true,
-            other => return Err(other.unexpected().into()),
-        }
-    }
+/// What `cargo xtask bench` was asked for.
+#[derive(Debug, Default, PartialEq)]
+struct Options {
+    json: Option<PathBuf>,
+    table_only: bool,
+    quick: bool,
+    write_docs: bool,
+    /// Arguments after `--`, for transfer_bench.
+    extra: Vec<String>,
+}
 
-    let json = match json {
+impl Options {
+    fn parse(args: &[String]) -> Result<Options> {
+        let (mut cli, extra) = Cli::with_passthrough(args);
+        let mut options = Options {
+            extra,
+            ..Options::default()
+        };
+        while let Some(arg) = cli.next_arg()? {
+            match arg {
+                Long("json") => options.json = Some(PathBuf::from(cli.string("--json")?)),
+                Long("table-only") => options.table_only = true,
+                Long("quick") => options.quick = true,
+                Long("write-docs") => options.write_docs = true,
+                other => return Err(other.unexpected().into()),
+            }
+        }
+        if options.table_only && (options.quick || !options.extra.is_empty()) {
+            return Err(Failure::usage(
+                "--table-only runs nothing: --quick and arguments after `--` have no effect",
+            ));
+        }
+        Ok(options)
+    }
+}
+
+/// The programs `cargo xtask bench` runs, in order, each with its arguments and report.
+pub fn plan(quick: bool, transfer_args: &[String]) -> Vec<Run> {
+    let run = |program: &str, args: &[&str], short: &[&str], report: &str| {
+        let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        if quick {
+            all.extend(short.iter().map(|a| (*a).to_owned()));
+        }
+        Run {
+            program: program.to_owned(),
+            args: all,
+            report: report.to_owned(),
+        }
+    };
+    let mut runs = vec![
+        run(
+            "transfer_bench",
+            &[],
+            &["--max-mib", "16"],
+            "transfer_bench",
+        ),
+        run(
+            "transfer_bench",
+            &["--device", "vulkan"],
+            &["--max-mib", "16"],
+            "transfer_bench_vulkan",
+        ),
+        run("cuda_bench", &[], &["--max-mib", "256"], "cuda_bench"),
+        run(
+            "pipeline_bench",
+            &["--backend", "cpu"],
+            &["--quick"],
+            "pipeline_bench",
+        ),
+        run(
+            "pipeline_bench",
+            &["--backend", "cuda"],
+            &["--quick"],
+            "pipeline_bench_cuda",
+        ),
+        run("graph_bench", &["--device", "cpu"], &[], "graph_bench"),
+        run(
+            "graph_bench",
+            &["--device", "cuda"],
+            &[],
+            "graph_bench_cuda",
+        ),
+        run("ops_bench", &["--device", "cpu"], &["--quick"], "ops_bench"),
+        run("enqueue_bench", &[], &["--rounds", "21"], "enqueue_bench"),
+    ];
+    for run in runs.iter_mut().filter(|r| r.program == "transfer_bench") {
+        run.args.extend(transfer_args.iter().cloned());
+    }
+    runs
+}
+
+/// Runs `cargo xtask bench [--quick] [--json FILE] [--write-docs] [--table-only] [-- args]`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    let options = Options::parse(args)?;
+    let json = match &options.json {
         // Cargo leaves us in the caller's directory, but the benchmark runs in the root.
-        Some(path) => util::absolute(&path)?,
+        Some(path) => util::absolute(path)?,
         None => root.join(DEFAULT_JSON),
     };
-    if let Some(dir) = json.parent() {
-        fs::create_dir_all(dir)
-            .map_err(|err| Failure::new(format!("could not create `{}`: {err}", dir.display())))?;
-    }
-
+    let dir = json.parent().unwrap_or(root).to_path_buf();
+    fs::create_dir_all(&dir)
+        .map_err(|err| Failure::new(format!("could not create `{}`: {err}", dir.display())))?;
     let reports = table::Reports {
         transfer: json.clone(),
-        dir: json.parent().unwrap_or(root).to_path_buf(),
+        dir,
     };
-    if table_only {
-        println!("bench: --table-only: from the reports already there; the load is today's");
-        let load = table::load_average();
-        return print_table(&reports, &load, &load);
+
+    let info = if options.table_only {
+        println!("bench: --table-only: from the reports already there");
+        read_run_info(&reports)
+    } else {
+        run_benchmarks(root, &options, &reports).map(Some)?
+    };
+    let (load_start, load_end) = match &info {
+        Some(info) => (info.load_start.clone(), info.load_end.clone()),
+        None => {
+            println!(
+                "bench: no {}; the load average is today's",
+                page::RUN_RECORD
+            );
+            let load = table::load_average();
+            (load.clone(), load)
+        }
+    };
+    let rows = table::rows(&reports);
+    print_table(&reports, &rows, &load_start, &load_end)?;
+    if options.write_docs {
+        let Some(info) = info else {
+            return Err(Failure::new(format!(
+                "--write-docs needs the run's record, {}, which is not in `{}`: run `cargo \
+                 xtask bench --write-docs` (without --table-only)",
+                page::RUN_RECORD,
+                reports.dir.display()
+            )));
+        };
+        let path = root.join(page::PAGE);
+        write(&path, &page::render(&info, &rows, &reports))?;
+        println!("bench: the benchmarks page is {}", path.display());
     }
+    Ok(())
+}
+
+/// Runs every program of the plan and writes `run.json`; the run's record.
+fn run_benchmarks(root: &Path, options: &Options, reports: &table::Reports) -> Result<RunInfo> {
+    let provenance = gpu_bundle::provenance(root);
+    let machine = machine::describe();
     let load_start = table::load_average();
     println!("bench: load average (1, 5, 15 min) at start: {load_start}");
-
-    let mut cmd = util::cargo(root);
-    cmd.args(["run", "--release", "--package", "gpukit-examples"])
-        .args(["--example", "transfer_bench", "--", "--json"])
-        .arg(&json)
-        .args(&extra);
-    util::run(&mut cmd)?;
-    // The same on the Vulkan backend (lavapipe where no GPU has a Vulkan driver).
-    let vulkan_json = json.with_file_name("transfer_bench_vulkan.json");
-    let _ = fs::remove_file(&vulkan_json);
-    let mut cmd = util::cargo(root);
-    cmd.args(["run", "--release", "--package", "gpukit-examples"])
-        .args([
-            "--example",
-            "transfer_bench",
-            "--",
-            "--device",
-            "vulkan",
-            "--json",
-        ])
-        .arg(&vulkan_json)
-        .args(&extra);
-    util::run(&mut cmd)?;
-    let cuda_json = json.with_file_name("cuda_bench.json");
-    // Without a GPU it skips and writes nothing: no stale report may pass for this run's.
-    run_reporting(root, "cuda_bench", &[], &cuda_json)?;
-    let pipeline_json = json.with_file_name("pipeline_bench.json");
-    let pipeline_cuda_json = json.with_file_name("pipeline_bench_cuda.json");
-    for (backend, report) in [("cpu", &pipeline_json), ("cuda", &pipeline_cuda_json)] {
-        run_reporting(root, "pipeline_bench", &["--backend", backend], report)?;
-    }
-    let graph_json = json.with_file_name("graph_bench.json");
-    let graph_cuda_json = json.with_file_name("graph_bench_cuda.json");
-    for (device, report) in [("cpu", &graph_json), ("cuda", &graph_cuda_json)] {
-        run_reporting(root, "graph_bench", &["--device", device], report)?;
-    }
-    let ops_json = json.with_file_name("ops_bench.json");
-    run_reporting(root, "ops_bench", &["--device", "cpu"], &ops_json)?;
-    // The CPU enqueue cost against a direct push onto the worker, once the program exists.
-    let enqueue_json = json.with_file_name("enqueue_bench.json");
-    if root.join(ENQUEUE_BENCH).is_file() {
-        run_reporting(root, "enqueue_bench", &[], &enqueue_json)?;
-    } else {
-        let _ = fs::remove_file(&enqueue_json);
-        println!("bench: no {ENQUEUE_BENCH} yet; its rows are n/a");
-    }
-    for report in [
-        &json,
-        &vulkan_json,
-        &cuda_json,
-        &pipeline_json,
-        &pipeline_cuda_json,
-        &graph_json,
-        &graph_cuda_json,
-        &ops_json,
-        &enqueue_json,
-    ] {
+    let runs = plan(options.quick, &options.extra);
+    for run in &runs {
+        let report = reports.path(&run.report);
+        // Without a GPU a CUDA run skips and writes nothing: no stale report may pass for
+        // this run's.
+        let _ = fs::remove_file(&report);
+        let mut cmd = util::cargo(root);
+        cmd.args(["run", "--release", "--package", BENCH_PACKAGE])
+            .args(["--example", &run.program, "--"])
+            .args(&run.args)
+            .arg("--json")
+            .arg(&report);
+        util::run(&mut cmd)?;
         if report.is_file() {
             println!("bench: JSON report in {}", report.display());
         }
     }
-    print_table(&reports, &load_start, &table::load_average())
+    let info = RunInfo {
+        date: provenance.date,
+        commit: provenance.commit,
+        rustc: provenance.rustc,
+        machine,
+        quick: options.quick,
+        load_start,
+        load_end: table::load_average(),
+        runs,
+    };
+    let text = serde_json::to_string_pretty(&info.to_json())
+        .map_err(|err| Failure::new(format!("could not write the run's record: {err}")))?;
+    write(&reports.dir.join(page::RUN_RECORD), &(text + "\n"))?;
+    Ok(info)
 }
 
-/// The source of the CPU enqueue benchmark, relative to the workspace root.
-const ENQUEUE_BENCH: &str = "examples/enqueue_bench.rs";
+/// The record of the run whose reports are in `reports.dir`, if it is there and readable
+/// (a warning says why not otherwise).
+fn read_run_info(reports: &table::Reports) -> Option<RunInfo> {
+    let path = reports.dir.join(page::RUN_RECORD);
+    let text = fs::read_to_string(&path).ok()?;
+    let parsed = serde_json::from_str::<Value>(&text)
+        .map_err(|err| err.to_string())
+        .and_then(|value| RunInfo::from_json(&value));
+    match parsed {
+        Ok(info) => Some(info),
+        Err(why) => {
+            eprintln!("warning: `{}` is not a run's record: {why}", path.display());
+            None
+        }
+    }
+}
 
-/// Prints the table of every ratio and its target from `reports` and writes it to
-/// `summary.json` beside them.
-fn print_table(reports: &table::Reports, load_start: &str, load_end: &str) -> Result {
-    let rows = table::rows(reports);
+/// Prints the table of every ratio and its target and writes it to `summary.json` beside
+/// the reports.
+fn print_table(
+    reports: &table::Reports,
+    rows: &[table::Row],
+    load_start: &str,
+    load_end: &str,
+) -> Result {
     util::header("bench summary");
-    print!("{}", table::render(&rows, load_start, load_end));
+    print!("{}", table::render(rows, load_start, load_end));
     let path = reports.dir.join("summary.json");
-    let text = serde_json::to_string_pretty(&table::to_json(&rows, load_start, load_end))
+    let text = serde_json::to_string_pretty(&table::to_json(rows, load_start, load_end))
         .map_err(|err| Failure::new(format!("could not write the summary as JSON: {err}")))?;
-    fs::write(&path, text + "\n")
-        .map_err(|err| Failure::new(format!("could not write `{}`: {err}", path.display())))?;
+    write(&path, &(text + "\n"))?;
     println!("bench: summary in {}", path.display());
     Ok(())
 }
 
-/// Runs the benchmark `example` with `args` and `--json report`. A stale report from an
-/// earlier run is removed first, so it cannot pass for this one's (a run that skips writes
-/// none).
-fn run_reporting(root: &Path, example: &str, args: &[&str], report: &Path) -> Result {
-    let _ = fs::remove_file(report);
-    let mut cmd = util::cargo(root);
-    cmd.args(["run", "--release", "--package", "gpukit-examples"])
-        .args(["--example", example, "--"])
-        .args(args)
-        .arg("--json")
-        .arg(report);
-    util::run(&mut cmd)
+fn write(path: &Path, text: &str) -> Result {
+    fs::write(path, text)
+        .map_err(|err| Failure::new(format!("could not write `{}`: {err}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|arg| arg.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_flags() {
+        let options =
+            Options::parse(&strings(&["--quick", "--write-docs", "--", "--runs", "11"])).unwrap();
+        assert!(options.quick && options.write_docs && !options.table_only);
+        assert_eq!(options.extra, strings(&["--runs", "11"]));
+        assert!(Options::parse(&strings(&["--table-only", "--write-docs"])).is_ok());
+        for bad in [&["--fast"][..], &["--table-only", "--quick"][..]] {
+            assert_eq!(
+                Options::parse(&strings(bad)).unwrap_err().code,
+                2,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_plan_runs_every_report_of_the_table_once() {
+        let full = plan(false, &strings(&["--runs", "21"]));
+        let reports: Vec<&str> = full.iter().map(|r| r.report.as_str()).collect();
+        assert_eq!(
+            reports,
+            [
+                "transfer_bench",
+                "transfer_bench_vulkan",
+                "cuda_bench",
+                "pipeline_bench",
+                "pipeline_bench_cuda",
+                "graph_bench",
+                "graph_bench_cuda",
+                "ops_bench",
+                "enqueue_bench"
+            ]
+        );
+        assert_eq!(full[0].args, strings(&["--runs", "21"]));
+        assert_eq!(
+            full[1].args,
+            strings(&["--device", "vulkan", "--runs", "21"])
+        );
+        assert_eq!(full[7].args, strings(&["--device", "cpu"]));
+        let quick = plan(true, &[]);
+        assert_eq!(quick[0].args, strings(&["--max-mib", "16"]));
+        assert_eq!(quick[7].args, strings(&["--device", "cpu", "--quick"]));
+        // Every program is an example of the benchmarks' package.
+        let root = util::workspace_root();
+        for run in &full {
+            let source = root
+                .join("crates")
+                .join(BENCH_PACKAGE)
+                .join("examples")
+                .join(format!("{}.rs", run.program));
+            assert!(source.is_file(), "{}", source.display());
+        }
+    }
 }

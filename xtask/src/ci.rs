@@ -35,7 +35,7 @@ enum Step {
 const CUDA_CRATES: [&str; 3] = ["gpukit-cuda", "gpukit-cuda-sys", "cudarc"];
 
 /// The workspace members that are not published (`publish = false`), left out of `package`.
-const UNPUBLISHED: [&str; 2] = ["gpukit-examples", "xtask"];
+const UNPUBLISHED: [&str; 4] = ["gpukit-examples", "gpukit-bench", "gpukit-tools", "xtask"];
 
 impl Step {
     const ALL: [Step; 7] = [
@@ -164,8 +164,8 @@ fn package_command(root: &Path) -> std::process::Command {
 }
 
 /// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA
-/// crate; clippy (where installed) on the facade and the examples in that configuration;
-/// then the tests of every crate but the CUDA ones and xtask.
+/// crate; clippy (where installed) on the facade and the programs (tutorials, benchmarks,
+/// tools) in that configuration; then the tests of every crate but the CUDA ones and xtask.
 fn no_cuda(root: &Path, test_args: &[String]) -> Result {
     util::header("no-cuda: `gpukit` without its default `cuda` feature compiles no CUDA crate");
     let mut tree = util::cargo(root);
@@ -211,6 +211,10 @@ fn no_cuda(root: &Path, test_args: &[String]) -> Result {
             "gpukit",
             "--package",
             "gpukit-examples",
+            "--package",
+            "gpukit-bench",
+            "--package",
+            "gpukit-tools",
             "--all-targets",
             "--no-default-features",
             "--",
@@ -381,13 +385,19 @@ mod tests {
         let shown = util::display(&cmd);
         assert!(
             shown.ends_with(
-                "package --workspace --allow-dirty --exclude gpukit-examples --exclude xtask"
+                "package --workspace --allow-dirty --exclude gpukit-examples --exclude gpukit-bench \
+                 --exclude gpukit-tools --exclude xtask"
             ),
             "{shown}"
         );
         // Every member left out must really be unpublished.
         let root = util::workspace_root();
-        for dir in ["examples", "xtask"] {
+        for dir in [
+            "examples",
+            "crates/gpukit-bench",
+            "crates/gpukit-tools",
+            "xtask",
+        ] {
             let manifest = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
             assert!(manifest.contains("publish = false"), "{dir}");
         }

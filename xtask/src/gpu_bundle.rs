@@ -10,10 +10,10 @@
 //!    `profile.test` is true and whose `executable` is set names a test binary (cargo's JSON
 //!    is read with serde_json). xtask's own tests are left out: they check this tooling, not
 //!    the GPU, and expect the source tree.
-//! 2. `cargo build --release -p gpukit-examples --examples`, the same way, for the benchmark
-//!    programs named in [`BENCH_PROGRAMS`] and the tools in [`TOOL_PROGRAMS`] (the
-//!    `cuda_doctor` that `run.sh --doctor` runs); a name with no executable is skipped with
-//!    a warning.
+//! 2. `cargo build --release -p gpukit-bench -p gpukit-tools --examples`, the same way, for
+//!    the benchmark programs named in [`BENCH_PROGRAMS`] (examples of [`BENCH_PACKAGE`]) and
+//!    the tools in [`TOOL_PROGRAMS`] (examples of [`TOOL_PACKAGE`]: the `cuda_doctor` that
+//!    `run.sh --doctor` runs); a name with no executable is skipped with a warning.
 //! 3. DIR's old contents are removed, but only if DIR holds a `MANIFEST.txt` (so a mistyped
 //!    DIR cannot delete someone's files); test binaries go to `DIR/tests/<target name>`
 //!    (cargo's `name-hash` file name where two targets share a name), benchmarks to
@@ -48,7 +48,13 @@ use serde_json::Value;
 use crate::gpu_test;
 use crate::util::{self, Cli, Failure, Result};
 
-/// The benchmark programs (examples of `gpukit-examples`) copied into `DIR/bench/`.
+/// The package whose examples are the benchmarks (its folder is `crates/<name>`).
+pub const BENCH_PACKAGE: &str = "gpukit-bench";
+
+/// The package whose examples are the tools (its folder is `crates/<name>`).
+pub const TOOL_PACKAGE: &str = "gpukit-tools";
+
+/// The benchmark programs (examples of [`BENCH_PACKAGE`]) copied into `DIR/bench/`.
 pub const BENCH_PROGRAMS: &[&str] = &[
     "transfer_bench",
     "cuda_bench",
@@ -56,13 +62,13 @@ pub const BENCH_PROGRAMS: &[&str] = &[
     "graph_bench",
 ];
 
-/// The tools (examples of `gpukit-examples`) copied into `DIR/tools/`; `run.sh` runs them by
+/// The tools (examples of [`TOOL_PACKAGE`]) copied into `DIR/tools/`; `run.sh` runs them by
 /// name.
 pub const TOOL_PROGRAMS: &[&str] = &["cuda_doctor"];
 
 /// The PyTorch comparator in the repository (relative to the workspace root): the work of
 /// `cuda_bench` and `pipeline_bench` through PyTorch, compared with their reports.
-pub const TORCH_COMPARATOR_SOURCE: &str = "bench/torch_compare.py";
+pub const TORCH_COMPARATOR_SOURCE: &str = "crates/gpukit-bench/torch_compare.py";
 
 /// Where the comparator goes in the bundle; `run.sh --bench` runs it from there.
 pub const TORCH_COMPARATOR: &str = "tools/torch_compare.py";
@@ -162,12 +168,14 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             "build",
             "--release",
             "--package",
-            "gpukit-examples",
+            BENCH_PACKAGE,
+            "--package",
+            TOOL_PACKAGE,
             "--examples",
         ],
     )?;
-    let benches = pick_examples(&examples, BENCH_PROGRAMS, "benchmark");
-    let tools = pick_examples(&examples, TOOL_PROGRAMS, "tool");
+    let benches = pick_examples(&examples, BENCH_PROGRAMS, BENCH_PACKAGE, "benchmark");
+    let tools = pick_examples(&examples, TOOL_PROGRAMS, TOOL_PACKAGE, "tool");
 
     util::header(&format!("writing the bundle to {}", dir.display()));
     clear_dir(&dir)?;
@@ -250,16 +258,22 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         )));
     }
     println!(
-        "run it on the GPU machine with `{}/run.sh` (`--help` for its options; GPU-RUNS.md \
-         has the sequence of steps)",
+        "run it on the GPU machine with `{}/run.sh` (`--help` for its options; \
+         docs/GPU-RUNS.md has the sequence of steps)",
         dir.display()
     );
     Ok(())
 }
 
 /// The executables of the examples in `names` (each with its name), warning about any that
-/// cargo did not build.
-fn pick_examples(examples: &[Artifact], names: &[&str], what: &str) -> Vec<(String, PathBuf)> {
+/// cargo did not build. Example names are unique in the workspace (`cargo run --example`
+/// needs that), so the name finds the program; `package` is for the warning.
+fn pick_examples(
+    examples: &[Artifact],
+    names: &[&str],
+    package: &str,
+    what: &str,
+) -> Vec<(String, PathBuf)> {
     let mut picked = Vec::new();
     for &name in names {
         let found = examples.iter().find(|artifact| {
@@ -271,7 +285,7 @@ fn pick_examples(examples: &[Artifact], names: &[&str], what: &str) -> Vec<(Stri
             }
             _ => eprintln!(
                 "warning: {what} `{name}` was not built (no example of that name in \
-                 gpukit-examples?); it is left out of the bundle"
+                 {package}?); it is left out of the bundle"
             ),
         }
     }
@@ -516,14 +530,19 @@ fn strip_binary(path: &Path) {
     }
 }
 
-/// Where the binaries came from, for the manifest.
-struct Provenance {
-    commit: String,
-    date: String,
-    rustc: String,
+/// Where the binaries (or a benchmark run's figures) came from: the manifest's and the
+/// benchmarks page's header.
+pub struct Provenance {
+    /// `git rev-parse HEAD`, with `(plus uncommitted changes)` where the tree differs.
+    pub commit: String,
+    /// `date -u`, as `2026-11-26 09:30:00 UTC`.
+    pub date: String,
+    /// `rustc -V`.
+    pub rustc: String,
 }
 
-fn provenance(root: &Path) -> Provenance {
+/// The provenance of the workspace at `root` now.
+pub fn provenance(root: &Path) -> Provenance {
     let commit = match git(root, &["rev-parse", "HEAD"]) {
         Some(commit) => match git(root, &["status", "--porcelain"]) {
             Some(changes) if !changes.is_empty() => {

@@ -42,22 +42,21 @@ commands:
         files `cargo xtask bindgen` generates in crates/gpukit-cuda-sys/src/ffi/ and only there.
         clippy checks the rest: `// SAFETY:` comments on unsafe blocks and impls,
         `# Safety` docs on unsafe fns and traits, no unwrap/expect in library code.
-  bench [--json FILE] [--table-only] [-- <args>]
-        run the benchmarks (release build): transfer_bench, whose JSON goes to FILE (by
-        default target/bench/transfer_bench.json) and which gets the arguments after `--`
-        (e.g. `-- --device cuda`), then cuda_bench (CUDA vs raw cudarc; SKIPPED without a
-        GPU), whose JSON goes to cuda_bench.json beside FILE, then pipeline_bench (every
-        pipeline pattern against sequential at compute:transfer ratios 0.25, 1 and 4) on
-        the CPU backend, JSON to pipeline_bench.json beside FILE, and on CUDA (SKIPPED
-        without a GPU), JSON to pipeline_bench_cuda.json beside FILE, then graph_bench
-        (host cost per op, eager vs replayed graph) on the CPU and on CUDA, JSON to
-        graph_bench.json and graph_bench_cuda.json beside FILE, then ops_bench (built-in
-        ops vs memcpy, gemm vs other gemms and numpy) on the CPU, JSON to ops_bench.json,
-        and enqueue_bench once examples/enqueue_bench.rs exists, JSON to
-        enqueue_bench.json. Then one table of every ratio with its target and whether it
-        holds (holds / MISSED / n/a), with the load average at the start and the end,
-        also written to summary.json beside FILE. --table-only prints the table from the
-        reports already there and runs nothing.
+  bench [--quick] [--json FILE] [--write-docs] [--table-only] [-- <args>]
+        run the benchmarks (gpukit-bench's examples, release build): transfer_bench on the
+        CPU and on Vulkan, whose CPU JSON goes to FILE (by default
+        target/bench/transfer_bench.json) and which get the arguments after `--`, then
+        cuda_bench (CUDA vs raw cudarc; SKIPPED without a GPU), pipeline_bench (every
+        pipeline pattern against sequential at compute:transfer ratios 0.25, 1 and 4) and
+        graph_bench (host cost per op, eager vs replayed graph) on the CPU and on CUDA,
+        ops_bench (built-in ops vs memcpy, gemm vs other gemms and numpy) and
+        enqueue_bench on the CPU, each writing NAME.json beside FILE; run.json records the
+        run (date, commit, machine, arguments). Then one table of every ratio with its
+        target and whether it holds (holds / MISSED / n/a), with the load average at the
+        start and the end, also written to summary.json beside FILE. --quick: each
+        program's short form (fewer sizes and runs). --write-docs: also regenerate
+        docs/BENCHMARKS.md from the reports. --table-only runs nothing: the table (and the
+        page) from the reports already there.
   gpu-test [-- <test args>]
         run the CUDA tests on this machine (release build) and fail when no GPU is usable:
         GPU_REQUIRE_CUDA=1 cargo test --release --no-fail-fast --workspace --exclude xtask
@@ -71,30 +70,31 @@ commands:
   gpu-bundle [DIR]
         build the release test binaries, the benchmarks and the cuda_doctor tool into DIR
         (default: bundle/), stripped, with MANIFEST.txt, run.sh and the PyTorch comparator
-        (bench/torch_compare.py, run after the benchmarks), for a GPU machine
+        (crates/gpukit-bench/torch_compare.py, run after the benchmarks), for a GPU machine
         without Rust (same x86-64 Linux). Refuses to empty a non-empty DIR that has no
         MANIFEST.txt, and fails at 64 MiB or more. On the GPU machine, one step per call:
         `DIR/run.sh [--doctor] [--tests] [--sanitize memcheck|racecheck|synccheck|all]
         [--bench] [--budget S] [--allow-skip] [--expect-skip TEXT] [--out DIR]
-        [-- <test args>]` (see `run.sh --help`; GPU-RUNS.md has the sequence); the
+        [-- <test args>]` (see `run.sh --help`; docs/GPU-RUNS.md has the sequence); the
         summary, a log archive and the benchmark JSON go to $OUT.
   bindgen [--include DIR]...
         regenerate crates/gpukit-cuda-sys/src/ffi/*.rs from CUDA's headers (DIR, or
         $CUDA_HOME/include) with the `bindgen` tool (`cargo install bindgen-cli --locked`,
         needs libclang); the functions bound are listed in crates/gpukit-cuda-sys/bindgen/functions.txt
   soak --minutes N [--backend cpu|cuda] [-- <args>]
-        run the soak example (release build) for N minutes (fractions allowed: 0.2; at
+        run the soak tool (release build) for N minutes (fractions allowed: 0.2; at
         most 10080, a week):
         a triple-buffered pipeline repeated while host RSS, the pinned pool and (CUDA)
         device memory are sampled; fails unless memory is flat after the warm-up (the
         first 20 %) within max(8 MiB, 5 %) and the pool stops allocating, and unless every
         run's output equals the first's. `--backend cuda` without a GPU prints SKIPPED.
-        Arguments after `--` go to the example (`--batches N`, `--batch-mib X`).
+        Arguments after `--` go to the tool (`--batches N`, `--batch-mib X`).
   no-gpu
-        the no-GPU contract: `cargo test -p gpukit --test no_gpu`, then the no_gpu_abort
-        example built with CARGO_PROFILE_RELEASE_PANIC=abort into target/panic-abort:
-        every constructor that can request CUDA must return a typed error without
-        panicking; then a deliberate panic in it must abort (SIGABRT).
+        the no-GPU contract: `cargo test -p gpukit --test no_gpu` (every constructor
+        that can request CUDA returns a typed error), then the no_gpu_abort tool built
+        with CARGO_PROFILE_RELEASE_PANIC=abort into target/panic-abort (the same kinds of
+        calls and the CUDA library loaders all return, none panics); then a deliberate
+        panic in it must abort (SIGABRT).
   miri [-- <args>]
         run gpukit-core's and gpukit-cpu's unit and doc tests under Miri (needs the nightly toolchain with
         the miri and rust-src components)

@@ -1,19 +1,24 @@
 //! `cargo xtask no-gpu`: the no-GPU contract, with unwinding and with `panic = "abort"`.
 //!
 //! 1. `cargo test -p gpukit --test no_gpu`: every public constructor that can request CUDA
-//!    returns a typed error on a machine without a usable GPU (with one, the test prints
-//!    `SKIPPED: a GPU is usable here` for what needs its absence).
-//! 2. The same calls, plus gpukit-cuda-sys's library loaders, in the `no_gpu_abort` example built
-//!    with `CARGO_PROFILE_RELEASE_PANIC=abort` into `target/panic-abort` (its own target
-//!    folder, so the normal build cache keeps its `panic = "unwind"` artefacts). A test
-//!    harness needs unwinding, an example does not. The binary is run directly, so that a
-//!    panic shows as what it is, death by SIGABRT, rather than as cargo's exit status 101.
+//!    returns a typed error on a machine without a usable GPU, the probe's (with a GPU, the
+//!    same calls must open it). This is where the values are asserted.
+//! 2. The same kinds of calls, plus gpukit-cuda-sys's library loaders, in the
+//!    `no_gpu_abort` tool (an example of gpukit-tools) built with
+//!    `CARGO_PROFILE_RELEASE_PANIC=abort` into `target/panic-abort` (its own target folder,
+//!    so the normal build cache keeps its `panic = "unwind"` artefacts). A test harness needs
+//!    unwinding, an example does not; under unwinding a panic the library catches on the way
+//!    would pass for a typed error, under abort it kills the process. The tool asks only
+//!    that every call returns, since step 1 checks what they return. It is run directly, so
+//!    that a panic shows as what it is, death by SIGABRT, rather than as cargo's exit status
+//!    101.
 //! 3. The same binary with `--panic`, which must die by SIGABRT: proof that the build really
 //!    aborts on a panic, so that step 2's exit status 0 means no panic happened.
 
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 
+use crate::gpu_bundle::TOOL_PACKAGE;
 use crate::util::{self, Cli, Failure, Result};
 
 /// The target folder of the `panic = "abort"` build, relative to the workspace root.
@@ -35,7 +40,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     let mut build = util::cargo(root);
     build
         .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
-        .args(["build", "--release", "--package", "gpukit-examples"])
+        .args(["build", "--release", "--package", TOOL_PACKAGE])
         .args(["--example", "no_gpu_abort", "--target-dir"])
         .arg(&target_dir);
     util::run(&mut build)?;
@@ -45,7 +50,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         .join(format!("no_gpu_abort{}", std::env::consts::EXE_SUFFIX));
 
     let mut contract = Command::new(&binary);
-    contract.current_dir(root).arg("--require-abort");
+    contract.current_dir(root);
     let status = status_of(&mut contract)?;
     if !status.success() {
         return Err(Failure::new(format!(
@@ -56,9 +61,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
 
     println!("no-gpu: now a deliberate panic, which must abort the process:");
     let mut panics = Command::new(&binary);
-    panics
-        .current_dir(root)
-        .args(["--require-abort", "--panic"]);
+    panics.current_dir(root).arg("--panic");
     let status = status_of(&mut panics)?;
     if signal(status) != Some(SIGABRT) {
         return Err(Failure::new(format!(

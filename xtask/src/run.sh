@@ -133,7 +133,7 @@ default_first="props behaviour memory bad_input interop alloc_free half debug ba
 default_last="pipeline_props faults digits"
 
 # Rough expectations for each step, printed when it starts. Nothing has run on a GPU yet:
-# replace them with what GPU-RUNS.md records once something has.
+# replace them with what docs/GPU-RUNS.md records once something has.
 expected_duration() {
     local n=${#bins[@]}
     case $1 in
@@ -417,7 +417,7 @@ fi
 
 # The Vulkan backend's tests run on the NVIDIA Vulkan driver where the machine has one: the
 # lent machines keep its ICD file where the loader does not look. The loader itself
-# (libvulkan.so.1) may have to be carried (GPU-RUNS.md says how); with it present, an
+# (libvulkan.so.1) may have to be carried (docs/GPU-RUNS.md says how); with it present, an
 # unusable Vulkan fails the Vulkan tests (GPU_REQUIRE_VULKAN=1) instead of skipping them.
 nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f "$nvidia_icd" ]; then
@@ -1130,7 +1130,7 @@ step_torch_compare() {
     torch_compare ${bench_reports[@]+"${bench_reports[@]}"}
 }
 
-# The PyTorch comparator (tools/torch_compare.py, from bench/ of the repository): the work
+# The PyTorch comparator (tools/torch_compare.py, from crates/gpukit-bench/): the work
 # of cuda_bench and pipeline_bench through PyTorch on the same GPU, and a table of our
 # figures, PyTorch's and their ratios against the targets. Args: the benchmarks that wrote
 # a JSON report in this step (cuda_bench's and pipeline_bench's are passed to it). Where
@@ -1252,7 +1252,7 @@ if [ "${#skip_lines[@]}" -gt 0 ]; then
         END { for (i = 0; i < n; i++) printf "  %dx %s\n", count[order[i]], order[i] }
     '
     if [ "$allow_skip" -eq 0 ] && [ "$unexpected" -gt 0 ]; then
-        reasons+=("$unexpected SKIPPED: lines although GPU_REQUIRE_CUDA=1 (--expect-skip TEXT accepts a known one; a Vulkan skip needs the carried loader, GPU-RUNS.md)")
+        reasons+=("$unexpected SKIPPED: lines although GPU_REQUIRE_CUDA=1 (--expect-skip TEXT accepts a known one; a Vulkan skip needs the carried loader, docs/GPU-RUNS.md)")
     fi
 fi
 

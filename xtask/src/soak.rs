@@ -1,15 +1,18 @@
-//! `cargo xtask soak --minutes N [--backend cpu|cuda]`: builds and runs the `soak` example
-//! in release mode, which repeats a triple-buffered pipeline for N minutes while sampling
-//! host RSS, the context's pinned pool and (on CUDA) device memory, and fails (status 1)
-//! unless memory is flat after the warm-up and every run's output matches the first run's.
+//! `cargo xtask soak --minutes N [--backend cpu|cuda]`: builds and runs the `soak` tool (an
+//! example of gpukit-tools) in release mode, which repeats a triple-buffered pipeline for N
+//! minutes while sampling host RSS, the context's pinned pool and (on CUDA) device memory,
+//! and fails (status 1) unless memory is flat after the warm-up and every run's output
+//! matches the first run's.
 //!
 //! This only checks the arguments (so a typo fails before a release build) and forwards
-//! them; the sampling, the table and the verdict are the example's (`examples/soak.rs`).
+//! them; the sampling, the table and the verdict are the tool's
+//! (`crates/gpukit-tools/examples/soak.rs`).
 
 use std::path::Path;
 
 use lexopt::Arg::Long;
 
+use crate::gpu_bundle::TOOL_PACKAGE;
 use crate::util::{self, Cli, Failure, Result};
 
 /// What `cargo xtask soak` was asked for.
@@ -19,14 +22,14 @@ pub struct Opts {
     pub minutes: f64,
     /// `cpu` or `cuda`.
     pub backend: String,
-    /// Arguments after `--`, for the example (`--batches N`, `--batch-mib X`).
+    /// Arguments after `--`, for the tool (`--batches N`, `--batch-mib X`).
     pub extra: Vec<String>,
 }
 
-/// The longest soak: a week, as the example accepts.
+/// The longest soak: a week, as the tool accepts.
 pub const MAX_MINUTES: f64 = 7.0 * 24.0 * 60.0;
 
-/// Parses `--minutes N [--backend cpu|cuda] [-- example args]`.
+/// Parses `--minutes N [--backend cpu|cuda] [-- tool args]`.
 pub fn parse(args: &[String]) -> Result<Opts> {
     let (mut cli, extra) = Cli::with_passthrough(args);
     let mut minutes = None;
@@ -55,7 +58,7 @@ pub fn parse(args: &[String]) -> Result<Opts> {
 pub fn run(root: &Path, args: &[String]) -> Result {
     let opts = parse(args)?;
     let mut cmd = util::cargo(root);
-    cmd.args(["run", "--release", "--package", "gpukit-examples"])
+    cmd.args(["run", "--release", "--package", TOOL_PACKAGE])
         .args(["--example", "soak", "--", "--minutes"])
         .arg(opts.minutes.to_string())
         .args(["--backend", &opts.backend])

@@ -61,7 +61,7 @@ fn reads_test_artifacts_from_cargo_json() {
         })
     );
 
-    let example = r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["example"],"crate_types":["bin"],"name":"transfer_bench","src_path":"/w/examples/transfer_bench.rs","edition":"2021","doctest":false,"test":false},"profile":{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":false},"features":[],"filenames":["/w/target/release/examples/transfer_bench"],"executable":"/w/target/release/examples/transfer_bench","fresh":true}"#;
+    let example = r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["example"],"crate_types":["bin"],"name":"transfer_bench","src_path":"/w/crates/gpukit-bench/examples/transfer_bench.rs","edition":"2021","doctest":false,"test":false},"profile":{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":false},"features":[],"filenames":["/w/target/release/examples/transfer_bench"],"executable":"/w/target/release/examples/transfer_bench","fresh":true}"#;
     let example = parse_artifact(example).unwrap().unwrap();
     assert!(!example.test);
     assert_eq!(example.kinds, ["example"]);
@@ -87,6 +87,33 @@ fn reads_test_artifacts_from_cargo_json() {
         "no reason"
     );
     assert_eq!(parse_artifact("[1, 2]").unwrap(), None, "not an object");
+}
+
+#[test]
+fn every_program_and_the_comparator_are_where_the_bundle_takes_them_from() {
+    let root = util::workspace_root();
+    for (package, names) in [
+        (BENCH_PACKAGE, BENCH_PROGRAMS),
+        (TOOL_PACKAGE, TOOL_PROGRAMS),
+    ] {
+        let manifest = fs::read_to_string(root.join("crates").join(package).join("Cargo.toml"))
+            .unwrap_or_else(|err| panic!("{package}: {err}"));
+        assert!(
+            manifest.contains(&format!("name = \"{package}\"")),
+            "{package}"
+        );
+        for name in names {
+            let source = root
+                .join("crates")
+                .join(package)
+                .join("examples")
+                .join(format!("{name}.rs"));
+            assert!(source.is_file(), "{}", source.display());
+        }
+    }
+    assert!(root.join(TORCH_COMPARATOR_SOURCE).is_file());
+    // run.sh runs the doctor by this name.
+    assert!(TOOL_PROGRAMS.contains(&"cuda_doctor"));
 }
 
 #[test]

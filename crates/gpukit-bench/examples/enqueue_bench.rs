@@ -18,7 +18,7 @@
 //!   queue, with none of the library's safety around it.
 //!
 //! The ratios `facade / backend` and `core / backend` are the cost of the safe layers; the
-//! target is at most 1.3 (SPEC: enqueue close to a raw launch).
+//! target is at most 1.3 (the project's goal: enqueue close to a raw launch).
 //!
 //! ```text
 //! cargo run --release --example enqueue_bench -- [--json FILE] [--rounds N] [--ops N] [--elems N]
@@ -34,8 +34,8 @@ use gpukit::core::{
 };
 use gpukit::cpu::CpuBackend;
 use gpukit::{Context, DeviceSpec, KernelSpec, LaunchConfig, Shape};
+use gpukit_bench::{median_or_nan, write_json};
 use gpukit_examples::cli::{self, Cli, CliError, Long};
-use gpukit_examples::write_json;
 use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
@@ -166,11 +166,6 @@ impl<B: Backend> Way<B> {
     }
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 fn main() -> ExitCode {
     gpukit_examples::exit_status("enqueue_bench", run())
 }
@@ -259,7 +254,7 @@ fn run() -> Res {
 
     // The ratio is the median of each round's ratio to the baseline's round beside it, so
     // that the machine's drift between rounds (frequency, other load) cancels.
-    let baseline = median(raw.clone());
+    let baseline = median_or_nan(raw.clone());
     let records: Vec<Record> = [
         ("facade", facade_ns),
         ("facade with 2 streams", multi_ns),
@@ -269,8 +264,8 @@ fn run() -> Res {
     .map(|(way, ns)| Record {
         backend: "cpu",
         name: format!("add_f32_{n} via {way} vs Backend::op"),
-        ratio: median(ns.iter().zip(&raw).map(|(o, b)| o / b).collect()),
-        ours_ns: median(ns),
+        ratio: median_or_nan(ns.iter().zip(&raw).map(|(o, b)| o / b).collect()),
+        ours_ns: median_or_nan(ns),
         baseline_ns: baseline,
     })
     .collect();

@@ -143,7 +143,7 @@ fn vulkan_section() {
         Err(e) => println!("  no adapter: {e}"),
     }
     #[cfg(not(feature = "vulkan"))]
-    println!("  not compiled in (the examples' `vulkan` feature is off)");
+    println!("  not compiled in (gpukit-tools' `vulkan` feature is off)");
 }
 
 fn heading(title: &str) {

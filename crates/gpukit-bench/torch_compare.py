@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch_compare.py: PyTorch as the measured rival of gpukit's CUDA benchmarks.
 
-It runs the work of `examples/cuda_bench.rs` and `examples/pipeline_bench.rs` through
+It runs the work of `cuda_bench` and `pipeline_bench` (gpukit-bench's examples) through
 PyTorch on the same GPU, reads the JSON reports those two programs wrote, and prints one
 table with our figure, PyTorch's and their ratio side by side, each row with its target:
 
@@ -107,8 +107,9 @@ LEAD_SPIN_CYCLES = 400000
 
 # The targets: (section, comparison, bound). Ratios are ours / PyTorch's: bandwidth for
 # transfers (higher is better), host time per op for enqueue and wall time for the triple
-# pipeline (lower is better). From SPEC.md: transfers >= 1.0x, the triple-buffered pipeline
-# at least 1.2x faster (1 / 1.2 = 0.83), op enqueue at most half PyTorch's eager cost.
+# pipeline (lower is better). The project's goals: transfers >= 1.0x, the triple-buffered
+# pipeline at least 1.2x faster (1 / 1.2 = 0.83), op enqueue at most half PyTorch's eager
+# cost.
 TARGETS = {
     "transfer": (">=", 1.0),
     "enqueue": ("<=", 0.5),
@@ -133,7 +134,7 @@ class ReportError(Exception):
     """A report of ours that is not in the format our benchmarks write."""
 
 
-# ---- small helpers, as in examples/lib.rs
+# ---- small helpers, as in gpukit-examples' lib.rs
 
 
 def median(samples):
@@ -154,7 +155,7 @@ def median_run(runs, key):
 
 
 def fmt_bytes(n):
-    """`n` bytes as `4 KiB`, `16 MiB`, `1 GiB` (examples/lib.rs's fmt_bytes)."""
+    """`n` bytes as `4 KiB`, `16 MiB`, `1 GiB` (gpukit-examples' fmt_bytes)."""
     units = ("B", "KiB", "MiB", "GiB")
     v = float(n)
     unit = 0
@@ -184,7 +185,7 @@ def log(message=""):
     print(message, flush=True)
 
 
-# ---- our reports (examples/lib.rs's write_json: a JSON array, one record per line; a
+# ---- our reports (gpukit-bench's write_json: a JSON array, one record per line; a
 # number that is not finite is null)
 
 
@@ -988,7 +989,7 @@ def _theirs_like(ours_cb, ours_pb, factor):
 def self_test(args):
     t = SelfTest()
 
-    # The helpers match examples/lib.rs.
+    # The helpers match gpukit-examples' and gpukit-bench's.
     t.check(median([3.0, 1.0, 2.0]) == 2.0, "median of 3")
     t.check(median([4.0, 1.0, 3.0, 2.0]) == 2.5, "median of 4: the mean of the middle two")
     t.check(math.isnan(median([])), "median of nothing")

@@ -52,11 +52,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Instant;
 
 use gpukit::{Context, DeviceSpec, Gemm, Shape};
+use gpukit_bench::{median_or_nan, samples, write_json};
 use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
-use gpukit_examples::{fmt_bytes, median, write_json};
+use gpukit_examples::fmt_bytes;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -235,22 +235,6 @@ fn input(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Times `runs` runs of `f` after one warm-up run; the seconds of each.
-fn samples<E>(runs: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<Vec<f64>, E> {
-    f()?;
-    let mut out = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        f()?;
-        out.push(t.elapsed().as_secs_f64());
-    }
-    Ok(out)
-}
-
-fn med(mut v: Vec<f64>) -> f64 {
-    median(&mut v).unwrap_or(f64::NAN)
-}
-
 /// Up to 8 indices spread over `0..len`, first and last included.
 fn sample_indices(len: usize) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..8).map(|i| i * (len - 1) / 7).collect();
@@ -330,7 +314,7 @@ fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
         let mut times = Vec::new();
         for (op, _) in OPS {
             let mut calls = 0usize;
-            let t = med(samples(runs, || -> gpukit::Result<()> {
+            let t = median_or_nan(samples(runs, || -> gpukit::Result<()> {
                 match op {
                     "add" => ctx.add(&a, &b, &mut c)?,
                     "mul_scalar_inplace" => {
@@ -355,7 +339,7 @@ fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
             times.push(t);
         }
         memcpy(&mut memcpy_samples);
-        let t_memcpy = med(memcpy_samples);
+        let t_memcpy = median_or_nan(memcpy_samples);
 
         print!(
             "{:>10} {:>12.2}",
@@ -725,7 +709,7 @@ fn gemm_section(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
         // Ours on the device measured.
         let (da, db) = (ctx.alloc_upload(&ha)?, ctx.alloc_upload(&hb)?);
         let mut dc = ctx.alloc_zeros::<f32>(n * n)?;
-        let t = med(samples(runs, || {
+        let t = median_or_nan(samples(runs, || {
             ctx.gemm(Gemm::new(n, n, n), &da, &db, &mut dc)?;
             ctx.sync()
         })?);
@@ -749,7 +733,7 @@ fn gemm_section(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
             (3, Some(gemm::Parallelism::None)),
         ] {
             hc.fill(0.0);
-            let t = med(samples::<std::convert::Infallible>(runs, || {
+            let t = median_or_nan(samples::<std::convert::Infallible>(runs, || {
                 let c = std::hint::black_box(&mut hc);
                 match par {
                     None => mm_sgemm(n, &ha, &hb, c),
@@ -912,7 +896,7 @@ fn matrixmultiply_child(quick: bool) -> Res {
         let runs = gemm_runs(n, quick);
         let (ha, hb) = (input(n * n, 10 + n as u64), input(n * n, 20 + n as u64));
         let mut hc = vec![0.0f32; n * n];
-        let t = med(samples::<std::convert::Infallible>(runs, || {
+        let t = median_or_nan(samples::<std::convert::Infallible>(runs, || {
             mm_sgemm(n, &ha, &hb, std::hint::black_box(&mut hc));
             Ok(())
         })?);

@@ -24,8 +24,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use gpukit::{Context, DeviceSpec, Error, GpuArray, Stream};
+use gpukit_bench::write_json;
 use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
-use gpukit_examples::{median, write_json};
+use gpukit_examples::median;
 use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;

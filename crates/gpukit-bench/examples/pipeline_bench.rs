@@ -43,8 +43,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use gpukit::{Context, DeviceSpec, In, KernelSpec, LaunchConfig, Out, Pattern, Stage};
+use gpukit_bench::write_json;
 use gpukit_examples::cli::{self, Cli, CliError, Long};
-use gpukit_examples::{fmt_bytes, median, median_stage_ms, write_json};
+use gpukit_examples::{fmt_bytes, median, median_stage_ms};
 use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;

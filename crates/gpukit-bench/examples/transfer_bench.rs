@@ -22,8 +22,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use gpukit::{Context, DeviceSpec, HostUse};
+use gpukit_bench::{gbps, median_seconds, write_json};
 use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
-use gpukit_examples::{fmt_bytes, gbps, median_seconds, write_json};
+use gpukit_examples::{fmt_bytes, median};
 use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
@@ -226,7 +227,7 @@ fn run() -> Res {
                 .filter(|(k, _)| *k == kind)
                 .map(|(_, r)| *r)
                 .collect();
-            if let Some(m) = gpukit_examples::median(&mut r) {
+            if let Some(m) = median(&mut r) {
                 println!("  {kind:<16} {m:.3}x");
             }
         }

@@ -24,8 +24,9 @@ use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 use gpukit::{Context, DeviceSpec, HostUse};
+use gpukit_bench::{gbps, write_json};
 use gpukit_examples::cli::{self, Cli, CliError, Long};
-use gpukit_examples::{fmt_bytes, gbps, median, write_json};
+use gpukit_examples::{fmt_bytes, median};
 use serde::Serialize;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;

@@ -1,0 +1,596 @@
+//! `docs/BENCHMARKS.md`, written by `cargo xtask bench --write-docs` from the benchmarks'
+//! JSON reports and the run's record (`run.json`: machine, date, commit, which programs ran
+//! with which arguments). Everything on the page comes from those files or from the fixed
+//! text here; no figure is typed by hand.
+//!
+//! The page: how to read it and how to regenerate it; the run (machine, date, commit,
+//! mode, load, one line per program with its report or why there is none); every target
+//! with its verdict (the summary table's rows that have one); then one section per
+//! benchmark, its fixed description and its figures as tables ([`SECTIONS`]).
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use super::table::{bytes, num, size, text, Loaded, Reports, Row, Verdict};
+
+/// Where the page goes, relative to the workspace root.
+pub const PAGE: &str = "docs/BENCHMARKS.md";
+
+/// The record of a run, beside the reports, as `run.json`.
+pub const RUN_RECORD: &str = "run.json";
+
+/// One program run of `cargo xtask bench`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// The example of gpukit-bench.
+    pub program: String,
+    /// Its arguments before `--json REPORT`.
+    pub args: Vec<String>,
+    /// The report's file stem (see [`Reports::path`]).
+    pub report: String,
+}
+
+/// What a run of `cargo xtask bench` was: where, when, of which commit, and what it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunInfo {
+    /// `date -u`, as `2026-11-26 09:30:00 UTC`.
+    pub date: String,
+    /// The commit, with `(plus uncommitted changes)` where the tree differs from it.
+    pub commit: String,
+    /// `rustc -V`.
+    pub rustc: String,
+    /// The machine, as labelled lines (`machine::describe`).
+    pub machine: Vec<(String, String)>,
+    /// Whether it was `--quick`.
+    pub quick: bool,
+    /// The load average (1, 5, 15 min) when the run started and when it ended.
+    pub load_start: String,
+    /// See `load_start`.
+    pub load_end: String,
+    /// The programs, in the order they ran.
+    pub runs: Vec<Run>,
+}
+
+impl RunInfo {
+    /// As written to `run.json`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "date": self.date,
+            "commit": self.commit,
+            "rustc": self.rustc,
+            "machine": self.machine.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+            "quick": self.quick,
+            "load_start": self.load_start,
+            "load_end": self.load_end,
+            "runs": self.runs.iter().map(|run| json!({
+                "program": run.program,
+                "args": run.args,
+                "report": run.report,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Read back from `run.json`; the error says what is missing.
+    pub fn from_json(value: &Value) -> Result<RunInfo, String> {
+        let field = |key: &str| {
+            value[key]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("no text field `{key}`"))
+        };
+        let pair = |item: &Value| match item.as_array().map(Vec::as_slice) {
+            Some([Value::String(k), Value::String(v)]) => Ok((k.clone(), v.clone())),
+            _ => Err(format!("a `machine` entry is not [label, text]: {item}")),
+        };
+        let run = |item: &Value| -> Result<Run, String> {
+            let args = item["args"].as_array().ok_or("a run without `args`")?;
+            Ok(Run {
+                program: item["program"]
+                    .as_str()
+                    .ok_or("a run without `program`")?
+                    .into(),
+                args: args
+                    .iter()
+                    .map(|arg| {
+                        arg.as_str()
+                            .map(str::to_owned)
+                            .ok_or("an argument not text")
+                    })
+                    .collect::<Result<_, _>>()?,
+                report: item["report"]
+                    .as_str()
+                    .ok_or("a run without `report`")?
+                    .into(),
+            })
+        };
+        let list = |key: &str| {
+            value[key]
+                .as_array()
+                .ok_or_else(|| format!("no list `{key}`"))
+        };
+        Ok(RunInfo {
+            date: field("date")?,
+            commit: field("commit")?,
+            rustc: field("rustc")?,
+            machine: list("machine")?
+                .iter()
+                .map(pair)
+                .collect::<Result<_, _>>()?,
+            quick: value["quick"].as_bool().ok_or("no flag `quick`")?,
+            load_start: field("load_start")?,
+            load_end: field("load_end")?,
+            runs: list("runs")?.iter().map(run).collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// The fixed opening: what the page is and how to read it.
+const INTRO: &str = "\
+# Benchmarks
+
+<!-- Generated by `cargo xtask bench --write-docs` from the benchmarks' JSON reports; edit
+xtask/src/bench/page.rs, not this file. -->
+
+Every figure below is a median over its benchmark's repeated runs, and nearly every one is
+a ratio against a baseline measured in the same run on the same machine: `memcpy` for
+copies and memory-bound ops, the sequential pattern for pipelines, raw cudarc and
+`cuLaunchKernel` for the CUDA backend, the same task pushed straight onto the CPU worker for
+the enqueue cost. A ratio carries from one machine to another better than a time does, but
+it still depends on the machine and its load, which the next section states. The targets
+are the project's performance goals (`xtask/src/bench/table.rs`): a missed target is
+reported, not a failure. `n/a` means no figure: a benchmark that needs a GPU skips without
+one and writes no report.
+
+To regenerate this page, run `cargo xtask bench --write-docs` (add `--quick` for fewer sizes
+and runs), or `cargo xtask bench --table-only --write-docs` to rewrite it from the reports
+already in `target/bench/`. Each benchmark also runs alone, with the same arguments:
+`cargo run --release --example transfer_bench -- --help`.
+";
+
+/// The fixed close: the benchmark that needs PyTorch and a GPU, which this page never runs.
+const TORCH: &str = "\
+## PyTorch comparator
+
+`crates/gpukit-bench/torch_compare.py` (Python 3.7+, the standard library and torch) runs
+the work of `cuda_bench` and `pipeline_bench` through PyTorch on the same GPU, reads their
+JSON reports and prints our figure, PyTorch's, their ratio and whether the target holds, row
+by row: transfers (our bandwidth >= 1.0x PyTorch's), op enqueue (`ctx.add` <= 0.5x an eager
+`torch.add`) and triple-buffered pipelines (our wall time <= 0.83x PyTorch's). Where PyTorch
+cannot do exactly what ours does, the script's docs and its JSON say what it does instead.
+It needs a GPU, so `cargo xtask bench` does not run it; the GPU bundle's `run.sh --bench`
+does, and its figures are in [GPU-RUNS.md](GPU-RUNS.md). By hand:
+
+```sh
+cargo run --release --example cuda_bench -- --json cuda_bench.json
+cargo run --release --example pipeline_bench -- --backend cuda --json pipeline_bench.json
+python3 crates/gpukit-bench/torch_compare.py --ours-cuda-bench cuda_bench.json \\
+    --ours-pipeline-bench pipeline_bench.json --json torch_compare.json
+```
+
+`python3 crates/gpukit-bench/torch_compare.py --self-test` checks its reading of both
+reports and its verdicts without torch.
+";
+
+/// One cell of a section's table: its row, its column (ordered by the number, headed by
+/// the text) and what it shows.
+struct Cell {
+    row: String,
+    column: (u64, String),
+    value: String,
+}
+
+impl Cell {
+    fn new(row: impl Into<String>, order: u64, column: impl Into<String>, value: String) -> Cell {
+        Cell {
+            row: row.into(),
+            column: (order, column.into()),
+            value,
+        }
+    }
+
+    /// A cell in the column of the size `bytes`.
+    fn sized(row: impl Into<String>, bytes: u64, value: String) -> Cell {
+        Cell::new(row, bytes, size(bytes), value)
+    }
+}
+
+/// `0.85`, or `-` for a missing figure.
+fn fixed(value: Option<f64>, decimals: usize) -> String {
+    match value.filter(|v| v.is_finite()) {
+        Some(v) => format!("{v:.decimals$}"),
+        None => "-".to_owned(),
+    }
+}
+
+/// One benchmark's section of the page.
+struct Section {
+    /// The heading.
+    title: &'static str,
+    /// What the benchmark measures and how to read its figures.
+    about: &'static str,
+    /// The reports it shows, each with a caption.
+    reports: &'static [(&'static str, &'static str)],
+    /// The heading of the table's first column.
+    corner: &'static str,
+    /// The cells of one record (none where the record is not the section's).
+    cells: fn(&Value) -> Vec<Cell>,
+    /// A line under the table from one record, where it has something to say.
+    note: fn(&Value) -> Option<String>,
+}
+
+/// No notes.
+fn no_note(_: &Value) -> Option<String> {
+    None
+}
+
+/// The benchmarks' sections, in the page's order.
+const SECTIONS: &[Section] = &[
+    Section {
+        title: "Copies against memcpy: `transfer_bench`",
+        about: "Device-to-device copies (`d2d`), pinned uploads and downloads through the \
+                API, a blocking upload from a borrowed slice (`upload_slice`) and the \
+                built-in `add`, each as a ratio of `memcpy` of the same bytes between two \
+                host buffers, measured in the same run (1.00 = as fast as memcpy; `add` \
+                moves three arrays' bytes where memcpy moves two). `memcpy GB/s` is the \
+                baseline's own rate. On the CPU backend every copy is a memcpy run by a \
+                stream's worker, so the ratio is what the queue, the hand-off and the \
+                wake-up cost; below 64 KiB the work is shorter than any hand-off. Run on \
+                the CPU backend and on the first Vulkan adapter (`--device vulkan`; \
+                lavapipe where no GPU has a Vulkan driver, whose copies use threads of \
+                its own and whose compute shaders are slow).",
+        reports: &[
+            ("transfer_bench", "CPU backend"),
+            (
+                "transfer_bench_vulkan",
+                "Vulkan backend (`--device vulkan`)",
+            ),
+        ],
+        corner: "ratio vs memcpy",
+        cells: |r| {
+            let b = bytes(r, "bytes");
+            let memcpy = num(r, "memcpy_seconds").map(|s| b as f64 / s / 1e9);
+            vec![
+                Cell::sized("memcpy GB/s", b, fixed(memcpy, 1)),
+                Cell::sized(text(r, "kind"), b, fixed(num(r, "ratio_vs_memcpy"), 2)),
+            ]
+        },
+        note: no_note,
+    },
+    Section {
+        title: "The CUDA backend against raw cudarc: `cuda_bench`",
+        about: "Uploads and downloads from pageable, pinned and registered host memory, \
+                timed with events, against `cuMemcpyHtoDAsync`/`cuMemcpyDtoHAsync` on a raw \
+                stream of the same context from the same memory (raw time / our time: 1.00 \
+                = as fast as raw cudarc); and the host cost of enqueuing `ctx.add` on 1024 \
+                f32 against `cuLaunchKernel` of the same kernel (our time / raw time).",
+        reports: &[("cuda_bench", "CUDA")],
+        corner: "ratio vs raw cudarc",
+        cells: |r| match text(r, "bench") {
+            "transfer" => vec![Cell::sized(
+                text(r, "kind"),
+                bytes(r, "bytes"),
+                fixed(num(r, "ratio_vs_raw"), 2),
+            )],
+            "enqueue" => vec![Cell::new(
+                format!("enqueue {}", text(r, "kind")),
+                0,
+                "host cost",
+                fixed(num(r, "ratio_vs_raw"), 2),
+            )],
+            _ => Vec::new(),
+        },
+        note: no_note,
+    },
+    Section {
+        title: "Pipelines against sequential: `pipeline_bench`",
+        about: "Every pipeline pattern against the sequential one over the same batches, at \
+                compute:transfer ratios 0.25, 1 and 4: the loader waits on I/O for about \
+                one transfer time, the compute stage spins for `ratio` transfer times. Each \
+                figure is a speedup (sequential's wall time / the pattern's). With three \
+                stages of equal length the bound is 3x; on the CPU backend the copies and \
+                the compute share the same cores, and a batch that no longer fits the last \
+                level cache runs its copies at memory speed.",
+        reports: &[
+            ("pipeline_bench", "CPU backend"),
+            ("pipeline_bench_cuda", "CUDA"),
+        ],
+        corner: "speedup vs sequential",
+        cells: |r| {
+            let ratio = fixed(num(r, "ratio"), 2);
+            vec![Cell::sized(
+                format!("{}, ratio {ratio}", text(r, "pattern")),
+                bytes(r, "batch_bytes"),
+                fixed(num(r, "speedup_vs_sequential"), 2),
+            )]
+        },
+        note: no_note,
+    },
+    Section {
+        title: "Graphs: host cost per op, `graph_bench`",
+        about: "A chain of small ops (100 by default) queued op by op against one launch of \
+                the same chain captured as a graph: the host's microseconds per op, and \
+                eager / replay (how much cheaper a replayed op is). On the CPU backend the \
+                replay's cost is mostly the worker's wake-up, which varies from run to run.",
+        reports: &[("graph_bench", "CPU backend"), ("graph_bench_cuda", "CUDA")],
+        corner: "backend",
+        cells: |r| {
+            let row = text(r, "backend");
+            vec![
+                Cell::new(row, 0, "device", text(r, "device").to_owned()),
+                Cell::new(row, 1, "ops", bytes(r, "ops").to_string()),
+                Cell::new(row, 2, "eager us/op", fixed(num(r, "eager_us_per_op"), 3)),
+                Cell::new(row, 3, "replay us/op", fixed(num(r, "replay_us_per_op"), 3)),
+                Cell::new(
+                    row,
+                    4,
+                    "eager / replay",
+                    fixed(num(r, "ratio_eager_vs_replay"), 1),
+                ),
+            ]
+        },
+        note: no_note,
+    },
+    Section {
+        title: "Built-in ops against memcpy: `ops_bench`",
+        about: "The bytes each op must read and write per second (`add` 3 arrays, `sum_into` \
+                1, the others 2) over memcpy's, on f32 arrays, each op followed by a sync \
+                (1.00 = memcpy speed); `memcpy GB/s` is the baseline's rate. Above 1.00 an \
+                op uses more cores than memcpy's one, or reads far more than it writes (a \
+                reduction); the ops that call the math library per element (`exp`, \
+                `softmax`) are bound by arithmetic rather than memory.",
+        reports: &[("ops_bench", "CPU backend")],
+        corner: "ratio vs memcpy",
+        cells: |r| {
+            if text(r, "bench") != "roofline" {
+                return Vec::new();
+            }
+            let b = bytes(r, "bytes");
+            vec![
+                Cell::sized("memcpy GB/s", b, fixed(num(r, "memcpy_gbps"), 1)),
+                Cell::sized(text(r, "op"), b, fixed(num(r, "ratio_vs_memcpy"), 2)),
+            ]
+        },
+        note: no_note,
+    },
+    Section {
+        title: "gemm: `ops_bench`",
+        about: "GFLOP/s (2 n^3 / median seconds) of square f32 products C = A B: ours \
+                (`ctx.gemm` and a sync), `matrixmultiply::sgemm` called directly on one \
+                thread and on its own threads, the `gemm` crate with and without rayon, \
+                and numpy's `a @ b` in a `python3` child where numpy imports (the BLAS it \
+                ran is in the JSON report). Every product is checked against the CPU \
+                backend's. Two-thread figures at small n vary with the machine's load.",
+        reports: &[("ops_bench", "CPU backend")],
+        corner: "GFLOP/s, n =",
+        cells: |r| {
+            if text(r, "bench") != "gemm" {
+                return Vec::new();
+            }
+            let n = bytes(r, "n");
+            let mut cells = vec![Cell::new(
+                text(r, "implementation"),
+                n,
+                n.to_string(),
+                fixed(num(r, "gflops"), 1),
+            )];
+            if text(r, "key") == "ours" {
+                let ratio = num(r, "ratio_vs_numpy").map(|v| format!("{v:.2}x"));
+                cells.push(Cell::new(
+                    "ours / numpy",
+                    n,
+                    n.to_string(),
+                    ratio.unwrap_or_else(|| "-".to_owned()),
+                ));
+            }
+            cells
+        },
+        note: |r| match (text(r, "bench"), r["available"].as_bool()) {
+            ("numpy", Some(false)) => Some(format!(
+                "numpy: not measured ({})",
+                r["reason"].as_str().unwrap_or("no reason given")
+            )),
+            _ => None,
+        },
+    },
+    Section {
+        title: "Enqueue cost: `enqueue_bench`",
+        about: "The host's nanoseconds to queue a built-in op on the CPU backend behind a \
+                gate (so only the enqueue is timed): through the facade (one stream, and \
+                two, where each op also records the event that orders other streams), \
+                through gpukit-core without the facade, and, as the baseline, `Backend::op` \
+                called directly, which builds the same task and pushes it onto the same \
+                kind of queue. The ratio is the median of each round's ratio to the \
+                baseline's round beside it.",
+        reports: &[("enqueue_bench", "CPU backend")],
+        corner: "way",
+        cells: |r| {
+            let row = text(r, "name");
+            vec![
+                Cell::new(row, 0, "ours ns", fixed(num(r, "ours_ns"), 0)),
+                Cell::new(row, 1, "baseline ns", fixed(num(r, "baseline_ns"), 0)),
+                Cell::new(row, 2, "ratio", fixed(num(r, "ratio"), 2)),
+            ]
+        },
+        note: no_note,
+    },
+];
+
+/// The width of the page's prose.
+const WIDTH: usize = 92;
+
+/// `text` in lines of at most `width` characters (a longer word stands alone), each ended
+/// by a newline.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `cells` as a Markdown table: rows in the order they first appear, columns by number.
+fn grid(corner: &str, cells: &[Cell]) -> String {
+    let mut rows: Vec<&str> = Vec::new();
+    let mut columns: BTreeMap<u64, &str> = BTreeMap::new();
+    let mut values: BTreeMap<(&str, u64), &str> = BTreeMap::new();
+    for cell in cells {
+        if !rows.contains(&cell.row.as_str()) {
+            rows.push(&cell.row);
+        }
+        columns.insert(cell.column.0, &cell.column.1);
+        values.insert((&cell.row, cell.column.0), &cell.value);
+    }
+    let mut s = format!("| {corner} |");
+    for label in columns.values() {
+        let _ = write!(s, " {label} |");
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---:|".repeat(columns.len()));
+    s.push('\n');
+    for row in rows {
+        let _ = write!(s, "| {row} |");
+        for order in columns.keys() {
+            let _ = write!(s, " {} |", values.get(&(row, *order)).unwrap_or(&"-"));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The run: machine, date, commit, mode, load, and each program with its report.
+fn run_section(info: &RunInfo, reports: &Reports) -> String {
+    let mut s = String::from("## The run\n\n| | |\n|---|---|\n");
+    let mode = if info.quick {
+        "quick (`cargo xtask bench --quick`): fewer sizes and runs, as each program's \
+         arguments below say"
+    } else {
+        "full (`cargo xtask bench`)"
+    };
+    let mut facts = vec![
+        ("date".to_owned(), info.date.clone()),
+        ("commit".to_owned(), info.commit.clone()),
+    ];
+    facts.extend(info.machine.iter().cloned());
+    facts.push(("rustc".to_owned(), info.rustc.clone()));
+    facts.push(("mode".to_owned(), mode.to_owned()));
+    facts.push((
+        "load average (1, 5, 15 min)".to_owned(),
+        format!(
+            "{} at the start, {} at the end",
+            info.load_start, info.load_end
+        ),
+    ));
+    for (label, value) in facts {
+        let _ = writeln!(s, "| {label} | {value} |");
+    }
+    s.push('\n');
+    s.push_str(&wrap(
+        "The programs, in the order they ran (`cargo run --release --example PROGRAM -- \
+         ARGUMENTS --json REPORT`):",
+        WIDTH,
+    ));
+    s.push_str("\n| program | arguments | report |\n|---|---|---|\n");
+    for run in &info.runs {
+        let args = if run.args.is_empty() {
+            "-".to_owned()
+        } else {
+            format!("`{}`", run.args.join(" "))
+        };
+        let report = match reports.load(&run.report) {
+            Loaded::Records(records) => match records.len() {
+                1 => format!("{}.json, 1 record", run.report),
+                n => format!("{}.json, {n} records", run.report),
+            },
+            Loaded::Missing => "none: it skipped (no GPU here) or failed".to_owned(),
+            Loaded::Unreadable(why) => format!("unreadable: {why}"),
+        };
+        let _ = writeln!(s, "| {} | {args} | {report} |", run.program);
+    }
+    s
+}
+
+/// Every row with a target, and its verdict.
+fn targets_section(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "## Targets\n\n| what | device | value | target | verdict |\n|---|---|---:|---|---|\n",
+    );
+    let with_target: Vec<&Row> = rows.iter().filter(|r| r.target.is_some()).collect();
+    for row in &with_target {
+        let verdict = match (row.verdict(), &row.note) {
+            (Verdict::NotAvailable, Some(note)) => format!("n/a ({note})"),
+            (verdict, _) => verdict.as_str().to_owned(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {verdict} |",
+            row.name,
+            row.device,
+            row.value_text(),
+            row.target_text()
+        );
+    }
+    let count = |v: Verdict| with_target.iter().filter(|r| r.verdict() == v).count();
+    let _ = writeln!(
+        s,
+        "\n{} targets hold, {} missed, {} without a figure.",
+        count(Verdict::Holds),
+        count(Verdict::Missed),
+        count(Verdict::NotAvailable)
+    );
+    s
+}
+
+/// One benchmark's section: its description, then a table per report.
+fn benchmark_section(section: &Section, reports: &Reports) -> String {
+    let mut s = format!("## {}\n\n{}", section.title, wrap(section.about, WIDTH));
+    for (report, caption) in section.reports {
+        let body = match reports.load(report) {
+            Loaded::Records(records) => {
+                let cells: Vec<Cell> = records.iter().flat_map(section.cells).collect();
+                let mut body = if cells.is_empty() {
+                    format!("No figures: {report}.json has no record of this kind.\n")
+                } else {
+                    grid(section.corner, &cells)
+                };
+                for note in records.iter().filter_map(section.note) {
+                    let _ = write!(body, "\n{}", wrap(&note, WIDTH));
+                }
+                body
+            }
+            Loaded::Missing => format!("No figures: no {report}.json (skipped or not run).\n"),
+            Loaded::Unreadable(why) => format!("No figures: {why}.\n"),
+        };
+        let _ = write!(s, "\n{caption}:\n\n{body}");
+    }
+    s
+}
+
+/// The whole page.
+pub fn render(info: &RunInfo, rows: &[Row], reports: &Reports) -> String {
+    let mut parts = vec![
+        INTRO.to_owned(),
+        run_section(info, reports),
+        targets_section(rows),
+    ];
+    parts.extend(SECTIONS.iter().map(|s| benchmark_section(s, reports)));
+    parts.push(TORCH.to_owned());
+    parts.join("\n")
+}

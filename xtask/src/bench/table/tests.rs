@@ -1,0 +1,248 @@
+//! Tests of the summary table: targets, rows from sample reports, load averages.
+
+use super::*;
+
+/// A fresh, empty folder for one test's reports.
+fn folder(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("xtask-bench-table-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn reports(dir: &Path) -> Reports {
+    Reports {
+        transfer: dir.join("transfer_bench.json"),
+        dir: dir.to_path_buf(),
+    }
+}
+
+fn find<'a>(rows: &'a [Row], name: &str) -> &'a Row {
+    rows.iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no row {name:?} in {rows:#?}"))
+}
+
+#[test]
+fn targets_compare_in_their_direction() {
+    assert!(at_least(0.9).holds(0.9));
+    assert!(at_least(0.9).holds(1.2));
+    assert!(!at_least(0.9).holds(0.899));
+    assert!(at_most(1.1).holds(1.1));
+    assert!(at_most(1.1).holds(0.5));
+    assert!(!at_most(1.1).holds(1.11));
+    assert!(!at_least(0.9).holds(f64::NAN));
+    assert!(!at_most(1.1).holds(f64::NAN));
+
+    let row = |value, target| Row::new("r".into(), "cpu", value, Unit::Ratio, target);
+    assert_eq!(
+        row(Some(2.0), Some(at_least(1.8))).verdict(),
+        Verdict::Holds
+    );
+    assert_eq!(
+        row(Some(1.0), Some(at_least(1.8))).verdict(),
+        Verdict::Missed
+    );
+    assert_eq!(row(Some(1.0), None).verdict(), Verdict::Info);
+    assert_eq!(
+        row(None, Some(at_least(1.8))).verdict(),
+        Verdict::NotAvailable
+    );
+    // A NaN (a `null` in a report) is no value, not a miss.
+    assert_eq!(
+        row(Some(f64::NAN), Some(at_most(1.3))).verdict(),
+        Verdict::NotAvailable
+    );
+}
+
+#[test]
+fn missing_reports_leave_one_na_row_per_group() {
+    let dir = folder("missing");
+    let rows = rows(&reports(&dir));
+    assert_eq!(rows.len(), groups().len());
+    assert!(rows.iter().all(|r| r.verdict() == Verdict::NotAvailable));
+    let cuda = find(&rows, "op enqueue vs cuLaunchKernel");
+    assert_eq!(cuda.device, "cuda");
+    assert_eq!(cuda.target, Some(at_most(1.1)));
+    assert_eq!(
+        cuda.note.as_deref(),
+        Some("no cuda_bench.json (skipped or not run)")
+    );
+    let table = render(&rows, "0.10 0.20 0.30", "0.40 0.50 0.60");
+    assert!(table.contains("at start: 0.10 0.20 0.30; at end: 0.40 0.50 0.60"));
+    assert!(table.contains("targets: 0 hold, 0 MISSED, 9 n/a; 3 figures without a target"));
+    let summary = to_json(&rows, "a", "b");
+    assert_eq!(summary["rows"][0]["holds"], "n/a");
+    assert_eq!(summary["rows"][0]["value"], Value::Null);
+    assert_eq!(summary["rows"][0]["comparison"], ">=");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn records_become_rows_with_their_targets() {
+    let dir = folder("records");
+    let write = |name: &str, v: Value| {
+        fs::write(dir.join(format!("{name}.json")), v.to_string()).unwrap();
+    };
+    let copy = |kind: &str, bytes: u64, ratio: f64| json!({"backend": "cpu", "kind": kind, "bytes": bytes, "ratio_vs_memcpy": ratio});
+    write(
+        "transfer_bench",
+        json!([
+            copy("d2d", 4 << 10, 0.05),
+            copy("d2d", 64 << 10, 0.85),
+            copy("upload_pinned", 1 << 20, 0.85),
+            copy("download_pinned", 16 << 20, 1.01),
+            copy("add", 16 << 20, 1.5),
+        ]),
+    );
+    let point = |pattern: &str, ratio: f64, batch: u64, speedup: f64| {
+        json!({"backend": "cpu", "pattern": pattern, "ratio": ratio, "batch_bytes": batch,
+               "speedup_vs_sequential": speedup, "efficiency": 0.9})
+    };
+    write(
+        "pipeline_bench",
+        json!([
+            point("triple", 1.0, 1 << 20, 1.5),
+            point("triple", 1.0, 16 << 20, 2.1),
+            point("triple", 0.25, 16 << 20, 1.2),
+            point("double", 1.0, 16 << 20, 1.7),
+            point("triple", 1.0, 256 << 10, 0.9),
+        ]),
+    );
+    write(
+        "enqueue_bench",
+        json!([
+            {"backend": "cpu", "name": "add_f32_1024", "ours_ns": 500.0, "baseline_ns": 400.0, "ratio": 1.25},
+            {"backend": "cpu", "name": "launch", "ours_ns": 700.0, "baseline_ns": 400.0, "ratio": 1.75},
+        ]),
+    );
+    write(
+        "cuda_bench",
+        json!([
+            {"bench": "transfer", "kind": "upload_pinned", "bytes": 4 << 20, "ratio_vs_raw": 0.5},
+            {"bench": "transfer", "kind": "upload_pinned", "bytes": 16 << 20, "ratio_vs_raw": 0.99},
+            {"bench": "transfer", "kind": "download_pageable", "bytes": 16 << 20, "ratio_vs_raw": 0.5},
+            {"bench": "enqueue", "kind": "add_f32_1024", "ratio_vs_raw": null},
+        ]),
+    );
+    write(
+        "ops_bench",
+        json!([
+            {"bench": "roofline", "backend": "cpu", "op": "add", "bytes": 1 << 20, "ratio_vs_memcpy": 0.6},
+            {"bench": "gemm", "key": "ours", "implementation": "ours (cpu)", "device": "cpu",
+             "n": 256, "gflops": 100.0, "ratio_vs_numpy": null},
+            {"bench": "gemm", "key": "gemm_rayon", "implementation": "gemm crate", "device": "host",
+             "n": 256, "gflops": 200.0, "ratio_vs_numpy": null},
+            {"bench": "numpy", "available": false},
+        ]),
+    );
+    fs::write(dir.join("graph_bench.json"), "[{not json").unwrap();
+    let rows = rows(&reports(&dir));
+
+    let small = find(&rows, "d2d 64 KiB vs memcpy");
+    assert_eq!(
+        (small.target, small.verdict()),
+        (Some(at_least(0.8)), Verdict::Holds)
+    );
+    let mib = find(&rows, "upload_pinned 1 MiB vs memcpy");
+    assert_eq!(
+        (mib.target, mib.verdict()),
+        (Some(at_least(0.9)), Verdict::Missed)
+    );
+    assert_eq!(
+        find(&rows, "download_pinned 16 MiB vs memcpy").verdict(),
+        Verdict::Holds
+    );
+    // Below 64 KiB, and the op, have no copy target.
+    assert!(!rows
+        .iter()
+        .any(|r| r.name.starts_with("d2d 4 KiB") || r.name.starts_with("add ")));
+
+    let p1 = find(
+        &rows,
+        "triple buffering, ratio 1, 1 MiB batches: speedup vs sequential",
+    );
+    assert_eq!((p1.device.as_str(), p1.verdict()), ("cpu", Verdict::Missed));
+    let p16 = find(
+        &rows,
+        "triple buffering, ratio 1, 16 MiB batches: speedup vs sequential",
+    );
+    assert_eq!(p16.verdict(), Verdict::Holds);
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.name.starts_with("triple buffering") && r.device == "cpu")
+            .count(),
+        2
+    );
+
+    assert_eq!(
+        find(&rows, "enqueue add_f32_1024 vs direct worker push").verdict(),
+        Verdict::Holds
+    );
+    let launch = find(&rows, "enqueue launch vs direct worker push");
+    assert_eq!(
+        (launch.target, launch.verdict()),
+        (Some(at_most(1.3)), Verdict::Missed)
+    );
+
+    assert_eq!(
+        find(&rows, "upload_pinned 16 MiB vs raw cudarc").verdict(),
+        Verdict::Holds
+    );
+    assert!(!rows
+        .iter()
+        .any(|r| r.name.contains("4 MiB vs raw") || r.name.contains("pageable")));
+    // A null ratio is n/a, not a miss.
+    assert_eq!(
+        find(&rows, "enqueue add_f32_1024 vs cuLaunchKernel").verdict(),
+        Verdict::NotAvailable
+    );
+    // CUDA pipelines and graphs were not run: their groups are n/a.
+    assert_eq!(
+        find(&rows, "triple buffering, ratio 1: speedup vs sequential").verdict(),
+        Verdict::NotAvailable
+    );
+    // An unreadable report is n/a, and says why.
+    let graph = rows
+        .iter()
+        .find(|r| r.device == "cpu" && r.name == "host cost per op, eager / graph replay")
+        .unwrap();
+    assert_eq!(graph.verdict(), Verdict::NotAvailable);
+    assert!(graph.note.as_deref().unwrap().contains("graph_bench.json"));
+
+    let roof = find(&rows, "op add on 1 MiB vs memcpy");
+    assert_eq!((roof.verdict(), roof.value), (Verdict::Info, Some(0.6)));
+    let gemm = find(&rows, "gemm 256^3 f32: gemm crate");
+    assert_eq!((gemm.unit, gemm.device.as_str()), (Unit::Gflops, "host"));
+    assert_eq!(
+        find(&rows, "gemm 256^3 f32: ours / numpy").verdict(),
+        Verdict::NotAvailable
+    );
+
+    let summary = to_json(&rows, "1", "2");
+    let first = &summary["rows"][0];
+    assert_eq!(first["name"], "d2d 64 KiB vs memcpy");
+    assert_eq!(first["target"], 0.8);
+    assert_eq!(first["comparison"], ">=");
+    assert_eq!(first["holds"], "holds");
+    assert_eq!(first["unit"], "x");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn load_average_reads_three_fields_or_says_why_not() {
+    let dir = folder("loadavg");
+    let path = dir.join("loadavg");
+    fs::write(&path, "0.52 0.58 0.59 1/467 12345\n").unwrap();
+    assert_eq!(load_average_from(&path), "0.52 0.58 0.59");
+    assert!(load_average_from(&dir.join("absent")).starts_with("unavailable ("));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sizes_read_naturally() {
+    assert_eq!(size(64 << 10), "64 KiB");
+    assert_eq!(size(1 << 20), "1 MiB");
+    assert_eq!(size(1 << 30), "1 GiB");
+    assert_eq!(size(1000), "1000 B");
+}
