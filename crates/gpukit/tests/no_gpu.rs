@@ -7,8 +7,9 @@
 //! devices is refused (`InvalidDevice`). Under `GPU_REQUIRE_CUDA=1` (a GPU run) a failed
 //! probe, or a CUDA request that fails although the probe found a device, is a failure.
 //!
-//! The same calls are made by `examples/no_gpu_abort.rs`, which `cargo xtask no-gpu` builds
-//! with `panic = "abort"` (a test harness needs unwinding, an example does not); that example
+//! The same calls are made by `crates/gpukit-tools/examples/no_gpu_abort.rs`, which `cargo
+//! xtask no-gpu` builds with `panic = "abort"` (a test harness needs unwinding, an example does
+//! not) and which only checks that each returns; that example
 //! also drives gpukit-cuda-sys's library loaders (driver, NVRTC, cuBLAS), which this crate does not
 //! depend on directly. Environment-variable cases (`GPU_DEVICE`, `GPU_CONFIG`) are in
 //! `selection.rs`: nothing here sets environment variables.
