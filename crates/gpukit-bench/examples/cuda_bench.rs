@@ -370,7 +370,7 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
         &src,
         "builtin_f32",
         nvrtc.target_for(cc),
-        gpukit_cuda_sys::kernels::BUILTIN_OPTIONS,
+        gpukit::cuda::kernels::BUILTIN_OPTIONS,
     )?;
     // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX.
     let module = unsafe { result::module::load_data(image.image.as_ptr().cast())? };

@@ -17,7 +17,6 @@
 //!   names of the CUDA major version it was built for, and panics when they are missing;
 //!   loading them here works with whichever CUDA 11, 12 or 13 copy is installed and turns
 //!   every failure into data;
-//! - [`kernels`]: the CUDA C of the built-in ops, compiled at run time by NVRTC.
 //!
 //! Nothing here needs a CUDA toolkit or libclang to build: the declarations in [`ffi`] are
 //! generated offline by `cargo xtask bindgen` and committed, and cudarc resolves the
@@ -33,7 +32,6 @@
 pub mod cublas;
 pub mod discover;
 pub mod ffi;
-pub mod kernels;
 pub mod nvrtc;
 pub mod probe;
 

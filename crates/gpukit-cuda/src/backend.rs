@@ -3,13 +3,13 @@
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
+use crate::kernels::SCRATCH_BYTES;
 use cudarc::driver::sys::{self, CUresult};
 use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
     Location, Op, RawPtr, RawStream, Result,
 };
 use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
-use gpukit_cuda_sys::kernels::SCRATCH_BYTES;
 
 use crate::device::{lock, Device, Raw};
 use crate::error::CudaError;

@@ -11,9 +11,9 @@
 
 use std::sync::{Mutex, OnceLock};
 
+use crate::kernels::{Elem, BUILTIN_OPTIONS};
 use cudarc::driver::sys;
 use gpukit_core::{Error, Result};
-use gpukit_cuda_sys::kernels::{Elem, BUILTIN_OPTIONS};
 use gpukit_cuda_sys::nvrtc::{Compiled, NvrtcLib, Target};
 
 use crate::cache::{self, Origin};
@@ -57,7 +57,7 @@ fn slot_of(elem: Elem) -> usize {
 }
 
 /// The built-in module of `elem` as the backend compiles it (with
-/// [`gpukit_cuda_sys::kernels::BUILTIN_OPTIONS`]): its CUDA C and its program name.
+/// [`crate::kernels::BUILTIN_OPTIONS`]): its CUDA C and its program name.
 pub fn builtin_program(elem: Elem) -> (String, String) {
     (module_source(elem), format!("builtin_{}", elem.name()))
 }

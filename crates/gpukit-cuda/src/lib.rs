@@ -43,7 +43,7 @@
 //!   synchronise with the legacy default stream). **Events** are `CUevent`s; ordering events
 //!   (without timing) come from a pool. Copies are `cuMemcpy*Async`.
 //! - **Built-in ops** are one module of CUDA C per element type: the template
-//!   `gpukit-cuda-sys/kernels/builtin.cu` (fill, axpy, clamp, reductions, softmax,
+//!   `kernels/builtin.cu` ([`kernels`]) (fill, axpy, clamp, reductions, softmax,
 //!   cross-entropy) with the casts, then one kernel per element-wise op of gpukit-core's op
 //!   table, generated from its body in `src/source.rs` (`u_<op>`, `b_<op>` with a mode for
 //!   row and column vectors, `s_<op>` for a scalar; in place is the same kernel with the
@@ -106,8 +106,7 @@
 //! drivers. NVRTC and cuBLAS of CUDA 11.2 to 13 are found by `gpukit-cuda-sys`, preferring a major
 //! version not newer than the driver's.
 //!
-//! Dependencies: `cudarc` (driver API), `gpukit-cuda-sys` (discovery, probe, NVRTC, cuBLAS,
-//! kernel sources), `libloading` (only to compare cudarc's driver handle with the probe's),
+//! Dependencies: `cudarc` (driver API), `gpukit-cuda-sys` (discovery, probe, NVRTC, cuBLAS),
 //! `thiserror`, and `tracing` (a kernel cache that cannot be written is logged).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -121,6 +120,7 @@ mod device;
 mod error;
 mod graph;
 mod kernel;
+pub mod kernels;
 mod loader;
 pub mod nvtx;
 mod ops;
@@ -141,7 +141,7 @@ pub use graph::CudaGraph;
 pub use kernel::compile_check;
 
 /// The complete CUDA C of the built-in module for `dtype`, exactly as the backend compiles it
-/// (with `gpukit_cuda_sys::kernels::BUILTIN_OPTIONS`; [`builtin_program`] adds its program
+/// (with `crate::kernels::BUILTIN_OPTIONS`; [`builtin_program`] adds its program
 /// name): for benchmarks that launch the same kernels raw (`b_add(in, rhs, out, n, cols,
 /// mode)`, ...), and for inspection.
 pub fn builtin_module_source(dtype: gpukit_core::DType) -> String {

@@ -89,6 +89,7 @@ mod tests {
         ("error.rs", include_str!("error.rs")),
         ("graph.rs", include_str!("graph.rs")),
         ("kernel.rs", include_str!("kernel.rs")),
+        ("kernels.rs", include_str!("kernels.rs")),
         ("lib.rs", include_str!("lib.rs")),
         ("loader.rs", include_str!("loader.rs")),
         ("nvtx.rs", include_str!("nvtx.rs")),

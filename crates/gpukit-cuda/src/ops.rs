@@ -10,11 +10,11 @@
 
 use std::ffi::c_void;
 
+use crate::kernels::{Elem, MAX_PARTIALS, REDUCE_BLOCK};
 use cudarc::driver::sys;
 use gpukit_core::{
     BinaryOp, BufAt, DType, Error, Gemm, Op, ReduceOp, Result, Rhs, Scalar, Shape, UnaryOp,
 };
-use gpukit_cuda_sys::kernels::{Elem, MAX_PARTIALS, REDUCE_BLOCK};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::blas;

@@ -10,8 +10,8 @@
 //! ops without transcendental functions give the same bits as the CPU backend (the module
 //! is compiled without fused multiply-add).
 
+use crate::kernels::{builtin_source, Elem, COMMON_KERNELS, FLOAT_KERNELS};
 use gpukit_core::{BinaryOp, UnaryOp};
-use gpukit_cuda_sys::kernels::{builtin_source, Elem, COMMON_KERNELS, FLOAT_KERNELS};
 
 /// The CUDA C body of a unary op over `x`.
 pub(crate) fn unary_body(op: UnaryOp) -> &'static str {
@@ -145,7 +145,7 @@ pub(crate) fn module_source(elem: Elem) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpukit_cuda_sys::kernels::BUILTIN_OPTIONS;
+    use crate::kernels::BUILTIN_OPTIONS;
     use gpukit_cuda_sys::nvrtc::{nvrtc, Target};
 
     #[test]
@@ -161,8 +161,9 @@ mod tests {
         }
     }
 
-    /// Every module compiles with NVRTC, where libnvrtc can be found (a GPU is not needed),
-    /// and its PTX has every entry point the backend looks up.
+    /// Every module compiles with NVRTC, where libnvrtc can be found (a GPU is not needed):
+    /// its PTX has every entry point the backend looks up, and it compiles to a cubin for a
+    /// Hopper GPU (sm_90, the lent H100s and H200s) where this NVRTC knows the architecture.
     #[test]
     fn every_module_compiles_with_nvrtc() {
         let lib = match nvrtc(None) {
@@ -182,6 +183,16 @@ mod tests {
             for e in entries(elem) {
                 let entry = format!(".entry {}(", e.c_name());
                 assert!(ptx.contains(&entry), "{elem:?} lacks {entry}");
+            }
+            if lib.archs.contains(&90) {
+                let cubin = lib
+                    .compile(&src, elem.name(), Target::Sass(9, 0), BUILTIN_OPTIONS)
+                    .unwrap_or_else(|e| panic!("{elem:?} for sm_90: {e}"));
+                assert_eq!(
+                    &cubin.image[..4],
+                    b"\x7fELF",
+                    "{elem:?}: a cubin is an ELF file"
+                );
             }
         }
     }

@@ -36,7 +36,7 @@ use gpukit::cuda::cache::{DiskCache, KernelKey};
 use gpukit::half::f16;
 use gpukit::{Gemm, Location};
 use gpukit_cuda_sys::discover::{self, Lib};
-use gpukit_cuda_sys::kernels::{Elem, BUILTIN_OPTIONS};
+use gpukit::cuda::kernels::{Elem, BUILTIN_OPTIONS};
 use gpukit_cuda_sys::nvrtc::{self, NvrtcLib, Target};
 use gpukit_cuda_sys::probe::{self, version_pair};
 use gpukit_examples::cli::{self, Cli};
