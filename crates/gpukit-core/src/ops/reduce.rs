@@ -1,0 +1,231 @@
+//! Reductions: whole-array and per-row sums, means, minima, maxima and their indices, dot
+//! products, into device arrays or returned to the host.
+
+use crate::array::{DeviceRead, DeviceWrite};
+use crate::backend::Backend;
+use crate::element::{Element, Float, Numeric};
+use crate::error::{same_len, Error, Result};
+use crate::optable::{Op, ReduceOp, Scalar, Shape};
+use crate::stream::Stream;
+use crate::track::Access;
+
+use super::shape_len;
+
+/// The whole-array (`*_into`) and per-row (`row_*`) methods of each reduction.
+macro_rules! reductions {
+    ($( #[doc = $what:literal] $into:ident, $row:ident: $bound:ident, $op:ident, $R:ty; )*) => {$(
+        #[doc = concat!("Writes", $what, " of `x` into the one-element `out`.")]
+        pub fn $into<T: $bound>(
+            &self,
+            x: &impl DeviceRead<T, B>,
+            out: &mut impl DeviceWrite<$R, B>,
+        ) -> Result<()> {
+            self.reduce_rows(stringify!($into), ReduceOp::$op, Shape::new(1, x.len()), x, out)
+        }
+
+        #[doc = concat!("Writes", $what, " of each row of the `shape` matrix `x` into `out` (`shape.rows` elements).")]
+        pub fn $row<T: $bound>(
+            &self,
+            shape: Shape,
+            x: &impl DeviceRead<T, B>,
+            out: &mut impl DeviceWrite<$R, B>,
+        ) -> Result<()> {
+            self.reduce_rows(stringify!($row), ReduceOp::$op, shape, x, out)
+        }
+    )*};
+}
+
+impl<B: Backend> Stream<B> {
+    /// The reductions of each row of a `shape` matrix into `out` (one per row), of any
+    /// result type `R` (the element type, or `u32` for the index reductions); errors name
+    /// `call`, the method the user called.
+    fn reduce_rows<T: Numeric, R: Element>(
+        &self,
+        call: &'static str,
+        op: ReduceOp,
+        shape: Shape,
+        x: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<R, B>,
+    ) -> Result<()> {
+        let name = call;
+        self.floats_only(name, op == ReduceOp::Mean, T::DTYPE)?;
+        same_len(name, "x", shape_len(name, shape)?, x.len())?;
+        same_len(name, "out", shape.rows, out.len())?;
+        if op.is_index() && shape.cols > 1 + u32::MAX as usize {
+            return Err(Error::InvalidShape {
+                op: name,
+                arg: "x",
+                message: format!(
+                    "{} elements per row: an index past u32::MAX does not fit the u32 result",
+                    shape.cols
+                ),
+            });
+        }
+        self.same_contexts(
+            name,
+            [
+                ("x", x.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        if shape.rows > 0 && shape.cols == 0 {
+            return match (op, Scalar::new(T::ZERO).get::<R>()) {
+                (ReduceOp::Sum, Some(zero)) => self.fill_any(out, zero),
+                _ => Err(Error::EmptyInput { op: name }),
+            };
+        }
+        let (sx, so) = (x.slice_ref(), out.slice_ref());
+        self.run_op(
+            name,
+            T::DTYPE,
+            [("x", &sx, Access::Read), ("out", &so, Access::Write)],
+            |[x, out]| Op::Reduce { op, x, shape, out },
+        )
+    }
+
+    /// `fill` for an element type known only as `Element` (the zero of an empty sum).
+    fn fill_any<R: Element>(&self, dst: &mut impl DeviceWrite<R, B>, value: R) -> Result<()> {
+        let (d, len) = (dst.slice_ref(), dst.len());
+        self.run_op("fill", R::DTYPE, [("dst", &d, Access::Write)], |[out]| {
+            Op::Fill {
+                out,
+                len,
+                value: Scalar::new(value),
+            }
+        })
+    }
+
+    reductions! {
+        /// the sum (0 for an empty `x`)
+        sum_into, row_sum: Numeric, Sum, T;
+        /// the mean
+        mean_into, row_mean: Float, Mean, T;
+        /// the smallest element
+        min_into, row_min: Numeric, Min, T;
+        /// the largest element
+        max_into, row_max: Numeric, Max, T;
+        /// the index of the first smallest element
+        argmin_into, row_argmin: Numeric, ArgMin, u32;
+        /// the index of the first largest element (for a classifier's logits, its predictions)
+        argmax_into, row_argmax: Numeric, ArgMax, u32;
+    }
+
+    /// Writes the dot product of `x` and `y` into the one-element `out` (0 when empty).
+    pub fn dot_into<T: Numeric>(
+        &self,
+        x: &impl DeviceRead<T, B>,
+        y: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        self.dot_as("dot_into", x, y, out)
+    }
+
+    /// [`Stream::dot_into`], its errors naming `call`.
+    fn dot_as<T: Numeric>(
+        &self,
+        call: &'static str,
+        x: &impl DeviceRead<T, B>,
+        y: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        same_len(call, "y", x.len(), y.len())?;
+        same_len(call, "out", 1, out.len())?;
+        self.same_contexts(
+            call,
+            [
+                ("x", x.slice_ref().context_id()),
+                ("y", y.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        if x.is_empty() {
+            return self.fill(out, T::ZERO);
+        }
+        let (sx, sy, so, len) = (x.slice_ref(), y.slice_ref(), out.slice_ref(), x.len());
+        self.run_op(
+            call,
+            T::DTYPE,
+            [
+                ("x", &sx, Access::Read),
+                ("y", &sy, Access::Read),
+                ("out", &so, Access::Write),
+            ],
+            |[x, y, out]| Op::Dot { x, y, len, out },
+        )
+    }
+
+    /// The sum of `x`; waits for the result.
+    pub fn sum<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<T> {
+        self.host_reduce("sum", ReduceOp::Sum, x)
+    }
+
+    /// The mean of `x` ([`Error::EmptyInput`] when empty); waits for the result.
+    pub fn mean<T: Float>(&self, x: &impl DeviceRead<T, B>) -> Result<T> {
+        self.host_reduce("mean", ReduceOp::Mean, x)
+    }
+
+    /// The smallest element of `x` ([`Error::EmptyInput`] when empty); waits for the result.
+    pub fn min<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<T> {
+        self.host_reduce("min", ReduceOp::Min, x)
+    }
+
+    /// The largest element of `x` ([`Error::EmptyInput`] when empty); waits for the result.
+    pub fn max<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<T> {
+        self.host_reduce("max", ReduceOp::Max, x)
+    }
+
+    /// The index of the first smallest element of `x` (NaNs rank last;
+    /// [`Error::EmptyInput`] when empty); waits for the result.
+    pub fn argmin<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<usize> {
+        self.host_reduce::<T, u32>("argmin", ReduceOp::ArgMin, x)
+            .map(|i| i as usize)
+    }
+
+    /// The index of the first largest element of `x` (NaNs rank last;
+    /// [`Error::EmptyInput`] when empty); waits for the result.
+    pub fn argmax<T: Numeric>(&self, x: &impl DeviceRead<T, B>) -> Result<usize> {
+        self.host_reduce::<T, u32>("argmax", ReduceOp::ArgMax, x)
+            .map(|i| i as usize)
+    }
+
+    /// The dot product of `x` and `y`; waits for the result.
+    pub fn dot<T: Numeric>(
+        &self,
+        x: &impl DeviceRead<T, B>,
+        y: &impl DeviceRead<T, B>,
+    ) -> Result<T> {
+        self.host_result("dot", |s, out| s.dot_as("dot", x, y, out))
+    }
+
+    /// The whole-array reduction `op` of `x`, downloaded; errors name `call`.
+    fn host_reduce<T: Numeric, R: Element>(
+        &self,
+        call: &'static str,
+        op: ReduceOp,
+        x: &impl DeviceRead<T, B>,
+    ) -> Result<R> {
+        self.host_result(call, |s, out| {
+            s.reduce_rows(call, op, Shape::new(1, x.len()), x, out)
+        })
+    }
+
+    /// Runs `f` into a fresh one-element array and downloads the element. Refused during
+    /// any capture of the context, naming `call`: the result needs an allocation and a
+    /// blocking read, neither of which a graph can hold.
+    fn host_result<R: Element>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(&Self, &mut crate::GpuArray<R, B>) -> Result<()>,
+    ) -> Result<R> {
+        self.shared_arc().not_capturing(
+            call,
+            "a result returned to the host needs an allocation and a blocking read, which a \
+             capture cannot hold (reduce into a device array with the `_into` form instead)",
+        )?;
+        let mut out = crate::GpuArray::<R, B>::alloc(self, 1, false)?;
+        f(self, &mut out)?;
+        let mut v = [R::default()];
+        self.download_blocking(&out, &mut v)?;
+        Ok(v[0])
+    }
+}
