@@ -68,6 +68,7 @@
 mod array;
 mod backend;
 mod context;
+mod dtype;
 mod element;
 mod error;
 mod graph;
