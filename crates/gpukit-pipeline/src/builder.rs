@@ -6,11 +6,12 @@ use std::marker::PhantomData;
 use gpukit_core::{Backend, Context, HostUse, Stream};
 
 use crate::arrays::{Arrays, Batch, Filled};
-use crate::engine::{self, IterLoad, Stateful, UserLoad};
+use crate::engine;
 use crate::error::{BoxError, PipelineError};
 use crate::pattern::Pattern;
 use crate::progress::Progress;
 use crate::report::Report;
+use crate::stages::{IterLoad, LoadFn, StageFns, Stateful, UserLoad};
 
 /// A pipeline over a context: how many batches, how many rows at most, which typed arrays
 /// go in and come out, and in which pattern.
@@ -398,8 +399,8 @@ impl<B: Backend, In: Arrays<B>, Out: Arrays<B>> Pipeline<B, In, Out> {
     ) -> Result<Report, PipelineError>
     where
         M: Send,
-        L: engine::LoadFn<B, In, M>,
-        X: engine::StageFns<B, In, Out, M, St>,
+        L: LoadFn<B, In, M>,
+        X: StageFns<B, In, Out, M, St>,
     {
         let sizes = |dtypes: Vec<gpukit_core::DType>| -> Vec<usize> {
             dtypes.iter().map(|d| d.size()).collect()

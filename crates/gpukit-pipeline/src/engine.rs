@@ -3,7 +3,7 @@
 //!
 //! A batch goes:
 //!
-//! 1. [`load_batch`]: pinned staging buffers from the context's pool, filled by the user's
+//! 1. [`load_batch`] (in [`crate::loader`]): pinned staging buffers from the context's pool, filled by the user's
 //!    load function (on the loader thread in the buffered patterns), cut to the rows filled;
 //! 2. [`Run::submit`], which enqueues without blocking: [`Run::enqueue_upload`] (staging into
 //!    the slot's device inputs), [`Run::enqueue_compute`] (the user's device work, on views of
@@ -13,170 +13,26 @@
 //!    pool, outputs in hand), [`Run::record_spans`] (the timeline) and [`Run::deliver`] (the
 //!    user's sink, in batch order).
 //!
-//! [`Run::go`] drives them: the sequential pattern does 1-2-3 per batch on one stream; the
+//! [`Run::execute`] drives them: the sequential pattern does 1-2-3 per batch on one stream; the
 //! buffered patterns first run [`Run::calibrate`] (a few batches alone, for the report's
-//! bound), then a [`loader_loop`] thread does step 1 up to `depth` batches ahead while
-//! [`Run::pump`] does steps 2 and 3 on the calling thread.
+//! bound), then a [`loader_loop`] thread (also in [`crate::loader`]) does step 1 up to `depth` batches ahead while
+//! [`Run::run_buffered`] does steps 2 and 3 on the calling thread.
 
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::Instant;
 
 use gpukit_core::{Backend, Context, Event, HostUse, Stream};
 
-use crate::arrays::{Arrays, Batch, Filled};
+use crate::arrays::{Arrays, Batch};
 use crate::builder::Pipeline;
 use crate::error::{BoxError, PipelineError, Stage};
+use crate::loader::{load_batch, loader_loop, thread_cpu_ms, Loaded, LoaderMsg};
 use crate::pattern::Pattern;
 use crate::progress::Progress;
 use crate::report::{self, Calibration, Measured, Report, StageTimes};
+use crate::stages::{LoadFn, StageFns};
 use crate::timeline::{Lane, Span};
-
-/// A load stage: fills a batch's staging buffers, returns its rows and host data.
-pub(crate) trait LoadFn<B: Backend, In: Arrays<B>, M>: Send {
-    fn load(
-        &mut self,
-        i: usize,
-        staging: &mut In::Staging,
-        widths: &[usize],
-        max_rows: usize,
-    ) -> Result<(usize, M), BoxError>;
-}
-
-/// The user's load function.
-pub(crate) struct UserLoad<L, F>(L, PhantomData<fn() -> F>);
-
-impl<L, F> UserLoad<L, F> {
-    pub(crate) fn new(load: L) -> Self {
-        UserLoad(load, PhantomData)
-    }
-}
-
-impl<B, In, M, F, L> LoadFn<B, In, M> for UserLoad<L, F>
-where
-    B: Backend,
-    In: Arrays<B>,
-    F: Filled<M>,
-    L: for<'a> FnMut(usize, In::HostMut<'a>) -> Result<F, BoxError> + Send,
-{
-    fn load(
-        &mut self,
-        i: usize,
-        staging: &mut In::Staging,
-        _widths: &[usize],
-        _max_rows: usize,
-    ) -> Result<(usize, M), BoxError> {
-        (self.0)(i, In::host_mut(staging)).map(Filled::into_parts)
-    }
-}
-
-/// Batches from an iterator of owned vectors.
-pub(crate) struct IterLoad<I>(I);
-
-impl<I> IterLoad<I> {
-    pub(crate) fn new(iter: I) -> Self {
-        IterLoad(iter)
-    }
-}
-
-impl<B, In, I> LoadFn<B, In, ()> for IterLoad<I>
-where
-    B: Backend,
-    In: Arrays<B>,
-    I: Iterator<Item = In::Owned> + Send,
-{
-    fn load(
-        &mut self,
-        i: usize,
-        staging: &mut In::Staging,
-        widths: &[usize],
-        max_rows: usize,
-    ) -> Result<(usize, ()), BoxError> {
-        let item = self
-            .0
-            .next()
-            .ok_or_else(|| format!("the iterator ended before batch {i}"))?;
-        let rows = In::owned_rows(&item, widths)?;
-        // A batch over the maximum is not copied; the engine reports it as too long.
-        if rows <= max_rows {
-            In::fill_from(item, staging);
-        }
-        Ok((rows, ()))
-    }
-}
-
-/// The compute and deliver stages, with or without state they share.
-pub(crate) trait StageFns<B: Backend, In: Arrays<B>, Out: Arrays<B>, M, St> {
-    fn compute(
-        &mut self,
-        state: &mut St,
-        stream: &Stream<B>,
-        batch: &Batch<M>,
-        inputs: &In::Views<'_>,
-        outputs: &mut Out::ViewsMut<'_>,
-    ) -> gpukit_core::Result<()>;
-
-    fn sink(
-        &mut self,
-        state: &mut St,
-        batch: Batch<M>,
-        outputs: Out::Host<'_>,
-    ) -> Result<(), BoxError>;
-}
-
-/// Compute and sink closures that take `&mut` state in turn.
-pub(crate) struct Stateful<C, S> {
-    pub(crate) compute: C,
-    pub(crate) sink: S,
-}
-
-impl<B, In, Out, M, St, C, S> StageFns<B, In, Out, M, St> for Stateful<C, S>
-where
-    B: Backend,
-    In: Arrays<B>,
-    Out: Arrays<B>,
-    C: for<'a, 'b> FnMut(
-        &mut St,
-        &Stream<B>,
-        &Batch<M>,
-        &In::Views<'a>,
-        &mut Out::ViewsMut<'b>,
-    ) -> gpukit_core::Result<()>,
-    S: for<'a> FnMut(&mut St, Batch<M>, Out::Host<'a>) -> Result<(), BoxError>,
-{
-    fn compute(
-        &mut self,
-        state: &mut St,
-        stream: &Stream<B>,
-        batch: &Batch<M>,
-        inputs: &In::Views<'_>,
-        outputs: &mut Out::ViewsMut<'_>,
-    ) -> gpukit_core::Result<()> {
-        (self.compute)(state, stream, batch, inputs, outputs)
-    }
-
-    fn sink(
-        &mut self,
-        state: &mut St,
-        batch: Batch<M>,
-        outputs: Out::Host<'_>,
-    ) -> Result<(), BoxError> {
-        (self.sink)(state, batch, outputs)
-    }
-}
-
-/// A loaded batch on its way from the loader.
-struct Loaded<B: Backend, In: Arrays<B>, M> {
-    batch: Batch<M>,
-    staging: In::Staging,
-    /// Host milliseconds since the run's start: load start and end.
-    start_ms: f64,
-    end_ms: f64,
-}
-
-/// What the loader sends: a batch, or the error that stopped it.
-type LoaderMsg<B, In, M> = Result<Loaded<B, In, M>, PipelineError>;
 
 /// A compute stage enqueued between two events, and the host window (ms since the run's
 /// start) in which the compute function enqueued it.
@@ -250,7 +106,10 @@ struct Run<'p, B: Backend, In, Out> {
 }
 
 /// Wraps an error of the device work (on any backend) with its batch and stage.
-fn stage_error(batch: usize, stage: Stage) -> impl Fn(gpukit_core::Error) -> PipelineError {
+pub(crate) fn stage_error(
+    batch: usize,
+    stage: Stage,
+) -> impl Fn(gpukit_core::Error) -> PipelineError {
     move |source| PipelineError::Gpu {
         batch,
         stage,
@@ -264,7 +123,7 @@ fn stage_error(batch: usize, stage: Stage) -> impl Fn(gpukit_core::Error) -> Pip
 ///
 /// The stage runs inside a profiler range named `{stage} {batch}` (`compute 3`): an NVTX
 /// range on CUDA, so Nsight Systems shows each batch's stages on their threads' rows.
-fn guarded<B: Backend, T>(
+pub(crate) fn guarded<B: Backend, T>(
     ctx: &Context<B>,
     i: usize,
     stage: Stage,
@@ -290,101 +149,12 @@ fn guarded<B: Backend, T>(
 }
 
 /// A user stage's error, with its batch and stage.
-fn user(batch: usize, stage: Stage) -> impl Fn(BoxError) -> PipelineError {
+pub(crate) fn user(batch: usize, stage: Stage) -> impl Fn(BoxError) -> PipelineError {
     move |source| PipelineError::Stage {
         batch,
         stage,
         source,
     }
-}
-
-/// Milliseconds of this thread's CPU time.
-fn thread_cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a live timespec; CLOCK_THREAD_CPUTIME_ID is always available on Linux.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r == 0 {
-        ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
-    } else {
-        0.0
-    }
-}
-
-/// Step 1: staging buffers from the pool at `max_rows`, filled by the load function, cut to
-/// the rows it filled. `now` is the run's host clock.
-fn load_batch<B, In, Out, M, L>(
-    p: &Pipeline<B, In, Out>,
-    load: &mut L,
-    i: usize,
-    now: impl Fn() -> f64,
-) -> Result<Loaded<B, In, M>, PipelineError>
-where
-    B: Backend,
-    In: Arrays<B>,
-    Out: Arrays<B>,
-    L: LoadFn<B, In, M>,
-{
-    let start_ms = now();
-    let mut staging = In::alloc_staging(&p.ctx, &p.in_widths, p.max_rows, p.staging_use())
-        .map_err(stage_error(i, Stage::Load))?;
-    let (rows, meta) = guarded(&p.ctx, i, Stage::Load, "load function", || {
-        load.load(i, &mut staging, &p.in_widths, p.max_rows)
-            .map_err(user(i, Stage::Load))
-    })?;
-    if rows > p.max_rows {
-        return Err(PipelineError::TooManyRows {
-            batch: i,
-            rows,
-            max_rows: p.max_rows,
-        });
-    }
-    In::truncate(&mut staging, &p.in_widths, rows);
-    Progress::bump(&p.progress.0.loaded);
-    Ok(Loaded {
-        batch: Batch {
-            index: i,
-            rows,
-            meta,
-        },
-        staging,
-        start_ms,
-        end_ms: now(),
-    })
-}
-
-/// The loader thread: step 1 for batches `first..`, sent in order; blocks while `depth` are
-/// waiting (backpressure). Returns its CPU time in ms.
-fn loader_loop<B, In, Out, M, L>(
-    p: &Pipeline<B, In, Out>,
-    first: usize,
-    stop: &AtomicBool,
-    host_t0: Instant,
-    tx: SyncSender<LoaderMsg<B, In, M>>,
-    load: &mut L,
-) -> f64
-where
-    B: Backend,
-    In: Arrays<B>,
-    Out: Arrays<B>,
-    M: Send,
-    L: LoadFn<B, In, M>,
-{
-    let cpu0 = thread_cpu_ms();
-    let now = || host_t0.elapsed().as_secs_f64() * 1e3;
-    for i in first..p.batches {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let msg = load_batch(p, load, i, now);
-        let failed = msg.is_err();
-        if tx.send(msg).is_err() || failed {
-            break;
-        }
-    }
-    thread_cpu_ms() - cpu0
 }
 
 /// Runs `p` with the user's stages.

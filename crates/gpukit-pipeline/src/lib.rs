@@ -44,9 +44,10 @@
 //! the loader's CPU time, which the CPU backend's bound needs (a loader waiting on I/O uses
 //! no core).
 //!
-//! The engine is in `engine.rs`, named by the steps a batch takes (`load_batch`, `submit`:
-//! `enqueue_upload`, `enqueue_compute`, `enqueue_download`; `retire`: `wait_copies`,
-//! `record_spans`, `deliver`); the configuration in `builder.rs`; what a batch carries in
+//! The engine is in `engine.rs`, named by the steps a batch takes (`load_batch`, in
+//! `loader.rs` with the loader thread; `submit`: `enqueue_upload`, `enqueue_compute`,
+//! `enqueue_download`; `retire`: `wait_copies`, `record_spans`, `deliver`); the user's stages
+//! as the engine calls them in `stages.rs`; the configuration in `builder.rs`; what a batch carries in
 //! `arrays.rs`; the report and its bound in `report.rs`; pictures in `timeline.rs`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -56,9 +57,11 @@ mod arrays;
 mod builder;
 mod engine;
 mod error;
+mod loader;
 mod pattern;
 mod progress;
 pub mod report;
+mod stages;
 mod timeline;
 
 pub use arrays::{Arrays, Batch, Filled};
