@@ -1,0 +1,318 @@
+//! numpy's side of the gemm comparison: a `python3` child that reports its BLAS and times
+//! `a @ b` on the same matrices.
+
+use super::matmul::{gemm_runs, rel_err, within_tol, GemmInput};
+use super::*;
+
+/// Why numpy's row is missing: numpy cannot be used here (a skip), or it ran and failed.
+pub(super) enum NumpyError {
+    Unavailable(String),
+    Failed(Box<dyn std::error::Error>),
+}
+
+/// The Python side: `probe` imports numpy and reports its BLAS; `time DIR N:RUNS,...` also
+/// times `a @ b` on `DIR/a{N}.f32` and `DIR/b{N}.f32` (little-endian f32, row-major) and
+/// writes the product to `DIR/c{N}.f32`. One JSON object on the last line of stdout.
+const NUMPY_SCRIPT: &str = r#"
+import json, os, sys, time
+
+def openblas_runtime(path):
+    import ctypes
+    out = {"library": path}
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        out["error"] = str(e)
+        return out
+    for what, restype in (("corename", ctypes.c_char_p), ("config", ctypes.c_char_p),
+                          ("num_threads", ctypes.c_int), ("parallel", ctypes.c_int)):
+        for name in ("openblas_get_" + what, "openblas_get_" + what + "64_",
+                     "scipy_openblas_get_" + what, "scipy_openblas_get_" + what + "64_"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = restype
+                fn.argtypes = []
+                v = fn()
+                out[what] = v.decode() if isinstance(v, bytes) else v
+                out[what + "_symbol"] = name
+                break
+    return out
+
+def blas_info(np):
+    info = {"numpy": np.__version__, "python": sys.version.split()[0]}
+    try:
+        cfg = np.show_config(mode="dicts")
+    except TypeError:
+        cfg = None
+    if isinstance(cfg, dict):
+        deps = cfg.get("Build Dependencies", {})
+        for key in ("blas", "lapack"):
+            if key in deps:
+                info["build_" + key] = deps[key]
+        if "SIMD Extensions" in cfg:
+            info["simd_extensions"] = cfg["SIMD Extensions"]
+    else:
+        import contextlib, io
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            np.show_config()
+        info["config_lines"] = [l.strip() for l in buf.getvalue().splitlines()
+                                if "blas" in l.lower()][:40]
+    try:
+        from threadpoolctl import threadpool_info
+        info["threadpoolctl"] = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    except ImportError:
+        info["threadpoolctl"] = "not installed"
+    except Exception as e:
+        info["threadpoolctl"] = "failed: %s" % e
+    loaded = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6:
+                    base = os.path.basename(parts[5]).lower()
+                    if any(s in base for s in ("blas", "mkl", "blis")) and parts[5] not in loaded:
+                        loaded.append(parts[5])
+    except OSError:
+        pass
+    info["blas_libraries_loaded"] = loaded
+    for path in loaded:
+        if "openblas" in os.path.basename(path).lower():
+            info["openblas"] = openblas_runtime(path)
+            break
+    info["env"] = {k: v for k, v in os.environ.items()
+                   if k.startswith(("OPENBLAS", "OMP_", "MKL_", "GOTO"))}
+    return info
+
+def timing(np, folder, pairs):
+    out = []
+    for n, runs in pairs:
+        a = np.fromfile(os.path.join(folder, "a%d.f32" % n), dtype="<f4").reshape(n, n)
+        b = np.fromfile(os.path.join(folder, "b%d.f32" % n), dtype="<f4").reshape(n, n)
+        c = a @ b
+        c = a @ b
+        ts = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            c = a @ b
+            ts.append(time.perf_counter() - t)
+        c.astype("<f4").tofile(os.path.join(folder, "c%d.f32" % n))
+        ts.sort()
+        m = len(ts)
+        med = ts[m // 2] if m % 2 else (ts[m // 2 - 1] + ts[m // 2]) / 2
+        out.append({"n": n, "runs": runs, "seconds": med, "dtype": str(c.dtype)})
+    return out
+
+def main():
+    try:
+        import numpy as np
+    except Exception as e:
+        print(json.dumps({"ok": False, "reason": "%s: %s" % (type(e).__name__, e)}))
+        return
+    result = {"ok": True, "info": blas_info(np)}
+    if sys.argv[1] == "time":
+        pairs = [tuple(int(x) for x in p.split(":")) for p in sys.argv[3].split(",")]
+        result["results"] = timing(np, sys.argv[2], pairs)
+    print(json.dumps(result, default=str))
+
+main()
+"#;
+
+/// A folder removed, with what is in it, when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the Python side with `args`; its JSON answer.
+fn python(python: &str, args: &[&str]) -> Result<Value, NumpyError> {
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(NUMPY_SCRIPT)
+        .args(args)
+        // What OpenBLAS picks for this machine by itself, not a core type forced on it.
+        .env_remove("OPENBLAS_CORETYPE")
+        .env_remove("OPENBLAS_L2_SIZE")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| NumpyError::Unavailable(format!("cannot run {python}: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("");
+    let answer = serde_json::from_str::<Value>(last).ok();
+    match answer {
+        Some(v) if out.status.success() => {
+            if v["ok"].as_bool() == Some(true) {
+                Ok(v)
+            } else {
+                Err(NumpyError::Unavailable(
+                    v["reason"]
+                        .as_str()
+                        .unwrap_or("numpy did not import")
+                        .to_owned(),
+                ))
+            }
+        }
+        _ => {
+            let why = format!(
+                "{python} exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            Err(if args.first() == Some(&"probe") {
+                NumpyError::Unavailable(why)
+            } else {
+                NumpyError::Failed(why.into())
+            })
+        }
+    }
+}
+
+/// Times numpy's `a @ b` on `inputs` and checks its products against the CPU backend's;
+/// numpy's BLAS description and its row.
+pub(super) fn numpy_gemm(
+    python_exe: &str,
+    inputs: &[GemmInput],
+    quick: bool,
+) -> Result<(Value, GemmRow), NumpyError> {
+    python(python_exe, &["probe"])?;
+    let failed = |e: String| NumpyError::Failed(e.into());
+    let dir = TempDir(std::env::temp_dir().join(format!("ops_bench_{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).map_err(|e| failed(format!("{}: {e}", dir.0.display())))?;
+    let write = |path: &Path, v: &[f32]| {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        std::fs::write(path, bytes).map_err(|e| failed(format!("{}: {e}", path.display())))
+    };
+    let mut pairs = Vec::new();
+    for input in inputs {
+        let n = input.n;
+        write(&dir.0.join(format!("a{n}.f32")), &input.a)?;
+        write(&dir.0.join(format!("b{n}.f32")), &input.b)?;
+        pairs.push(format!("{n}:{}", gemm_runs(n, quick)));
+    }
+    let folder = dir.0.to_string_lossy().into_owned();
+    let answer = python(python_exe, &["time", &folder, &pairs.join(",")])?;
+    let info = answer["info"].clone();
+    let threads = info["openblas"]["num_threads"]
+        .as_u64()
+        .map(|t| t as usize)
+        .or_else(|| {
+            info["threadpoolctl"]
+                .get(0)
+                .and_then(|p| p["num_threads"].as_u64())
+                .map(|t| t as usize)
+        });
+    let mut results = Vec::new();
+    for GemmInput { n, reference, .. } in inputs {
+        let r = answer["results"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["n"].as_u64() == Some(*n as u64)))
+            .ok_or_else(|| failed(format!("numpy gave no result for n = {n}")))?;
+        let path = dir.0.join(format!("c{n}.f32"));
+        let bytes = std::fs::read(&path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
+        let c: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let err = rel_err(&c, reference);
+        if !within_tol(err) {
+            return Err(failed(format!(
+                "numpy's product at n = {n}: relative error {err:.2e} > {GEMM_TOL:.0e} against the CPU backend"
+            )));
+        }
+        results.push(GemmResult {
+            n: *n,
+            runs: r["runs"].as_u64().unwrap_or(0) as usize,
+            seconds: r["seconds"].as_f64().unwrap_or(f64::NAN),
+            max_rel_err: err,
+            checked_against: "cpu backend",
+        });
+    }
+    let label = format!(
+        "numpy a @ b ({}{})",
+        blas_name(&info),
+        threads.map_or(String::new(), |t| format!(", {t} threads"))
+    );
+    Ok((
+        info,
+        GemmRow {
+            key: "numpy",
+            label,
+            device: "host".to_owned(),
+            threads,
+            results,
+        },
+    ))
+}
+
+/// The BLAS library's name (and OpenBLAS's core) from the child's report.
+fn blas_name(info: &Value) -> String {
+    let name = info["build_blas"]["name"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| {
+            info["blas_libraries_loaded"]
+                .get(0)
+                .and_then(Value::as_str)
+                .map(|p| {
+                    Path::new(p)
+                        .file_name()
+                        .map_or(p.to_owned(), |f| f.to_string_lossy().into_owned())
+                })
+        })
+        .unwrap_or_else(|| "BLAS unknown".to_owned());
+    match info["openblas"]["corename"].as_str() {
+        Some(core) => format!("{name}, core {core}"),
+        None => name,
+    }
+}
+
+/// One line on numpy's BLAS for the console.
+pub(super) fn describe_blas(info: &Value) -> String {
+    let mut parts = vec![format!("numpy {}", info["numpy"].as_str().unwrap_or("?"))];
+    if let Some(b) = info["build_blas"].as_object() {
+        let get = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("?");
+        parts.push(format!(
+            "built with {} {} ({})",
+            get("name"),
+            get("version"),
+            b.get("openblas configuration")
+                .and_then(Value::as_str)
+                .unwrap_or("no configuration string")
+        ));
+    } else if let Some(lines) = info["config_lines"].as_array() {
+        let lines: Vec<&str> = lines.iter().filter_map(Value::as_str).take(4).collect();
+        parts.push(format!("config: {}", lines.join("; ")));
+    }
+    let ob = &info["openblas"];
+    if ob.is_object() {
+        parts.push(format!(
+            "OpenBLAS at run time: core {}, {} threads, config {:?}",
+            ob["corename"].as_str().unwrap_or("?"),
+            ob["num_threads"]
+                .as_i64()
+                .map_or("?".to_owned(), |t| t.to_string()),
+            ob["config"].as_str().unwrap_or("?")
+        ));
+    } else if let Some(libs) = info["blas_libraries_loaded"].as_array() {
+        let libs: Vec<&str> = libs.iter().filter_map(Value::as_str).collect();
+        parts.push(format!("BLAS libraries loaded: {}", libs.join(", ")));
+    }
+    if let Some(t) = info["threadpoolctl"].as_array() {
+        for p in t {
+            parts.push(format!(
+                "threadpoolctl: {} {} {} threads, architecture {}",
+                p["internal_api"].as_str().unwrap_or("?"),
+                p["version"].as_str().unwrap_or("?"),
+                p["num_threads"]
+                    .as_u64()
+                    .map_or("?".to_owned(), |t| t.to_string()),
+                p["architecture"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    parts.join("; ")
+}
