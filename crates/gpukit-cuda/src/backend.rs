@@ -1,6 +1,5 @@
 //! [`CudaBackend`] and its objects: the `gpukit_core::Backend` implementation.
 
-use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 use crate::kernels::SCRATCH_BYTES;
@@ -14,6 +13,7 @@ use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
 use crate::device::{lock, Device, Raw};
 use crate::error::CudaError;
 use crate::graph::{CaptureScratch, CudaGraph, GraphScratch};
+use crate::memory::{CudaBuffer, CudaHostMem, CudaRegistration};
 use crate::streams::ContextStreams;
 use crate::{blas, kernel, loader, ops};
 
@@ -24,62 +24,7 @@ pub struct CudaBackend {
     pub(crate) streams: Arc<ContextStreams>,
     pub(crate) dev: Arc<Device>,
     /// An internal stream for zeroing new allocations.
-    util: Raw<sys::CUstream>,
-}
-
-/// Device memory: `cuMemAlloc`'d bytes.
-pub struct CudaBuffer {
-    pub(crate) ptr: sys::CUdeviceptr,
-    bytes: usize,
-    /// Whether the backend allocated it (a wrapped foreign allocation is never freed here).
-    owned: bool,
-    /// Whether it is managed memory (`cuMemAllocManaged`), addressable from the host.
-    managed: bool,
-}
-
-impl CudaBuffer {
-    /// The device address of byte `offset`.
-    pub(crate) fn at(&self, offset: usize) -> sys::CUdeviceptr {
-        self.ptr + offset as u64
-    }
-
-    /// Size in bytes.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-}
-
-/// Pinned host memory from `cuMemHostAlloc`.
-pub struct CudaHostMem {
-    ptr: Raw<*mut u8>,
-    bytes: usize,
-}
-
-/// A `cuMemHostRegister` registration.
-pub struct CudaRegistration {
-    ptr: Raw<*mut u8>,
-}
-
-impl std::fmt::Debug for CudaBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaBuffer")
-            .field("bytes", &self.bytes)
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for CudaHostMem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaHostMem")
-            .field("bytes", &self.bytes)
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for CudaRegistration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaRegistration").finish_non_exhaustive()
-    }
+    pub(crate) util: Raw<sys::CUstream>,
 }
 
 /// A non-blocking CUDA stream with its reduction scratch buffers and cuBLAS handle.
@@ -191,11 +136,11 @@ impl CudaBackend {
         )
     }
 
-    fn check(&self, call: &'static str, r: CUresult) -> Result<()> {
+    pub(crate) fn check(&self, call: &'static str, r: CUresult) -> Result<()> {
         Ok(self.dev.check(call, r)?)
     }
 
-    fn bind(&self) -> Result<()> {
+    pub(crate) fn bind(&self) -> Result<()> {
         Ok(self.dev.bind()?)
     }
 
@@ -210,51 +155,6 @@ impl CudaBackend {
             blas: Mutex::new(None),
             owned,
         })
-    }
-
-    /// Zeroes a new buffer on the internal stream and waits for it; frees the buffer if
-    /// that fails.
-    fn zeroed(&self, buf: CudaBuffer) -> Result<CudaBuffer> {
-        // SAFETY: the buffer is new and used by nothing else; the internal stream is live.
-        let r = unsafe { sys::cuMemsetD8Async(buf.ptr, 0, buf.bytes, self.util.0) };
-        let r = if r == CUresult::CUDA_SUCCESS {
-            // SAFETY: the internal stream is live.
-            unsafe { sys::cuStreamSynchronize(self.util.0) }
-        } else {
-            r
-        };
-        if let Err(e) = self.check("cuMemsetD8Async", r) {
-            // SAFETY: the memset is the buffer's only use, and it either was not queued or
-            // has ended (the synchronize returned), so no stream needs waiting for. Its
-            // error is secondary to the memset's, which is returned.
-            let _ = unsafe { self.free(buf, &[]) };
-            return Err(e);
-        }
-        Ok(buf)
-    }
-
-    /// `cuMemAlloc`, retried once after waiting for deferred frees.
-    pub(crate) fn mem_alloc(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
-        let mut ptr: sys::CUdeviceptr = 0;
-        // SAFETY: the context is current; live out-pointer.
-        let mut r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) };
-        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            self.dev.reap(true)?;
-            // SAFETY: as above.
-            r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) };
-        }
-        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            let (free, total) = self.dev.mem_info();
-            return Err(CudaError::OutOfMemory {
-                call: "cuMemAlloc",
-                requested: bytes,
-                free,
-                total,
-            }
-            .into());
-        }
-        self.check("cuMemAlloc", r)?;
-        Ok(ptr)
     }
 }
 
@@ -289,60 +189,16 @@ impl Backend for CudaBackend {
     }
 
     fn alloc(&self, bytes: usize, zeroed: bool) -> Result<CudaBuffer> {
-        self.bind()?;
-        self.dev.reap(false)?;
-        let ptr = self.mem_alloc(bytes)?;
-        let buf = CudaBuffer {
-            ptr,
-            bytes,
-            owned: true,
-            managed: false,
-        };
-        if zeroed {
-            return self.zeroed(buf);
-        }
-        Ok(buf)
+        self.alloc_device(bytes, zeroed)
     }
 
     unsafe fn free(&self, buf: CudaBuffer, users: &[&CudaStream]) -> Result<()> {
-        if !buf.owned {
-            // A foreign allocation: its owner frees it (after the work queued on it, by the
-            // contract of `buffer_from_raw`).
-            return Ok(());
-        }
-        let mut streams = [std::ptr::null_mut(); 8];
-        if users.len() <= streams.len() {
-            for (slot, s) in streams.iter_mut().zip(users) {
-                *slot = s.raw.0;
-            }
-            Ok(self.dev.free_after(buf.ptr, &streams[..users.len()])?)
-        } else {
-            let streams: Vec<_> = users.iter().map(|s| s.raw.0).collect();
-            Ok(self.dev.free_after(buf.ptr, &streams)?)
-        }
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        unsafe { self.free_device(buf, users) }
     }
 
     fn alloc_host(&self, bytes: usize, usage: HostUse) -> Result<CudaHostMem> {
-        self.bind()?;
-        let flags = match usage {
-            HostUse::Upload => sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_WRITECOMBINED,
-            HostUse::Download | HostUse::Both => sys::CU_MEMHOSTALLOC_PORTABLE,
-        };
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: the context is current; live out-pointer.
-        let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) };
-        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(Error::OutOfMemory {
-                backend: "cuda",
-                requested: bytes,
-                detail: "cuMemHostAlloc: the host could not pin that much memory".into(),
-            });
-        }
-        self.check("cuMemHostAlloc", r)?;
-        let p = p.cast::<u8>();
-        // SAFETY: `p` is a fresh allocation of `bytes` bytes that nothing else uses yet.
-        unsafe { std::ptr::write_bytes(p, 0, bytes) };
-        Ok(CudaHostMem { ptr: Raw(p), bytes })
+        self.alloc_pinned(bytes, usage)
     }
 
     fn host_ptr(&self, mem: &CudaHostMem) -> *mut u8 {
@@ -350,31 +206,18 @@ impl Backend for CudaBackend {
     }
 
     unsafe fn free_host(&self, mem: CudaHostMem) -> Result<()> {
-        self.bind()?;
-        let _ = mem.bytes;
-        // SAFETY: the memory came from cuMemHostAlloc and no queued work uses it (contract).
-        self.check("cuMemFreeHost", unsafe {
-            sys::cuMemFreeHost(mem.ptr.0.cast())
-        })
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        unsafe { self.free_pinned(mem) }
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, bytes: usize) -> Result<CudaRegistration> {
-        self.bind()?;
-        // SAFETY: the caller promises `ptr..ptr + bytes` is one live allocation that stays
-        // allocated until it is unregistered.
-        let r = unsafe {
-            sys::cuMemHostRegister_v2(ptr.cast(), bytes, sys::CU_MEMHOSTREGISTER_PORTABLE)
-        };
-        self.check("cuMemHostRegister", r)?;
-        Ok(CudaRegistration { ptr: Raw(ptr) })
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        unsafe { self.register(ptr, bytes) }
     }
 
     unsafe fn unregister_host(&self, reg: CudaRegistration) -> Result<()> {
-        self.bind()?;
-        // SAFETY: `reg` is a live registration and no queued work uses the memory (contract).
-        self.check("cuMemHostUnregister", unsafe {
-            sys::cuMemHostUnregister(reg.ptr.0.cast())
-        })
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        unsafe { self.unregister(reg) }
     }
 
     fn create_stream(&self, priority: i32) -> Result<CudaStream> {
@@ -585,22 +428,8 @@ impl Backend for CudaBackend {
     }
 
     unsafe fn buffer_from_raw(&self, ptr: RawPtr, bytes: usize) -> Result<CudaBuffer> {
-        match ptr {
-            RawPtr::Cuda(0) => Err(Error::Unsupported {
-                backend: "cuda",
-                what: "a null device address as device memory".into(),
-            }),
-            RawPtr::Cuda(p) => Ok(CudaBuffer {
-                ptr: p,
-                bytes,
-                owned: false,
-                managed: false,
-            }),
-            other => Err(Error::Unsupported {
-                backend: "cuda",
-                what: format!("{other:?} as device memory (it needs a CUDA device address)"),
-            }),
-        }
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        unsafe { self.wrap_device(ptr, bytes) }
     }
 
     unsafe fn stream_from_raw(&self, raw: RawStream) -> Result<CudaStream> {
@@ -632,52 +461,7 @@ impl Backend for CudaBackend {
     }
 
     fn alloc_unified(&self, bytes: usize) -> Result<CudaBuffer> {
-        self.bind()?;
-        if !self.dev.managed_memory {
-            return Err(Error::Unsupported {
-                backend: "cuda",
-                what: format!(
-                    "unified memory on device {} (no managed memory)",
-                    self.dev.ordinal
-                ),
-            });
-        }
-        // Asking for more managed memory than the device has free can stall the GPU
-        // (oversubscription pages it in and out): refuse it up front.
-        let (free, total) = self.dev.mem_info();
-        let out_of_memory = || -> Error {
-            CudaError::OutOfMemory {
-                call: "cuMemAllocManaged",
-                requested: bytes,
-                free,
-                total,
-            }
-            .into()
-        };
-        if bytes > free {
-            return Err(out_of_memory());
-        }
-        let mut ptr: sys::CUdeviceptr = 0;
-        // SAFETY: the context is current; live out-pointer.
-        let r = unsafe {
-            sys::cuMemAllocManaged(
-                &mut ptr,
-                bytes,
-                sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
-            )
-        };
-        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(out_of_memory());
-        }
-        self.check("cuMemAllocManaged", r)?;
-        let buf = CudaBuffer {
-            ptr,
-            bytes,
-            owned: true,
-            managed: true,
-        };
-        // Waited for, so that the host may read it at once.
-        self.zeroed(buf)
+        self.alloc_managed(bytes)
     }
 
     fn unified_ptr(&self, at: BufAt<'_, Self>) -> Option<*mut u8> {
@@ -694,19 +478,8 @@ impl Backend for CudaBackend {
         bytes: usize,
         to: Location,
     ) -> Result<()> {
-        if !at.buf.managed || !self.dev.concurrent_managed_access {
-            // Without concurrent access the driver migrates on launch and sync itself.
-            return Ok(());
-        }
-        self.bind()?;
-        let dst = match to {
-            Location::Device => self.dev.dev,
-            Location::Host => CU_DEVICE_CPU,
-        };
-        // SAFETY: the caller's contract: the range lies in a live managed buffer that
-        // outlives the prefetch; the stream is live.
-        let r = unsafe { sys::cuMemPrefetchAsync(at.buf.at(at.offset), bytes, dst, stream.raw.0) };
-        self.check("cuMemPrefetchAsync", r)
+        // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+        unsafe { self.prefetch_managed(stream, at, bytes, to) }
     }
 
     fn begin_capture(&self, stream: &CudaStream) -> Result<()> {
@@ -803,6 +576,3 @@ impl Backend for CudaBackend {
         crate::nvtx::pop()
     }
 }
-
-/// The device ordinal that means the host in `cuMemPrefetchAsync` (`CU_DEVICE_CPU`).
-const CU_DEVICE_CPU: sys::CUdevice = -1;

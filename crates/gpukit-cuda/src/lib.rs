@@ -122,14 +122,13 @@ mod graph;
 mod kernel;
 pub mod kernels;
 mod loader;
+mod memory;
 pub mod nvtx;
 mod ops;
 mod source;
 mod streams;
 
-pub use backend::{
-    CudaBackend, CudaBuffer, CudaEvent, CudaHostMem, CudaKernel, CudaRegistration, CudaStream,
-};
+pub use backend::{CudaBackend, CudaEvent, CudaKernel, CudaStream};
 pub use builtins::{builtin_program, compile_builtin, compile_builtins};
 /// The cudarc this backend is built on, for interop at the same version (raw handles from
 /// [`gpukit_core::Stream::with_raw`] and friends are cudarc `sys` types).
@@ -139,6 +138,7 @@ pub use error::{driver_result, CudaError};
 pub use gpukit_cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
 pub use graph::CudaGraph;
 pub use kernel::compile_check;
+pub use memory::{CudaBuffer, CudaHostMem, CudaRegistration};
 
 /// The complete CUDA C of the built-in module for `dtype`, exactly as the backend compiles it
 /// (with `crate::kernels::BUILTIN_OPTIONS`; [`builtin_program`] adds its program

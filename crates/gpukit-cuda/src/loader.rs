@@ -92,6 +92,7 @@ mod tests {
         ("kernels.rs", include_str!("kernels.rs")),
         ("lib.rs", include_str!("lib.rs")),
         ("loader.rs", include_str!("loader.rs")),
+        ("memory.rs", include_str!("memory.rs")),
         ("nvtx.rs", include_str!("nvtx.rs")),
         ("ops.rs", include_str!("ops.rs")),
         ("source.rs", include_str!("source.rs")),
