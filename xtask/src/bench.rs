@@ -317,12 +317,15 @@ mod tests {
         // Every program is an example of the benchmarks' package.
         let root = util::workspace_root();
         for run in &full {
-            let source = root
-                .join("crates")
-                .join(BENCH_PACKAGE)
-                .join("examples")
-                .join(format!("{}.rs", run.program));
-            assert!(source.is_file(), "{}", source.display());
+            let examples = root.join("crates").join(BENCH_PACKAGE).join("examples");
+            let file = examples.join(format!("{}.rs", run.program));
+            let folder = examples.join(&run.program).join("main.rs");
+            assert!(
+                file.is_file() || folder.is_file(),
+                "{} or {}",
+                file.display(),
+                folder.display()
+            );
         }
     }
 }

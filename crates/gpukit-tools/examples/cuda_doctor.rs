@@ -33,10 +33,10 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use gpukit::cuda::cache::{DiskCache, KernelKey};
+use gpukit::cuda::kernels::{Elem, BUILTIN_OPTIONS};
 use gpukit::half::f16;
 use gpukit::{Gemm, Location};
 use gpukit_cuda_sys::discover::{self, Lib};
-use gpukit::cuda::kernels::{Elem, BUILTIN_OPTIONS};
 use gpukit_cuda_sys::nvrtc::{self, NvrtcLib, Target};
 use gpukit_cuda_sys::probe::{self, version_pair};
 use gpukit_examples::cli::{self, Cli};
