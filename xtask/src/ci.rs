@@ -1,12 +1,18 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
 //!
 //! fmt, clippy, tidy, test, no-cuda, doc, package: cheap checks first so a formatting slip
-//! fails in seconds. `no-cuda` builds and tests the other configuration users can choose: the
-//! facade without its default `cuda` feature. It checks that no CUDA crate is in that build's
-//! dependency tree, lints it, and runs every test of the crates that do not need CUDA.
+//! fails in seconds. Each configuration is built once: `test` builds and tests the workspace
+//! with its default features; `no-cuda` the other configuration users can choose, the facade
+//! without its default features (`cuda`, `vulkan`, `half`). It checks that no CUDA crate is
+//! in that build's dependency tree, lints the facade and the programs built on it, and runs
+//! the facade's tests: only the facade changes with those features (the crates below it have
+//! no default features, and the programs' tests do not depend on them), and every `cfg` in
+//! the facade names one feature, so the two runs cover every arm.
 //! `package` runs `cargo package` on every library crate, in dependency order, and builds
 //! each from its `.crate` file: a crate that needs a file outside its folder, or lacks the
-//! metadata crates.io requires, fails here rather than at release time.
+//! metadata crates.io requires, fails here rather than at release time. It builds with the
+//! workspace's dev profile, so that the dependencies `test` built are reused rather than
+//! built again in cargo's default profile.
 //! `.ci/run` calls this on a fresh clone; where rustfmt or clippy is not installed (and
 //! could not be added) their steps are reported as skipped rather than failing the build,
 //! since the tests are what a machine without those components can still verify.
@@ -107,7 +113,10 @@ impl Step {
             }
             Step::Package => {
                 forget_stale_package_sources()?;
-                util::run(&mut package_command(root))
+                let manifest = std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| {
+                    Failure::new(format!("cannot read the workspace's Cargo.toml: {e}"))
+                })?;
+                util::run(&mut package_command(root, &dev_profile(&manifest)))
             }
         }
     }
@@ -153,19 +162,50 @@ fn forget_stale_package_sources() -> Result {
 /// `cargo package` of every published crate. `--workspace` packages them in dependency order
 /// and verifies each by building it from its `.crate` file, resolving the workspace crates it
 /// depends on (not on crates.io yet) through a temporary local registry. `--allow-dirty`:
-/// the check is of the tree as it is, uncommitted changes included.
-fn package_command(root: &Path) -> std::process::Command {
+/// the check is of the tree as it is, uncommitted changes included. `profile` (from
+/// [`dev_profile`]) goes to `--config`: each crate is verified as a workspace of its own,
+/// whose manifest has no profile, in the workspace's target folder; with the workspace's dev
+/// profile its dependencies are those the test step built, not all of them again.
+fn package_command(root: &Path, profile: &[String]) -> std::process::Command {
     let mut cmd = util::cargo(root);
     cmd.args(["package", "--workspace", "--allow-dirty"]);
     for name in UNPUBLISHED {
         cmd.args(["--exclude", name]);
     }
+    for setting in profile {
+        cmd.args(["--config", setting]);
+    }
     cmd
+}
+
+/// The settings of the dev profile in a workspace manifest, `[profile.dev]` and
+/// `[profile.dev.package.NAME]`, as `--config` values (`profile.dev.opt-level=1`); the
+/// values are TOML as written. Only `key = value` lines are read: a value with a comment
+/// after it reaches cargo as it is, which refuses it rather than ignoring it.
+fn dev_profile(manifest: &str) -> Vec<String> {
+    let mut table = None;
+    let mut settings = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let header = header.trim();
+            table =
+                (header == "profile.dev" || header.starts_with("profile.dev.")).then_some(header);
+            continue;
+        }
+        if let (Some(table), Some((key, value))) = (table, line.split_once('=')) {
+            settings.push(format!("{table}.{}={}", key.trim(), value.trim()));
+        }
+    }
+    settings
 }
 
 /// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA
 /// crate; clippy (where installed) on the facade and the programs (tutorials, benchmarks,
-/// tools) in that configuration; then the tests of every crate but the CUDA ones and xtask.
+/// tools) in that configuration; then the facade's tests in it (the module docs say why
+/// those alone).
 fn no_cuda(root: &Path, test_args: &[String]) -> Result {
     util::header("no-cuda: `gpukit` without its default `cuda` feature compiles no CUDA crate");
     let mut tree = util::cargo(root);
@@ -222,21 +262,15 @@ fn no_cuda(root: &Path, test_args: &[String]) -> Result {
             "warnings",
         ]))?;
     }
-    util::run(
-        util::cargo(root)
-            .args([
-                "test",
-                "--workspace",
-                "--exclude",
-                "gpukit-cuda",
-                "--exclude",
-                "gpukit-cuda-sys",
-                "--exclude",
-                "xtask",
-                "--no-default-features",
-            ])
-            .args(test_args),
-    )
+    util::run(&mut no_cuda_test_command(root, test_args))
+}
+
+/// The no-cuda step's tests: the facade's, without its default features.
+fn no_cuda_test_command(root: &Path, test_args: &[String]) -> std::process::Command {
+    let mut cmd = util::cargo(root);
+    cmd.args(["test", "--package", "gpukit", "--no-default-features"])
+        .args(test_args);
+    cmd
 }
 
 /// The CUDA crates named in `cargo tree --format {p}` output (`name vX.Y.Z (path)` lines).
@@ -380,16 +414,34 @@ mod tests {
     }
 
     #[test]
-    fn packages_every_published_crate() {
-        let cmd = package_command(Path::new("."));
+    fn packages_every_published_crate_in_the_workspaces_dev_profile() {
+        let profile = dev_profile(
+            &std::fs::read_to_string(util::workspace_root().join("Cargo.toml")).unwrap(),
+        );
+        // The workspace's tests build with a dev profile of their own; without it here,
+        // `package` would build every dependency again.
+        assert!(
+            profile
+                .iter()
+                .any(|setting| setting.starts_with("profile.dev.opt-level=")),
+            "{profile:?}"
+        );
+        let cmd = package_command(Path::new("."), &profile);
         let shown = util::display(&cmd);
         assert!(
-            shown.ends_with(
+            shown.contains(
                 "package --workspace --allow-dirty --exclude gpukit-examples --exclude gpukit-bench \
-                 --exclude gpukit-tools --exclude xtask"
+                 --exclude gpukit-tools --exclude xtask --config profile.dev."
             ),
             "{shown}"
         );
+        let args: Vec<_> = cmd.get_args().filter_map(|a| a.to_str()).collect();
+        for setting in &profile {
+            assert!(
+                args.windows(2).any(|w| w == ["--config", setting.as_str()]),
+                "{shown}"
+            );
+        }
         // Every member left out must really be unpublished.
         let root = util::workspace_root();
         for dir in [
@@ -401,6 +453,31 @@ mod tests {
             let manifest = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
             assert!(manifest.contains("publish = false"), "{dir}");
         }
+    }
+
+    #[test]
+    fn reads_the_dev_profile_of_a_manifest() {
+        let manifest = "[workspace]\nmembers = [\"a\"]\n\n# Faster tests.\n[profile.dev]\n\
+                        opt-level = 1\ndebug = \"line-tables-only\"\n\n[profile.dev.package.proptest]\n\
+                        opt-level = 3\n\n[profile.release]\nlto = true\n[[bin]]\nname = \"x\"\n";
+        assert_eq!(
+            dev_profile(manifest),
+            [
+                "profile.dev.opt-level=1",
+                "profile.dev.debug=\"line-tables-only\"",
+                "profile.dev.package.proptest.opt-level=3"
+            ]
+        );
+        assert!(dev_profile("[package]\nname = \"x\"\n").is_empty());
+    }
+
+    #[test]
+    fn the_no_cuda_tests_are_the_facades_without_default_features() {
+        let shown = util::display(&no_cuda_test_command(Path::new("."), &["f".to_owned()]));
+        assert!(
+            shown.ends_with("test --package gpukit --no-default-features f"),
+            "{shown}"
+        );
     }
 
     #[test]

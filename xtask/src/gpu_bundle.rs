@@ -21,14 +21,14 @@
 //!    on PATH; the PyTorch comparator [`TORCH_COMPARATOR_SOURCE`] (a Python script, which
 //!    `run.sh --bench` runs after the benchmarks on their JSON reports) goes to
 //!    [`TORCH_COMPARATOR`] as it is.
-//! 4. `DIR/run.sh` (the template `run.sh` next to this file, with the names of
+//! 4. `DIR/run.sh` (the template in `run_sh/` next to this file, its parts put in place,
+//!    with the names of [`GROUPED_TARGETS`], which it runs a group at a time, and of
 //!    [`gpu_test::UNFILTERED_TARGETS`] filled in, and of those its sanitizer steps leave
-//!    out; read it for what it does) and
-//!    `DIR/MANIFEST.txt` (commit, date from `date -u`, toolchain, every file with its size)
-//!    are written.
-//! 5. `tests/`, `bench/` and `tools/` are packed into [`PACKED`] (tar and xz: every test
-//!    binary links wgpu, and unpacked they would be about twice the limit), which `run.sh`
-//!    unpacks beside itself on its first call.
+//!    out; read it for what it does) and `DIR/MANIFEST.txt` (commit, date from `date -u`,
+//!    toolchain, every file with its size) are written.
+//! 5. `tests/`, `bench/` and `tools/` are packed into [`PACKED`] (tar and xz: the test
+//!    binaries that link wgpu and the benchmarks are several MiB each, and unpacked they are
+//!    well over the limit), which `run.sh` unpacks beside itself on its first call.
 //! 6. The total size is printed; [`MAX_BUNDLE_BYTES`] or more is an error, since the bundle
 //!    must travel to machines that limit what they accept.
 //!
@@ -103,8 +103,39 @@ fn pack(dir: &Path) -> Result {
 /// The file whose presence marks a folder as a bundle this command may empty.
 const MANIFEST: &str = "MANIFEST.txt";
 
-/// The template of the script that runs a bundle; see the file itself for its options.
-const RUN_SH_TEMPLATE: &str = include_str!("run.sh");
+/// The template of the script that runs a bundle (see the file itself for its options),
+/// with an `# @include NAME` line where each of [`RUN_SH_PARTS`] goes.
+const RUN_SH_TEMPLATE: &str = include_str!("run_sh/run.sh");
+
+/// The parts of `run.sh`, one concern each, by the name its include line gives.
+const RUN_SH_PARTS: [(&str, &str); 4] = [
+    ("units.sh", include_str!("run_sh/units.sh")),
+    ("budget.sh", include_str!("run_sh/budget.sh")),
+    ("results.sh", include_str!("run_sh/results.sh")),
+    ("steps.sh", include_str!("run_sh/steps.sh")),
+];
+
+/// The line of the template that a part replaces.
+const INCLUDE_PREFIX: &str = "# @include ";
+
+/// The template with each `# @include NAME` line replaced by the part `NAME`; an include
+/// of a part that does not exist stays as it is (a comment), which the tests refuse.
+fn assembled_template() -> String {
+    let mut text = String::with_capacity(
+        RUN_SH_TEMPLATE.len() + RUN_SH_PARTS.iter().map(|(_, p)| p.len()).sum::<usize>(),
+    );
+    for line in RUN_SH_TEMPLATE.split_inclusive('\n') {
+        let part = line
+            .trim_end()
+            .strip_prefix(INCLUDE_PREFIX)
+            .and_then(|name| RUN_SH_PARTS.iter().find(|(part, _)| *part == name));
+        match part {
+            Some((_, part)) => text.push_str(part),
+            None => text.push_str(line),
+        }
+    }
+    text
+}
 
 /// Where the template takes the names of the test binaries its sanitizer steps run
 /// unfiltered.
@@ -113,8 +144,19 @@ const UNFILTERED_PLACEHOLDER: &str = "@UNFILTERED_TARGETS@";
 /// Where the template takes the names of the test binaries its sanitizer steps leave out.
 const NOT_SANITIZED_PLACEHOLDER: &str = "@NOT_SANITIZED_TARGETS@";
 
-/// The bundle's `run.sh`: the template with the names of [`gpu_test::UNFILTERED_TARGETS`]
-/// filled in, all of them and those the sanitizers leave out.
+/// Where the template takes the names of [`GROUPED_TARGETS`].
+const GROUPED_PLACEHOLDER: &str = "@GROUPED_TARGETS@";
+
+/// The test binaries (package, target name) that `run.sh` runs once per group, a group being
+/// the tests under one of the binary's top-level modules: the facade's one integration-test
+/// binary, whose modules are the areas that were binaries of their own (`props`,
+/// `behaviour`, ...), so that `--first props` and `--only behaviour` keep their meaning and
+/// each area its own time limit, log and row.
+pub const GROUPED_TARGETS: &[(&str, &str)] = &[("gpukit", "it")];
+
+/// The bundle's `run.sh`: the template with the names of [`GROUPED_TARGETS`] and of
+/// [`gpu_test::UNFILTERED_TARGETS`] filled in, all of these and those the sanitizers leave
+/// out.
 pub fn run_sh_text() -> String {
     let names = |keep: fn(&gpu_test::UnfilteredTarget) -> bool| {
         let names: Vec<&str> = gpu_test::UNFILTERED_TARGETS
@@ -124,7 +166,9 @@ pub fn run_sh_text() -> String {
             .collect();
         names.join(" ")
     };
-    RUN_SH_TEMPLATE
+    let grouped: Vec<&str> = GROUPED_TARGETS.iter().map(|(_, name)| *name).collect();
+    assembled_template()
+        .replace(GROUPED_PLACEHOLDER, &grouped.join(" "))
         .replace(UNFILTERED_PLACEHOLDER, &names(|_| true))
         .replace(NOT_SANITIZED_PLACEHOLDER, &names(|target| !target.sanitize))
 }
@@ -220,8 +264,9 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         listed.push((relative.clone(), file_size(&dir.join(relative))?));
     }
     let unpacked: u64 = listed.iter().map(|(_, size)| size).sum();
-    // Every test binary links wgpu and the CUDA loader: together they are about twice the
-    // limit, but compress about six to one. `run.sh` unpacks the archive on its first call.
+    // The binaries that link wgpu and the CUDA loader are several MiB each: together over
+    // the limit, but they compress about six to one. `run.sh` unpacks the archive on its
+    // first call.
     pack(&dir)?;
     let run_sh = dir.join("run.sh");
     write_file(&run_sh, &run_sh_text())?;
@@ -295,7 +340,7 @@ fn pick_examples(
 /// One executable cargo reported building.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Artifact {
-    /// The target's name (`behaviour`, `gpukit_core`, `transfer_bench`).
+    /// The target's name (`it`, `gpukit_core`, `transfer_bench`).
     name: String,
     /// The target's kinds (`lib`, `test`, `example`, ...).
     kinds: Vec<String>,

@@ -7,7 +7,8 @@
 //!
 //! 1. `cargo test --release --no-fail-fast --workspace --exclude xtask cuda [args] --
 //!    --show-output`: the filter `cuda` selects the CUDA variants of the mixed binaries
-//!    (`behaviour`, `props`, `bad_input`, ...); xtask's own tests are not GPU tests;
+//!    (the facade's `it`, with `behaviour::...::cuda`, `props::...::cuda`, ..., and other
+//!    crates' tests); xtask's own tests are not GPU tests;
 //! 2. the targets in [`UNFILTERED_TARGETS`], unfiltered: their tests use CUDA without
 //!    `cuda` in their names (the NVRTC tests, gpukit-cuda's unit tests, `cuda_poison`), so the
 //!    filter would leave them out. One cargo run per kind of target, since cargo applies

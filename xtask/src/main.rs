@@ -90,11 +90,11 @@ commands:
         run's output equals the first's. `--backend cuda` without a GPU prints SKIPPED.
         Arguments after `--` go to the tool (`--batches N`, `--batch-mib X`).
   no-gpu
-        the no-GPU contract: `cargo test -p gpukit --test no_gpu` (every constructor
-        that can request CUDA returns a typed error), then the no_gpu_abort tool built
-        with CARGO_PROFILE_RELEASE_PANIC=abort into target/panic-abort (the same kinds of
-        calls and the CUDA library loaders all return, none panics); then a deliberate
-        panic in it must abort (SIGABRT).
+        the no-GPU contract: `cargo test -p gpukit --test it no_gpu::` (every
+        constructor that can request CUDA returns a typed error), then the no_gpu_abort
+        tool built with CARGO_PROFILE_RELEASE_PANIC=abort into target/panic-abort (the
+        same kinds of calls and the CUDA library loaders all return, none panics); then
+        a deliberate panic in it must abort (SIGABRT).
   miri [-- <args>]
         run gpukit-core's and gpukit-cpu's unit and doc tests under Miri (needs the nightly toolchain with
         the miri and rust-src components)

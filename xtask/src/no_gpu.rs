@@ -1,8 +1,9 @@
 //! `cargo xtask no-gpu`: the no-GPU contract, with unwinding and with `panic = "abort"`.
 //!
-//! 1. `cargo test -p gpukit --test no_gpu`: every public constructor that can request CUDA
-//!    returns a typed error on a machine without a usable GPU, the probe's (with a GPU, the
-//!    same calls must open it). This is where the values are asserted.
+//! 1. `cargo test -p gpukit --test it no_gpu::`, the `no_gpu` module of the facade's test
+//!    binary: every public constructor that can request CUDA returns a typed error on a
+//!    machine without a usable GPU, the probe's (with a GPU, the same calls must open it).
+//!    This is where the values are asserted.
 //! 2. The same kinds of calls, plus gpukit-cuda-sys's library loaders, in the
 //!    `no_gpu_abort` tool (an example of gpukit-tools) built with
 //!    `CARGO_PROFILE_RELEASE_PANIC=abort` into `target/panic-abort` (its own target folder,
@@ -24,6 +25,10 @@ use crate::util::{self, Cli, Failure, Result};
 /// The target folder of the `panic = "abort"` build, relative to the workspace root.
 pub const ABORT_TARGET_DIR: &str = "target/panic-abort";
 
+/// The facade's test binary and the filter that selects its `no_gpu` module (no other
+/// test's name holds `no_gpu::`).
+const CONTRACT_TESTS: [&str; 2] = ["it", "no_gpu::"];
+
 /// SIGABRT's number on Linux and macOS.
 const SIGABRT: i32 = 6;
 
@@ -32,7 +37,8 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     Cli::new(args).none()?;
 
     let mut test = util::cargo(root);
-    test.args(["test", "--package", "gpukit", "--test", "no_gpu"])
+    let [binary, filter] = CONTRACT_TESTS;
+    test.args(["test", "--package", "gpukit", "--test", binary, filter])
         .args(["--", "--nocapture", "--test-threads=1"]);
     util::run(&mut test)?;
 
@@ -113,6 +119,24 @@ mod tests {
     fn refuses_arguments() {
         let err = run(Path::new("."), &["--fast".to_string()]).unwrap_err();
         assert_eq!(err.code, 2);
+    }
+
+    #[test]
+    fn the_contract_tests_are_a_module_of_the_facades_test_binary() {
+        // A renamed module would leave the filter matching nothing, and step 1 verifying
+        // nothing.
+        let [binary, filter] = CONTRACT_TESTS;
+        let main_rs = util::workspace_root()
+            .join("crates/gpukit/tests")
+            .join(binary)
+            .join("main.rs");
+        let text = std::fs::read_to_string(&main_rs).unwrap();
+        let module = filter.trim_end_matches("::");
+        assert!(
+            text.lines().any(|line| line == format!("mod {module};")),
+            "{} declares no `mod {module};`",
+            main_rs.display()
+        );
     }
 
     #[cfg(unix)]

@@ -1,6 +1,6 @@
 //! The no-GPU contract under `panic = "abort"`: every way into CUDA returns, without a
 //! panic, whatever the machine offers. `cargo xtask no-gpu` builds this program with
-//! `CARGO_PROFILE_RELEASE_PANIC=abort` after running `cargo test -p gpukit --test no_gpu`.
+//! `CARGO_PROFILE_RELEASE_PANIC=abort` after running `cargo test -p gpukit --test it no_gpu::`.
 //!
 //! The test asserts what each call returns (without a GPU, the probe's typed error); like
 //! every test harness it unwinds. This program covers what unwinding hides: a panic the

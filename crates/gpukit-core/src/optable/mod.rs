@@ -48,7 +48,7 @@
 //! over [`UnaryOp::ALL`] and [`BinaryOp::ALL`] and take each op's tolerance and inputs from
 //! its columns. A `numeric` entry also needs its exact integer result in the property
 //! tests' independent integer reference (`int_table!` in the facade's
-//! `tests/props/table/elementwise.rs`, written with the standard library's wrapping
+//! `tests/it/props/table/elementwise.rs`, written with the standard library's wrapping
 //! arithmetic); a missing one fails those tests.
 //!
 //! ## Using them

@@ -18,20 +18,22 @@
 
 use gpukit::{Context, DeviceSpec, In, KernelSpec, Out};
 
-/// Runs the test `name` of this test binary again in a child process, the only test there,
-/// on one thread, with the variable `marker` set (the test checks it, and in the child does
-/// its work) and whatever else `configure` sets; relays the child's output as this test's
-/// own and asserts that the child ran that one test and it passed. For tests that need a
-/// process of their own: ones that set the environment, or need it set before anything
-/// reads it.
+/// Runs the test `name` of module `module` (the caller's `module_path!()`) again in a child
+/// process of this test binary, the only test there, on one thread, with the variable
+/// `marker` set (the test checks it, and in the child does its work) and whatever else
+/// `configure` sets; relays the child's output as this test's own and asserts that the
+/// child ran that one test and it passed. For tests that need a process of their own: ones
+/// that set the environment, or need it set before anything reads it.
 pub fn run_in_child(
+    module: &str,
     name: &str,
     marker: &str,
     configure: impl FnOnce(&mut std::process::Command) -> &mut std::process::Command,
 ) {
+    let test = test_path(module, name);
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(["--exact", name, "--test-threads=1", "--nocapture"])
+    cmd.args(["--exact", &test, "--test-threads=1", "--nocapture"])
         .env(marker, "1");
     let out = configure(&mut cmd).output().expect("the child test runs");
     let text = format!(
@@ -50,6 +52,16 @@ pub fn run_in_child(
         text.contains("1 passed"),
         "the child ran nothing; its output is above"
     );
+}
+
+/// The name libtest gives the test `name` of module `module` (a `module_path!()`): the
+/// module path without the crate's name, then the function's (`selection::env_rules` for
+/// `it::selection` and `env_rules`; the bare name at a crate's root).
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
 }
 
 /// The CPU reference backend: always available.

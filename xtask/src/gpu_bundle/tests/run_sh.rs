@@ -15,8 +15,9 @@ use std::process::{Command, Output};
 
 use super::TempDir;
 use crate::gpu_bundle::{
-    make_executable, run_sh_text, MANIFEST, NOT_SANITIZED_PLACEHOLDER, TORCH_COMPARATOR,
-    TORCH_COMPARATOR_SOURCE, UNFILTERED_PLACEHOLDER,
+    assembled_template, make_executable, run_sh_text, GROUPED_PLACEHOLDER, MANIFEST,
+    NOT_SANITIZED_PLACEHOLDER, RUN_SH_PARTS, TORCH_COMPARATOR, TORCH_COMPARATOR_SOURCE,
+    UNFILTERED_PLACEHOLDER,
 };
 use crate::util;
 
@@ -207,6 +208,20 @@ fn run_sh_is_valid_bash_with_the_unfiltered_targets_filled_in() {
     assert!(text.starts_with("#!/usr/bin/env bash\n"));
     assert!(!text.contains(UNFILTERED_PLACEHOLDER));
     assert!(!text.contains(NOT_SANITIZED_PLACEHOLDER));
+    assert!(!text.contains(GROUPED_PLACEHOLDER));
+    // Every part is in place, once.
+    assert!(
+        !text.lines().any(|line| line.starts_with("# @include ")),
+        "a part of run.sh is missing"
+    );
+    let assembled = assembled_template();
+    for (name, part) in RUN_SH_PARTS {
+        assert_eq!(assembled.matches(part).count(), 1, "{name}");
+    }
+    assert!(
+        text.contains("grouped_targets=\"it\""),
+        "run.sh must know the binaries it runs a group at a time"
+    );
     assert!(
         text.contains("unfiltered_targets=\"gpukit_cuda_sys nvrtc gpukit_cuda cuda_poison\""),
         "the sanitizer steps must know the unfiltered targets"

@@ -3,9 +3,8 @@
 //! and nothing panics. The adapters are listed once per process, so the check runs in a
 //! child process (this test binary again) whose loader is pointed at a driver file that does
 //! not exist (`VK_DRIVER_FILES`), which hides every driver, lavapipe included.
-#![cfg(feature = "vulkan")]
 
-mod common;
+use crate::common;
 
 use gpukit::{Context, DeviceSpec, Error};
 
@@ -18,6 +17,7 @@ fn vulkan_requests_without_a_driver_are_typed_errors() {
         return child();
     }
     common::run_in_child(
+        module_path!(),
         "vulkan_requests_without_a_driver_are_typed_errors",
         CHILD,
         |cmd| {

@@ -9,7 +9,7 @@
 //! says why (and a file may fall back to the CPU); with one, the same requests open it, with
 //! no rejection recorded. Under `GPU_REQUIRE_CUDA=1` (a GPU run) an unusable GPU fails.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 
@@ -121,6 +121,7 @@ fn environment_and_file_follow_the_precedence_rules() {
         return precedence_rules_with_this_process_environment();
     }
     common::run_in_child(
+        module_path!(),
         "environment_and_file_follow_the_precedence_rules",
         CHILD,
         |cmd| cmd,

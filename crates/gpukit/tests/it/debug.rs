@@ -2,7 +2,7 @@
 //! and stream ids, states) and never waits for the device; arrays show no values, and
 //! `peek` downloads the first few.
 
-mod common;
+use crate::{backend_tests, common};
 
 use gpukit::{Error, HostUse, LaunchConfig, Pattern, Pipeline};
 

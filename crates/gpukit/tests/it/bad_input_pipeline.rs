@@ -7,7 +7,7 @@
 //! Every body runs on every backend through `backend_tests!`, with small batches and few
 //! of them so the file stays fast on a 2-core CI machine.
 
-mod common;
+use crate::backend_tests;
 
 use gpukit::pipeline::BoxError;
 use gpukit::{Batch, Error, GpuView, GpuViewMut, Pattern, Pipeline, PipelineError, Stage, Stream};

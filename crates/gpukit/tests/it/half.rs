@@ -2,7 +2,7 @@
 //! ops computed in f32, against an f64 reference. The properties (random inputs, every op,
 //! CUDA against the CPU) are in `props/`.
 
-mod common;
+use crate::backend_tests;
 
 use gpukit::core::half::{bf16, f16};
 use gpukit::cpu::reference;

@@ -5,7 +5,7 @@
 //! closure touches host memory itself, on CUDA it enqueues a raw driver call on the raw
 //! stream. The CUDA-only tests hand pointers to cudarc's driver API and back.
 
-mod common;
+use crate::{backend_tests, common, cpu_tests};
 
 use gpukit::{DeviceRead, Error, LaunchConfig, RawPtr, RawStream};
 

@@ -3,7 +3,6 @@
 //! request is `Unavailable` with a reason that says it was not compiled in, `auto` records
 //! that and opens the CPU, and the CPU backend works. Nothing here sets environment
 //! variables: configurations are passed in.
-#![cfg(not(feature = "cuda"))]
 
 use std::path::PathBuf;
 

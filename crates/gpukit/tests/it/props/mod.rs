@@ -19,8 +19,7 @@
 //!
 //! Float tolerances are derived, not guessed: see `tolerance.rs`.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::{backend_tests, common};
 mod cross;
 mod cross_rejects;
 mod cuda_vs_cpu;

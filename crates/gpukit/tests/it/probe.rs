@@ -4,11 +4,7 @@
 //! the probe describes, and under `GPU_REQUIRE_CUDA=1` (a GPU run) a failed probe is a
 //! failure. Nothing here sets environment variables.
 
-// The CUDA probe and backend are in the build only with the `cuda` feature (no_cuda.rs
-// covers the build without it).
-#![cfg(feature = "cuda")]
-
-mod common;
+use crate::common;
 
 use gpukit::cuda::{probe, Probe, ProbeError};
 use gpukit::{Context, DeviceSpec, Error};

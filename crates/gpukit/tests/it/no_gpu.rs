@@ -14,11 +14,7 @@
 //! depend on directly. Environment-variable cases (`GPU_DEVICE`, `GPU_CONFIG`) are in
 //! `selection.rs`: nothing here sets environment variables.
 
-// The CUDA probe and backend are in the build only with the `cuda` feature (no_cuda.rs
-// covers the build without it).
-#![cfg(feature = "cuda")]
-
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -4,8 +4,7 @@
 //! for floats), so that a backend that gets something wrong fails here. Arrays reach 1 << 20
 //! elements only where a missing cross-stream wait must be visible.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::{backend_tests, common, cpu_tests};
 
 use gpukit::cpu::reference;
 use gpukit::{Gemm, HostUse, In, KernelSpec, LaunchConfig, Numeric, Out};
