@@ -109,6 +109,17 @@ impl<B: Backend> Drop for Shared<B> {
 /// A context is also its *default stream*: it dereferences to [`Stream`], so every stream
 /// operation (`ctx.add(..)`, `ctx.upload(..)`, `ctx.record_event()`) called on the context
 /// runs on the default stream. Cloning a context is cheap and shares the device.
+/// [`Stream`'s docs](Stream#methods) list every method a context reaches this way.
+///
+/// This `Deref` is a deliberate exception to the guideline that keeps `Deref` for smart
+/// pointers: a context *is* a stream (its default one, as in CUDA and PyTorch), not a
+/// wrapper that merely holds one, and every method of [`Stream`] means the same on it.
+/// The alternatives cost every user: `ctx.stream().add(..)` in every line of every loop, or
+/// a second copy of each of `Stream`'s methods on `Context`, which would have to be kept in
+/// step by hand. Two methods of `Context` shadow `Stream`'s, both meaning the context:
+/// [`Context::sync`] waits for all its streams (a superset of the default stream's
+/// `sync`), and [`Context::id`] is the context's id (the default stream's is
+/// `ctx.default_stream().id()`).
 ///
 /// ```
 /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;

@@ -35,7 +35,10 @@ pub struct Selection {
 ///
 /// `Context` dereferences to [`gpukit_core::Context`], which dereferences to its default
 /// [`crate::Stream`]: everything in those two types is available here, and stream
-/// operations called on a context run on its default stream.
+/// operations called on a context run on its default stream. [`crate::Stream`]'s docs list
+/// those methods by family, and [`gpukit_core::Context`]'s say why a context dereferences
+/// to its stream. This type adds only how its device was chosen ([`Context::selection`]) to
+/// the core context, which it wraps so that the backend stays out of the user's types.
 ///
 /// ```
 /// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
