@@ -1,18 +1,17 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
 //!
-//! fmt, clippy, tidy, test, no-cuda, doc, package: cheap checks first so a formatting slip
-//! fails in seconds. Each configuration is built once: `test` builds and tests the workspace
-//! with its default features; `no-cuda` the other configuration users can choose, the facade
-//! without its default features (`cuda`, `vulkan`, `half`). It checks that no CUDA crate is
-//! in that build's dependency tree, lints the facade and the programs built on it, and runs
-//! the facade's tests: only the facade changes with those features (the crates below it have
-//! no default features, and the programs' tests do not depend on them), and every `cfg` in
-//! the facade names one feature, so the two runs cover every arm.
-//! `package` runs `cargo package` on every library crate, in dependency order, and builds
-//! each from its `.crate` file: a crate that needs a file outside its folder, or lacks the
-//! metadata crates.io requires, fails here rather than at release time. It builds with the
-//! workspace's dev profile, so that the dependencies `test` built are reused rather than
-//! built again in cargo's default profile.
+//! fmt, clippy, tidy, test, no-cuda, doc, package, toolchains: cheap checks first so a
+//! formatting slip fails in seconds. Each configuration is built once: `test` builds and
+//! tests the workspace with its default features; `no-cuda` the other configuration users
+//! can choose, the facade without its default features (`cuda`, `vulkan`, `half`). It
+//! checks that no CUDA crate is in that build's dependency tree, lints the facade and the
+//! programs built on it, and runs the facade's tests: only the facade changes with those
+//! features (the crates below it have no default features, and the programs' tests do not
+//! depend on them), and every `cfg` in the facade names one feature, so the two runs cover
+//! every arm. `package` ([`crate::package`]) packs every library crate without building it
+//! and checks that every file its sources and manifest name is in the package.
+//! `toolchains` ([`crate::toolchains`]) checks the workspace with the declared minimum Rust
+//! and the current nightly, last because it builds everything twice more (check only).
 //! `.ci/run` calls this on a fresh clone; where rustfmt or clippy is not installed (and
 //! could not be added) their steps are reported as skipped rather than failing the build,
 //! since the tests are what a machine without those components can still verify.
@@ -35,6 +34,7 @@ enum Step {
     NoCuda,
     Doc,
     Package,
+    Toolchains,
 }
 
 /// The crates a build without the facade's `cuda` feature must not compile.
@@ -44,7 +44,7 @@ const CUDA_CRATES: [&str; 3] = ["gpukit-cuda", "gpukit-cuda-sys", "cudarc"];
 const UNPUBLISHED: [&str; 4] = ["gpukit-examples", "gpukit-bench", "gpukit-tools", "xtask"];
 
 impl Step {
-    const ALL: [Step; 7] = [
+    const ALL: [Step; 8] = [
         Step::Fmt,
         Step::Clippy,
         Step::Tidy,
@@ -52,6 +52,7 @@ impl Step {
         Step::NoCuda,
         Step::Doc,
         Step::Package,
+        Step::Toolchains,
     ];
 
     fn name(self) -> &'static str {
@@ -63,6 +64,7 @@ impl Step {
             Step::NoCuda => "no-cuda",
             Step::Doc => "doc",
             Step::Package => "package",
+            Step::Toolchains => "toolchains",
         }
     }
 
@@ -71,7 +73,12 @@ impl Step {
         match self {
             Step::Fmt => Some(("fmt", "rustfmt")),
             Step::Clippy => Some(("clippy", "clippy")),
-            Step::Tidy | Step::Test | Step::NoCuda | Step::Doc | Step::Package => None,
+            Step::Tidy
+            | Step::Test
+            | Step::NoCuda
+            | Step::Doc
+            | Step::Package
+            | Step::Toolchains => None,
         }
     }
 
@@ -111,95 +118,10 @@ impl Step {
                     "--all-features",
                 ]))
             }
-            Step::Package => {
-                forget_stale_package_sources()?;
-                let manifest = std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| {
-                    Failure::new(format!("cannot read the workspace's Cargo.toml: {e}"))
-                })?;
-                util::run(&mut package_command(root, &dev_profile(&manifest)))
-            }
+            Step::Package => crate::package::run(root, &UNPUBLISHED),
+            Step::Toolchains => crate::toolchains::run(root, &[]),
         }
     }
-}
-
-/// Removes the sources cargo extracted from earlier runs' temporary local registries
-/// (`$CARGO_HOME/registry/src/-<hash>/gpukit-*`). cargo reuses an extracted `name-version`
-/// folder without looking at the new `.crate`, so a second `cargo package` of the same
-/// version in the same checkout would verify each crate against the previous run's sources
-/// of its dependencies and fail (or pass) on stale code. Only folders of local registries
-/// (whose names start with `-`) holding this workspace's crates are touched.
-fn forget_stale_package_sources() -> Result {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
-    let Some(src) = home.map(|h| h.join("registry").join("src")) else {
-        return Ok(());
-    };
-    let Ok(registries) = std::fs::read_dir(&src) else {
-        return Ok(());
-    };
-    for registry in registries.flatten() {
-        if !registry.file_name().to_string_lossy().starts_with('-') {
-            continue;
-        }
-        let Ok(crates) = std::fs::read_dir(registry.path()) else {
-            continue;
-        };
-        for krate in crates.flatten() {
-            if krate.file_name().to_string_lossy().starts_with("gpukit") {
-                std::fs::remove_dir_all(krate.path()).map_err(|e| {
-                    util::Failure::new(format!(
-                        "cannot remove stale package sources {}: {e}",
-                        krate.path().display()
-                    ))
-                })?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `cargo package` of every published crate. `--workspace` packages them in dependency order
-/// and verifies each by building it from its `.crate` file, resolving the workspace crates it
-/// depends on (not on crates.io yet) through a temporary local registry. `--allow-dirty`:
-/// the check is of the tree as it is, uncommitted changes included. `profile` (from
-/// [`dev_profile`]) goes to `--config`: each crate is verified as a workspace of its own,
-/// whose manifest has no profile, in the workspace's target folder; with the workspace's dev
-/// profile its dependencies are those the test step built, not all of them again.
-fn package_command(root: &Path, profile: &[String]) -> std::process::Command {
-    let mut cmd = util::cargo(root);
-    cmd.args(["package", "--workspace", "--allow-dirty"]);
-    for name in UNPUBLISHED {
-        cmd.args(["--exclude", name]);
-    }
-    for setting in profile {
-        cmd.args(["--config", setting]);
-    }
-    cmd
-}
-
-/// The settings of the dev profile in a workspace manifest, `[profile.dev]` and
-/// `[profile.dev.package.NAME]`, as `--config` values (`profile.dev.opt-level=1`); the
-/// values are TOML as written. Only `key = value` lines are read: a value with a comment
-/// after it reaches cargo as it is, which refuses it rather than ignoring it.
-fn dev_profile(manifest: &str) -> Vec<String> {
-    let mut table = None;
-    let mut settings = Vec::new();
-    for line in manifest.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            let header = header.trim();
-            table =
-                (header == "profile.dev" || header.starts_with("profile.dev.")).then_some(header);
-            continue;
-        }
-        if let (Some(table), Some((key, value))) = (table, line.split_once('=')) {
-            settings.push(format!("{table}.{}={}", key.trim(), value.trim()));
-        }
-    }
-    settings
 }
 
 /// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA
@@ -414,35 +336,7 @@ mod tests {
     }
 
     #[test]
-    fn packages_every_published_crate_in_the_workspaces_dev_profile() {
-        let profile = dev_profile(
-            &std::fs::read_to_string(util::workspace_root().join("Cargo.toml")).unwrap(),
-        );
-        // The workspace's tests build with a dev profile of their own; without it here,
-        // `package` would build every dependency again.
-        assert!(
-            profile
-                .iter()
-                .any(|setting| setting.starts_with("profile.dev.opt-level=")),
-            "{profile:?}"
-        );
-        let cmd = package_command(Path::new("."), &profile);
-        let shown = util::display(&cmd);
-        assert!(
-            shown.contains(
-                "package --workspace --allow-dirty --exclude gpukit-examples --exclude gpukit-bench \
-                 --exclude gpukit-tools --exclude xtask --config profile.dev."
-            ),
-            "{shown}"
-        );
-        let args: Vec<_> = cmd.get_args().filter_map(|a| a.to_str()).collect();
-        for setting in &profile {
-            assert!(
-                args.windows(2).any(|w| w == ["--config", setting.as_str()]),
-                "{shown}"
-            );
-        }
-        // Every member left out must really be unpublished.
+    fn every_member_left_out_of_package_is_unpublished() {
         let root = util::workspace_root();
         for dir in [
             "examples",
@@ -453,22 +347,7 @@ mod tests {
             let manifest = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
             assert!(manifest.contains("publish = false"), "{dir}");
         }
-    }
-
-    #[test]
-    fn reads_the_dev_profile_of_a_manifest() {
-        let manifest = "[workspace]\nmembers = [\"a\"]\n\n# Faster tests.\n[profile.dev]\n\
-                        opt-level = 1\ndebug = \"line-tables-only\"\n\n[profile.dev.package.proptest]\n\
-                        opt-level = 3\n\n[profile.release]\nlto = true\n[[bin]]\nname = \"x\"\n";
-        assert_eq!(
-            dev_profile(manifest),
-            [
-                "profile.dev.opt-level=1",
-                "profile.dev.debug=\"line-tables-only\"",
-                "profile.dev.package.proptest.opt-level=3"
-            ]
-        );
-        assert!(dev_profile("[package]\nname = \"x\"\n").is_empty());
+        assert_eq!(UNPUBLISHED.len(), 4);
     }
 
     #[test]

@@ -15,8 +15,10 @@ mod gpu_test;
 mod miri;
 mod msrv;
 mod no_gpu;
+mod package;
 mod soak;
 mod tidy;
+mod toolchains;
 mod util;
 
 use std::process::ExitCode;
@@ -29,14 +31,15 @@ usage: cargo xtask <command> [options]
 
 commands:
   ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-no-cuda] [--skip-doc]
-     [--skip-package] [-- <test args>]
+     [--skip-package] [--skip-toolchains] [-- <test args>]
         run the checks CI runs, in order, stopping at the first failure:
         cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace, no-cuda
-        (the facade without its default `cuda` feature: no CUDA crate in its dependency
-        tree, clippy, and the tests of every non-CUDA crate), cargo doc with
-        RUSTDOCFLAGS=\"-D warnings\", package (cargo package of every library crate, in
-        dependency order, each built from its .crate file). Arguments after `--` are
-        appended to both test runs (e.g. a test filter, or `-- --nocapture`).
+        (the facade without its default features: no CUDA crate in its dependency tree,
+        clippy, and the facade's tests), cargo doc with RUSTDOCFLAGS=\"-D warnings\",
+        package (cargo package --no-verify of every library crate, then every file their
+        sources and manifests name must be in the packages), toolchains (below).
+        Arguments after `--` are appended to both test runs (e.g. a test filter, or
+        `-- --nocapture`).
   tidy
         check the house rules no lint checks: `//!` module docs in every file, and the
         files `cargo xtask bindgen` generates in crates/gpukit-cuda-sys/src/ffi/ and only there.
@@ -98,6 +101,12 @@ commands:
   miri [-- <args>]
         run gpukit-core's and gpukit-cpu's unit and doc tests under Miri (needs the nightly toolchain with
         the miri and rust-src components)
+  toolchains
+        `cargo check --workspace --all-targets --locked` with the declared minimum Rust
+        (rust-version, e.g. 1.90.0) and with the current nightly, each installed with
+        rustup (--profile minimal) where missing, in target/toolchains/NAME; fails only
+        when the minimum fails (a failing nightly is reported), and reports a toolchain
+        rustup cannot install as not run. Also the last step of `ci`.
   fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]
         run the cargo-fuzz targets in fuzz/ (device_spec, config_toml, op_program; all by
         default) for N seconds each (default 60): `cargo +nightly fuzz run NAME --
@@ -143,6 +152,7 @@ fn dispatch() -> Result {
         "soak" => soak::run(&root, rest),
         "no-gpu" => no_gpu::run(&root, rest),
         "fuzz" => fuzz::run(&root, rest),
+        "toolchains" => toolchains::run(&root, rest),
         "help" | "-h" | "--help" => return Err(Failure::help()),
         other => {
             eprint!("{USAGE}");

@@ -1,0 +1,224 @@
+//! `cargo xtask toolchains` and CI's `toolchains` step: the workspace compiles on the
+//! oldest Rust it declares (`rust-version`) and on the current nightly.
+//!
+//! Each toolchain is installed with rustup where it is missing (`--profile minimal`; the
+//! nightly is brought up to date), then `cargo check --workspace --all-targets --locked`
+//! runs with it, in a target folder of its own under `target/toolchains/` so that its
+//! artifacts never mix with the stable build's.
+//!
+//! - The declared minimum must pass: a user on that version gets a build that stops at once
+//!   otherwise. [`crate::msrv`] (in tidy) checks what the dependencies declare; this checks
+//!   what the compiler says.
+//! - A failing nightly is reported with its errors and fails nothing: a nightly can break
+//!   for reasons that are not ours, and whoever reads the report decides whether our code
+//!   is at fault (as it once was, with an inference that nightly rejected).
+//!
+//! Where rustup is missing or cannot install a toolchain (no network), the check of that
+//! toolchain is reported as not run and fails nothing.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::{self, Cli, Failure, Result};
+
+/// What became of one toolchain's check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// `cargo check` passed.
+    Passed,
+    /// `cargo check` failed (its output went to the terminal).
+    Failed(String),
+    /// The toolchain could not be installed or run; why.
+    NotRun(String),
+}
+
+/// The workspace's declared minimum (`rust-version` in `[workspace.package]`) as a rustup
+/// toolchain name: `1.90` becomes `1.90.0`, the release that version means.
+pub fn msrv_toolchain(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_package = header.trim() == "workspace.package";
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_package && key.trim() == "rust-version" {
+            let version = value.trim().trim_matches('"');
+            let parts: Vec<&str> = version.split('.').collect();
+            let numeric = parts
+                .iter()
+                .all(|p| !p.is_empty() && p.parse::<u32>().is_ok());
+            return match parts.len() {
+                2 if numeric => Some(format!("{version}.0")),
+                3 if numeric => Some(version.to_owned()),
+                _ => None,
+            };
+        }
+    }
+    None
+}
+
+/// `rustup` with the environment of the cargo that runs xtask removed, so that the
+/// toolchain it is asked for is the one that runs.
+fn rustup() -> Command {
+    let mut cmd = Command::new("rustup");
+    for var in [
+        "RUSTUP_TOOLCHAIN",
+        "CARGO",
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTC_WRAPPER",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The command that checks the workspace at `root` with `toolchain`.
+fn check_command(root: &Path, toolchain: &str) -> Command {
+    let mut cmd = rustup();
+    cmd.current_dir(root)
+        .args(["run", toolchain, "cargo", "check"])
+        .args(["--workspace", "--all-targets", "--locked"])
+        .arg("--target-dir")
+        .arg(root.join("target").join("toolchains").join(toolchain));
+    cmd
+}
+
+/// Installs `toolchain` when rustup lacks it (the nightly always, to bring it up to date);
+/// `Err(why)` when it cannot.
+fn install(toolchain: &str) -> std::result::Result<(), String> {
+    if !util::succeeds(rustup().arg("--version")) {
+        return Err("rustup is not installed".into());
+    }
+    let installed = rustup()
+        .args(["run", toolchain, "rustc", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if installed && toolchain != "nightly" {
+        return Ok(());
+    }
+    let mut cmd = rustup();
+    cmd.args(["toolchain", "install", toolchain, "--profile", "minimal"]);
+    match util::run(&mut cmd) {
+        Ok(()) => Ok(()),
+        // An outdated nightly that is installed still says something.
+        Err(_) if installed => {
+            println!("warning: could not update {toolchain}; checking the one installed");
+            Ok(())
+        }
+        Err(err) => Err(format!("rustup could not install it ({})", err.message)),
+    }
+}
+
+/// Checks the workspace with `toolchain`, installing it first where needed.
+fn check(root: &Path, toolchain: &str) -> Checked {
+    if let Err(why) = install(toolchain) {
+        return Checked::NotRun(why);
+    }
+    if let Ok(out) = rustup()
+        .args(["run", toolchain, "rustc", "--version"])
+        .output()
+    {
+        println!(
+            "{toolchain}: {}",
+            String::from_utf8_lossy(&out.stdout).trim()
+        );
+    }
+    match util::run(&mut check_command(root, toolchain)) {
+        Ok(()) => Checked::Passed,
+        Err(err) => Checked::Failed(err.message),
+    }
+}
+
+/// The verdict on the two checks: only a failing declared minimum fails.
+fn verdict(msrv: &str, at_msrv: &Checked, at_nightly: &Checked) -> Result {
+    for (toolchain, checked, fatal) in [(msrv, at_msrv, true), ("nightly", at_nightly, false)] {
+        match checked {
+            Checked::Passed => println!("toolchains: {toolchain}: the workspace compiles"),
+            Checked::NotRun(why) => {
+                println!("toolchains: {toolchain}: not run: {why}")
+            }
+            Checked::Failed(why) if fatal => {
+                return Err(Failure::new(format!(
+                    "toolchains: the workspace does not compile on its declared minimum, \
+                     {toolchain} ({why}): fix the code, or raise `rust-version` and the \
+                     README's toolchain line"
+                )));
+            }
+            Checked::Failed(why) => println!(
+                "toolchains: {toolchain}: FAILED, reported and not fatal ({why}); if the \
+                 errors above are in our code, fix it"
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Runs `cargo xtask toolchains`.
+pub fn run(root: &Path, args: &[String]) -> Result {
+    Cli::new(args).none()?;
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml"))
+        .map_err(|e| Failure::new(format!("cannot read the workspace's Cargo.toml: {e}")))?;
+    let msrv = msrv_toolchain(&manifest).ok_or_else(|| {
+        Failure::new(
+            "the workspace's Cargo.toml has no `rust-version = \"X.Y\"` in [workspace.package]",
+        )
+    })?;
+    util::header(&format!("toolchains: the declared minimum, {msrv}"));
+    let at_msrv = check(root, &msrv);
+    util::header("toolchains: the current nightly");
+    let at_nightly = check(root, "nightly");
+    verdict(&msrv, &at_msrv, &at_nightly)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_declared_minimum_as_a_toolchain() {
+        let manifest = "[workspace]\nmembers = []\n\n[workspace.package]\nedition = \"2021\"\n\
+                        rust-version = \"1.90\"\n\n[package]\nrust-version = \"1.70\"\n";
+        assert_eq!(msrv_toolchain(manifest).as_deref(), Some("1.90.0"));
+        assert_eq!(
+            msrv_toolchain("[workspace.package]\nrust-version = \"1.88.1\"").as_deref(),
+            Some("1.88.1")
+        );
+        for bad in [
+            "[package]\nrust-version = \"1.90\"",
+            "[workspace.package]\nrust-version = \"stable\"",
+            "[workspace.package]\nrust-version = \"1\"",
+            "",
+        ] {
+            assert_eq!(msrv_toolchain(bad), None, "{bad:?}");
+        }
+        // This workspace's own.
+        let ours = std::fs::read_to_string(util::workspace_root().join("Cargo.toml")).unwrap();
+        assert!(msrv_toolchain(&ours).is_some());
+    }
+
+    #[test]
+    fn checks_with_the_toolchain_in_a_target_folder_of_its_own() {
+        let shown = util::display(&check_command(Path::new("/w"), "1.90.0"));
+        assert!(
+            shown.ends_with(
+                "rustup run 1.90.0 cargo check --workspace --all-targets --locked \
+                 --target-dir /w/target/toolchains/1.90.0"
+            ),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn only_the_declared_minimum_is_fatal() {
+        let failed = Checked::Failed("exit 101".into());
+        let not_run = Checked::NotRun("no network".into());
+        assert!(verdict("1.90.0", &Checked::Passed, &failed).is_ok());
+        assert!(verdict("1.90.0", &not_run, &not_run).is_ok());
+        let err = verdict("1.90.0", &failed, &Checked::Passed).unwrap_err();
+        assert!(err.message.contains("1.90.0"), "{}", err.message);
+    }
+}
