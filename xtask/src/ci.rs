@@ -97,11 +97,12 @@ impl Step {
                 util::header("tidy (module docs, generated files only in ffi/)");
                 tidy::run(root)
             }
-            Step::Test => util::run(
-                util::cargo(root)
-                    .args(["test", "--workspace"])
-                    .args(test_args),
-            ),
+            Step::Test => {
+                for mut command in test_commands(root, test_args) {
+                    util::run(&mut command)?;
+                }
+                Ok(())
+            }
             Step::NoCuda => no_cuda(root, test_args),
             Step::Doc => {
                 // Keep flags the caller set and make rustdoc warnings errors on top.
@@ -122,6 +123,20 @@ impl Step {
             Step::Toolchains => crate::toolchains::run(root, &[]),
         }
     }
+}
+
+/// The test step's commands: every test target of the workspace but the examples, then its
+/// doc tests. `cargo test` alone would also build every example (the benchmarks and tools
+/// among them, about a minute here) without running them; clippy has type-checked them
+/// already, and the GPU bundle and the README's commands build them.
+fn test_commands(root: &Path, test_args: &[String]) -> [std::process::Command; 2] {
+    let mut targets = util::cargo(root);
+    targets
+        .args(["test", "--workspace", "--lib", "--bins", "--tests"])
+        .args(test_args);
+    let mut doc = util::cargo(root);
+    doc.args(["test", "--workspace", "--doc"]).args(test_args);
+    [targets, doc]
 }
 
 /// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA
@@ -209,8 +224,10 @@ fn cuda_crates_in(tree: &str) -> Vec<&'static str> {
 /// What became of a step, for the summary line.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Outcome {
-    Ok,
-    Failed,
+    /// Passed, in this many seconds.
+    Ok(u64),
+    /// Failed, after this many seconds.
+    Failed(u64),
     Skipped(&'static str),
     NotRun,
 }
@@ -218,8 +235,8 @@ enum Outcome {
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Outcome::Ok => f.write_str("ok"),
-            Outcome::Failed => f.write_str("FAILED"),
+            Outcome::Ok(secs) => write!(f, "ok ({})", duration(*secs)),
+            Outcome::Failed(secs) => write!(f, "FAILED ({})", duration(*secs)),
             Outcome::Skipped(why) => write!(f, "skipped ({why})"),
             Outcome::NotRun => f.write_str("not run"),
         }
@@ -266,11 +283,14 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         } else if let Some(missing) = missing_component(root, step) {
             Outcome::Skipped(missing)
         } else {
-            match step.run(root, &options.test_args) {
-                Ok(()) => Outcome::Ok,
+            let start = std::time::Instant::now();
+            let result = step.run(root, &options.test_args);
+            let secs = start.elapsed().as_secs();
+            match result {
+                Ok(()) => Outcome::Ok(secs),
                 Err(err) => {
                     failure = Some(err);
-                    Outcome::Failed
+                    Outcome::Failed(secs)
                 }
             }
         };
@@ -292,6 +312,14 @@ fn missing_component(root: &Path, step: Step) -> Option<&'static str> {
         step.name()
     );
     Some("not installed")
+}
+
+/// `42 s`, or `4 min 38 s` from a minute on.
+fn duration(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs} s"),
+        _ => format!("{} min {} s", secs / 60, secs % 60),
+    }
 }
 
 fn summary(outcomes: &[(Step, Outcome)]) -> String {
@@ -336,6 +364,21 @@ mod tests {
     }
 
     #[test]
+    fn the_test_step_runs_every_target_but_the_examples_and_then_the_doc_tests() {
+        let [targets, doc] = test_commands(Path::new("."), &["f".to_owned()]);
+        assert!(
+            util::display(&targets).ends_with("test --workspace --lib --bins --tests f"),
+            "{}",
+            util::display(&targets)
+        );
+        assert!(
+            util::display(&doc).ends_with("test --workspace --doc f"),
+            "{}",
+            util::display(&doc)
+        );
+    }
+
+    #[test]
     fn every_member_left_out_of_package_is_unpublished() {
         let root = util::workspace_root();
         for dir in [
@@ -373,14 +416,15 @@ mod tests {
     #[test]
     fn summary_lists_every_step() {
         let line = summary(&[
-            (Step::Fmt, Outcome::Ok),
+            (Step::Fmt, Outcome::Ok(2)),
             (Step::Clippy, Outcome::Skipped("asked")),
-            (Step::Test, Outcome::Failed),
+            (Step::Test, Outcome::Failed(278)),
             (Step::Doc, Outcome::NotRun),
         ]);
         assert_eq!(
             line,
-            "==> ci summary: fmt ok, clippy skipped (asked), test FAILED, doc not run"
+            "==> ci summary: fmt ok (2 s), clippy skipped (asked), test FAILED (4 min 38 s), \
+             doc not run"
         );
     }
 }

@@ -33,7 +33,8 @@ commands:
   ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-no-cuda] [--skip-doc]
      [--skip-package] [--skip-toolchains] [-- <test args>]
         run the checks CI runs, in order, stopping at the first failure:
-        cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace, no-cuda
+        cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace (every
+        target but the examples, which clippy checks, then the doc tests), no-cuda
         (the facade without its default features: no CUDA crate in its dependency tree,
         clippy, and the facade's tests), cargo doc with RUSTDOCFLAGS=\"-D warnings\",
         package (cargo package --no-verify of every library crate, then every file their
