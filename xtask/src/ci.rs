@@ -5,10 +5,11 @@
 //! tests the workspace with its default features; `no-cuda` the other configuration users
 //! can choose, the facade without its default features (`cuda`, `vulkan`, `half`). It
 //! checks that no CUDA crate is in that build's dependency tree, lints the facade and the
-//! programs built on it, and runs the facade's tests: only the facade changes with those
-//! features (the crates below it have no default features, and the programs' tests do not
-//! depend on them), and every `cfg` in the facade names one feature, so the two runs cover
-//! every arm. `package` ([`crate::package`]) packs every library crate without building it
+//! programs built on it, builds the facade's tests and runs those whose behaviour depends on
+//! the features: only the facade changes with them (the crates below it have no default
+//! features, and the programs' tests do not depend on them), every `cfg` in the facade
+//! names one feature, so the two builds cover every arm, and a CPU test not about device
+//! selection runs the same in both. `package` ([`crate::package`]) packs every library crate without building it
 //! and checks that every file its sources and manifest name is in the package.
 //! `toolchains` ([`crate::toolchains`]) checks the workspace with the declared minimum Rust
 //! and the current nightly, last because it builds everything twice more (check only).
@@ -141,8 +142,8 @@ fn test_commands(root: &Path, test_args: &[String]) -> [std::process::Command; 2
 
 /// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA
 /// crate; clippy (where installed) on the facade and the programs (tutorials, benchmarks,
-/// tools) in that configuration; then the facade's tests in it (the module docs say why
-/// those alone).
+/// tools) in that configuration; then the facade's tests in it whose behaviour depends on
+/// the features (the module docs say why those alone).
 fn no_cuda(root: &Path, test_args: &[String]) -> Result {
     util::header("no-cuda: `gpukit` without its default `cuda` feature compiles no CUDA crate");
     let mut tree = util::cargo(root);
@@ -199,15 +200,41 @@ fn no_cuda(root: &Path, test_args: &[String]) -> Result {
             "warnings",
         ]))?;
     }
-    util::run(&mut no_cuda_test_command(root, test_args))
+    for mut command in no_cuda_test_commands(root, test_args) {
+        util::run(&mut command)?;
+    }
+    Ok(())
 }
 
-/// The no-cuda step's tests: the facade's, without its default features.
-fn no_cuda_test_command(root: &Path, test_args: &[String]) -> std::process::Command {
-    let mut cmd = util::cargo(root);
-    cmd.args(["test", "--package", "gpukit", "--no-default-features"])
+/// The modules of the facade's test binary whose tests depend on its features (device
+/// selection and the fallback policy, and what a build without CUDA says); every other
+/// test's CPU arm is the same in both configurations and ran in the test step.
+const FEATURE_DEPENDENT_TESTS: [&str; 3] = ["no_cuda::", "selection::", "bad_input::devices::"];
+
+/// The no-cuda step's tests, all built without the facade's default features: its unit
+/// tests and the binaries beside `it`; `it` (all of it compiled) with the tests of
+/// [`FEATURE_DEPENDENT_TESTS`], or with `test_args` instead where some are given; the doc
+/// tests.
+fn no_cuda_test_commands(root: &Path, test_args: &[String]) -> [std::process::Command; 3] {
+    let facade = || {
+        let mut cmd = util::cargo(root);
+        cmd.args(["test", "--package", "gpukit", "--no-default-features"]);
+        cmd
+    };
+    let mut units = facade();
+    units
+        .args(["--lib", "--test", "alloc_free", "--test", "cuda_poison"])
         .args(test_args);
-    cmd
+    let mut it = facade();
+    it.args(["--test", "it"]);
+    if test_args.is_empty() {
+        it.arg("--").args(FEATURE_DEPENDENT_TESTS);
+    } else {
+        it.args(test_args);
+    }
+    let mut doc = facade();
+    doc.arg("--doc").args(test_args);
+    [units, it, doc]
 }
 
 /// The CUDA crates named in `cargo tree --format {p}` output (`name vX.Y.Z (path)` lines).
@@ -395,11 +422,44 @@ mod tests {
 
     #[test]
     fn the_no_cuda_tests_are_the_facades_without_default_features() {
-        let shown = util::display(&no_cuda_test_command(Path::new("."), &["f".to_owned()]));
+        let shown = |args: &[String]| {
+            no_cuda_test_commands(Path::new("."), args)
+                .iter()
+                .map(util::display)
+                .collect::<Vec<_>>()
+        };
+        let plain = shown(&[]);
+        let base = "test --package gpukit --no-default-features";
         assert!(
-            shown.ends_with("test --package gpukit --no-default-features f"),
-            "{shown}"
+            plain[0].ends_with(&format!(
+                "{base} --lib --test alloc_free --test cuda_poison"
+            )),
+            "{plain:?}"
         );
+        assert!(
+            plain[1].ends_with(&format!(
+                "{base} --test it -- no_cuda:: selection:: bad_input::devices::"
+            )),
+            "{plain:?}"
+        );
+        assert!(plain[2].ends_with(&format!("{base} --doc")), "{plain:?}");
+        // Given arguments replace the module filters.
+        let filtered = shown(&["f".to_owned()]);
+        assert!(
+            filtered[1].ends_with(&format!("{base} --test it f")),
+            "{filtered:?}"
+        );
+        // Every filter names a module of the test binary.
+        let it = util::workspace_root().join("crates/gpukit/tests/it");
+        for filter in FEATURE_DEPENDENT_TESTS {
+            let path: Vec<&str> = filter.trim_end_matches("::").split("::").collect();
+            let file = it.join(path.join("/"));
+            assert!(
+                file.with_extension("rs").is_file() || file.join("mod.rs").is_file(),
+                "{filter}: no {}",
+                file.display()
+            );
+        }
     }
 
     #[test]

@@ -36,7 +36,8 @@ commands:
         cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace (every
         target but the examples, which clippy checks, then the doc tests), no-cuda
         (the facade without its default features: no CUDA crate in its dependency tree,
-        clippy, and the facade's tests), cargo doc with RUSTDOCFLAGS=\"-D warnings\",
+        clippy, its tests built, those about device selection run), cargo doc with
+        RUSTDOCFLAGS=\"-D warnings\",
         package (cargo package --no-verify of every library crate, then every file their
         sources and manifests name must be in the packages), toolchains (below).
         Arguments after `--` are appended to both test runs (e.g. a test filter, or
