@@ -73,6 +73,10 @@ pub const TORCH_COMPARATOR_SOURCE: &str = "crates/gpukit-bench/torch_compare.py"
 /// Where the comparator goes in the bundle; `run.sh --bench` runs it from there.
 pub const TORCH_COMPARATOR: &str = "tools/torch_compare.py";
 
+/// The modules the comparator imports from its own folder, beside it in the repository and
+/// in the bundle's `tools/`.
+pub const TORCH_COMPARATOR_MODULES: &[&str] = &["torch_measure.py", "torch_selftest.py"];
+
 /// A bundle this size or larger is refused.
 pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
 
@@ -247,18 +251,30 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             files.push(relative);
         }
     }
-    // A script: copied as it is, nothing to strip.
+    // Scripts: copied as they are, nothing to strip; the modules beside the comparator.
     let source = root.join(TORCH_COMPARATOR_SOURCE);
-    let dest = dir.join(TORCH_COMPARATOR);
-    fs::copy(&source, &dest).map_err(|err| {
-        Failure::new(format!(
-            "could not copy the PyTorch comparator `{}` to `{}`: {err}",
-            source.display(),
-            dest.display()
-        ))
-    })?;
-    make_executable(&dest)?;
-    files.push(TORCH_COMPARATOR.to_owned());
+    let source_dir = source.parent().unwrap_or(root);
+    let tools_dir = Path::new(TORCH_COMPARATOR)
+        .parent()
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
+    let mut scripts = vec![(source.clone(), TORCH_COMPARATOR.to_owned())];
+    for module in TORCH_COMPARATOR_MODULES {
+        let relative = tools_dir.join(module).to_string_lossy().into_owned();
+        scripts.push((source_dir.join(module), relative));
+    }
+    for (source, relative) in scripts {
+        let dest = dir.join(&relative);
+        fs::copy(&source, &dest).map_err(|err| {
+            Failure::new(format!(
+                "could not copy the PyTorch comparator's `{}` to `{}`: {err}",
+                source.display(),
+                dest.display()
+            ))
+        })?;
+        make_executable(&dest)?;
+        files.push(relative);
+    }
     let mut listed = Vec::new();
     for relative in &files {
         listed.push((relative.clone(), file_size(&dir.join(relative))?));

@@ -111,7 +111,16 @@ fn every_program_and_the_comparator_are_where_the_bundle_takes_them_from() {
             assert!(source.is_file(), "{}", source.display());
         }
     }
-    assert!(root.join(TORCH_COMPARATOR_SOURCE).is_file());
+    let comparator = root.join(TORCH_COMPARATOR_SOURCE);
+    assert!(comparator.is_file());
+    // Every module the comparator imports from its folder is carried with it.
+    let text = std::fs::read_to_string(&comparator).unwrap();
+    let folder = comparator.parent().unwrap();
+    for module in TORCH_COMPARATOR_MODULES {
+        assert!(folder.join(module).is_file(), "{module}");
+        let name = module.trim_end_matches(".py");
+        assert!(text.contains(&format!("from {name} import")), "{module}");
+    }
     // run.sh runs the doctor by this name.
     assert!(TOOL_PROGRAMS.contains(&"cuda_doctor"));
 }
