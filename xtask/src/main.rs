@@ -75,8 +75,8 @@ commands:
   gpu-bundle [DIR]
         build the release test binaries, the benchmarks and the cuda_doctor tool into DIR
         (default: bundle/), stripped, with MANIFEST.txt, run.sh and the PyTorch comparator
-        (crates/gpukit-bench/torch_compare.py, run after the benchmarks), for a GPU machine
-        without Rust (same x86-64 Linux). Refuses to empty a non-empty DIR that has no
+        (crates/gpukit-bench/torch_compare.py and its modules, run after the benchmarks),
+        for a GPU machine without Rust (same x86-64 Linux). Refuses to empty a non-empty DIR that has no
         MANIFEST.txt, and fails at 64 MiB or more. On the GPU machine, one step per call:
         `DIR/run.sh [--doctor] [--tests] [--sanitize memcheck|racecheck|synccheck|all]
         [--bench] [--budget S] [--allow-skip] [--expect-skip TEXT] [--out DIR]
