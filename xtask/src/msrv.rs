@@ -28,6 +28,13 @@ impl Version {
     }
 }
 
+impl Version {
+    /// The rustup toolchain of the release this version names (`1.90` is `1.90.0`).
+    fn toolchain(self) -> String {
+        format!("{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
 impl std::fmt::Display for Version {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.0, self.1)?;
@@ -38,16 +45,32 @@ impl std::fmt::Display for Version {
     }
 }
 
-/// What `cargo metadata` says: the workspace's declared versions, and the newest a
-/// dependency declares with the dependencies that declare it.
-fn verdict(metadata: &Value) -> std::result::Result<String, String> {
-    let members: Vec<&str> = metadata["workspace_members"]
+/// The workspace's declared minimum: the lowest `rust-version` its members declare.
+fn declared(metadata: &Value) -> Option<Version> {
+    let members = members(metadata);
+    metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|package| members.contains(&package["id"].as_str().unwrap_or_default()))
+        .filter_map(|package| package["rust_version"].as_str().and_then(Version::parse))
+        .min()
+}
+
+/// The package ids of the workspace's members.
+fn members(metadata: &Value) -> Vec<&str> {
+    metadata["workspace_members"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .collect();
-    let mut declared: Option<Version> = None;
+        .collect()
+}
+
+/// What `cargo metadata` says: the workspace's declared versions, and the newest a
+/// dependency declares with the dependencies that declare it.
+fn verdict(metadata: &Value) -> std::result::Result<String, String> {
+    let members = members(metadata);
     let mut newest: Option<(Version, Vec<String>)> = None;
     for package in metadata["packages"].as_array().into_iter().flatten() {
         let id = package["id"].as_str().unwrap_or_default();
@@ -55,7 +78,6 @@ fn verdict(metadata: &Value) -> std::result::Result<String, String> {
             continue;
         };
         if members.contains(&id) {
-            declared = Some(declared.map_or(version, |d| d.min(version)));
             continue;
         }
         let name = format!(
@@ -69,6 +91,7 @@ fn verdict(metadata: &Value) -> std::result::Result<String, String> {
             _ => newest = Some((version, vec![name])),
         }
     }
+    let declared = declared(metadata);
     let Some(declared) = declared else {
         return Err("no workspace member declares a rust-version".into());
     };
@@ -89,21 +112,18 @@ fn verdict(metadata: &Value) -> std::result::Result<String, String> {
     }
 }
 
+/// The rustup toolchain of the workspace's declared minimum (`1.90.0` for
+/// `rust-version = "1.90"`), from `cargo metadata`.
+pub fn declared_toolchain(root: &Path) -> Result<String> {
+    let metadata = util::cargo_metadata(root, &["--no-deps"])?;
+    declared(&metadata)
+        .map(Version::toolchain)
+        .ok_or_else(|| Failure::new("no workspace member declares a rust-version"))
+}
+
 /// Checks the workspace at `root` (runs `cargo metadata`).
 pub fn check(root: &Path) -> Result {
-    let mut cmd = util::cargo(root);
-    cmd.args(["metadata", "--format-version", "1"]);
-    let out = cmd
-        .output()
-        .map_err(|err| Failure::new(format!("could not run `cargo metadata`: {err}")))?;
-    if !out.status.success() {
-        return Err(Failure::new(format!(
-            "`cargo metadata` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let metadata: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|err| Failure::new(format!("`cargo metadata` printed no JSON: {err}")))?;
+    let metadata = util::cargo_metadata(root, &[])?;
     match verdict(&metadata) {
         Ok(line) => {
             println!("msrv: {line}");
@@ -166,6 +186,20 @@ mod tests {
             verdict(&m),
             Ok("rust-version 1.90 covers every dependency (the newest needs 1.88)".into())
         );
+    }
+
+    #[test]
+    fn the_declared_minimum_is_the_lowest_member_version_as_a_toolchain() {
+        let m = metadata("1.90", &[("libloading", Some("1.95"))]);
+        assert_eq!(
+            declared(&m).map(Version::toolchain).as_deref(),
+            Some("1.90.0")
+        );
+        assert_eq!(
+            declared(&metadata("1.88.1", &[])).unwrap().toolchain(),
+            "1.88.1"
+        );
+        assert_eq!(declared(&metadata("stable", &[])), None);
     }
 
     #[test]

@@ -16,8 +16,6 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use serde_json::Value;
-
 use crate::util::{self, Failure, Result};
 
 /// A published crate: its name, its folder, and the files its manifest names.
@@ -30,18 +28,7 @@ struct Crate {
 
 /// The workspace members not in `unpublished`, from `cargo metadata --no-deps`.
 fn published(root: &Path, unpublished: &[&str]) -> Result<Vec<Crate>> {
-    let out = util::cargo(root)
-        .args(["metadata", "--no-deps", "--format-version", "1"])
-        .output()
-        .map_err(|e| Failure::new(format!("could not run `cargo metadata`: {e}")))?;
-    if !out.status.success() {
-        return Err(Failure::new(format!(
-            "`cargo metadata` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let metadata: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| Failure::new(format!("`cargo metadata` printed no JSON: {e}")))?;
+    let metadata = util::cargo_metadata(root, &["--no-deps"])?;
     let mut crates = Vec::new();
     for package in metadata["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();

@@ -1,10 +1,11 @@
 //! `cargo xtask toolchains` and CI's `toolchains` step: the workspace compiles on the
 //! oldest Rust it declares (`rust-version`) and on the current nightly.
 //!
-//! Each toolchain is installed with rustup where it is missing (`--profile minimal`; the
-//! nightly is brought up to date), then `cargo check --workspace --all-targets --locked`
-//! runs with it, in a target folder of its own under `target/toolchains/` so that its
-//! artifacts never mix with the stable build's.
+//! The declared minimum comes from [`crate::msrv::declared_toolchain`]. Each toolchain is
+//! installed with rustup where it is missing (`--profile minimal`; the nightly is brought
+//! up to date), then `cargo check --workspace --all-targets --locked` runs with it, in a
+//! target folder of its own under `target/toolchains/` so that its artifacts never mix
+//! with the stable build's.
 //!
 //! - The declared minimum must pass: a user on that version gets a build that stops at once
 //!   otherwise. [`crate::msrv`] (in tidy) checks what the dependencies declare; this checks
@@ -30,34 +31,6 @@ pub enum Checked {
     Failed(String),
     /// The toolchain could not be installed or run; why.
     NotRun(String),
-}
-
-/// The workspace's declared minimum (`rust-version` in `[workspace.package]`) as a rustup
-/// toolchain name: `1.90` becomes `1.90.0`, the release that version means.
-pub fn msrv_toolchain(manifest: &str) -> Option<String> {
-    let mut in_package = false;
-    for line in manifest.lines().map(str::trim) {
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            in_package = header.trim() == "workspace.package";
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        if in_package && key.trim() == "rust-version" {
-            let version = value.trim().trim_matches('"');
-            let parts: Vec<&str> = version.split('.').collect();
-            let numeric = parts
-                .iter()
-                .all(|p| !p.is_empty() && p.parse::<u32>().is_ok());
-            return match parts.len() {
-                2 if numeric => Some(format!("{version}.0")),
-                3 if numeric => Some(version.to_owned()),
-                _ => None,
-            };
-        }
-    }
-    None
 }
 
 /// `rustup` with the environment of the cargo that runs xtask removed, so that the
@@ -87,45 +60,49 @@ fn check_command(root: &Path, toolchain: &str) -> Command {
     cmd
 }
 
+/// `rustc --version` of `toolchain`, when rustup has it.
+fn version(toolchain: &str) -> Option<String> {
+    let out = rustup()
+        .args(["run", toolchain, "rustc", "--version"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
 /// Installs `toolchain` when rustup lacks it (the nightly always, to bring it up to date);
-/// `Err(why)` when it cannot.
-fn install(toolchain: &str) -> std::result::Result<(), String> {
+/// its `rustc --version`, or why it cannot be had.
+fn install(toolchain: &str) -> std::result::Result<String, String> {
     if !util::succeeds(rustup().arg("--version")) {
         return Err("rustup is not installed".into());
     }
-    let installed = rustup()
-        .args(["run", toolchain, "rustc", "--version"])
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if installed && toolchain != "nightly" {
-        return Ok(());
+    let installed = version(toolchain);
+    if let Some(version) = &installed {
+        if toolchain != "nightly" {
+            return Ok(version.clone());
+        }
     }
     let mut cmd = rustup();
     cmd.args(["toolchain", "install", toolchain, "--profile", "minimal"]);
-    match util::run(&mut cmd) {
-        Ok(()) => Ok(()),
-        // An outdated nightly that is installed still says something.
-        Err(_) if installed => {
-            println!("warning: could not update {toolchain}; checking the one installed");
-            Ok(())
+    match (util::run(&mut cmd), installed) {
+        (Ok(()), _) => {
+            version(toolchain).ok_or_else(|| "rustup installed it, but it does not run".into())
         }
-        Err(err) => Err(format!("rustup could not install it ({})", err.message)),
+        // An outdated nightly that is installed still says something.
+        (Err(_), Some(version)) => {
+            println!("warning: could not update {toolchain}; checking the one installed");
+            Ok(version)
+        }
+        (Err(err), None) => Err(format!("rustup could not install it ({})", err.message)),
     }
 }
 
 /// Checks the workspace with `toolchain`, installing it first where needed.
 fn check(root: &Path, toolchain: &str) -> Checked {
-    if let Err(why) = install(toolchain) {
-        return Checked::NotRun(why);
-    }
-    if let Ok(out) = rustup()
-        .args(["run", toolchain, "rustc", "--version"])
-        .output()
-    {
-        println!(
-            "{toolchain}: {}",
-            String::from_utf8_lossy(&out.stdout).trim()
-        );
+    match install(toolchain) {
+        Ok(version) => println!("{toolchain}: {version}"),
+        Err(why) => return Checked::NotRun(why),
     }
     match util::run(&mut check_command(root, toolchain)) {
         Ok(()) => Checked::Passed,
@@ -160,13 +137,7 @@ fn verdict(msrv: &str, at_msrv: &Checked, at_nightly: &Checked) -> Result {
 /// Runs `cargo xtask toolchains`.
 pub fn run(root: &Path, args: &[String]) -> Result {
     Cli::new(args).none()?;
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml"))
-        .map_err(|e| Failure::new(format!("cannot read the workspace's Cargo.toml: {e}")))?;
-    let msrv = msrv_toolchain(&manifest).ok_or_else(|| {
-        Failure::new(
-            "the workspace's Cargo.toml has no `rust-version = \"X.Y\"` in [workspace.package]",
-        )
-    })?;
+    let msrv = crate::msrv::declared_toolchain(root)?;
     util::header(&format!("toolchains: the declared minimum, {msrv}"));
     let at_msrv = check(root, &msrv);
     util::header("toolchains: the current nightly");
@@ -177,28 +148,6 @@ pub fn run(root: &Path, args: &[String]) -> Result {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_the_declared_minimum_as_a_toolchain() {
-        let manifest = "[workspace]\nmembers = []\n\n[workspace.package]\nedition = \"2021\"\n\
-                        rust-version = \"1.90\"\n\n[package]\nrust-version = \"1.70\"\n";
-        assert_eq!(msrv_toolchain(manifest).as_deref(), Some("1.90.0"));
-        assert_eq!(
-            msrv_toolchain("[workspace.package]\nrust-version = \"1.88.1\"").as_deref(),
-            Some("1.88.1")
-        );
-        for bad in [
-            "[package]\nrust-version = \"1.90\"",
-            "[workspace.package]\nrust-version = \"stable\"",
-            "[workspace.package]\nrust-version = \"1\"",
-            "",
-        ] {
-            assert_eq!(msrv_toolchain(bad), None, "{bad:?}");
-        }
-        // This workspace's own.
-        let ours = std::fs::read_to_string(util::workspace_root().join("Cargo.toml")).unwrap();
-        assert!(msrv_toolchain(&ours).is_some());
-    }
 
     #[test]
     fn checks_with_the_toolchain_in_a_target_folder_of_its_own() {

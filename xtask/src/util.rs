@@ -78,6 +78,23 @@ pub fn cargo(root: &Path) -> Command {
     cmd
 }
 
+/// `cargo metadata --format-version 1 {args}` in `root`, parsed.
+pub fn cargo_metadata(root: &Path, args: &[&str]) -> Result<serde_json::Value> {
+    let out = cargo(root)
+        .args(["metadata", "--format-version", "1"])
+        .args(args)
+        .output()
+        .map_err(|err| Failure::new(format!("could not run `cargo metadata`: {err}")))?;
+    if !out.status.success() {
+        return Err(Failure::new(format!(
+            "`cargo metadata` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|err| Failure::new(format!("`cargo metadata` printed no JSON: {err}")))
+}
+
 /// Prints a step header: `==> {text}`.
 pub fn header(text: &str) {
     println!("==> {text}");
