@@ -10,7 +10,7 @@ use crate::backend::{Backend, DeviceInfo, HostUse, RawPtr, RawStream};
 use crate::element::{byte_len, Element};
 use crate::error::{DeferredErrors, Error, Result};
 use crate::host::{HostBuffer, HostPool, HostPoolStats};
-use crate::kernel::{Kernel, KernelSig, KernelSpec};
+use crate::kernel::{FaultLog, Kernel, KernelSig, KernelSpec};
 use crate::pool::{DevicePool, MemoryStats};
 use crate::stream::Stream;
 
@@ -30,6 +30,8 @@ pub(crate) struct Shared<B: Backend> {
     /// Set once a second stream exists; from then on every op records an ordering event so
     /// that buffers shared between streams wait exactly as long as they must.
     pub(crate) multi_stream: AtomicBool,
+    /// The fault record of the context's bounds-checked kernels.
+    pub(crate) faults: FaultLog<B>,
 }
 
 impl<B: Backend> Shared<B> {
@@ -77,13 +79,16 @@ impl<B: Backend> Drop for Shared<B> {
     fn drop(&mut self) {
         // Every stream is gone, and with them the record of which ones used the cached
         // blocks last: wait for all work before handing the blocks back.
-        if !self.device_pool.is_empty() {
+        if !self.device_pool.is_empty() || self.faults.armed.get().is_some() {
             if let Err(e) = self.backend.synchronize() {
                 self.deferred.push("device pool drop", e);
             }
         }
         if let Err(e) = self.device_pool.trim(&self.backend) {
             self.deferred.push("device pool drop", e);
+        }
+        if let Err(e) = self.faults.free(&self.backend) {
+            self.deferred.push("fault record drop", e);
         }
         for mem in self.pool.drain() {
             // SAFETY: pooled memory belongs to no buffer, so no copy uses it.
@@ -172,6 +177,7 @@ impl<B: Backend> Context<B> {
             device_pool: DevicePool::new(),
             captures: AtomicUsize::new(0),
             multi_stream: AtomicBool::new(false),
+            faults: FaultLog::new(),
             backend,
         });
         let least = shared.info.priority_range.0;
@@ -220,6 +226,7 @@ impl<B: Backend> Context<B> {
             "a stream of the context is capturing: its work is being recorded, not run",
         )?;
         s.backend.synchronize()?;
+        s.faults.take(&s.backend, self.default.raw())?;
         s.check()
     }
 

@@ -174,18 +174,25 @@ impl<B: Backend> Stream<B> {
     }
 
     /// Blocks until all work queued on this stream has finished; returns the first error
-    /// that work raised (or one deferred from a `Drop`).
+    /// that work raised (or one deferred from a `Drop`), or the first out-of-bounds access
+    /// of a bounds-checked (`#[kernel]`) launch of the context that has finished.
     pub fn sync(&self) -> Result<()> {
         self.inner.shared.check()?;
         self.not_capturing("Stream::sync", SYNC_IN_CAPTURE)?;
-        self.backend().stream_sync(self.raw())
+        self.backend().stream_sync(self.raw())?;
+        self.inner.shared.faults.take(self.backend(), self.raw())
     }
 
-    /// Whether all work queued on this stream has finished, without blocking.
+    /// Whether all work queued on this stream has finished, without blocking. Once it has,
+    /// errors are returned as by [`Stream::sync`].
     pub fn query(&self) -> Result<bool> {
         self.inner.shared.check()?;
         self.not_capturing("Stream::query", SYNC_IN_CAPTURE)?;
-        self.backend().stream_query(self.raw())
+        let idle = self.backend().stream_query(self.raw())?;
+        if idle {
+            self.inner.shared.faults.take(self.backend(), self.raw())?;
+        }
+        Ok(idle)
     }
 
     /// Whether [`Stream::capture`] is recording this stream's work.

@@ -96,7 +96,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
     Backend, BufAt, CpuKernelFn, DType, DeviceInfo, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Op, RawArg, RawPtr, RawStream, Result, MAX_KERNEL_ARGS,
+    Op, RawArg, RawPtr, RawStream, Result, MAX_LAUNCH_ARGS,
 };
 
 pub use error::CpuError;
@@ -247,7 +247,7 @@ impl CpuBackend {
 const SHORT_COPY: usize = 1 << 20;
 
 /// A launch's arguments as its CPU closure receives them, carried to the stream's worker.
-struct LaunchArgs([RawArg; MAX_KERNEL_ARGS]);
+struct LaunchArgs([RawArg; MAX_LAUNCH_ARGS]);
 
 // SAFETY: the pointers are only dereferenced by the launch's task, whose access gpukit-core
 // orders against every other access to the same memory while the task's `Arc<Mem>`s keep
@@ -509,19 +509,19 @@ impl Backend for CpuBackend {
         args: &[KernelArg<'_, Self>],
     ) -> Result<()> {
         inject!(self, Op, "launch");
-        // Fixed-size arrays, so that a launch allocates nothing: gpukit-core's signatures
-        // have at most MAX_KERNEL_ARGS parameters.
-        if args.len() > MAX_KERNEL_ARGS {
+        // Fixed-size arrays, so that a launch allocates nothing: gpukit-core gives a launch
+        // at most MAX_LAUNCH_ARGS arguments.
+        if args.len() > MAX_LAUNCH_ARGS {
             return Err(gpukit_core::Error::Unsupported {
                 backend: "cpu",
                 what: format!(
-                    "a launch with {} arguments (at most {MAX_KERNEL_ARGS})",
+                    "a launch with {} arguments (at most {MAX_LAUNCH_ARGS})",
                     args.len()
                 ),
             });
         }
-        let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
-        let mut raw = LaunchArgs([RawArg::Scalar([0; 16]); MAX_KERNEL_ARGS]);
+        let mut keep: [Option<Arc<Mem>>; MAX_LAUNCH_ARGS] = Default::default();
+        let mut raw = LaunchArgs([RawArg::Scalar([0; 16]); MAX_LAUNCH_ARGS]);
         for (i, a) in args.iter().enumerate() {
             raw.0[i] = match a {
                 KernelArg::Buffer {

@@ -14,8 +14,9 @@ use std::mem::{align_of, size_of, MaybeUninit};
 use gpukit_core::Error;
 
 /// Bytes of closure a task holds without a heap allocation (a launch with the most
-/// arguments a signature has needs about 330). A task is 384 bytes in all.
-pub(crate) const INLINE: usize = 368;
+/// arguments a bounds-checked kernel has, `MAX_LAUNCH_ARGS`, needs about 650). A task is
+/// 688 bytes in all.
+pub(crate) const INLINE: usize = 672;
 
 /// Storage for one closure of at most [`INLINE`] bytes and 16-byte alignment.
 #[repr(C, align(16))]

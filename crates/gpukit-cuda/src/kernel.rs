@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUresult};
 use gpukit_core::{
     Error, KernelArg, KernelDesc, KernelSig, KernelSource, KernelSpec, LaunchConfig, Result,
-    MAX_KERNEL_ARGS,
+    MAX_LAUNCH_ARGS,
 };
 use gpukit_cuda_sys::nvrtc::Target;
 
@@ -116,9 +116,14 @@ pub fn compile_check<S: KernelSig>(spec: &KernelSpec<S>, cc: (u32, u32)) -> Resu
         Some(KernelSource::CudaC(src)) => {
             let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(None)
                 .map_err(|e| CudaError::Unavailable(e.to_string()))?;
-            let (compiled, _) =
-                cache::compile(nvrtc, src, &desc.name, Target::Ptx(cc.0, cc.1), &[])
-                    .map_err(|e| compile_err(e.to_string()))?;
+            let (compiled, _) = cache::compile(
+                nvrtc,
+                src,
+                &desc.name,
+                Target::Ptx(cc.0, cc.1),
+                options(desc),
+            )
+            .map_err(|e| compile_err(e.to_string()))?;
             String::from_utf8_lossy(&compiled.image).into_owned()
         }
         Some(KernelSource::Ptx(ptx)) => ptx.clone(),
@@ -138,6 +143,17 @@ pub fn compile_check<S: KernelSig>(spec: &KernelSpec<S>, cc: (u32, u32)) -> Resu
     Ok(())
 }
 
+/// NVRTC's options for a kernel: generated (`#[kernel]`) code is compiled without
+/// contracting `a * b + c` into one fused operation, so that its arithmetic gives the bits
+/// its CPU twin gives; hand-written code gets NVRTC's defaults.
+fn options(desc: &KernelDesc) -> &'static [&'static str] {
+    if desc.checked.is_some() {
+        &["--fmad=false"]
+    } else {
+        &[]
+    }
+}
+
 pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
     b.dev.bind()?;
     let compile_err = |log: String| compile_error(desc, log);
@@ -146,8 +162,9 @@ pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
         Some(KernelSource::CudaC(src)) => {
             let nvrtc = b.dev.builtins.nvrtc;
             let cc = b.dev.info.compute_capability.unwrap_or((0, 0));
-            let (compiled, _) = cache::compile(nvrtc, src, &desc.name, nvrtc.target_for(cc), &[])
-                .map_err(|e| compile_err(e.to_string()))?;
+            let (compiled, _) =
+                cache::compile(nvrtc, src, &desc.name, nvrtc.target_for(cc), options(desc))
+                    .map_err(|e| compile_err(e.to_string()))?;
             compiled.image.clone()
         }
         Some(KernelSource::Ptx(ptx)) => CString::new(ptx.as_str())
@@ -229,18 +246,18 @@ pub(crate) unsafe fn launch(
             ),
         });
     }
-    if args.len() > MAX_KERNEL_ARGS {
+    if args.len() > MAX_LAUNCH_ARGS {
         return Err(Error::InvalidLaunch {
             kernel: k.name.clone(),
             reason: format!(
-                "{} arguments (a signature has at most {MAX_KERNEL_ARGS})",
+                "{} arguments (a launch has at most {MAX_LAUNCH_ARGS})",
                 args.len()
             ),
         });
     }
     b.dev.bind()?;
     // On the stack: a launch allocates nothing.
-    let mut slots = [Slot::default(); MAX_KERNEL_ARGS];
+    let mut slots = [Slot::default(); MAX_LAUNCH_ARGS];
     for (slot, arg) in slots.iter_mut().zip(args) {
         match arg {
             KernelArg::Buffer { at, .. } => {
@@ -253,7 +270,7 @@ pub(crate) unsafe fn launch(
             }
         }
     }
-    let mut params = [std::ptr::null_mut::<c_void>(); MAX_KERNEL_ARGS];
+    let mut params = [std::ptr::null_mut::<c_void>(); MAX_LAUNCH_ARGS];
     for (p, s) in params.iter_mut().zip(slots.iter_mut()) {
         *p = s.0.as_mut_ptr().cast();
     }

@@ -43,7 +43,11 @@ pub(crate) fn load(shared: &Shared, desc: &KernelDesc) -> Result<WgpuKernel> {
         return Err(Error::KernelUnavailable {
             kernel: desc.name.clone(),
             backend: NAME,
-            hint: "add WGSL with `KernelSpec::wgsl`",
+            hint: desc
+                .checked
+                .as_ref()
+                .and_then(|c| c.no_wgsl)
+                .unwrap_or("add WGSL with `KernelSpec::wgsl`"),
         });
     };
     let module = wgpu::naga::front::wgsl::parse_str(src).map_err(|e| Error::KernelCompile {

@@ -8,7 +8,7 @@
 
 use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Location, Op, RawPtr, RawStream, Result, MAX_KERNEL_ARGS,
+    Location, Op, RawPtr, RawStream, Result, MAX_LAUNCH_ARGS,
 };
 use smallvec::SmallVec;
 
@@ -391,7 +391,7 @@ impl Backend for AnyBackend {
                         KernelArg::Scalar { bytes, len } => KernelArg::Scalar { bytes: *bytes, len: *len },
                     })
                 })
-                .collect::<Result<SmallVec<[_; MAX_KERNEL_ARGS]>>>()?;
+                .collect::<Result<SmallVec<[_; MAX_LAUNCH_ARGS]>>>()?;
             let stream = st(b, s)?;
             // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
             unsafe { b.launch(stream, kernel, cfg, &args) }

@@ -128,6 +128,8 @@ pub use gpukit_cpu as cpu;
 #[cfg(feature = "cuda")]
 #[doc(inline)]
 pub use gpukit_cuda as cuda;
+#[doc(inline)]
+pub use gpukit_macros::kernel;
 /// Overlapped upload, compute and download ([`Pipeline`], [`Pattern`], reports, timelines).
 #[doc(inline)]
 pub use gpukit_pipeline as pipeline;

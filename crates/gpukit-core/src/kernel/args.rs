@@ -220,6 +220,10 @@ impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuViewMut<'_, T, B> {
 /// The most parameters a kernel signature has: signatures are tuples of 1 to 8 parameters.
 pub const MAX_KERNEL_ARGS: usize = 8;
 
+/// The most arguments a backend is given for one launch: a signature's, plus what a
+/// bounds-checked kernel takes after them (a length per array, its tag, the fault record).
+pub const MAX_LAUNCH_ARGS: usize = 2 * MAX_KERNEL_ARGS + 2;
+
 /// A launch's resolved arguments, in order, on the stack.
 pub(crate) type ArgList<'a, B> = SmallVec<[ArgRef<'a, B>; MAX_KERNEL_ARGS]>;
 

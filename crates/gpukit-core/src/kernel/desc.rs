@@ -45,6 +45,10 @@ pub struct KernelDesc {
     pub wgsl: Option<String>,
     /// The CPU implementation, if any.
     pub cpu: Option<CpuKernelFn>,
+    /// Set for a bounds-checked kernel (one `#[kernel]` generated): it takes the extra
+    /// arguments of [`super::checked`]'s convention, and its code (GPU and CPU) checks
+    /// every access against the lengths given.
+    pub checked: Option<CheckedAbi>,
 }
 
 impl std::fmt::Debug for KernelDesc {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for KernelDesc {
             .field("source", &self.source.as_ref().map(|_| ".."))
             .field("wgsl", &self.wgsl.is_some())
             .field("cpu", &self.cpu.is_some())
+            .field("checked", &self.checked.is_some())
             .finish()
     }
 }

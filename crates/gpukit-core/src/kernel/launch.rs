@@ -5,7 +5,7 @@ use smallvec::SmallVec;
 use std::marker::PhantomData;
 
 use crate::backend::{Backend, KernelArg, LaunchLimits};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::stream::Stream;
 use crate::track::Access;
 
@@ -17,6 +17,8 @@ pub struct Kernel<S: KernelSig, B: Backend> {
     name: String,
     context: u64,
     limits: LaunchLimits,
+    /// A bounds-checked kernel's tag in its context's fault log.
+    tag: Option<u32>,
     _s: PhantomData<fn(S)>,
 }
 
@@ -32,11 +34,20 @@ impl<S: KernelSig, B: Backend> std::fmt::Debug for Kernel<S, B> {
 impl<S: KernelSig, B: Backend> Kernel<S, B> {
     pub(crate) fn load(home: &Stream<B>, spec: KernelSpec<S>) -> Result<Self> {
         let raw = home.backend().load_kernel(&spec.desc)?;
+        let tag = match &spec.desc.checked {
+            Some(abi) => Some(home.shared_arc().faults.register(
+                home.backend(),
+                &spec.desc.name,
+                abi,
+            )?),
+            None => None,
+        };
         Ok(Kernel {
             raw,
             name: spec.desc.name,
             context: home.context_id(),
             limits: home.shared_arc().info.limits,
+            tag,
             _s: PhantomData,
         })
     }
@@ -44,6 +55,11 @@ impl<S: KernelSig, B: Backend> Kernel<S, B> {
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether every access of the kernel is bounds-checked (a `#[kernel]`'s are).
+    pub fn is_checked(&self) -> bool {
+        self.tag.is_some()
     }
 }
 
@@ -71,8 +87,9 @@ impl<B: Backend> Stream<B> {
                 ArgRef::Scalar { .. } => {}
             }
         }
+        let shared = self.shared_arc();
         self.enqueue("launch", &accesses, || {
-            let raw: SmallVec<[KernelArg<'_, B>; MAX_KERNEL_ARGS]> = resolved
+            let mut raw: SmallVec<[KernelArg<'_, B>; MAX_LAUNCH_ARGS]> = resolved
                 .iter()
                 .map(|a| match a {
                     ArgRef::Read(s) => KernelArg::Buffer {
@@ -91,14 +108,47 @@ impl<B: Backend> Stream<B> {
                     },
                 })
                 .collect();
+            if let Some(tag) = kernel.tag {
+                // The checked convention: each array's length in bytes, the tag, the
+                // context's fault record (untracked: kernels only claim it atomically).
+                for a in &resolved {
+                    if let ArgRef::Read(s) | ArgRef::Write(s) = a {
+                        raw.push(scalar(&(s.bytes() as u64).to_ne_bytes()));
+                    }
+                }
+                raw.push(scalar(&tag.to_ne_bytes()));
+                let record = shared.faults.record().ok_or_else(|| Error::Unsupported {
+                    backend: self.backend().name(),
+                    what: "a checked kernel launched before its context's fault record exists"
+                        .into(),
+                })?;
+                raw.push(KernelArg::Buffer {
+                    at: Some(record),
+                    bytes: FAULT_WORDS * 4,
+                    write: true,
+                });
+            }
             // SAFETY: the kernel's GPU code was vouched for by the caller of the unsafe
-            // `KernelSpec::cuda`/`ptx` to take the signature `A::Sig`, which the sealed
-            // `LaunchArgs` built these arguments from (a CPU closure is safe Rust); every
-            // range comes from a checked view of this context's arrays; `enqueue` ordered
-            // the ranges after conflicting uses and records this one, so no buffer is freed
-            // before the launch has run; written arguments are `&mut` borrows or views, so
-            // no written range overlaps another argument.
+            // `KernelSpec::cuda`/`ptx` (or generated, bounds-checked, by `#[kernel]`, with
+            // the checked convention's arguments appended above) to take the signature
+            // `A::Sig`, which the sealed `LaunchArgs` built these arguments from (a CPU
+            // closure is safe Rust); every range comes from a checked view of this
+            // context's arrays; `enqueue` ordered the ranges after conflicting uses and
+            // records this one, so no buffer is freed before the launch has run; written
+            // arguments are `&mut` borrows or views, so no written range overlaps another
+            // argument; the fault record is a buffer of its own that lives as long as the
+            // context and is only ever claimed atomically.
             unsafe { self.backend().launch(self.raw(), &kernel.raw, &cfg, &raw) }
         })
+    }
+}
+
+/// A scalar kernel argument from its bytes.
+fn scalar<B: Backend>(value: &[u8]) -> KernelArg<'static, B> {
+    let mut bytes = [0u8; 16];
+    bytes[..value.len()].copy_from_slice(value);
+    KernelArg::Scalar {
+        bytes,
+        len: value.len(),
     }
 }

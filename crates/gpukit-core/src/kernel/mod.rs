@@ -75,13 +75,19 @@
 //! launch ([`Kernel`], `Stream::launch`).
 
 mod args;
+mod checked;
 mod desc;
 mod geometry;
 mod launch;
 mod spec;
 
 pub(crate) use args::ArgList;
-pub use args::{ArgRef, In, KernelParam, KernelSig, LaunchArg, LaunchArgs, Out, MAX_KERNEL_ARGS};
+pub use args::{
+    ArgRef, In, KernelParam, KernelSig, LaunchArg, LaunchArgs, Out, MAX_KERNEL_ARGS,
+    MAX_LAUNCH_ARGS,
+};
+pub(crate) use checked::FaultLog;
+pub use checked::{CheckedAbi, KernelFaults, FAULT_WORDS};
 pub use desc::{CpuKernelFn, KernelDesc, KernelSource, RawArg};
 pub use geometry::{Dim3, LaunchConfig, ThreadIndex};
 pub use launch::Kernel;

@@ -40,6 +40,7 @@ impl<S: KernelSig> KernelSpec<S> {
                 source: None,
                 wgsl: None,
                 cpu: None,
+                checked: None,
             },
             _s: PhantomData,
         }
@@ -171,5 +172,87 @@ impl<S: KernelSig> KernelSpec<S> {
     /// The untyped description.
     pub fn desc(&self) -> &KernelDesc {
         &self.desc
+    }
+
+    /// The kernel's CUDA C, if it has some: for a `#[kernel]`, the code it generated.
+    pub fn cuda_source(&self) -> Option<&str> {
+        match &self.desc.source {
+            Some(KernelSource::CudaC(src)) => Some(src),
+            _ => None,
+        }
+    }
+
+    /// The kernel's WGSL, if it has some: for a `#[kernel]`, the code it generated.
+    pub fn wgsl_source(&self) -> Option<&str> {
+        self.desc.wgsl.as_deref()
+    }
+
+    /// Whether every access of the kernel is bounds-checked (a `#[kernel]`'s are).
+    pub fn is_checked(&self) -> bool {
+        self.desc.checked.is_some()
+    }
+
+    /// The spec `#[kernel]` expands to: generated CUDA C and WGSL, and a CPU twin that runs
+    /// a whole launch. Not for hand-written code.
+    ///
+    /// # Safety
+    ///
+    /// The GPU code takes the signature `S` followed by the arguments of the checked
+    /// convention ([`super::checked`]), checks every access against the lengths it is
+    /// given, reporting the first that falls outside through the fault record, and
+    /// writes only through [`Out`] parameters; `abi.arrays` names its arrays in the order
+    /// of its fault codes.
+    #[doc(hidden)]
+    pub unsafe fn __generated<F>(
+        name: &str,
+        cuda: &str,
+        wgsl: Option<&str>,
+        abi: CheckedAbi,
+        twin: F,
+    ) -> Self
+    where
+        F: for<'a, 'b> Fn(
+                &LaunchConfig,
+                &'b mut S::Cpu<'a>,
+                &KernelFaults<'_>,
+            ) -> std::result::Result<(), String>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let mut s = Self::named(name);
+        s.desc.source = Some(KernelSource::CudaC(cuda.to_owned()));
+        s.desc.wgsl = wgsl.map(str::to_owned);
+        s.desc.checked = Some(abi);
+        let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
+            // The signature's arguments, a length per array, the tag, the fault record.
+            let (Some(RawArg::Slice { ptr, bytes }), Some(RawArg::Scalar(tag))) = (
+                raw.last(),
+                raw.len().checked_sub(2).and_then(|i| raw.get(i)),
+            ) else {
+                return Err("launched without the checked convention's arguments".into());
+            };
+            if raw.len() < S::ARITY + 2 || *bytes < FAULT_WORDS * 4 {
+                return Err(format!(
+                    "{} arguments given, the checked signature has at least {}",
+                    raw.len(),
+                    S::ARITY + 2
+                ));
+            }
+            // SAFETY: the launcher passes the context's fault record last: FAULT_WORDS
+            // live, 4-aligned words that stay allocated for the context's life and that
+            // everything touches atomically only.
+            let words = unsafe {
+                std::slice::from_raw_parts(ptr.cast::<std::sync::atomic::AtomicU32>(), FAULT_WORDS)
+            };
+            let tag = u32::from_ne_bytes([tag[0], tag[1], tag[2], tag[3]]);
+            // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
+            // from arguments whose types match `S`, live and ordered for this call, with no
+            // written range aliasing another.
+            let mut args = unsafe { S::from_raw(&raw[..S::ARITY]) };
+            twin(cfg, &mut args, &KernelFaults::new(words, tag))
+        });
+        s.desc.cpu = Some(erased);
+        s
     }
 }

@@ -24,6 +24,7 @@ mod error_chain;
 mod half;
 mod interop;
 mod memory;
+mod rust_kernels;
 // Without the `cuda` feature: no CUDA arm at all.
 #[cfg(not(feature = "cuda"))]
 mod no_cuda;

@@ -1,0 +1,199 @@
+//! The launch convention of bounds-checked kernels (those `#[kernel]` generates) and the
+//! context's fault record, through which a checked kernel on any backend reports the first
+//! out-of-bounds access of a launch as [`Error::KernelFailed`].
+//!
+//! A checked kernel receives, after the arguments of its signature:
+//! 1. for each array argument, in order, its length in bytes (a `u64`);
+//! 2. its tag (a `u32`): which kernel of the context it is;
+//! 3. the context's fault record: [`FAULT_WORDS`] `u32` words, written (not ordered
+//!    against other work: only ever claimed with an atomic compare-and-swap) by the first
+//!    access of any launch that falls outside its array.
+//!
+//! Word 0 is the claim (0: no fault), then the tag, the parameter's number (the arrays in
+//! signature order, then the kernel's shared arrays), the index (low, high word) and the
+//! length (low, high word). A thread that accesses out of bounds skips the access (a read
+//! gives zero) and goes on; the stream's next `sync` (or `query` that finds it idle), or
+//! the context's `sync`, reads the record, clears it and returns the fault.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use crate::backend::{Backend, BufAt, RawPtr};
+use crate::error::{Error, Result};
+
+/// Words in a context's fault record.
+pub const FAULT_WORDS: usize = 8;
+/// Bytes in a context's fault record.
+const FAULT_BYTES: usize = FAULT_WORDS * 4;
+
+/// What a checked kernel tells the launcher about itself: the names its fault codes refer
+/// to, and why it has no WGSL where it has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedAbi {
+    /// The names of the kernel's arrays: its array parameters in signature order, then its
+    /// shared arrays.
+    pub arrays: Vec<String>,
+    /// Why the kernel has no WGSL (an element type WGSL lacks, say), shown when it is
+    /// loaded on the wgpu backend.
+    pub no_wgsl: Option<&'static str>,
+}
+
+/// The fault record as the CPU twin of a checked kernel writes it.
+#[derive(Debug)]
+pub struct KernelFaults<'a> {
+    words: &'a [AtomicU32],
+    tag: u32,
+}
+
+impl<'a> KernelFaults<'a> {
+    /// A record over `words`, for the kernel tagged `tag`.
+    pub(crate) fn new(words: &'a [AtomicU32], tag: u32) -> Self {
+        KernelFaults { words, tag }
+    }
+
+    /// Notes an access at `index` of array number `array` (of length `len`), unless a fault
+    /// is already noted.
+    #[cold]
+    pub fn fault(&self, array: u32, index: u64, len: u64) {
+        let Some(claim) = self.words.first() else {
+            return;
+        };
+        if claim
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            let words = [
+                self.tag,
+                array,
+                index as u32,
+                (index >> 32) as u32,
+                len as u32,
+                (len >> 32) as u32,
+            ];
+            for (w, v) in self.words[1..].iter().zip(words) {
+                w.store(v, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// A context's fault record and the checked kernels loaded on it.
+pub(crate) struct FaultLog<B: Backend> {
+    state: Mutex<FaultState<B>>,
+    /// Set once a checked kernel is loaded: only then does a `sync` read the record.
+    pub(crate) armed: std::sync::OnceLock<B::Buffer>,
+}
+
+struct FaultState<B: Backend> {
+    /// The loaded checked kernels: name and array names, by tag.
+    kernels: Vec<(String, Vec<String>)>,
+    _b: std::marker::PhantomData<B>,
+}
+
+impl<B: Backend> FaultLog<B> {
+    pub(crate) fn new() -> Self {
+        FaultLog {
+            state: Mutex::new(FaultState {
+                kernels: Vec::new(),
+                _b: std::marker::PhantomData,
+            }),
+            armed: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Registers a checked kernel (allocating the record on the first): its tag.
+    pub(crate) fn register(&self, backend: &B, name: &str, abi: &CheckedAbi) -> Result<u32> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if self.armed.get().is_none() {
+            let buf = backend.alloc(FAULT_BYTES, true)?;
+            if let Err(buf) = self.armed.set(buf) {
+                // Unreachable under the lock; give the spare back all the same.
+                // SAFETY: the spare was never used by any stream.
+                unsafe { backend.free(buf, &[])? };
+            }
+        }
+        let tag = u32::try_from(state.kernels.len()).map_err(|_| Error::Unsupported {
+            backend: backend.name(),
+            what: "more than 2^32 checked kernels loaded on one context".into(),
+        })?;
+        state.kernels.push((name.to_owned(), abi.arrays.clone()));
+        Ok(tag)
+    }
+
+    /// The record, as a kernel argument.
+    pub(crate) fn record(&self) -> Option<BufAt<'_, B>> {
+        self.armed.get().map(|buf| BufAt { buf, offset: 0 })
+    }
+
+    /// Reads the record after `stream` has finished its work; a fault found is cleared and
+    /// returned as [`Error::KernelFailed`].
+    pub(crate) fn take(&self, backend: &B, stream: &B::Stream) -> Result<()> {
+        let Some(at) = self.record() else {
+            return Ok(());
+        };
+        let mut words = [0u32; FAULT_WORDS];
+        match backend.raw_ptr(at) {
+            RawPtr::Host(p) => {
+                // SAFETY: the CPU backend's record is FAULT_BYTES of live, 4-aligned host
+                // memory owned by this log for the context's life; kernels only ever touch
+                // it atomically, as this does.
+                let atomics =
+                    unsafe { std::slice::from_raw_parts(p.cast::<AtomicU32>(), FAULT_WORDS) };
+                if atomics[0].load(Ordering::Acquire) == 0 {
+                    return Ok(());
+                }
+                for (w, a) in words.iter_mut().zip(atomics) {
+                    *w = a.load(Ordering::Acquire);
+                }
+                for a in atomics.iter().rev() {
+                    a.store(0, Ordering::Release);
+                }
+            }
+            _ => {
+                // SAFETY: `words` is FAULT_BYTES of writable memory that lives until the
+                // stream is synchronized below; the record is a live buffer of that size.
+                unsafe { backend.copy_d2h(stream, at, words.as_mut_ptr().cast(), FAULT_BYTES)? };
+                backend.stream_sync(stream)?;
+                if words[0] == 0 {
+                    return Ok(());
+                }
+                let zeros = [0u32; FAULT_WORDS];
+                // SAFETY: `zeros` lives until the stream is synchronized below; the record
+                // is a live buffer of FAULT_BYTES.
+                unsafe { backend.copy_h2d(stream, zeros.as_ptr().cast(), at, FAULT_BYTES)? };
+                backend.stream_sync(stream)?;
+            }
+        }
+        Err(self.describe(&words))
+    }
+
+    fn describe(&self, w: &[u32; FAULT_WORDS]) -> Error {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (kernel, arrays) = state
+            .kernels
+            .get(w[1] as usize)
+            .map(|(k, a)| (k.clone(), a.as_slice()))
+            .unwrap_or_else(|| (format!("<checked kernel {}>", w[1]), &[]));
+        let array = arrays
+            .get(w[2] as usize)
+            .map_or_else(|| format!("array {}", w[2]), |a| format!("`{a}`"));
+        let index = u64::from(w[3]) | (u64::from(w[4]) << 32);
+        let len = u64::from(w[5]) | (u64::from(w[6]) << 32);
+        Error::KernelFailed {
+            kernel,
+            message: format!(
+                "index {index} is out of bounds for {array} (length {len}); the access was \
+                 skipped and the launch's outputs are undefined"
+            ),
+        }
+    }
+
+    /// Frees the record (at the context's end, after its work has finished).
+    pub(crate) fn free(&mut self, backend: &B) -> Result<()> {
+        match self.armed.take() {
+            // SAFETY: the context is being dropped after a synchronize: no work uses it.
+            Some(buf) => unsafe { backend.free(buf, &[]) },
+            None => Ok(()),
+        }
+    }
+}

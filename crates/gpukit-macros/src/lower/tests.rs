@@ -1,0 +1,185 @@
+//! The kernel language's errors: each construct outside it is refused with a message that
+//! says what is supported, at the construct's span.
+
+use super::*;
+
+fn lower_src(src: &str) -> Result<Kernel> {
+    let f: syn::ItemFn = syn::parse_str(src).expect("parses as a function");
+    lower(&f)
+}
+
+#[track_caller]
+fn refused(src: &str, needle: &str) {
+    match lower_src(src) {
+        Ok(_) => panic!("accepted: {src}"),
+        Err(e) => assert!(
+            e.to_string().contains(needle),
+            "{src}\n  gave: {e}\n  want: {needle}"
+        ),
+    }
+}
+
+#[test]
+fn a_plain_kernel_is_accepted() {
+    let k = lower_src(
+        "fn saxpy(a: f32, x: &[f32], y: &mut [f32]) { let i = global_x(); if i < y.len() { y[i] = a * x[i] + y[i]; } }",
+    )
+    .unwrap();
+    assert_eq!(k.params.len(), 3);
+    assert!(!k.body.iter().any(Stmt::has_barrier));
+}
+
+#[test]
+fn unsupported_constructs_are_refused_with_what_is_supported() {
+    refused(
+        "fn k(x: &mut [f32]) { let v = vec![1.0]; }",
+        "macros are not supported",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { x[0] = foo(1.0); }",
+        "no intrinsic `foo`",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { x[0] = x.iter().sum(); }",
+        "no method `sum`",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { match 1 { _ => {} } }",
+        "not supported in a #[kernel]",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { for i in 0..=3 { } }",
+        "`a..=b` is not supported",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { 'a: loop { break 'a; } }",
+        "loop labels are not supported",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let (a, b) = (1, 2); }",
+        "a `let` binds one name",
+    );
+    refused("fn k(x: &mut [f32]) { let a: f32; }", "needs a value");
+    refused(
+        "fn k(x: &mut [f32]) { struct S; }",
+        "items are not supported",
+    );
+    refused("fn k(x: &mut [f32]) { x[0] = *x; }", "dereference");
+}
+
+#[test]
+fn signatures_outside_the_language_are_refused() {
+    refused("fn k<T>(x: &mut [T]) {}", "not generic");
+    refused("unsafe fn k(x: &mut [f32]) {}", "safe by construction");
+    refused("fn k(x: &mut [f32]) -> f32 { 0.0 }", "returns nothing");
+    refused("fn k(x: &mut Vec<f32>) {}", "a slice");
+    refused("fn k(x: &mut [String]) {}", "element type must be one of");
+    refused("fn k(x: bool) {}", "a scalar parameter");
+    refused("fn k() {}", "at least one parameter");
+    refused(
+        "fn k(a: &[f32], b: &[f32], c: &[f32], d: &[f32], e: &[f32], f: &[f32], g: &[f32], h: &[f32], i: &[f32]) {}",
+        "at most 8 parameters",
+    );
+    refused("fn k(__x: &mut [f32]) {}", "kept for the generated code");
+}
+
+#[test]
+fn type_errors_name_both_types() {
+    refused(
+        "fn k(x: &mut [f32], n: u32) { x[n] = 1.0; }",
+        "an index is a `usize`, found u32",
+    );
+    refused(
+        "fn k(x: &mut [f32], n: i32) { x[0] = n; }",
+        "expected f32, found i32",
+    );
+    refused(
+        "fn k(x: &mut [f32], n: i32) { x[0] = x[0] + n; }",
+        "found f32 and i32",
+    );
+    refused("fn k(x: &mut [f32]) { x[0] = 1; }", "write `1.0`");
+    refused(
+        "fn k(x: &mut [u32]) { let a = -x[0]; }",
+        "cannot negate a u32",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { let a = x[0].sqrt(); }",
+        "is for f32 and f64",
+    );
+    refused("fn k(x: &[f32]) { x[0] = 1.0; }", "is read-only");
+    refused(
+        "fn k(x: &mut [f32]) { let a = 1.0f32; a = 2.0; }",
+        "not mutable",
+    );
+    refused(
+        "fn k(x: &mut [f32], n: f32) { n = 1.0; }",
+        "parameters cannot be assigned",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let a = y[0]; }",
+        "no array named `y`",
+    );
+}
+
+#[test]
+fn barriers_are_refused_where_threads_could_diverge_from_them() {
+    refused(
+        "fn k(x: &mut [f32]) { for i in 0..4 { if x[i] > 0.0 { break; } barrier(); } }",
+        "`break` in a loop that contains `barrier()`",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { if x[0] > 0.0 { return; } barrier(); }",
+        "`return` in a kernel that calls `barrier()`",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { loop { barrier(); } }",
+        "could never end",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let a = 1.0 + barrier(); }",
+        "a statement of its own",
+    );
+}
+
+#[test]
+fn shared_arrays_and_atomics_are_checked() {
+    refused(
+        "fn k(x: &mut [f32], n: u32) { let t = shared::<f32, n>(); }",
+        "a shared array is",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let t = shared::<f32, 0>(); }",
+        "1 to 65536",
+    );
+    refused(
+        "fn k(x: &mut [f64]) { atomic_add(&mut x[0], 1.0); }",
+        "works on i32, u32 and f32",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { atomic_max(&mut x[0], 1.0); }",
+        "works on i32 and u32",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { atomic_add(&x[0], 1); }",
+        "is `&mut a[i]`",
+    );
+    let k = lower_src(
+        "fn k(x: &mut [u32]) { const N: usize = 4 * 8; let t = shared::<u32, { N * 2 }>(); t[0] = 1; let old = atomic_add(&mut x[0], t[0]); }",
+    )
+    .unwrap();
+    assert_eq!(k.shared[0].len, 64);
+    assert_eq!(k.atomic, vec![Arr::Param(0)]);
+}
+
+#[test]
+fn locals_split_by_a_barrier_live_per_thread() {
+    let k = lower_src(
+        "fn k(x: &mut [f32]) { let t = shared::<f32, 64>(); let i = thread_x(); let mut acc = 0.0f32; for s in 0..4 { t[i] = x[i]; barrier(); let v = t[i]; acc += v; barrier(); } x[i] = acc; }",
+    )
+    .unwrap();
+    let storage = |n: &str| k.locals.iter().find(|l| l.name == n).unwrap().storage;
+    assert_eq!(storage("i"), Storage::PerThread);
+    assert_eq!(storage("acc"), Storage::PerThread);
+    assert_eq!(storage("s"), Storage::Uniform);
+    assert_eq!(storage("v"), Storage::PerThread);
+}

@@ -1,0 +1,547 @@
+//! The kernel's CPU twin, as Rust source: a whole launch, block by block.
+//!
+//! A kernel without `barrier()` runs each block's threads one after another. A kernel with
+//! barriers is split at them (as MCUDA and POCL compile GPU kernels for CPUs): the code
+//! between two barriers runs for every thread of the block before any thread passes the
+//! barrier, so the block's threads really meet there. Locals that live across a barrier
+//! are kept per thread; the conditions and bounds of the `if`s and loops that contain a
+//! barrier are evaluated by every thread and must agree (as CUDA and WGSL require), which
+//! the twin checks: a disagreement fails the launch with `KernelFailed` rather than
+//! deadlocking or guessing.
+
+use std::fmt::Write;
+
+use crate::ir::*;
+
+pub fn generate(k: &Kernel) -> String {
+    let mut g = Gen {
+        k,
+        out: String::new(),
+        tmp: 0,
+    };
+    let tuple: Vec<String> = k
+        .params
+        .iter()
+        .map(|p| match p.kind {
+            ParamKind::Slice { mutable: true, .. } => format!("&mut [{}]", p.ty.rust()),
+            ParamKind::Slice { mutable: false, .. } => format!("&[{}]", p.ty.rust()),
+            ParamKind::Scalar => p.ty.rust().to_owned(),
+        })
+        .collect();
+    let _ = writeln!(
+        g.out,
+        "#[allow(unused, unused_mut, unused_variables, unused_labels, unused_parens, unused_braces, clippy::all)]\n\
+         fn __twin(__cfg: &::gpukit::core::LaunchConfig, __args: &mut ({},), __f: &::gpukit::core::KernelFaults<'_>) -> ::core::result::Result<(), ::std::string::String> {{",
+        tuple.join(", ")
+    );
+    let binds: Vec<String> = (0..k.params.len()).map(|i| format!("__p{i}")).collect();
+    let _ = writeln!(g.out, "let ({},) = __args;", binds.join(", "));
+    for (i, p) in k.params.iter().enumerate() {
+        let t = p.ty.rust();
+        let _ = match p.kind {
+            ParamKind::Slice { mutable: true, .. } => {
+                writeln!(g.out, "let {}: &mut [{t}] = &mut **__p{i};", p.name)
+            }
+            ParamKind::Slice { mutable: false, .. } => {
+                writeln!(g.out, "let {}: &[{t}] = *__p{i};", p.name)
+            }
+            ParamKind::Scalar => writeln!(g.out, "let {}: {t} = *__p{i};", p.name),
+        };
+    }
+    g.out.push_str(
+        "let [__gx, __gy, __gz] = __cfg.grid.map(|v| v as usize);\n\
+         let [__bdx, __bdy, __bdz] = __cfg.block.map(|v| v as usize);\n\
+         let __nthreads = __bdx * __bdy * __bdz;\n",
+    );
+    for s in &k.shared {
+        let _ = writeln!(
+            g.out,
+            "let mut {}: ::std::vec::Vec<{t}> = ::std::vec![<{t}>::default(); {}];",
+            s.name,
+            s.len,
+            t = s.ty.rust()
+        );
+    }
+    for l in &k.locals {
+        if l.storage == Storage::PerThread {
+            let _ = writeln!(
+                g.out,
+                "let mut __pt_{}: ::std::vec::Vec<{t}> = ::std::vec![<{t}>::default(); __nthreads];",
+                l.name,
+                t = l.ty.rust()
+            );
+        }
+    }
+    g.out
+        .push_str("for __bz in 0..__gz { for __by in 0..__gy { for __bx in 0..__gx {\n");
+    g.block_level(&k.body);
+    g.out.push_str("}}}\n::core::result::Result::Ok(())\n}\n");
+    g.out
+}
+
+const THREADS: &str = "for __tz in 0..__bdz { for __ty in 0..__bdy { for __tx in 0..__bdx {\n\
+                       let __tid = (__tz * __bdy + __ty) * __bdx + __tx;\n";
+
+struct Gen<'k> {
+    k: &'k Kernel,
+    out: String,
+    tmp: usize,
+}
+
+fn zero(t: Ty) -> String {
+    format!("<{}>::default()", t.rust())
+}
+
+impl Gen<'_> {
+    fn fresh(&mut self) -> String {
+        self.tmp += 1;
+        format!("__u{}", self.tmp)
+    }
+
+    /// Statements of the block's code: runs of barrier-free statements become loops over
+    /// the block's threads; the statements that contain barriers are split further.
+    fn block_level(&mut self, stmts: &[Stmt]) {
+        let mut run: Vec<&Stmt> = Vec::new();
+        for s in stmts {
+            if !s.has_barrier() {
+                run.push(s);
+                continue;
+            }
+            self.flush(&mut run);
+            match s {
+                Stmt::Barrier => {}
+                Stmt::Block(b) => {
+                    self.out.push_str("{\n");
+                    self.block_level(b);
+                    self.out.push_str("}\n");
+                }
+                Stmt::If { cond, then, els } => {
+                    let c = self.uniform(cond);
+                    let _ = writeln!(self.out, "if {c} {{");
+                    self.block_level(then);
+                    self.out.push_str("} else {\n");
+                    self.block_level(els);
+                    self.out.push_str("}\n");
+                }
+                Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body,
+                } => {
+                    let l = &self.k.locals[*var];
+                    let (name, t) = (l.name.clone(), l.ty.rust());
+                    let s0 = self.uniform(start);
+                    let e0 = self.uniform(end);
+                    let st = match step {
+                        Some(s) => self.uniform(s),
+                        None => "1usize".into(),
+                    };
+                    let kv = self.fresh();
+                    let _ = writeln!(
+                        self.out,
+                        "let mut {kv}: {t} = {s0};\nwhile {kv} < {e0} {{\nlet {name}: {t} = {kv};"
+                    );
+                    self.block_level(body);
+                    let _ = writeln!(
+                        self.out,
+                        "if (({e0} as i128) - ({kv} as i128)) as u128 <= {st} as u128 {{ break; }}\n\
+                         {kv} = (({kv} as i128) + ({st} as i128)) as {t};\n}}"
+                    );
+                }
+                Stmt::While { cond, body } => {
+                    self.out.push_str("loop {\n");
+                    let c = self.uniform(cond);
+                    let _ = writeln!(self.out, "if !{c} {{ break; }}");
+                    self.block_level(body);
+                    self.out.push_str("}\n");
+                }
+                // The lowering refuses barriers anywhere else.
+                _ => {}
+            }
+        }
+        self.flush(&mut run);
+    }
+
+    /// One run of barrier-free statements, for every thread of the block. The per-thread
+    /// locals it uses are copied into plain locals first and back after, so that the
+    /// thread's code works on registers, as a GPU thread's does.
+    fn flush(&mut self, run: &mut Vec<&Stmt>) {
+        if run.is_empty() {
+            return;
+        }
+        let mut used = Vec::new();
+        for s in run.iter() {
+            per_thread_locals(self.k, std::slice::from_ref(*s), &mut used);
+        }
+        self.out.push_str(THREADS);
+        for &l in &used {
+            let local = &self.k.locals[l];
+            let _ = writeln!(
+                self.out,
+                "let mut {n}: {t} = __pt_{n}[__tid];",
+                n = local.name,
+                t = local.ty.rust()
+            );
+        }
+        self.out.push_str("'__thread: {\n");
+        for s in run.drain(..) {
+            self.stmt(s);
+        }
+        self.out.push_str("}\n");
+        for &l in &used {
+            let name = &self.k.locals[l].name;
+            let _ = writeln!(self.out, "__pt_{name}[__tid] = {name};");
+        }
+        self.out.push_str("}}}\n");
+    }
+
+    /// Evaluates `e` in every thread of the block, checks that all agree, and binds the
+    /// value to a fresh name (returned).
+    fn uniform(&mut self, e: &Expr) -> String {
+        let name = self.fresh();
+        let t = e.ty.rust();
+        let v = self.expr(e);
+        let mut used = Vec::new();
+        expr_locals(self.k, e, &mut used);
+        let loads: String = used
+            .iter()
+            .map(|&l| {
+                let n = &self.k.locals[l].name;
+                format!(
+                    "let {n}: {} = __pt_{n}[__tid];\n",
+                    self.k.locals[l].ty.rust()
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            self.out,
+            "let {name}: {t} = {{\nlet mut __seen: ::core::option::Option<{t}> = ::core::option::Option::None;\n{THREADS}{loads}\
+             let __x: {t} = {v};\n\
+             match __seen {{ ::core::option::Option::None => __seen = ::core::option::Option::Some(__x), ::core::option::Option::Some(__p) if __p == __x => {{}}, ::core::option::Option::Some(__p) => return ::core::result::Result::Err(::std::format!(\"the threads of block ({{__bx}}, {{__by}}, {{__bz}}) disagree on the condition or bound of an `if` or loop that contains `barrier()` ({{:?}} and {{:?}}): every thread of a block must reach the same barriers\", __p, __x)), }}\n\
+             }}}}}}\n__seen.unwrap_or_default()\n}};"
+        );
+        name
+    }
+
+    /// A local by name: per-thread ones are loaded at the start of each run (`flush`).
+    fn local(&self, l: usize) -> String {
+        self.k.locals[l].name.clone()
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    /// A statement of one thread's code.
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Let { local, init } => {
+                let l = &self.k.locals[*local];
+                let v = self.expr(init);
+                match l.storage {
+                    // Loaded at the start of the run (see `flush`).
+                    Storage::PerThread => {
+                        let _ = writeln!(self.out, "{} = {v};", l.name);
+                    }
+                    _ => {
+                        let m = if l.mutable { "mut " } else { "" };
+                        let _ = writeln!(self.out, "let {m}{}: {} = {v};", l.name, l.ty.rust());
+                    }
+                }
+            }
+            Stmt::Assign { place, op, value } => match place {
+                Place::Local(l) => {
+                    let ty = self.k.locals[*l].ty;
+                    let name = self.local(*l);
+                    let v = self.expr(value);
+                    match op {
+                        Some(op) => {
+                            let vty = if matches!(op, BinOp::Shl | BinOp::Shr) {
+                                Ty::U32
+                            } else {
+                                ty
+                            };
+                            let stored = binary(*op, ty, &name, "__v");
+                            let _ = writeln!(
+                                self.out,
+                                "{{ let __v: {} = {v}; {name} = {stored}; }}",
+                                vty.rust()
+                            );
+                        }
+                        None => {
+                            let _ = writeln!(self.out, "{name} = {v};");
+                        }
+                    }
+                }
+                Place::Index { arr, idx } => {
+                    let ty = self.k.arr_ty(*arr);
+                    let vty = if matches!(op, Some(BinOp::Shl | BinOp::Shr)) {
+                        Ty::U32
+                    } else {
+                        ty
+                    };
+                    let v = self.expr(value);
+                    let i = self.expr(idx);
+                    let a = self.k.arr_name(*arr).to_owned();
+                    let stored = match op {
+                        Some(op) => binary(*op, ty, "*__p", "__v"),
+                        None => "__v".into(),
+                    };
+                    let _ = writeln!(
+                        self.out,
+                        "{{ let __v: {} = {v}; let __i: usize = {i}; let __n = {a}.len(); match {a}.get_mut(__i) {{ ::core::option::Option::Some(__p) => {{ *__p = {stored}; }} ::core::option::Option::None => __f.fault({}, __i as u64, __n as u64), }} }}",
+                        vty.rust(),
+                        self.k.arr_number(*arr)
+                    );
+                }
+            },
+            Stmt::Expr(e) => {
+                let v = self.expr(e);
+                let _ = writeln!(self.out, "let _ = {v};");
+            }
+            Stmt::Block(b) => {
+                self.out.push_str("{\n");
+                self.stmts(b);
+                self.out.push_str("}\n");
+            }
+            Stmt::If { cond, then, els } => {
+                let c = self.expr(cond);
+                let _ = writeln!(self.out, "if {c} {{");
+                self.stmts(then);
+                self.out.push_str("} else {\n");
+                self.stmts(els);
+                self.out.push_str("}\n");
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
+                let l = &self.k.locals[*var];
+                let name = l.name.clone();
+                let (s0, e0) = (self.expr(start), self.expr(end));
+                match step {
+                    Some(step) => {
+                        let step = self.expr(step);
+                        let _ = writeln!(self.out, "for {name} in ({s0}..{e0}).step_by({step}) {{");
+                    }
+                    None => {
+                        let _ = writeln!(self.out, "for {name} in {s0}..{e0} {{");
+                    }
+                }
+                self.stmts(body);
+                self.out.push_str("}\n");
+            }
+            Stmt::While { cond, body } => {
+                let c = self.expr(cond);
+                let _ = writeln!(self.out, "while {c} {{");
+                self.stmts(body);
+                self.out.push_str("}\n");
+            }
+            Stmt::Loop(body) => {
+                self.out.push_str("loop {\n");
+                self.stmts(body);
+                self.out.push_str("}\n");
+            }
+            Stmt::Break => self.out.push_str("break;\n"),
+            Stmt::Continue => self.out.push_str("continue;\n"),
+            Stmt::Return => self.out.push_str("break '__thread;\n"),
+            Stmt::Barrier => {}
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) -> String {
+        match &e.kind {
+            ExprKind::Lit(t) if e.ty == Ty::Bool => t.clone(),
+            ExprKind::Lit(t) => format!("({t}{})", e.ty.rust()),
+            ExprKind::Local(l) => self.local(*l),
+            ExprKind::Param(p) => self.k.params[*p].name.clone(),
+            ExprKind::Index { arr, idx } => {
+                let i = self.expr(idx);
+                let a = self.k.arr_name(*arr);
+                format!(
+                    "{{ let __i: usize = {i}; match {a}.get(__i) {{ ::core::option::Option::Some(__v) => *__v, ::core::option::Option::None => {{ __f.fault({}, __i as u64, {a}.len() as u64); {} }} }} }}",
+                    self.k.arr_number(*arr),
+                    zero(e.ty)
+                )
+            }
+            ExprKind::Len(a) => format!("{}.len()", self.k.arr_name(*a)),
+            ExprKind::Unary(op, a) => {
+                let v = self.expr(a);
+                match (op, a.ty) {
+                    (UnOp::Neg, t) if t.is_float() => format!("(-{v})"),
+                    (UnOp::Neg, _) => format!("({v}).wrapping_neg()"),
+                    (UnOp::Not, _) => format!("(!{v})"),
+                }
+            }
+            ExprKind::Binary(op, l, r) => {
+                let (a, b) = (self.expr(l), self.expr(r));
+                binary(*op, l.ty, &a, &b)
+            }
+            ExprKind::Cast(a) => {
+                let v = self.expr(a);
+                format!("(({v}) as {})", e.ty.rust())
+            }
+            ExprKind::Math(m, args) => {
+                let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                if *m == Math::Abs && e.ty.is_int() {
+                    return format!("({}).wrapping_abs()", vs[0]);
+                }
+                format!("({}).{}({})", vs[0], m.rust(), vs[1..].join(", "))
+            }
+            ExprKind::Coord(c, axis) => {
+                let a = ["x", "y", "z"][*axis];
+                let (g, b, t) = (
+                    ["__gx", "__gy", "__gz"][*axis],
+                    ["__bdx", "__bdy", "__bdz"][*axis],
+                    ["__tx", "__ty", "__tz"][*axis],
+                );
+                let bi = ["__bx", "__by", "__bz"][*axis];
+                let _ = a;
+                match c {
+                    Coord::Global => format!("({bi} * {b} + {t})"),
+                    Coord::Thread => t.to_owned(),
+                    Coord::Block => bi.to_owned(),
+                    Coord::BlockDim => b.to_owned(),
+                    Coord::GridDim => g.to_owned(),
+                }
+            }
+            ExprKind::IfElse(c, a, b) => {
+                let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
+                format!("(if {c} {{ {a} }} else {{ {b} }})")
+            }
+            ExprKind::Atomic { op, arr, idx, args } => {
+                let i = self.expr(idx);
+                let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                let a = self.k.arr_name(*arr).to_owned();
+                let t = e.ty;
+                let new = match op {
+                    AtomicOp::Add if t.is_float() => "__old + __a".to_string(),
+                    AtomicOp::Add => "__old.wrapping_add(__a)".to_string(),
+                    AtomicOp::Min => "__old.min(__a)".to_string(),
+                    AtomicOp::Max => "__old.max(__a)".to_string(),
+                    AtomicOp::Exchange => "__a".to_string(),
+                    AtomicOp::Cas => "if __old == __a { __b } else { __old }".to_string(),
+                };
+                let b = vs
+                    .get(1)
+                    .map(|b| format!("let __b: {} = {b};", t.rust()))
+                    .unwrap_or_default();
+                format!(
+                    "{{ let __a: {ty} = {}; {b} let __i: usize = {i}; let __n = {a}.len(); match {a}.get_mut(__i) {{ ::core::option::Option::Some(__p) => {{ let __old: {ty} = *__p; *__p = {new}; __old }} ::core::option::Option::None => {{ __f.fault({}, __i as u64, __n as u64); {} }} }} }}",
+                    vs[0],
+                    self.k.arr_number(*arr),
+                    zero(t),
+                    ty = t.rust(),
+                )
+            }
+        }
+    }
+}
+
+/// `a op b` with the GPU's integer semantics: wrapping arithmetic, division by zero gives
+/// `a` (remainder 0), shifts take the amount modulo the width.
+fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
+    let sym = op.symbol();
+    if op.is_comparison() || matches!(op, BinOp::And | BinOp::Or) || t.is_float() || t == Ty::Bool {
+        return format!("({a} {sym} {b})");
+    }
+    match op {
+        BinOp::Add => format!("({a}).wrapping_add({b})"),
+        BinOp::Sub => format!("({a}).wrapping_sub({b})"),
+        BinOp::Mul => format!("({a}).wrapping_mul({b})"),
+        BinOp::Div => format!(
+            "{{ let (__x, __y): ({t}, {t}) = ({a}, {b}); if __y == 0 {{ __x }} else {{ __x.wrapping_div(__y) }} }}",
+            t = t.rust()
+        ),
+        BinOp::Rem => format!(
+            "{{ let (__x, __y): ({t}, {t}) = ({a}, {b}); if __y == 0 {{ 0 }} else {{ __x.wrapping_rem(__y) }} }}",
+            t = t.rust()
+        ),
+        BinOp::Shl => format!("({a}).wrapping_shl({b})"),
+        BinOp::Shr => format!("({a}).wrapping_shr({b})"),
+        _ => format!("({a} {sym} {b})"),
+    }
+}
+
+/// The per-thread locals that `stmts` use (declare, read or assign), in order.
+fn per_thread_locals(k: &Kernel, stmts: &[Stmt], out: &mut Vec<usize>) {
+    let note = |l: usize, out: &mut Vec<usize>| {
+        if k.locals[l].storage == Storage::PerThread && !out.contains(&l) {
+            out.push(l);
+        }
+    };
+    for s in stmts {
+        match s {
+            Stmt::Let { local, init } => {
+                note(*local, out);
+                expr_locals(k, init, out);
+            }
+            Stmt::Assign { place, value, .. } => {
+                match place {
+                    Place::Local(l) => note(*l, out),
+                    Place::Index { idx, .. } => expr_locals(k, idx, out),
+                }
+                expr_locals(k, value, out);
+            }
+            Stmt::Expr(e) => expr_locals(k, e, out),
+            Stmt::Block(b) | Stmt::Loop(b) => per_thread_locals(k, b, out),
+            Stmt::If { cond, then, els } => {
+                expr_locals(k, cond, out);
+                per_thread_locals(k, then, out);
+                per_thread_locals(k, els, out);
+            }
+            Stmt::For {
+                start,
+                end,
+                step,
+                body,
+                ..
+            } => {
+                expr_locals(k, start, out);
+                expr_locals(k, end, out);
+                if let Some(s) = step {
+                    expr_locals(k, s, out);
+                }
+                per_thread_locals(k, body, out);
+            }
+            Stmt::While { cond, body } => {
+                expr_locals(k, cond, out);
+                per_thread_locals(k, body, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The per-thread locals that `e` reads, added to `out`.
+fn expr_locals(k: &Kernel, e: &Expr, out: &mut Vec<usize>) {
+    match &e.kind {
+        ExprKind::Local(l) if k.locals[*l].storage == Storage::PerThread && !out.contains(l) => {
+            out.push(*l);
+        }
+        ExprKind::Index { idx, .. } => expr_locals(k, idx, out),
+        ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr_locals(k, a, out),
+        ExprKind::Binary(_, a, b) => {
+            expr_locals(k, a, out);
+            expr_locals(k, b, out);
+        }
+        ExprKind::Math(_, args) => args.iter().for_each(|a| expr_locals(k, a, out)),
+        ExprKind::IfElse(c, a, b) => {
+            expr_locals(k, c, out);
+            expr_locals(k, a, out);
+            expr_locals(k, b, out);
+        }
+        ExprKind::Atomic { idx, args, .. } => {
+            expr_locals(k, idx, out);
+            args.iter().for_each(|a| expr_locals(k, a, out));
+        }
+        _ => {}
+    }
+}

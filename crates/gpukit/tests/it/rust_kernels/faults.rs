@@ -1,0 +1,143 @@
+//! The bounds-check contract of `#[kernel]`s: an access outside an array (a parameter, a
+//! view of a larger array, a shared array) touches no memory and is `KernelFailed`, naming
+//! the kernel and the array, at the next synchronization, on every backend; the context
+//! stays usable and the fault is reported once.
+
+use gpukit::{kernel, Error, LaunchConfig};
+
+/// Reads `src` at the indices in `idx`.
+#[kernel]
+pub(super) fn gather(src: &[f32], idx: &[u32], out: &mut [f32]) {
+    let i = global_x();
+    if i < out.len() {
+        out[i] = src[idx[i] as usize] + 1.0;
+    }
+}
+
+/// Writes one element past its own: the last thread's write falls outside `out`.
+#[kernel]
+pub(super) fn shifted(out: &mut [f32]) {
+    let i = global_x();
+    if i < out.len() {
+        out[i + 1] = i as f32;
+    }
+}
+
+/// Indexes a shared array of 64 past its end from the last threads of a block of 64.
+#[kernel]
+pub(super) fn shared_over(out: &mut [u32]) {
+    let tile = shared::<u32, 64>();
+    let t = thread_x();
+    tile[t] = t as u32;
+    barrier();
+    let v = tile[t + 4];
+    if t < out.len() {
+        out[t] = v;
+    }
+}
+
+pub(super) fn expect_fault(r: gpukit::Result<()>, kernel: &str, needle: &str) {
+    match r {
+        Err(Error::KernelFailed { kernel: k, message }) => {
+            assert_eq!(k, kernel, "{message}");
+            assert!(message.contains(needle), "{message}\n  want: {needle}");
+        }
+        other => panic!("expected KernelFailed from `{kernel}`, got {other:?}"),
+    }
+}
+
+crate::backend_tests! {
+    fn kernel_read_out_of_bounds_is_a_typed_error_and_skipped(ctx) {
+        let src: Vec<f32> = (0..10).map(|i| i as f32).collect();
+        let idx: Vec<u32> = vec![3, 100, 9, 0];
+        let k = ctx.kernel(gather())?;
+        let (ds, di) = (ctx.alloc_upload(&src)?, ctx.alloc_upload(&idx)?);
+        let mut out = ctx.alloc_upload(&[-5.0f32; 4])?;
+        let s = ctx.create_stream()?;
+        s.launch(&k, LaunchConfig::for_elems(4), (&ds, &di, &mut out))?; // queued: Ok
+        expect_fault(s.sync(), "gather", "index 100 is out of bounds for `src` (length 10)");
+        s.sync()?; // reported once
+        // The faulting read gave zero; the other threads ran.
+        assert_eq!(out.download()?, [4.0, 1.0, 10.0, 1.0]);
+        // The context goes on: a good launch, a clean sync.
+        let di = ctx.alloc_upload(&[1u32, 2, 3, 4])?;
+        ctx.launch(&k, LaunchConfig::for_elems(4), (&ds, &di, &mut out))?;
+        ctx.sync()?;
+        assert_eq!(out.download()?, [2.0, 3.0, 4.0, 5.0]);
+        Ok(())
+    }
+
+    fn kernel_write_past_a_view_touches_nothing(ctx) {
+        let mut whole = ctx.alloc_upload(&[7.0f32; 20])?;
+        let k = ctx.kernel(shifted())?;
+        {
+            let view = whole.slice_mut(0..10)?;
+            ctx.launch(&k, LaunchConfig::for_elems(10), (view,))?;
+        }
+        expect_fault(ctx.sync(), "shifted", "index 10 is out of bounds for `out` (length 10)");
+        let got = whole.download()?;
+        let mut want = vec![7.0f32; 20];
+        for (i, w) in want.iter_mut().enumerate().take(10).skip(1) {
+            *w = (i - 1) as f32;
+        }
+        assert_eq!(got, want, "the element after the view keeps its value");
+        Ok(())
+    }
+
+    fn kernel_shared_array_out_of_bounds_is_a_typed_error(ctx) {
+        let k = ctx.kernel(shared_over())?;
+        let mut out = ctx.alloc_zeros::<u32>(64)?;
+        ctx.launch(&k, LaunchConfig::linear(1, 64), (&mut out,))?;
+        expect_fault(ctx.sync(), "shared_over", "index 64 is out of bounds for `tile` (length 64)");
+        let got = out.download()?;
+        assert_eq!(got[..60], (4..64).collect::<Vec<u32>>()[..]);
+        assert_eq!(got[60..], [0; 4], "reads past the end give zero");
+        Ok(())
+    }
+
+    fn kernel_fault_is_seen_by_query(ctx) {
+        let k = ctx.kernel(shifted())?;
+        let mut out = ctx.alloc_zeros::<f32>(3)?;
+        let s = ctx.create_stream()?;
+        s.launch(&k, LaunchConfig::for_elems(3), (&mut out,))?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match s.query() {
+                Ok(false) if std::time::Instant::now() < deadline => std::thread::yield_now(),
+                r => return {
+                    expect_fault(r.map(|_| ()), "shifted", "index 3 is out of bounds for `out`");
+                    Ok(())
+                },
+            }
+        }
+    }
+}
+
+/// Every thread must reach the same barriers; the CPU twin checks it (on a GPU, threads
+/// that skip a barrier their block reaches hang or corrupt the block).
+#[kernel]
+pub(super) fn divergent(out: &mut [u32]) {
+    let t = thread_x();
+    if t < 2 {
+        barrier();
+    }
+    if t < out.len() {
+        out[t] = 1;
+    }
+}
+
+crate::cpu_tests! {
+    fn kernel_barrier_under_divergent_control_fails_on_the_cpu(ctx) {
+        let k = ctx.kernel(divergent())?;
+        let mut out = ctx.alloc_zeros::<u32>(4)?;
+        ctx.launch(&k, LaunchConfig::linear(1, 4), (&mut out,))?;
+        match ctx.sync() {
+            Err(Error::KernelFailed { kernel, message }) => {
+                assert_eq!(kernel, "divergent");
+                assert!(message.contains("disagree on the condition"), "{message}");
+            }
+            other => panic!("expected KernelFailed, got {other:?}"),
+        }
+        Ok(())
+    }
+}

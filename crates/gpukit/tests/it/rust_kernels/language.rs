@@ -1,0 +1,357 @@
+//! The kernel language, construct by construct: small `#[kernel]`s, each run on every
+//! backend against the same computation in plain Rust on host slices.
+
+use gpukit::{kernel, LaunchConfig};
+
+/// Integer arithmetic wraps; `/ 0` gives the dividend and `% 0` gives 0 (WGSL's rules,
+/// which CUDA and the CPU twin follow); shifts take the amount modulo the width.
+#[kernel]
+pub(super) fn int_ops(a: &[i32], b: &[i32], out: &mut [i32]) {
+    let i = global_x();
+    if i < a.len() {
+        let (x, y) = (a[i], b[i]);
+        let s = (y as u32) & 7;
+        out[i * 8] = x + y;
+        out[i * 8 + 1] = x - y;
+        out[i * 8 + 2] = x * y;
+        out[i * 8 + 3] = x / y;
+        out[i * 8 + 4] = x % y;
+        out[i * 8 + 5] = (x << s) ^ (y >> s);
+        out[i * 8 + 6] = (x & y) | !x;
+        out[i * 8 + 7] = -x + x.abs().min(y).max(-5);
+    }
+}
+
+pub(super) fn int_ops_ref(a: &[i32], b: &[i32]) -> Vec<i32> {
+    let mut out = vec![0; a.len() * 8];
+    for i in 0..a.len() {
+        let (x, y) = (a[i], b[i]);
+        let s = (y as u32) & 7;
+        let o = &mut out[i * 8..i * 8 + 8];
+        o[0] = x.wrapping_add(y);
+        o[1] = x.wrapping_sub(y);
+        o[2] = x.wrapping_mul(y);
+        o[3] = if y == 0 { x } else { x.wrapping_div(y) };
+        o[4] = if y == 0 { 0 } else { x.wrapping_rem(y) };
+        o[5] = x.wrapping_shl(s) ^ y.wrapping_shr(s);
+        o[6] = (x & y) | !x;
+        o[7] = x
+            .wrapping_neg()
+            .wrapping_add(x.wrapping_abs().min(y).max(-5));
+    }
+    out
+}
+
+/// Unsigned arithmetic, casts between integer and float types (in range), comparisons
+/// into a value with `if`/`else`.
+#[kernel]
+pub(super) fn casts(a: &[u32], out: &mut [f32], bits: &mut [u32]) {
+    let i = global_x();
+    if i < a.len() {
+        let v = a[i];
+        let f = (v % 1000) as f32 * 0.5 - 100.0;
+        out[i] = if f < 0.0 {
+            -f
+        } else if f > 200.0 {
+            200.0
+        } else {
+            f
+        };
+        bits[i] = (f as i32) as u32 + (v / 3) * 7 - (v >> 4);
+    }
+}
+
+pub(super) fn casts_ref(a: &[u32]) -> (Vec<f32>, Vec<u32>) {
+    let mut out = Vec::new();
+    let mut bits = Vec::new();
+    for &v in a {
+        let f = (v % 1000) as f32 * 0.5 - 100.0;
+        out.push(if f < 0.0 {
+            -f
+        } else if f > 200.0 {
+            200.0
+        } else {
+            f
+        });
+        bits.push(
+            ((f as i32) as u32)
+                .wrapping_add((v / 3).wrapping_mul(7))
+                .wrapping_sub(v >> 4),
+        );
+    }
+    (out, bits)
+}
+
+/// Loops: `for` with a step, `while`, `loop` with `break` and `continue`, an early `return`,
+/// a compound assignment to an array element.
+#[kernel]
+pub(super) fn loops(n: &[u32], out: &mut [u32]) {
+    let i = global_x();
+    if i >= n.len() {
+        return;
+    }
+    let m = n[i];
+    let mut acc = 0u32;
+    for j in (0..m).step_by(3) {
+        acc += j;
+    }
+    let mut k = m;
+    while k > 1 {
+        k = if k % 2 == 0 { k / 2 } else { 3 * k + 1 };
+        acc += 1;
+    }
+    let mut t = 0u32;
+    loop {
+        t += 1;
+        if t % 2 == 0 {
+            continue;
+        }
+        if t > m {
+            break;
+        }
+        acc ^= t;
+    }
+    out[i] = acc;
+    out[i] += 1;
+}
+
+pub(super) fn loops_ref(n: &[u32]) -> Vec<u32> {
+    n.iter()
+        .map(|&m| {
+            let mut acc = 0u32;
+            for j in (0..m).step_by(3) {
+                acc = acc.wrapping_add(j);
+            }
+            let mut k = m;
+            while k > 1 {
+                k = if k.is_multiple_of(2) {
+                    k / 2
+                } else {
+                    3 * k + 1
+                };
+                acc = acc.wrapping_add(1);
+            }
+            let mut t = 0u32;
+            loop {
+                t += 1;
+                if t.is_multiple_of(2) {
+                    continue;
+                }
+                if t > m {
+                    break;
+                }
+                acc ^= t;
+            }
+            acc.wrapping_add(1)
+        })
+        .collect()
+}
+
+/// The math methods, against the host's within a few ulps (each device has its own
+/// implementations).
+#[kernel]
+pub(super) fn math(x: &[f32], out: &mut [f32]) {
+    let i = global_x();
+    if i < x.len() {
+        let v = x[i];
+        let o = i * 8;
+        out[o] = v.exp();
+        out[o + 1] = (v.abs() + 1.0).ln();
+        out[o + 2] = v.tanh();
+        out[o + 3] = v.abs().sqrt();
+        out[o + 4] = (v.abs() + 0.5).powf(0.75);
+        out[o + 5] = v.sin() + v.cos();
+        out[o + 6] = v.floor() - v.ceil() + v.mul_add(2.0, 1.0);
+        out[o + 7] = v.exp2().min(4.0).max(v.abs().log2());
+    }
+}
+
+pub(super) fn math_ref(x: &[f32]) -> Vec<f32> {
+    let mut out = Vec::new();
+    for &v in x {
+        out.extend([
+            v.exp(),
+            (v.abs() + 1.0).ln(),
+            v.tanh(),
+            v.abs().sqrt(),
+            (v.abs() + 0.5).powf(0.75),
+            v.sin() + v.cos(),
+            v.floor() - v.ceil() + v.mul_add(2.0, 1.0),
+            v.exp2().min(4.0).max(v.abs().log2()),
+        ]);
+    }
+    out
+}
+
+/// Atomics on u32, i32 and f32 arrays from every thread: counts, minima, maxima, a
+/// compare-and-swap that only the first thread wins, a float sum.
+#[kernel]
+pub(super) fn atomics(
+    x: &[i32],
+    counts: &mut [u32],
+    ext: &mut [i32],
+    winner: &mut [u32],
+    total: &mut [f32],
+) {
+    let i = global_x();
+    if i < x.len() {
+        let v = x[i];
+        atomic_add(&mut counts[(v as u32 % 4) as usize], 1);
+        atomic_min(&mut ext[0], v);
+        atomic_max(&mut ext[1], v);
+        let old = atomic_exchange(&mut ext[2], 7);
+        atomic_cas(&mut winner[0], 0, i as u32 + 1);
+        atomic_add(&mut total[0], (v % 8) as f32 * 0.25);
+        if old != 7 && old != 0 {
+            atomic_add(&mut counts[4], 1000);
+        }
+    }
+}
+
+/// Shared memory and barriers: each block reverses its part of `x` through shared memory
+/// (every thread writes one element, then reads another thread's after the barrier), in
+/// two dimensions.
+#[kernel]
+pub(super) fn block_reverse(x: &[f32], out: &mut [f32]) {
+    let tile = shared::<f32, 64>();
+    let t = thread_y() * block_dim_x() + thread_x();
+    let per = block_dim_x() * block_dim_y();
+    let base = (block_y() * grid_dim_x() + block_x()) * per;
+    let i = base + t;
+    tile[t] = if i < x.len() { x[i] } else { -1.0 };
+    barrier();
+    let r = tile[per - 1 - t];
+    barrier();
+    tile[t] = r * 2.0;
+    barrier();
+    if i < out.len() {
+        out[i] = tile[t];
+    }
+}
+
+pub(super) fn block_reverse_ref(x: &[f32], per: usize, blocks: usize) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    for b in 0..blocks {
+        for t in 0..per {
+            let i = b * per + t;
+            let j = b * per + per - 1 - t;
+            if i < x.len() {
+                out[i] = if j < x.len() { x[j] } else { -1.0 } * 2.0;
+            }
+        }
+    }
+    out
+}
+
+/// Thread coordinates in three dimensions.
+#[kernel]
+pub(super) fn coords(out: &mut [u32]) {
+    let (x, y, z) = (global_x(), global_y(), global_z());
+    let w = grid_dim_x() * block_dim_x();
+    let h = grid_dim_y() * block_dim_y();
+    let i = (z * h + y) * w + x;
+    out[i] = (x + 10 * y + 100 * z) as u32;
+}
+
+crate::backend_tests! {
+    fn kernel_integer_arithmetic_wraps_like_the_cpu(ctx) {
+        let a: Vec<i32> = vec![7, -7, i32::MAX, i32::MIN, 0, 12345, -1, 100, i32::MIN, 3];
+        let b: Vec<i32> = vec![2, 0, 1, -1, 5, -77, 31, 33, 0, i32::MAX];
+        let k = ctx.kernel(int_ops())?;
+        let (da, db) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&b)?);
+        let mut out = ctx.alloc_zeros::<i32>(a.len() * 8)?;
+        ctx.launch(&k, LaunchConfig::for_elems(a.len()), (&da, &db, &mut out))?;
+        assert_eq!(out.download()?, int_ops_ref(&a, &b));
+        Ok(())
+    }
+
+    fn kernel_casts_and_if_values_agree(ctx) {
+        let a: Vec<u32> = (0..1000u32).map(|i| i.wrapping_mul(2654435761)).collect();
+        let k = ctx.kernel(casts())?;
+        let da = ctx.alloc_upload(&a)?;
+        let (mut out, mut bits) = (ctx.alloc_zeros::<f32>(a.len())?, ctx.alloc_zeros::<u32>(a.len())?);
+        ctx.launch(&k, LaunchConfig::for_elems(a.len()), (&da, &mut out, &mut bits))?;
+        let (want_out, want_bits) = casts_ref(&a);
+        assert_eq!(out.download()?, want_out);
+        assert_eq!(bits.download()?, want_bits);
+        Ok(())
+    }
+
+    fn kernel_loops_break_continue_and_return(ctx) {
+        let n: Vec<u32> = (0..200u32).map(|i| i * 7 % 97).collect();
+        let k = ctx.kernel(loops())?;
+        let dn = ctx.alloc_upload(&n)?;
+        // More threads than elements: the extra ones return early.
+        let mut out = ctx.alloc_zeros::<u32>(n.len())?;
+        ctx.launch(&k, LaunchConfig::linear(4, 64), (&dn, &mut out))?;
+        assert_eq!(out.download()?, loops_ref(&n));
+        Ok(())
+    }
+
+    fn kernel_math_methods_agree_within_ulps(ctx) {
+        let x: Vec<f32> = (0..512).map(|i| (i as f32 - 256.0) / 37.0).collect();
+        let k = ctx.kernel(math())?;
+        let dx = ctx.alloc_upload(&x)?;
+        let mut out = ctx.alloc_zeros::<f32>(x.len() * 8)?;
+        ctx.launch(&k, LaunchConfig::for_elems(x.len()), (&dx, &mut out))?;
+        let got = out.download()?;
+        let want = math_ref(&x);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            // Absolute near zero (sin + cos, floor - ceil cancel), relative elsewhere.
+            let tol = 4e-6f32.max(w.abs() * 2e-5);
+            assert!((g - w).abs() <= tol, "math[{i}] (x = {}, fn {}): {g} vs {w}", x[i / 8], i % 8);
+        }
+        Ok(())
+    }
+
+    fn kernel_atomics_from_every_thread(ctx) {
+        let x: Vec<i32> = (0..3000).map(|i: i32| (i.wrapping_mul(7919) % 2001) - 1000).collect();
+        let k = ctx.kernel(atomics())?;
+        let dx = ctx.alloc_upload(&x)?;
+        let mut counts = ctx.alloc_zeros::<u32>(5)?;
+        let mut ext = ctx.alloc_upload(&[i32::MAX, i32::MIN, 0])?;
+        let mut winner = ctx.alloc_zeros::<u32>(1)?;
+        let mut total = ctx.alloc_zeros::<f32>(1)?;
+        ctx.launch(&k, LaunchConfig::for_elems(x.len()), (&dx, &mut counts, &mut ext, &mut winner, &mut total))?;
+        let mut want = [0u32; 5];
+        for &v in &x {
+            want[(v as u32 % 4) as usize] += 1;
+        }
+        // Exactly one thread saw ext[2] == 0 (the first exchange); every other saw 7.
+        assert_eq!(counts.download()?, want);
+        let ext = ext.download()?;
+        assert_eq!(ext[..2], [*x.iter().min().unwrap(), *x.iter().max().unwrap()]);
+        assert_eq!(ext[2], 7);
+        let w = winner.download()?[0];
+        assert!((1..=x.len() as u32).contains(&w), "one thread's id wins: {w}");
+        // Multiples of 0.25 below 2^24 add exactly in any order.
+        let sum: f32 = x.iter().map(|v| (v % 8) as f32 * 0.25).sum();
+        assert_eq!(total.download()?[0], sum);
+        Ok(())
+    }
+
+    fn kernel_shared_memory_and_barriers_in_two_dimensions(ctx) {
+        let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
+        let k = ctx.kernel(block_reverse())?;
+        let dx = ctx.alloc_upload(&x)?;
+        let mut out = ctx.alloc_zeros::<f32>(x.len())?;
+        // 16 blocks (4 x 4) of 8 x 8 threads: 1024 threads over 1000 elements.
+        let cfg = LaunchConfig { grid: [4, 4, 1], block: [8, 8, 1], shared_mem_bytes: 0 };
+        ctx.launch(&k, cfg, (&dx, &mut out))?;
+        assert_eq!(out.download()?, block_reverse_ref(&x, 64, 16));
+        Ok(())
+    }
+
+    fn kernel_thread_coordinates_in_three_dimensions(ctx) {
+        let cfg = LaunchConfig { grid: [2, 3, 2], block: [4, 2, 2], shared_mem_bytes: 0 };
+        let (w, h, d) = (8usize, 6usize, 4usize);
+        let k = ctx.kernel(coords())?;
+        let mut out = ctx.alloc_zeros::<u32>(w * h * d)?;
+        ctx.launch(&k, cfg, (&mut out,))?;
+        let want: Vec<u32> = (0..w * h * d)
+            .map(|i| ((i % w) + 10 * (i / w % h) + 100 * (i / (w * h))) as u32)
+            .collect();
+        assert_eq!(out.download()?, want);
+        Ok(())
+    }
+}
