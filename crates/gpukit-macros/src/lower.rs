@@ -962,6 +962,14 @@ impl Lowerer {
             syn::Expr::Group(g) => self.expr(&g.expr, want),
             syn::Expr::Path(p) => self.path(p),
             syn::Expr::Unary(u) => {
+                if matches!(u.op, syn::UnOp::Deref(_)) {
+                    return err(
+                        u,
+                        format!(
+                            "`*` (dereference) is not supported in a #[kernel]; {SUPPORTED_EXPRS}"
+                        ),
+                    );
+                }
                 let inner = self.expr(&u.expr, want)?;
                 match u.op {
                     syn::UnOp::Neg(_) => {

@@ -56,8 +56,12 @@ fn unsupported_constructs_are_refused_with_what_is_supported() {
         "loop labels are not supported",
     );
     refused(
-        "fn k(x: &mut [f32]) { let (a, b) = (1, 2); }",
+        "fn k(x: &mut [f32]) { let [a, b] = [1, 2]; }",
         "a `let` binds one name",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let (a, b) = x; }",
+        "takes a tuple of values",
     );
     refused("fn k(x: &mut [f32]) { let a: f32; }", "needs a value");
     refused(
