@@ -19,8 +19,96 @@ mod lower;
 mod twin;
 mod wgsl;
 
-/// Compiles a Rust function to a bounds-checked GPU kernel (CUDA C, WGSL and a CPU twin);
-/// see `gpukit::kernel`.
+/// Compiles a Rust function to a GPU kernel: CUDA C, WGSL and a CPU twin with the same
+/// semantics, every array access bounds-checked, so launching it is safe.
+///
+/// `#[kernel] fn name(params) { body }` becomes `fn name() -> KernelSpec<Sig>`, where `Sig`
+/// is the parameters' types in order (`&[T]` is `In<T>`, `&mut [T]` is `Out<T>`, a scalar is
+/// itself). The function's visibility and attributes (its docs) carry over.
+///
+/// ```
+/// use gpukit::{kernel, Context, DeviceSpec, LaunchConfig};
+///
+/// #[kernel]
+/// fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
+///     let i = global_x();
+///     if i < y.len() {
+///         y[i] += a * x[i];
+///     }
+/// }
+///
+/// # fn main() -> gpukit::Result<()> {
+/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let k = ctx.kernel(saxpy())?;
+/// let x = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
+/// let mut y = ctx.alloc_upload(&[10.0f32, 20.0, 30.0])?;
+/// ctx.launch(&k, LaunchConfig::for_elems(3), (2.0f32, &x, &mut y))?;
+/// assert_eq!(y.download()?, [12.0, 24.0, 36.0]);
+/// assert!(saxpy().cuda_source().unwrap().contains("extern \"C\" __global__ void saxpy("));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The language (statements, expressions, intrinsics: `global_x()`, `thread_x()`,
+/// `block_x()`, `block_dim_x()`, `grid_dim_x()` and their `_y`, `_z`; `barrier()`;
+/// `shared::<T, N>()`; `atomic_add`/`min`/`max`/`exchange`/`cas`), the bounds-check contract
+/// (an access outside an array is not made and becomes `Error::KernelFailed` at the next
+/// sync, on every backend), what it cannot rule out (data races inside a launch) and what
+/// runs where are described in the README's chapter "Kernels written in Rust".
+///
+/// Anything outside the language is a compile error at its span:
+///
+/// ```compile_fail
+/// #[gpukit::kernel]
+/// fn sum(x: &[f32], out: &mut [f32]) {
+///     out[0] = x.iter().sum(); // error: no method `sum` in a #[kernel]; ...
+/// }
+/// ```
+///
+/// ```compile_fail
+/// #[gpukit::kernel]
+/// fn index(x: &mut [f32], i: u32) {
+///     x[i] = 1.0; // error: an index is a `usize`, found u32 (cast it: `as usize`)
+/// }
+/// ```
+///
+/// and the launch's arguments must match the parameters' types:
+///
+/// ```compile_fail,E0271
+/// # use gpukit::{kernel, Context, DeviceSpec, LaunchConfig};
+/// #[kernel]
+/// fn twice(x: &mut [f32]) {
+///     let i = global_x();
+///     if i < x.len() {
+///         x[i] *= 2.0;
+///     }
+/// }
+/// # fn main() -> gpukit::Result<()> {
+/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let k = ctx.kernel(twice())?;
+/// let mut ints = ctx.alloc_zeros::<i32>(4)?;
+/// ctx.launch(&k, LaunchConfig::for_elems(4), (&mut ints,))?; // an i32 array for `&mut [f32]`
+/// # Ok(())
+/// # }
+/// ```
+///
+/// ```compile_fail,E0271
+/// # use gpukit::{kernel, Context, DeviceSpec, LaunchConfig};
+/// # #[kernel]
+/// # fn twice(x: &mut [f32]) {
+/// #     let i = global_x();
+/// #     if i < x.len() {
+/// #         x[i] *= 2.0;
+/// #     }
+/// # }
+/// # fn main() -> gpukit::Result<()> {
+/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let k = ctx.kernel(twice())?;
+/// let x = ctx.alloc_zeros::<f32>(4)?;
+/// ctx.launch(&k, LaunchConfig::for_elems(4), (&x,))?; // read-only where it writes
+/// # Ok(())
+/// # }
+/// ```
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(attr.into(), item.into()) {

@@ -2,6 +2,13 @@
 //! CPU backend), a typed signature, launch configurations checked against device limits,
 //! and launches that order their array arguments like any other op.
 //!
+//! The usual way to write one is `#[kernel]` (`gpukit::kernel`): a plain Rust function
+//! compiled to CUDA C, WGSL and a CPU twin, every access bounds-checked, so that it needs no
+//! `unsafe` anywhere; its spec takes the checked launch convention of [`checked`] (an
+//! out-of-bounds access becomes [`crate::Error::KernelFailed`] at the next sync). What
+//! follows is the escape hatch: kernels written by hand in CUDA C, PTX or WGSL, with a CPU
+//! closure for the CPU backend.
+//!
 //! ```
 //! use gpukit::{In, KernelSpec, LaunchConfig, Out};
 //!
@@ -75,7 +82,7 @@
 //! launch ([`Kernel`], `Stream::launch`).
 
 mod args;
-mod checked;
+pub mod checked;
 mod desc;
 mod geometry;
 mod launch;

@@ -113,6 +113,34 @@ crate::backend_tests! {
     }
 }
 
+/// An f64 kernel: no WGSL (WGSL has no f64), every other backend runs it.
+#[kernel]
+pub(super) fn halve64(x: &mut [f64]) {
+    let i = global_x();
+    if i < x.len() {
+        x[i] *= 0.5;
+    }
+}
+
+crate::backend_tests! {
+    fn kernel_of_a_type_wgsl_lacks_is_unavailable_on_vulkan_only(ctx) {
+        match (ctx.backend_name(), ctx.kernel(halve64())) {
+            ("vulkan", Err(Error::KernelUnavailable { kernel, backend, hint })) => {
+                assert_eq!((kernel.as_str(), backend), ("halve64", "vulkan"));
+                assert!(hint.contains("f64"), "{hint}");
+            }
+            ("vulkan", other) => panic!("expected KernelUnavailable on Vulkan, got {other:?}"),
+            (_, k) => {
+                let k = k?;
+                let mut x = ctx.alloc_upload(&[1.0f64, 3.0, -5.0])?;
+                ctx.launch(&k, LaunchConfig::for_elems(3), (&mut x,))?;
+                assert_eq!(x.download()?, [0.5, 1.5, -2.5]);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Every thread must reach the same barriers; the CPU twin checks it (on a GPU, threads
 /// that skip a barrier their block reaches hang or corrupt the block).
 #[kernel]

@@ -18,6 +18,7 @@ fn kernels_compile_with_nvrtc() {
         gpukit::cuda::compile_check(&faults::shifted(), (9, 0)),
         gpukit::cuda::compile_check(&faults::shared_over(), (9, 0)),
         gpukit::cuda::compile_check(&faults::divergent(), (9, 0)),
+        gpukit::cuda::compile_check(&faults::halve64(), (9, 0)),
     ];
     for (i, r) in checks.into_iter().enumerate() {
         match r {
