@@ -1,52 +1,71 @@
 //! The op table in CUDA C: one body per element-wise op of gpukit-core's table, and the
 //! complete source of an element type's built-in module.
 //!
-//! An element-wise op added to the table (`gpukit_core::optable`) needs one arm here, its
-//! CUDA body (and one in gpukit-wgpu, its WGSL body): the `match`es below are exhaustive, so
-//! an op without a CUDA body does not compile; its kernels and entry points follow from the
-//! table ([`entries`]). A body is
-//! a CUDA C expression over the compute type `C` (operand `x`, or `a` and `b`), written with
-//! the prelude's `op_*` functions in the same order of operations as the reference, so that
-//! ops without transcendental functions give the same bits as the CPU backend (the module
-//! is compiled without fused multiply-add).
+//! An element-wise op added to the table (`gpukit_core::optable`) needs nothing here: its
+//! body is the table entry's reference body, traced into an expression
+//! ([`gpukit_core::optable::OpExpr`]) and rendered as CUDA C over the compute type `C`
+//! (operand `x`, or `a` and `b`) with the prelude's `op_*` functions, in the same order of
+//! operations as the reference, so that ops without transcendental functions give the same
+//! bits as the CPU backend (the module is compiled without fused multiply-add); its kernels
+//! and entry points follow from the table ([`entries`]).
 
 use crate::kernels::{builtin_source, Elem, COMMON_KERNELS, FLOAT_KERNELS};
+use gpukit_core::optable::{Fn1, Fn2, OpExpr};
 use gpukit_core::{BinaryOp, UnaryOp};
 
-/// The CUDA C body of a unary op over `x`.
-pub(crate) fn unary_body(op: UnaryOp) -> &'static str {
-    match op {
-        UnaryOp::Neg => "op_neg(x)",
-        UnaryOp::Abs => "op_abs(x)",
-        UnaryOp::Square => "op_mul(x, x)",
-        UnaryOp::Relu => "(x > (C)0 ? x : (C)0)",
-        UnaryOp::Sqrt => "sqrt(x)",
-        UnaryOp::Rsqrt => "op_div((C)1, sqrt(x))",
-        UnaryOp::Exp => "exp(x)",
-        UnaryOp::Log => "log(x)",
-        UnaryOp::Log1p => "log1p(x)",
-        UnaryOp::Sigmoid => "op_div((C)1, op_add((C)1, exp(op_neg(x))))",
-        UnaryOp::Silu => "op_div(x, op_add((C)1, exp(op_neg(x))))",
-        UnaryOp::Tanh => "tanh(x)",
-        UnaryOp::Gelu => {
-            "op_mul(op_mul((C)0.5, x), op_add((C)1, tanh(op_mul((C)0.7978845608028654, \
-             op_add(x, op_mul(op_mul(op_mul((C)0.044715, x), x), x))))))"
-        }
-        UnaryOp::Softplus => "op_add((x > (C)0 ? x : (C)0), log1p(exp(op_neg(op_abs(x)))))",
-        UnaryOp::Hardswish => "op_mul(x, op_div(cmin(cmax(op_add(x, (C)3), (C)0), (C)6), (C)6))",
-    }
+/// The CUDA C body of a unary op over `x`: its table entry's expression, rendered.
+pub(crate) fn unary_body(op: UnaryOp) -> String {
+    render(&op.expr())
 }
 
-/// The CUDA C body of a binary op over `a` and `b`.
-pub(crate) fn binary_body(op: BinaryOp) -> &'static str {
-    match op {
-        BinaryOp::Add => "op_add(a, b)",
-        BinaryOp::Sub => "op_sub(a, b)",
-        BinaryOp::Mul => "op_mul(a, b)",
-        BinaryOp::Div => "op_div(a, b)",
-        BinaryOp::Min => "cmin(a, b)",
-        BinaryOp::Max => "cmax(a, b)",
-        BinaryOp::Pow => "pow(a, b)",
+/// The CUDA C body of a binary op over `a` and `b`: its table entry's expression, rendered.
+pub(crate) fn binary_body(op: BinaryOp) -> String {
+    render(&op.expr())
+}
+
+/// An op's expression as CUDA C over the compute type `C`, through the prelude's `op_*`,
+/// `cmin` and `cmax` (integer wrapping, division by zero and NaN rules as the reference's)
+/// and CUDA's math functions, in the expression's order of operations.
+fn render(e: &OpExpr) -> String {
+    match e {
+        OpExpr::Operand(name) => (*name).to_owned(),
+        OpExpr::Const(v) => format!("(C){v:?}"),
+        OpExpr::Call1(f, a) => {
+            let name = match f {
+                Fn1::Neg => "op_neg",
+                Fn1::Abs => "op_abs",
+                Fn1::Sqrt => "sqrt",
+                Fn1::Exp => "exp",
+                Fn1::Ln => "log",
+                Fn1::Ln1p => "log1p",
+                Fn1::Tanh => "tanh",
+            };
+            format!("{name}({})", render(a))
+        }
+        OpExpr::Call2(f, a, b) => {
+            let name = match f {
+                Fn2::Add => "op_add",
+                Fn2::Sub => "op_sub",
+                Fn2::Mul => "op_mul",
+                Fn2::Div => "op_div",
+                Fn2::Min => "cmin",
+                Fn2::Max => "cmax",
+                Fn2::Powf => "pow",
+            };
+            format!("{name}({}, {})", render(a), render(b))
+        }
+        OpExpr::IfGt {
+            lhs,
+            rhs,
+            then,
+            otherwise,
+        } => format!(
+            "({} > {} ? {} : {})",
+            render(lhs),
+            render(rhs),
+            render(then),
+            render(otherwise)
+        ),
     }
 }
 

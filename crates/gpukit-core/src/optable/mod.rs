@@ -37,16 +37,17 @@
 //!      f64, and its accuracy on a looser driver;
 //!    - `domain D`: `all`, or `from[lo]` where results below `lo` are NaN ([`Domain`]); the
 //!      property tests draw the op's inputs from it.
-//! 2. Its body in each backend that compiles GPU source: CUDA C in `gpukit-cuda`
-//!    (`src/source.rs`: `unary_body` / `binary_body`) and WGSL in `gpukit-wgpu`
-//!    (`src/wgsl/elementwise.rs`: `unary_body` / `binary_body`). Both are exhaustive
-//!    `match`es, so a missing body does not compile.
+//! 2. Nothing else: the backends that compile GPU source render the entry's body, traced
+//!    into an expression ([`OpExpr`], [`UnaryOp::expr`]), as CUDA C (`gpukit-cuda`) and
+//!    WGSL (`gpukit-wgpu`), in the same order of operations. A body may use what [`Arith`]
+//!    and [`Real`] offer and branches only through [`Arith::if_gt`] (the tracer refuses a
+//!    direct comparison, and a unit test traces every entry).
 //!
 //! The rest follows from the entry: the variant and [`UnaryOp::ALL`], the typed methods on
 //! [`Stream`] (and so on [`crate::Context`]), the CPU backend's code (it runs the reference
-//! body) and cost class, the wgpu backend's refusals, and the property tests, which iterate
-//! over [`UnaryOp::ALL`] and [`BinaryOp::ALL`] and take each op's tolerance and inputs from
-//! its columns. A `numeric` entry also needs its exact integer result in the property
+//! body) and cost class, the GPU backends' bodies, the wgpu backend's refusals, and the
+//! property tests, which iterate over [`UnaryOp::ALL`] and [`BinaryOp::ALL`] and take each
+//! op's tolerance and inputs from its columns. A `numeric` entry also needs its exact integer result in the property
 //! tests' independent integer reference (`int_table!` in the facade's
 //! `tests/it/props/table/elementwise.rs`, written with the standard library's wrapping
 //! arithmetic); a missing one fails those tests.
@@ -100,6 +101,7 @@ mod reduce;
 mod rows;
 mod scalar;
 mod shape;
+mod symbolic;
 
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
@@ -118,6 +120,7 @@ pub use reduce::ReduceOp;
 pub use rows::{cross_entropy_rows, softmax_rows};
 pub use scalar::Scalar;
 pub use shape::Shape;
+pub use symbolic::{Fn1, Fn2, OpExpr};
 
 /// GELU's `sqrt(2 / pi)`, the scale of its tanh's argument.
 const GELU_SCALE: f64 = 0.797_884_560_802_865_4;
@@ -137,7 +140,7 @@ unary_table! {
             |x| x.mul(x);
         /// `max(x, 0)`; a NaN gives 0.
         Relu "relu" (relu, relu_inplace) ulps 0 slack 0 math none domain all
-            |x| if x > C::ZERO { x } else { C::ZERO };
+            |x| x.if_gt(C::ZERO, x, C::ZERO);
     }
     float {
         /// `sqrt(x)`, correctly rounded (bit for bit on every backend).
@@ -176,7 +179,7 @@ unary_table! {
         /// overflows nor loses small values.
         Softplus "softplus" (softplus, softplus_inplace) ulps 4 slack 0 math exp[x] domain all
             |x| {
-                let pos = if x > C::ZERO { x } else { C::ZERO };
+                let pos = x.if_gt(C::ZERO, x, C::ZERO);
                 pos.add(x.abs().neg().exp().ln_1p())
             };
         /// Hard swish (MobileNetV3): `x * relu6(x + 3) / 6`, computed as

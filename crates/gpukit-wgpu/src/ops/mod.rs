@@ -4,7 +4,8 @@
 //! without the adapter's features; float-only ops on integers; ops that call the math
 //! library, as their table entry's `math` column says, on f64), then dispatches one function
 //! per op family (`elementwise`, `reduce`, `rows`, `gemm`). An element-wise op added to the
-//! table needs only its WGSL body (`crate::wgsl`'s `unary_body`/`binary_body`).
+//! table needs nothing here: its WGSL body is rendered from the entry (`crate::wgsl`'s
+//! `unary_body`/`binary_body`).
 
 mod copy;
 mod elementwise;

@@ -2,60 +2,82 @@
 //! ([`unary_body`], [`binary_body`]), and the element-wise kernels (fill, axpy, the table's
 //! unary and binary ops, clamp) as grid-stride loops over windows of their operands.
 //!
-//! Adding an element-wise op to the table (`gpukit_core::optable`) means one arm in
-//! [`unary_body`] or [`binary_body`]: the `match`es are exhaustive, so an op without a WGSL
-//! body does not compile. A body is a WGSL expression over the compute type `C` (operand
-//! `x`, or `a` and `b`), written in the same order of operations as the reference. Whether
+//! An element-wise op added to the table (`gpukit_core::optable`) needs nothing here: its
+//! body is the entry's reference body, traced into an expression
+//! ([`gpukit_core::optable::OpExpr`]) and rendered as WGSL over the compute type `C`
+//! (operand `x`, or `a` and `b`) in the same order of operations as the reference. Whether
 //! the op exists on a type comes from its table entry (its `math` column), not from here.
 
+use gpukit_core::optable::{Fn1, Fn2, OpExpr};
 use gpukit_core::{BinaryOp, UnaryOp};
 
 use super::{binding, prelude, WgslType};
 
-/// The WGSL body of a unary op over `x: C`.
+/// The WGSL body of a unary op over `x: C`: its table entry's expression, rendered.
 pub(crate) fn unary_body(op: UnaryOp, t: WgslType) -> String {
-    let float = t.is_float();
-    match op {
-        UnaryOp::Neg if float => "-x".into(),
-        UnaryOp::Neg => "C(0) - x".into(),
-        UnaryOp::Abs if !t.is_signed() && !float => "x".into(),
-        UnaryOp::Abs if !float => "select(x, C(0) - x, x < C(0))".into(),
-        UnaryOp::Abs => "abs(x)".into(),
-        UnaryOp::Square => "x * x".into(),
-        UnaryOp::Relu => "select(C(0), x, x > C(0))".into(),
-        UnaryOp::Sqrt => "sqrt(x)".into(),
-        UnaryOp::Rsqrt => "1.0 / sqrt(x)".into(),
-        UnaryOp::Exp => "exp(x)".into(),
-        UnaryOp::Log => "log(x)".into(),
-        UnaryOp::Log1p => "log1p32(x)".into(),
-        UnaryOp::Sigmoid => "1.0 / (1.0 + exp(-x))".into(),
-        UnaryOp::Silu => "x / (1.0 + exp(-x))".into(),
-        UnaryOp::Tanh => "tanh32(x)".into(),
-        UnaryOp::Gelu => {
-            "(0.5 * x) * (1.0 + tanh32(0.7978845608028654 * (x + ((0.044715 * x) * x) * x)))".into()
-        }
-        UnaryOp::Softplus => "select(0.0, x, x > 0.0) + log1p32(exp(-abs(x)))".into(),
-        UnaryOp::Hardswish => "x * (min(max(x + 3.0, 0.0), 6.0) / 6.0)".into(),
-    }
+    render(&op.expr(), t)
 }
 
-/// The WGSL body of a binary op over `a: C` and `b: C`.
+/// The WGSL body of a binary op over `a: C` and `b: C`: its table entry's expression,
+/// rendered.
 pub(crate) fn binary_body(op: BinaryOp, t: WgslType) -> String {
+    render(&op.expr(), t)
+}
+
+/// An op's expression as WGSL over the compute type `C` of `t`, in the expression's order
+/// of operations. Integers wrap in WGSL as in the reference; the rest of the reference's
+/// rules are spelled out: division by zero gives 0 and `MIN / -1` wraps without reaching the
+/// hardware's division, `min`/`max` let a NaN lose, and `log1p`, `tanh` and `pow` are the
+/// prelude's f32 versions (the shader's have neither the accuracy nor C's special cases).
+fn render(e: &OpExpr, t: WgslType) -> String {
     let float = t.is_float();
-    match op {
-        BinaryOp::Add => "a + b".into(),
-        BinaryOp::Sub => "a - b".into(),
-        BinaryOp::Mul => "a * b".into(),
-        BinaryOp::Div if float => "a / b".into(),
-        // Division by zero gives 0 and `MIN / -1` wraps to `MIN`, as the reference does;
-        // neither reaches the hardware's division.
-        BinaryOp::Div if t.is_signed() => {
-            "select(select(a / select(b, C(1), b == C(0) || b == C(-1)), C(0) - a, b == C(-1)), C(0), b == C(0))".into()
+    match e {
+        OpExpr::Operand(name) => (*name).to_owned(),
+        OpExpr::Const(v) if float => format!("C({v:?})"),
+        OpExpr::Const(v) => format!("C({})", *v as i64),
+        OpExpr::Call1(f, a) => {
+            let a = render(a, t);
+            match f {
+                Fn1::Neg if float => format!("(-{a})"),
+                Fn1::Neg => format!("(C(0) - {a})"),
+                Fn1::Abs if float => format!("abs({a})"),
+                Fn1::Abs if t.is_signed() => format!("select({a}, C(0) - {a}, {a} < C(0))"),
+                Fn1::Abs => a,
+                Fn1::Sqrt => format!("sqrt({a})"),
+                Fn1::Exp => format!("exp({a})"),
+                Fn1::Ln => format!("log({a})"),
+                Fn1::Ln1p => format!("log1p32({a})"),
+                Fn1::Tanh => format!("tanh32({a})"),
+            }
         }
-        BinaryOp::Div => "select(a / select(b, C(1), b == C(0)), C(0), b == C(0))".into(),
-        BinaryOp::Min => "select(select(a, b, b < a), b, isnan_(a))".into(),
-        BinaryOp::Max => "select(select(a, b, b > a), b, isnan_(a))".into(),
-        BinaryOp::Pow => "pow32(a, b)".into(),
+        OpExpr::Call2(f, a, b) => {
+            let (a, b) = (render(a, t), render(b, t));
+            match f {
+                Fn2::Add => format!("({a} + {b})"),
+                Fn2::Sub => format!("({a} - {b})"),
+                Fn2::Mul => format!("({a} * {b})"),
+                Fn2::Div if float => format!("({a} / {b})"),
+                Fn2::Div if t.is_signed() => format!(
+                    "select(select({a} / select({b}, C(1), {b} == C(0) || {b} == C(-1)), C(0) - {a}, {b} == C(-1)), C(0), {b} == C(0))"
+                ),
+                Fn2::Div => format!("select({a} / select({b}, C(1), {b} == C(0)), C(0), {b} == C(0))"),
+                Fn2::Min => format!("select(select({a}, {b}, {b} < {a}), {b}, isnan_({a}))"),
+                Fn2::Max => format!("select(select({a}, {b}, {b} > {a}), {b}, isnan_({a}))"),
+                Fn2::Powf => format!("pow32({a}, {b})"),
+            }
+        }
+        OpExpr::IfGt {
+            lhs,
+            rhs,
+            then,
+            otherwise,
+        } => format!(
+            "select({}, {}, {} > {})",
+            render(otherwise, t),
+            render(then, t),
+            render(lhs, t),
+            render(rhs, t)
+        ),
     }
 }
 

@@ -4,8 +4,8 @@
 //!
 //! Every kernel shares one immediate block (`struct P`, [`field`]): element offsets into the
 //! bound windows, lengths, and two scalars of the compute type. The element-wise table's
-//! bodies are in [`elementwise`] ([`unary_body`](elementwise::unary_body),
-//! [`binary_body`](elementwise::binary_body)).
+//! bodies are rendered from its entries in [`elementwise`]
+//! ([`unary_body`](elementwise::unary_body), [`binary_body`](elementwise::binary_body)).
 
 mod cast;
 mod copy;
