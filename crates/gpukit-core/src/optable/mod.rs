@@ -182,6 +182,10 @@ unary_table! {
                 let pos = x.if_gt(C::ZERO, x, C::ZERO);
                 pos.add(x.abs().neg().exp().ln_1p())
             };
+        /// Softsign: `x / (1 + |x|)`, a bounded activation that saturates more slowly than
+        /// `tanh`; two roundings, so within 2 ulp.
+        Softsign "softsign" (softsign, softsign_inplace) ulps 2 slack 0 math none domain all
+            |x| x.div(C::ONE.add(x.abs()));
         /// Hard swish (MobileNetV3): `x * relu6(x + 3) / 6`, computed as
         /// `x * (min(max(x + 3, 0), 6) / 6)`: three roundings, so within 2 ulp, exact for
         /// `|x| >= 3` (`x`, or a zero of `x`'s sign) and never overflowing; `-inf` gives NaN
