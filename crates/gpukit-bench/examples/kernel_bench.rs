@@ -7,7 +7,8 @@
 //!   the CPU backend only (a closure runs nowhere else). Target: the twin within 2x.
 //! - `saxpy`: `#[kernel]` saxpy (bounds-checked) against saxpy written by hand for the
 //!   backend (a CPU closure, WGSL on Vulkan, CUDA C on CUDA) over `--len` elements: what
-//!   the checks cost.
+//!   the checks cost; `saxpy_unchecked`: the same `#[kernel]` made
+//!   `KernelSpec::unchecked` (its GPU code without checks; the CPU twin keeps them).
 //!
 //! Every result is compared with the hand-written kernel's, bit for bit. Ratios are
 //! `#[kernel]` time over hand-written time (below 1.0 is faster), medians of `--runs`.
@@ -212,18 +213,27 @@ fn run() -> Res {
     let y0: Vec<f32> = (0..len).map(|i| (i % 37) as f32 - 18.0).collect();
     let dx = ctx.alloc_upload(&x)?;
     let (mut y1, mut y2) = (ctx.alloc_upload(&y0)?, ctx.alloc_upload(&y0)?);
+    let mut y3 = ctx.alloc_upload(&y0)?;
     let (checked, by_hand) = (ctx.kernel(saxpy())?, saxpy_by_hand(&ctx)?);
+    // SAFETY: the launches below give every thread an index below both arrays' length
+    // (the kernel compares it with `y.len()`, and `x` is as long as `y`).
+    let unchecked = ctx.kernel(unsafe { saxpy().unchecked() })?;
     let cfg = LaunchConfig::for_elems(len);
     let n32 = u32::try_from(len)?;
-    // Both run the same number of times, so the results stay comparable bit for bit.
+    // All run the same number of times, so the results stay comparable bit for bit.
     let t_checked = time_ms(&ctx, args.runs, || {
         ctx.launch(&checked, cfg, (0.5f32, &dx, &mut y1))
     })?;
     let t_hand = time_ms(&ctx, args.runs, || {
         ctx.launch(&by_hand, cfg, (0.5f32, &dx, &mut y2, n32))
     })?;
+    let t_unchecked = time_ms(&ctx, args.runs, || {
+        ctx.launch(&unchecked, cfg, (0.5f32, &dx, &mut y3))
+    })?;
     same_bits("saxpy", &y1.download()?, &y2.download()?)?;
+    same_bits("saxpy, unchecked", &y3.download()?, &y2.download()?)?;
     records.push(record("saxpy", len, t_checked, t_hand));
+    records.push(record("saxpy_unchecked", len, t_unchecked, t_hand));
 
     println!(
         "kernel_bench: {} backend ({}), medians of {} runs; ratio = #[kernel] / hand-written",
@@ -233,7 +243,7 @@ fn run() -> Res {
     );
     for r in &records {
         println!(
-            "  {:<6} size {:>9}   #[kernel] {:>9.3} ms   hand-written {:>9.3} ms   ratio {:>5.2}x",
+            "  {:<15} size {:>9}   #[kernel] {:>9.3} ms   hand-written {:>9.3} ms   ratio {:>5.2}x",
             r.bench, r.size, r.kernel_ms, r.handwritten_ms, r.time_ratio
         );
     }

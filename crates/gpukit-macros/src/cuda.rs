@@ -49,12 +49,15 @@ fn unsigned(t: Ty) -> &'static str {
     }
 }
 
-pub fn generate(k: &Kernel) -> String {
+/// The kernel's CUDA C; `checked: false` leaves out the bounds checks of reads and writes
+/// (for `KernelSpec::unchecked`; atomics keep theirs).
+pub fn generate(k: &Kernel, checked: bool) -> String {
     let mut g = Gen {
         k,
         out: String::new(),
         depth: 1,
         tmp: 0,
+        checked,
     };
     let mut src = String::new();
     let _ = writeln!(
@@ -226,6 +229,8 @@ struct Gen<'k> {
     out: String,
     depth: usize,
     tmp: usize,
+    /// Whether reads and writes check their index.
+    checked: bool,
 }
 
 impl Gen<'_> {
@@ -290,11 +295,18 @@ impl Gen<'_> {
                     } else {
                         ty
                     };
-                    self.line(&format!(
-                        "{{ {} {val} = {v}; gk_u64 {at} = {i}; if ({at} < {n}) {{ {elem} = {stored}; }} else {{ gk_fault(gk_faults, gk_tag, {}u, {at}, {n}); }} }}",
-                        vty.c(),
-                        self.k.arr_number(*arr)
-                    ));
+                    if self.checked {
+                        self.line(&format!(
+                            "{{ {} {val} = {v}; gk_u64 {at} = {i}; if ({at} < {n}) {{ {elem} = {stored}; }} else {{ gk_fault(gk_faults, gk_tag, {}u, {at}, {n}); }} }}",
+                            vty.c(),
+                            self.k.arr_number(*arr)
+                        ));
+                    } else {
+                        self.line(&format!(
+                            "{{ {} {val} = {v}; gk_u64 {at} = {i}; {elem} = {stored}; }}",
+                            vty.c()
+                        ));
+                    }
                 }
             },
             Stmt::Expr(e) => {
@@ -357,6 +369,10 @@ impl Gen<'_> {
             ExprKind::Lit(t) => lit(t, e.ty),
             ExprKind::Local(l) => var(&self.k.locals[*l].name),
             ExprKind::Param(p) => var(&self.k.params[*p].name),
+            ExprKind::Index { arr, idx } if !self.checked => {
+                let i = self.expr(idx);
+                format!("{}[{i}]", arr_ref(self.k, *arr).0)
+            }
             ExprKind::Index { arr, idx } => {
                 let i = self.expr(idx);
                 let (p, n) = arr_ref(self.k, *arr);

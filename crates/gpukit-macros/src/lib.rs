@@ -122,14 +122,19 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 pub(crate) struct Sources {
     pub cuda: String,
     pub wgsl: Result<String, &'static str>,
+    /// Without the bounds checks, for `KernelSpec::unchecked`.
+    pub cuda_unchecked: String,
+    pub wgsl_unchecked: Option<String>,
     pub twin: String,
 }
 
 pub(crate) fn sources(f: &syn::ItemFn) -> syn::Result<(ir::Kernel, Sources)> {
     let k = lower::lower(f)?;
     let s = Sources {
-        cuda: cuda::generate(&k),
-        wgsl: wgsl::generate(&k),
+        cuda: cuda::generate(&k, true),
+        wgsl: wgsl::generate(&k, true),
+        cuda_unchecked: cuda::generate(&k, false),
+        wgsl_unchecked: wgsl::generate(&k, false).ok(),
         twin: twin::generate(&k),
     };
     Ok((k, s))
@@ -183,6 +188,11 @@ fn expand(
             quote!(::core::option::Option::Some(#why)),
         ),
     };
+    let cuda_unchecked = &src.cuda_unchecked;
+    let wgsl_unchecked = match &src.wgsl_unchecked {
+        Some(w) => quote!(::core::option::Option::Some(#w)),
+        None => quote!(::core::option::Option::None),
+    };
     let arrays: Vec<String> = k
         .slices()
         .map(|(_, p)| p.name.clone())
@@ -206,7 +216,9 @@ fn expand(
                     ::gpukit::core::CheckedAbi {
                         arrays: ::std::vec![#(::std::string::String::from(#arrays)),*],
                         no_wgsl: #no_wgsl,
+                        checks: true,
                     },
+                    (#cuda_unchecked, #wgsl_unchecked),
                     __twin,
                 )
             }

@@ -5,14 +5,17 @@ use std::fmt::Write;
 
 use crate::ir::*;
 
-/// The WGSL module, or why there is none (a type WGSL lacks).
-pub fn generate(k: &Kernel) -> Result<String, &'static str> {
+/// The WGSL module, or why there is none (a type WGSL lacks); `checked: false` leaves out
+/// the bounds checks of plain reads and writes (for `KernelSpec::unchecked`; WGSL's own
+/// clamping to the bound window stays).
+pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
     check_types(k)?;
     let mut g = Gen {
         k,
         out: String::new(),
         depth: 1,
         tmp: 0,
+        checked,
     };
     g.stmts(&k.body);
     let mut src = String::new();
@@ -304,6 +307,8 @@ struct Gen<'k> {
     out: String,
     depth: usize,
     tmp: usize,
+    /// Whether reads and writes check their index.
+    checked: bool,
 }
 
 impl Gen<'_> {
@@ -401,11 +406,18 @@ impl Gen<'_> {
                     } else {
                         format!("{old} = {stored};")
                     };
-                    self.line(&format!(
-                        "{{ let {val}: {} = {v}; let {at}: u32 = {i}; if ({at} < gk_n_{id}()) {{ {write} }} else {{ gk_fault({}u, {at}, gk_n_{id}()); }} }}",
-                        wty(vty),
-                        self.k.arr_number(*arr)
-                    ));
+                    if self.checked {
+                        self.line(&format!(
+                            "{{ let {val}: {} = {v}; let {at}: u32 = {i}; if ({at} < gk_n_{id}()) {{ {write} }} else {{ gk_fault({}u, {at}, gk_n_{id}()); }} }}",
+                            wty(vty),
+                            self.k.arr_number(*arr)
+                        ));
+                    } else {
+                        self.line(&format!(
+                            "{{ let {val}: {} = {v}; let {at}: u32 = {i}; {write} }}",
+                            wty(vty)
+                        ));
+                    }
                 }
             },
             Stmt::Expr(e) => {
@@ -481,6 +493,10 @@ impl Gen<'_> {
             ExprKind::Lit(t) => lit(t, e.ty),
             ExprKind::Local(l) => var(&self.k.locals[*l].name),
             ExprKind::Param(p) => format!("args.{}", var(&self.k.params[*p].name)),
+            ExprKind::Index { arr, idx } if !self.checked && !self.k.is_atomic(*arr) => {
+                let i = self.expr(idx);
+                format!("{}[{i}]", var(self.k.arr_name(*arr)))
+            }
             ExprKind::Index { arr, idx } => {
                 let i = self.expr(idx);
                 format!("gk_ld_{}({i})", arr_id(self.k, *arr))

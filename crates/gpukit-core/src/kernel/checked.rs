@@ -36,6 +36,9 @@ pub struct CheckedAbi {
     /// Why the kernel has no WGSL (an element type WGSL lacks, say), shown when it is
     /// loaded on the wgpu backend.
     pub no_wgsl: Option<&'static str>,
+    /// Whether its GPU code checks its reads and writes (`false` after
+    /// [`crate::KernelSpec::unchecked`]; the convention is the same either way).
+    pub checks: bool,
 }
 
 /// The fault record as the CPU twin of a checked kernel writes it.

@@ -17,8 +17,10 @@ pub struct Kernel<S: KernelSig, B: Backend> {
     name: String,
     context: u64,
     limits: LaunchLimits,
-    /// A bounds-checked kernel's tag in its context's fault log.
+    /// A `#[kernel]`'s tag in its context's fault log.
     tag: Option<u32>,
+    /// Whether its GPU code checks its accesses.
+    checks: bool,
     _s: PhantomData<fn(S)>,
 }
 
@@ -48,6 +50,7 @@ impl<S: KernelSig, B: Backend> Kernel<S, B> {
             context: home.context_id(),
             limits: home.shared_arc().info.limits,
             tag,
+            checks: spec.desc.checked.as_ref().is_some_and(|c| c.checks),
             _s: PhantomData,
         })
     }
@@ -57,9 +60,10 @@ impl<S: KernelSig, B: Backend> Kernel<S, B> {
         &self.name
     }
 
-    /// Whether every access of the kernel is bounds-checked (a `#[kernel]`'s are).
+    /// Whether every access of the kernel is bounds-checked (a `#[kernel]`'s are, unless
+    /// made [`KernelSpec::unchecked`]).
     pub fn is_checked(&self) -> bool {
-        self.tag.is_some()
+        self.checks
     }
 }
 

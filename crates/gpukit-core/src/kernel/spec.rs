@@ -10,6 +10,8 @@ use super::*;
 /// A kernel before it is loaded: its name, GPU code and CPU closure, typed by signature `S`.
 pub struct KernelSpec<S: KernelSig> {
     pub(super) desc: KernelDesc,
+    /// A `#[kernel]`'s CUDA C and WGSL without bounds checks, for [`KernelSpec::unchecked`].
+    unchecked: Option<Box<(String, Option<String>)>>,
     _s: PhantomData<fn(S)>,
 }
 
@@ -42,6 +44,7 @@ impl<S: KernelSig> KernelSpec<S> {
                 cpu: None,
                 checked: None,
             },
+            unchecked: None,
             _s: PhantomData,
         }
     }
@@ -187,9 +190,31 @@ impl<S: KernelSig> KernelSpec<S> {
         self.desc.wgsl.as_deref()
     }
 
-    /// Whether every access of the kernel is bounds-checked (a `#[kernel]`'s are).
+    /// Whether every access of the kernel is bounds-checked (a `#[kernel]`'s are, unless
+    /// made [`KernelSpec::unchecked`]).
     pub fn is_checked(&self) -> bool {
-        self.desc.checked.is_some()
+        self.desc.checked.as_ref().is_some_and(|c| c.checks)
+    }
+
+    /// The `#[kernel]` without the bounds checks of its GPU code's reads and writes, for a
+    /// hot kernel whose every access is known to be in bounds (`kernel_bench` measures what
+    /// the checks cost). Atomics keep their checks, the CPU twin all of its (it is safe
+    /// Rust), and WGSL still clamps accesses to the bound window. A spec without a checked
+    /// variant (written by hand) is returned as it is.
+    ///
+    /// # Safety
+    ///
+    /// Every launch of the kernel reads and writes its arrays only within their lengths
+    /// (and its shared arrays within their sizes): out of bounds, the GPU code would read or
+    /// write whatever memory lies there.
+    pub unsafe fn unchecked(mut self) -> Self {
+        if let (Some(variant), Some(abi)) = (self.unchecked.take(), self.desc.checked.as_mut()) {
+            let (cuda, wgsl) = *variant;
+            self.desc.source = Some(KernelSource::CudaC(cuda));
+            self.desc.wgsl = wgsl;
+            abi.checks = false;
+        }
+        self
     }
 
     /// The spec `#[kernel]` expands to: generated CUDA C and WGSL, and a CPU twin that runs
@@ -201,13 +226,15 @@ impl<S: KernelSig> KernelSpec<S> {
     /// convention ([`super::checked`]), checks every access against the lengths it is
     /// given, reporting the first that falls outside through the fault record, and
     /// writes only through [`Out`] parameters; `abi.arrays` names its arrays in the order
-    /// of its fault codes.
+    /// of its fault codes. `unchecked` is the same code without the checks (the caller of
+    /// [`KernelSpec::unchecked`] vouches for its accesses).
     #[doc(hidden)]
     pub unsafe fn __generated<F>(
         name: &str,
         cuda: &str,
         wgsl: Option<&str>,
         abi: CheckedAbi,
+        unchecked: (&str, Option<&str>),
         twin: F,
     ) -> Self
     where
@@ -224,6 +251,10 @@ impl<S: KernelSig> KernelSpec<S> {
         s.desc.source = Some(KernelSource::CudaC(cuda.to_owned()));
         s.desc.wgsl = wgsl.map(str::to_owned);
         s.desc.checked = Some(abi);
+        s.unchecked = Some(Box::new((
+            unchecked.0.to_owned(),
+            unchecked.1.map(str::to_owned),
+        )));
         let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
             // The signature's arguments, a length per array, the tag, the fault record.
             let (Some(RawArg::Slice { ptr, bytes }), Some(RawArg::Scalar(tag))) = (

@@ -95,6 +95,28 @@ crate::backend_tests! {
         Ok(())
     }
 
+    fn kernel_made_unchecked_computes_the_same(ctx) {
+        let src: Vec<f32> = (0..10).map(|i| i as f32).collect();
+        let idx: Vec<u32> = vec![9, 0, 4, 4];
+        let checked = gather();
+        assert!(checked.is_checked());
+        // SAFETY: every index passed below is within `src` (10 elements), every thread's
+        // `i` within `out`.
+        let unchecked = unsafe { gather().unchecked() };
+        assert!(!unchecked.is_checked());
+        assert_ne!(checked.cuda_source(), unchecked.cuda_source());
+        let (kc, ku) = (ctx.kernel(checked)?, ctx.kernel(unchecked)?);
+        assert!(kc.is_checked() && !ku.is_checked());
+        let (ds, di) = (ctx.alloc_upload(&src)?, ctx.alloc_upload(&idx)?);
+        let (mut a, mut b) = (ctx.alloc_zeros::<f32>(4)?, ctx.alloc_zeros::<f32>(4)?);
+        ctx.launch(&kc, LaunchConfig::for_elems(4), (&ds, &di, &mut a))?;
+        ctx.launch(&ku, LaunchConfig::for_elems(4), (&ds, &di, &mut b))?;
+        ctx.sync()?;
+        assert_eq!(a.download()?, [10.0, 1.0, 5.0, 5.0]);
+        assert_eq!(b.download()?, [10.0, 1.0, 5.0, 5.0]);
+        Ok(())
+    }
+
     fn kernel_fault_is_seen_by_query(ctx) {
         let k = ctx.kernel(shifted())?;
         let mut out = ctx.alloc_zeros::<f32>(3)?;
