@@ -11,9 +11,10 @@
 //! `&mut [T]` is `Out<T>`, a scalar is itself). It names `::gpukit`: depend on the facade.
 
 use proc_macro::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, ToTokens};
 
 mod cuda;
+mod generic;
 mod ir;
 mod lower;
 mod twin;
@@ -24,7 +25,29 @@ mod wgsl;
 ///
 /// `#[kernel] fn name(params) { body }` becomes `fn name() -> KernelSpec<Sig>`, where `Sig`
 /// is the parameters' types in order (`&[T]` is `In<T>`, `&mut [T]` is `Out<T>`, a scalar is
-/// itself). The function's visibility and attributes (its docs) carry over.
+/// itself). The function's visibility and attributes (its docs) carry over. A kernel generic
+/// over its element type (`fn k<T: Float>(..)`, or `T: Numeric`) is compiled for every type
+/// of the bound and becomes `fn k<T: KernelFloat>() -> KernelSpec<Sig>` (`KernelNumeric`).
+///
+/// ```
+/// use gpukit::{kernel, Context, DeviceSpec, LaunchConfig};
+///
+/// #[kernel]
+/// fn add_one<T: Numeric>(x: &mut [T]) {
+///     let i = global_x();
+///     if i < x.len() {
+///         x[i] += 1; // 1 of type T, for every T
+///     }
+/// }
+///
+/// # fn main() -> gpukit::Result<()> {
+/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let mut x = ctx.alloc_upload(&[1u8, 255])?;
+/// ctx.launch(&ctx.kernel(add_one::<u8>())?, LaunchConfig::for_elems(2), (&mut x,))?;
+/// assert_eq!(x.download()?, [2, 0]); // wrapping, as on every backend
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// ```
 /// use gpukit::{kernel, Context, DeviceSpec, LaunchConfig};
@@ -128,8 +151,8 @@ pub(crate) struct Sources {
     pub twin: String,
 }
 
-pub(crate) fn sources(f: &syn::ItemFn) -> syn::Result<(ir::Kernel, Sources)> {
-    let k = lower::lower(f)?;
+pub(crate) fn sources(f: &syn::ItemFn, generic: bool) -> syn::Result<(ir::Kernel, Sources)> {
+    let k = lower::lower_as(f, generic)?;
     let s = Sources {
         cuda: cuda::generate(&k, true),
         wgsl: wgsl::generate(&k, true),
@@ -151,32 +174,109 @@ fn expand(
         ));
     }
     let f: syn::ItemFn = syn::parse2(item)?;
-    let (k, src) = sources(&f)?;
-    let twin: proc_macro2::TokenStream = src.twin.parse().map_err(|e| {
-        syn::Error::new_spanned(
-            &f.sig.ident,
-            format!("internal error: the CPU twin does not parse: {e}"),
-        )
-    })?;
     let name = &f.sig.ident;
-    let name_str = k.name.clone();
     let vis = &f.vis;
     let attrs = &f.attrs;
     let has_doc = attrs.iter().any(|a| a.path().is_ident("doc"));
     let doc = (!has_doc).then(|| {
-        let d = format!(
-            " The `#[kernel]` `{name_str}`: its `KernelSpec`, to load with `Context::kernel`."
-        );
+        let d =
+            format!(" The `#[kernel]` `{name}`: its `KernelSpec`, to load with `Context::kernel`.");
         quote!(#[doc = #d])
     });
-    let sig = k.params.iter().map(|p| {
-        let t = format_ident!("{}", p.ty.rust());
+    let Some(generic) = generic::param(&f.sig)? else {
+        let (k, src) = sources(&f, false)?;
+        let sig = signature(&k, None);
+        let body = instantiation(&f, &k, &src, None)?;
+        return Ok(quote! {
+            #(#attrs)*
+            #doc
+            #vis fn #name() -> ::gpukit::core::KernelSpec<#sig> {
+                #body
+            }
+        });
+    };
+    // One instantiation per type of the bound, chosen at run time by the type asked for.
+    let tp = &generic.ident;
+    let bound = format_ident!("{}", generic.bound);
+    let mut arms = Vec::new();
+    let mut generic_sig = None;
+    for ty in generic.types {
+        let fi = generic::substitute(&f, tp, ty)?;
+        let (k, src) = sources(&fi, true).map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                format!(
+                    "{e} (in the instantiation `{tp} = {ty}`: the body must compile for every \
+                     type of `{tp}: {}`; narrow the bound, e.g. `{tp}: Float`, if it needs float \
+                     methods)",
+                    generic.bound
+                ),
+            )
+        })?;
+        if generic_sig.is_none() {
+            let uses: Vec<bool> = f
+                .sig
+                .inputs
+                .iter()
+                .map(|p| generic::mentions(p.to_token_stream(), tp))
+                .collect();
+            generic_sig = Some(signature(&k, Some((tp, &uses))));
+        }
+        let sig = generic_sig.as_ref().expect("set above");
+        arms.push(instantiation(&fi, &k, &src, Some(sig))?);
+    }
+    let sig = generic_sig.unwrap_or_default();
+    let name_str = name.to_string();
+    Ok(quote! {
+        #(#attrs)*
+        #doc
+        #vis fn #name<#tp: ::gpukit::core::#bound>() -> ::gpukit::core::KernelSpec<#sig> {
+            #(
+                if let ::core::option::Option::Some(spec) = { #arms } {
+                    return spec;
+                }
+            )*
+            // Unreachable: the bound is sealed to the types above.
+            ::gpukit::core::KernelSpec::named(#name_str)
+        }
+    })
+}
+
+/// The kernel's signature tuple; `generic: (T, uses)` writes the element type of the
+/// parameters whose declared type mentions `T` (`uses[i]`) as `T`.
+fn signature(k: &ir::Kernel, generic: Option<(&syn::Ident, &[bool])>) -> proc_macro2::TokenStream {
+    let sig = k.params.iter().enumerate().map(|(i, p)| {
+        let t = match generic {
+            Some((tp, uses)) if uses.get(i) == Some(&true) => quote!(#tp),
+            _ => {
+                let t = format_ident!("{}", p.ty.rust());
+                quote!(#t)
+            }
+        };
         match p.kind {
             ir::ParamKind::Slice { mutable: true, .. } => quote!(::gpukit::core::Out<#t>),
             ir::ParamKind::Slice { mutable: false, .. } => quote!(::gpukit::core::In<#t>),
             ir::ParamKind::Scalar => quote!(#t),
         }
     });
+    quote!((#(#sig,)*))
+}
+
+/// The expression building the spec of one kernel: `as_generic`, the generic signature it
+/// is an instantiation of (then the expression is an `Option`).
+fn instantiation(
+    f: &syn::ItemFn,
+    k: &ir::Kernel,
+    src: &Sources,
+    as_generic: Option<&proc_macro2::TokenStream>,
+) -> syn::Result<proc_macro2::TokenStream> {
+    let twin: proc_macro2::TokenStream = src.twin.parse().map_err(|e| {
+        syn::Error::new_spanned(
+            &f.sig.ident,
+            format!("internal error: the CPU twin does not parse: {e}"),
+        )
+    })?;
+    let name_str = k.name.clone();
     let cuda = &src.cuda;
     let (wgsl, no_wgsl) = match &src.wgsl {
         Ok(w) => (
@@ -198,30 +298,71 @@ fn expand(
         .map(|(_, p)| p.name.clone())
         .chain(k.shared.iter().map(|s| s.name.clone()))
         .collect();
+    let constructor = match as_generic {
+        None => quote!(::gpukit::core::KernelSpec::__generated),
+        Some(generic) => {
+            let concrete = signature(k, None);
+            quote!(::gpukit::core::KernelSpec::<#generic>::__generated_as::<#concrete, _>)
+        }
+    };
     Ok(quote! {
-        #(#attrs)*
-        #doc
-        #vis fn #name() -> ::gpukit::core::KernelSpec<(#(#sig,)*)> {
-            #twin
-            // SAFETY: the CUDA C and WGSL were generated by `#[kernel]` from this function:
-            // they take its parameters in order, followed by the checked convention's
-            // arguments, check every array access against the length passed with the array
-            // (or the shared array's size) and report the first one out of bounds through
-            // the fault record instead of making it, and write only `&mut [T]` parameters.
-            unsafe {
-                ::gpukit::core::KernelSpec::__generated(
-                    #name_str,
-                    #cuda,
-                    #wgsl,
-                    ::gpukit::core::CheckedAbi {
-                        arrays: ::std::vec![#(::std::string::String::from(#arrays)),*],
-                        no_wgsl: #no_wgsl,
-                        checks: true,
-                    },
-                    (#cuda_unchecked, #wgsl_unchecked),
-                    __twin,
-                )
-            }
+        #twin
+        // SAFETY: the CUDA C and WGSL were generated by `#[kernel]` from this function:
+        // they take its parameters in order, followed by the checked convention's
+        // arguments, check every array access against the length passed with the array
+        // (or the shared array's size) and report the first one out of bounds through
+        // the fault record instead of making it, and write only `&mut [T]` parameters.
+        unsafe {
+            #constructor(
+                #name_str,
+                #cuda,
+                #wgsl,
+                ::gpukit::core::CheckedAbi {
+                    arrays: ::std::vec![#(::std::string::String::from(#arrays)),*],
+                    no_wgsl: #no_wgsl,
+                    checks: true,
+                },
+                (#cuda_unchecked, #wgsl_unchecked),
+                __twin,
+            )
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand_src(src: &str) -> syn::Result<proc_macro2::TokenStream> {
+        expand(
+            proc_macro2::TokenStream::new(),
+            src.parse().expect("tokens"),
+        )
+    }
+
+    #[test]
+    fn a_generic_kernel_is_compiled_for_every_type_of_its_bound() {
+        let out = expand_src("fn scale<T: Float>(x: &mut [T], a: T) { x[0] *= a; }")
+            .expect("expands")
+            .to_string();
+        assert!(out.contains("KernelFloat"), "{out}");
+        assert_eq!(out.matches("__generated_as").count(), 2, "f32 and f64");
+        let out = expand_src("fn add1<T: Numeric>(x: &mut [T]) { x[0] += 1; }")
+            .expect("expands")
+            .to_string();
+        assert_eq!(out.matches("__generated_as").count(), 8);
+    }
+
+    #[test]
+    fn a_body_that_does_not_fit_its_bound_names_the_instantiation() {
+        let e = expand_src("fn k<T: Numeric>(x: &mut [T]) { x[0] = x[0].sqrt(); }")
+            .expect_err("sqrt of an integer");
+        let msg = e.to_string();
+        assert!(msg.contains("is for f32 and f64"), "{msg}");
+        assert!(msg.contains("instantiation `T = i32`"), "{msg}");
+        let e = expand_src("fn k<T: Clone>(x: &mut [T]) {}").expect_err("bound");
+        assert!(e.to_string().contains("bounded by `Float`"), "{e}");
+        let e = expand_src("fn k<T: Float, U: Float>(x: &mut [T], y: &[U]) {}").expect_err("two");
+        assert!(e.to_string().contains("one type parameter"), "{e}");
+    }
 }

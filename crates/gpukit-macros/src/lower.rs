@@ -56,10 +56,14 @@ struct Lowerer {
     next_array: u32,
     /// Where the kernel says `return` (refused in a kernel with barriers).
     returns: Vec<Span>,
+    /// An instantiation of a generic kernel: an unsuffixed integer literal may take a float
+    /// type (`x + 1` for every `T`).
+    generic: bool,
 }
 
-/// Lowers a `#[kernel]` function.
-pub fn lower(f: &syn::ItemFn) -> Result<Kernel> {
+/// Lowers a `#[kernel]` function; `generic`: it is an instantiation of a generic kernel, in
+/// which an unsuffixed integer literal may take a float type.
+pub fn lower_as(f: &syn::ItemFn, generic: bool) -> Result<Kernel> {
     let sig = &f.sig;
     if let Some(t) = &sig.asyncness {
         return err(t, "a #[kernel] cannot be `async`");
@@ -74,10 +78,7 @@ pub fn lower(f: &syn::ItemFn) -> Result<Kernel> {
         return err(t, "a #[kernel] cannot be `const`");
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        return err(
-            &sig.generics,
-            "a #[kernel] is not generic (yet): write one kernel per element type",
-        );
+        return err(&sig.generics, crate::generic::USAGE);
     }
     if let syn::ReturnType::Type(_, t) = &sig.output {
         return err(
@@ -101,6 +102,7 @@ pub fn lower(f: &syn::ItemFn) -> Result<Kernel> {
         loops: Vec::new(),
         next_array: 0,
         returns: Vec::new(),
+        generic,
     };
     if sig.inputs.len() > MAX_PARAMS {
         return err(
@@ -957,7 +959,7 @@ impl Lowerer {
 
     fn expr(&mut self, e: &syn::Expr, want: Option<Ty>) -> Result<Expr> {
         match e {
-            syn::Expr::Lit(l) => lit(&l.lit, want),
+            syn::Expr::Lit(l) => lit(&l.lit, want, self.generic),
             syn::Expr::Paren(p) => self.expr(&p.expr, want),
             syn::Expr::Group(g) => self.expr(&g.expr, want),
             syn::Expr::Path(p) => self.path(p),
@@ -1433,7 +1435,7 @@ fn int_limit(ty: Ty, max: bool) -> String {
     v.to_string()
 }
 
-fn lit(l: &syn::Lit, want: Option<Ty>) -> Result<Expr> {
+fn lit(l: &syn::Lit, want: Option<Ty>, generic: bool) -> Result<Expr> {
     match l {
         syn::Lit::Bool(b) => Ok(Expr {
             kind: ExprKind::Lit(b.value.to_string()),
@@ -1452,7 +1454,15 @@ fn lit(l: &syn::Lit, want: Option<Ty>) -> Result<Expr> {
                 }
             };
             if ty.is_float() {
-                // `1` where a float is expected: Rust refuses it too.
+                // `1` where a float is expected: Rust refuses it too, but a generic kernel's
+                // `x + 1` is meant for every `T`.
+                if generic && i.suffix().is_empty() {
+                    let v: u64 = i.base10_parse().map_err(|e| Error::new_spanned(i, e))?;
+                    return Ok(Expr {
+                        kind: ExprKind::Lit(format!("{:?}", v as f64)),
+                        ty,
+                    });
+                }
                 if i.suffix().is_empty() {
                     return err(
                         i,

@@ -200,3 +200,26 @@ impl<B: Backend> FaultLog<B> {
         }
     }
 }
+
+mod sealed {
+    /// Only the element types `#[kernel]` compiles for.
+    pub trait Sealed {}
+}
+
+/// The element types a generic `#[kernel]` with `T: Numeric` (or `T: KernelNumeric`) is
+/// compiled for: `f32`, `f64`, `i32`, `u32`, `i64`, `u64`, `u8`, `i8`. Sealed.
+pub trait KernelNumeric: crate::Element + super::KernelParam + sealed::Sealed {}
+
+/// The element types a generic `#[kernel]` with `T: Float` (or `T: KernelFloat`) is
+/// compiled for: `f32` and `f64`. Sealed.
+pub trait KernelFloat: KernelNumeric {}
+
+macro_rules! kernel_types {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl KernelNumeric for $t {}
+    )*};
+}
+kernel_types!(f32, f64, i32, u32, i64, u64, u8, i8);
+impl KernelFloat for f32 {}
+impl KernelFloat for f64 {}

@@ -217,6 +217,44 @@ impl<S: KernelSig> KernelSpec<S> {
         self
     }
 
+    /// The spec of one instantiation of a generic `#[kernel]`: `S2` is the instantiation's
+    /// signature (`(Out<f32>, f32)` for `T = f32`), `None` unless it is `S` itself.
+    ///
+    /// # Safety
+    ///
+    /// As for [`KernelSpec::__generated`], for the signature `S2`.
+    #[doc(hidden)]
+    pub unsafe fn __generated_as<S2: KernelSig, F>(
+        name: &str,
+        cuda: &str,
+        wgsl: Option<&str>,
+        abi: CheckedAbi,
+        unchecked: (&str, Option<&str>),
+        twin: F,
+    ) -> Option<Self>
+    where
+        F: for<'a, 'b> Fn(
+                &LaunchConfig,
+                &'b mut S2::Cpu<'a>,
+                &KernelFaults<'_>,
+            ) -> std::result::Result<(), String>
+            + Send
+            + Sync
+            + 'static,
+    {
+        if std::any::TypeId::of::<S2>() != std::any::TypeId::of::<S>() {
+            return None;
+        }
+        // SAFETY: forwarded from the caller.
+        let spec = unsafe { KernelSpec::<S2>::__generated(name, cuda, wgsl, abi, unchecked, twin) };
+        // The description is untyped, and `S2` is `S`: the same spec, typed `S`.
+        Some(KernelSpec {
+            desc: spec.desc,
+            unchecked: spec.unchecked,
+            _s: PhantomData,
+        })
+    }
+
     /// The spec `#[kernel]` expands to: generated CUDA C and WGSL, and a CPU twin that runs
     /// a whole launch. Not for hand-written code.
     ///

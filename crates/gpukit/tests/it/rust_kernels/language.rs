@@ -243,6 +243,24 @@ pub(super) fn block_reverse_ref(x: &[f32], per: usize, blocks: usize) -> Vec<f32
     out
 }
 
+/// Generic over every element type: `y += a * x + 1`, wrapping for integers.
+#[kernel]
+pub(super) fn axpy1<T: Numeric>(a: T, x: &[T], y: &mut [T]) {
+    let i = global_x();
+    if i < y.len() {
+        y[i] += a * x[i] + 1;
+    }
+}
+
+/// Generic over the float types, with a math method.
+#[kernel]
+pub(super) fn lerp_sqrt<T: Float>(a: &[T], b: &[T], t: T, out: &mut [T]) {
+    let i = global_x();
+    if i < out.len() {
+        out[i] = (a[i] + (b[i] - a[i]) * t).abs().sqrt();
+    }
+}
+
 /// Thread coordinates in three dimensions.
 #[kernel]
 pub(super) fn coords(out: &mut [u32]) {
@@ -339,6 +357,50 @@ crate::backend_tests! {
         let cfg = LaunchConfig { grid: [4, 4, 1], block: [8, 8, 1], shared_mem_bytes: 0 };
         ctx.launch(&k, cfg, (&dx, &mut out))?;
         assert_eq!(out.download()?, block_reverse_ref(&x, 64, 16));
+        Ok(())
+    }
+
+    fn kernel_generic_over_the_element_type(ctx) {
+        let vulkan = ctx.backend_name() == "vulkan";
+        // i32 and f32 everywhere; u8 and f64 where the backend has them (not in WGSL).
+        let x: Vec<i32> = (0..300).map(|i| i * 7 - 1000).collect();
+        let k = ctx.kernel(axpy1::<i32>())?;
+        let dx = ctx.alloc_upload(&x)?;
+        let mut dy = ctx.alloc_upload(&vec![5i32; 300])?;
+        ctx.launch(&k, LaunchConfig::for_elems(300), (-3i32, &dx, &mut dy))?;
+        let want: Vec<i32> = x.iter().map(|&v| 5 + (-3 * v) + 1).collect();
+        assert_eq!(dy.download()?, want);
+        match ctx.kernel(axpy1::<u8>()) {
+            Err(gpukit::Error::KernelUnavailable { hint, .. }) if vulkan => {
+                assert!(hint.contains("u8"), "{hint}");
+            }
+            Err(e) => return Err(e),
+            Ok(k) => {
+                let xs: Vec<u8> = (0..=255).collect();
+                let dx = ctx.alloc_upload(&xs)?;
+                let mut dy = ctx.alloc_upload(&[200u8; 256])?;
+                ctx.launch(&k, LaunchConfig::for_elems(256), (3u8, &dx, &mut dy))?;
+                let want: Vec<u8> = xs.iter().map(|&v| 200u8.wrapping_add(3u8.wrapping_mul(v)).wrapping_add(1)).collect();
+                assert_eq!(dy.download()?, want);
+            }
+        }
+        let a: Vec<f32> = (0..100).map(|i| i as f32 * 0.25).collect();
+        let b: Vec<f32> = (0..100).map(|i| 50.0 - i as f32).collect();
+        let k = ctx.kernel(lerp_sqrt::<f32>())?;
+        let (da, db) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&b)?);
+        let mut out = ctx.alloc_zeros::<f32>(100)?;
+        ctx.launch(&k, LaunchConfig::for_elems(100), (&da, &db, 0.3f32, &mut out))?;
+        let want: Vec<f32> = a.iter().zip(&b).map(|(&a, &b)| (a + (b - a) * 0.3).abs().sqrt()).collect();
+        assert_eq!(out.download()?, want);
+        if !vulkan {
+            let a64: Vec<f64> = a.iter().map(|&v| f64::from(v)).collect();
+            let k = ctx.kernel(lerp_sqrt::<f64>())?;
+            let da = ctx.alloc_upload(&a64)?;
+            let mut out = ctx.alloc_zeros::<f64>(100)?;
+            ctx.launch(&k, LaunchConfig::for_elems(100), (&da, &da, 0.5f64, &mut out))?;
+            let want: Vec<f64> = a64.iter().map(|v| v.abs().sqrt()).collect();
+            assert_eq!(out.download()?, want);
+        }
         Ok(())
     }
 
