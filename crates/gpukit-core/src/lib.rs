@@ -95,9 +95,10 @@ pub use error::{Error, Rejected, Result};
 pub use graph::Graph;
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{
-    ArgRef, CheckedAbi, CpuKernelFn, Dim3, In, Kernel, KernelDesc, KernelFaults, KernelFloat,
-    KernelNumeric, KernelParam, KernelSig, KernelSource, KernelSpec, LaunchArg, LaunchArgs,
-    LaunchConfig, Out, RawArg, ThreadIndex, FAULT_WORDS, MAX_KERNEL_ARGS, MAX_LAUNCH_ARGS,
+    ArgRef, CheckedAbi, CpuKernelFn, DeviceFn, Dim3, In, Kernel, KernelDesc, KernelFaults,
+    KernelFloat, KernelNumeric, KernelParam, KernelSig, KernelSource, KernelSpec, LaunchArg,
+    LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, FAULT_WORDS, MAX_KERNEL_ARGS,
+    MAX_LAUNCH_ARGS,
 };
 pub use optable::{
     cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Domain, Gemm, MathFn, Op, ReduceOp,

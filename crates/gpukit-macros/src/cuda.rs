@@ -115,6 +115,33 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
     src
 }
 
+/// A device function as CUDA C: a `__device__` function of the prefixed name, guarded so
+/// that a module holds it once whoever calls it.
+pub fn device(k: &Kernel) -> String {
+    let mut g = Gen {
+        k,
+        out: String::new(),
+        depth: 1,
+        tmp: 0,
+        checked: true,
+    };
+    g.stmts(&k.body);
+    let params: Vec<String> = k
+        .params
+        .iter()
+        .map(|p| format!("{} {}", p.ty.c(), var(&p.name)))
+        .collect();
+    format!(
+        "#ifndef GK_DEVICE_{name}\n#define GK_DEVICE_{name}\n{helpers}__device__ __forceinline__ {ret} {f}({params}) {{\n{body}}}\n#endif\n",
+        name = k.name,
+        helpers = int_helpers(k),
+        ret = k.ret.map_or("void", Ty::c),
+        f = var(&k.name),
+        params = params.join(", "),
+        body = g.out,
+    )
+}
+
 /// Integer division and remainder as WGSL defines them (and the CPU twin computes them):
 /// by zero, `a / 0 == a` and `a % 0 == 0`; `MIN / -1 == MIN`, `MIN % -1 == 0`.
 fn int_helpers(k: &Kernel) -> String {
@@ -139,13 +166,15 @@ fn int_helpers(k: &Kernel) -> String {
         } else {
             (String::new(), String::new())
         };
+        // Guarded: a kernel and the device functions it calls may each bring them.
         let _ = writeln!(
             out,
-            "__device__ __forceinline__ {c} gk_div_{n}({c} a, {c} b) {{ if (b == 0) return a;{neg} return ({c})(a / b); }}"
+            "#ifndef GK_DIV_{n}\n#define GK_DIV_{n}\n\
+             __device__ __forceinline__ {c} gk_div_{n}({c} a, {c} b) {{ if (b == 0) return a;{neg} return ({c})(a / b); }}"
         );
         let _ = writeln!(
             out,
-            "__device__ __forceinline__ {c} gk_rem_{n}({c} a, {c} b) {{ if (b == 0{min_guard}) return 0; return ({c})(a % b); }}"
+            "__device__ __forceinline__ {c} gk_rem_{n}({c} a, {c} b) {{ if (b == 0{min_guard}) return 0; return ({c})(a % b); }}\n#endif"
         );
     }
     out
@@ -359,7 +388,11 @@ impl Gen<'_> {
             Stmt::Loop(body) => self.nested("while (true)", body),
             Stmt::Break => self.line("break;"),
             Stmt::Continue => self.line("continue;"),
-            Stmt::Return => self.line("return;"),
+            Stmt::Return(None) => self.line("return;"),
+            Stmt::Return(Some(e)) => {
+                let v = self.expr(e);
+                self.line(&format!("return {v};"));
+            }
             Stmt::Barrier => self.line("__syncthreads();"),
         }
     }
@@ -418,6 +451,10 @@ impl Gen<'_> {
             ExprKind::IfElse(c, a, b) => {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
                 format!("({c} ? {a} : {b})")
+            }
+            ExprKind::Call(callee, args) => {
+                let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                format!("{}({})", var(&self.k.calls[*callee].name), vs.join(", "))
             }
             ExprKind::Atomic { op, arr, idx, args } => {
                 let i = self.expr(idx);

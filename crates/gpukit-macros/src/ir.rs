@@ -167,6 +167,24 @@ pub struct Kernel {
     pub body: Vec<Stmt>,
     /// Arrays that atomics touch (WGSL declares them atomic, and accesses them so).
     pub atomic: Vec<Arr>,
+    /// A device function's result type (`None` for a kernel).
+    pub ret: Option<Ty>,
+    /// The device functions called (distinct, in order of first call).
+    pub calls: Vec<Callee>,
+}
+
+/// A device function a kernel calls.
+#[derive(Debug, Clone)]
+pub struct Callee {
+    /// The path written at the call (`helper`, `math::helper`), as text.
+    pub path: String,
+    /// Its last segment: the function's name in the generated code.
+    pub name: String,
+    /// The first call's span, where a mismatch with the function's signature is reported.
+    pub span: proc_macro2::Span,
+    /// The argument types and result type the kernel calls it with.
+    pub args: Vec<Ty>,
+    pub ret: Ty,
 }
 
 impl Kernel {
@@ -242,7 +260,8 @@ pub enum Stmt {
     Loop(Vec<Stmt>),
     Break,
     Continue,
-    Return,
+    /// `return;` in a kernel, `return v;` (or the tail expression) in a device function.
+    Return(Option<Expr>),
     Barrier,
 }
 
@@ -428,4 +447,6 @@ pub enum ExprKind {
         idx: Box<Expr>,
         args: Vec<Expr>,
     },
+    /// A call of a device function: its number in [`Kernel::calls`] and its arguments.
+    Call(usize, Vec<Expr>),
 }

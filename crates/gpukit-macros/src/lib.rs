@@ -95,6 +95,55 @@ mod wgsl;
 /// }
 /// ```
 ///
+/// A device function, `#[kernel(device)]`, is a function of scalars returning a scalar
+/// that kernels (and other device functions) call: it stays an ordinary Rust function (on
+/// the host and in CPU twins) and its CUDA C and WGSL are linked into each kernel that calls
+/// it. A call's argument and result types come from the call (an unsuffixed literal
+/// argument takes the type of the first typed one); the compiler checks them against the
+/// function's signature there.
+///
+/// ```
+/// use gpukit::{kernel, Context, DeviceSpec, LaunchConfig};
+///
+/// #[kernel(device)]
+/// fn hypot(a: f32, b: f32) -> f32 {
+///     (a * a + b * b).sqrt()
+/// }
+///
+/// #[kernel]
+/// fn norms(a: &[f32], b: &[f32], out: &mut [f32]) {
+///     let i = global_x();
+///     if i < out.len() {
+///         out[i] = hypot(a[i], b[i]);
+///     }
+/// }
+///
+/// # fn main() -> gpukit::Result<()> {
+/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let (a, b) = (ctx.alloc_upload(&[3.0f32, 5.0])?, ctx.alloc_upload(&[4.0f32, 12.0])?);
+/// let mut out = ctx.alloc_zeros::<f32>(2)?;
+/// ctx.launch(&ctx.kernel(norms())?, LaunchConfig::for_elems(2), (&a, &b, &mut out))?;
+/// assert_eq!(out.download()?, [5.0, 13.0]);
+/// assert_eq!(hypot(3.0, 4.0), 5.0); // an ordinary function on the host too
+/// # Ok(())
+/// # }
+/// ```
+///
+/// ```compile_fail,E0308
+/// #[gpukit::kernel(device)]
+/// fn half(x: f64) -> f64 {
+///     x * 0.5
+/// }
+///
+/// #[gpukit::kernel]
+/// fn halves(x: &mut [f32]) {
+///     let i = global_x();
+///     if i < x.len() {
+///         x[i] = half(x[i]); // error: `half` takes an f64, not an f32
+///     }
+/// }
+/// ```
+///
 /// and the launch's arguments must match the parameters' types:
 ///
 /// ```compile_fail,E0271
@@ -152,7 +201,7 @@ pub(crate) struct Sources {
 }
 
 pub(crate) fn sources(f: &syn::ItemFn, generic: bool) -> syn::Result<(ir::Kernel, Sources)> {
-    let k = lower::lower_as(f, generic)?;
+    let k = lower::lower_as(f, generic, false)?;
     let s = Sources {
         cuda: cuda::generate(&k, true),
         wgsl: wgsl::generate(&k, true),
@@ -167,13 +216,17 @@ fn expand(
     attr: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
-    if !attr.is_empty() {
-        return Err(syn::Error::new_spanned(
-            attr,
-            "#[kernel] takes no arguments",
-        ));
-    }
     let f: syn::ItemFn = syn::parse2(item)?;
+    match attr.to_string().as_str() {
+        "" => {}
+        "device" => return device(&f),
+        _ => {
+            return Err(syn::Error::new_spanned(
+                attr,
+                "#[kernel] takes no arguments, or `device` (#[kernel(device)]: a function kernels call)",
+            ))
+        }
+    }
     let name = &f.sig.ident;
     let vis = &f.vis;
     let attrs = &f.attrs;
@@ -242,6 +295,79 @@ fn expand(
     })
 }
 
+/// A device function: the function itself (what it is on the host and in CPU twins), and
+/// beside it, in a module of the same name, its generated code for the kernels that call it.
+fn device(f: &syn::ItemFn) -> syn::Result<proc_macro2::TokenStream> {
+    let k = lower::lower_as(f, false, true)?;
+    let body: proc_macro2::TokenStream = twin::device_body(&k).parse().map_err(|e| {
+        syn::Error::new_spanned(
+            &f.sig.ident,
+            format!("internal error: the function's Rust does not parse: {e}"),
+        )
+    })?;
+    let cuda = cuda::device(&k);
+    let wgsl = match wgsl::device(&k) {
+        Ok(w) => quote!(::core::option::Option::Some(#w)),
+        Err(_) => quote!(::core::option::Option::None),
+    };
+    let deps = k.calls.iter().map(|c| callee_path(c, true));
+    let calls = callee_checks(&k);
+    let (attrs, vis, sig, name) = (&f.attrs, &f.vis, &f.sig, &f.sig.ident);
+    let name_str = name.to_string();
+    Ok(quote! {
+        #(#attrs)*
+        #[allow(unused_parens, unused_braces, clippy::all)]
+        #vis #sig {
+            #(#calls)*
+            #body
+        }
+
+        /// The generated code of the device function of the same name.
+        #[doc(hidden)]
+        #vis mod #name {
+            /// Its CUDA C and WGSL, linked into each kernel that calls it.
+            pub const DEVICE: ::gpukit::core::DeviceFn = ::gpukit::core::DeviceFn {
+                name: #name_str,
+                cuda: #cuda,
+                wgsl: #wgsl,
+                deps: &[#(&#deps::DEVICE),*],
+            };
+        }
+    })
+}
+
+/// The path of a called device function's module; `from_module`: as seen from inside the
+/// module a device function generates (one level down).
+fn callee_path(c: &ir::Callee, from_module: bool) -> proc_macro2::TokenStream {
+    let rooted = c.path.starts_with("crate::") || c.path.starts_with("::");
+    let path = if from_module && !rooted {
+        match c.path.strip_prefix("self::") {
+            Some(rest) => format!("super::{rest}"),
+            None => format!("super::{}", c.path),
+        }
+    } else {
+        c.path.clone()
+    };
+    path.parse().unwrap_or_default()
+}
+
+/// For each device function called: that it has the signature the calls assume, checked by
+/// the compiler at the first call.
+fn callee_checks(k: &ir::Kernel) -> Vec<proc_macro2::TokenStream> {
+    k.calls
+        .iter()
+        .map(|c| {
+            let path = callee_path(c, false);
+            let args = c.args.iter().map(|t| format_ident!("{}", t.rust()));
+            let ret = format_ident!("{}", c.ret.rust());
+            let span = c.span;
+            quote::quote_spanned! {span=>
+                let _: fn(#(#args),*) -> #ret = #path;
+            }
+        })
+        .collect()
+}
+
 /// The kernel's signature tuple; `generic: (T, uses)` writes the element type of the
 /// parameters whose declared type mentions `T` (`uses[i]`) as `T`.
 fn signature(k: &ir::Kernel, generic: Option<(&syn::Ident, &[bool])>) -> proc_macro2::TokenStream {
@@ -298,6 +424,25 @@ fn instantiation(
         .map(|(_, p)| p.name.clone())
         .chain(k.shared.iter().map(|s| s.name.clone()))
         .collect();
+    // The device functions it calls, linked in before its own code.
+    let link = if k.calls.is_empty() {
+        quote! {
+            let (cuda, wgsl): (&str, ::core::option::Option<&str>) = (#cuda, #wgsl);
+            let (cuda_unchecked, wgsl_unchecked): (&str, ::core::option::Option<&str>) =
+                (#cuda_unchecked, #wgsl_unchecked);
+        }
+    } else {
+        let calls = k.calls.iter().map(|c| callee_path(c, false));
+        let checks = callee_checks(k);
+        quote! {
+            #(#checks)*
+            let calls: &[&'static ::gpukit::core::DeviceFn] = &[#(&#calls::DEVICE),*];
+            let linked = ::gpukit::core::DeviceFn::link(#cuda, #wgsl, calls);
+            let unlinked = ::gpukit::core::DeviceFn::link(#cuda_unchecked, #wgsl_unchecked, calls);
+            let (cuda, wgsl) = (linked.0.as_str(), linked.1.as_deref());
+            let (cuda_unchecked, wgsl_unchecked) = (unlinked.0.as_str(), unlinked.1.as_deref());
+        }
+    };
     let constructor = match as_generic {
         None => quote!(::gpukit::core::KernelSpec::__generated),
         Some(generic) => {
@@ -307,22 +452,31 @@ fn instantiation(
     };
     Ok(quote! {
         #twin
-        // SAFETY: the CUDA C and WGSL were generated by `#[kernel]` from this function:
-        // they take its parameters in order, followed by the checked convention's
-        // arguments, check every array access against the length passed with the array
-        // (or the shared array's size) and report the first one out of bounds through
-        // the fault record instead of making it, and write only `&mut [T]` parameters.
+        #link
+        let no_wgsl: ::core::option::Option<&'static str> = #no_wgsl;
+        let no_wgsl = match (wgsl, no_wgsl) {
+            (::core::option::Option::None, ::core::option::Option::None) => ::core::option::Option::Some(
+                "a device function the kernel calls uses a type WGSL lacks: run it on the CPU or CUDA backends",
+            ),
+            (_, why) => why,
+        };
+        // SAFETY: the CUDA C and WGSL were generated by `#[kernel]` from this function
+        // (and the device functions it calls, which touch no memory): they take its
+        // parameters in order, followed by the checked convention's arguments, check every
+        // array access against the length passed with the array (or the shared array's
+        // size) and report the first one out of bounds through the fault record instead of
+        // making it, and write only `&mut [T]` parameters.
         unsafe {
             #constructor(
                 #name_str,
-                #cuda,
-                #wgsl,
+                cuda,
+                wgsl,
                 ::gpukit::core::CheckedAbi {
                     arrays: ::std::vec![#(::std::string::String::from(#arrays)),*],
-                    no_wgsl: #no_wgsl,
+                    no_wgsl,
                     checks: true,
                 },
-                (#cuda_unchecked, #wgsl_unchecked),
+                (cuda_unchecked, wgsl_unchecked),
                 __twin,
             )
         }
@@ -351,6 +505,71 @@ mod tests {
             .expect("expands")
             .to_string();
         assert_eq!(out.matches("__generated_as").count(), 8);
+    }
+
+    #[test]
+    fn device_functions_are_scalar_functions_without_a_thread() {
+        let attr: proc_macro2::TokenStream = "device".parse().expect("tokens");
+        let dev = |src: &str| expand(attr.clone(), src.parse().expect("tokens"));
+        let out = dev("fn sq(x: f32) -> f32 { x * x }")
+            .expect("expands")
+            .to_string();
+        assert!(out.contains("mod sq") && out.contains("DeviceFn"), "{out}");
+        let refused = |src: &str, needle: &str| match dev(src) {
+            Ok(_) => panic!("accepted: {src}"),
+            Err(e) => assert!(e.to_string().contains(needle), "{src}: {e}"),
+        };
+        refused("fn f(x: &[f32]) -> f32 { x[0] }", "takes scalars");
+        refused("fn f(x: f32) { }", "returns a value");
+        refused(
+            "fn f(x: f32) -> f32 { x + global_x() as f32 }",
+            "needs a thread",
+        );
+        refused("fn f(x: f32) -> f32 { barrier(); x }", "needs a thread");
+        refused("fn f(x: f32) -> f32 { return; }", "returns a f32");
+        refused("fn f(x: f32) -> u32 { x }", "expected u32, found f32");
+        let e = expand(
+            "fast".parse().expect("tokens"),
+            "fn f(x: &mut [f32]) {}".parse().expect("tokens"),
+        )
+        .expect_err("unknown argument");
+        assert!(e.to_string().contains("`device`"), "{e}");
+    }
+
+    #[test]
+    fn a_call_is_typed_from_its_context_and_consistent() {
+        let k = lower::lower_as(
+            &syn::parse_str("fn k(x: &mut [f32], n: &[u32]) { let v: u32 = count(n[0], 2); x[0] = scale(x[0], 2.0) + scale(x[1], 3.0); }")
+                .expect("parses"),
+            false,
+            false,
+        )
+        .expect("lowers");
+        let calls: Vec<(&str, &[ir::Ty], ir::Ty)> = k
+            .calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.args.as_slice(), c.ret))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("count", &[ir::Ty::U32, ir::Ty::U32][..], ir::Ty::U32),
+                ("scale", &[ir::Ty::F32, ir::Ty::F32][..], ir::Ty::F32),
+            ]
+        );
+        let e = lower::lower_as(
+            &syn::parse_str(
+                "fn k(x: &mut [f32], n: &[u32]) { x[0] = f(x[0]); x[1] = f(n[0]) as f32; }",
+            )
+            .expect("parses"),
+            false,
+            false,
+        )
+        .expect_err("two signatures");
+        assert!(
+            e.to_string().contains("other types than at its first call"),
+            "{e}"
+        );
     }
 
     #[test]

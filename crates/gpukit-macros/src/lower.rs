@@ -59,11 +59,16 @@ struct Lowerer {
     /// An instantiation of a generic kernel: an unsuffixed integer literal may take a float
     /// type (`x + 1` for every `T`).
     generic: bool,
+    /// A device function: no thread context; returns `ret`.
+    device: bool,
+    ret: Option<Ty>,
+    calls: Vec<Callee>,
 }
 
 /// Lowers a `#[kernel]` function; `generic`: it is an instantiation of a generic kernel, in
-/// which an unsuffixed integer literal may take a float type.
-pub fn lower_as(f: &syn::ItemFn, generic: bool) -> Result<Kernel> {
+/// which an unsuffixed integer literal may take a float type; `device`: it is a device
+/// function (`#[kernel(device)]`: scalars in, one scalar out, no thread context).
+pub fn lower_as(f: &syn::ItemFn, generic: bool, device: bool) -> Result<Kernel> {
     let sig = &f.sig;
     if let Some(t) = &sig.asyncness {
         return err(t, "a #[kernel] cannot be `async`");
@@ -80,12 +85,23 @@ pub fn lower_as(f: &syn::ItemFn, generic: bool) -> Result<Kernel> {
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         return err(&sig.generics, crate::generic::USAGE);
     }
-    if let syn::ReturnType::Type(_, t) = &sig.output {
-        return err(
-            t,
-            "a #[kernel] returns nothing: it writes its results through `&mut [T]` parameters",
-        );
-    }
+    let ret = match (&sig.output, device) {
+        (syn::ReturnType::Type(_, t), false) => {
+            return err(
+                t,
+                "a #[kernel] returns nothing: it writes its results through `&mut [T]` \
+                 parameters (a `#[kernel(device)]` function returns a value)",
+            );
+        }
+        (syn::ReturnType::Default, true) => {
+            return err(
+                sig,
+                "a #[kernel(device)] function returns a value: `fn f(x: f32) -> f32`",
+            );
+        }
+        (syn::ReturnType::Type(_, t), true) => Some(value_ty(t)?),
+        (syn::ReturnType::Default, false) => None,
+    };
     if let Some(v) = &sig.variadic {
         return err(v, "a #[kernel] cannot be variadic");
     }
@@ -103,6 +119,9 @@ pub fn lower_as(f: &syn::ItemFn, generic: bool) -> Result<Kernel> {
         next_array: 0,
         returns: Vec::new(),
         generic,
+        device,
+        ret,
+        calls: Vec::new(),
     };
     if sig.inputs.len() > MAX_PARAMS {
         return err(
@@ -116,10 +135,22 @@ pub fn lower_as(f: &syn::ItemFn, generic: bool) -> Result<Kernel> {
     for input in &sig.inputs {
         l.param(input)?;
     }
-    if sig.inputs.is_empty() {
+    if sig.inputs.is_empty() && !device {
         return err(&sig.ident, "a #[kernel] takes at least one parameter");
     }
-    let body = l.block(&f.block.stmts)?;
+    if let (true, Some(p)) = (
+        device,
+        l.params.iter().find(|p| p.kind != ParamKind::Scalar),
+    ) {
+        return err(
+            &sig.inputs,
+            format!(
+                "`{}`: a #[kernel(device)] function takes scalars (arrays stay in the kernel)",
+                p.name
+            ),
+        );
+    }
+    let body = l.function_body(&f.block)?;
     if let (true, Some(at)) = (l.uses_barrier, l.returns.first()) {
         return err_at(
             *at,
@@ -134,6 +165,8 @@ pub fn lower_as(f: &syn::ItemFn, generic: bool) -> Result<Kernel> {
         locals: l.locals,
         body,
         atomic: l.atomic,
+        ret,
+        calls: l.calls,
     };
     assign_storage(&mut k);
     Ok(k)
@@ -339,6 +372,22 @@ impl Lowerer {
         r
     }
 
+    /// The function's body: a device function's tail expression is its result.
+    fn function_body(&mut self, block: &syn::Block) -> Result<Vec<Stmt>> {
+        let stmts = &block.stmts;
+        match (self.device, stmts.split_last()) {
+            (true, Some((syn::Stmt::Expr(tail, None), rest))) if !is_block_like(tail) => {
+                let mut out = self.block(rest)?;
+                let ret = self.ret.unwrap_or(Ty::F32);
+                let v = self.value(tail, Some(ret))?;
+                expect_ty(tail, ret, v.ty)?;
+                out.push(Stmt::Return(Some(v)));
+                Ok(out)
+            }
+            _ => self.block(stmts),
+        }
+    }
+
     fn block(&mut self, stmts: &[syn::Stmt]) -> Result<Vec<Stmt>> {
         let mut out = Vec::new();
         for (i, s) in stmts.iter().enumerate() {
@@ -452,6 +501,12 @@ impl Lowerer {
         }
         // `let tile = shared::<f32, 256>();`
         if let Some(shared) = self.shared_decl(&init.expr)? {
+            if self.device {
+                return err(
+                    &init.expr,
+                    "`shared` needs a thread block: a #[kernel(device)] function has none",
+                );
+            }
             if declared.is_some() {
                 return err(
                     local,
@@ -649,16 +704,28 @@ impl Lowerer {
                 Ok(())
             }
             syn::Expr::Return(r) => {
-                if let Some(v) = &r.expr {
-                    return err(v, "a #[kernel] returns nothing: `return;`");
-                }
+                let value = match (&r.expr, self.ret) {
+                    (Some(v), None) => return err(v, "a #[kernel] returns nothing: `return;`"),
+                    (None, Some(t)) => {
+                        return err(r, format!("a device function returns a {}", t.rust()))
+                    }
+                    (Some(v), Some(t)) => {
+                        let e = self.value(v, Some(t))?;
+                        expect_ty(v, t, e.ty)?;
+                        Some(e)
+                    }
+                    (None, None) => None,
+                };
                 self.returns.push(r.span());
-                out.push(Stmt::Return);
+                out.push(Stmt::Return(value));
                 Ok(())
             }
             syn::Expr::Call(c) if is_call_to(c, "barrier") => {
                 if !c.args.is_empty() {
                     return err(&c.args, "`barrier()` takes no arguments");
+                }
+                if self.device {
+                    return err(c, "`barrier` needs a thread: a #[kernel(device)] function has none");
                 }
                 self.uses_barrier = true;
                 out.push(Stmt::Barrier);
@@ -1065,7 +1132,7 @@ impl Lowerer {
                 })
             }
             syn::Expr::MethodCall(m) => self.method(m, want),
-            syn::Expr::Call(c) => self.call(c),
+            syn::Expr::Call(c) => self.call(c, want),
             syn::Expr::Macro(m) => err(
                 m,
                 format!("macros are not supported inside a #[kernel]; {SUPPORTED_EXPRS}"),
@@ -1193,13 +1260,26 @@ impl Lowerer {
         })
     }
 
-    fn call(&mut self, c: &syn::ExprCall) -> Result<Expr> {
+    fn call(&mut self, c: &syn::ExprCall, want: Option<Ty>) -> Result<Expr> {
         let Some(name) = call_name(c) else {
+            return self.device_call(c, want);
+        };
+        let intrinsic = coord(&name).is_some()
+            || atomic_op(&name).is_some()
+            || name == "barrier"
+            || name == "shared";
+        if intrinsic && self.device {
             return err(
                 &c.func,
-                format!("only the kernel intrinsics can be called; {SUPPORTED_EXPRS}"),
+                format!(
+                    "`{name}` needs a thread: a #[kernel(device)] function has none (pass what \
+                     it needs as arguments)"
+                ),
             );
-        };
+        }
+        if !intrinsic {
+            return self.device_call(c, want);
+        }
         if let Some((coord, axis)) = coord(&name) {
             if !c.args.is_empty() {
                 return err(&c.args, format!("`{name}()` takes no arguments"));
@@ -1284,6 +1364,92 @@ impl Lowerer {
             );
         }
         err(&c.func, format!("no intrinsic `{name}`; {SUPPORTED_EXPRS}"))
+    }
+}
+
+impl Lowerer {
+    /// A call of a device function (`#[kernel(device)]`): its arguments typed here, its
+    /// result the type the context wants (else the first argument's); the expansion checks
+    /// these against the function's signature at the call.
+    fn device_call(&mut self, c: &syn::ExprCall, want: Option<Ty>) -> Result<Expr> {
+        let usage = "only the kernel intrinsics and #[kernel(device)] functions (by their \
+                     path, `helper(x)`) can be called";
+        let syn::Expr::Path(p) = &*c.func else {
+            return err(&c.func, format!("{usage}; {SUPPORTED_EXPRS}"));
+        };
+        if p.qself.is_some() || p.path.segments.iter().any(|s| !s.arguments.is_empty()) {
+            return err(p, format!("{usage}, without generic arguments"));
+        }
+        let Some(last) = p.path.segments.last() else {
+            return err(p, usage);
+        };
+        check_name(&last.ident)?;
+        // An unsuffixed literal argument takes the type of the first argument that has one
+        // (the compiler checks the guess against the function's signature).
+        let hint = match c.args.iter().find(|a| !untyped_lit(a)) {
+            Some(a) => Some(self.expr(a, None)?.ty),
+            None => None,
+        };
+        let mut args = Vec::new();
+        for a in &c.args {
+            let v = self.expr(a, hint.or(want))?;
+            if !v.ty.is_element() {
+                return err(
+                    a,
+                    format!(
+                        "a device function takes element types, not {} (cast it with `as`)",
+                        v.ty.rust()
+                    ),
+                );
+            }
+            args.push(v);
+        }
+        let Some(ret) = want.or_else(|| args.first().map(|a| a.ty)) else {
+            return err(
+                c,
+                "the result type of this call is unknown: give it one (`let v: f32 = f();`)",
+            );
+        };
+        if !ret.is_element() {
+            return err(
+                c,
+                format!(
+                    "a device function returns an element type, not {}",
+                    ret.rust()
+                ),
+            );
+        }
+        let path = p.path.to_token_stream().to_string().replace(' ', "");
+        let types: Vec<Ty> = args.iter().map(|a| a.ty).collect();
+        let i = match self.calls.iter().position(|k| k.path == path) {
+            Some(i) => {
+                let k = &self.calls[i];
+                if k.args != types || k.ret != ret {
+                    return err(
+                        c,
+                        format!(
+                            "`{path}` is called here with other types than at its first call \
+                             (a device function has one signature)"
+                        ),
+                    );
+                }
+                i
+            }
+            None => {
+                self.calls.push(Callee {
+                    path,
+                    name: last.ident.to_string(),
+                    span: c.span(),
+                    args: types,
+                    ret,
+                });
+                self.calls.len() - 1
+            }
+        };
+        Ok(Expr {
+            kind: ExprKind::Call(i, args),
+            ty: ret,
+        })
     }
 }
 

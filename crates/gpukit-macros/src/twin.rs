@@ -79,6 +79,18 @@ pub fn generate(k: &Kernel) -> String {
     g.out
 }
 
+/// A device function as the Rust function it is on the host and in CPU twins: its body with
+/// the GPU's integer semantics (the signature is the caller's to write).
+pub fn device_body(k: &Kernel) -> String {
+    let mut g = Gen {
+        k,
+        out: String::new(),
+        tmp: 0,
+    };
+    g.stmts(&k.body);
+    g.out
+}
+
 const THREADS: &str = "for __tz in 0..__bdz { for __ty in 0..__bdy { for __tx in 0..__bdx {\n\
                        let __tid = (__tz * __bdy + __ty) * __bdx + __tx;\n";
 
@@ -351,7 +363,11 @@ impl Gen<'_> {
             }
             Stmt::Break => self.out.push_str("break;\n"),
             Stmt::Continue => self.out.push_str("continue;\n"),
-            Stmt::Return => self.out.push_str("break '__thread;\n"),
+            Stmt::Return(None) => self.out.push_str("break '__thread;\n"),
+            Stmt::Return(Some(e)) => {
+                let v = self.expr(e);
+                let _ = writeln!(self.out, "return {v};");
+            }
             Stmt::Barrier => {}
         }
     }
@@ -415,6 +431,10 @@ impl Gen<'_> {
             ExprKind::IfElse(c, a, b) => {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
                 format!("(if {c} {{ {a} }} else {{ {b} }})")
+            }
+            ExprKind::Call(callee, args) => {
+                let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                format!("{}({})", self.k.calls[*callee].path, vs.join(", "))
             }
             ExprKind::Atomic { op, arr, idx, args } => {
                 let i = self.expr(idx);

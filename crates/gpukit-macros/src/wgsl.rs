@@ -81,6 +81,34 @@ pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
     Ok(src)
 }
 
+/// A device function as a WGSL function of the prefixed name, or why there is none.
+pub fn device(k: &Kernel) -> Result<String, &'static str> {
+    check_types(k)?;
+    if let Some(t) = k.ret.filter(|t| t.wgsl().is_none()) {
+        return Err(no_wgsl(t));
+    }
+    let mut g = Gen {
+        k,
+        out: String::new(),
+        depth: 1,
+        tmp: 0,
+        checked: true,
+    };
+    g.stmts(&k.body);
+    let params: Vec<String> = k
+        .params
+        .iter()
+        .map(|p| format!("{}: {}", var(&p.name), wty(p.ty)))
+        .collect();
+    Ok(format!(
+        "fn {}({}) -> {} {{\n{}}}\n",
+        var(&k.name),
+        params.join(", "),
+        wty(k.ret.unwrap_or(Ty::F32)),
+        g.out
+    ))
+}
+
 const FAULT: &str = "fn gk_fault(arr: u32, i: u32, n: u32) {
     loop {
         let r = atomicCompareExchangeWeak(&gk_faults[0], 0u, 1u);
@@ -480,7 +508,11 @@ impl Gen<'_> {
             Stmt::Loop(body) => self.nested("loop", body),
             Stmt::Break => self.line("break;"),
             Stmt::Continue => self.line("continue;"),
-            Stmt::Return => self.line("return;"),
+            Stmt::Return(None) => self.line("return;"),
+            Stmt::Return(Some(e)) => {
+                let v = self.value(e);
+                self.line(&format!("return {v};"));
+            }
             Stmt::Barrier => {
                 self.line("storageBarrier();");
                 self.line("workgroupBarrier();");
@@ -492,6 +524,8 @@ impl Gen<'_> {
         match &e.kind {
             ExprKind::Lit(t) => lit(t, e.ty),
             ExprKind::Local(l) => var(&self.k.locals[*l].name),
+            // A device function's parameters are its own; a kernel's scalars are immediates.
+            ExprKind::Param(p) if self.k.ret.is_some() => var(&self.k.params[*p].name),
             ExprKind::Param(p) => format!("args.{}", var(&self.k.params[*p].name)),
             ExprKind::Index { arr, idx } if !self.checked && !self.k.is_atomic(*arr) => {
                 let i = self.expr(idx);
@@ -550,6 +584,10 @@ impl Gen<'_> {
                 }
             }
             ExprKind::IfElse(..) => self.value(e),
+            ExprKind::Call(callee, args) => {
+                let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                format!("{}({})", var(&self.k.calls[*callee].name), vs.join(", "))
+            }
             ExprKind::Atomic { op, arr, idx, args } => {
                 let i = self.expr(idx);
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();

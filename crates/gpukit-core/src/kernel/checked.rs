@@ -223,3 +223,53 @@ macro_rules! kernel_types {
 kernel_types!(f32, f64, i32, u32, i64, u64, u8, i8);
 impl KernelFloat for f32 {}
 impl KernelFloat for f64 {}
+
+/// A device function (`#[kernel(device)]`): its generated CUDA C and WGSL, and the device
+/// functions it calls, for the kernels that call it to link in.
+#[derive(Debug)]
+pub struct DeviceFn {
+    /// Its name.
+    pub name: &'static str,
+    /// Its CUDA C (a `__device__` function, guarded so that a module holds it once).
+    pub cuda: &'static str,
+    /// Its WGSL, or `None` where WGSL lacks one of its types.
+    pub wgsl: Option<&'static str>,
+    /// The device functions it calls.
+    pub deps: &'static [&'static DeviceFn],
+}
+
+impl DeviceFn {
+    /// A kernel's code with the device functions it calls (and theirs) before it, each once;
+    /// no WGSL where one of them has none.
+    #[doc(hidden)]
+    pub fn link(
+        cuda: &str,
+        wgsl: Option<&str>,
+        calls: &[&'static DeviceFn],
+    ) -> (String, Option<String>) {
+        fn visit(f: &'static DeviceFn, order: &mut Vec<&'static DeviceFn>) {
+            if order.iter().any(|g| std::ptr::eq(*g, f)) {
+                return;
+            }
+            for d in f.deps {
+                visit(d, order);
+            }
+            order.push(f);
+        }
+        let mut order = Vec::new();
+        for f in calls {
+            visit(f, &mut order);
+        }
+        let mut c: String = order.iter().map(|f| f.cuda).collect();
+        c.push_str(cuda);
+        let w = wgsl.and_then(|w| {
+            let mut all = String::new();
+            for f in &order {
+                all.push_str(f.wgsl?);
+            }
+            all.push_str(w);
+            Some(all)
+        });
+        (c, w)
+    }
+}

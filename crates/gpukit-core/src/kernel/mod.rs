@@ -94,7 +94,7 @@ pub use args::{
     MAX_LAUNCH_ARGS,
 };
 pub(crate) use checked::FaultLog;
-pub use checked::{CheckedAbi, KernelFaults, KernelFloat, KernelNumeric, FAULT_WORDS};
+pub use checked::{CheckedAbi, DeviceFn, KernelFaults, KernelFloat, KernelNumeric, FAULT_WORDS};
 pub use desc::{CpuKernelFn, KernelDesc, KernelSource, RawArg};
 pub use geometry::{Dim3, LaunchConfig, ThreadIndex};
 pub use launch::Kernel;

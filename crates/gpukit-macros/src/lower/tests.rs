@@ -5,7 +5,7 @@ use super::*;
 
 fn lower_src(src: &str) -> Result<Kernel> {
     let f: syn::ItemFn = syn::parse_str(src).expect("parses as a function");
-    lower_as(&f, false)
+    lower_as(&f, false, false)
 }
 
 #[track_caller]
@@ -36,9 +36,10 @@ fn unsupported_constructs_are_refused_with_what_is_supported() {
         "macros are not supported",
     );
     refused(
-        "fn k(x: &mut [f32]) { x[0] = foo(1.0); }",
-        "no intrinsic `foo`",
+        "fn k(x: &mut [f32]) { x[0] = (|v| v)(1.0); }",
+        "only the kernel intrinsics",
     );
+    refused("fn k(x: &mut [f32]) { foo(x[0]); }", "has no effect");
     refused(
         "fn k(x: &mut [f32]) { x[0] = x.iter().sum(); }",
         "no method `sum`",

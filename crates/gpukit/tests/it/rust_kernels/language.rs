@@ -261,6 +261,37 @@ pub(super) fn lerp_sqrt<T: Float>(a: &[T], b: &[T], t: T, out: &mut [T]) {
     }
 }
 
+/// A device function: scalars in, one scalar out; kernels call it, and so may the host.
+#[kernel(device)]
+pub(super) fn smoothstep(e0: f32, e1: f32, x: f32) -> f32 {
+    let t = ((x - e0) / (e1 - e0)).max(0.0).min(1.0);
+    t * t * (3.0 - 2.0 * t)
+}
+
+/// A device function with an early `return`.
+#[kernel(device)]
+pub(super) fn gain(x: f32, k: f32) -> f32 {
+    if x < 0.5 {
+        return 0.5 * (2.0 * x).powf(k);
+    }
+    1.0 - 0.5 * (2.0 - 2.0 * x).powf(k)
+}
+
+/// A device function calling two others.
+#[kernel(device)]
+pub(super) fn shaped(x: f32) -> f32 {
+    gain(smoothstep(0.0, 1.0, x), 2.0)
+}
+
+/// A kernel calling device functions (one twice, through another).
+#[kernel]
+pub(super) fn shape(x: &[f32], out: &mut [f32]) {
+    let i = global_x();
+    if i < x.len() {
+        out[i] = shaped(x[i]) + smoothstep(-1.0, 1.0, x[i]);
+    }
+}
+
 /// Thread coordinates in three dimensions.
 #[kernel]
 pub(super) fn coords(out: &mut [u32]) {
@@ -401,6 +432,22 @@ crate::backend_tests! {
             let want: Vec<f64> = a64.iter().map(|v| v.abs().sqrt()).collect();
             assert_eq!(out.download()?, want);
         }
+        Ok(())
+    }
+
+    fn kernel_calls_device_functions(ctx) {
+        let x: Vec<f32> = (0..200).map(|i| i as f32 / 100.0 - 0.5).collect();
+        let k = ctx.kernel(shape())?;
+        let dx = ctx.alloc_upload(&x)?;
+        let mut out = ctx.alloc_zeros::<f32>(x.len())?;
+        ctx.launch(&k, LaunchConfig::for_elems(x.len()), (&dx, &mut out))?;
+        // The device functions are Rust functions on the host too.
+        let want: Vec<f32> = x.iter().map(|&v| shaped(v) + smoothstep(-1.0, 1.0, v)).collect();
+        let got = out.download()?;
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-6, "shape[{i}] (x = {}): {g} vs {w}", x[i]);
+        }
+        assert_eq!(shaped(0.25), gain(smoothstep(0.0, 1.0, 0.25), 2.0));
         Ok(())
     }
 
