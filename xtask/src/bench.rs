@@ -8,8 +8,9 @@
 //! CUDA backend against raw cudarc), `pipeline_bench` (every pipeline pattern against
 //! sequential over compute:transfer ratios) and `graph_bench` (host cost per op, eager
 //! against a replayed graph), each on the CPU and on CUDA, `ops_bench` (built-in ops against
-//! memcpy, gemm against other gemms and numpy) and `enqueue_bench` (the CPU enqueue cost
-//! against pushing the same task onto the worker). Without a GPU the CUDA runs print
+//! memcpy, gemm against other gemms and numpy), `enqueue_bench` (the CPU enqueue cost
+//! against pushing the same task onto the worker) and `kernel_bench` (`#[kernel]`s against
+//! hand-written kernels, on the CPU, Vulkan and CUDA). Without a GPU the CUDA runs print
 //! `SKIPPED` and write no report. `--quick` gives each program its own short form (fewer
 //! sizes and runs). Arguments after `--` go to both `transfer_bench` runs.
 //!
@@ -126,6 +127,24 @@ pub fn plan(quick: bool, transfer_args: &[String]) -> Vec<Run> {
         ),
         run("ops_bench", &["--device", "cpu"], &["--quick"], "ops_bench"),
         run("enqueue_bench", &[], &["--rounds", "21"], "enqueue_bench"),
+        run(
+            "kernel_bench",
+            &["--device", "cpu"],
+            &["--runs", "7"],
+            "kernel_bench",
+        ),
+        run(
+            "kernel_bench",
+            &["--device", "vulkan"],
+            &["--runs", "7"],
+            "kernel_bench_vulkan",
+        ),
+        run(
+            "kernel_bench",
+            &["--device", "cuda"],
+            &["--runs", "7"],
+            "kernel_bench_cuda",
+        ),
     ];
     for run in runs.iter_mut().filter(|r| r.program == "transfer_bench") {
         run.args.extend(transfer_args.iter().cloned());
@@ -302,7 +321,10 @@ mod tests {
                 "graph_bench",
                 "graph_bench_cuda",
                 "ops_bench",
-                "enqueue_bench"
+                "enqueue_bench",
+                "kernel_bench",
+                "kernel_bench_vulkan",
+                "kernel_bench_cuda"
             ]
         );
         assert_eq!(full[0].args, strings(&["--runs", "21"]));

@@ -60,6 +60,7 @@ pub const BENCH_PROGRAMS: &[&str] = &[
     "cuda_bench",
     "pipeline_bench",
     "graph_bench",
+    "kernel_bench",
 ];
 
 /// The tools (examples of [`TOOL_PACKAGE`]) copied into `DIR/tools/`; `run.sh` runs them by

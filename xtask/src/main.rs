@@ -55,7 +55,8 @@ commands:
         pipeline pattern against sequential at compute:transfer ratios 0.25, 1 and 4) and
         graph_bench (host cost per op, eager vs replayed graph) on the CPU and on CUDA,
         ops_bench (built-in ops vs memcpy, gemm vs other gemms and numpy) and
-        enqueue_bench on the CPU, each writing NAME.json beside FILE; run.json records the
+        enqueue_bench on the CPU, kernel_bench (#[kernel]s vs hand-written kernels) on the
+        CPU, Vulkan and CUDA, each writing NAME.json beside FILE; run.json records the
         run (date, commit, machine, arguments). Then one table of every ratio with its
         target and whether it holds (holds / MISSED / n/a), with the load average at the
         start and the end, also written to summary.json beside FILE. --quick: each

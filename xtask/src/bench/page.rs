@@ -418,6 +418,40 @@ const SECTIONS: &[Section] = &[
         },
         note: no_note,
     },
+    Section {
+        title: "Kernels written in Rust: `kernel_bench`",
+        about: "`#[kernel]`s against the same work written by hand for the backend, medians \
+                in milliseconds and #[kernel] / hand-written: `gemm`, the CPU twin of the \
+                tiled gemm (shared tiles, barriers) against the product as a plain CPU \
+                closure (target: within 2x); `saxpy`, bounds-checked, against a closure, \
+                WGSL or CUDA C written by hand (what the checks cost); `saxpy_unchecked`, \
+                the same kernel made `KernelSpec::unchecked`.",
+        reports: &[
+            ("kernel_bench", "CPU backend"),
+            ("kernel_bench_vulkan", "Vulkan"),
+            ("kernel_bench_cuda", "CUDA"),
+        ],
+        corner: "kernel",
+        cells: |r| {
+            let row = format!("{}, size {}", text(r, "bench"), bytes(r, "size"));
+            vec![
+                Cell::new(
+                    row.clone(),
+                    0,
+                    "#[kernel] ms",
+                    fixed(num(r, "kernel_ms"), 3),
+                ),
+                Cell::new(
+                    row.clone(),
+                    1,
+                    "hand-written ms",
+                    fixed(num(r, "handwritten_ms"), 3),
+                ),
+                Cell::new(row, 2, "ratio", fixed(num(r, "time_ratio"), 2)),
+            ]
+        },
+        note: no_note,
+    },
 ];
 
 /// The width of the page's prose.

@@ -508,7 +508,45 @@ fn groups() -> Vec<Group> {
                 rows
             },
         },
+        Group {
+            report: "kernel_bench",
+            missing: "#[kernel] tiled gemm (CPU twin) / plain closure",
+            device: "cpu",
+            target: Some(at_most(2.0)),
+            rows: kernel_rows,
+        },
+        Group {
+            report: "kernel_bench_vulkan",
+            missing: "#[kernel] saxpy / hand-written WGSL",
+            device: "vulkan",
+            target: None,
+            rows: kernel_rows,
+        },
+        Group {
+            report: "kernel_bench_cuda",
+            missing: "#[kernel] saxpy / hand-written CUDA C",
+            device: "cuda",
+            target: None,
+            rows: kernel_rows,
+        },
     ]
+}
+
+/// `kernel_bench`'s rows: `#[kernel]` time over hand-written time; the CPU twin of the tiled
+/// gemm is to stay within 2x of the plain closure.
+fn kernel_rows(r: &serde_json::Value) -> Vec<Row> {
+    let bench = text(r, "bench");
+    let target = (bench == "gemm").then_some(at_most(2.0));
+    vec![Row::new(
+        format!(
+            "#[kernel] {bench} / hand-written, size {}",
+            bytes(r, "size")
+        ),
+        text(r, "backend"),
+        num(r, "time_ratio"),
+        Unit::Ratio,
+        target,
+    )]
 }
 
 /// Every row of the table, from the reports in `reports`.

@@ -280,6 +280,9 @@ step_bench() {
             pipeline_bench)
                 if [ "$quick" -eq 1 ]; then args+=(--quick); fi
                 ;;
+            kernel_bench)
+                if [ "$quick" -eq 1 ]; then args+=(--runs 7); fi
+                ;;
         esac
         echo "--- $name ${args[*]}"
         run_limited "$logdir/$log" "$prog" "${args[@]}"

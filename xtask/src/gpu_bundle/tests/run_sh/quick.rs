@@ -178,12 +178,13 @@ fn the_benchmarks_run_before_the_sanitizers_and_the_comparator_after_them() {
         "steps:  tests bench memcheck, then the torch comparator"
     );
     assert_eq!(verdict(&stdout), "run.sh: PASSED (tests bench memcheck)");
-    // Summary, archive, four benchmark reports and the comparator's: 7 of the 8 files.
+    // Summary, archive, five benchmark reports and the comparator's: all 8 files.
     assert_eq!(
         files_in(&out),
         [
             "cuda_bench.json",
             "graph_bench.json",
+            "kernel_bench.json",
             "pipeline_bench.json",
             "tests-bench-memcheck.logs.tar.gz",
             "tests-bench-memcheck.summary.txt",
