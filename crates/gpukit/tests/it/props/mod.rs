@@ -44,7 +44,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 /// Runs `test` on `default_cases` inputs drawn from `strategy` (or more: see [`cases`]); a
 /// failure becomes a `gpukit::Error` whose message holds the shrunk input.
-fn check<S>(
+pub(crate) fn check<S>(
     default_cases: u32,
     strategy: S,
     test: impl Fn(S::Value) -> Result<(), TestCaseError>,
@@ -65,7 +65,7 @@ where
 }
 
 /// Turns a library error into a test-case failure.
-trait OrFail<T> {
+pub(crate) trait OrFail<T> {
     fn tc(self) -> Result<T, TestCaseError>;
 }
 

@@ -1,8 +1,9 @@
 //! `#[kernel]`s: a set of small kernels over the language, each against plain Rust on host
-//! slices, on every backend; the bounds-check contract; their CUDA C through NVRTC. (The
+//! slices, on every backend (fixed inputs in `language`, random ones in `props`); the bounds-check contract; their CUDA C through NVRTC. (The
 //! README's four examples, saxpy, tiled gemm, block reduction and stencil, are property
 //! tested in `examples/tests/kernel_examples.rs`.)
 
 mod faults;
 mod language;
 mod nvrtc;
+mod props;
