@@ -66,6 +66,9 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
         k.name
     );
     src.push_str(PRELUDE);
+    if k.params.iter().any(|p| p.ty.is_half()) {
+        src.push_str(HALF_HELPERS);
+    }
     src.push_str(&int_helpers(k));
     let mut params: Vec<String> = k
         .params
@@ -315,14 +318,17 @@ impl Gen<'_> {
                     let i = self.expr(idx);
                     let (p, n) = arr_ref(self.k, *arr);
                     let elem = format!("{p}[{at}]");
+                    // An f16 or bf16 element is read as an f32 and rounded back.
+                    let old = half_load(ty, &elem);
                     let stored = match op {
-                        Some(op) => binary(*op, ty, &elem, &val),
+                        Some(op) => binary(*op, ty.compute(), &old, &val),
                         None => val.clone(),
                     };
+                    let stored = half_store(ty, &stored);
                     let vty = if matches!(op, Some(BinOp::Shl | BinOp::Shr)) {
                         Ty::U32
                     } else {
-                        ty
+                        ty.compute()
                     };
                     if self.checked {
                         self.line(&format!(
@@ -404,14 +410,20 @@ impl Gen<'_> {
             ExprKind::Param(p) => var(&self.k.params[*p].name),
             ExprKind::Index { arr, idx } if !self.checked => {
                 let i = self.expr(idx);
-                format!("{}[{i}]", arr_ref(self.k, *arr).0)
+                half_load(
+                    self.k.arr_ty(*arr),
+                    &format!("{}[{i}]", arr_ref(self.k, *arr).0),
+                )
             }
             ExprKind::Index { arr, idx } => {
                 let i = self.expr(idx);
                 let (p, n) = arr_ref(self.k, *arr);
-                format!(
-                    "gk_ld({p}, {n}, {i}, gk_faults, gk_tag, {}u)",
-                    self.k.arr_number(*arr)
+                half_load(
+                    self.k.arr_ty(*arr),
+                    &format!(
+                        "gk_ld({p}, {n}, {i}, gk_faults, gk_tag, {}u)",
+                        self.k.arr_number(*arr)
+                    ),
                 )
             }
             ExprKind::Len(a) => arr_ref(self.k, *a).1,
@@ -484,6 +496,38 @@ impl Gen<'_> {
                 )
             }
         }
+    }
+}
+
+/// The 16-bit float conversions, as the built-in modules have them (f16 with PTX `cvt`,
+/// bf16 with bit arithmetic, to nearest even, a NaN kept a NaN), for kernels with f16 or
+/// bf16 arrays.
+const HALF_HELPERS: &str = r#"__device__ __forceinline__ float gk_f16_load(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
+__device__ __forceinline__ unsigned short gk_f16_store(float x) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
+__device__ __forceinline__ float gk_bf16_load(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
+__device__ __forceinline__ unsigned short gk_bf16_store(float x) {
+    unsigned int u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+"#;
+
+/// `raw` (the bits of an element of type `t`) as a value: widened for f16 and bf16.
+fn half_load(t: Ty, raw: &str) -> String {
+    match t {
+        Ty::F16 => format!("gk_f16_load({raw})"),
+        Ty::BF16 => format!("gk_bf16_load({raw})"),
+        _ => raw.to_owned(),
+    }
+}
+
+/// `value` as the bits of an element of type `t`: rounded for f16 and bf16.
+fn half_store(t: Ty, value: &str) -> String {
+    match t {
+        Ty::F16 => format!("gk_f16_store({value})"),
+        Ty::BF16 => format!("gk_bf16_store({value})"),
+        _ => value.to_owned(),
     }
 }
 

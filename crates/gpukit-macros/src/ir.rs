@@ -13,6 +13,10 @@ pub enum Ty {
     I64,
     U64,
     Usize,
+    /// IEEE half, a storage type: loads give an `f32`, stores round from one.
+    F16,
+    /// bfloat16, a storage type like [`Ty::F16`].
+    BF16,
 }
 
 impl Ty {
@@ -29,6 +33,8 @@ impl Ty {
             "i64" => Ty::I64,
             "u64" => Ty::U64,
             "usize" => Ty::Usize,
+            "f16" => Ty::F16,
+            "bf16" => Ty::BF16,
             _ => return None,
         })
     }
@@ -45,6 +51,31 @@ impl Ty {
             Ty::I64 => "i64",
             Ty::U64 => "u64",
             Ty::Usize => "usize",
+            Ty::F16 => "f16",
+            Ty::BF16 => "bf16",
+        }
+    }
+
+    /// The type in the expansion's Rust (the 16-bit floats through the facade's `half`).
+    pub fn rust_path(self) -> &'static str {
+        match self {
+            Ty::F16 => "::gpukit::half::f16",
+            Ty::BF16 => "::gpukit::half::bf16",
+            t => t.rust(),
+        }
+    }
+
+    /// Whether the type is a 16-bit float (a storage type).
+    pub fn is_half(self) -> bool {
+        matches!(self, Ty::F16 | Ty::BF16)
+    }
+
+    /// The type a value of this type is computed in: `f32` for the 16-bit floats.
+    pub fn compute(self) -> Ty {
+        if self.is_half() {
+            Ty::F32
+        } else {
+            self
         }
     }
 
@@ -59,6 +90,7 @@ impl Ty {
             Ty::U32 => "unsigned int",
             Ty::I64 => "long long",
             Ty::U64 | Ty::Usize => "unsigned long long",
+            Ty::F16 | Ty::BF16 => "unsigned short",
         }
     }
 
@@ -69,7 +101,7 @@ impl Ty {
             Ty::F32 => Some("f32"),
             Ty::I32 => Some("i32"),
             Ty::U32 | Ty::Usize => Some("u32"),
-            Ty::F64 | Ty::I8 | Ty::U8 | Ty::I64 | Ty::U64 => None,
+            Ty::F64 | Ty::I8 | Ty::U8 | Ty::I64 | Ty::U64 | Ty::F16 | Ty::BF16 => None,
         }
     }
 
@@ -78,7 +110,10 @@ impl Ty {
     }
 
     pub fn is_int(self) -> bool {
-        !matches!(self, Ty::Bool) && !self.is_float()
+        matches!(
+            self,
+            Ty::I8 | Ty::U8 | Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64 | Ty::Usize
+        )
     }
 
     pub fn is_signed(self) -> bool {
@@ -95,6 +130,7 @@ impl Ty {
             Ty::Bool | Ty::I8 | Ty::U8 => 8,
             Ty::I32 | Ty::U32 | Ty::F32 => 32,
             Ty::I64 | Ty::U64 | Ty::Usize | Ty::F64 => 64,
+            Ty::F16 | Ty::BF16 => 16,
         }
     }
 

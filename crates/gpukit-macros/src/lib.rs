@@ -374,10 +374,7 @@ fn signature(k: &ir::Kernel, generic: Option<(&syn::Ident, &[bool])>) -> proc_ma
     let sig = k.params.iter().enumerate().map(|(i, p)| {
         let t = match generic {
             Some((tp, uses)) if uses.get(i) == Some(&true) => quote!(#tp),
-            _ => {
-                let t = format_ident!("{}", p.ty.rust());
-                quote!(#t)
-            }
+            _ => p.ty.rust_path().parse().unwrap_or_default(),
         };
         match p.kind {
             ir::ParamKind::Slice { mutable: true, .. } => quote!(::gpukit::core::Out<#t>),

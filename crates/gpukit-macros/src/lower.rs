@@ -24,6 +24,11 @@ const SUPPORTED_EXPRS: &str = "expressions may use literals, locals, parameters,
      `thread_x()`, `block_x()`, `block_dim_x()`, `grid_dim_x()` and their `_y`, `_z`) and \
      `atomic_add`/`atomic_min`/`atomic_max`/`atomic_exchange`/`atomic_cas`";
 
+/// What a kernel does with f16 and bf16.
+const HALF_VALUES: &str = "f16 and bf16 are storage types in a kernel: an element read from an \
+     array of them is an f32, and an f32 written to one is rounded to it (as the built-in ops \
+     compute them); arrays of them are parameters, not scalars, locals or shared arrays";
+
 /// Names the generated code keeps for itself (or that a target reserves).
 const RESERVED: &[&str] = &["barrier", "shared", "args", "block_x", "block_y", "block_z"];
 
@@ -203,10 +208,7 @@ fn elem_ty(t: &syn::Type, what: &str) -> Result<Ty> {
     }
     err(
         t,
-        format!(
-            "{what} must be one of f32, f64, i32, u32, i64, u64, u8, i8 (f16 and bf16 are \
-             not supported by #[kernel] yet)"
-        ),
+        format!("{what} must be one of f32, f64, i32, u32, i64, u64, u8, i8, f16, bf16"),
     )
 }
 
@@ -214,6 +216,9 @@ fn value_ty(t: &syn::Type) -> Result<Ty> {
     if let syn::Type::Path(p) = t {
         if let Some(id) = p.path.get_ident() {
             if let Some(ty) = Ty::from_name(&id.to_string()) {
+                if ty.is_half() {
+                    return err(t, HALF_VALUES);
+                }
                 return Ok(ty);
             }
         }
@@ -349,10 +354,13 @@ impl Lowerer {
                     },
                 )
             }
-            t => (
-                elem_ty(t, "a scalar parameter (or a slice `&[T]`, `&mut [T]`)")?,
-                ParamKind::Scalar,
-            ),
+            t => {
+                let ty = elem_ty(t, "a scalar parameter (or a slice `&[T]`, `&mut [T]`)")?;
+                if ty.is_half() {
+                    return err(t, HALF_VALUES);
+                }
+                (ty, ParamKind::Scalar)
+            }
         };
         let idx = self.params.len();
         self.used_names.insert(name.clone());
@@ -589,6 +597,9 @@ impl Lowerer {
             return err(ab, usage);
         };
         let ty = elem_ty(t, "a shared array's element type")?;
+        if ty.is_half() {
+            return err(t, HALF_VALUES);
+        }
         let len_expr: syn::Expr = match len {
             syn::GenericArgument::Const(e) => e.clone(),
             syn::GenericArgument::Type(syn::Type::Path(p)) => syn::Expr::Path(syn::ExprPath {
@@ -903,13 +914,11 @@ impl Lowerer {
         }
     }
 
+    /// The type a place holds as a value (an element of an f16 array is an f32).
     fn place_ty(&self, p: &Place) -> Ty {
         match p {
             Place::Local(l) => self.locals[*l].ty,
-            Place::Index { arr, .. } => match arr {
-                Arr::Param(i) => self.params[*i].ty,
-                Arr::Shared(i) => self.shared[*i].ty,
-            },
+            Place::Index { arr, .. } => self.arr_ty(*arr).compute(),
         }
     }
 
@@ -1122,7 +1131,7 @@ impl Lowerer {
             syn::Expr::Index(ix) => {
                 let arr = self.array(&ix.expr, false)?;
                 let idx = self.index(&ix.index)?;
-                let ty = self.arr_ty(arr);
+                let ty = self.arr_ty(arr).compute();
                 Ok(Expr {
                     kind: ExprKind::Index {
                         arr,

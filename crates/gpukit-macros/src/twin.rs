@@ -23,8 +23,8 @@ pub fn generate(k: &Kernel) -> String {
         .params
         .iter()
         .map(|p| match p.kind {
-            ParamKind::Slice { mutable: true, .. } => format!("&mut [{}]", p.ty.rust()),
-            ParamKind::Slice { mutable: false, .. } => format!("&[{}]", p.ty.rust()),
+            ParamKind::Slice { mutable: true, .. } => format!("&mut [{}]", p.ty.rust_path()),
+            ParamKind::Slice { mutable: false, .. } => format!("&[{}]", p.ty.rust_path()),
             ParamKind::Scalar => p.ty.rust().to_owned(),
         })
         .collect();
@@ -37,7 +37,7 @@ pub fn generate(k: &Kernel) -> String {
     let binds: Vec<String> = (0..k.params.len()).map(|i| format!("__p{i}")).collect();
     let _ = writeln!(g.out, "let ({},) = __args;", binds.join(", "));
     for (i, p) in k.params.iter().enumerate() {
-        let t = p.ty.rust();
+        let t = p.ty.rust_path();
         let _ = match p.kind {
             ParamKind::Slice { mutable: true, .. } => {
                 writeln!(g.out, "let {}: &mut [{t}] = &mut **__p{i};", p.name)
@@ -294,14 +294,21 @@ impl Gen<'_> {
                     let vty = if matches!(op, Some(BinOp::Shl | BinOp::Shr)) {
                         Ty::U32
                     } else {
-                        ty
+                        ty.compute()
                     };
                     let v = self.expr(value);
                     let i = self.expr(idx);
                     let a = self.k.arr_name(*arr).to_owned();
+                    // An f16 or bf16 element is read as an f32 and rounded back.
+                    let old = if ty.is_half() { "__p.to_f32()" } else { "*__p" };
                     let stored = match op {
-                        Some(op) => binary(*op, ty, "*__p", "__v"),
+                        Some(op) => binary(*op, ty.compute(), old, "__v"),
                         None => "__v".into(),
+                    };
+                    let stored = if ty.is_half() {
+                        format!("{}::from_f32({stored})", ty.rust_path())
+                    } else {
+                        stored
                     };
                     let _ = writeln!(
                         self.out,
@@ -382,7 +389,8 @@ impl Gen<'_> {
                 let i = self.expr(idx);
                 let a = self.k.arr_name(*arr);
                 format!(
-                    "{{ let __i: usize = {i}; match {a}.get(__i) {{ ::core::option::Option::Some(__v) => *__v, ::core::option::Option::None => {{ __f.fault({}, __i as u64, {a}.len() as u64); {} }} }} }}",
+                    "{{ let __i: usize = {i}; match {a}.get(__i) {{ ::core::option::Option::Some(__v) => {}, ::core::option::Option::None => {{ __f.fault({}, __i as u64, {a}.len() as u64); {} }} }} }}",
+                    if self.k.arr_ty(*arr).is_half() { "__v.to_f32()" } else { "*__v" },
                     self.k.arr_number(*arr),
                     zero(e.ty)
                 )

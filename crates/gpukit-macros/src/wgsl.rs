@@ -134,6 +134,10 @@ fn no_wgsl(t: Ty) -> &'static str {
         Ty::I64 => "the kernel uses i64, which WGSL lacks: run it on the CPU or CUDA backends",
         Ty::U64 => "the kernel uses u64, which WGSL lacks: run it on the CPU or CUDA backends",
         Ty::I8 => "the kernel uses i8, which WGSL lacks: run it on the CPU or CUDA backends",
+        Ty::F16 | Ty::BF16 => {
+            "the kernel has f16 or bf16 arrays, which #[kernel]'s WGSL does not take yet: \
+             run it on the CPU or CUDA backends"
+        }
         _ => "the kernel uses u8, which WGSL lacks: run it on the CPU or CUDA backends",
     }
 }

@@ -80,6 +80,19 @@ fn signatures_outside_the_language_are_refused() {
     refused("fn k(x: &mut Vec<f32>) {}", "a slice");
     refused("fn k(x: &mut [String]) {}", "element type must be one of");
     refused("fn k(x: bool) {}", "a scalar parameter");
+    refused("fn k(x: &mut [f32], h: f16) {}", "storage types");
+    refused(
+        "fn k(x: &mut [f16]) { let v: f16 = x[0]; }",
+        "storage types",
+    );
+    refused(
+        "fn k(x: &mut [f16]) { let t = shared::<f16, 8>(); }",
+        "storage types",
+    );
+    refused(
+        "fn k(x: &mut [f16]) { atomic_add(&mut x[0], 1.0); }",
+        "works on i32, u32 and f32",
+    );
     refused("fn k() {}", "at least one parameter");
     refused(
         "fn k(a: &[f32], b: &[f32], c: &[f32], d: &[f32], e: &[f32], f: &[f32], g: &[f32], h: &[f32], i: &[f32]) {}",

@@ -292,6 +292,17 @@ pub(super) fn shape(x: &[f32], out: &mut [f32]) {
     }
 }
 
+/// f16 and bf16 arrays: an element read is an f32, an f32 written is rounded (the facade's
+/// `half` feature provides the types).
+#[cfg(feature = "half")]
+#[kernel]
+pub(super) fn halves(x: &[f16], y: &mut [bf16], s: f32) {
+    let i = global_x();
+    if i < x.len() && i < y.len() {
+        y[i] += x[i] * s;
+    }
+}
+
 /// Thread coordinates in three dimensions.
 #[kernel]
 pub(super) fn coords(out: &mut [u32]) {
@@ -448,6 +459,29 @@ crate::backend_tests! {
             assert!((g - w).abs() <= 1e-6, "shape[{i}] (x = {}): {g} vs {w}", x[i]);
         }
         assert_eq!(shaped(0.25), gain(smoothstep(0.0, 1.0, 0.25), 2.0));
+        Ok(())
+    }
+
+    #[cfg(feature = "half")]
+    fn kernel_f16_and_bf16_arrays_compute_in_f32(ctx) {
+        use gpukit::half::{bf16, f16};
+        let k = match (ctx.backend_name(), ctx.kernel(halves())) {
+            ("vulkan", Err(gpukit::Error::KernelUnavailable { hint, .. })) => {
+                assert!(hint.contains("f16 or bf16"), "{hint}");
+                return Ok(());
+            }
+            (_, k) => k?,
+        };
+        let x: Vec<f16> = (0..500).map(|i| f16::from_f32(i as f32 * 0.37 - 90.0)).collect();
+        let y: Vec<bf16> = (0..500).map(|i| bf16::from_f32(i as f32 * -1.3 + 7.0)).collect();
+        let (dx, mut dy) = (ctx.alloc_upload(&x)?, ctx.alloc_upload(&y)?);
+        ctx.launch(&k, LaunchConfig::for_elems(500), (&dx, &mut dy, 0.75f32))?;
+        let want: Vec<bf16> = x
+            .iter()
+            .zip(&y)
+            .map(|(x, y)| bf16::from_f32(y.to_f32() + x.to_f32() * 0.75))
+            .collect();
+        assert_eq!(dy.download()?, want);
         Ok(())
     }
 

@@ -25,6 +25,11 @@ fn kernels_compile_with_nvrtc() {
         gpukit::cuda::compile_check(&faults::divergent(), (9, 0)),
         gpukit::cuda::compile_check(&faults::halve64(), (9, 0)),
     ];
+    #[cfg(feature = "half")]
+    let checks: Vec<_> = checks
+        .into_iter()
+        .chain([gpukit::cuda::compile_check(&language::halves(), (9, 0))])
+        .collect();
     for (i, r) in checks.into_iter().enumerate() {
         match r {
             Ok(()) => {}
