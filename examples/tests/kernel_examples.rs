@@ -11,6 +11,8 @@ use gpukit::{Context, DeviceSpec, LaunchConfig};
 use gpukit_examples::kernels::*;
 use proptest::prelude::*;
 
+// Without the `cuda` and `vulkan` features there is nothing to skip.
+#[cfg_attr(not(any(feature = "cuda", feature = "vulkan")), allow(dead_code))]
 fn skipped(why: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
 }
@@ -18,6 +20,7 @@ fn skipped(why: impl std::fmt::Display) {
 /// The contexts to test on: the CPU backend, and CUDA and Vulkan where they open (with
 /// `GPU_REQUIRE_CUDA=1`, as the GPU bundle's `run.sh` sets it, CUDA must open).
 fn contexts() -> Vec<Context> {
+    #[cfg_attr(not(any(feature = "cuda", feature = "vulkan")), allow(unused_mut))]
     let mut out = vec![Context::new(DeviceSpec::Cpu).expect("the CPU backend opens")];
     #[cfg(feature = "cuda")]
     match Context::new(DeviceSpec::Cuda(None)) {
