@@ -28,6 +28,15 @@ const FAULT_BYTES: usize = FAULT_WORDS * 4;
 
 /// What a checked kernel tells the launcher about itself: the names its fault codes refer
 /// to, and why it has no WGSL where it has none.
+///
+/// A kernel whose [`crate::KernelDesc`] has one is launched with the checked convention:
+/// after the arguments of its signature it receives, for each array argument in order, its
+/// length in bytes (a `u64`), then its tag (a `u32`, which kernel of the context it is), then
+/// the context's fault record ([`FAULT_WORDS`] `u32` words). The first access of any launch
+/// that falls outside its array claims the record (word 0, by compare-and-swap) and writes the
+/// tag, the array's number, the index and the length; the access is skipped. The stream's
+/// next `sync` (or `query` that finds it idle), or the context's `sync`, reads the record,
+/// clears it and returns [`crate::Error::KernelFailed`] naming the kernel and the array.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedAbi {
     /// The names of the kernel's arrays: its array parameters in signature order, then its

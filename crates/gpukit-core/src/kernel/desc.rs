@@ -46,7 +46,7 @@ pub struct KernelDesc {
     /// The CPU implementation, if any.
     pub cpu: Option<CpuKernelFn>,
     /// Set for a bounds-checked kernel (one `#[kernel]` generated): it takes the extra
-    /// arguments of [`super::checked`]'s convention, and its code (GPU and CPU) checks
+    /// arguments of the checked convention ([`CheckedAbi`]), and its code (GPU and CPU) checks
     /// every access against the lengths given.
     pub checked: Option<CheckedAbi>,
 }

@@ -4,7 +4,7 @@
 //!
 //! The usual way to write one is `#[kernel]` (`gpukit::kernel`): a plain Rust function
 //! compiled to CUDA C, WGSL and a CPU twin, every access bounds-checked, so that it needs no
-//! `unsafe` anywhere; its spec takes the checked launch convention of [`checked`] (an
+//! `unsafe` anywhere; its spec takes the checked launch convention of [`CheckedAbi`] (an
 //! out-of-bounds access becomes [`crate::Error::KernelFailed`] at the next sync). What
 //! follows is the escape hatch: kernels written by hand in CUDA C, PTX or WGSL, with a CPU
 //! closure for the CPU backend.
@@ -82,7 +82,7 @@
 //! launch ([`Kernel`], `Stream::launch`).
 
 mod args;
-pub mod checked;
+mod checked;
 mod desc;
 mod geometry;
 mod launch;

@@ -261,7 +261,7 @@ impl<S: KernelSig> KernelSpec<S> {
     /// # Safety
     ///
     /// The GPU code takes the signature `S` followed by the arguments of the checked
-    /// convention ([`super::checked`]), checks every access against the lengths it is
+    /// convention (see [`CheckedAbi`]), checks every access against the lengths it is
     /// given, reporting the first that falls outside through the fault record, and
     /// writes only through [`Out`] parameters; `abi.arrays` names its arrays in the order
     /// of its fault codes. `unchecked` is the same code without the checks (the caller of
