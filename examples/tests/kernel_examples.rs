@@ -1,5 +1,7 @@
 //! The four `#[kernel]`s of `gpukit_examples::kernels` (saxpy, tiled gemm, block reduction,
-//! stencil) as property tests against the same work in plain Rust on host slices, on the
+//! stencil) as property tests (random sizes and values from seeded cases, the edges drawn
+//! often; the tutorials' package has no proptest, so that `cargo run --example` does not
+//! build it) against the same work in plain Rust on host slices, on the
 //! CPU backend, on Vulkan (lavapipe in CI; `SKIPPED` where no Vulkan device opens, unless
 //! `GPU_REQUIRE_VULKAN=1`) and on CUDA (`SKIPPED` without a GPU, unless
 //! `GPU_REQUIRE_CUDA=1`), and their CUDA C compiled by NVRTC (`SKIPPED` where no libnvrtc is
@@ -9,7 +11,6 @@ use std::io::Write;
 
 use gpukit::{Context, DeviceSpec, LaunchConfig};
 use gpukit_examples::kernels::*;
-use proptest::prelude::*;
 
 // Without the `cuda` and `vulkan` features there is nothing to skip.
 #[cfg_attr(not(any(feature = "cuda", feature = "vulkan")), allow(dead_code))]
@@ -41,106 +42,144 @@ fn contexts() -> Vec<Context> {
     out
 }
 
-fn cases(n: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: n,
-        failure_persistence: None,
-        ..ProptestConfig::default()
+/// A seeded generator of test cases (xorshift): each test draws its inputs from one seed
+/// per case and names the seed when it fails, so a failure replays.
+struct Cases(u64);
+
+impl Cases {
+    fn new(seed: u64) -> Self {
+        Cases(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A size in `0..=max`: the edges (0, 1, and just around a block of 256) one time in
+    /// four.
+    fn size(&mut self, max: usize) -> usize {
+        let edges = [0, 1, 255, 256, 257];
+        if self.next().is_multiple_of(4) {
+            edges[(self.next() % 5) as usize].min(max)
+        } else {
+            (self.next() % (max as u64 + 1)) as usize
+        }
+    }
+
+    /// A float in `[-scale, scale)`, on a grid of 1/1024 (exact in f32).
+    fn float(&mut self, scale: f32) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+    }
+
+    fn floats(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.float(scale)).collect()
     }
 }
 
-fn floats(max_len: usize) -> impl Strategy<Value = Vec<f32>> {
-    prop::collection::vec(-100.0f32..100.0, 0..max_len)
+/// Runs `case` for the seeds `0..n` on every context.
+fn check(n: u64, mut case: impl FnMut(&Context, &mut Cases, u64)) {
+    let ctxs = contexts();
+    for seed in 0..n {
+        for ctx in &ctxs {
+            case(ctx, &mut Cases::new(seed), seed);
+        }
+    }
 }
 
 /// Every element, bit for bit: the kernels do the reference's arithmetic in its order.
-fn same_bits(what: &str, ctx: &Context, got: &[f32], want: &[f32]) -> Result<(), TestCaseError> {
-    prop_assert_eq!(got.len(), want.len());
+fn same_bits(what: &str, ctx: &Context, seed: u64, got: &[f32], want: &[f32]) {
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what} on {}, seed {seed}",
+        ctx.backend_name()
+    );
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        prop_assert!(
+        assert!(
             g.to_bits() == w.to_bits(),
-            "{} on {}: [{}] {} vs {}",
-            what,
-            ctx.backend_name(),
-            i,
-            g,
-            w
+            "{what} on {}, seed {seed}: [{i}] {g} vs {w}",
+            ctx.backend_name()
         );
     }
-    Ok(())
 }
 
 #[test]
 fn saxpy_agrees_with_plain_rust() {
-    let ctxs = contexts();
-    proptest!(cases(24), |(x in floats(3000), a in -4.0f32..4.0, seed in any::<u32>())| {
-        let y0: Vec<f32> = x.iter().enumerate().map(|(i, v)| v * 0.5 + (i as u32 ^ seed) as f32 * 1e-3).collect();
+    check(24, |ctx, c, seed| {
+        let n = c.size(3000);
+        let (x, y0, a) = (c.floats(n, 100.0), c.floats(n, 100.0), c.float(4.0));
         let mut want = y0.clone();
         saxpy_ref(a, &x, &mut want);
-        for ctx in &ctxs {
-            let k = ctx.kernel(saxpy()).unwrap();
-            let dx = ctx.alloc_upload(&x).unwrap();
-            let mut dy = ctx.alloc_upload(&y0).unwrap();
-            ctx.launch(&k, LaunchConfig::for_elems(x.len().max(1)), (a, &dx, &mut dy)).unwrap();
-            same_bits("saxpy", ctx, &dy.download().unwrap(), &want)?;
-        }
+        let k = ctx.kernel(saxpy()).unwrap();
+        let dx = ctx.alloc_upload(&x).unwrap();
+        let mut dy = ctx.alloc_upload(&y0).unwrap();
+        ctx.launch(&k, LaunchConfig::for_elems(n.max(1)), (a, &dx, &mut dy))
+            .unwrap();
+        same_bits("saxpy", ctx, seed, &dy.download().unwrap(), &want);
     });
 }
 
 #[test]
 fn tiled_gemm_agrees_with_plain_rust() {
-    let ctxs = contexts();
-    proptest!(cases(12), |(m in 1usize..40, n in 1usize..40, k in 0usize..40, seed in any::<u64>())| {
-        let mut state = seed | 1;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        };
-        let a: Vec<f32> = (0..m * k).map(|_| next()).collect();
-        let b: Vec<f32> = (0..k * n).map(|_| next()).collect();
+    check(12, |ctx, c, seed| {
+        let (m, n, k) = (c.size(40).max(1), c.size(40).max(1), c.size(40));
+        let (a, b) = (c.floats(m * k, 1.0), c.floats(k * n, 1.0));
         let want = gemm_ref(&a, &b, m, n, k);
-        for ctx in &ctxs {
-            let kern = ctx.kernel(tiled_gemm()).unwrap();
-            let da = ctx.alloc_upload(&a).unwrap();
-            let db = ctx.alloc_upload(&b).unwrap();
-            let mut dc = ctx.alloc_upload(&vec![f32::NAN; m * n]).unwrap();
-            ctx.launch(&kern, gemm_config(m, n), (&da, &db, &mut dc, m as u32, n as u32, k as u32)).unwrap();
-            same_bits("tiled_gemm", ctx, &dc.download().unwrap(), &want)?;
-        }
+        let kern = ctx.kernel(tiled_gemm()).unwrap();
+        let da = ctx.alloc_upload(&a).unwrap();
+        let db = ctx.alloc_upload(&b).unwrap();
+        let mut dc = ctx.alloc_upload(&vec![f32::NAN; m * n]).unwrap();
+        let dims = (m as u32, n as u32, k as u32);
+        ctx.launch(
+            &kern,
+            gemm_config(m, n),
+            (&da, &db, &mut dc, dims.0, dims.1, dims.2),
+        )
+        .unwrap();
+        same_bits("tiled_gemm", ctx, seed, &dc.download().unwrap(), &want);
     });
 }
 
 #[test]
 fn block_sum_agrees_with_a_float64_sum() {
-    let ctxs = contexts();
-    proptest!(cases(16), |(x in floats(5000))| {
+    check(16, |ctx, c, seed| {
+        let x = {
+            let n = c.size(5000);
+            c.floats(n, 100.0)
+        };
         let want: f64 = x.iter().map(|&v| f64::from(v)).sum();
         let scale: f64 = x.iter().map(|&v| f64::from(v).abs()).sum();
-        for ctx in &ctxs {
-            let dx = ctx.alloc_upload(&x).unwrap();
-            let got = f64::from(sum(ctx, &dx).unwrap());
-            // Pairwise within blocks, then one addition per block in any order.
-            let bound = scale * f64::from(f32::EPSILON) * (8.0 + x.len() as f64 / 256.0) + 1e-30;
-            prop_assert!((got - want).abs() <= bound, "block_sum on {}: {} vs {} (bound {})", ctx.backend_name(), got, want, bound);
-        }
+        let dx = ctx.alloc_upload(&x).unwrap();
+        let got = f64::from(sum(ctx, &dx).unwrap());
+        // Pairwise within blocks, then one addition per block in any order.
+        let bound = scale * f64::from(f32::EPSILON) * (8.0 + x.len() as f64 / 256.0) + 1e-30;
+        assert!(
+            (got - want).abs() <= bound,
+            "block_sum on {}, seed {seed}: {got} vs {want} (bound {bound})",
+            ctx.backend_name()
+        );
     });
 }
 
 #[test]
 fn stencil_agrees_with_plain_rust() {
-    let ctxs = contexts();
-    proptest!(cases(16), |(rows in 1usize..50, cols in 1usize..50, seed in any::<u32>())| {
-        let src: Vec<f32> = (0..rows * cols).map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) as f32 / u32::MAX as f32).collect();
+    check(16, |ctx, c, seed| {
+        let (rows, cols) = (c.size(50).max(1), c.size(50).max(1));
+        let src = c.floats(rows * cols, 1.0);
         let want = stencil_ref(&src, rows, cols);
-        for ctx in &ctxs {
-            let k = ctx.kernel(stencil()).unwrap();
-            let ds = ctx.alloc_upload(&src).unwrap();
-            let mut dd = ctx.alloc_zeros::<f32>(rows * cols).unwrap();
-            ctx.launch(&k, stencil_config(rows, cols), (&ds, &mut dd, rows as u32, cols as u32)).unwrap();
-            same_bits("stencil", ctx, &dd.download().unwrap(), &want)?;
-        }
+        let k = ctx.kernel(stencil()).unwrap();
+        let ds = ctx.alloc_upload(&src).unwrap();
+        let mut dd = ctx.alloc_zeros::<f32>(rows * cols).unwrap();
+        ctx.launch(
+            &k,
+            stencil_config(rows, cols),
+            (&ds, &mut dd, rows as u32, cols as u32),
+        )
+        .unwrap();
+        same_bits("stencil", ctx, seed, &dd.download().unwrap(), &want);
     });
 }
 
