@@ -96,7 +96,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
     Backend, BufAt, CpuKernelFn, DType, DeviceInfo, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Op, RawArg, RawPtr, RawStream, Result, MAX_LAUNCH_ARGS,
+    Op, RawArg, RawPtr, RawStream, Result, MAX_KERNEL_ARGS,
 };
 
 pub use error::CpuError;
@@ -137,6 +137,9 @@ macro_rules! inject {
 pub struct CpuKernel {
     name: Arc<str>,
     f: CpuKernelFn,
+    /// A bounds-checked kernel's arity: its launches pass it the signature's arguments, the
+    /// tag and the fault record, not the arrays' lengths (the slices carry them).
+    checked_arity: Option<usize>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -247,7 +250,7 @@ impl CpuBackend {
 const SHORT_COPY: usize = 1 << 20;
 
 /// A launch's arguments as its CPU closure receives them, carried to the stream's worker.
-struct LaunchArgs([RawArg; MAX_LAUNCH_ARGS]);
+struct LaunchArgs([RawArg; MAX_KERNEL_ARGS + 2]);
 
 // SAFETY: the pointers are only dereferenced by the launch's task, whose access gpukit-core
 // orders against every other access to the same memory while the task's `Arc<Mem>`s keep
@@ -493,6 +496,7 @@ impl Backend for CpuBackend {
             Some(f) => Ok(CpuKernel {
                 name: desc.name.as_str().into(),
                 f: f.clone(),
+                checked_arity: desc.checked.as_ref().map(|c| c.arity),
             }),
             None => Err(CpuError::NoCpuKernel {
                 kernel: desc.name.clone(),
@@ -509,27 +513,43 @@ impl Backend for CpuBackend {
         args: &[KernelArg<'_, Self>],
     ) -> Result<()> {
         inject!(self, Op, "launch");
-        // Fixed-size arrays, so that a launch allocates nothing: gpukit-core gives a launch
-        // at most MAX_LAUNCH_ARGS arguments.
-        if args.len() > MAX_LAUNCH_ARGS {
+        // A checked kernel's CPU code takes its signature's arguments, the tag and the fault
+        // record; the lengths between them are the GPU code's (slices carry their own).
+        let lengths = match kernel.checked_arity {
+            Some(arity) if args.len() >= arity + 2 => arity..args.len() - 2,
+            _ => 0..0,
+        };
+        // Fixed-size arrays, so that a launch allocates nothing (and its task stays small):
+        // at most a signature's MAX_KERNEL_ARGS arguments, and the convention's two.
+        let n = args.len() - lengths.len();
+        if n > MAX_KERNEL_ARGS + 2 || (n > MAX_KERNEL_ARGS && kernel.checked_arity.is_none()) {
             return Err(gpukit_core::Error::Unsupported {
                 backend: "cpu",
                 what: format!(
-                    "a launch with {} arguments (at most {MAX_LAUNCH_ARGS})",
+                    "a launch with {} arguments (at most {MAX_KERNEL_ARGS})",
                     args.len()
                 ),
             });
         }
-        let mut keep: [Option<Arc<Mem>>; MAX_LAUNCH_ARGS] = Default::default();
-        let mut raw = LaunchArgs([RawArg::Scalar([0; 16]); MAX_LAUNCH_ARGS]);
-        for (i, a) in args.iter().enumerate() {
+        // The fault record (a checked launch's last argument) needs no `keep`: it lives as
+        // long as the context, whose end waits for all work.
+        let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
+        let mut raw = LaunchArgs([RawArg::Scalar([0; 16]); MAX_KERNEL_ARGS + 2]);
+        let kept = args
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !lengths.contains(i))
+            .map(|(_, a)| a);
+        for (i, a) in kept.enumerate() {
             raw.0[i] = match a {
                 KernelArg::Buffer {
                     at: Some(at),
                     bytes,
                     ..
                 } => {
-                    keep[i] = Some(at.buf.mem.clone());
+                    if let Some(k) = keep.get_mut(i) {
+                        *k = Some(at.buf.mem.clone());
+                    }
                     RawArg::Slice {
                         ptr: at.buf.at(at.offset).get(),
                         bytes: *bytes,
@@ -544,12 +564,13 @@ impl Backend for CpuBackend {
                 KernelArg::Scalar { bytes, .. } => RawArg::Scalar(*bytes),
             };
         }
-        let (f, name, cfg, n) = (kernel.f.clone(), kernel.name.clone(), *cfg, args.len());
+        // A `u8` count (at most 10): the task's closure fits its inline storage.
+        let (f, name, cfg, n) = (kernel.f.clone(), kernel.name.clone(), *cfg, n as u8);
         self.push(
             stream,
             Task::new(move || {
                 let _keep = &keep;
-                match catch_unwind(AssertUnwindSafe(|| f(&cfg, raw.get(n)))) {
+                match catch_unwind(AssertUnwindSafe(|| f(&cfg, raw.get(usize::from(n))))) {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(message)) => Err(CpuError::KernelError {
                         kernel: name.to_string(),

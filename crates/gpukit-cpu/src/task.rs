@@ -14,9 +14,9 @@ use std::mem::{align_of, size_of, MaybeUninit};
 use gpukit_core::Error;
 
 /// Bytes of closure a task holds without a heap allocation (a launch with the most
-/// arguments a bounds-checked kernel has, `MAX_LAUNCH_ARGS`, needs about 650). A task is
-/// 688 bytes in all.
-pub(crate) const INLINE: usize = 672;
+/// arguments, a bounds-checked kernel's, needs 368 with the byte count a `u8`). A task is
+/// 384 bytes in all: every op moves it through the queue, so it stays small.
+pub(crate) const INLINE: usize = 368;
 
 /// Storage for one closure of at most [`INLINE`] bytes and 16-byte alignment.
 #[repr(C, align(16))]

@@ -472,6 +472,7 @@ fn instantiation(
                     arrays: ::std::vec![#(::std::string::String::from(#arrays)),*],
                     no_wgsl,
                     checks: true,
+                    arity: 0,
                 },
                 (cuda_unchecked, wgsl_unchecked),
                 __twin,

@@ -48,6 +48,9 @@ pub struct CheckedAbi {
     /// Whether its GPU code checks its reads and writes (`false` after
     /// [`crate::KernelSpec::unchecked`]; the convention is the same either way).
     pub checks: bool,
+    /// The number of parameters of its signature (set from the signature when the spec is
+    /// built): the arguments after them are the convention's.
+    pub arity: usize,
 }
 
 /// The fault record as the CPU twin of a checked kernel writes it.

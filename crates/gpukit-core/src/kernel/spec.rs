@@ -288,7 +288,10 @@ impl<S: KernelSig> KernelSpec<S> {
         let mut s = Self::named(name);
         s.desc.source = Some(KernelSource::CudaC(cuda.to_owned()));
         s.desc.wgsl = wgsl.map(str::to_owned);
-        s.desc.checked = Some(abi);
+        s.desc.checked = Some(CheckedAbi {
+            arity: S::ARITY,
+            ..abi
+        });
         s.unchecked = Some(Box::new((
             unchecked.0.to_owned(),
             unchecked.1.map(str::to_owned),
