@@ -184,70 +184,18 @@ fn int_helpers(k: &Kernel) -> String {
 }
 
 fn collect_div_tys(stmts: &[Stmt], out: &mut Vec<Ty>) {
-    fn expr(e: &Expr, out: &mut Vec<Ty>) {
-        match &e.kind {
-            ExprKind::Binary(op, l, r) => {
-                if matches!(op, BinOp::Div | BinOp::Rem) && l.ty.is_int() {
-                    out.push(l.ty);
-                }
-                expr(l, out);
-                expr(r, out);
-            }
-            ExprKind::Index { idx, .. } => expr(idx, out),
-            ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr(a, out),
-            ExprKind::Math(_, args) => args.iter().for_each(|a| expr(a, out)),
-            ExprKind::IfElse(c, a, b) => {
-                expr(c, out);
-                expr(a, out);
-                expr(b, out);
-            }
-            ExprKind::Atomic { idx, args, .. } => {
-                expr(idx, out);
-                args.iter().for_each(|a| expr(a, out));
-            }
-            _ => {}
-        }
-    }
-    for s in stmts {
-        match s {
-            Stmt::Let { init, .. } => expr(init, out),
-            Stmt::Assign { place, op, value } => {
-                if let (Some(BinOp::Div | BinOp::Rem), true) = (op, value.ty.is_int()) {
-                    out.push(value.ty);
-                }
-                if let Place::Index { idx, .. } = place {
-                    expr(idx, out);
-                }
-                expr(value, out);
-            }
-            Stmt::Expr(e) => expr(e, out),
-            Stmt::Block(b) | Stmt::Loop(b) => collect_div_tys(b, out),
-            Stmt::If { cond, then, els } => {
-                expr(cond, out);
-                collect_div_tys(then, out);
-                collect_div_tys(els, out);
-            }
-            Stmt::For {
-                start,
-                end,
-                step,
-                body,
-                ..
-            } => {
-                expr(start, out);
-                expr(end, out);
-                if let Some(s) = step {
-                    expr(s, out);
-                }
-                collect_div_tys(body, out);
-            }
-            Stmt::While { cond, body } => {
-                expr(cond, out);
-                collect_div_tys(body, out);
-            }
-            _ => {}
-        }
-    }
+    walk(stmts, &mut |v| match v {
+        Visit::Expr(Expr {
+            kind: ExprKind::Binary(BinOp::Div | BinOp::Rem, l, _),
+            ..
+        }) if l.ty.is_int() => out.push(l.ty),
+        Visit::Stmt(Stmt::Assign {
+            op: Some(BinOp::Div | BinOp::Rem),
+            value,
+            ..
+        }) if value.ty.is_int() => out.push(value.ty),
+        _ => {}
+    });
 }
 
 /// A user's name in the generated code: prefixed, so that it meets no C++ keyword or CUDA

@@ -486,3 +486,81 @@ pub enum ExprKind {
     /// A call of a device function: its number in [`Kernel::calls`] and its arguments.
     Call(usize, Vec<Expr>),
 }
+
+/// What [`walk`] shows its visitor: each statement, then each expression in it (outer
+/// before inner).
+pub enum Visit<'a> {
+    Stmt(&'a Stmt),
+    Expr(&'a Expr),
+}
+
+/// Shows `f` every statement and expression of `stmts`, nested ones included: the one
+/// traversal the generators' analyses share.
+pub fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(Visit<'a>)) {
+    fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(Visit<'a>)) {
+        f(Visit::Expr(e));
+        match &e.kind {
+            ExprKind::Index { idx, .. } => expr(idx, f),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr(a, f),
+            ExprKind::Binary(_, a, b) => {
+                expr(a, f);
+                expr(b, f);
+            }
+            ExprKind::Math(_, args) | ExprKind::Call(_, args) => {
+                args.iter().for_each(|a| expr(a, f))
+            }
+            ExprKind::IfElse(c, a, b) => {
+                expr(c, f);
+                expr(a, f);
+                expr(b, f);
+            }
+            ExprKind::Atomic { idx, args, .. } => {
+                expr(idx, f);
+                args.iter().for_each(|a| expr(a, f));
+            }
+            ExprKind::Lit(_)
+            | ExprKind::Local(_)
+            | ExprKind::Param(_)
+            | ExprKind::Len(_)
+            | ExprKind::Coord(..) => {}
+        }
+    }
+    for s in stmts {
+        f(Visit::Stmt(s));
+        match s {
+            Stmt::Let { init, .. } => expr(init, f),
+            Stmt::Assign { place, value, .. } => {
+                if let Place::Index { idx, .. } = place {
+                    expr(idx, f);
+                }
+                expr(value, f);
+            }
+            Stmt::Expr(e) | Stmt::Return(Some(e)) => expr(e, f),
+            Stmt::Block(b) | Stmt::Loop(b) => walk(b, f),
+            Stmt::If { cond, then, els } => {
+                expr(cond, f);
+                walk(then, f);
+                walk(els, f);
+            }
+            Stmt::For {
+                start,
+                end,
+                step,
+                body,
+                ..
+            } => {
+                expr(start, f);
+                expr(end, f);
+                if let Some(s) = step {
+                    expr(s, f);
+                }
+                walk(body, f);
+            }
+            Stmt::While { cond, body } => {
+                expr(cond, f);
+                walk(body, f);
+            }
+            Stmt::Return(None) | Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
+        }
+    }
+}

@@ -500,76 +500,26 @@ fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
 
 /// The per-thread locals that `stmts` use (declare, read or assign), in order.
 fn per_thread_locals(k: &Kernel, stmts: &[Stmt], out: &mut Vec<usize>) {
-    let note = |l: usize, out: &mut Vec<usize>| {
+    walk(stmts, &mut |v| {
+        let l = match v {
+            Visit::Stmt(Stmt::Let { local, .. }) => *local,
+            Visit::Stmt(Stmt::Assign {
+                place: Place::Local(l),
+                ..
+            }) => *l,
+            Visit::Expr(Expr {
+                kind: ExprKind::Local(l),
+                ..
+            }) => *l,
+            _ => return,
+        };
         if k.locals[l].storage == Storage::PerThread && !out.contains(&l) {
             out.push(l);
         }
-    };
-    for s in stmts {
-        match s {
-            Stmt::Let { local, init } => {
-                note(*local, out);
-                expr_locals(k, init, out);
-            }
-            Stmt::Assign { place, value, .. } => {
-                match place {
-                    Place::Local(l) => note(*l, out),
-                    Place::Index { idx, .. } => expr_locals(k, idx, out),
-                }
-                expr_locals(k, value, out);
-            }
-            Stmt::Expr(e) => expr_locals(k, e, out),
-            Stmt::Block(b) | Stmt::Loop(b) => per_thread_locals(k, b, out),
-            Stmt::If { cond, then, els } => {
-                expr_locals(k, cond, out);
-                per_thread_locals(k, then, out);
-                per_thread_locals(k, els, out);
-            }
-            Stmt::For {
-                start,
-                end,
-                step,
-                body,
-                ..
-            } => {
-                expr_locals(k, start, out);
-                expr_locals(k, end, out);
-                if let Some(s) = step {
-                    expr_locals(k, s, out);
-                }
-                per_thread_locals(k, body, out);
-            }
-            Stmt::While { cond, body } => {
-                expr_locals(k, cond, out);
-                per_thread_locals(k, body, out);
-            }
-            _ => {}
-        }
-    }
+    });
 }
 
 /// The per-thread locals that `e` reads, added to `out`.
 fn expr_locals(k: &Kernel, e: &Expr, out: &mut Vec<usize>) {
-    match &e.kind {
-        ExprKind::Local(l) if k.locals[*l].storage == Storage::PerThread && !out.contains(l) => {
-            out.push(*l);
-        }
-        ExprKind::Index { idx, .. } => expr_locals(k, idx, out),
-        ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr_locals(k, a, out),
-        ExprKind::Binary(_, a, b) => {
-            expr_locals(k, a, out);
-            expr_locals(k, b, out);
-        }
-        ExprKind::Math(_, args) => args.iter().for_each(|a| expr_locals(k, a, out)),
-        ExprKind::IfElse(c, a, b) => {
-            expr_locals(k, c, out);
-            expr_locals(k, a, out);
-            expr_locals(k, b, out);
-        }
-        ExprKind::Atomic { idx, args, .. } => {
-            expr_locals(k, idx, out);
-            args.iter().for_each(|a| expr_locals(k, a, out));
-        }
-        _ => {}
-    }
+    per_thread_locals(k, std::slice::from_ref(&Stmt::Expr(e.clone())), out);
 }

@@ -155,76 +155,16 @@ fn check_types(k: &Kernel) -> Result<(), &'static str> {
         }
     }
     let mut bad = None;
-    walk_exprs(&k.body, &mut |e| {
-        if e.ty.wgsl().is_none() && bad.is_none() {
-            bad = Some(e.ty);
+    walk(&k.body, &mut |v| {
+        if let Visit::Expr(e) = v {
+            if e.ty.wgsl().is_none() && bad.is_none() {
+                bad = Some(e.ty);
+            }
         }
     });
     match bad {
         Some(t) => Err(no_wgsl(t)),
         None => Ok(()),
-    }
-}
-
-fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
-    fn expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {
-        f(e);
-        match &e.kind {
-            ExprKind::Index { idx, .. } => expr(idx, f),
-            ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr(a, f),
-            ExprKind::Binary(_, a, b) => {
-                expr(a, f);
-                expr(b, f);
-            }
-            ExprKind::Math(_, args) => args.iter().for_each(|a| expr(a, f)),
-            ExprKind::IfElse(c, a, b) => {
-                expr(c, f);
-                expr(a, f);
-                expr(b, f);
-            }
-            ExprKind::Atomic { idx, args, .. } => {
-                expr(idx, f);
-                args.iter().for_each(|a| expr(a, f));
-            }
-            _ => {}
-        }
-    }
-    for s in stmts {
-        match s {
-            Stmt::Let { init, .. } => expr(init, f),
-            Stmt::Assign { place, value, .. } => {
-                if let Place::Index { idx, .. } = place {
-                    expr(idx, f);
-                }
-                expr(value, f);
-            }
-            Stmt::Expr(e) => expr(e, f),
-            Stmt::Block(b) | Stmt::Loop(b) => walk_exprs(b, f),
-            Stmt::If { cond, then, els } => {
-                expr(cond, f);
-                walk_exprs(then, f);
-                walk_exprs(els, f);
-            }
-            Stmt::For {
-                start,
-                end,
-                step,
-                body,
-                ..
-            } => {
-                expr(start, f);
-                expr(end, f);
-                if let Some(s) = step {
-                    expr(s, f);
-                }
-                walk_exprs(body, f);
-            }
-            Stmt::While { cond, body } => {
-                expr(cond, f);
-                walk_exprs(body, f);
-            }
-            _ => {}
-        }
     }
 }
 

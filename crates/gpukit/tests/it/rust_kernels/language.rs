@@ -283,6 +283,22 @@ pub(super) fn shaped(x: f32) -> f32 {
     gain(smoothstep(0.0, 1.0, x), 2.0)
 }
 
+/// A device function whose result is an integer division (its CUDA C brings the division
+/// helper with it).
+#[kernel(device)]
+pub(super) fn mean2(a: i32, b: i32) -> i32 {
+    (a + b) / 2
+}
+
+/// Calls `mean2`.
+#[kernel]
+pub(super) fn means(a: &[i32], b: &[i32], out: &mut [i32]) {
+    let i = global_x();
+    if i < out.len() {
+        out[i] = mean2(a[i], b[i]);
+    }
+}
+
 /// A kernel calling device functions (one twice, through another).
 #[kernel]
 pub(super) fn shape(x: &[f32], out: &mut [f32]) {
@@ -459,6 +475,12 @@ crate::backend_tests! {
             assert!((g - w).abs() <= 1e-6, "shape[{i}] (x = {}): {g} vs {w}", x[i]);
         }
         assert_eq!(shaped(0.25), gain(smoothstep(0.0, 1.0, 0.25), 2.0));
+        let (a, b) = ([7, -7, i32::MAX, 4], [2, -2, 1, -9]);
+        let k = ctx.kernel(means())?;
+        let (da, db) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&b)?);
+        let mut out = ctx.alloc_zeros::<i32>(4)?;
+        ctx.launch(&k, LaunchConfig::for_elems(4), (&da, &db, &mut out))?;
+        assert_eq!(out.download()?, [4, -4, i32::MIN / 2, -2]);
         Ok(())
     }
 

@@ -15,6 +15,7 @@ fn kernels_compile_with_nvrtc() {
         gpukit::cuda::compile_check(&language::block_reverse(), (9, 0)),
         gpukit::cuda::compile_check(&language::coords(), (9, 0)),
         gpukit::cuda::compile_check(&language::shape(), (9, 0)),
+        gpukit::cuda::compile_check(&language::means(), (9, 0)),
         gpukit::cuda::compile_check(&language::axpy1::<i32>(), (9, 0)),
         gpukit::cuda::compile_check(&language::axpy1::<u8>(), (9, 0)),
         gpukit::cuda::compile_check(&language::axpy1::<i64>(), (9, 0)),
