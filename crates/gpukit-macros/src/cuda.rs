@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use crate::ir::*;
+use crate::lines::Lines;
 
 /// Helpers every generated module starts with: the fault report and the loads, stores and
 /// atomics that check their index first.
@@ -54,9 +55,7 @@ fn unsigned(t: Ty) -> &'static str {
 pub fn generate(k: &Kernel, checked: bool) -> String {
     let mut g = Gen {
         k,
-        out: String::new(),
-        depth: 1,
-        tmp: 0,
+        w: Lines::new(),
         checked,
     };
     let mut src = String::new();
@@ -113,7 +112,7 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
         );
     }
     g.stmts(&k.body);
-    src.push_str(&g.out);
+    src.push_str(&g.w.out);
     src.push_str("}\n");
     src
 }
@@ -123,9 +122,7 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
 pub fn device(k: &Kernel) -> String {
     let mut g = Gen {
         k,
-        out: String::new(),
-        depth: 1,
-        tmp: 0,
+        w: Lines::new(),
         checked: true,
     };
     g.stmts(&k.body);
@@ -141,7 +138,7 @@ pub fn device(k: &Kernel) -> String {
         ret = k.ret.map_or("void", Ty::c),
         f = var(&k.name),
         params = params.join(", "),
-        body = g.out,
+        body = g.w.out,
     )
 }
 
@@ -206,27 +203,12 @@ fn var(name: &str) -> String {
 
 struct Gen<'k> {
     k: &'k Kernel,
-    out: String,
-    depth: usize,
-    tmp: usize,
+    w: Lines,
     /// Whether reads and writes check their index.
     checked: bool,
 }
 
 impl Gen<'_> {
-    fn line(&mut self, s: &str) {
-        for _ in 0..self.depth {
-            self.out.push_str("    ");
-        }
-        self.out.push_str(s);
-        self.out.push('\n');
-    }
-
-    fn fresh(&mut self) -> String {
-        self.tmp += 1;
-        format!("gk_t{}", self.tmp)
-    }
-
     fn stmts(&mut self, stmts: &[Stmt]) {
         for s in stmts {
             self.stmt(s);
@@ -234,11 +216,11 @@ impl Gen<'_> {
     }
 
     fn nested(&mut self, head: &str, body: &[Stmt]) {
-        self.line(&format!("{head} {{"));
-        self.depth += 1;
+        self.w.line(&format!("{head} {{"));
+        self.w.depth += 1;
         self.stmts(body);
-        self.depth -= 1;
-        self.line("}");
+        self.w.depth -= 1;
+        self.w.line("}");
     }
 
     fn stmt(&mut self, s: &Stmt) {
@@ -246,7 +228,8 @@ impl Gen<'_> {
             Stmt::Let { local, init } => {
                 let l = &self.k.locals[*local];
                 let v = self.expr(init);
-                self.line(&format!("{} {} = {};", l.ty.c(), var(&l.name), v));
+                self.w
+                    .line(&format!("{} {} = {};", l.ty.c(), var(&l.name), v));
             }
             Stmt::Assign { place, op, value } => match place {
                 Place::Local(l) => {
@@ -257,11 +240,11 @@ impl Gen<'_> {
                         Some(op) => binary(*op, l.ty, &name, &v),
                         None => v,
                     };
-                    self.line(&format!("{name} = {v};"));
+                    self.w.line(&format!("{name} = {v};"));
                 }
                 Place::Index { arr, idx } => {
                     let ty = self.k.arr_ty(*arr);
-                    let (val, at) = (self.fresh(), self.fresh());
+                    let (val, at) = (self.w.fresh(), self.w.fresh());
                     let v = self.expr(value);
                     let i = self.expr(idx);
                     let (p, n) = arr_ref(self.k, *arr);
@@ -279,13 +262,13 @@ impl Gen<'_> {
                         ty.compute()
                     };
                     if self.checked {
-                        self.line(&format!(
+                        self.w.line(&format!(
                             "{{ {} {val} = {v}; gk_u64 {at} = {i}; if ({at} < {n}) {{ {elem} = {stored}; }} else {{ gk_fault(gk_faults, gk_tag, {}u, {at}, {n}); }} }}",
                             vty.c(),
                             self.k.arr_number(*arr)
                         ));
                     } else {
-                        self.line(&format!(
+                        self.w.line(&format!(
                             "{{ {} {val} = {v}; gk_u64 {at} = {i}; {elem} = {stored}; }}",
                             vty.c()
                         ));
@@ -294,7 +277,7 @@ impl Gen<'_> {
             },
             Stmt::Expr(e) => {
                 let v = self.expr(e);
-                self.line(&format!("(void){v};"));
+                self.w.line(&format!("(void){v};"));
             }
             Stmt::Block(b) => self.nested("", b),
             Stmt::If { cond, then, els } => {
@@ -313,18 +296,18 @@ impl Gen<'_> {
             } => {
                 let l = &self.k.locals[*v];
                 let (t, name) = (l.ty, var(&l.name));
-                let (e, st) = (self.fresh(), self.fresh());
+                let (e, st) = (self.w.fresh(), self.w.fresh());
                 let (s0, e0) = (self.expr(start), self.expr(end));
                 let step = step
                     .as_ref()
                     .map_or_else(|| "1ull".to_string(), |s| self.expr(s));
                 let u = unsigned(t);
                 // The step never carries the variable past the end (nor wraps it around).
-                self.line(&format!(
+                self.w.line(&format!(
                     "{{ {c} {e} = {e0}; gk_u64 {st} = {step};",
                     c = t.c()
                 ));
-                self.depth += 1;
+                self.w.depth += 1;
                 self.nested(
                     &format!(
                         "for ({c} {name} = {s0}; {name} < {e}; {name} = ((gk_u64)({u})(({u}){e} - ({u}){name}) <= {st}) ? {e} : ({c})(({u}){name} + ({u}){st}))",
@@ -332,22 +315,22 @@ impl Gen<'_> {
                     ),
                     body,
                 );
-                self.depth -= 1;
-                self.line("}");
+                self.w.depth -= 1;
+                self.w.line("}");
             }
             Stmt::While { cond, body } => {
                 let c = self.expr(cond);
                 self.nested(&format!("while ({c})"), body);
             }
             Stmt::Loop(body) => self.nested("while (true)", body),
-            Stmt::Break => self.line("break;"),
-            Stmt::Continue => self.line("continue;"),
-            Stmt::Return(None) => self.line("return;"),
+            Stmt::Break => self.w.line("break;"),
+            Stmt::Continue => self.w.line("continue;"),
+            Stmt::Return(None) => self.w.line("return;"),
             Stmt::Return(Some(e)) => {
                 let v = self.expr(e);
-                self.line(&format!("return {v};"));
+                self.w.line(&format!("return {v};"));
             }
-            Stmt::Barrier => self.line("__syncthreads();"),
+            Stmt::Barrier => self.w.line("__syncthreads();"),
         }
     }
 

@@ -497,48 +497,20 @@ pub enum Visit<'a> {
 /// Shows `f` every statement and expression of `stmts`, nested ones included: the one
 /// traversal the generators' analyses share.
 pub fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(Visit<'a>)) {
-    fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(Visit<'a>)) {
-        f(Visit::Expr(e));
-        match &e.kind {
-            ExprKind::Index { idx, .. } => expr(idx, f),
-            ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr(a, f),
-            ExprKind::Binary(_, a, b) => {
-                expr(a, f);
-                expr(b, f);
-            }
-            ExprKind::Math(_, args) | ExprKind::Call(_, args) => {
-                args.iter().for_each(|a| expr(a, f))
-            }
-            ExprKind::IfElse(c, a, b) => {
-                expr(c, f);
-                expr(a, f);
-                expr(b, f);
-            }
-            ExprKind::Atomic { idx, args, .. } => {
-                expr(idx, f);
-                args.iter().for_each(|a| expr(a, f));
-            }
-            ExprKind::Lit(_)
-            | ExprKind::Local(_)
-            | ExprKind::Param(_)
-            | ExprKind::Len(_)
-            | ExprKind::Coord(..) => {}
-        }
-    }
     for s in stmts {
         f(Visit::Stmt(s));
         match s {
-            Stmt::Let { init, .. } => expr(init, f),
+            Stmt::Let { init, .. } => walk_expr(init, f),
             Stmt::Assign { place, value, .. } => {
                 if let Place::Index { idx, .. } = place {
-                    expr(idx, f);
+                    walk_expr(idx, f);
                 }
-                expr(value, f);
+                walk_expr(value, f);
             }
-            Stmt::Expr(e) | Stmt::Return(Some(e)) => expr(e, f),
+            Stmt::Expr(e) | Stmt::Return(Some(e)) => walk_expr(e, f),
             Stmt::Block(b) | Stmt::Loop(b) => walk(b, f),
             Stmt::If { cond, then, els } => {
-                expr(cond, f);
+                walk_expr(cond, f);
                 walk(then, f);
                 walk(els, f);
             }
@@ -549,18 +521,48 @@ pub fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(Visit<'a>)) {
                 body,
                 ..
             } => {
-                expr(start, f);
-                expr(end, f);
+                walk_expr(start, f);
+                walk_expr(end, f);
                 if let Some(s) = step {
-                    expr(s, f);
+                    walk_expr(s, f);
                 }
                 walk(body, f);
             }
             Stmt::While { cond, body } => {
-                expr(cond, f);
+                walk_expr(cond, f);
                 walk(body, f);
             }
             Stmt::Return(None) | Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
         }
+    }
+}
+
+/// Shows `f` `e` and every expression inside it (outer before inner).
+pub fn walk_expr<'a>(e: &'a Expr, f: &mut dyn FnMut(Visit<'a>)) {
+    f(Visit::Expr(e));
+    match &e.kind {
+        ExprKind::Index { idx, .. } => walk_expr(idx, f),
+        ExprKind::Unary(_, a) | ExprKind::Cast(a) => walk_expr(a, f),
+        ExprKind::Binary(_, a, b) => {
+            walk_expr(a, f);
+            walk_expr(b, f);
+        }
+        ExprKind::Math(_, args) | ExprKind::Call(_, args) => {
+            args.iter().for_each(|a| walk_expr(a, f))
+        }
+        ExprKind::IfElse(c, a, b) => {
+            walk_expr(c, f);
+            walk_expr(a, f);
+            walk_expr(b, f);
+        }
+        ExprKind::Atomic { idx, args, .. } => {
+            walk_expr(idx, f);
+            args.iter().for_each(|a| walk_expr(a, f));
+        }
+        ExprKind::Lit(_)
+        | ExprKind::Local(_)
+        | ExprKind::Param(_)
+        | ExprKind::Len(_)
+        | ExprKind::Coord(..) => {}
     }
 }

@@ -16,6 +16,7 @@ use quote::{format_ident, quote, ToTokens};
 mod cuda;
 mod generic;
 mod ir;
+mod lines;
 mod lower;
 mod twin;
 mod wgsl;

@@ -521,5 +521,15 @@ fn per_thread_locals(k: &Kernel, stmts: &[Stmt], out: &mut Vec<usize>) {
 
 /// The per-thread locals that `e` reads, added to `out`.
 fn expr_locals(k: &Kernel, e: &Expr, out: &mut Vec<usize>) {
-    per_thread_locals(k, std::slice::from_ref(&Stmt::Expr(e.clone())), out);
+    walk_expr(e, &mut |v| {
+        if let Visit::Expr(Expr {
+            kind: ExprKind::Local(l),
+            ..
+        }) = v
+        {
+            if k.locals[*l].storage == Storage::PerThread && !out.contains(l) {
+                out.push(*l);
+            }
+        }
+    });
 }

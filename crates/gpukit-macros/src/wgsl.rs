@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::ir::*;
+use crate::lines::Lines;
 
 /// The WGSL module, or why there is none (a type WGSL lacks); `checked: false` leaves out
 /// the bounds checks of plain reads and writes (for `KernelSpec::unchecked`; WGSL's own
@@ -12,9 +13,7 @@ pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
     check_types(k)?;
     let mut g = Gen {
         k,
-        out: String::new(),
-        depth: 1,
-        tmp: 0,
+        w: Lines::new(),
         checked,
     };
     g.stmts(&k.body);
@@ -76,7 +75,7 @@ pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
         "@compute @workgroup_size(block_x, block_y, block_z)\nfn {}(@builtin(workgroup_id) gk_wid: vec3<u32>, @builtin(local_invocation_id) gk_lid: vec3<u32>, @builtin(num_workgroups) gk_nwg: vec3<u32>) {{",
         k.name
     );
-    src.push_str(&g.out);
+    src.push_str(&g.w.out);
     src.push_str("}\n");
     Ok(src)
 }
@@ -89,9 +88,7 @@ pub fn device(k: &Kernel) -> Result<String, &'static str> {
     }
     let mut g = Gen {
         k,
-        out: String::new(),
-        depth: 1,
-        tmp: 0,
+        w: Lines::new(),
         checked: true,
     };
     g.stmts(&k.body);
@@ -105,7 +102,7 @@ pub fn device(k: &Kernel) -> Result<String, &'static str> {
         var(&k.name),
         params.join(", "),
         wty(k.ret.unwrap_or(Ty::F32)),
-        g.out
+        g.w.out
     ))
 }
 
@@ -276,27 +273,12 @@ fn helpers(k: &Kernel, a: Arr, src: &mut String) {
 
 struct Gen<'k> {
     k: &'k Kernel,
-    out: String,
-    depth: usize,
-    tmp: usize,
+    w: Lines,
     /// Whether reads and writes check their index.
     checked: bool,
 }
 
 impl Gen<'_> {
-    fn line(&mut self, s: &str) {
-        for _ in 0..self.depth {
-            self.out.push_str("    ");
-        }
-        self.out.push_str(s);
-        self.out.push('\n');
-    }
-
-    fn fresh(&mut self) -> String {
-        self.tmp += 1;
-        format!("gk_t{}", self.tmp)
-    }
-
     fn stmts(&mut self, stmts: &[Stmt]) {
         for s in stmts {
             self.stmt(s);
@@ -304,11 +286,11 @@ impl Gen<'_> {
     }
 
     fn nested(&mut self, head: &str, body: &[Stmt]) {
-        self.line(&format!("{head} {{"));
-        self.depth += 1;
+        self.w.line(&format!("{head} {{"));
+        self.w.depth += 1;
         self.stmts(body);
-        self.depth -= 1;
-        self.line("}");
+        self.w.depth -= 1;
+        self.w.line("}");
     }
 
     /// A value that may be an `if`/`else`: computed into a temporary first.
@@ -316,20 +298,20 @@ impl Gen<'_> {
         let ExprKind::IfElse(c, a, b) = &e.kind else {
             return self.expr(e);
         };
-        let t = self.fresh();
+        let t = self.w.fresh();
         let c = self.expr(c);
-        self.line(&format!("var {t}: {};", wty(e.ty)));
-        self.line(&format!("if ({c}) {{"));
-        self.depth += 1;
+        self.w.line(&format!("var {t}: {};", wty(e.ty)));
+        self.w.line(&format!("if ({c}) {{"));
+        self.w.depth += 1;
         let a = self.value(a);
-        self.line(&format!("{t} = {a};"));
-        self.depth -= 1;
-        self.line("} else {");
-        self.depth += 1;
+        self.w.line(&format!("{t} = {a};"));
+        self.w.depth -= 1;
+        self.w.line("} else {");
+        self.w.depth += 1;
         let b = self.value(b);
-        self.line(&format!("{t} = {b};"));
-        self.depth -= 1;
-        self.line("}");
+        self.w.line(&format!("{t} = {b};"));
+        self.w.depth -= 1;
+        self.w.line("}");
         t
     }
 
@@ -339,7 +321,8 @@ impl Gen<'_> {
                 let l = &self.k.locals[*local];
                 let v = self.value(init);
                 let kw = if l.mutable { "var" } else { "let" };
-                self.line(&format!("{kw} {}: {} = {v};", var(&l.name), wty(l.ty)));
+                self.w
+                    .line(&format!("{kw} {}: {} = {v};", var(&l.name), wty(l.ty)));
             }
             Stmt::Assign { place, op, value } => match place {
                 Place::Local(l) => {
@@ -350,11 +333,11 @@ impl Gen<'_> {
                         Some(op) => binary(*op, l.ty, &name, &v),
                         None => v,
                     };
-                    self.line(&format!("{name} = {v};"));
+                    self.w.line(&format!("{name} = {v};"));
                 }
                 Place::Index { arr, idx } => {
                     let ty = self.k.arr_ty(*arr);
-                    let (val, at) = (self.fresh(), self.fresh());
+                    let (val, at) = (self.w.fresh(), self.w.fresh());
                     let v = self.value(value);
                     let i = self.expr(idx);
                     let id = arr_id(self.k, *arr);
@@ -379,13 +362,13 @@ impl Gen<'_> {
                         format!("{old} = {stored};")
                     };
                     if self.checked {
-                        self.line(&format!(
+                        self.w.line(&format!(
                             "{{ let {val}: {} = {v}; let {at}: u32 = {i}; if ({at} < gk_n_{id}()) {{ {write} }} else {{ gk_fault({}u, {at}, gk_n_{id}()); }} }}",
                             wty(vty),
                             self.k.arr_number(*arr)
                         ));
                     } else {
-                        self.line(&format!(
+                        self.w.line(&format!(
                             "{{ let {val}: {} = {v}; let {at}: u32 = {i}; {write} }}",
                             wty(vty)
                         ));
@@ -394,23 +377,23 @@ impl Gen<'_> {
             },
             Stmt::Expr(e) => {
                 let v = self.expr(e);
-                self.line(&format!("_ = {v};"));
+                self.w.line(&format!("_ = {v};"));
             }
             Stmt::Block(b) => self.nested("", b),
             Stmt::If { cond, then, els } => {
                 let c = self.expr(cond);
-                self.line(&format!("if ({c}) {{"));
-                self.depth += 1;
+                self.w.line(&format!("if ({c}) {{"));
+                self.w.depth += 1;
                 self.stmts(then);
-                self.depth -= 1;
+                self.w.depth -= 1;
                 if els.is_empty() {
-                    self.line("}");
+                    self.w.line("}");
                 } else {
-                    self.line("} else {");
-                    self.depth += 1;
+                    self.w.line("} else {");
+                    self.w.depth += 1;
                     self.stmts(els);
-                    self.depth -= 1;
-                    self.line("}");
+                    self.w.depth -= 1;
+                    self.w.line("}");
                 }
             }
             Stmt::For {
@@ -422,13 +405,14 @@ impl Gen<'_> {
             } => {
                 let l = &self.k.locals[*v];
                 let (t, name) = (wty(l.ty), var(&l.name));
-                let (e, st) = (self.fresh(), self.fresh());
+                let (e, st) = (self.w.fresh(), self.w.fresh());
                 let (s0, e0) = (self.expr(start), self.expr(end));
                 let step = step
                     .as_ref()
                     .map_or_else(|| "1u".to_string(), |s| self.expr(s));
-                self.line(&format!("{{ let {e}: {t} = {e0}; let {st}: u32 = {step};"));
-                self.depth += 1;
+                self.w
+                    .line(&format!("{{ let {e}: {t} = {e0}; let {st}: u32 = {step};"));
+                self.w.depth += 1;
                 // The step never carries the variable past the end (nor wraps it around).
                 self.nested(
                     &format!(
@@ -436,30 +420,30 @@ impl Gen<'_> {
                     ),
                     body,
                 );
-                self.depth -= 1;
-                self.line("}");
+                self.w.depth -= 1;
+                self.w.line("}");
             }
             Stmt::While { cond, body } => {
                 // The condition is evaluated at the top of each turn, where it may emit lines.
-                self.line("loop {");
-                self.depth += 1;
+                self.w.line("loop {");
+                self.w.depth += 1;
                 let c = self.expr(cond);
-                self.line(&format!("if (!({c})) {{ break; }}"));
+                self.w.line(&format!("if (!({c})) {{ break; }}"));
                 self.stmts(body);
-                self.depth -= 1;
-                self.line("}");
+                self.w.depth -= 1;
+                self.w.line("}");
             }
             Stmt::Loop(body) => self.nested("loop", body),
-            Stmt::Break => self.line("break;"),
-            Stmt::Continue => self.line("continue;"),
-            Stmt::Return(None) => self.line("return;"),
+            Stmt::Break => self.w.line("break;"),
+            Stmt::Continue => self.w.line("continue;"),
+            Stmt::Return(None) => self.w.line("return;"),
             Stmt::Return(Some(e)) => {
                 let v = self.value(e);
-                self.line(&format!("return {v};"));
+                self.w.line(&format!("return {v};"));
             }
             Stmt::Barrier => {
-                self.line("storageBarrier();");
-                self.line("workgroupBarrier();");
+                self.w.line("storageBarrier();");
+                self.w.line("workgroupBarrier();");
             }
         }
     }
