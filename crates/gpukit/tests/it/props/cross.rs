@@ -82,25 +82,26 @@ cross_int!(i32, u8, i64, u32, i8, u64);
 pub(super) trait CrossFloat: Cross + Float {
     /// Units in the last place between two finite values (0 between `-0.0` and `0.0`).
     fn ulps(self, other: Self) -> u64;
-    /// How many ulp CUDA's result of `op` may be from the CPU's (see `cuda_vs_cpu.rs`).
-    fn ulp_budget(op: UnaryOp) -> u64;
+    /// How many ulp CUDA's result of `op` at `x` may be from the CPU's (see
+    /// `cuda_vs_cpu.rs`).
+    fn ulp_budget(op: UnaryOp, x: f64) -> u64;
 }
 
 /// The 32- and 64-bit budgets: the op table's accuracy contract, [`UnaryOp::ulps`] (0 for
 /// the ops built from correctly rounded IEEE operations only, which agree bit for bit; the
 /// stated ulp for those that call each platform's math library: CUDA's `expf`, `logf`,
 /// `tanhf` are within 1 to 2 ulp of the exact result, glibc's within 1, and the composed
-/// ops add a rounding or two).
-fn wide_ulp_budget(op: UnaryOp) -> u64 {
-    u64::from(op.ulps())
+/// ops add a rounding or two), at `x` ([`UnaryOp::ulps_at`]: gelu's grows below 0).
+fn wide_ulp_budget(op: UnaryOp, x: f64) -> u64 {
+    u64::from(op.ulps_at(x))
 }
 
 /// The 16-bit budgets: both backends compute in f32 and round to 16 bits once. Two f32
 /// results within 4 f32 ulp (2^-21 relative) of each other round to the same or to
 /// neighbouring 16-bit values (one 16-bit ulp is 2^13 f32 ulp or more), so 1 ulp; the
 /// bit-for-bit ops bit for bit.
-fn half_ulp_budget(op: UnaryOp) -> u64 {
-    u64::from(op.ulps().min(1))
+fn half_ulp_budget(op: UnaryOp, x: f64) -> u64 {
+    u64::from(op.ulps_at(x).min(1))
 }
 
 /// Sign-magnitude bits onto a line where neighbouring floats differ by one.
@@ -167,8 +168,8 @@ macro_rules! cross_float {
                 let d = ulp_line!($bits, self.to_bits()) - ulp_line!($bits, other.to_bits());
                 u64::try_from(d.unsigned_abs()).unwrap_or(u64::MAX)
             }
-            fn ulp_budget(op: UnaryOp) -> u64 {
-                wide_ulp_budget(op)
+            fn ulp_budget(op: UnaryOp, x: f64) -> u64 {
+                wide_ulp_budget(op, x)
             }
         }
     )*};
@@ -228,8 +229,8 @@ macro_rules! cross_half {
                 let d = ulp_line!(u16, self.to_bits()) - ulp_line!(u16, other.to_bits());
                 u64::try_from(d.unsigned_abs()).unwrap_or(u64::MAX)
             }
-            fn ulp_budget(op: UnaryOp) -> u64 {
-                half_ulp_budget(op)
+            fn ulp_budget(op: UnaryOp, x: f64) -> u64 {
+                half_ulp_budget(op, x)
             }
         }
     )*};

@@ -25,7 +25,7 @@ use gpukit::core::half::{bf16, f16};
 use gpukit::{Context, DType, Shape};
 
 use casts::{casts_from, casts_round_once};
-use elementwise::{binary_vs_f64, int_table_exact, unary_vs_f64};
+use elementwise::{binary_vs_f64, binary_wide_vs_f64, int_table_exact, unary_vs_f64};
 use gemm::batched_gemm_vs_sequential;
 use reductions::reductions_vs_reference;
 use rows::softmax_vs_f64;
@@ -114,6 +114,10 @@ backend_tests! {
     fn f64_binary_table_matches_f64(ctx) { binary_vs_f64::<f64>(ctx) }
     fn f16_binary_table_matches_f64(ctx) { binary_vs_f64::<f16>(ctx) }
     fn bf16_binary_table_matches_f64(ctx) { binary_vs_f64::<bf16>(ctx) }
+    fn f32_binary_table_holds_over_every_exponent(ctx) { binary_wide_vs_f64::<f32>(ctx) }
+    fn f64_binary_table_holds_over_every_exponent(ctx) { binary_wide_vs_f64::<f64>(ctx) }
+    fn f16_binary_table_holds_over_every_exponent(ctx) { binary_wide_vs_f64::<f16>(ctx) }
+    fn bf16_binary_table_holds_over_every_exponent(ctx) { binary_wide_vs_f64::<bf16>(ctx) }
     fn i32_table_is_exact(ctx) { int_table_exact::<i32>(ctx) }
     fn u8_table_is_exact(ctx) { int_table_exact::<u8>(ctx) }
     fn i64_table_is_exact(ctx) { int_table_exact::<i64>(ctx) }
