@@ -86,6 +86,18 @@ pub enum Error {
         message: String,
     },
 
+    /// A scalar argument outside what the call accepts (a dropout probability of 1, an
+    /// integer range wider than `2^32`, a negative standard deviation).
+    #[error("{op}: `{arg}`: {message}")]
+    InvalidArgument {
+        /// The call that was rejected.
+        op: &'static str,
+        /// The argument at fault.
+        arg: &'static str,
+        /// What is wrong, with the value.
+        message: String,
+    },
+
     /// A device spec could not be parsed.
     #[error("invalid device spec {input:?} (from {origin}): {reason}; expected one of `auto`, `cpu`, `cuda`, `cuda:N`, `vulkan` or `vulkan:N`")]
     InvalidDeviceSpec {

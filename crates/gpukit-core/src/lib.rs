@@ -100,9 +100,10 @@ pub use kernel::{
     LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, FAULT_WORDS, MAX_KERNEL_ARGS,
     MAX_LAUNCH_ARGS,
 };
+pub use ops::Rng;
 pub use optable::{
-    cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Domain, Gemm, MathFn, Op, ReduceOp,
-    Rhs, RhsSlice, Scalar, Shape, UnaryOp,
+    cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Distribution, Domain, Gemm, MathFn, Op,
+    ReduceOp, Rhs, RhsSlice, Scalar, Shape, UnaryOp,
 };
 pub use pool::MemoryStats;
 pub use spec::DeviceSpec;

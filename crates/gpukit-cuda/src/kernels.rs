@@ -118,7 +118,7 @@ impl Elem {
     }
 
     /// The C types: stored, computed in, and the unsigned type of the same width (integers).
-    const fn c_types(self) -> (&'static str, &'static str, &'static str) {
+    pub(crate) const fn c_types(self) -> (&'static str, &'static str, &'static str) {
         match self {
             Elem::F32 => ("float", "float", ""),
             Elem::F64 => ("double", "double", ""),

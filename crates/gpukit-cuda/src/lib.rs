@@ -125,6 +125,7 @@ mod loader;
 mod memory;
 pub mod nvtx;
 mod ops;
+mod random;
 mod source;
 mod streams;
 

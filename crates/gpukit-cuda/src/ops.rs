@@ -137,7 +137,7 @@ pub(crate) unsafe fn op(
     dtype: DType,
     op: &Op<'_, CudaBackend>,
 ) -> Result<()> {
-    if op.floats_only() && !dtype.is_float() {
+    if (op.floats_only() && !dtype.is_float()) || (op.ints_only() && dtype.is_float()) {
         return Err(Error::Unsupported {
             backend: "cuda",
             what: format!("`{}` on {dtype}", op.name()),
@@ -181,6 +181,17 @@ pub(crate) unsafe fn op(
                 shape,
             } => cross_entropy(l, (logits, labels), loss, grad, shape),
             Op::Cast { to, src, out, len } => cast(l, to, src, out, len),
+            Op::Random {
+                dist,
+                seed,
+                offset,
+                a,
+                b: pb,
+                range,
+                src,
+                out,
+                len,
+            } => random(l, (dist, seed, offset), (a, pb, range), src, out, len),
             Op::Gemm { g, a, b: bm, c } => gemm(l, &g, a, bm, c),
         }
     }
@@ -202,6 +213,40 @@ unsafe fn fill(
     // SAFETY: the parameters of `fill`, in order and type (`value` a `Scalar` of the element
     // type); the range meets this function's contract.
     unsafe { l.launch(Entry::Named("fill"), l.grid_for(len), BLOCK, &mut params) }
+}
+
+/// `random(const T *src, T *out, unsigned long long n, unsigned long long seed, unsigned
+/// long long offset, int dist, T a, T b, unsigned int range)`, `src == out` without a source.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
+unsafe fn random(
+    l: Launcher<'_>,
+    (dist, seed, offset): (gpukit_core::Distribution, u64, u64),
+    (a, b, range): (Scalar, Scalar, u32),
+    src: Option<BufAt<'_, CudaBackend>>,
+    out: BufAt<'_, CudaBackend>,
+    len: usize,
+) -> Result<()> {
+    let (o, n) = (ptr(out), len as u64);
+    let i = src.map_or(o, ptr);
+    let code = crate::random::dist_code(dist);
+    let mut params = [
+        param(&i),
+        param(&o),
+        param(&n),
+        param(&seed),
+        param(&offset),
+        param(&code),
+        scalar_param(&a),
+        scalar_param(&b),
+        param(&range),
+    ];
+    // SAFETY: the parameters of `random`, in order and type (`a`, `b` scalars of the element
+    // type); the ranges meet this function's contract (each element's input is read before
+    // its output is written, by the same thread).
+    unsafe { l.launch(Entry::Named("random"), l.grid_for(len), BLOCK, &mut params) }
 }
 
 /// `axpy(T alpha, const T *x, T *y, unsigned long long n)`.

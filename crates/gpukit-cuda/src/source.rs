@@ -102,6 +102,7 @@ impl Entry {
 pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
     let float = elem.is_float();
     let mut v: Vec<Entry> = COMMON_KERNELS.iter().map(|&n| Entry::Named(n)).collect();
+    v.push(Entry::Named("random"));
     if float {
         v.extend(FLOAT_KERNELS.iter().map(|&n| Entry::Named(n)));
     }
@@ -123,6 +124,7 @@ pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
 /// casts, then a kernel per element-wise op of the table.
 pub(crate) fn module_source(elem: Elem) -> String {
     let mut s = builtin_source(elem);
+    s += &crate::random::random_source(elem);
     s += "\n// The op table's element-wise ops (gpukit-cuda, source.rs).\n";
     for e in entries(elem) {
         match e {

@@ -109,7 +109,7 @@ pub use context::{Context, Rejection, Selection};
 pub use gpukit_core::{
     BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error, Float,
     Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits, Location,
-    MemoryStats, Numeric, Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result,
+    MemoryStats, Numeric, Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result, Rng,
     Shape, ThreadIndex, UnaryOp,
 };
 

@@ -13,8 +13,11 @@
 
 mod elementwise;
 mod gemm;
+mod random;
 mod reduce;
 mod rows;
+
+pub use random::Rng;
 
 use crate::backend::{Backend, BufAt};
 use crate::element::DType;

@@ -15,8 +15,9 @@
 //! `add_row`, ...).
 //!
 //! The other ops ([`Op`]: fill, axpy, clamp, reductions, softmax, cross-entropy, casts,
-//! gemm) have their reference semantics beside the table: [`ReduceOp`], [`softmax_rows`],
-//! [`cross_entropy_rows`], [`cast_slice`], [`Gemm`].
+//! random fills, gemm) have their reference semantics beside the table: [`ReduceOp`],
+//! [`softmax_rows`], [`cross_entropy_rows`], [`cast_slice`], [`random_floats`] and
+//! [`random_integers`] (Philox 4x32-10, the same bits on every backend), [`Gemm`].
 //!
 //! ## Adding an element-wise op
 //!
@@ -98,6 +99,7 @@ mod column;
 mod elementwise;
 mod gemm;
 mod op;
+mod random;
 mod reduce;
 mod rows;
 mod scalar;
@@ -117,6 +119,10 @@ pub use elementwise::{cast_slice, RhsSlice};
 pub use gemm::Gemm;
 pub(crate) use op::Bcast;
 pub use op::{Op, Rhs};
+pub use random::{
+    bounded, element_words, philox4x32_10, random_floats, random_integers, series, Distribution,
+    Series, PHILOX_M, PHILOX_ROUNDS, PHILOX_W,
+};
 pub use reduce::ReduceOp;
 pub use rows::{cross_entropy_rows, softmax_rows};
 pub use scalar::Scalar;

@@ -5,7 +5,7 @@ use crate::backend::{Backend, BufAt};
 use crate::element::DType;
 use crate::error::Result;
 
-use super::{BinaryOp, Gemm, ReduceOp, Scalar, Shape, UnaryOp};
+use super::{BinaryOp, Distribution, Gemm, ReduceOp, Scalar, Shape, UnaryOp};
 
 /// How a binary op's second operand is laid out against a matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +149,31 @@ pub enum Op<'a, B: Backend> {
         /// Elements.
         len: usize,
     },
+    /// A random fill of `len` elements from the Philox stream keyed by `seed`, at `offset`
+    /// ([`Distribution`]; the reference is [`random_floats`](super::random_floats) and
+    /// [`random_integers`](super::random_integers)). `a` and `b` are the element type's
+    /// scalars: `lo` and `hi`, `mean` and `std`, `lo` (and `range`, 0 meaning `2^32`, for
+    /// integers), or `p` and the scale (dropout, which reads `src`, or `out` in place).
+    Random {
+        /// What to draw.
+        dist: Distribution,
+        /// The generator's key.
+        seed: u64,
+        /// The stream position of element 0.
+        offset: u64,
+        /// First parameter.
+        a: Scalar,
+        /// Second parameter.
+        b: Scalar,
+        /// The integers' range (`hi - lo`, 0 meaning `2^32`); 0 for the others.
+        range: u32,
+        /// Dropout's input; `None`: in place (or no input).
+        src: Option<BufAt<'a, B>>,
+        /// The output.
+        out: BufAt<'a, B>,
+        /// Elements.
+        len: usize,
+    },
     /// A matrix product or a batch of them ([`Gemm`]; `m`, `n`, `k` and `batch` non-zero).
     Gemm {
         /// The shapes, strides and scalars (`alpha` and `beta` exact in f64).
@@ -177,6 +202,7 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::CrossEntropy { .. } => "cross_entropy",
             Op::Cast { .. } => "cast",
+            Op::Random { dist, .. } => dist.name(),
             Op::Gemm { .. } => "gemm",
         }
     }
@@ -187,6 +213,7 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Unary { op, .. } => op.floats_only(),
             Op::Binary { op, .. } => op.floats_only(),
             Op::Reduce { op, .. } => *op == ReduceOp::Mean,
+            Op::Random { dist, .. } => *dist != Distribution::Integers,
             Op::Softmax { .. } | Op::CrossEntropy { .. } | Op::Gemm { .. } => true,
             Op::Fill { .. }
             | Op::Axpy { .. }
@@ -211,8 +238,20 @@ impl<'a, B: Backend> Op<'a, B> {
             | Op::Reduce { .. }
             | Op::Dot { .. }
             | Op::Cast { .. }
+            | Op::Random { .. }
             | Op::Gemm { .. } => false,
         }
+    }
+
+    /// Whether only integer element types have the op (a backend refuses it on floats).
+    pub fn ints_only(&self) -> bool {
+        matches!(
+            self,
+            Op::Random {
+                dist: Distribution::Integers,
+                ..
+            }
+        )
     }
 
     /// The same op on another backend's ranges, each converted by `f` (how a dispatching
@@ -310,6 +349,27 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Cast { to, src, out, len } => Op::Cast {
                 to,
                 src: f(src)?,
+                out: f(out)?,
+                len,
+            },
+            Op::Random {
+                dist,
+                seed,
+                offset,
+                a,
+                b,
+                range,
+                src,
+                out,
+                len,
+            } => Op::Random {
+                dist,
+                seed,
+                offset,
+                a,
+                b,
+                range,
+                src: opt(src)?,
                 out: f(out)?,
                 len,
             },

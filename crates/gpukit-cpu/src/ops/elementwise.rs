@@ -8,8 +8,8 @@
 //! tasks sound.
 
 use gpukit_core::{
-    BinaryOp, BufAt, DType, DTypeVisitor, Float, Numeric, Result, Rhs, RhsSlice, Scalar, Shape,
-    UnaryOp,
+    BinaryOp, BufAt, DType, DTypeVisitor, Distribution, Float, Numeric, Result, Rhs, RhsSlice,
+    Scalar, Shape, UnaryOp,
 };
 
 use super::kind::Kind;
@@ -74,6 +74,32 @@ pub(super) unsafe fn unary<T: Numeric, K: Kind<T>>(
         // written one overlapping nothing else).
         let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
         K::unary(op, s, o);
+    })
+}
+
+/// A random fill of `len` elements into `out`, from `src` for dropout (in place when
+/// `None`).
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn random<T: Numeric, K: Kind<T>>(
+    dist: Distribution,
+    key: (u64, u64),
+    ab: (T, T),
+    range: u32,
+    src: Option<BufAt<'_, CpuBackend>>,
+    out: BufAt<'_, CpuBackend>,
+    len: usize,
+) -> Task {
+    let mut r = Ranges::default();
+    let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
+    done(r, move || {
+        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
+        // written one overlapping nothing else).
+        let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
+        K::random(dist, key, ab, range, s, o);
     })
 }
 

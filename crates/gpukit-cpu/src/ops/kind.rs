@@ -2,9 +2,9 @@
 //! [`Floats`] all of them (and softmax, cross-entropy and gemm), each split over the cores by
 //! the op's cost class.
 
-use gpukit_core::{BinaryOp, Float, Gemm, Numeric, RhsSlice, UnaryOp};
+use gpukit_core::{BinaryOp, Distribution, Float, Gemm, Numeric, RhsSlice, UnaryOp};
 
-use super::split::{binary_pieces, part, pieces, work};
+use super::split::{binary_pieces, part, pieces, work, MATH};
 use super::{gemm, rows};
 
 /// What an element type runs of the table.
@@ -22,6 +22,16 @@ pub(crate) trait Kind<T: Numeric> {
         grad: Option<&mut [T]>,
     );
     fn gemm(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]);
+    /// A random fill (gpukit-core's `random_floats` or `random_integers`), split across the
+    /// cores at element offsets, which gives the bits of the whole fill.
+    fn random(
+        dist: Distribution,
+        key: (u64, u64),
+        ab: (T, T),
+        range: u32,
+        src: Option<&[T]>,
+        out: &mut [T],
+    );
 }
 
 /// The integer element types' part of the table.
@@ -45,6 +55,23 @@ impl<T: Numeric> Kind<T> for Ints {
     fn softmax(_: bool, _: Option<&[T]>, _: usize, _: &mut [T]) {}
     fn cross_entropy(_: &[T], _: &[u32], _: usize, _: &mut [T], _: Option<&mut [T]>) {}
     fn gemm(_: &Gemm<T>, _: &[T], _: &[T], _: &mut [T]) {}
+    fn random(
+        _: Distribution,
+        (seed, offset): (u64, u64),
+        (lo, _): (T, T),
+        range: u32,
+        _: Option<&[T]>,
+        out: &mut [T],
+    ) {
+        pieces(out, 1, MATH, |start, o| {
+            gpukit_core::optable::random_integers(
+                (seed, offset.wrapping_add(start as u64)),
+                lo,
+                range,
+                o,
+            );
+        });
+    }
 }
 
 impl<T: Float> Kind<T> for Floats {
@@ -73,6 +100,19 @@ impl<T: Float> Kind<T> for Floats {
     }
     fn gemm(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
         gemm::product(g, a, b, c);
+    }
+    fn random(
+        dist: Distribution,
+        (seed, offset): (u64, u64),
+        ab: (T, T),
+        _: u32,
+        src: Option<&[T]>,
+        out: &mut [T],
+    ) {
+        pieces(out, 1, MATH, |start, o| {
+            let key = (seed, offset.wrapping_add(start as u64));
+            gpukit_core::optable::random_floats(dist, key, ab, part(src, start, o.len()), o);
+        });
     }
 }
 

@@ -71,6 +71,8 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         | Op::Clamp { len, .. }
         | Op::Dot { len, .. }
         | Op::Cast { len, .. } => Some(len),
+        // Philox costs about as much per element as a math function.
+        Op::Random { len, .. } => Some(len.saturating_mul(split::MATH)),
         Op::Binary { shape, .. }
         | Op::Reduce { shape, .. }
         | Op::Softmax { shape, .. }
@@ -104,7 +106,7 @@ pub(crate) unsafe fn task(dtype: DType, op: &Op<'_, CpuBackend>) -> Result<Task>
 ///
 /// As [`task`].
 unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task> {
-    if op.floats_only() && !K::FLOAT {
+    if (op.floats_only() && !K::FLOAT) || (op.ints_only() && K::FLOAT) {
         return Err(unsupported(format!("`{}` on {}", op.name(), T::DTYPE)));
     }
     // SAFETY: every family function's contract is `task`'s, which this function's caller
@@ -146,6 +148,25 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
             Op::Cast { to, src, out, len } => {
                 elementwise::cast::<T>(to, src, out, len).ok_or_else(|| lacks(to))?
             }
+            Op::Random {
+                dist,
+                seed,
+                offset,
+                a,
+                b,
+                range,
+                src,
+                out,
+                len,
+            } => elementwise::random::<T, K>(
+                dist,
+                (seed, offset),
+                (scalar(a)?, scalar(b)?),
+                range,
+                src,
+                out,
+                len,
+            ),
             Op::Gemm { g, a, b, c } => gemm::gemm::<T, K>(g, a, b, c),
         })
     }

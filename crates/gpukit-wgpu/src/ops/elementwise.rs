@@ -2,7 +2,7 @@
 //! and column operands), clamp and casts, each one kernel run over windows of its operands
 //! so that an array larger than one binding still works.
 
-use gpukit_core::{BinaryOp, BufAt, DType, Result, Rhs, Scalar, Shape, UnaryOp};
+use gpukit_core::{BinaryOp, BufAt, DType, Distribution, Result, Rhs, Scalar, Shape, UnaryOp};
 
 use super::pipeline::{dispatch, pipe, Bind, Pipe};
 use super::{u32_of, unsupported, wt, Target};
@@ -171,6 +171,42 @@ pub(super) fn fill(
         stream,
         &p,
         [None, None, Some(out)],
+        None,
+        len as u64,
+        imm,
+    )
+}
+
+/// A random fill of `len` elements (`crate::wgsl::random`), from `src` for dropout (in
+/// place when `None`).
+pub(super) fn random(
+    at: Target<'_>,
+    (dist, seed, offset): (Distribution, u64, u64),
+    (a, b, range): (Scalar, Scalar, u32),
+    src: Option<BufAt<'_, WgpuBackend>>,
+    out: BufAt<'_, WgpuBackend>,
+    len: usize,
+) -> Result<()> {
+    let Target { shared, stream, t } = at;
+    let p = pipe(shared, format!("random_{}", t.name()), 3, || {
+        wgsl::random(t)
+    })?;
+    let mut imm = [0u32; field::WORDS];
+    imm[field::MODE] = wgsl::dist_mode(dist);
+    imm[field::K] = seed as u32;
+    imm[field::BATCH] = (seed >> 32) as u32;
+    imm[field::STRIDE_A] = offset as u32;
+    imm[field::STRIDE_B] = (offset >> 32) as u32;
+    imm[field::FLAGS] = range;
+    set_scalar(&mut imm, t, 0, scalar_bits(a, t));
+    set_scalar(&mut imm, t, 1, scalar_bits(b, t));
+    let out = Operand::of(out, t.size());
+    let src = src.map(|s| Operand::of(s, t.size())).unwrap_or(out);
+    elementwise(
+        shared,
+        stream,
+        &p,
+        [Some(src), None, Some(out)],
         None,
         len as u64,
         imm,

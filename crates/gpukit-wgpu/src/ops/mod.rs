@@ -74,6 +74,11 @@ pub(crate) fn op(
             "`{name}` on {dtype} (a float-only op)"
         )));
     }
+    if op.ints_only() && t.is_float() {
+        return Err(unsupported(format!(
+            "`{name}` on {dtype} (an integer-only op)"
+        )));
+    }
     if op.calls_math() && !t.has_math() {
         return Err(unsupported(format!(
             "`{name}` on {dtype} (WGSL on Vulkan has exp, log, tanh and pow in 16 and 32 \
@@ -115,6 +120,17 @@ pub(crate) fn op(
             grad,
             shape,
         } => rows::cross_entropy(at, (logits, labels), loss, grad, shape),
+        Op::Random {
+            dist,
+            seed,
+            offset,
+            a,
+            b,
+            range,
+            src,
+            out,
+            len,
+        } => elementwise::random(at, (dist, seed, offset), (a, b, range), src, out, len),
         Op::Gemm { g, a, b, c } => gemm::gemm(at, g, a, b, c),
     }
 }

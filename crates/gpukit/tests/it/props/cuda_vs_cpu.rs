@@ -19,6 +19,8 @@
 //!   exactly; float `sum` and `dot`, which both backends accumulate in f64 and round once,
 //!   within 1 ulp of the result type plus the f64 reordering bound; `gemm` within the bound
 //!   of its compute type (both derived in `tolerance.rs`);
+//! - the random fills (uniform, normal, dropout and integers) bit for bit, at the large
+//!   lengths, from an offset where the Philox counter's low word carries;
 //! - the same at lengths around one block and above `256 * 1024` elements (up to four
 //!   million), where the element-wise grids are capped and loop, and reductions fold more
 //!   than one block of partials per thread. Those inputs hold unique large terms at the
@@ -541,13 +543,55 @@ fn large<T: Cross>(cpu: &Context, cuda: &Context) -> Result<(), String> {
     for (i, &len) in LARGE.iter().enumerate() {
         let x = large_inputs::<T>(i as u64 * 4, len);
         elementwise(cpu, cuda, &x.a, &x.b, x.alpha, x.fill)?;
+        if !T::DTYPE.is_float() {
+            random_ints::<T>(cpu, cuda, len)?;
+        }
         reductions(cpu, cuda, &x.a, &x.b, &x.b_peaked)?;
     }
     Ok(())
 }
 
+/// The random fills of `len` floats at an offset near a Philox block's 2^32 carry, bit for
+/// bit: uniform, normal and dropout.
+fn random_floats<T: CrossFloat>(cpu: &Context, cuda: &Context, len: usize) -> Result<(), String> {
+    let (seed, offset) = (len as u64 ^ 0xfeed_beef_dead_cafe, (1u64 << 34) - 3);
+    let x: Vec<T> = stream(len as u64, len);
+    let (want, got) = both(cpu, cuda, |ctx| {
+        let mut u = ctx.alloc::<T>(len)?;
+        ctx.random_uniform(&mut u, T::from_f64(-1.0), T::from_f64(3.0), seed, offset)?;
+        let mut z = ctx.alloc::<T>(len)?;
+        ctx.random_normal(&mut z, T::from_f64(0.5), T::from_f64(2.0), seed, offset)?;
+        let mut d = ctx.alloc_upload(&x)?;
+        ctx.dropout_inplace(&mut d, 0.4, seed, offset)?;
+        Ok([u.download()?, z.download()?, d.download()?])
+    })?;
+    for (name, (w, g)) in ["random_uniform", "random_normal", "dropout"]
+        .iter()
+        .zip(want.iter().zip(&got))
+    {
+        same_elements(name, w, g, T::same, |i| {
+            format!("position {}", offset + i as u64)
+        })?;
+    }
+    Ok(())
+}
+
+/// The random integers of `len` elements in a range of every width, bit for bit.
+fn random_ints<T: Cross>(cpu: &Context, cuda: &Context, len: usize) -> Result<(), String> {
+    let (lo, hi) = (T::from_f64(3.0), T::from_f64(100.0));
+    let (want, got) = both(cpu, cuda, |ctx| {
+        let mut out = ctx.alloc::<T>(len)?;
+        ctx.random_integers(&mut out, lo, hi, 99, len as u64)?;
+        out.download()
+    })?;
+    same_elements("random_integers", &want, &got, T::same, |i| {
+        format!("element {i}")
+    })
+}
+
 fn large_math<T: CrossFloat>(cpu: &Context, cuda: &Context) -> Result<(), String> {
     for &len in &LARGE {
+        random_floats::<T>(cpu, cuda, len)?;
         // -20..20 in steps of 1/1024.
         let x: Vec<T> = stream::<u64>(len as u64, len)
             .into_iter()

@@ -15,6 +15,7 @@
 mod casts;
 mod elementwise;
 mod gemm;
+mod random;
 mod reductions;
 mod rows;
 
@@ -27,6 +28,10 @@ use gpukit::{Context, DType, Shape};
 use casts::{casts_from, casts_round_once};
 use elementwise::{binary_vs_f64, binary_wide_vs_f64, int_table_exact, unary_vs_f64};
 use gemm::batched_gemm_vs_sequential;
+use random::{
+    bad_parameters_are_refused, floats_match_reference, integers_match_reference,
+    samples_follow_their_distributions,
+};
 use reductions::reductions_vs_reference;
 use rows::softmax_vs_f64;
 
@@ -139,4 +144,15 @@ backend_tests! {
     fn f32_batched_gemm_matches_sequential(ctx) { batched_gemm_vs_sequential::<f32>(ctx) }
     fn f64_batched_gemm_matches_sequential(ctx) { batched_gemm_vs_sequential::<f64>(ctx) }
     fn f16_batched_gemm_matches_sequential(ctx) { batched_gemm_vs_sequential::<f16>(ctx) }
+    fn f32_random_fills_match_reference(ctx) { floats_match_reference::<f32>(ctx) }
+    fn f64_random_fills_match_reference(ctx) { floats_match_reference::<f64>(ctx) }
+    fn f16_random_fills_match_reference(ctx) { floats_match_reference::<f16>(ctx) }
+    fn bf16_random_fills_match_reference(ctx) { floats_match_reference::<bf16>(ctx) }
+    fn i32_random_integers_match_reference(ctx) { integers_match_reference::<i32>(ctx) }
+    fn u8_random_integers_match_reference(ctx) { integers_match_reference::<u8>(ctx) }
+    fn i64_random_integers_match_reference(ctx) { integers_match_reference::<i64>(ctx) }
+    fn u32_random_integers_match_reference(ctx) { integers_match_reference::<u32>(ctx) }
+    fn i8_random_integers_match_reference(ctx) { integers_match_reference::<i8>(ctx) }
+    fn random_samples_follow_their_distributions(ctx) { samples_follow_their_distributions(ctx) }
+    fn random_bad_parameters_are_refused(ctx) { bad_parameters_are_refused(ctx) }
 }
