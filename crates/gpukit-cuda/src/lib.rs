@@ -119,6 +119,7 @@ pub mod cache;
 mod device;
 mod error;
 mod graph;
+mod index;
 mod kernel;
 pub mod kernels;
 mod loader;

@@ -88,6 +88,7 @@ mod tests {
         ("device.rs", include_str!("device.rs")),
         ("error.rs", include_str!("error.rs")),
         ("graph.rs", include_str!("graph.rs")),
+        ("index.rs", include_str!("index.rs")),
         ("kernel.rs", include_str!("kernel.rs")),
         ("kernels.rs", include_str!("kernels.rs")),
         ("lib.rs", include_str!("lib.rs")),
@@ -95,6 +96,7 @@ mod tests {
         ("memory.rs", include_str!("memory.rs")),
         ("nvtx.rs", include_str!("nvtx.rs")),
         ("ops.rs", include_str!("ops.rs")),
+        ("random.rs", include_str!("random.rs")),
         ("source.rs", include_str!("source.rs")),
         ("streams.rs", include_str!("streams.rs")),
     ];

@@ -18,10 +18,11 @@ use gpukit_core::{
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::blas;
+use crate::index;
 use crate::source::Entry;
 
 /// Threads per block of the element-wise kernels.
-const BLOCK: u32 = 256;
+pub(crate) const BLOCK: u32 = 256;
 /// Blocks per SM the element-wise grids are capped at (grid-stride loops cover the rest).
 const BLOCKS_PER_SM: u32 = 32;
 
@@ -43,10 +44,10 @@ pub(crate) fn elem(d: DType) -> Elem {
 
 /// The launches of one op: the backend, the stream and the element type they all use.
 #[derive(Clone, Copy)]
-struct Launcher<'a> {
+pub(crate) struct Launcher<'a> {
     b: &'a CudaBackend,
     s: &'a CudaStream,
-    dtype: DType,
+    pub(crate) dtype: DType,
 }
 
 impl Launcher<'_> {
@@ -60,7 +61,7 @@ impl Launcher<'_> {
     ///   their buffers, ordered, not freed before the launch has run), and the scratch
     ///   buffer is the one the stream gives reductions queued now (its own, or its
     ///   capture's).
-    unsafe fn launch(
+    pub(crate) unsafe fn launch(
         &self,
         entry: Entry,
         grid: u32,
@@ -92,7 +93,7 @@ impl Launcher<'_> {
     }
 
     /// The grid for an element-wise launch over `n` elements.
-    fn grid_for(&self, n: usize) -> u32 {
+    pub(crate) fn grid_for(&self, n: usize) -> u32 {
         let cap = self.b.dev.info.multiprocessors.max(1) * BLOCKS_PER_SM;
         let blocks = n.div_ceil(BLOCK as usize).max(1);
         u32::try_from(blocks).unwrap_or(u32::MAX).min(cap)
@@ -100,17 +101,17 @@ impl Launcher<'_> {
 }
 
 /// A pointer to a kernel parameter, as `cuLaunchKernel` wants it.
-fn param<V>(v: &V) -> *mut c_void {
+pub(crate) fn param<V>(v: &V) -> *mut c_void {
     (v as *const V).cast_mut().cast()
 }
 
 /// A pointer to a scalar operand's bytes, as `cuLaunchKernel` reads a `T` parameter.
-fn scalar_param(v: &Scalar) -> *mut c_void {
+pub(crate) fn scalar_param(v: &Scalar) -> *mut c_void {
     v.bytes().as_ptr().cast_mut().cast()
 }
 
 /// The device address of a range.
-fn ptr(at: BufAt<'_, CudaBackend>) -> sys::CUdeviceptr {
+pub(crate) fn ptr(at: BufAt<'_, CudaBackend>) -> sys::CUdeviceptr {
     at.buf.at(at.offset)
 }
 
@@ -192,6 +193,60 @@ pub(crate) unsafe fn op(
                 out,
                 len,
             } => random(l, (dist, seed, offset), (a, pb, range), src, out, len),
+            Op::ReduceCols { op, x, shape, out } => index::col_reduce(l, op, x, shape, out),
+            Op::Compare {
+                op,
+                a,
+                ref rhs,
+                out,
+                len,
+            } => index::compare(l, op, (a, rhs), out, len),
+            Op::Where {
+                mask,
+                a,
+                ref rhs,
+                out,
+                len,
+            } => index::select(l, (mask, a, rhs), out, len),
+            Op::Gather {
+                src,
+                idx,
+                out,
+                shape,
+                n,
+                faults,
+            } => index::rows_by_index(l, false, (src, idx, out), (shape, n), faults),
+            Op::ScatterAdd {
+                src,
+                idx,
+                out,
+                shape,
+                n,
+                faults,
+            } => {
+                if !index::has_atomic_add(elem(dtype)) {
+                    return Err(Error::Unsupported {
+                        backend: "cuda",
+                        what: format!(
+                            "`scatter_add_rows` on {dtype} (no atomic add of 1 or 2 bytes)"
+                        ),
+                    });
+                }
+                index::rows_by_index(l, true, (src, idx, out), (shape, n), faults)
+            }
+            Op::OneHot {
+                idx,
+                out,
+                shape,
+                faults,
+            } => index::one_hot(l, idx, out, shape, faults),
+            Op::Permutation { seed, out, len } => index::permutation(l, seed, out, len),
+            Op::Arange {
+                start,
+                step,
+                out,
+                len,
+            } => index::arange(l, (start, step), out, len),
             Op::Gemm { g, a, b: bm, c } => gemm(l, &g, a, bm, c),
         }
     }

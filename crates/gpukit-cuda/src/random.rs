@@ -40,14 +40,12 @@ fn horner(coeffs: &[f64], x: &str, wide: bool) -> String {
     s
 }
 
-/// Philox and the word selection, which every module has.
+/// Philox (`rng_philox`) and the word selection (`rng_words`), which every module has.
 fn philox() -> String {
     let [m0, m1] = PHILOX_M;
     let [w0, w1] = PHILOX_W;
     format!(
-        "__device__ __forceinline__ void rng_words(unsigned long long seed, unsigned long long j, unsigned int words, unsigned int w[4]) {{
-    unsigned long long per = 4ull / words, block = j / per;
-    unsigned int c0 = (unsigned int)block, c1 = (unsigned int)(block >> 32), c2 = 0u, c3 = 0u;
+        "__device__ __forceinline__ void rng_philox(unsigned int c0, unsigned int c1, unsigned int c2, unsigned int c3, unsigned long long seed, unsigned int c[4]) {{
     unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
     for (int r = 0; r < {PHILOX_ROUNDS}; r++) {{
         if (r > 0) {{ k0 += 0x{w0:08x}u; k1 += 0x{w1:08x}u; }}
@@ -55,7 +53,12 @@ fn philox() -> String {
         unsigned int hi1 = __umulhi(0x{m1:08x}u, c2), lo1 = 0x{m1:08x}u * c2;
         c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
     }}
-    unsigned int c[4] = {{c0, c1, c2, c3}};
+    c[0] = c0; c[1] = c1; c[2] = c2; c[3] = c3;
+}}
+__device__ __forceinline__ void rng_words(unsigned long long seed, unsigned long long j, unsigned int words, unsigned int w[4]) {{
+    unsigned long long per = 4ull / words, block = j / per;
+    unsigned int c[4];
+    rng_philox((unsigned int)block, (unsigned int)(block >> 32), 0u, 0u, seed, c);
     unsigned int first = (unsigned int)(j % per) * words;
     for (unsigned int k = 0; k < words; k++) w[k] = c[first + k];
 }}

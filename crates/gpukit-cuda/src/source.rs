@@ -103,6 +103,7 @@ pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
     let float = elem.is_float();
     let mut v: Vec<Entry> = COMMON_KERNELS.iter().map(|&n| Entry::Named(n)).collect();
     v.push(Entry::Named("random"));
+    v.extend(crate::index::entries(elem).into_iter().map(Entry::Named));
     if float {
         v.extend(FLOAT_KERNELS.iter().map(|&n| Entry::Named(n)));
     }
@@ -125,6 +126,7 @@ pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
 pub(crate) fn module_source(elem: Elem) -> String {
     let mut s = builtin_source(elem);
     s += &crate::random::random_source(elem);
+    s += &crate::index::index_source(elem);
     s += "\n// The op table's element-wise ops (gpukit-cuda, source.rs).\n";
     for e in entries(elem) {
         match e {

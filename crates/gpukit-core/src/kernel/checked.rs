@@ -61,8 +61,10 @@ pub struct KernelFaults<'a> {
 }
 
 impl<'a> KernelFaults<'a> {
-    /// A record over `words`, for the kernel tagged `tag`.
-    pub(crate) fn new(words: &'a [AtomicU32], tag: u32) -> Self {
+    /// A record over `words` (the context's fault record, [`FAULT_WORDS`] words), for the
+    /// kernel or op tagged `tag`: how a CPU backend's built-in ops that index report a bad
+    /// index ([`crate::optable::Faults`]).
+    pub fn new(words: &'a [AtomicU32], tag: u32) -> Self {
         KernelFaults { words, tag }
     }
 
@@ -102,6 +104,8 @@ pub(crate) struct FaultLog<B: Backend> {
 struct FaultState<B: Backend> {
     /// The loaded checked kernels: name and array names, by tag.
     kernels: Vec<(String, Vec<String>)>,
+    /// The tags of the built-in ops that index, registered on first use.
+    builtins: Vec<(&'static str, u32)>,
     _b: std::marker::PhantomData<B>,
 }
 
@@ -110,6 +114,7 @@ impl<B: Backend> FaultLog<B> {
         FaultLog {
             state: Mutex::new(FaultState {
                 kernels: Vec::new(),
+                builtins: Vec::new(),
                 _b: std::marker::PhantomData,
             }),
             armed: std::sync::OnceLock::new(),
@@ -136,6 +141,44 @@ impl<B: Backend> FaultLog<B> {
     }
 
     /// The record, as a kernel argument.
+    /// The tag of the built-in op `name` whose indices address `array` (registered once per
+    /// context), and the record, created if need be.
+    pub(crate) fn builtin(
+        &self,
+        backend: &B,
+        name: &'static str,
+        array: &str,
+    ) -> Result<(BufAt<'_, B>, u32)> {
+        let known = {
+            let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state
+                .builtins
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|&(_, t)| t)
+        };
+        let tag = match known {
+            Some(t) => t,
+            None => {
+                let abi = CheckedAbi {
+                    arrays: vec![array.to_owned()],
+                    no_wgsl: None,
+                    checks: true,
+                    arity: 0,
+                };
+                let tag = self.register(backend, name, &abi)?;
+                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                state.builtins.push((name, tag));
+                tag
+            }
+        };
+        let record = self.record().ok_or_else(|| Error::Unsupported {
+            backend: backend.name(),
+            what: "a fault record that could not be created".into(),
+        })?;
+        Ok((record, tag))
+    }
+
     pub(crate) fn record(&self) -> Option<BufAt<'_, B>> {
         self.armed.get().map(|buf| BufAt { buf, offset: 0 })
     }

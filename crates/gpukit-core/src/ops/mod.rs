@@ -13,6 +13,7 @@
 
 mod elementwise;
 mod gemm;
+mod index;
 mod random;
 mod reduce;
 mod rows;

@@ -366,6 +366,20 @@ impl Rng {
         Ok(self.take(x.len()))
     }
 
+    /// [`Stream::permutation`] keyed by the next position's draw: a fresh shuffle of
+    /// `0..out.len()` each call (an epoch's order), the same on every backend. Advances by 1.
+    pub fn permutation<B: Backend>(
+        &mut self,
+        s: &Stream<B>,
+        out: &mut impl DeviceWrite<u32, B>,
+    ) -> Result<()> {
+        let w = crate::optable::element_words(self.seed, self.offset, 2);
+        let key = (u64::from(w[1]) << 32) | u64::from(w[0]);
+        s.permutation(out, key)?;
+        self.take(1);
+        Ok(())
+    }
+
     /// Kaiming (He) initialisation for a layer followed by ReLU: normal with mean 0 and
     /// standard deviation `sqrt(2 / fan_in)` (PyTorch's `kaiming_normal_`, fan-in mode).
     pub fn kaiming_normal<T: Float, B: Backend>(

@@ -13,7 +13,7 @@ use super::shape_len;
 
 /// The whole-array (`*_into`) and per-row (`row_*`) methods of each reduction.
 macro_rules! reductions {
-    ($( #[doc = $what:literal] $into:ident, $row:ident: $bound:ident, $op:ident, $R:ty; )*) => {$(
+    ($( #[doc = $what:literal] $into:ident, $row:ident, $col:ident: $bound:ident, $op:ident, $R:ty; )*) => {$(
         #[doc = concat!("Writes", $what, " of `x` into the one-element `out`.")]
         pub fn $into<T: $bound>(
             &self,
@@ -31,6 +31,16 @@ macro_rules! reductions {
             out: &mut impl DeviceWrite<$R, B>,
         ) -> Result<()> {
             self.reduce_rows(stringify!($row), ReduceOp::$op, shape, x, out)
+        }
+
+        #[doc = concat!("Writes", $what, " of each column of the `shape` matrix `x` (over its rows) into `out` (`shape.cols` elements), each column folded in row order (a bias gradient: `col_sum` of the output gradient).")]
+        pub fn $col<T: $bound>(
+            &self,
+            shape: Shape,
+            x: &impl DeviceRead<T, B>,
+            out: &mut impl DeviceWrite<$R, B>,
+        ) -> Result<()> {
+            self.reduce_cols(stringify!($col), ReduceOp::$op, shape, x, out)
         }
     )*};
 }
@@ -97,17 +107,113 @@ impl<B: Backend> Stream<B> {
 
     reductions! {
         /// the sum (0 for an empty `x`)
-        sum_into, row_sum: Numeric, Sum, T;
+        sum_into, row_sum, col_sum: Numeric, Sum, T;
         /// the mean
-        mean_into, row_mean: Float, Mean, T;
+        mean_into, row_mean, col_mean: Float, Mean, T;
         /// the smallest element
-        min_into, row_min: Numeric, Min, T;
+        min_into, row_min, col_min: Numeric, Min, T;
         /// the largest element
-        max_into, row_max: Numeric, Max, T;
+        max_into, row_max, col_max: Numeric, Max, T;
         /// the index of the first smallest element
-        argmin_into, row_argmin: Numeric, ArgMin, u32;
+        argmin_into, row_argmin, col_argmin: Numeric, ArgMin, u32;
         /// the index of the first largest element (for a classifier's logits, its predictions)
-        argmax_into, row_argmax: Numeric, ArgMax, u32;
+        argmax_into, row_argmax, col_argmax: Numeric, ArgMax, u32;
+    }
+
+    /// The reduction `op` of the `shape` matrix `x` along `axis`, NumPy's convention: axis
+    /// 0 folds the rows (one result per column, as `col_*`), axis 1 the columns (one per row,
+    /// as `row_*`). `R` is `T` for the value reductions and `u32` for the index ones; another
+    /// `R`, or an axis other than 0 and 1, is [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// use gpukit::{ReduceOp, Shape};
+    /// let x = ctx.alloc_upload(&[1.0f32, 5.0, 3.0, 2.0, 4.0, 6.0])?; // 2 x 3
+    /// let mut per_col = ctx.alloc::<f32>(3)?;
+    /// ctx.reduce(ReduceOp::Max, 0, Shape::new(2, 3), &x, &mut per_col)?;
+    /// assert_eq!(per_col.download()?, [2.0, 5.0, 6.0]);
+    /// let mut per_row = ctx.alloc::<u32>(2)?;
+    /// ctx.reduce(ReduceOp::ArgMax, 1, Shape::new(2, 3), &x, &mut per_row)?;
+    /// assert_eq!(per_row.download()?, [1, 2]);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn reduce<T: Numeric, R: Element>(
+        &self,
+        op: ReduceOp,
+        axis: usize,
+        shape: Shape,
+        x: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<R, B>,
+    ) -> Result<()> {
+        let want = if op.is_index() {
+            crate::DType::U32
+        } else {
+            T::DTYPE
+        };
+        if R::DTYPE != want {
+            return Err(Error::InvalidArgument {
+                op: "reduce",
+                arg: "out",
+                message: format!("`{}` writes {want} results, not {}", op.name(), R::DTYPE),
+            });
+        }
+        match axis {
+            0 => self.reduce_cols("reduce", op, shape, x, out),
+            1 => self.reduce_rows("reduce", op, shape, x, out),
+            _ => Err(Error::InvalidArgument {
+                op: "reduce",
+                arg: "axis",
+                message: format!(
+                    "{axis} is not an axis of a matrix (0: over rows, 1: over columns)"
+                ),
+            }),
+        }
+    }
+
+    /// The reductions of each column of a `shape` matrix into `out` (one per column), of any
+    /// result type `R`; errors name `call`.
+    fn reduce_cols<T: Numeric, R: Element>(
+        &self,
+        call: &'static str,
+        op: ReduceOp,
+        shape: Shape,
+        x: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<R, B>,
+    ) -> Result<()> {
+        let name = call;
+        self.floats_only(name, op == ReduceOp::Mean, T::DTYPE)?;
+        same_len(name, "x", shape_len(name, shape)?, x.len())?;
+        same_len(name, "out", shape.cols, out.len())?;
+        if op.is_index() && shape.rows > 1 + u32::MAX as usize {
+            return Err(Error::InvalidShape {
+                op: name,
+                arg: "x",
+                message: format!(
+                    "{} rows: an index past u32::MAX does not fit the u32 result",
+                    shape.rows
+                ),
+            });
+        }
+        self.same_contexts(
+            name,
+            [
+                ("x", x.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        if shape.cols > 0 && shape.rows == 0 {
+            return match (op, Scalar::new(T::ZERO).get::<R>()) {
+                (ReduceOp::Sum, Some(zero)) => self.fill_any(out, zero),
+                _ => Err(Error::EmptyInput { op: name }),
+            };
+        }
+        let (sx, so) = (x.slice_ref(), out.slice_ref());
+        self.run_op(
+            name,
+            T::DTYPE,
+            [("x", &sx, Access::Read), ("out", &so, Access::Write)],
+            |[x, out]| Op::ReduceCols { op, x, shape, out },
+        )
     }
 
     /// Writes the dot product of `x` and `y` into the one-element `out` (0 when empty).

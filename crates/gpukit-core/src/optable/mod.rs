@@ -98,6 +98,7 @@ mod macros;
 mod column;
 mod elementwise;
 mod gemm;
+mod index;
 mod op;
 mod random;
 mod reduce;
@@ -117,13 +118,17 @@ use elementwise::{map1, map2};
 pub use column::{Domain, MathFn};
 pub use elementwise::{cast_slice, RhsSlice};
 pub use gemm::Gemm;
-pub(crate) use op::Bcast;
-pub use op::{Op, Rhs};
-pub use random::{
-    bounded, element_words, philox4x32_10, random_floats, random_integers, series, Distribution,
-    Series, PHILOX_M, PHILOX_ROUNDS, PHILOX_W,
+pub use index::{
+    arange_slice, compare_slice, feistel, feistel_half_bits, gather_rows, one_hot_rows,
+    permutation, scatter_add_rows, where_slice, FEISTEL_ROUNDS,
 };
-pub use reduce::ReduceOp;
+pub(crate) use op::Bcast;
+pub use op::{CmpOp, Faults, Op, Rhs};
+pub use random::{
+    bounded, element_words, philox4x32_10, random_floats, random_integers, seed_key, series,
+    Distribution, Series, PHILOX_M, PHILOX_ROUNDS, PHILOX_W,
+};
+pub use reduce::{reduce_cols, ReduceOp};
 pub use rows::{cross_entropy_rows, softmax_rows};
 pub use scalar::Scalar;
 pub use shape::Shape;
@@ -245,6 +250,11 @@ binary_table! {
         /// The larger of `a` and `b`; a NaN loses to a number (C's `fmax`).
         Max "max" (maximum, maximum_inplace, max_scalar, max_scalar_inplace, max_row, max_row_inplace, max_col, max_col_inplace)
             ulps 0 math none |a, b| a.max(b);
+        /// ReLU's backward pass: `b` where `a > 0`, else 0 (`a` the forward input or output,
+        /// `b` the incoming gradient; a NaN `a` gives 0), the masked multiply of
+        /// `relu'(a) * b` without its `0 * inf`.
+        ReluBackward "relu_backward" (relu_backward, relu_backward_inplace, relu_backward_scalar, relu_backward_scalar_inplace, relu_backward_row, relu_backward_row_inplace, relu_backward_col, relu_backward_col_inplace)
+            ulps 0 math none |a, b| a.if_gt(C::ZERO, b, C::ZERO);
     }
     float {
         /// `a` to the power `b` (C's `pow`).

@@ -26,6 +26,101 @@ pub enum Rhs<'a, B: Backend> {
     Scalar(Scalar),
 }
 
+/// Where an op that indexes with a device array reports an index out of range: the
+/// context's fault record (the one checked kernels use, [`crate::CheckedAbi`]) and the tag
+/// naming the op. The first bad index of any launch claims word 0 with a compare-and-swap
+/// and writes the tag, the array's number (0), the index and the array's length, as
+/// [`crate::KernelFaults::fault`] does; the access is skipped.
+pub struct Faults<'a, B: Backend> {
+    /// The record: [`crate::FAULT_WORDS`] `u32`s, untracked, only ever claimed atomically.
+    pub record: BufAt<'a, B>,
+    /// The op's tag.
+    pub tag: u32,
+}
+
+impl<B: Backend> Clone for Faults<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for Faults<'_, B> {}
+
+impl<B: Backend> std::fmt::Debug for Faults<'_, B> {
+    /// The tag; the record is an opaque backend handle.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("tag", &self.tag)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A comparison of two elements into a `u8` mask ([`Op::Compare`]): IEEE's, so every
+/// comparison with a NaN is false but `Ne`, which is true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `a == b`.
+    Eq,
+    /// `a != b`.
+    Ne,
+    /// `a < b`.
+    Lt,
+    /// `a <= b`.
+    Le,
+    /// `a > b`.
+    Gt,
+    /// `a >= b`.
+    Ge,
+}
+
+impl CmpOp {
+    /// Every comparison.
+    pub const ALL: [CmpOp; 6] = [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ];
+
+    /// The method's name (`eq`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+        }
+    }
+
+    /// The C and WGSL operator.
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+
+    /// The reference: the comparison in the compute type.
+    pub fn apply<C: PartialOrd>(self, a: C, b: C) -> bool {
+        match self {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+        }
+    }
+}
+
 /// One built-in op as a backend receives it (see [`Backend::op`]).
 ///
 /// Every range holds elements of the call's element type, except the `u32` labels of
@@ -103,6 +198,19 @@ pub enum Op<'a, B: Backend> {
         /// `shape.rows` results.
         out: BufAt<'a, B>,
     },
+    /// A reduction of each column of the `shape` matrix `x` (over its rows) into
+    /// `out[col]` (an element, or a `u32` row index for the index reductions; the reference
+    /// is [`reduce_cols`](super::reduce_cols)); `shape.rows` is not zero.
+    ReduceCols {
+        /// The reduction.
+        op: ReduceOp,
+        /// The input.
+        x: BufAt<'a, B>,
+        /// The matrix.
+        shape: Shape,
+        /// `shape.cols` results.
+        out: BufAt<'a, B>,
+    },
     /// The dot product of `len` elements of `x` and `y` into the one element `out`.
     Dot {
         /// First input.
@@ -174,6 +282,102 @@ pub enum Op<'a, B: Backend> {
         /// Elements.
         len: usize,
     },
+    /// `out[i] = (a[i] op b) as u8` (1 or 0) over `len` elements, `b` the array `rhs` or a
+    /// scalar ([`Rhs::Array`] or [`Rhs::Scalar`]); `out` holds `u8`s.
+    Compare {
+        /// The comparison.
+        op: CmpOp,
+        /// The first operand.
+        a: BufAt<'a, B>,
+        /// The second operand.
+        rhs: Rhs<'a, B>,
+        /// `len` `u8`s.
+        out: BufAt<'a, B>,
+        /// Elements.
+        len: usize,
+    },
+    /// `out[i] = mask[i] != 0 ? a[i] : b` over `len` elements, `b` the array `rhs` or a
+    /// scalar; `mask` holds `u8`s.
+    Where {
+        /// `len` `u8`s.
+        mask: BufAt<'a, B>,
+        /// Where the mask is set.
+        a: BufAt<'a, B>,
+        /// Elsewhere.
+        rhs: Rhs<'a, B>,
+        /// The output.
+        out: BufAt<'a, B>,
+        /// Elements.
+        len: usize,
+    },
+    /// Rows of the `shape` matrix `src` picked by `n` `u32` indices: `out` row `r` is `src`
+    /// row `idx[r]` (`n x shape.cols`). An index of `shape.rows` or more leaves its row
+    /// zero and is reported through `faults`.
+    Gather {
+        /// The table.
+        src: BufAt<'a, B>,
+        /// `n` `u32` row indices.
+        idx: BufAt<'a, B>,
+        /// `n x shape.cols` elements.
+        out: BufAt<'a, B>,
+        /// `src`'s shape.
+        shape: Shape,
+        /// Indices.
+        n: usize,
+        /// Where a bad index is reported.
+        faults: Faults<'a, B>,
+    },
+    /// Adds row `r` of `src` (`n x shape.cols`) into row `idx[r]` of the `shape` matrix
+    /// `out`, rows with the same index summed (in any order: floats within rounding of the
+    /// sequential sum). An index of `shape.rows` or more is skipped and reported.
+    ScatterAdd {
+        /// `n x shape.cols` elements.
+        src: BufAt<'a, B>,
+        /// `n` `u32` row indices.
+        idx: BufAt<'a, B>,
+        /// The accumulator.
+        out: BufAt<'a, B>,
+        /// `out`'s shape.
+        shape: Shape,
+        /// Indices.
+        n: usize,
+        /// Where a bad index is reported.
+        faults: Faults<'a, B>,
+    },
+    /// One-hot rows: `out[r][j] = 1` where `j == idx[r]`, else 0, for the `shape` matrix
+    /// `out` (`shape.rows` indices, `shape.cols` classes). An index of `shape.cols` or more
+    /// leaves its row zero and is reported.
+    OneHot {
+        /// `shape.rows` `u32` class indices.
+        idx: BufAt<'a, B>,
+        /// The output.
+        out: BufAt<'a, B>,
+        /// `out`'s shape.
+        shape: Shape,
+        /// Where a bad index is reported.
+        faults: Faults<'a, B>,
+    },
+    /// A permutation of `0..len` into `len` `u32`s, keyed by `seed` ([`permutation`](super::permutation)).
+    Permutation {
+        /// The key.
+        seed: u64,
+        /// `len` `u32`s.
+        out: BufAt<'a, B>,
+        /// Elements.
+        len: usize,
+    },
+    /// `out[i] = start + i * step` in the compute type (`i` converted to it) over `len`
+    /// elements.
+    Arange {
+        /// The first value.
+        start: Scalar,
+        /// The step.
+        step: Scalar,
+        /// The output.
+        out: BufAt<'a, B>,
+        /// Elements.
+        len: usize,
+    },
     /// A matrix product or a batch of them ([`Gemm`]; `m`, `n`, `k` and `batch` non-zero).
     Gemm {
         /// The shapes, strides and scalars (`alpha` and `beta` exact in f64).
@@ -197,12 +401,20 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Binary { op, .. } => op.name(),
             Op::Clamp { .. } => "clamp",
             Op::Reduce { op, .. } => op.name(),
+            Op::ReduceCols { op, .. } => op.col_name(),
             Op::Dot { .. } => "dot",
             Op::Softmax { log: false, .. } => "softmax",
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::CrossEntropy { .. } => "cross_entropy",
             Op::Cast { .. } => "cast",
             Op::Random { dist, .. } => dist.name(),
+            Op::Compare { op, .. } => op.name(),
+            Op::Where { .. } => "where_",
+            Op::Gather { .. } => "gather",
+            Op::ScatterAdd { .. } => "scatter_add",
+            Op::OneHot { .. } => "one_hot",
+            Op::Permutation { .. } => "permutation",
+            Op::Arange { .. } => "arange",
             Op::Gemm { .. } => "gemm",
         }
     }
@@ -212,14 +424,21 @@ impl<'a, B: Backend> Op<'a, B> {
         match self {
             Op::Unary { op, .. } => op.floats_only(),
             Op::Binary { op, .. } => op.floats_only(),
-            Op::Reduce { op, .. } => *op == ReduceOp::Mean,
+            Op::Reduce { op, .. } | Op::ReduceCols { op, .. } => *op == ReduceOp::Mean,
             Op::Random { dist, .. } => *dist != Distribution::Integers,
             Op::Softmax { .. } | Op::CrossEntropy { .. } | Op::Gemm { .. } => true,
             Op::Fill { .. }
             | Op::Axpy { .. }
             | Op::Clamp { .. }
             | Op::Dot { .. }
-            | Op::Cast { .. } => false,
+            | Op::Cast { .. }
+            | Op::Compare { .. }
+            | Op::Where { .. }
+            | Op::Gather { .. }
+            | Op::ScatterAdd { .. }
+            | Op::OneHot { .. }
+            | Op::Permutation { .. }
+            | Op::Arange { .. } => false,
         }
     }
 
@@ -236,9 +455,17 @@ impl<'a, B: Backend> Op<'a, B> {
             | Op::Axpy { .. }
             | Op::Clamp { .. }
             | Op::Reduce { .. }
+            | Op::ReduceCols { .. }
             | Op::Dot { .. }
             | Op::Cast { .. }
             | Op::Random { .. }
+            | Op::Compare { .. }
+            | Op::Where { .. }
+            | Op::Gather { .. }
+            | Op::ScatterAdd { .. }
+            | Op::OneHot { .. }
+            | Op::Permutation { .. }
+            | Op::Arange { .. }
             | Op::Gemm { .. } => false,
         }
     }
@@ -288,12 +515,7 @@ impl<'a, B: Backend> Op<'a, B> {
             } => Op::Binary {
                 op,
                 src: opt(src)?,
-                rhs: match *rhs {
-                    Rhs::Array(x) => Rhs::Array(f(x)?),
-                    Rhs::Row(x) => Rhs::Row(f(x)?),
-                    Rhs::Col(x) => Rhs::Col(f(x)?),
-                    Rhs::Scalar(s) => Rhs::Scalar(s),
-                },
+                rhs: map_rhs(rhs, &f)?,
                 out: f(out)?,
                 shape,
             },
@@ -311,6 +533,12 @@ impl<'a, B: Backend> Op<'a, B> {
                 len,
             },
             Op::Reduce { op, x, shape, out } => Op::Reduce {
+                op,
+                x: f(x)?,
+                shape,
+                out: f(out)?,
+            },
+            Op::ReduceCols { op, x, shape, out } => Op::ReduceCols {
                 op,
                 x: f(x)?,
                 shape,
@@ -373,6 +601,98 @@ impl<'a, B: Backend> Op<'a, B> {
                 out: f(out)?,
                 len,
             },
+            Op::Compare {
+                op,
+                a,
+                ref rhs,
+                out,
+                len,
+            } => Op::Compare {
+                op,
+                a: f(a)?,
+                rhs: map_rhs(rhs, &f)?,
+                out: f(out)?,
+                len,
+            },
+            Op::Where {
+                mask,
+                a,
+                ref rhs,
+                out,
+                len,
+            } => Op::Where {
+                mask: f(mask)?,
+                a: f(a)?,
+                rhs: map_rhs(rhs, &f)?,
+                out: f(out)?,
+                len,
+            },
+            Op::Gather {
+                src,
+                idx,
+                out,
+                shape,
+                n,
+                faults,
+            } => Op::Gather {
+                src: f(src)?,
+                idx: f(idx)?,
+                out: f(out)?,
+                shape,
+                n,
+                faults: Faults {
+                    record: f(faults.record)?,
+                    tag: faults.tag,
+                },
+            },
+            Op::ScatterAdd {
+                src,
+                idx,
+                out,
+                shape,
+                n,
+                faults,
+            } => Op::ScatterAdd {
+                src: f(src)?,
+                idx: f(idx)?,
+                out: f(out)?,
+                shape,
+                n,
+                faults: Faults {
+                    record: f(faults.record)?,
+                    tag: faults.tag,
+                },
+            },
+            Op::OneHot {
+                idx,
+                out,
+                shape,
+                faults,
+            } => Op::OneHot {
+                idx: f(idx)?,
+                out: f(out)?,
+                shape,
+                faults: Faults {
+                    record: f(faults.record)?,
+                    tag: faults.tag,
+                },
+            },
+            Op::Permutation { seed, out, len } => Op::Permutation {
+                seed,
+                out: f(out)?,
+                len,
+            },
+            Op::Arange {
+                start,
+                step,
+                out,
+                len,
+            } => Op::Arange {
+                start,
+                step,
+                out: f(out)?,
+                len,
+            },
             Op::Gemm { g, a, b, c } => Op::Gemm {
                 g,
                 a: f(a)?,
@@ -381,6 +701,19 @@ impl<'a, B: Backend> Op<'a, B> {
             },
         })
     }
+}
+
+/// A second operand on another backend's ranges.
+fn map_rhs<'a, 'b, B: Backend, C: Backend>(
+    rhs: &Rhs<'a, B>,
+    f: &impl Fn(BufAt<'a, B>) -> Result<BufAt<'b, C>>,
+) -> Result<Rhs<'b, C>> {
+    Ok(match *rhs {
+        Rhs::Array(x) => Rhs::Array(f(x)?),
+        Rhs::Row(x) => Rhs::Row(f(x)?),
+        Rhs::Col(x) => Rhs::Col(f(x)?),
+        Rhs::Scalar(s) => Rhs::Scalar(s),
+    })
 }
 
 impl<B: Backend> std::fmt::Debug for Op<'_, B> {

@@ -101,14 +101,16 @@ impl Distribution {
     }
 }
 
+/// Philox's key of a seed: its low and high words.
+pub fn seed_key(seed: u64) -> [u32; 2] {
+    [seed as u32, (seed >> 32) as u32]
+}
+
 /// The `words` words (1, 2 or 4) of position `index` of the stream keyed by `seed`.
 pub fn element_words(seed: u64, index: u64, words: u32) -> [u32; 4] {
     let per = u64::from(4 / words);
     let block = index / per;
-    let out = philox4x32_10(
-        [block as u32, (block >> 32) as u32, 0, 0],
-        [seed as u32, (seed >> 32) as u32],
-    );
+    let out = philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], seed_key(seed));
     let first = ((index % per) as u32 * words) as usize;
     let mut w = [0; 4];
     w[..words as usize].copy_from_slice(&out[first..first + words as usize]);

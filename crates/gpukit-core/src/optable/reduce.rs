@@ -46,6 +46,18 @@ impl ReduceOp {
         }
     }
 
+    /// The name of the reduction of each column (`col_sum`, ...), for errors.
+    pub const fn col_name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "col_sum",
+            ReduceOp::Mean => "col_mean",
+            ReduceOp::Min => "col_min",
+            ReduceOp::Max => "col_max",
+            ReduceOp::ArgMin => "col_argmin",
+            ReduceOp::ArgMax => "col_argmax",
+        }
+    }
+
     /// Whether the result is an index (`u32`) rather than an element.
     pub const fn is_index(self) -> bool {
         matches!(self, ReduceOp::ArgMin | ReduceOp::ArgMax)
@@ -99,6 +111,75 @@ impl ReduceOp {
             }
         }
         u32::try_from(best).ok()
+    }
+}
+
+/// The reference reduction of each column of a `rows x cols` matrix (`rows > 0`): for the
+/// value reductions into `values` (`cols` elements), for the index reductions into
+/// `indices` (`cols` row indices). Each column folds its rows in order, from its first row:
+/// sums and means accumulate floats in f64 (integers wrap) and round once, min and max ignore NaN, the index
+/// reductions take the first best row and rank NaN last, as [`ReduceOp::value`] and
+/// [`ReduceOp::index`] do for a row.
+pub fn reduce_cols<T: Numeric>(
+    op: ReduceOp,
+    x: &[T],
+    cols: usize,
+    values: &mut [T],
+    indices: &mut [u32],
+) {
+    let rows = x.len().checked_div(cols).unwrap_or(0);
+    if rows == 0 {
+        return;
+    }
+    let float = T::DTYPE.is_float();
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean => {
+            if float {
+                let mut acc: Vec<f64> = x[..cols].iter().map(|v| v.to_f64()).collect();
+                for row in x.chunks_exact(cols).skip(1) {
+                    for (a, v) in acc.iter_mut().zip(row) {
+                        *a += v.to_f64();
+                    }
+                }
+                for (o, a) in values.iter_mut().zip(acc) {
+                    *o = op.of_sum(a, rows).unwrap_or(*o);
+                }
+            } else {
+                values[..cols].copy_from_slice(&x[..cols]);
+                for row in x.chunks_exact(cols).skip(1) {
+                    for (o, &v) in values.iter_mut().zip(row) {
+                        *o = o.add(v);
+                    }
+                }
+            }
+        }
+        ReduceOp::Min | ReduceOp::Max => {
+            values[..cols].copy_from_slice(&x[..cols]);
+            for row in x.chunks_exact(cols).skip(1) {
+                for (o, v) in values.iter_mut().zip(row) {
+                    let (m, v) = (o.load(), v.load());
+                    *o = T::store(if op == ReduceOp::Min {
+                        m.min(v)
+                    } else {
+                        m.max(v)
+                    });
+                }
+            }
+        }
+        ReduceOp::ArgMin | ReduceOp::ArgMax => {
+            let max = op == ReduceOp::ArgMax;
+            let mut best: Vec<T::Compute> = x[..cols].iter().map(|v| v.load()).collect();
+            indices[..cols].fill(0);
+            for (r, row) in x.chunks_exact(cols).enumerate().skip(1) {
+                for ((b, i), v) in best.iter_mut().zip(indices.iter_mut()).zip(row) {
+                    let v = v.load();
+                    if arg_better(max, v, *b) {
+                        *b = v;
+                        *i = r as u32;
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -31,6 +31,11 @@ impl Scalar {
         }
     }
 
+    /// The zero of `dtype` (all bits clear, which is zero in every element type).
+    pub fn zero(dtype: DType) -> Scalar {
+        Scalar { dtype, bits: 0 }
+    }
+
     /// The value, if `T` is the scalar's element type.
     pub fn get<T: Element>(self) -> Option<T> {
         if T::DTYPE != self.dtype || std::mem::size_of::<T>() > 8 {

@@ -9,6 +9,7 @@
 
 mod elementwise;
 mod gemm;
+mod index;
 mod kind;
 mod ranges;
 mod reduce;
@@ -71,10 +72,16 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         | Op::Clamp { len, .. }
         | Op::Dot { len, .. }
         | Op::Cast { len, .. } => Some(len),
+        Op::Compare { len, .. } | Op::Where { len, .. } | Op::Arange { len, .. } => Some(len),
+        Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
+        Op::OneHot { shape, .. } => shape.len(),
         // Philox costs about as much per element as a math function.
-        Op::Random { len, .. } => Some(len.saturating_mul(split::MATH)),
+        Op::Random { len, .. } | Op::Permutation { len, .. } => {
+            Some(len.saturating_mul(split::MATH))
+        }
         Op::Binary { shape, .. }
         | Op::Reduce { shape, .. }
+        | Op::ReduceCols { shape, .. }
         | Op::Softmax { shape, .. }
         | Op::CrossEntropy { shape, .. } => shape.len(),
         Op::Gemm { g, .. } => {
@@ -131,6 +138,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 len,
             } => elementwise::clamp::<T>(scalar(lo)?, scalar(hi)?, src, out, len),
             Op::Reduce { op, x, shape, out } => reduce::reduce::<T, K>(op, x, shape, out),
+            Op::ReduceCols { op, x, shape, out } => reduce::reduce_cols::<T>(op, x, shape, out),
             Op::Dot { x, y, len, out } => reduce::dot::<T, K>(x, y, len, out),
             Op::Softmax {
                 log,
@@ -167,6 +175,49 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 out,
                 len,
             ),
+            Op::Compare {
+                op,
+                a,
+                ref rhs,
+                out,
+                len,
+            } => index::compare::<T>(op, a, rhs, out, len)?,
+            Op::Where {
+                mask,
+                a,
+                ref rhs,
+                out,
+                len,
+            } => index::where_::<T>(mask, a, rhs, out, len)?,
+            Op::Gather {
+                src,
+                idx,
+                out,
+                shape,
+                n,
+                faults,
+            } => index::gather::<T>((src, idx, out), shape, n, faults),
+            Op::ScatterAdd {
+                src,
+                idx,
+                out,
+                shape,
+                n,
+                faults,
+            } => index::scatter_add::<T>((src, idx, out), shape, n, faults),
+            Op::OneHot {
+                idx,
+                out,
+                shape,
+                faults,
+            } => index::one_hot::<T>(idx, out, shape, faults),
+            Op::Permutation { seed, out, len } => index::permutation(seed, out, len),
+            Op::Arange {
+                start,
+                step,
+                out,
+                len,
+            } => index::arange::<T>((start, step), out, len)?,
             Op::Gemm { g, a, b, c } => gemm::gemm::<T, K>(g, a, b, c),
         })
     }

@@ -58,6 +58,38 @@ pub(super) unsafe fn reduce<T: Numeric, K: Kind<T>>(
     })
 }
 
+/// A reduction of each column of the `shape` matrix `x` into `out[col]` (a `u32` row index
+/// for the index reductions): gpukit-core's `reduce_cols`.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn reduce_cols<T: Numeric>(
+    op: ReduceOp,
+    x: BufAt<'_, CpuBackend>,
+    shape: Shape,
+    out: BufAt<'_, CpuBackend>,
+) -> Task {
+    let (rows, cols) = (shape.rows, shape.cols);
+    let mut r = Ranges::default();
+    let x = r.src::<T>(x, rows * cols);
+    if op.is_index() {
+        let o = r.dst::<u32>(out, cols);
+        return done(r, move || {
+            // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
+            // written one overlapping nothing else).
+            let (x, o) = unsafe { (x.get(), o.get()) };
+            gpukit_core::optable::reduce_cols::<T>(op, x, cols, &mut [], o);
+        });
+    }
+    let o = r.dst::<T>(out, cols);
+    done(r, move || {
+        // SAFETY: as above.
+        let (x, o) = unsafe { (x.get(), o.get()) };
+        gpukit_core::optable::reduce_cols(op, x, cols, o, &mut []);
+    })
+}
+
 /// The dot product of `len` elements of `x` and `y` into the one element `out`.
 ///
 /// # Safety

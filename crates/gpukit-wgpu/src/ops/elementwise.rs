@@ -72,7 +72,7 @@ pub(super) fn groups_for(shared: &Shared, n: u64) -> u32 {
 /// `vector` replaces `in1` by a whole vector; `imm` holds the immediates but `n`, `base` and
 /// the offsets, which are set here.
 #[allow(clippy::too_many_arguments)]
-fn elementwise(
+pub(super) fn elementwise(
     shared: &Shared,
     stream: &StreamInner,
     pipe: &Pipe,
@@ -122,7 +122,7 @@ fn elementwise(
 }
 
 /// A scalar as the bits of the compute type of `t` (f16 widened to f32).
-fn scalar_bits(s: Scalar, t: WgslType) -> u64 {
+pub(super) fn scalar_bits(s: Scalar, t: WgslType) -> u64 {
     let bytes = s.bytes();
     let mut b = [0u8; 8];
     b[..bytes.len()].copy_from_slice(bytes);

@@ -10,6 +10,7 @@
 mod copy;
 mod elementwise;
 mod gemm;
+mod index;
 mod pipeline;
 mod reduce;
 mod rows;
@@ -131,6 +132,68 @@ pub(crate) fn op(
             out,
             len,
         } => elementwise::random(at, (dist, seed, offset), (a, b, range), src, out, len),
+        Op::ReduceCols { op, x, shape, out } => index::col_reduce(at, op, x, shape, out),
+        Op::Compare {
+            op,
+            a,
+            ref rhs,
+            out,
+            len,
+        } => index::compare(at, op, (a, rhs), out, len),
+        Op::Where {
+            mask,
+            a,
+            ref rhs,
+            out,
+            len,
+        } => index::select(at, (mask, a, rhs), out, len),
+        Op::Gather {
+            src,
+            idx,
+            out,
+            shape,
+            n,
+            faults,
+        } => index::indexed(
+            at,
+            index::Indexing::Gather,
+            (Some(src), idx, out),
+            (shape, n),
+            faults,
+        ),
+        Op::ScatterAdd {
+            src,
+            idx,
+            out,
+            shape,
+            n,
+            faults,
+        } => index::indexed(
+            at,
+            index::Indexing::Scatter,
+            (Some(src), idx, out),
+            (shape, n),
+            faults,
+        ),
+        Op::OneHot {
+            idx,
+            out,
+            shape,
+            faults,
+        } => index::indexed(
+            at,
+            index::Indexing::OneHot,
+            (None, idx, out),
+            (shape, shape.rows),
+            faults,
+        ),
+        Op::Permutation { seed, out, len } => index::permutation(at, seed, out, len),
+        Op::Arange {
+            start,
+            step,
+            out,
+            len,
+        } => index::arange(at, (start, step), out, len),
         Op::Gemm { g, a, b, c } => gemm::gemm(at, g, a, b, c),
     }
 }

@@ -39,8 +39,9 @@ fn horner(coeffs: &[f64], x: &str, wide: bool) -> String {
     s
 }
 
-/// `mulhi` and Philox with the word selection (`rng_words`).
-fn philox() -> String {
+/// `mulhi`, Philox keyed by `p.k`, `p.batch` (`rng_philox`) and the word selection
+/// (`rng_words`).
+pub(super) fn philox() -> String {
     let [m0, m1] = PHILOX_M;
     let [w0, w1] = PHILOX_W;
     format!(
@@ -50,12 +51,8 @@ fn philox() -> String {
     let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
     return p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
 }}
-fn rng_words(jlo: u32, jhi: u32, words: u32) -> array<u32, 4> {{
-    var sh = 0u;
-    if (words == 1u) {{ sh = 2u; }} else if (words == 2u) {{ sh = 1u; }}
-    var c0 = jlo; var c1 = jhi;
-    if (sh > 0u) {{ c0 = (jlo >> sh) | (jhi << (32u - sh)); c1 = jhi >> sh; }}
-    var c2 = 0u; var c3 = 0u;
+fn rng_philox(x0: u32, x1: u32, x2: u32, x3: u32) -> array<u32, 4> {{
+    var c0 = x0; var c1 = x1; var c2 = x2; var c3 = x3;
     var k0 = p.k; var k1 = p.batch;
     for (var r = 0u; r < {PHILOX_ROUNDS}u; r++) {{
         if (r > 0u) {{ k0 += 0x{w0:08x}u; k1 += 0x{w1:08x}u; }}
@@ -63,7 +60,14 @@ fn rng_words(jlo: u32, jhi: u32, words: u32) -> array<u32, 4> {{
         let hi1 = mulhi(0x{m1:08x}u, c2); let lo1 = 0x{m1:08x}u * c2;
         c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
     }}
-    var c = array<u32, 4>(c0, c1, c2, c3);
+    return array<u32, 4>(c0, c1, c2, c3);
+}}
+fn rng_words(jlo: u32, jhi: u32, words: u32) -> array<u32, 4> {{
+    var sh = 0u;
+    if (words == 1u) {{ sh = 2u; }} else if (words == 2u) {{ sh = 1u; }}
+    var b0 = jlo; var b1 = jhi;
+    if (sh > 0u) {{ b0 = (jlo >> sh) | (jhi << (32u - sh)); b1 = jhi >> sh; }}
+    var c = rng_philox(b0, b1, 0u, 0u);
     let first = (jlo & ((1u << sh) - 1u)) * words;
     var w = array<u32, 4>(0u, 0u, 0u, 0u);
     for (var k = 0u; k < words; k++) {{ w[k] = c[first + k]; }}

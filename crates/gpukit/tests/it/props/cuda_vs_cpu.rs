@@ -19,6 +19,8 @@
 //!   exactly; float `sum` and `dot`, which both backends accumulate in f64 and round once,
 //!   within 1 ulp of the result type plus the f64 reordering bound; `gemm` within the bound
 //!   of its compute type (both derived in `tolerance.rs`);
+//! - comparisons into masks, `select`, `arange`, column min/max (bit for bit) and sums
+//!   (within the sums' tolerance) and `gather_rows`;
 //! - the random fills (uniform, normal, dropout and integers) bit for bit, at the large
 //!   lengths, from an offset where the Philox counter's low word carries;
 //! - the same at lengths around one block and above `256 * 1024` elements (up to four
@@ -388,6 +390,7 @@ const CASES: u32 = 32;
 fn random_ops<T: Cross>(cpu: &Context, cuda: &Context) -> gpukit::Result<()> {
     check(CASES, case::<T>(3000), |c| {
         elementwise(cpu, cuda, &c.a, &c.b, c.alpha, c.fill).map_err(fail)?;
+        index_ops(cpu, cuda, &c.a, &c.b).map_err(fail)?;
         reductions(cpu, cuda, &c.x, &c.y, &c.a).map_err(fail)
     })
 }
@@ -543,6 +546,9 @@ fn large<T: Cross>(cpu: &Context, cuda: &Context) -> Result<(), String> {
     for (i, &len) in LARGE.iter().enumerate() {
         let x = large_inputs::<T>(i as u64 * 4, len);
         elementwise(cpu, cuda, &x.a, &x.b, x.alpha, x.fill)?;
+        if len <= 262_145 {
+            index_ops(cpu, cuda, &x.a, &x.b)?;
+        }
         if !T::DTYPE.is_float() {
             random_ints::<T>(cpu, cuda, len)?;
         }
@@ -572,6 +578,91 @@ fn random_floats<T: CrossFloat>(cpu: &Context, cuda: &Context, len: usize) -> Re
         same_elements(name, w, g, T::same, |i| {
             format!("position {}", offset + i as u64)
         })?;
+    }
+    Ok(())
+}
+
+/// Comparisons into masks, `select`, `arange`, the column reductions (a `rows x 7`
+/// matrix) and `gather_rows` / `one_hot` of rows picked by `b`'s bits: bit for bit (the
+/// column sums within the sums' tolerance).
+fn index_ops<T: Cross>(cpu: &Context, cuda: &Context, a: &[T], b: &[T]) -> Result<(), String> {
+    use gpukit::core::optable::CmpOp;
+    use gpukit::ReduceOp;
+    let n = a.len();
+    let (masks, got) = both(cpu, cuda, |ctx| {
+        let (da, db) = (ctx.alloc_upload(a)?, ctx.alloc_upload(b)?);
+        let mut all = Vec::new();
+        for op in CmpOp::ALL {
+            let mut m = ctx.alloc::<u8>(n)?;
+            ctx.compare(op, &da, &db, &mut m)?;
+            all.extend(m.download()?);
+        }
+        Ok(all)
+    })?;
+    if masks != got {
+        return Err(format!(
+            "comparisons {}: cpu and cuda masks differ",
+            T::DTYPE
+        ));
+    }
+    let cols = 7;
+    let rows = n / cols;
+    let shape = Shape::new(rows, cols);
+    let idx: Vec<u32> = b
+        .iter()
+        .map(|v| (v.to_f64().abs() as u64 % rows.max(1) as u64) as u32)
+        .collect();
+    let (want, got) = both(cpu, cuda, |ctx| {
+        let (da, db) = (ctx.alloc_upload(a)?, ctx.alloc_upload(b)?);
+        let mut m = ctx.alloc::<u8>(n)?;
+        ctx.gt(&da, &db, &mut m)?;
+        let mut sel = ctx.alloc::<T>(n)?;
+        ctx.select(&m, &da, &db, &mut sel)?;
+        let mut ar = ctx.alloc::<T>(n)?;
+        ctx.arange(
+            &mut ar,
+            a.first().copied().unwrap_or(T::ZERO),
+            T::from_f64(3.0),
+        )?;
+        let mut out = vec![sel.download()?, ar.download()?];
+        if rows > 0 {
+            let x = ctx.alloc_upload(&a[..rows * cols])?;
+            for op in [ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum] {
+                let mut c = ctx.alloc::<T>(cols)?;
+                ctx.reduce(op, 0, shape, &x, &mut c)?;
+                out.push(c.download()?);
+            }
+            let di = ctx.alloc_upload(&idx)?;
+            let mut g = ctx.alloc::<T>(n * cols)?;
+            ctx.gather_rows(shape, &x, &di, &mut g)?;
+            out.push(g.download()?);
+        }
+        Ok(out)
+    })?;
+    for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+        let name = [
+            "select",
+            "arange",
+            "col_min",
+            "col_max",
+            "col_sum",
+            "gather_rows",
+        ][k];
+        if name == "col_sum" {
+            for j in 0..cols {
+                let scale: f64 = (0..rows).map(|r| a[r * cols + j].to_f64().abs()).sum();
+                if !T::sums_agree(w[j], g[j], rows, scale) {
+                    return Err(format!(
+                        "col_sum {} [{j}]: cpu {:?}, cuda {:?}",
+                        T::DTYPE,
+                        w[j],
+                        g[j]
+                    ));
+                }
+            }
+            continue;
+        }
+        same_elements(name, w, g, T::same, |i| format!("element {i}"))?;
     }
     Ok(())
 }
@@ -693,6 +784,7 @@ fn comparisons_accept_two_cpu_contexts() {
     fn ops<T: Cross>(one: &Context, two: &Context) -> gpukit::Result<()> {
         check(4, case::<T>(300), |c| {
             elementwise(one, two, &c.a, &c.b, c.alpha, c.fill).map_err(fail)?;
+            index_ops(one, two, &c.a, &c.b).map_err(fail)?;
             reductions(one, two, &c.x, &c.y, &c.a).map_err(fail)
         })
     }

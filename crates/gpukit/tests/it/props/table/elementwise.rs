@@ -390,6 +390,7 @@ macro_rules! int_table {
                     BinaryOp::Div => if b == 0 { 0 } else { a.wrapping_div(b) },
                     BinaryOp::Min => a.min(b),
                     BinaryOp::Max => a.max(b),
+                    BinaryOp::ReluBackward => if a > 0 { b } else { 0 },
                     BinaryOp::Pow => panic!("pow is float-only"),
                 }
             }

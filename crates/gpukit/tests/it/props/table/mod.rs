@@ -15,6 +15,7 @@
 mod casts;
 mod elementwise;
 mod gemm;
+mod index;
 mod random;
 mod reductions;
 mod rows;
@@ -28,6 +29,10 @@ use gpukit::{Context, DType, Shape};
 use casts::{casts_from, casts_round_once};
 use elementwise::{binary_vs_f64, binary_wide_vs_f64, int_table_exact, unary_vs_f64};
 use gemm::batched_gemm_vs_sequential;
+use index::{
+    arange_and_permutation, bad_indices_are_typed_errors, columns_vs_reference, compare_and_select,
+    indexing_vs_reference,
+};
 use random::{
     bad_parameters_are_refused, floats_match_reference, integers_match_reference,
     samples_follow_their_distributions,
@@ -155,4 +160,23 @@ backend_tests! {
     fn i8_random_integers_match_reference(ctx) { integers_match_reference::<i8>(ctx) }
     fn random_samples_follow_their_distributions(ctx) { samples_follow_their_distributions(ctx) }
     fn random_bad_parameters_are_refused(ctx) { bad_parameters_are_refused(ctx) }
+    fn f32_compare_and_select(ctx) { compare_and_select::<f32>(ctx) }
+    fn f16_compare_and_select(ctx) { compare_and_select::<f16>(ctx) }
+    fn i32_compare_and_select(ctx) { compare_and_select::<i32>(ctx) }
+    fn u8_compare_and_select(ctx) { compare_and_select::<u8>(ctx) }
+    fn u32_compare_and_select(ctx) { compare_and_select::<u32>(ctx) }
+    fn f32_columns_match_reference(ctx) { columns_vs_reference::<f32>(ctx) }
+    fn f64_columns_match_reference(ctx) { columns_vs_reference::<f64>(ctx) }
+    fn bf16_columns_match_reference(ctx) { columns_vs_reference::<bf16>(ctx) }
+    fn i32_columns_match_reference(ctx) { columns_vs_reference::<i32>(ctx) }
+    fn u8_columns_match_reference(ctx) { columns_vs_reference::<u8>(ctx) }
+    fn f32_indexing_matches_reference(ctx) { indexing_vs_reference::<f32>(ctx) }
+    fn f64_indexing_matches_reference(ctx) { indexing_vs_reference::<f64>(ctx) }
+    fn i32_indexing_matches_reference(ctx) { indexing_vs_reference::<i32>(ctx) }
+    fn u8_indexing_matches_reference(ctx) { indexing_vs_reference::<u8>(ctx) }
+    fn f16_indexing_matches_reference(ctx) { indexing_vs_reference::<f16>(ctx) }
+    fn bad_indices_are_kernel_failures(ctx) { bad_indices_are_typed_errors(ctx) }
+    fn f32_arange_and_permutation(ctx) { arange_and_permutation::<f32>(ctx) }
+    fn i32_arange_and_permutation(ctx) { arange_and_permutation::<i32>(ctx) }
+    fn u8_arange_and_permutation(ctx) { arange_and_permutation::<u8>(ctx) }
 }

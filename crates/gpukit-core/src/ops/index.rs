@@ -1,0 +1,451 @@
+//! Comparisons into `u8` masks, `select` (NumPy's and PyTorch's `where`), counting equal
+//! elements, rows gathered and scattered by a `u32` index array, one-hot rows, `arange` and
+//! random permutations.
+//!
+//! An index array is read on the device, so a bad index cannot be refused before the op is
+//! queued: the op skips it (a gathered or one-hot row stays zero, a scattered row is not
+//! added) and the context's fault record (the one `#[kernel]`s use) reports the first as
+//! [`Error::KernelFailed`] at the stream's next `sync` (or `query` that finds it idle), or
+//! the context's. No op reads or writes outside its arrays, whatever the indices.
+
+use crate::array::{DeviceRead, DeviceWrite, GpuArray};
+use crate::backend::Backend;
+use crate::element::{DType, Numeric};
+use crate::error::{same_len, Error, Result};
+use crate::optable::{CmpOp, Faults, Op, Rhs, Scalar, Shape};
+use crate::stream::Stream;
+use crate::track::{Access, SliceRef};
+
+use super::shape_len;
+
+/// The comparison methods: array and scalar forms.
+macro_rules! comparisons {
+    ($( $op:ident: $arr:ident, $sca:ident, $what:literal; )*) => {$(
+        #[doc = concat!("`mask[i] = (a[i] ", $what, " b[i]) as u8` (1 or 0; IEEE: a NaN compares false except with `ne`).")]
+        pub fn $arr<T: Numeric>(
+            &self,
+            a: &impl DeviceRead<T, B>,
+            b: &impl DeviceRead<T, B>,
+            mask: &mut impl DeviceWrite<u8, B>,
+        ) -> Result<()> {
+            self.compare(CmpOp::$op, a, b, mask)
+        }
+
+        #[doc = concat!("`mask[i] = (a[i] ", $what, " s) as u8` (see [`Stream::compare_scalar`]).")]
+        pub fn $sca<T: Numeric>(
+            &self,
+            a: &impl DeviceRead<T, B>,
+            s: T,
+            mask: &mut impl DeviceWrite<u8, B>,
+        ) -> Result<()> {
+            self.compare_scalar(CmpOp::$op, a, s, mask)
+        }
+    )*};
+}
+
+impl<B: Backend> Stream<B> {
+    comparisons! {
+        Eq: eq, eq_scalar, "==";
+        Ne: ne, ne_scalar, "!=";
+        Lt: lt, lt_scalar, "<";
+        Le: le, le_scalar, "<=";
+        Gt: gt, gt_scalar, ">";
+        Ge: ge, ge_scalar, ">=";
+    }
+
+    /// `mask[i] = (a[i] op b[i]) as u8`: 1 where the comparison holds, else 0, compared in
+    /// the compute type (IEEE for floats: every comparison with a NaN is false but `Ne`).
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// use gpukit::core::optable::CmpOp;
+    /// let a = ctx.alloc_upload(&[1.0f32, 5.0, f32::NAN])?;
+    /// let b = ctx.alloc_upload(&[2.0f32, 5.0, 1.0])?;
+    /// let mut m = ctx.alloc::<u8>(3)?;
+    /// ctx.compare(CmpOp::Le, &a, &b, &mut m)?;
+    /// assert_eq!(m.download()?, [1, 1, 0]);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn compare<T: Numeric>(
+        &self,
+        op: CmpOp,
+        a: &impl DeviceRead<T, B>,
+        b: &impl DeviceRead<T, B>,
+        mask: &mut impl DeviceWrite<u8, B>,
+    ) -> Result<()> {
+        let name = op.name();
+        same_len(name, "b", a.len(), b.len())?;
+        same_len(name, "mask", a.len(), mask.len())?;
+        let (sa, sb, so, len) = (a.slice_ref(), b.slice_ref(), mask.slice_ref(), a.len());
+        self.run_op(
+            name,
+            T::DTYPE,
+            [
+                ("a", &sa, Access::Read),
+                ("b", &sb, Access::Read),
+                ("mask", &so, Access::Write),
+            ],
+            |[a, b, out]| Op::Compare {
+                op,
+                a,
+                rhs: Rhs::Array(b),
+                out,
+                len,
+            },
+        )
+    }
+
+    /// `mask[i] = (a[i] op s) as u8` (see [`Stream::compare`]).
+    pub fn compare_scalar<T: Numeric>(
+        &self,
+        op: CmpOp,
+        a: &impl DeviceRead<T, B>,
+        s: T,
+        mask: &mut impl DeviceWrite<u8, B>,
+    ) -> Result<()> {
+        let name = op.name();
+        same_len(name, "mask", a.len(), mask.len())?;
+        let (sa, so, len) = (a.slice_ref(), mask.slice_ref(), a.len());
+        self.run_op(
+            name,
+            T::DTYPE,
+            [("a", &sa, Access::Read), ("mask", &so, Access::Write)],
+            |[a, out]| Op::Compare {
+                op,
+                a,
+                rhs: Rhs::Scalar(Scalar::new(s)),
+                out,
+                len,
+            },
+        )
+    }
+
+    /// `out[i] = if mask[i] != 0 { a[i] } else { b[i] }`: NumPy's and PyTorch's `where`.
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let h = ctx.alloc_upload(&[-1.0f32, 2.0, 0.5])?;
+    /// let mut pos = ctx.alloc::<u8>(3)?;
+    /// ctx.gt_scalar(&h, 0.0, &mut pos)?;
+    /// let mut out = ctx.alloc::<f32>(3)?;
+    /// ctx.select_scalar(&pos, &h, -9.0, &mut out)?;
+    /// assert_eq!(out.download()?, [-9.0, 2.0, 0.5]);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    #[doc(alias = "where")]
+    pub fn select<T: Numeric>(
+        &self,
+        mask: &impl DeviceRead<u8, B>,
+        a: &impl DeviceRead<T, B>,
+        b: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = "select";
+        same_len(name, "a", mask.len(), a.len())?;
+        same_len(name, "b", mask.len(), b.len())?;
+        same_len(name, "out", mask.len(), out.len())?;
+        let (sm, sa, sb, so) = (
+            mask.slice_ref(),
+            a.slice_ref(),
+            b.slice_ref(),
+            out.slice_ref(),
+        );
+        let len = mask.len();
+        self.run_op(
+            name,
+            T::DTYPE,
+            [
+                ("mask", &sm, Access::Read),
+                ("a", &sa, Access::Read),
+                ("b", &sb, Access::Read),
+                ("out", &so, Access::Write),
+            ],
+            |[mask, a, b, out]| Op::Where {
+                mask,
+                a,
+                rhs: Rhs::Array(b),
+                out,
+                len,
+            },
+        )
+    }
+
+    /// `out[i] = if mask[i] != 0 { a[i] } else { s }` (see [`Stream::select`]).
+    #[doc(alias = "where")]
+    pub fn select_scalar<T: Numeric>(
+        &self,
+        mask: &impl DeviceRead<u8, B>,
+        a: &impl DeviceRead<T, B>,
+        s: T,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = "select_scalar";
+        same_len(name, "a", mask.len(), a.len())?;
+        same_len(name, "out", mask.len(), out.len())?;
+        let (sm, sa, so, len) = (mask.slice_ref(), a.slice_ref(), out.slice_ref(), a.len());
+        self.run_op(
+            name,
+            T::DTYPE,
+            [
+                ("mask", &sm, Access::Read),
+                ("a", &sa, Access::Read),
+                ("out", &so, Access::Write),
+            ],
+            |[mask, a, out]| Op::Where {
+                mask,
+                a,
+                rhs: Rhs::Scalar(Scalar::new(s)),
+                out,
+                len,
+            },
+        )
+    }
+
+    /// Writes the number of positions where `a` and `b` hold equal elements into the
+    /// one-element `out` (a classifier's correct predictions: `row_argmax` of its logits
+    /// against the labels), on the device: an `eq` mask, widened to `u32` and summed (the
+    /// count wraps past `u32::MAX`). Its two scratch arrays come from the context's pool.
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let pred = ctx.alloc_upload(&[3u32, 1, 4, 1])?;
+    /// let labels = ctx.alloc_upload(&[3u32, 1, 0, 2])?;
+    /// let mut correct = ctx.alloc::<u32>(1)?;
+    /// ctx.count_eq_into(&pred, &labels, &mut correct)?;
+    /// assert_eq!(correct.download()?, [2]);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn count_eq_into<T: Numeric>(
+        &self,
+        a: &impl DeviceRead<T, B>,
+        b: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<u32, B>,
+    ) -> Result<()> {
+        let name = "count_eq_into";
+        same_len(name, "b", a.len(), b.len())?;
+        same_len(name, "out", 1, out.len())?;
+        let mut mask = GpuArray::<u8, B>::alloc(self, a.len(), false)?;
+        self.compare(CmpOp::Eq, a, b, &mut mask)?;
+        let mut wide = GpuArray::<u32, B>::alloc(self, a.len(), false)?;
+        self.cast(&mask, &mut wide)?;
+        self.sum_into(&wide, out)
+    }
+
+    /// Rows of the `shape` matrix `src` picked by the `u32` indices `idx`: row `r` of `out`
+    /// (`idx.len() x shape.cols`) is row `idx[r]` of `src` (PyTorch's `index_select` along
+    /// dimension 0; a minibatch from a dataset on the device). An index of `shape.rows` or
+    /// more leaves its row zero and is [`Error::KernelFailed`] at the next sync (see the
+    /// module docs); nothing outside `src` is read.
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// use gpukit::Shape;
+    /// let table = ctx.alloc_upload(&[0.0f32, 0.5, 1.0, 1.5, 2.0, 2.5])?; // 3 x 2
+    /// let idx = ctx.alloc_upload(&[2u32, 0, 2])?;
+    /// let mut rows = ctx.alloc::<f32>(6)?;
+    /// ctx.gather_rows(Shape::new(3, 2), &table, &idx, &mut rows)?;
+    /// assert_eq!(rows.download()?, [2.0, 2.5, 0.0, 0.5, 2.0, 2.5]);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    #[doc(alias = "index_select")]
+    pub fn gather_rows<T: Numeric>(
+        &self,
+        shape: Shape,
+        src: &impl DeviceRead<T, B>,
+        idx: &impl DeviceRead<u32, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = "gather_rows";
+        same_len(name, "src", shape_len(name, shape)?, src.len())?;
+        same_len(
+            name,
+            "out",
+            shape_len(name, Shape::new(idx.len(), shape.cols))?,
+            out.len(),
+        )?;
+        let n = idx.len();
+        if shape.cols > 0 && n > 0 && shape.rows == 0 {
+            return Err(Error::InvalidShape {
+                op: name,
+                arg: "src",
+                message: "no rows to gather from".into(),
+            });
+        }
+        let (ss, si, so) = (src.slice_ref(), idx.slice_ref(), out.slice_ref());
+        self.indexed(
+            name,
+            "src",
+            T::DTYPE,
+            [&ss, &si, &so],
+            |[src, idx, out], faults| Op::Gather {
+                src,
+                idx,
+                out,
+                shape,
+                n,
+                faults,
+            },
+        )
+    }
+
+    /// Adds row `r` of `src` (`idx.len() x shape.cols`) into row `idx[r]` of the `shape`
+    /// matrix `out`; rows with the same index add up (an embedding's gradient: the backward
+    /// pass of [`Stream::gather_rows`]). Floats add in an order that may differ between
+    /// backends and runs (atomically on GPUs), so results are within rounding of the
+    /// sequential sum; integers wrap, exactly. A bad index is skipped and reported as for
+    /// [`Stream::gather_rows`]. Element types of 4 and 8 bytes (32 bits only on Vulkan,
+    /// whose WGSL has no 64-bit atomics); others are [`Error::Unsupported`].
+    pub fn scatter_add_rows<T: Numeric>(
+        &self,
+        shape: Shape,
+        src: &impl DeviceRead<T, B>,
+        idx: &impl DeviceRead<u32, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = "scatter_add_rows";
+        if T::DTYPE.size() < 4 {
+            return Err(Error::Unsupported {
+                backend: self.backend().name(),
+                what: format!(
+                    "`{name}` on {} (GPUs add atomically in 4 and 8 bytes; scatter into f32 or i32)",
+                    T::DTYPE
+                ),
+            });
+        }
+        same_len(name, "out", shape_len(name, shape)?, out.len())?;
+        same_len(
+            name,
+            "src",
+            shape_len(name, Shape::new(idx.len(), shape.cols))?,
+            src.len(),
+        )?;
+        let n = idx.len();
+        let (ss, si, so) = (src.slice_ref(), idx.slice_ref(), out.slice_ref());
+        self.indexed(
+            name,
+            "out",
+            T::DTYPE,
+            [&ss, &si, &so],
+            |[src, idx, out], faults| Op::ScatterAdd {
+                src,
+                idx,
+                out,
+                shape,
+                n,
+                faults,
+            },
+        )
+    }
+
+    /// One-hot rows: row `r` of the `shape` matrix `out` is 1 at column `idx[r]` and 0
+    /// elsewhere (`shape.rows` indices, `shape.cols` classes). An index of `shape.cols` or
+    /// more leaves its row zero and is reported as for [`Stream::gather_rows`].
+    pub fn one_hot<T: Numeric>(
+        &self,
+        shape: Shape,
+        idx: &impl DeviceRead<u32, B>,
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let name = "one_hot";
+        same_len(name, "idx", shape.rows, idx.len())?;
+        same_len(name, "out", shape_len(name, shape)?, out.len())?;
+        let (si, so) = (idx.slice_ref(), out.slice_ref());
+        if shape.cols == 0 && shape.rows > 0 {
+            return Err(Error::InvalidShape {
+                op: name,
+                arg: "out",
+                message: "0 classes: no index is in range".into(),
+            });
+        }
+        let (record, tag) = self.fault_slot(name, "classes")?;
+        self.run_op(
+            name,
+            T::DTYPE,
+            [("idx", &si, Access::Read), ("out", &so, Access::Write)],
+            |[idx, out]| Op::OneHot {
+                idx,
+                out,
+                shape,
+                faults: Faults { record, tag },
+            },
+        )
+    }
+
+    /// `out[i] = start + i * step`, in the compute type (`i` converted to it: exact below
+    /// 2^24 in f32), integers wrapping.
+    pub fn arange<T: Numeric>(
+        &self,
+        out: &mut impl DeviceWrite<T, B>,
+        start: T,
+        step: T,
+    ) -> Result<()> {
+        let (so, len) = (out.slice_ref(), out.len());
+        self.run_op("arange", T::DTYPE, [("out", &so, Access::Write)], |[out]| {
+            Op::Arange {
+                start: Scalar::new(start),
+                step: Scalar::new(step),
+                out,
+                len,
+            }
+        })
+    }
+
+    /// A random permutation of `0..out.len()` keyed by `seed` (a keyed Feistel network with
+    /// cycle walking, [`crate::optable::permutation`]): the same permutation on every
+    /// backend, each position computed alone. Shuffles a dataset on the device with
+    /// [`Stream::gather_rows`]; [`crate::Rng::permutation`] draws the seed from a stream.
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let mut order = ctx.alloc::<u32>(10)?;
+    /// ctx.permutation(&mut order, 7)?;
+    /// let mut seen = order.download()?;
+    /// seen.sort();
+    /// assert_eq!(seen, (0..10).collect::<Vec<u32>>());
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn permutation(&self, out: &mut impl DeviceWrite<u32, B>, seed: u64) -> Result<()> {
+        let (so, len) = (out.slice_ref(), out.len());
+        if len as u64 > u64::from(u32::MAX) + 1 {
+            return Err(Error::InvalidShape {
+                op: "permutation",
+                arg: "out",
+                message: format!("{len} elements: a u32 names at most 2^32"),
+            });
+        }
+        self.run_op(
+            "permutation",
+            DType::U32,
+            [("out", &so, Access::Write)],
+            |[out]| Op::Permutation { seed, out, len },
+        )
+    }
+
+    /// The fault record and the tag of the built-in op `name`, whose indices address `array`.
+    fn fault_slot(&self, name: &'static str, array: &str) -> Result<(crate::BufAt<'_, B>, u32)> {
+        let shared = self.shared_arc();
+        shared.faults.builtin(&shared.backend, name, array)
+    }
+
+    /// Queues an op reading `src` and `idx` and writing `out`, with the fault record.
+    fn indexed(
+        &self,
+        name: &'static str,
+        array: &str,
+        dtype: DType,
+        [src, idx, out]: [&SliceRef<'_, B>; 3],
+        make: impl for<'x> FnOnce([crate::BufAt<'x, B>; 3], Faults<'x, B>) -> Op<'x, B>,
+    ) -> Result<()> {
+        let (record, tag) = self.fault_slot(name, array)?;
+        self.run_op(
+            name,
+            dtype,
+            [
+                ("src", src, Access::Read),
+                ("idx", idx, Access::Read),
+                ("out", out, Access::Write),
+            ],
+            |ats| make(ats, Faults { record, tag }),
+        )
+    }
+}

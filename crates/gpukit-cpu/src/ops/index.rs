@@ -1,0 +1,229 @@
+//! The ops that compare, select and index as tasks: comparisons into `u8` masks, `where`,
+//! `gather`, `scatter_add`, `one_hot`, `arange` and the random permutation, each running
+//! gpukit-core's reference (`optable::index`). An index out of range is reported through the
+//! context's fault record, as a checked kernel's twin reports one.
+//!
+//! The family functions are `unsafe` with the contract of [`super::task`], which makes the
+//! tasks' `get`s sound.
+
+use std::sync::atomic::AtomicU32;
+
+use gpukit_core::optable::{self, CmpOp, Faults};
+use gpukit_core::{BufAt, KernelFaults, Numeric, Rhs, Scalar, Shape, FAULT_WORDS};
+
+use super::ranges::{done, Ranges, Src};
+use super::scalar;
+use crate::mem::SendPtr;
+use crate::queue::Task;
+use crate::CpuBackend;
+
+/// A second operand as a task captures it: an array or a scalar.
+#[derive(Clone, Copy)]
+enum Second<T> {
+    Array(Src<T>),
+    Scalar(T),
+}
+
+impl<T: Numeric> Second<T> {
+    fn of(r: &mut Ranges, rhs: &Rhs<'_, CpuBackend>, len: usize) -> gpukit_core::Result<Self> {
+        Ok(match *rhs {
+            Rhs::Scalar(s) => Second::Scalar(scalar(s)?),
+            Rhs::Array(b) | Rhs::Row(b) | Rhs::Col(b) => Second::Array(r.src::<T>(b, len)),
+        })
+    }
+
+    /// The slice, or `None` for a scalar.
+    ///
+    /// # Safety
+    ///
+    /// As [`Src::get`].
+    unsafe fn slice<'a>(self) -> (Option<&'a [T]>, T) {
+        match self {
+            // SAFETY: this function's contract.
+            Second::Array(s) => (Some(unsafe { s.get() }), T::ZERO),
+            Second::Scalar(v) => (None, v),
+        }
+    }
+}
+
+/// The fault record's words at `p`.
+///
+/// # Safety
+///
+/// `p` is the context's fault record ([`FAULT_WORDS`] aligned `u32`s), live for the task and
+/// only ever accessed atomically.
+unsafe fn record<'a>(p: SendPtr) -> &'a [AtomicU32] {
+    // SAFETY: this function's contract; `AtomicU32` has `u32`'s layout.
+    unsafe { std::slice::from_raw_parts(p.get().cast::<AtomicU32>(), FAULT_WORDS) }
+}
+
+/// `out[i] = (a[i] op b) as u8`.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn compare<T: Numeric>(
+    op: CmpOp,
+    a: BufAt<'_, CpuBackend>,
+    rhs: &Rhs<'_, CpuBackend>,
+    out: BufAt<'_, CpuBackend>,
+    len: usize,
+) -> gpukit_core::Result<Task> {
+    let mut r = Ranges::default();
+    let (a, b, o) = (
+        r.src::<T>(a, len),
+        Second::<T>::of(&mut r, rhs, len)?,
+        r.dst::<u8>(out, len),
+    );
+    Ok(done(r, move || {
+        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
+        // written one overlapping nothing else).
+        let (a, (b, s), o) = unsafe { (a.get(), b.slice(), o.get()) };
+        optable::compare_slice(op, a, |i| b.map_or(s, |b| b[i]), o);
+    }))
+}
+
+/// `out[i] = mask[i] != 0 ? a[i] : b`.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn where_<T: Numeric>(
+    mask: BufAt<'_, CpuBackend>,
+    a: BufAt<'_, CpuBackend>,
+    rhs: &Rhs<'_, CpuBackend>,
+    out: BufAt<'_, CpuBackend>,
+    len: usize,
+) -> gpukit_core::Result<Task> {
+    let mut r = Ranges::default();
+    let (m, a) = (r.src::<u8>(mask, len), r.src::<T>(a, len));
+    let b = Second::<T>::of(&mut r, rhs, len)?;
+    let o = r.dst::<T>(out, len);
+    Ok(done(r, move || {
+        // SAFETY: as above.
+        let (m, a, (b, s), o) = unsafe { (m.get(), a.get(), b.slice(), o.get()) };
+        optable::where_slice(m, a, |i| b.map_or(s, |b| b[i]), o);
+    }))
+}
+
+/// Rows of `src` picked by `idx`.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn gather<T: Numeric>(
+    (src, idx, out): (
+        BufAt<'_, CpuBackend>,
+        BufAt<'_, CpuBackend>,
+        BufAt<'_, CpuBackend>,
+    ),
+    shape: Shape,
+    n: usize,
+    faults: Faults<'_, CpuBackend>,
+) -> Task {
+    let mut r = Ranges::default();
+    let (s, i, o) = (
+        r.src::<T>(src, shape.rows * shape.cols),
+        r.src::<u32>(idx, n),
+        r.dst::<T>(out, n * shape.cols),
+    );
+    let (rec, tag) = (r.hold(faults.record), faults.tag);
+    done(r, move || {
+        // SAFETY: as above; the record is the context's fault record.
+        let (s, i, o, w) = unsafe { (s.get(), i.get(), o.get(), record(rec)) };
+        let f = KernelFaults::new(w, tag);
+        optable::gather_rows(s, shape.cols, i, o, |at, len| f.fault(0, at, len));
+    })
+}
+
+/// Rows of `src` added into the rows of `out` that `idx` names.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn scatter_add<T: Numeric>(
+    (src, idx, out): (
+        BufAt<'_, CpuBackend>,
+        BufAt<'_, CpuBackend>,
+        BufAt<'_, CpuBackend>,
+    ),
+    shape: Shape,
+    n: usize,
+    faults: Faults<'_, CpuBackend>,
+) -> Task {
+    let mut r = Ranges::default();
+    let (s, i, o) = (
+        r.src::<T>(src, n * shape.cols),
+        r.src::<u32>(idx, n),
+        r.dst::<T>(out, shape.rows * shape.cols),
+    );
+    let (rec, tag) = (r.hold(faults.record), faults.tag);
+    done(r, move || {
+        // SAFETY: as above.
+        let (s, i, o, w) = unsafe { (s.get(), i.get(), o.get(), record(rec)) };
+        let f = KernelFaults::new(w, tag);
+        optable::scatter_add_rows(s, shape.cols, i, o, |at, len| f.fault(0, at, len));
+    })
+}
+
+/// One-hot rows of `shape.cols` classes.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn one_hot<T: Numeric>(
+    idx: BufAt<'_, CpuBackend>,
+    out: BufAt<'_, CpuBackend>,
+    shape: Shape,
+    faults: Faults<'_, CpuBackend>,
+) -> Task {
+    let mut r = Ranges::default();
+    let (i, o) = (
+        r.src::<u32>(idx, shape.rows),
+        r.dst::<T>(out, shape.rows * shape.cols),
+    );
+    let (rec, tag) = (r.hold(faults.record), faults.tag);
+    done(r, move || {
+        // SAFETY: as above.
+        let (i, o, w) = unsafe { (i.get(), o.get(), record(rec)) };
+        let f = KernelFaults::new(w, tag);
+        optable::one_hot_rows(i, shape.cols, o, |at, len| f.fault(0, at, len));
+    })
+}
+
+/// The permutation of `0..len` keyed by `seed`.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn permutation(seed: u64, out: BufAt<'_, CpuBackend>, len: usize) -> Task {
+    let mut r = Ranges::default();
+    let o = r.dst::<u32>(out, len);
+    done(r, move || {
+        // SAFETY: as above.
+        let o = unsafe { o.get() };
+        super::split::pieces(o, 1, super::split::MATH, |start, piece| {
+            optable::permutation(seed, len as u64, start as u64, piece);
+        });
+    })
+}
+
+/// `out[i] = start + i * step`.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn arange<T: Numeric>(
+    (start, step): (Scalar, Scalar),
+    out: BufAt<'_, CpuBackend>,
+    len: usize,
+) -> gpukit_core::Result<Task> {
+    let (start, step) = (scalar::<T>(start)?, scalar::<T>(step)?);
+    let mut r = Ranges::default();
+    let o = r.dst::<T>(out, len);
+    Ok(done(r, move || {
+        // SAFETY: as above.
+        let o = unsafe { o.get() };
+        optable::arange_slice(start, step, 0, o);
+    }))
+}

@@ -1,0 +1,254 @@
+//! The ops that reduce columns, compare, select and index: comparisons, `arange` and the
+//! permutation run as element-wise kernels over windows; `select`, the column reductions
+//! and the indexing ops bind each operand whole (an index may name any row), as the row-wise
+//! families do.
+
+use gpukit_core::optable::{feistel_half_bits, CmpOp, Faults};
+use gpukit_core::{BufAt, ReduceOp, Result, Rhs, Scalar, Shape, FAULT_WORDS};
+
+use super::elementwise::{elementwise, groups_for, scalar_bits, Operand};
+use super::pipeline::{dispatch, pipe, Bind};
+use super::{caps, u32_of, unsupported, Target};
+use crate::wgsl::{self, field, set_scalar, WgslType};
+use crate::WgpuBackend;
+
+/// The second operand: an operand (the first one for a scalar, never read), the immediate
+/// `mode` (0 array, 1 scalar) and the scalar's bits.
+fn second<'a>(
+    rhs: &Rhs<'a, WgpuBackend>,
+    first: Operand<'a>,
+    t: WgslType,
+) -> (Operand<'a>, u32, u64) {
+    match *rhs {
+        Rhs::Scalar(s) => (first, 1, scalar_bits(s, t)),
+        Rhs::Array(b) | Rhs::Row(b) | Rhs::Col(b) => (Operand::of(b, t.size()), 0, 0),
+    }
+}
+
+/// `out[i] = (a[i] op b) as u8`.
+pub(super) fn compare(
+    at: Target<'_>,
+    op: CmpOp,
+    (a, rhs): (BufAt<'_, WgpuBackend>, &Rhs<'_, WgpuBackend>),
+    out: BufAt<'_, WgpuBackend>,
+    len: usize,
+) -> Result<()> {
+    let Target { shared, stream, t } = at;
+    let p = pipe(shared, format!("compare_{}", t.name()), 3, || {
+        wgsl::compare(t)
+    })?;
+    let a = Operand::of(a, t.size());
+    let (b, mode, bits) = second(rhs, a, t);
+    let mut imm = [0u32; field::WORDS];
+    imm[field::MODE] = mode;
+    imm[field::K] = CmpOp::ALL.iter().position(|&c| c == op).unwrap_or(0) as u32;
+    set_scalar(&mut imm, t, 0, bits);
+    let out = Operand::of(out, 1);
+    elementwise(
+        shared,
+        stream,
+        &p,
+        [Some(a), Some(b), Some(out)],
+        None,
+        len as u64,
+        imm,
+    )
+}
+
+/// `out[i] = start + i * step`.
+pub(super) fn arange(
+    at: Target<'_>,
+    (start, step): (Scalar, Scalar),
+    out: BufAt<'_, WgpuBackend>,
+    len: usize,
+) -> Result<()> {
+    let Target { shared, stream, t } = at;
+    let p = pipe(shared, format!("arange_{}", t.name()), 3, || {
+        wgsl::arange(t)
+    })?;
+    let mut imm = [0u32; field::WORDS];
+    set_scalar(&mut imm, t, 0, scalar_bits(start, t));
+    set_scalar(&mut imm, t, 1, scalar_bits(step, t));
+    let out = Operand::of(out, t.size());
+    elementwise(
+        shared,
+        stream,
+        &p,
+        [None, None, Some(out)],
+        None,
+        len as u64,
+        imm,
+    )
+}
+
+/// The permutation of `0..len` keyed by `seed`.
+pub(super) fn permutation(
+    at: Target<'_>,
+    seed: u64,
+    out: BufAt<'_, WgpuBackend>,
+    len: usize,
+) -> Result<()> {
+    let Target { shared, stream, .. } = at;
+    let p = pipe(shared, "permutation".into(), 3, wgsl::permutation)?;
+    let mut imm = [0u32; field::WORDS];
+    imm[field::ROWS] = u32_of(len as u64, "a permutation's length")?;
+    imm[field::COLS] = feistel_half_bits(len as u64);
+    imm[field::K] = seed as u32;
+    imm[field::BATCH] = (seed >> 32) as u32;
+    let out = Operand::of(out, 4);
+    elementwise(
+        shared,
+        stream,
+        &p,
+        [None, None, Some(out)],
+        None,
+        len as u64,
+        imm,
+    )
+}
+
+/// `out[i] = mask[i] != 0 ? a[i] : b`, every operand bound whole.
+pub(super) fn select(
+    at: Target<'_>,
+    (mask, a, rhs): (
+        BufAt<'_, WgpuBackend>,
+        BufAt<'_, WgpuBackend>,
+        &Rhs<'_, WgpuBackend>,
+    ),
+    out: BufAt<'_, WgpuBackend>,
+    len: usize,
+) -> Result<()> {
+    let Target { shared, stream, t } = at;
+    let p = pipe(shared, format!("select_{}", t.name()), 4, || {
+        wgsl::select(t)
+    })?;
+    let n = len as u64;
+    let a = Operand::of(a, t.size());
+    let (b, mode, bits) = second(rhs, a, t);
+    let (ba, oa) = a.whole(shared, n, "a select operand")?;
+    let (bb, ob) = b.whole(shared, n, "a select operand")?;
+    let (bo, oo) = Operand::of(out, t.size()).whole(shared, n, "a select output")?;
+    let (bm, om) = Operand::of(mask, 1).whole(shared, n, "a select mask")?;
+    let mut imm = [0u32; field::WORDS];
+    imm[field::MODE] = mode;
+    imm[field::N] = u32_of(n, "a select's length")?;
+    imm[field::OFF_IN0] = oa;
+    imm[field::OFF_IN1] = ob;
+    imm[field::OFF_OUT0] = oo;
+    imm[field::OFF_OUT1] = om;
+    set_scalar(&mut imm, t, 0, bits);
+    dispatch(
+        shared,
+        stream,
+        &p,
+        &[ba, bb, bo, bm],
+        &imm,
+        [groups_for(shared, n), 1, 1],
+    )
+}
+
+/// A reduction of each column, one invocation per column.
+pub(super) fn col_reduce(
+    at: Target<'_>,
+    op: ReduceOp,
+    x: BufAt<'_, WgpuBackend>,
+    shape: Shape,
+    out: BufAt<'_, WgpuBackend>,
+) -> Result<()> {
+    let Target { shared, stream, t } = at;
+    let f64_ok = caps(shared).f64;
+    let key = format!("col_{}_{}", op.name(), t.name());
+    let p = pipe(shared, key, 3, || wgsl::col_reduce(op, t, f64_ok))?;
+    let n = shape.rows as u64 * shape.cols as u64;
+    let (bx, ox) = Operand::of(x, t.size()).whole(shared, n, "a column reduction's input")?;
+    let out_size = if op.is_index() { 4 } else { t.size() };
+    let (bo, oo) = Operand::of(out, out_size).whole(
+        shared,
+        shape.cols as u64,
+        "a column reduction's output",
+    )?;
+    let mut imm = [0u32; field::WORDS];
+    imm[field::ROWS] = u32_of(shape.rows as u64, "rows")?;
+    imm[field::COLS] = u32_of(shape.cols as u64, "columns")?;
+    imm[field::OFF_IN0] = ox;
+    imm[field::OFF_OUT0] = oo;
+    dispatch(
+        shared,
+        stream,
+        &p,
+        &[bx, Bind::dummy(shared), bo],
+        &imm,
+        [groups_for(shared, shape.cols as u64), 1, 1],
+    )
+}
+
+/// Which indexing kernel runs.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Indexing {
+    Gather,
+    Scatter,
+    OneHot,
+}
+
+/// `gather_rows`, `scatter_add_rows` or `one_hot`, with the fault record at binding 3:
+/// `src` is `None` for one-hot, `shape` the table's (gather), the accumulator's (scatter) or
+/// the output's (one-hot), `n` the indices (gather, scatter).
+pub(super) fn indexed(
+    at: Target<'_>,
+    kind: Indexing,
+    (src, idx, out): (
+        Option<BufAt<'_, WgpuBackend>>,
+        BufAt<'_, WgpuBackend>,
+        BufAt<'_, WgpuBackend>,
+    ),
+    (shape, n): (Shape, usize),
+    faults: Faults<'_, WgpuBackend>,
+) -> Result<()> {
+    let Target { shared, stream, t } = at;
+    if kind == Indexing::Scatter && !matches!(t, WgslType::F32 | WgslType::I32 | WgslType::U32) {
+        return Err(unsupported(format!(
+            "`scatter_add_rows` on {} (WGSL has 32-bit atomics only)",
+            t.name()
+        )));
+    }
+    let all = shape.rows * shape.cols;
+    let (name, src_elems, out_elems, count) = match kind {
+        Indexing::Gather => ("gather", all, n * shape.cols, n * shape.cols),
+        Indexing::Scatter => ("scatter", n * shape.cols, all, n * shape.cols),
+        Indexing::OneHot => ("one_hot", 0, all, all),
+    };
+    let p = pipe(shared, format!("{name}_{}", t.name()), 4, || match kind {
+        Indexing::Gather => wgsl::rows_by_index(t, false),
+        Indexing::Scatter => wgsl::rows_by_index(t, true),
+        Indexing::OneHot => wgsl::one_hot(t),
+    })?;
+    let (bs, os) = match src {
+        Some(s) => Operand::of(s, t.size()).whole(shared, src_elems as u64, "a table")?,
+        None => (Bind::dummy(shared), 0),
+    };
+    let idx_len = if kind == Indexing::OneHot {
+        shape.rows
+    } else {
+        n
+    };
+    let (bi, oi) = Operand::of(idx, 4).whole(shared, idx_len as u64, "an index array")?;
+    let (bo, oo) = Operand::of(out, t.size()).whole(shared, out_elems as u64, "an output")?;
+    let (br, _) = Operand::of(faults.record, 4).whole(shared, FAULT_WORDS as u64, "a record")?;
+    let mut imm = [0u32; field::WORDS];
+    imm[field::ROWS] = u32_of(shape.rows as u64, "rows")?;
+    imm[field::COLS] = u32_of(shape.cols as u64, "columns")?;
+    imm[field::N] = u32_of(n as u64, "indices")?;
+    u32_of(count as u64, "elements")?;
+    imm[field::FLAGS] = faults.tag;
+    imm[field::OFF_IN0] = os;
+    imm[field::OFF_IN1] = oi;
+    imm[field::OFF_OUT0] = oo;
+    dispatch(
+        shared,
+        stream,
+        &p,
+        &[bs, bi, bo, br],
+        &imm,
+        [groups_for(shared, count as u64), 1, 1],
+    )
+}

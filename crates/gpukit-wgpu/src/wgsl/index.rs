@@ -1,0 +1,322 @@
+//! The ops that reduce columns, compare, select and index, in WGSL: each gpukit-core's
+//! reference (`optable::index`, `optable::reduce_cols`) in the same order of operations.
+//! A bad index claims the context's fault record (binding 3 of the indexing kernels) as a
+//! checked kernel does; `p.flags` carries the op's tag.
+
+use gpukit_core::optable::{CmpOp, FEISTEL_ROUNDS};
+use gpukit_core::ReduceOp;
+
+use super::elementwise::map_kernel;
+use super::reduce::{acc_type, ReduceKind};
+use super::{binding, prelude, WgslType};
+
+/// `out0[i] = u8(in0[i] op (mode 0: in1[i], 1: x0))`, `p.k` the comparison's number in
+/// [`CmpOp::ALL`].
+pub(crate) fn compare(t: WgslType) -> String {
+    // `!=` as `!(x == y)`: drivers may compile WGSL's `!=` to an ordered comparison, false
+    // for a NaN (lavapipe does), where IEEE's is true.
+    let cases: String = CmpOp::ALL
+        .iter()
+        .enumerate()
+        .map(|(k, op)| {
+            let test = match op {
+                CmpOp::Ne => "!(x == y)".to_string(),
+                _ => format!("x {} y", op.symbol()),
+            };
+            format!("case {k}u: {{ r = {test}; }}\n            ")
+        })
+        .collect();
+    let body = format!(
+        "let x = get_in0(p.off_in0 + i);
+        var y = p.x0;
+        if (p.mode == 0u) {{ y = get_in1(p.off_in1 + i); }}
+        var r = false;
+        switch p.k {{
+            {cases}default: {{}}
+        }}
+        put_out0(p.off_out0 + i, select(0u, 1u, r));"
+    );
+    map_kernel(&prelude(t), t, WgslType::U8, &body)
+}
+
+/// `out0[i] = start + (base + i) * step` in the compute type (`x0`, `x1`).
+pub(crate) fn arange(t: WgslType) -> String {
+    map_kernel(
+        &prelude(t),
+        t,
+        t,
+        "put_out0(p.off_out0 + i, p.x0 + C(p.base + i) * p.x1);",
+    )
+}
+
+/// The permutation of `0..p.rows` (`p.rows` elements in all, this dispatch's from
+/// `p.base`), keyed by `p.k`, `p.batch` with half width `p.cols` (`crate::wgsl::random`'s
+/// Philox; `u32` arithmetic, the half width being 16 at most).
+pub(crate) fn permutation() -> String {
+    let mut pre = prelude(WgslType::U32);
+    pre += &super::random::philox();
+    map_kernel(
+        &pre,
+        WgslType::U32,
+        WgslType::U32,
+        &format!(
+            "let h = p.cols;
+        let mask = (1u << h) - 1u;
+        var v = p.base + i;
+        loop {{
+            var l = v >> h;
+            var r = v & mask;
+            for (var round = 0u; round < {FEISTEL_ROUNDS}u; round++) {{
+                let c = rng_philox(r, round, 0u, 0u);
+                let next = l ^ (c[0] & mask);
+                l = r;
+                r = next;
+            }}
+            v = (l << h) | r;
+            if (v < p.rows) {{ break; }}
+        }}
+        put_out0(p.off_out0 + i, v);"
+        ),
+    )
+}
+
+/// The bindings and fault helper of an indexing kernel: `src` (binding 0, `t`), `idx`
+/// (binding 1, `u32`), `out` (binding 2, `t`, plain `atomic<u32>` words for `atomic`
+/// scatter kernels) and the fault record (binding 3).
+fn indexed_prelude(t: WgslType, atomic: bool) -> String {
+    let out = if atomic {
+        "@group(0) @binding(2) var<storage, read_write> out: array<atomic<u32>>;\n".to_string()
+    } else {
+        binding(2, "out", t)
+    };
+    format!(
+        "{}{}{}{out}@group(0) @binding(3) var<storage, read_write> rec: array<atomic<u32>>;
+fn op_fault(index: u32, len: u32) {{
+    loop {{
+        let r = atomicCompareExchangeWeak(&rec[0], 0u, 1u);
+        if (r.exchanged) {{
+            atomicStore(&rec[1], p.flags);
+            atomicStore(&rec[2], 0u);
+            atomicStore(&rec[3], index);
+            atomicStore(&rec[4], 0u);
+            atomicStore(&rec[5], len);
+            atomicStore(&rec[6], 0u);
+            return;
+        }}
+        if (r.old_value != 0u) {{ return; }}
+    }}
+}}
+",
+        prelude(t),
+        binding(0, "src", t),
+        binding(1, "idx", WgslType::U32),
+    )
+}
+
+/// A grid-stride loop over `count` items running `body` for item `e`.
+fn grid(pre: &str, count: &str, body: &str) -> String {
+    format!(
+        "{pre}
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let stride = nwg.x * 256u;
+    let count = {count};
+    var e = gid.x;
+    loop {{
+        if (e >= count) {{ break; }}
+        {body}
+        if (count - e <= stride) {{ break; }}
+        e += stride;
+    }}
+}}
+"
+    )
+}
+
+/// Rows of `src` (`p.rows x p.cols`) by `p.n` indices: gather (`scatter` false) or
+/// scatter-add into `out` (`p.rows x p.cols`, `src` then `p.n x p.cols`).
+pub(crate) fn rows_by_index(t: WgslType, scatter: bool) -> String {
+    let body = if scatter {
+        let add = match t {
+            WgslType::F32 => "var old = atomicLoad(&out[o]);
+            loop {
+                let r = atomicCompareExchangeWeak(&out[o], old, bitcast<u32>(bitcast<f32>(old) + v));
+                if (r.exchanged) { break; }
+                old = r.old_value;
+            }",
+            WgslType::I32 => "atomicAdd(&out[o], bitcast<u32>(v));",
+            _ => "atomicAdd(&out[o], v);",
+        };
+        format!(
+            "let r = e / p.cols;
+        let j = e % p.cols;
+        let i = idx[p.off_in1 + r];
+        if (i < p.rows) {{
+            let o = p.off_out0 + i * p.cols + j;
+            let v = get_src(p.off_in0 + e);
+            {add}
+        }} else if (j == 0u) {{
+            op_fault(i, p.rows);
+        }}"
+        )
+    } else {
+        "let r = e / p.cols;
+        let j = e % p.cols;
+        let i = idx[p.off_in1 + r];
+        if (i < p.rows) {
+            put_out(p.off_out0 + e, get_src(p.off_in0 + i * p.cols + j));
+        } else {
+            put_out(p.off_out0 + e, C(0));
+            if (j == 0u) { op_fault(i, p.rows); }
+        }"
+        .to_string()
+    };
+    grid(&indexed_prelude(t, scatter), "p.n * p.cols", &body)
+}
+
+/// One-hot rows: `out` is `p.rows x p.cols`, `idx` has `p.rows` indices.
+pub(crate) fn one_hot(t: WgslType) -> String {
+    grid(
+        &indexed_prelude(t, false),
+        "p.rows * p.cols",
+        "let r = e / p.cols;
+        let j = e % p.cols;
+        let i = idx[p.off_in1 + r];
+        put_out(p.off_out0 + e, select(C(0), C(1), i == j));
+        if (i >= p.cols && j == 0u) { op_fault(i, p.cols); }",
+    )
+}
+
+/// `out0[i] = mask[i] != 0 ? in0[i] : (mode 0: in1[i], 1: x0)`: `mask` at binding 3.
+pub(crate) fn select(t: WgslType) -> String {
+    let mut pre = prelude(t);
+    pre += &binding(3, "mask", WgslType::U8);
+    map_kernel(
+        &pre,
+        t,
+        t,
+        "var v = p.x0;
+        if (p.mode == 0u) { v = get_in1(p.off_in1 + i); }
+        if (get_mask(p.off_out1 + i) != 0u) { v = get_in0(p.off_in0 + i); }
+        put_out0(p.off_out0 + i, v);",
+    )
+}
+
+/// A column reduction: one invocation per column of the `p.rows x p.cols` matrix `in0`,
+/// folding its rows in order (sums in f64 where the device has it, as the row reductions);
+/// `out0` holds elements, or `u32` row indices for the index reductions.
+pub(crate) fn col_reduce(op: ReduceOp, t: WgslType, f64_ok: bool) -> String {
+    let acc = acc_type(ReduceKind::Op(op), t, f64_ok);
+    let out_t = if op.is_index() { WgslType::U32 } else { t };
+    let fold = match op {
+        ReduceOp::Sum | ReduceOp::Mean => {
+            let fin = if op == ReduceOp::Mean {
+                "C(acc / A(p.rows))"
+            } else {
+                "C(acc)"
+            };
+            format!(
+                "var acc = A(get_in0(p.off_in0 + j));
+        for (var r = 1u; r < p.rows; r++) {{ acc += A(get_in0(p.off_in0 + r * p.cols + j)); }}
+        put_out0(p.off_out0 + j, {fin});"
+            )
+        }
+        ReduceOp::Min | ReduceOp::Max => {
+            let better = if op == ReduceOp::Min {
+                "v < m"
+            } else {
+                "v > m"
+            };
+            format!(
+                "var m = get_in0(p.off_in0 + j);
+        for (var r = 1u; r < p.rows; r++) {{
+            let v = get_in0(p.off_in0 + r * p.cols + j);
+            if ({better} || (isnan_(m) && !isnan_(v))) {{ m = v; }}
+        }}
+        put_out0(p.off_out0 + j, m);"
+            )
+        }
+        ReduceOp::ArgMin | ReduceOp::ArgMax => {
+            let better = if op == ReduceOp::ArgMin {
+                "v < b"
+            } else {
+                "v > b"
+            };
+            format!(
+                "var b = get_in0(p.off_in0 + j);
+        var bi = 0u;
+        for (var r = 1u; r < p.rows; r++) {{
+            let v = get_in0(p.off_in0 + r * p.cols + j);
+            if (!isnan_(v) && (isnan_(b) || {better})) {{ b = v; bi = r; }}
+        }}
+        put_out0(p.off_out0 + j, bi);"
+            )
+        }
+    };
+    format!(
+        "{pre}alias A = {acc};
+{b0}{b1}{b2}
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let stride = nwg.x * 256u;
+    for (var j = gid.x; j < p.cols; j += stride) {{
+        {fold}
+    }}
+}}
+",
+        pre = prelude(t),
+        b0 = binding(0, "in0", t),
+        b1 = binding(1, "in1", t),
+        b2 = binding(2, "out0", out_t),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgpu::naga;
+
+    fn validates(name: &str, src: &str) {
+        let module = naga::front::wgsl::parse_str(src)
+            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
+    }
+
+    /// Every kernel of every element type parses and validates with naga.
+    #[test]
+    fn every_kernel_validates() {
+        let all = [
+            WgslType::F32,
+            WgslType::F64,
+            WgslType::F16,
+            WgslType::BF16,
+            WgslType::I32,
+            WgslType::U32,
+            WgslType::I64,
+            WgslType::U64,
+            WgslType::U8,
+            WgslType::I8,
+        ];
+        validates("permutation", &permutation());
+        for t in all {
+            validates(&format!("compare {t:?}"), &compare(t));
+            validates(&format!("arange {t:?}"), &arange(t));
+            validates(&format!("select {t:?}"), &select(t));
+            validates(&format!("gather {t:?}"), &rows_by_index(t, false));
+            validates(&format!("one_hot {t:?}"), &one_hot(t));
+            if matches!(t, WgslType::F32 | WgslType::I32 | WgslType::U32) {
+                validates(&format!("scatter {t:?}"), &rows_by_index(t, true));
+            }
+            for op in ReduceOp::ALL {
+                if op != ReduceOp::Mean || t.is_float() {
+                    validates(&format!("col {op:?} {t:?}"), &col_reduce(op, t, true));
+                }
+            }
+        }
+    }
+}
