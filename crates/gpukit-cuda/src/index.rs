@@ -16,7 +16,9 @@
 //! - `one_hot(const unsigned int *idx, T *out, ull rows, ull cols, unsigned int *rec,
 //!   unsigned int tag)`;
 //! - `arange(T *out, ull n, T start, T step)`;
-//! - `permutation(unsigned int *out, ull n, ull seed, unsigned int h)` (the `u32` module).
+//! - `permutation(unsigned int *out, ull n, ull seed, unsigned int h)` and
+//!   `check_indices(const unsigned int *idx, ull n, ull bound, unsigned int *rec, unsigned
+//!   int tag)` (the `u32` module).
 
 use gpukit_core::optable::{feistel_half_bits, CmpOp, Faults, FEISTEL_ROUNDS};
 use gpukit_core::{BufAt, DType, ReduceOp, Result, Rhs, Scalar, Shape};
@@ -46,6 +48,7 @@ pub(crate) fn entries(elem: Elem) -> Vec<&'static str> {
     }
     if elem == Elem::U32 {
         v.push("permutation");
+        v.push("check_indices");
     }
     v
 }
@@ -151,6 +154,10 @@ extern \"C\" __global__ void scatter_add_rows(const T *src, const unsigned int *
         );
     }
     if elem == Elem::U32 {
+        s += "extern \"C\" __global__ void check_indices(const unsigned int *idx, unsigned long long n, unsigned long long bound, unsigned int *rec, unsigned int tag) {
+    GRID_STRIDE(i, n) { if ((unsigned long long)idx[i] >= bound) gk_op_fault(rec, tag, idx[i], bound); }
+}
+";
         s += &format!(
             "extern \"C\" __global__ void permutation(unsigned int *out, unsigned long long n, unsigned long long seed, unsigned int h) {{
     unsigned long long mask = (1ull << h) - 1ull;
@@ -400,6 +407,38 @@ pub(crate) unsafe fn arange(
     // SAFETY: the parameters of `arange`, in order and type; the range meets this
     // function's contract.
     unsafe { l.launch(Entry::Named("arange"), l.grid_for(len), BLOCK, &mut params) }
+}
+
+/// `check_indices` (the `u32` module).
+///
+/// # Safety
+///
+/// As [`rows_by_index`].
+pub(crate) unsafe fn check_indices(
+    l: Launcher<'_>,
+    idx: BufAt<'_, CudaBackend>,
+    len: usize,
+    bound: u64,
+    faults: Faults<'_, CudaBackend>,
+) -> Result<()> {
+    let (ip, rec, n, tag) = (ptr(idx), ptr(faults.record), len as u64, faults.tag);
+    let mut params = [
+        param(&ip),
+        param(&n),
+        param(&bound),
+        param(&rec),
+        param(&tag),
+    ];
+    // SAFETY: the parameters of `check_indices`, in order and type; the range meets this
+    // function's contract.
+    unsafe {
+        l.launch(
+            Entry::Named("check_indices"),
+            l.grid_for(len),
+            BLOCK,
+            &mut params,
+        )
+    }
 }
 
 /// `permutation` (the `u32` module).

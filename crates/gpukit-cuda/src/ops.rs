@@ -241,6 +241,12 @@ pub(crate) unsafe fn op(
                 faults,
             } => index::one_hot(l, idx, out, shape, faults),
             Op::Permutation { seed, out, len } => index::permutation(l, seed, out, len),
+            Op::CheckIndices {
+                idx,
+                len,
+                bound,
+                faults,
+            } => index::check_indices(l, idx, len, bound, faults),
             Op::Arange {
                 start,
                 step,

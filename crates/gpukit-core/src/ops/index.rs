@@ -421,6 +421,33 @@ impl<B: Backend> Stream<B> {
         )
     }
 
+    /// Checks `idx` on the device: the first index of `bound` or more is
+    /// [`Error::KernelFailed`] at the next sync (see the module docs), naming this call and
+    /// `idx`. Nothing is written.
+    pub fn check_indices(&self, idx: &impl DeviceRead<u32, B>, bound: usize) -> Result<()> {
+        self.check_indices_as("check_indices", "idx", idx, bound)
+    }
+
+    /// [`Stream::check_indices`], the fault naming `call` and `array`.
+    pub(crate) fn check_indices_as(
+        &self,
+        call: &'static str,
+        array: &str,
+        idx: &impl DeviceRead<u32, B>,
+        bound: usize,
+    ) -> Result<()> {
+        let (si, len) = (idx.slice_ref(), idx.len());
+        let (record, tag) = self.fault_slot(call, array)?;
+        self.run_op(call, DType::U32, [("idx", &si, Access::Read)], |[idx]| {
+            Op::CheckIndices {
+                idx,
+                len,
+                bound: bound as u64,
+                faults: Faults { record, tag },
+            }
+        })
+    }
+
     /// The fault record and the tag of the built-in op `name`, whose indices address `array`.
     fn fault_slot(&self, name: &'static str, array: &str) -> Result<(crate::BufAt<'_, B>, u32)> {
         let shared = self.shared_arc();

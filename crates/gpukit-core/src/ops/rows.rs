@@ -146,7 +146,8 @@ impl<B: Backend> Stream<B> {
 
     /// Cross-entropy of each row of the `shape` logits against its label (`labels[r]` in
     /// `0..shape.cols`) into `loss` (`shape.rows` elements): `loss[r] = -log_softmax(x_r)[l]`.
-    /// A label out of range gives a NaN loss for its row. Average with `mean` for the usual
+    /// A label out of range gives a NaN loss for its row, silently
+    /// ([`Stream::cross_entropy_checked`] reports it). Average with `mean` for the usual
     /// batch loss.
     pub fn cross_entropy<T: Float>(
         &self,
@@ -156,6 +157,36 @@ impl<B: Backend> Stream<B> {
         loss: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
         self.cross_entropy_op(shape, logits, labels, loss, None)
+    }
+
+    /// [`Stream::cross_entropy`] with its labels checked on the device: a label of
+    /// `shape.cols` or more is [`crate::Error::KernelFailed`] at the next sync naming
+    /// `cross_entropy_checked` and the label (its row's loss is NaN, as unchecked), where
+    /// [`Stream::cross_entropy`] gives the NaN silently. One more small launch; the examples
+    /// use this form.
+    pub fn cross_entropy_checked<T: Float>(
+        &self,
+        shape: Shape,
+        logits: &impl DeviceRead<T, B>,
+        labels: &impl DeviceRead<u32, B>,
+        loss: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        self.cross_entropy(shape, logits, labels, loss)?;
+        self.check_indices_as("cross_entropy_checked", "labels", labels, shape.cols)
+    }
+
+    /// [`Stream::cross_entropy_grad`] with its labels checked on the device (see
+    /// [`Stream::cross_entropy_checked`]).
+    pub fn cross_entropy_grad_checked<T: Float>(
+        &self,
+        shape: Shape,
+        logits: &impl DeviceRead<T, B>,
+        labels: &impl DeviceRead<u32, B>,
+        loss: &mut impl DeviceWrite<T, B>,
+        grad: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        self.cross_entropy_grad(shape, logits, labels, loss, grad)?;
+        self.check_indices_as("cross_entropy_grad_checked", "labels", labels, shape.cols)
     }
 
     /// [`Stream::cross_entropy`] and its gradient with respect to the logits:

@@ -357,6 +357,18 @@ pub enum Op<'a, B: Backend> {
         /// Where a bad index is reported.
         faults: Faults<'a, B>,
     },
+    /// Reports the first of `len` `u32` indices that is `bound` or more through `faults`
+    /// (writes nothing else).
+    CheckIndices {
+        /// The indices.
+        idx: BufAt<'a, B>,
+        /// Indices.
+        len: usize,
+        /// The first index out of range.
+        bound: u64,
+        /// Where a bad index is reported.
+        faults: Faults<'a, B>,
+    },
     /// A permutation of `0..len` into `len` `u32`s, keyed by `seed` ([`permutation`](super::permutation)).
     Permutation {
         /// The key.
@@ -414,6 +426,7 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::ScatterAdd { .. } => "scatter_add",
             Op::OneHot { .. } => "one_hot",
             Op::Permutation { .. } => "permutation",
+            Op::CheckIndices { .. } => "check_indices",
             Op::Arange { .. } => "arange",
             Op::Gemm { .. } => "gemm",
         }
@@ -438,6 +451,7 @@ impl<'a, B: Backend> Op<'a, B> {
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
             | Op::Permutation { .. }
+            | Op::CheckIndices { .. }
             | Op::Arange { .. } => false,
         }
     }
@@ -465,6 +479,7 @@ impl<'a, B: Backend> Op<'a, B> {
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
             | Op::Permutation { .. }
+            | Op::CheckIndices { .. }
             | Op::Arange { .. }
             | Op::Gemm { .. } => false,
         }
@@ -681,6 +696,20 @@ impl<'a, B: Backend> Op<'a, B> {
                 seed,
                 out: f(out)?,
                 len,
+            },
+            Op::CheckIndices {
+                idx,
+                len,
+                bound,
+                faults,
+            } => Op::CheckIndices {
+                idx: f(idx)?,
+                len,
+                bound,
+                faults: Faults {
+                    record: f(faults.record)?,
+                    tag: faults.tag,
+                },
             },
             Op::Arange {
                 start,

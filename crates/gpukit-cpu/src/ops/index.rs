@@ -191,6 +191,29 @@ pub(super) unsafe fn one_hot<T: Numeric>(
     })
 }
 
+/// Reports the first of `len` indices that is `bound` or more.
+///
+/// # Safety
+///
+/// The contract of [`super::task`].
+pub(super) unsafe fn check_indices(
+    idx: BufAt<'_, CpuBackend>,
+    len: usize,
+    bound: u64,
+    faults: Faults<'_, CpuBackend>,
+) -> Task {
+    let mut r = Ranges::default();
+    let i = r.src::<u32>(idx, len);
+    let (rec, tag) = (r.hold(faults.record), faults.tag);
+    done(r, move || {
+        // SAFETY: as above.
+        let (i, w) = unsafe { (i.get(), record(rec)) };
+        if let Some(&bad) = i.iter().find(|&&v| u64::from(v) >= bound) {
+            KernelFaults::new(w, tag).fault(0, u64::from(bad), bound);
+        }
+    })
+}
+
 /// The permutation of `0..len` keyed by `seed`.
 ///
 /// # Safety

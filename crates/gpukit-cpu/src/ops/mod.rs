@@ -72,7 +72,10 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         | Op::Clamp { len, .. }
         | Op::Dot { len, .. }
         | Op::Cast { len, .. } => Some(len),
-        Op::Compare { len, .. } | Op::Where { len, .. } | Op::Arange { len, .. } => Some(len),
+        Op::Compare { len, .. }
+        | Op::Where { len, .. }
+        | Op::Arange { len, .. }
+        | Op::CheckIndices { len, .. } => Some(len),
         Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
         Op::OneHot { shape, .. } => shape.len(),
         // Philox costs about as much per element as a math function.
@@ -212,6 +215,12 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 faults,
             } => index::one_hot::<T>(idx, out, shape, faults),
             Op::Permutation { seed, out, len } => index::permutation(seed, out, len),
+            Op::CheckIndices {
+                idx,
+                len,
+                bound,
+                faults,
+            } => index::check_indices(idx, len, bound, faults),
             Op::Arange {
                 start,
                 step,

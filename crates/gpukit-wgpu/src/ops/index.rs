@@ -182,6 +182,39 @@ pub(super) fn col_reduce(
     )
 }
 
+/// Reports the first of `len` indices that is `bound` or more.
+pub(super) fn check_indices(
+    at: Target<'_>,
+    idx: BufAt<'_, WgpuBackend>,
+    len: usize,
+    bound: u64,
+    faults: Faults<'_, WgpuBackend>,
+) -> Result<()> {
+    let Target { shared, stream, .. } = at;
+    if bound > u64::from(u32::MAX) {
+        // No `u32` index reaches it.
+        return Ok(());
+    }
+    let p = pipe(shared, "check_indices".into(), 4, wgsl::check_indices)?;
+    let n = len as u64;
+    let (bi, oi) = Operand::of(idx, 4).whole(shared, n, "an index array")?;
+    let (br, _) = Operand::of(faults.record, 4).whole(shared, FAULT_WORDS as u64, "a record")?;
+    let mut imm = [0u32; field::WORDS];
+    imm[field::N] = u32_of(n, "indices")?;
+    imm[field::ROWS] = bound as u32;
+    imm[field::FLAGS] = faults.tag;
+    imm[field::OFF_IN1] = oi;
+    let d = Bind::dummy(shared);
+    dispatch(
+        shared,
+        stream,
+        &p,
+        &[d, bi, d, br],
+        &imm,
+        [groups_for(shared, n), 1, 1],
+    )
+}
+
 /// Which indexing kernel runs.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Indexing {

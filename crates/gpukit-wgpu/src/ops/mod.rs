@@ -188,6 +188,12 @@ pub(crate) fn op(
             faults,
         ),
         Op::Permutation { seed, out, len } => index::permutation(at, seed, out, len),
+        Op::CheckIndices {
+            idx,
+            len,
+            bound,
+            faults,
+        } => index::check_indices(at, idx, len, bound, faults),
         Op::Arange {
             start,
             step,

@@ -187,6 +187,17 @@ pub(crate) fn one_hot(t: WgslType) -> String {
     )
 }
 
+/// Reports the first of `p.n` indices that is `p.rows` or more (`u32` bounds: a larger
+/// bound passes every index).
+pub(crate) fn check_indices() -> String {
+    grid(
+        &indexed_prelude(WgslType::U32, false),
+        "p.n",
+        "let i = idx[p.off_in1 + e];
+        if (i >= p.rows) { op_fault(i, p.rows); }",
+    )
+}
+
 /// `out0[i] = mask[i] != 0 ? in0[i] : (mode 0: in1[i], 1: x0)`: `mask` at binding 3.
 pub(crate) fn select(t: WgslType) -> String {
     let mut pre = prelude(t);
@@ -303,6 +314,7 @@ mod tests {
             WgslType::I8,
         ];
         validates("permutation", &permutation());
+        validates("check_indices", &check_indices());
         for t in all {
             validates(&format!("compare {t:?}"), &compare(t));
             validates(&format!("arange {t:?}"), &arange(t));

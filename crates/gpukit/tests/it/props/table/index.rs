@@ -235,6 +235,26 @@ pub(super) fn bad_indices_are_typed_errors(ctx: &Context) -> gpukit::Result<()> 
     );
     assert_eq!(hot.download()?, [0, 0, 1, 0, 0, 0, 1, 0, 0]);
 
+    // Cross-entropy: a label out of range is a NaN loss, reported by the checked form only.
+    let logits = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 0.5, 0.5, 0.5])?; // 2 x 3
+    let labels = ctx.alloc_upload(&[2u32, 3])?;
+    let mut loss = ctx.alloc::<f32>(2)?;
+    ctx.cross_entropy(Shape::new(2, 3), &logits, &labels, &mut loss)?;
+    ctx.sync()?;
+    let silent = loss.download()?;
+    assert!(silent[0].is_finite() && silent[1].is_nan(), "{silent:?}");
+    ctx.cross_entropy_checked(Shape::new(2, 3), &logits, &labels, &mut loss)?;
+    failed(
+        ctx.sync(),
+        "cross_entropy_checked",
+        "index 3 is out of bounds for `labels` (length 3)",
+    );
+    let mut grad = ctx.alloc::<f32>(6)?;
+    ctx.cross_entropy_grad_checked(Shape::new(2, 3), &logits, &labels, &mut loss, &mut grad)?;
+    failed(ctx.sync(), "cross_entropy_grad_checked", "index 3");
+    ctx.check_indices(&labels, 4)?;
+    ctx.sync()?;
+
     // Checked before anything is queued: lengths, and 1- or 2-byte scatters.
     let small = ctx.alloc_upload(&[1u8; 6])?;
     let mut small_acc = ctx.alloc_upload(&[0u8; 6])?;
