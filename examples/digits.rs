@@ -5,8 +5,10 @@
 //! See the example's docs for the data, the model and the streams. In short: 1,797 8x8
 //! images (pixels 0-16, scaled to 0-1), a seeded split into 1,437 training and 360 held-out
 //! samples; the training set written as shards of [`SHARD_ROWS`] records (the last one
-//! short); a 64-[`HIDDEN`]-10 perceptron with a tanh hidden layer and softmax cross-entropy,
-//! trained by minibatch SGD with momentum, one shard per batch, every op on the device.
+//! short); a 64-[`HIDDEN`]-10 perceptron with a ReLU hidden layer and softmax cross-entropy,
+//! trained by minibatch SGD with momentum, one shard per pipeline batch shuffled on the device
+//! into minibatches of [`MINIBATCH`] rows, every op (the random streams and the accuracy
+//! counts included) on the device.
 
 use std::error::Error;
 use std::fs::{self, File};
@@ -15,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpukit::{
-    Batch, Context, Gemm, GpuArray, GpuView, GpuViewMut, Pattern, Pipeline, Report, Shape, Stream,
+    Batch, Context, Gemm, GpuArray, GpuView, GpuViewMut, Pattern, Pipeline, Report, Rng, Shape,
+    Stream,
 };
 
 /// What the functions of this module return on error.
@@ -27,9 +30,12 @@ pub const FEATURES: usize = 64;
 pub const CLASSES: usize = 10;
 /// Hidden units.
 pub const HIDDEN: usize = 64;
-/// Records per shard file, the batch size: 1,437 training samples are 11 full shards and a
-/// short one of 29.
+/// Records per shard file, the pipeline's batch: 1,437 training samples are 11 full shards
+/// and a short one of 29.
 pub const SHARD_ROWS: usize = 128;
+/// Rows per SGD step: a shard's rows, shuffled on the device, make two minibatches (the
+/// short shard one).
+pub const MINIBATCH: usize = 64;
 /// Held-out samples.
 pub const TEST_SAMPLES: usize = 360;
 /// Bytes of one record on disk: 64 little-endian `f32` pixels, then the label as `u32`.
@@ -49,7 +55,8 @@ pub struct Config {
     pub lr: f32,
     /// Momentum of the SGD velocity.
     pub momentum: f32,
-    /// Seed of the split, the initial weights and the shard order.
+    /// Seed of the split, the shard order and the device's random stream (the initial
+    /// weights and the minibatches).
     pub seed: u64,
     /// The pipeline pattern.
     pub pattern: Pattern,
@@ -133,7 +140,8 @@ pub fn load_csv(path: &Path) -> Res<Samples> {
     Ok(s)
 }
 
-/// SplitMix64: the seeded generator of the split, the weights and the shard order.
+/// SplitMix64: the seeded generator of the split and the shard order (the host's choices;
+/// the weights and the minibatches come from the device's [`Rng`]).
 #[derive(Debug, Clone)]
 pub struct SplitMix64(pub u64);
 
@@ -268,16 +276,9 @@ pub struct ShardInfo {
     pub last_of_epoch: bool,
 }
 
-/// A batch's outputs as compute writes them: per row, the loss, the predicted class and the
-/// label.
-type Outputs<'a> = (
-    GpuViewMut<'a, f32>,
-    GpuViewMut<'a, u32>,
-    GpuViewMut<'a, u32>,
-);
-
-/// The perceptron's parameters, their SGD velocities and the scratch arrays of a step, all on
-/// the device; the state compute updates and the sink reads.
+/// The perceptron's parameters, their SGD velocities, the device's random stream and the
+/// scratch arrays of a step, all on the device; the state compute updates and the sink
+/// reads.
 #[derive(Debug)]
 pub struct Model {
     w1: GpuArray<f32>,
@@ -288,20 +289,32 @@ pub struct Model {
     v: [GpuArray<f32>; 4],
     /// Gradients, likewise.
     g: [GpuArray<f32>; 4],
-    /// Scratch for `SHARD_ROWS` rows: pre-activations and activations of the hidden layer,
-    /// the logits, the gradient of the logits and of the hidden layer.
-    z1: GpuArray<f32>,
+    /// The device's random stream: the initial weights, then a shuffle of each shard's rows.
+    rng: Rng,
+    /// The shard's rows in the shuffled order the minibatches take them.
+    perm: GpuArray<u32>,
+    /// Scratch for a minibatch of up to `MINIBATCH` rows: its pixels and labels (gathered
+    /// from the shard), the hidden activations, the logits, the gradient of the logits and
+    /// of the hidden layer (before and after the ReLU's mask), the predicted classes and
+    /// their count of correct ones.
+    xb: GpuArray<f32>,
+    lb: GpuArray<u32>,
     a1: GpuArray<f32>,
     z2: GpuArray<f32>,
     dz2: GpuArray<f32>,
+    da1: GpuArray<f32>,
     dz1: GpuArray<f32>,
-    /// Ones, for the column sums that give the bias gradients.
-    ones: GpuArray<f32>,
-    /// The held-out set on the device, and its predictions after each epoch (compute
-    /// writes them at the end of the epoch; the sink downloads them).
+    pred: GpuArray<u32>,
+    right: GpuArray<u32>,
+    /// Correct training predictions per epoch, added up on the device (the sink reads each
+    /// after its epoch's last batch).
+    train_right: Vec<GpuArray<u32>>,
+    /// The held-out set on the device, and its count of correct predictions after each
+    /// epoch (compute writes it at the end of the epoch; the sink downloads it).
     test_x: GpuArray<f32>,
     test_labels: GpuArray<u32>,
-    test_pred: Vec<GpuArray<u32>>,
+    test_pred: GpuArray<u32>,
+    test_right: Vec<GpuArray<u32>>,
     /// Scratch for the held-out forward pass.
     test_a1: GpuArray<f32>,
     test_z2: GpuArray<f32>,
@@ -309,25 +322,28 @@ pub struct Model {
     momentum: f32,
 }
 
-/// Glorot-uniform weights of a `fan_in x fan_out` layer.
-fn glorot(rng: &mut SplitMix64, fan_in: usize, fan_out: usize) -> Vec<f32> {
-    let limit = (6.0 / (fan_in + fan_out) as f64).sqrt();
-    (0..fan_in * fan_out)
-        .map(|_| ((2.0 * rng.uniform() - 1.0) * limit) as f32)
-        .collect()
-}
-
 impl Model {
-    /// Seeded weights, zero biases and velocities, the held-out set uploaded.
+    /// Weights from the device's random stream (Kaiming-normal for the ReLU layer,
+    /// Glorot-uniform for the output layer), zero biases and velocities, the held-out set
+    /// uploaded.
     pub fn new(ctx: &Context, cfg: &Config, test: &Samples) -> gpukit::Result<Model> {
-        let mut rng = SplitMix64(cfg.seed ^ 0x5eed);
         let zeros = |n: usize| ctx.alloc_zeros::<f32>(n);
         let sizes = [FEATURES * HIDDEN, HIDDEN, HIDDEN * CLASSES, CLASSES];
         let n = test.len();
+        let mut rng = Rng::new(cfg.seed ^ 0x5eed);
+        let mut w1 = ctx.alloc::<f32>(sizes[0])?;
+        rng.kaiming_normal(ctx, &mut w1, FEATURES)?;
+        let mut w2 = ctx.alloc::<f32>(sizes[2])?;
+        rng.xavier_uniform(ctx, &mut w2, HIDDEN, CLASSES)?;
+        let counters = || {
+            (0..cfg.epochs)
+                .map(|_| ctx.alloc_zeros::<u32>(1))
+                .collect::<gpukit::Result<Vec<_>>>()
+        };
         Ok(Model {
-            w1: ctx.alloc_upload(&glorot(&mut rng, FEATURES, HIDDEN))?,
+            w1,
             b1: zeros(HIDDEN)?,
-            w2: ctx.alloc_upload(&glorot(&mut rng, HIDDEN, CLASSES))?,
+            w2,
             b2: zeros(CLASSES)?,
             v: [
                 zeros(sizes[0])?,
@@ -341,17 +357,22 @@ impl Model {
                 zeros(sizes[2])?,
                 zeros(sizes[3])?,
             ],
-            z1: zeros(SHARD_ROWS * HIDDEN)?,
-            a1: zeros(SHARD_ROWS * HIDDEN)?,
-            z2: zeros(SHARD_ROWS * CLASSES)?,
-            dz2: zeros(SHARD_ROWS * CLASSES)?,
-            dz1: zeros(SHARD_ROWS * HIDDEN)?,
-            ones: ctx.alloc_upload(&vec![1.0f32; SHARD_ROWS.max(n)])?,
+            rng,
+            perm: ctx.alloc_zeros::<u32>(SHARD_ROWS)?,
+            xb: zeros(MINIBATCH * FEATURES)?,
+            lb: ctx.alloc_zeros::<u32>(MINIBATCH)?,
+            a1: zeros(MINIBATCH * HIDDEN)?,
+            z2: zeros(MINIBATCH * CLASSES)?,
+            dz2: zeros(MINIBATCH * CLASSES)?,
+            da1: zeros(MINIBATCH * HIDDEN)?,
+            dz1: zeros(MINIBATCH * HIDDEN)?,
+            pred: ctx.alloc_zeros::<u32>(MINIBATCH)?,
+            right: ctx.alloc_zeros::<u32>(1)?,
+            train_right: counters()?,
             test_x: ctx.alloc_upload(&test.x)?,
             test_labels: ctx.alloc_upload(&test.labels)?,
-            test_pred: (0..cfg.epochs)
-                .map(|_| ctx.alloc_zeros::<u32>(n))
-                .collect::<gpukit::Result<_>>()?,
+            test_pred: ctx.alloc_zeros::<u32>(n)?,
+            test_right: counters()?,
             test_a1: zeros(n * HIDDEN)?,
             test_z2: zeros(n * CLASSES)?,
             lr: cfg.lr,
@@ -359,59 +380,32 @@ impl Model {
         })
     }
 
-    /// One SGD step on a batch: forward, the per-row losses into `loss`, the predicted
-    /// classes into `pred` and the labels into `label` (the batch's outputs), backward, and
-    /// the momentum update; after an epoch's last batch, the held-out predictions.
+    /// A shard's SGD steps: its rows shuffled on the device and taken as minibatches of up
+    /// to `MINIBATCH` rows, each gathered from the shard, then forward, the per-row losses
+    /// into `loss` (the batch's output, in the order the rows were trained: the only per-row
+    /// data that leaves the device, for printing the epoch's loss), the correct predictions
+    /// added to the epoch's count, backward and the
+    /// momentum update; after an epoch's last shard, the held-out count.
     fn step(
         &mut self,
         s: &Stream,
         b: &Batch<ShardInfo>,
         (x, labels): &(GpuView<'_, f32>, GpuView<'_, u32>),
-        (loss, pred, label): &mut Outputs<'_>,
+        loss: &mut GpuViewMut<'_, f32>,
     ) -> gpukit::Result<()> {
         let r = b.rows;
         if r == 0 {
             return Ok(());
         }
-        let mut a1 = self.a1.slice_mut(..r * HIDDEN)?;
-        let mut z2 = self.z2.slice_mut(..r * CLASSES)?;
-        let mut dz2 = self.dz2.slice_mut(..r * CLASSES)?;
-        let mut dz1 = self.dz1.slice_mut(..r * HIDDEN)?;
-        let mut t = self.z1.slice_mut(..r * HIDDEN)?;
-        let ones = self.ones.slice(..r)?;
-        let inv = 1.0 / r as f32;
-        // Forward, loss, prediction.
-        let weights = [&self.w1, &self.b1, &self.w2, &self.b2];
-        forward(s, weights, r, x, &mut a1, &mut z2)?;
-        let logits = Shape::new(r, CLASSES);
-        s.cross_entropy_grad(logits, &z2, labels, loss, &mut dz2)?; // dz2 = softmax - onehot
-        s.row_argmax(logits, &z2, pred)?;
-        s.copy(labels, label)?;
-        // Backward, each gradient of the mean loss (alpha = 1 / r).
-        let [gw1, gb1, gw2, gb2] = &mut self.g;
-        let mean = |g: Gemm<f32>| g.scaled(inv, 0.0);
-        let (ta, tb) = ((true, false), (false, true));
-        let t_ = |g: Gemm<f32>, (a, b): (bool, bool)| g.transpose(a, b);
-        s.gemm(mean(t_(Gemm::new(HIDDEN, CLASSES, r), ta)), &a1, &dz2, gw2)?; // a1^T dz2
-        s.gemm(mean(Gemm::new(1, CLASSES, r)), &ones, &dz2, gb2)?; //          column sums
-        s.gemm(
-            t_(Gemm::new(r, HIDDEN, CLASSES), tb),
-            &dz2,
-            &self.w2,
-            &mut dz1,
-        )?; // dz2 W2^T
-        s.square(&a1, &mut t)?; //                               tanh' = 1 - a1^2
-        s.mul_scalar_inplace(&mut t, -1.0)?;
-        s.add_scalar_inplace(&mut t, 1.0)?;
-        s.mul_inplace(&mut dz1, &t)?;
-        s.gemm(mean(t_(Gemm::new(FEATURES, HIDDEN, r), ta)), x, &dz1, gw1)?; // x^T dz1
-        s.gemm(mean(Gemm::new(1, HIDDEN, r)), &ones, &dz1, gb1)?;
-        // v = momentum v + g; p -= lr v.
-        let params = [&mut self.w1, &mut self.b1, &mut self.w2, &mut self.b2];
-        for ((p, v), g) in params.into_iter().zip(&mut self.v).zip(&self.g) {
-            s.scale(self.momentum, v)?;
-            s.add_inplace(v, g)?;
-            s.axpy(-self.lr, v, p)?;
+        let table = Shape::new(r, FEATURES);
+        self.rng.permutation(s, &mut self.perm.slice_mut(..r)?)?;
+        for start in (0..r).step_by(MINIBATCH) {
+            let m = MINIBATCH.min(r - start);
+            let idx = self.perm.slice(start..start + m)?;
+            s.gather_rows(table, x, &idx, &mut self.xb.slice_mut(..m * FEATURES)?)?;
+            s.gather_rows(Shape::new(r, 1), labels, &idx, &mut self.lb.slice_mut(..m)?)?;
+            let mut rows_loss = loss.slice_mut(start..start + m)?;
+            self.sgd(s, m, b.meta.epoch, &mut rows_loss)?;
         }
         if b.meta.last_of_epoch {
             self.evaluate(s, b.meta.epoch)?;
@@ -419,7 +413,61 @@ impl Model {
         Ok(())
     }
 
-    /// The held-out predictions with the current parameters, into `test_pred[epoch]`.
+    /// One SGD step on the `m` rows in `xb`, `lb`.
+    fn sgd(
+        &mut self,
+        s: &Stream,
+        m: usize,
+        epoch: usize,
+        loss: &mut GpuViewMut<'_, f32>,
+    ) -> gpukit::Result<()> {
+        let x = self.xb.slice(..m * FEATURES)?;
+        let labels = self.lb.slice(..m)?;
+        let mut a1 = self.a1.slice_mut(..m * HIDDEN)?;
+        let mut z2 = self.z2.slice_mut(..m * CLASSES)?;
+        let mut dz2 = self.dz2.slice_mut(..m * CLASSES)?;
+        let mut da1 = self.da1.slice_mut(..m * HIDDEN)?;
+        let mut dz1 = self.dz1.slice_mut(..m * HIDDEN)?;
+        let mut pred = self.pred.slice_mut(..m)?;
+        let inv = 1.0 / m as f32;
+        // Forward, loss, and the correct predictions, counted on the device.
+        let weights = [&self.w1, &self.b1, &self.w2, &self.b2];
+        forward(s, weights, m, &x, &mut a1, &mut z2)?;
+        let logits = Shape::new(m, CLASSES);
+        s.cross_entropy_grad_checked(logits, &z2, &labels, loss, &mut dz2)?; // softmax - onehot
+        s.row_argmax(logits, &z2, &mut pred)?;
+        s.count_eq_into(&pred, &labels, &mut self.right)?;
+        s.add_inplace(&mut self.train_right[epoch], &self.right)?;
+        // Backward, each gradient of the mean loss (alpha = 1 / m).
+        let [gw1, gb1, gw2, gb2] = &mut self.g;
+        let mean = |g: Gemm<f32>| g.scaled(inv, 0.0);
+        let (ta, tb) = ((true, false), (false, true));
+        let t_ = |g: Gemm<f32>, (a, b): (bool, bool)| g.transpose(a, b);
+        s.gemm(mean(t_(Gemm::new(HIDDEN, CLASSES, m), ta)), &a1, &dz2, gw2)?; // a1^T dz2
+        s.col_sum(logits, &dz2, gb2)?; //                                       bias: column sums
+        s.mul_scalar_inplace(gb2, inv)?;
+        s.gemm(
+            t_(Gemm::new(m, HIDDEN, CLASSES), tb),
+            &dz2,
+            &self.w2,
+            &mut da1,
+        )?; // dz2 W2^T
+        s.relu_backward(&a1, &da1, &mut dz1)?; //               through the ReLU: where a1 > 0
+        s.gemm(mean(t_(Gemm::new(FEATURES, HIDDEN, m), ta)), &x, &dz1, gw1)?; // x^T dz1
+        s.col_sum(Shape::new(m, HIDDEN), &dz1, gb1)?;
+        s.mul_scalar_inplace(gb1, inv)?;
+        // v = momentum v + g; p -= lr v.
+        let params = [&mut self.w1, &mut self.b1, &mut self.w2, &mut self.b2];
+        for ((p, v), g) in params.into_iter().zip(&mut self.v).zip(&self.g) {
+            s.scale(self.momentum, v)?;
+            s.add_inplace(v, g)?;
+            s.axpy(-self.lr, v, p)?;
+        }
+        Ok(())
+    }
+
+    /// The held-out set's correct predictions with the current parameters, into
+    /// `test_right[epoch]`.
     fn evaluate(&mut self, s: &Stream, epoch: usize) -> gpukit::Result<()> {
         let n = self.test_labels.len();
         let x = self.test_x.slice(..)?;
@@ -427,15 +475,21 @@ impl Model {
         let mut z2 = self.test_z2.slice_mut(..)?;
         let weights = [&self.w1, &self.b1, &self.w2, &self.b2];
         forward(s, weights, n, &x, &mut a1, &mut z2)?;
-        s.row_argmax(Shape::new(n, CLASSES), &z2, &mut self.test_pred[epoch])
+        s.row_argmax(Shape::new(n, CLASSES), &z2, &mut self.test_pred)?;
+        s.count_eq_into(
+            &self.test_pred,
+            &self.test_labels,
+            &mut self.test_right[epoch],
+        )
     }
 
-    /// The held-out accuracy after `epoch`, from the predictions compute wrote (this
-    /// download waits for them: gpukit orders it after the compute stream's writes).
-    fn test_accuracy(&self, epoch: usize) -> gpukit::Result<f64> {
-        let pred = self.test_pred[epoch].download()?;
-        let labels = self.test_labels.download()?;
-        Ok(accuracy(&pred, &labels))
+    /// The correct training and held-out predictions of `epoch`, from the counts compute
+    /// wrote (these downloads wait for them: gpukit orders them after the compute stream's
+    /// writes).
+    fn epoch_right(&self, epoch: usize) -> gpukit::Result<(usize, usize)> {
+        let train = self.train_right[epoch].download()?[0] as usize;
+        let test = self.test_right[epoch].download()?[0] as usize;
+        Ok((train, test))
     }
 
     /// A checksum of the parameters (to compare runs bit for bit).
@@ -462,15 +516,9 @@ fn forward(
 ) -> gpukit::Result<()> {
     s.gemm(Gemm::new(rows, HIDDEN, FEATURES), x, w1, a1)?; //       a1 = x W1
     s.add_row_inplace(Shape::new(rows, HIDDEN), a1, b1)?; //           + b1
-    s.tanh_inplace(a1)?; //                                             tanh
+    s.relu_inplace(a1)?; //                                             relu
     s.gemm(Gemm::new(rows, CLASSES, HIDDEN), &*a1, w2, z2)?; //     z2 = a1 W2
     s.add_row_inplace(Shape::new(rows, CLASSES), z2, b2) //            + b2
-}
-
-/// The share of `pred` equal to `labels`.
-pub fn accuracy(pred: &[u32], labels: &[u32]) -> f64 {
-    let right = pred.iter().zip(labels).filter(|(p, l)| p == l).count();
-    right as f64 / labels.len().max(1) as f64
 }
 
 /// What a training run measured, per epoch and at the end.
@@ -537,6 +585,7 @@ pub fn train_on_shards(
         })
         .collect();
     let per_epoch = shards.len();
+    let test_samples = test.len().max(1);
     let mut model = Model::new(ctx, cfg, test)?;
     let mut sums: Vec<EpochSums> = (0..cfg.epochs).map(|_| EpochSums::default()).collect();
     let mut test_accuracy = Vec::new();
@@ -544,7 +593,7 @@ pub fn train_on_shards(
         .batches(cfg.epochs * per_epoch)
         .max_rows(SHARD_ROWS)
         .input::<(f32, u32)>([FEATURES, 1]) // pixels and the label of each row
-        .output::<(f32, u32, u32)>([1, 1, 1]) // its loss, predicted class and label
+        .output::<f32>(1) // the loss of each row, for printing
         .run_with(
             &mut model,
             // The loader thread: batch i is shard order[epoch][k], read from disk.
@@ -564,16 +613,18 @@ pub fn train_on_shards(
             },
             // The compute stream: the SGD step, which updates the model (the shared state).
             |model, s, b, inputs, outputs| model.step(s, b, inputs, outputs),
-            // This thread, in batch order: the epoch's sums; after its last batch, the
-            // held-out accuracy of the parameters compute left at the end of that epoch.
-            |model, b, (loss, pred, label)| {
+            // This thread, in batch order: the epoch's loss; after its last batch, the
+            // correct predictions compute counted on the device over that epoch, and the
+            // held-out ones of the parameters it left at the end of that epoch.
+            |model, b, loss| {
                 let e = &mut sums[b.meta.epoch];
                 e.loss += loss.iter().map(|&l| f64::from(l)).sum::<f64>();
-                e.right += pred.iter().zip(label).filter(|(p, l)| p == l).count();
                 e.rows += b.rows;
                 e.files.push(b.meta.file.clone());
                 if b.meta.last_of_epoch {
-                    test_accuracy.push(model.test_accuracy(b.meta.epoch)?);
+                    let (train, test) = model.epoch_right(b.meta.epoch)?;
+                    e.right = train;
+                    test_accuracy.push(test as f64 / test_samples as f64);
                 }
                 Ok(())
             },
