@@ -20,7 +20,8 @@
 //!   within 1 ulp of the result type plus the f64 reordering bound; `gemm` within the bound
 //!   of its compute type (both derived in `tolerance.rs`);
 //! - comparisons into masks, `select`, `arange`, column min/max (bit for bit) and sums
-//!   (within the sums' tolerance) and `gather_rows`;
+//!   (within the sums' tolerance), `gather_rows`, `one_hot`, `permutation`, `count_eq_into`
+//!   (bit for bit) and `scatter_add_rows` (within the sums' tolerance: GPUs add atomically);
 //! - the random fills (uniform, normal, dropout and integers) bit for bit, at the large
 //!   lengths, from an offset where the Philox counter's low word carries;
 //! - the same at lengths around one block and above `256 * 1024` elements (up to four
@@ -636,9 +637,53 @@ fn index_ops<T: Cross>(cpu: &Context, cuda: &Context, a: &[T], b: &[T]) -> Resul
             let mut g = ctx.alloc::<T>(n * cols)?;
             ctx.gather_rows(shape, &x, &di, &mut g)?;
             out.push(g.download()?);
+            let classes: Vec<u32> = idx.iter().map(|i| i % 16).collect();
+            let mut hot = ctx.alloc::<T>(n * 16)?;
+            ctx.one_hot(Shape::new(n, 16), &ctx.alloc_upload(&classes)?, &mut hot)?;
+            out.push(hot.download()?);
         }
         Ok(out)
     })?;
+    let (perm_cpu, perm_cuda) = both(cpu, cuda, |ctx| {
+        let mut p = ctx.alloc::<u32>(n)?;
+        ctx.permutation(&mut p, n as u64 * 31)?;
+        let mut count = ctx.alloc::<u32>(1)?;
+        ctx.count_eq_into(&ctx.alloc_upload(a)?, &ctx.alloc_upload(b)?, &mut count)?;
+        let mut all = p.download()?;
+        all.extend(count.download()?);
+        Ok(all)
+    })?;
+    if perm_cpu != perm_cuda {
+        return Err(format!(
+            "permutation of {n} or count_eq {}: cpu and cuda differ",
+            T::DTYPE
+        ));
+    }
+    if T::DTYPE.size() >= 4 && rows > 0 {
+        // Scatter-add: the same sums, within the sums' tolerance (GPUs add atomically, in
+        // any order).
+        let (want, got) = both(cpu, cuda, |ctx| {
+            let src = ctx.alloc_upload(b)?;
+            let di = ctx.alloc_upload(&idx[..n / cols])?;
+            let mut acc = ctx.alloc_zeros::<T>(rows * cols)?;
+            ctx.scatter_add_rows(shape, &src.slice(..(n / cols) * cols)?, &di, &mut acc)?;
+            acc.download()
+        })?;
+        for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+            let scale: f64 = idx[..n / cols]
+                .iter()
+                .enumerate()
+                .filter(|&(_, &i)| i as usize == k / cols)
+                .map(|(r, _)| b[r * cols + k % cols].to_f64().abs())
+                .sum();
+            if !T::sums_agree(*w, *g, n / cols + 1, scale) {
+                return Err(format!(
+                    "scatter_add_rows {} [{k}]: cpu {w:?}, cuda {g:?}",
+                    T::DTYPE
+                ));
+            }
+        }
+    }
     for (k, (w, g)) in want.iter().zip(&got).enumerate() {
         let name = [
             "select",
@@ -647,6 +692,7 @@ fn index_ops<T: Cross>(cpu: &Context, cuda: &Context, a: &[T], b: &[T]) -> Resul
             "col_max",
             "col_sum",
             "gather_rows",
+            "one_hot",
         ][k];
         if name == "col_sum" {
             for j in 0..cols {
