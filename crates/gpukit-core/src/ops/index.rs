@@ -8,7 +8,7 @@
 //! [`Error::KernelFailed`] at the stream's next `sync` (or `query` that finds it idle), or
 //! the context's. No op reads or writes outside its arrays, whatever the indices.
 
-use crate::array::{DeviceRead, DeviceWrite, GpuArray};
+use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::{DType, Numeric};
 use crate::error::{same_len, Error, Result};
@@ -203,8 +203,9 @@ impl<B: Backend> Stream<B> {
 
     /// Writes the number of positions where `a` and `b` hold equal elements into the
     /// one-element `out` (a classifier's correct predictions: `row_argmax` of its logits
-    /// against the labels), on the device: an `eq` mask, widened to `u32` and summed (the
-    /// count wraps past `u32::MAX`). Its two scratch arrays come from the context's pool.
+    /// against the labels): a reduction on the device, compared in the compute type (a NaN
+    /// equals nothing), the count wrapping past `u32::MAX`. No scratch memory: it can be
+    /// captured in a graph.
     ///
     /// ```
     /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
@@ -224,11 +225,18 @@ impl<B: Backend> Stream<B> {
         let name = "count_eq_into";
         same_len(name, "b", a.len(), b.len())?;
         same_len(name, "out", 1, out.len())?;
-        let mut mask = GpuArray::<u8, B>::alloc(self, a.len(), false)?;
-        self.compare(CmpOp::Eq, a, b, &mut mask)?;
-        let mut wide = GpuArray::<u32, B>::alloc(self, a.len(), false)?;
-        self.cast(&mask, &mut wide)?;
-        self.sum_into(&wide, out)
+        self.fill(out, 0)?;
+        let (sa, sb, so, len) = (a.slice_ref(), b.slice_ref(), out.slice_ref(), a.len());
+        self.run_op(
+            name,
+            T::DTYPE,
+            [
+                ("a", &sa, Access::Read),
+                ("b", &sb, Access::Read),
+                ("out", &so, Access::Write),
+            ],
+            |[a, b, out]| Op::CountEq { a, b, out, len },
+        )
     }
 
     /// Rows of the `shape` matrix `src` picked by the `u32` indices `idx`: row `r` of `out`

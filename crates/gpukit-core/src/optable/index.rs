@@ -19,6 +19,15 @@ pub fn compare_slice<T: Numeric>(op: CmpOp, a: &[T], b: impl Fn(usize) -> T, out
     }
 }
 
+/// The number of positions where `a` and `b` are equal in the compute type (a NaN equals
+/// nothing), wrapping past `u32::MAX`.
+pub fn count_eq<T: Numeric>(a: &[T], b: &[T]) -> u32 {
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| x.load() == y.load())
+        .fold(0u32, |n, _| n.wrapping_add(1))
+}
+
 /// `out[i] = if mask[i] != 0 { a[i] } else { b(i) }`.
 pub fn where_slice<T: Numeric>(mask: &[u8], a: &[T], b: impl Fn(usize) -> T, out: &mut [T]) {
     for (i, (o, (&m, &x))) in out.iter_mut().zip(mask.iter().zip(a)).enumerate() {

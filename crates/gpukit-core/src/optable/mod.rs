@@ -119,7 +119,7 @@ pub use column::{Domain, MathFn};
 pub use elementwise::{cast_slice, RhsSlice};
 pub use gemm::Gemm;
 pub use index::{
-    arange_slice, compare_slice, feistel, feistel_half_bits, gather_rows, one_hot_rows,
+    arange_slice, compare_slice, count_eq, feistel, feistel_half_bits, gather_rows, one_hot_rows,
     permutation, scatter_add_rows, where_slice, FEISTEL_ROUNDS,
 };
 pub(crate) use op::Bcast;

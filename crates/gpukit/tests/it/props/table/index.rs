@@ -320,3 +320,38 @@ pub(super) fn arange_and_permutation<T: Cross>(ctx: &Context) -> gpukit::Result<
         Ok(())
     })
 }
+
+/// The new ops allocate nothing, so a captured graph holds them: a permutation, a gather, a
+/// count of equal elements and a random fill replay with the graph (graphs exist on CPU and
+/// CUDA; Vulkan refuses the capture).
+pub(super) fn new_ops_can_be_captured(ctx: &Context) -> gpukit::Result<()> {
+    let table = ctx.alloc_upload(&[1u32, 2, 3, 4, 5, 6])?;
+    let mut order = ctx.alloc::<u32>(6)?;
+    let mut picked = ctx.alloc::<u32>(6)?;
+    let mut same = ctx.alloc::<u32>(1)?;
+    let mut noise = ctx.alloc::<f32>(8)?;
+    let graph = ctx.capture(|s| {
+        s.permutation(&mut order, 3)?;
+        s.gather_rows(Shape::new(6, 1), &table, &order, &mut picked)?;
+        s.count_eq_into(&picked, &table, &mut same)?;
+        s.random_uniform(&mut noise, 0.0, 1.0, 9, 0)
+    });
+    let graph = match graph {
+        Err(Error::Unsupported { .. }) if ctx.backend_name() == "vulkan" => return Ok(()),
+        other => other?,
+    };
+    graph.launch(ctx)?;
+    let mut want = vec![0u32; 6];
+    permutation(3, 6, 0, &mut want);
+    let picked_want: Vec<u32> = want.iter().map(|&i| i + 1).collect();
+    assert_eq!(order.download()?, want);
+    assert_eq!(picked.download()?, picked_want);
+    let fixed = want
+        .iter()
+        .enumerate()
+        .filter(|&(i, &v)| i as u32 == v)
+        .count();
+    assert_eq!(same.download()?, [fixed as u32]);
+    assert!(noise.download()?.iter().all(|v| (0.0..1.0).contains(v)));
+    Ok(())
+}

@@ -31,7 +31,7 @@ use elementwise::{binary_vs_f64, binary_wide_vs_f64, int_table_exact, unary_vs_f
 use gemm::batched_gemm_vs_sequential;
 use index::{
     arange_and_permutation, bad_indices_are_typed_errors, columns_vs_reference, compare_and_select,
-    indexing_vs_reference,
+    indexing_vs_reference, new_ops_can_be_captured,
 };
 use random::{
     bad_parameters_are_refused, floats_match_reference, integers_match_reference,
@@ -176,6 +176,7 @@ backend_tests! {
     fn u8_indexing_matches_reference(ctx) { indexing_vs_reference::<u8>(ctx) }
     fn f16_indexing_matches_reference(ctx) { indexing_vs_reference::<f16>(ctx) }
     fn bad_indices_are_kernel_failures(ctx) { bad_indices_are_typed_errors(ctx) }
+    fn training_ops_can_be_captured(ctx) { new_ops_can_be_captured(ctx) }
     fn f32_arange_and_permutation(ctx) { arange_and_permutation::<f32>(ctx) }
     fn i32_arange_and_permutation(ctx) { arange_and_permutation::<i32>(ctx) }
     fn u8_arange_and_permutation(ctx) { arange_and_permutation::<u8>(ctx) }
