@@ -57,17 +57,48 @@ impl<B: Backend> Stream<B> {
         x: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<R, B>,
     ) -> Result<()> {
+        self.reduce_along(call, op, (shape, false), x, out)
+    }
+
+    /// The reductions of each column of a `shape` matrix into `out` (one per column), of any
+    /// result type `R`; errors name `call`.
+    fn reduce_cols<T: Numeric, R: Element>(
+        &self,
+        call: &'static str,
+        op: ReduceOp,
+        shape: Shape,
+        x: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<R, B>,
+    ) -> Result<()> {
+        self.reduce_along(call, op, (shape, true), x, out)
+    }
+
+    /// The reductions of each row (`per_col` false) or column of a `shape` matrix into
+    /// `out`, one result per row or column: the checks both share, then the op.
+    fn reduce_along<T: Numeric, R: Element>(
+        &self,
+        call: &'static str,
+        op: ReduceOp,
+        (shape, per_col): (Shape, bool),
+        x: &impl DeviceRead<T, B>,
+        out: &mut impl DeviceWrite<R, B>,
+    ) -> Result<()> {
         let name = call;
+        // Results, and the elements each folds.
+        let (results, folded, what) = if per_col {
+            (shape.cols, shape.rows, "rows")
+        } else {
+            (shape.rows, shape.cols, "elements per row")
+        };
         self.floats_only(name, op == ReduceOp::Mean, T::DTYPE)?;
         same_len(name, "x", shape_len(name, shape)?, x.len())?;
-        same_len(name, "out", shape.rows, out.len())?;
-        if op.is_index() && shape.cols > 1 + u32::MAX as usize {
+        same_len(name, "out", results, out.len())?;
+        if op.is_index() && folded > 1 + u32::MAX as usize {
             return Err(Error::InvalidShape {
                 op: name,
                 arg: "x",
                 message: format!(
-                    "{} elements per row: an index past u32::MAX does not fit the u32 result",
-                    shape.cols
+                    "{folded} {what}: an index past u32::MAX does not fit the u32 result"
                 ),
             });
         }
@@ -78,7 +109,7 @@ impl<B: Backend> Stream<B> {
                 ("out", out.slice_ref().context_id()),
             ],
         )?;
-        if shape.rows > 0 && shape.cols == 0 {
+        if results > 0 && folded == 0 {
             return match (op, Scalar::new(T::ZERO).get::<R>()) {
                 (ReduceOp::Sum, Some(zero)) => self.fill_any(out, zero),
                 _ => Err(Error::EmptyInput { op: name }),
@@ -89,7 +120,13 @@ impl<B: Backend> Stream<B> {
             name,
             T::DTYPE,
             [("x", &sx, Access::Read), ("out", &so, Access::Write)],
-            |[x, out]| Op::Reduce { op, x, shape, out },
+            |[x, out]| {
+                if per_col {
+                    Op::ReduceCols { op, x, shape, out }
+                } else {
+                    Op::Reduce { op, x, shape, out }
+                }
+            },
         )
     }
 
@@ -168,52 +205,6 @@ impl<B: Backend> Stream<B> {
                 ),
             }),
         }
-    }
-
-    /// The reductions of each column of a `shape` matrix into `out` (one per column), of any
-    /// result type `R`; errors name `call`.
-    fn reduce_cols<T: Numeric, R: Element>(
-        &self,
-        call: &'static str,
-        op: ReduceOp,
-        shape: Shape,
-        x: &impl DeviceRead<T, B>,
-        out: &mut impl DeviceWrite<R, B>,
-    ) -> Result<()> {
-        let name = call;
-        self.floats_only(name, op == ReduceOp::Mean, T::DTYPE)?;
-        same_len(name, "x", shape_len(name, shape)?, x.len())?;
-        same_len(name, "out", shape.cols, out.len())?;
-        if op.is_index() && shape.rows > 1 + u32::MAX as usize {
-            return Err(Error::InvalidShape {
-                op: name,
-                arg: "x",
-                message: format!(
-                    "{} rows: an index past u32::MAX does not fit the u32 result",
-                    shape.rows
-                ),
-            });
-        }
-        self.same_contexts(
-            name,
-            [
-                ("x", x.slice_ref().context_id()),
-                ("out", out.slice_ref().context_id()),
-            ],
-        )?;
-        if shape.cols > 0 && shape.rows == 0 {
-            return match (op, Scalar::new(T::ZERO).get::<R>()) {
-                (ReduceOp::Sum, Some(zero)) => self.fill_any(out, zero),
-                _ => Err(Error::EmptyInput { op: name }),
-            };
-        }
-        let (sx, so) = (x.slice_ref(), out.slice_ref());
-        self.run_op(
-            name,
-            T::DTYPE,
-            [("x", &sx, Access::Read), ("out", &so, Access::Write)],
-            |[x, out]| Op::ReduceCols { op, x, shape, out },
-        )
     }
 
     /// Writes the dot product of `x` and `y` into the one-element `out` (0 when empty).
