@@ -61,10 +61,16 @@ pub struct KernelFaults<'a> {
 }
 
 impl<'a> KernelFaults<'a> {
-    /// A record over `words` (the context's fault record, [`FAULT_WORDS`] words), for the
-    /// kernel or op tagged `tag`: how a CPU backend's built-in ops that index report a bad
-    /// index ([`crate::optable::Faults`]).
-    pub fn new(words: &'a [AtomicU32], tag: u32) -> Self {
+    /// The record at `ptr`, for the kernel or op tagged `tag`: how a CPU twin, and a CPU
+    /// backend's built-in ops that index ([`crate::optable::Faults`]), reach it.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is the context's fault record: [`FAULT_WORDS`] 4-aligned words, allocated for
+    /// `'a` and only ever accessed atomically.
+    pub unsafe fn from_raw(ptr: *const u8, tag: u32) -> Self {
+        // SAFETY: this function's contract; `AtomicU32` has `u32`'s layout.
+        let words = unsafe { std::slice::from_raw_parts(ptr.cast::<AtomicU32>(), FAULT_WORDS) };
         KernelFaults { words, tag }
     }
 

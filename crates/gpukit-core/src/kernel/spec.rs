@@ -311,18 +311,16 @@ impl<S: KernelSig> KernelSpec<S> {
                     S::ARITY + 2
                 ));
             }
+            let tag = u32::from_ne_bytes([tag[0], tag[1], tag[2], tag[3]]);
             // SAFETY: the launcher passes the context's fault record last: FAULT_WORDS
             // live, 4-aligned words that stay allocated for the context's life and that
             // everything touches atomically only.
-            let words = unsafe {
-                std::slice::from_raw_parts(ptr.cast::<std::sync::atomic::AtomicU32>(), FAULT_WORDS)
-            };
-            let tag = u32::from_ne_bytes([tag[0], tag[1], tag[2], tag[3]]);
+            let faults = unsafe { KernelFaults::from_raw(*ptr, tag) };
             // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
             // from arguments whose types match `S`, live and ordered for this call, with no
             // written range aliasing another.
             let mut args = unsafe { S::from_raw(&raw[..S::ARITY]) };
-            twin(cfg, &mut args, &KernelFaults::new(words, tag))
+            twin(cfg, &mut args, &faults)
         });
         s.desc.cpu = Some(erased);
         s

@@ -6,10 +6,8 @@
 //! The family functions are `unsafe` with the contract of [`super::task`], which makes the
 //! tasks' `get`s sound.
 
-use std::sync::atomic::AtomicU32;
-
 use gpukit_core::optable::{self, CmpOp, Faults};
-use gpukit_core::{BufAt, KernelFaults, Numeric, Rhs, Scalar, Shape, FAULT_WORDS};
+use gpukit_core::{BufAt, KernelFaults, Numeric, Rhs, Scalar, Shape};
 
 use super::ranges::{done, Ranges, Src};
 use super::scalar;
@@ -46,15 +44,15 @@ impl<T: Numeric> Second<T> {
     }
 }
 
-/// The fault record's words at `p`.
+/// The fault record at `p`, for the op tagged `tag`.
 ///
 /// # Safety
 ///
-/// `p` is the context's fault record ([`FAULT_WORDS`] aligned `u32`s), live for the task and
-/// only ever accessed atomically.
-unsafe fn record<'a>(p: SendPtr) -> &'a [AtomicU32] {
-    // SAFETY: this function's contract; `AtomicU32` has `u32`'s layout.
-    unsafe { std::slice::from_raw_parts(p.get().cast::<AtomicU32>(), FAULT_WORDS) }
+/// `p` is the context's fault record ([`gpukit_core::FAULT_WORDS`] aligned `u32`s), live for
+/// the task and only ever accessed atomically.
+unsafe fn record_at<'a>(p: SendPtr, tag: u32) -> KernelFaults<'a> {
+    // SAFETY: this function's contract.
+    unsafe { KernelFaults::from_raw(p.get(), tag) }
 }
 
 /// `out[i] = (a[i] op b) as u8`.
@@ -150,8 +148,7 @@ pub(super) unsafe fn gather<T: Numeric>(
     let (rec, tag) = (r.hold(faults.record), faults.tag);
     done(r, move || {
         // SAFETY: as above; the record is the context's fault record.
-        let (s, i, o, w) = unsafe { (s.get(), i.get(), o.get(), record(rec)) };
-        let f = KernelFaults::new(w, tag);
+        let (s, i, o, f) = unsafe { (s.get(), i.get(), o.get(), record_at(rec, tag)) };
         optable::gather_rows(s, shape.cols, i, o, |at, len| f.fault(0, at, len));
     })
 }
@@ -180,8 +177,7 @@ pub(super) unsafe fn scatter_add<T: Numeric>(
     let (rec, tag) = (r.hold(faults.record), faults.tag);
     done(r, move || {
         // SAFETY: as above.
-        let (s, i, o, w) = unsafe { (s.get(), i.get(), o.get(), record(rec)) };
-        let f = KernelFaults::new(w, tag);
+        let (s, i, o, f) = unsafe { (s.get(), i.get(), o.get(), record_at(rec, tag)) };
         optable::scatter_add_rows(s, shape.cols, i, o, |at, len| f.fault(0, at, len));
     })
 }
@@ -205,8 +201,7 @@ pub(super) unsafe fn one_hot<T: Numeric>(
     let (rec, tag) = (r.hold(faults.record), faults.tag);
     done(r, move || {
         // SAFETY: as above.
-        let (i, o, w) = unsafe { (i.get(), o.get(), record(rec)) };
-        let f = KernelFaults::new(w, tag);
+        let (i, o, f) = unsafe { (i.get(), o.get(), record_at(rec, tag)) };
         optable::one_hot_rows(i, shape.cols, o, |at, len| f.fault(0, at, len));
     })
 }
@@ -227,9 +222,9 @@ pub(super) unsafe fn check_indices(
     let (rec, tag) = (r.hold(faults.record), faults.tag);
     done(r, move || {
         // SAFETY: as above.
-        let (i, w) = unsafe { (i.get(), record(rec)) };
+        let (i, f) = unsafe { (i.get(), record_at(rec, tag)) };
         if let Some(&bad) = i.iter().find(|&&v| u64::from(v) >= bound) {
-            KernelFaults::new(w, tag).fault(0, u64::from(bad), bound);
+            f.fault(0, u64::from(bad), bound);
         }
     })
 }
