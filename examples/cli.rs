@@ -37,7 +37,7 @@ use gpukit::DeviceSpec;
 pub use lexopt::Arg::{Long, Short, Value};
 
 /// What `--device` accepts where any device will do.
-pub const ANY_DEVICE: &str = "auto, cpu, cuda, cuda:N, vulkan or vulkan:N";
+pub const ANY_DEVICE: &str = "auto, cpu, cpu:N, cuda, cuda:N, vulkan or vulkan:N";
 
 /// Why a command line was not accepted, or that it asked for help.
 #[derive(Debug)]

@@ -232,7 +232,7 @@ fn print(o: &Outcome) {
 
 /// Trains again on a fresh CPU context and compares; returns the failures.
 fn check_against_cpu(ctx: &Context, cfg: &Config, main_run: &Outcome) -> Res<Vec<String>> {
-    let cpu = Context::new(DeviceSpec::Cpu)?;
+    let cpu = Context::new(DeviceSpec::Cpu(None))?;
     println!("--check-against-cpu: training again on the CPU backend");
     let cpu_run = timed_train(&cpu, cfg)?;
     cpu.close()?;

@@ -7,7 +7,7 @@ use gpukit::{Context, DeviceSpec, Pattern};
 use gpukit_examples::digits::{self, Config};
 
 fn cpu() -> Context {
-    match Context::new(DeviceSpec::Cpu) {
+    match Context::new(DeviceSpec::Cpu(None)) {
         Ok(ctx) => ctx,
         Err(e) => panic!("the CPU backend must open: {e}"),
     }

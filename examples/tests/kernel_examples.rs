@@ -22,7 +22,7 @@ fn skipped(why: impl std::fmt::Display) {
 /// `GPU_REQUIRE_CUDA=1`, as the GPU bundle's `run.sh` sets it, CUDA must open).
 fn contexts() -> Vec<Context> {
     #[cfg_attr(not(any(feature = "cuda", feature = "vulkan")), allow(unused_mut))]
-    let mut out = vec![Context::new(DeviceSpec::Cpu).expect("the CPU backend opens")];
+    let mut out = vec![Context::new(DeviceSpec::Cpu(None)).expect("the CPU backend opens")];
     #[cfg(feature = "cuda")]
     match Context::new(DeviceSpec::Cuda(None)) {
         Ok(ctx) => out.push(ctx),

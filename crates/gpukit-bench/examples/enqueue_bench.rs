@@ -177,9 +177,9 @@ fn run() -> Res {
 
     // The facade: a context with one stream, and one with two (where every op also records
     // the event that orders other streams after it).
-    let ctx = Context::new(DeviceSpec::Cpu)?;
+    let ctx = Context::new(DeviceSpec::Cpu(None))?;
     let mut facade = Way::new(&ctx, ctx.default_stream().clone(), n)?;
-    let ctx2 = Context::new(DeviceSpec::Cpu)?;
+    let ctx2 = Context::new(DeviceSpec::Cpu(None))?;
     let mut multi = Way::new(&ctx2, ctx2.create_stream()?, n)?;
     // gpukit-core on the CPU backend, without the facade.
     let core = CpuBackend::context()?;

@@ -51,7 +51,7 @@ struct Args {
 
 fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     let mut args = Args {
-        device: DeviceSpec::Cpu,
+        device: DeviceSpec::Cpu(None),
         ops: 100,
         len: 256,
         runs: 51,
@@ -107,7 +107,7 @@ fn run() -> Res {
     let args = cli::parse_or_exit("graph_bench", USAGE, parse_args);
     let ctx = match Context::new(args.device) {
         Ok(ctx) => ctx,
-        Err(e @ Error::Unavailable { .. }) if args.device != DeviceSpec::Cpu => {
+        Err(e @ Error::Unavailable { .. }) if !matches!(args.device, DeviceSpec::Cpu(_)) => {
             println!("SKIPPED: graph_bench on {}: {e}", args.device);
             return Ok(());
         }

@@ -49,7 +49,7 @@ struct Args {
 
 fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     let mut args = Args {
-        device: DeviceSpec::Cpu,
+        device: DeviceSpec::Cpu(None),
         n: 256,
         len: 1 << 22,
         runs: 21,
@@ -167,7 +167,7 @@ fn run() -> Res {
     let args = cli::parse_or_exit("kernel_bench", USAGE, parse_args);
     let ctx = match Context::new(args.device) {
         Ok(ctx) => ctx,
-        Err(e @ Error::Unavailable { .. }) if args.device != DeviceSpec::Cpu => {
+        Err(e @ Error::Unavailable { .. }) if !matches!(args.device, DeviceSpec::Cpu(_)) => {
             println!("SKIPPED: kernel_bench on {}: {e}", args.device);
             return Ok(());
         }

@@ -93,7 +93,7 @@ usage: pipeline_bench [options]
 
 fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     let mut args = Args {
-        device: DeviceSpec::Cpu,
+        device: DeviceSpec::Cpu(None),
         json: None,
         quick: false,
         runs: None,
@@ -105,7 +105,7 @@ fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
         match arg {
             Long("backend") => {
                 args.device = match cli.choice("--backend", &["cpu", "cuda"])? {
-                    "cpu" => DeviceSpec::Cpu,
+                    "cpu" => DeviceSpec::Cpu(None),
                     _ => DeviceSpec::Cuda(None),
                 }
             }
@@ -147,7 +147,7 @@ fn main() -> ExitCode {
     let args = cli::parse_or_exit("pipeline_bench", USAGE, parse_args);
     let ctx = match Context::new(args.device) {
         Ok(ctx) => ctx,
-        Err(e) if args.device != DeviceSpec::Cpu => {
+        Err(e) if !matches!(args.device, DeviceSpec::Cpu(_)) => {
             println!("SKIPPED: {e}");
             return if args.require {
                 ExitCode::FAILURE

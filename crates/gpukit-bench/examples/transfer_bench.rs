@@ -53,7 +53,7 @@ struct Args {
 
 fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     let mut args = Args {
-        device: DeviceSpec::Cpu,
+        device: DeviceSpec::Cpu(None),
         json: None,
         max_bytes: 256 << 20,
         runs: 15,
@@ -103,7 +103,9 @@ fn run() -> Res {
     let ctx = match Context::new(args.device) {
         Ok(ctx) => ctx,
         // A GPU that is not there is a skip, as the tests report it, not a failure.
-        Err(e @ gpukit::Error::Unavailable { .. }) if args.device != DeviceSpec::Cpu => {
+        Err(e @ gpukit::Error::Unavailable { .. })
+            if !matches!(args.device, DeviceSpec::Cpu(_)) =>
+        {
             println!("SKIPPED: transfer_bench on {}: {e}", args.device);
             return Ok(());
         }

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::stream::Stream;
 use crate::track::{Access, Alloc, SliceRef};
 
-mod sealed {
+pub(crate) mod sealed {
     /// Only the workspace's arrays and views are device memory: ops rely on `&mut` access
     /// to a [`super::DeviceWrite`] being exclusive.
     pub trait Sealed {}
@@ -377,6 +377,33 @@ impl<T: Element, B: Backend> UnifiedArray<T, B> {
     }
 }
 impl<T: Element, B: Backend> sealed::Sealed for GpuArray<T, B> {}
+impl<A: sealed::Sealed + ?Sized> sealed::Sealed for &A {}
+impl<A: sealed::Sealed + ?Sized> sealed::Sealed for &mut A {}
+
+/// A reference reads what it refers to, so that a list of borrowed arrays (one per device,
+/// for a collective) is a list of device memory.
+impl<T: Element, B: Backend, A: DeviceRead<T, B> + ?Sized> DeviceRead<T, B> for &A {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+
+    fn slice_ref(&self) -> SliceRef<'_, B> {
+        (**self).slice_ref()
+    }
+}
+
+impl<T: Element, B: Backend, A: DeviceRead<T, B> + ?Sized> DeviceRead<T, B> for &mut A {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+
+    fn slice_ref(&self) -> SliceRef<'_, B> {
+        (**self).slice_ref()
+    }
+}
+
+/// An exclusive reference writes what it refers to, exclusively.
+impl<T: Element, B: Backend, A: DeviceWrite<T, B> + ?Sized> DeviceWrite<T, B> for &mut A {}
 impl<T: Element, B: Backend> sealed::Sealed for GpuView<'_, T, B> {}
 impl<T: Element, B: Backend> sealed::Sealed for GpuViewMut<'_, T, B> {}
 

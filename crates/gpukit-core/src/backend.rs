@@ -283,6 +283,22 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn record_event(&self, stream: &Self::Stream, timing: bool) -> crate::Result<Self::Event>;
     /// Makes work queued later on `stream` wait until `event` has completed.
     fn stream_wait(&self, stream: &Self::Stream, event: &Self::Event) -> crate::Result<()>;
+    /// Makes work queued later on `stream` wait until `event` has completed, where `event`
+    /// was recorded by `peer`: the backend of another context (another device, or another
+    /// context on the same one), of the same backend type. The default blocks the calling
+    /// thread until the event has completed (with the guarantee of `event_sync`), which is
+    /// correct for every backend; backends whose streams can wait on another context's
+    /// events without the host (CUDA's `cuStreamWaitEvent`, the CPU backend's queues)
+    /// override it.
+    fn stream_wait_peer(
+        &self,
+        stream: &Self::Stream,
+        peer: &Self,
+        event: &Self::Event,
+    ) -> crate::Result<()> {
+        let _ = stream;
+        peer.event_sync(event)
+    }
     /// Blocks until the event has completed (with the same guarantee as `stream_sync`).
     fn event_sync(&self, event: &Self::Event) -> crate::Result<()>;
     /// Whether the event has completed, without blocking.
@@ -340,6 +356,39 @@ pub trait Backend: Send + Sync + Sized + 'static {
         dst: BufAt<'_, Self>,
         bytes: usize,
     ) -> crate::Result<()>;
+
+    /// Copies `bytes` from `src`, memory of `peer` (the backend of another context, of the
+    /// same backend type), to `dst`, memory of this backend, queued on `stream` (one of this
+    /// backend's). The default is [`crate::Error::Unsupported`], and gpukit-core then copies
+    /// through host memory (synchronously); a backend with a direct path overrides it
+    /// (CUDA's `cuMemcpyPeerAsync`, a `memcpy` on the CPU).
+    ///
+    /// # Safety
+    ///
+    /// - `stream` and `dst`'s buffer were created by this backend instance, `src`'s buffer
+    ///   by `peer`;
+    /// - both ranges meet the conditions of [`Backend::copy_d2d`] (the source range's
+    ///   writers, on `peer`'s streams, have been ordered before `stream` through
+    ///   [`Backend::stream_wait_peer`], and nothing writes it until `stream` has passed
+    ///   the copy).
+    unsafe fn copy_peer(
+        &self,
+        stream: &Self::Stream,
+        peer: &Self,
+        src: BufAt<'_, Self>,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> crate::Result<()> {
+        let _ = (stream, src, dst);
+        Err(crate::Error::Unsupported {
+            backend: self.name(),
+            what: format!(
+                "a direct copy of {bytes} bytes from {} device {}",
+                peer.name(),
+                peer.device_id()
+            ),
+        })
+    }
 
     /// Runs one built-in op of the op table ([`Op`]) on elements of `dtype`, queued on
     /// `stream`. An op or element type the backend lacks (a float-only op on integers, a

@@ -127,7 +127,7 @@ impl<B: Backend> Drop for Shared<B> {
 /// `ctx.default_stream().id()`).
 ///
 /// ```
-/// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+/// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 /// let b = ctx.alloc_upload(&[4.0f32, 5.0, 6.0])?;
 /// let mut out = ctx.alloc_zeros::<f32>(3)?;
@@ -335,7 +335,7 @@ impl<B: Backend> Context<B> {
     /// [`Error::OutOfMemory`]); on the CPU plain memory; on Vulkan [`Error::Unsupported`].
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let mut x = ctx.alloc_unified::<f32>(3)?;
     /// x.host_mut()?.copy_from_slice(&[1.0, -2.0, 3.0]); // no upload
     /// ctx.relu_inplace(&mut x)?;
@@ -383,7 +383,7 @@ impl<B: Backend> Context<B> {
     /// call or a host sync (ordered after the old array's last uses on every stream).
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// drop(ctx.alloc_zeros::<f32>(1 << 20)?);
     /// let again = ctx.alloc_zeros::<f32>(1 << 20)?; // the same block, from the pool
     /// let stats = ctx.memory_stats();
@@ -418,7 +418,7 @@ impl<B: Backend> Context<B> {
     /// nothing. Ranges nest; the guard stays on the thread that opened it.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let x = ctx.alloc_upload(&[1.0f32, -2.0])?;
     /// let mut y = ctx.alloc::<f32>(2)?;
     /// {

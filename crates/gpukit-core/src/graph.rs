@@ -123,7 +123,7 @@ impl<B: Backend> Stream<B> {
     /// either way.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let s = ctx.create_stream()?;
     /// let x = ctx.alloc_upload(&[1.0f32, -2.0, 3.0])?;
     /// let mut y = ctx.alloc_zeros::<f32>(3)?;

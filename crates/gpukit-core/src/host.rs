@@ -261,7 +261,7 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
     /// registered `Vec` comes back from [`HostBuffer::into_vec`] truncated too.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let mut staging = ctx.alloc_host::<f32>(1024, gpukit::HostUse::Upload)?;
     /// staging[..3].copy_from_slice(&[1.0, 2.0, 3.0]);
     /// staging.truncate(3);

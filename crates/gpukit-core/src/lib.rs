@@ -67,6 +67,7 @@
 
 mod array;
 mod backend;
+pub mod collective;
 mod context;
 mod dtype;
 mod element;
@@ -76,6 +77,7 @@ mod host;
 mod kernel;
 mod ops;
 pub mod optable;
+mod peer;
 mod pool;
 mod spec;
 mod stream;
@@ -86,6 +88,7 @@ pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut, UnifiedA
 pub use backend::{
     Backend, BufAt, DeviceInfo, HostUse, KernelArg, LaunchLimits, Location, RawPtr, RawStream,
 };
+pub use collective::CollectiveOp;
 pub use context::{Context, Range};
 pub use element::{
     ordered_sum, Arith, DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide,
@@ -106,7 +109,7 @@ pub use optable::{
     ReduceOp, Rhs, RhsSlice, Scalar, Shape, UnaryOp,
 };
 pub use pool::MemoryStats;
-pub use spec::DeviceSpec;
+pub use spec::{DeviceSet, DeviceSpec, SpecBackend, MAX_SET_DEVICES};
 pub use stream::{Event, Stream};
 pub use track::SliceRef;
 

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::backend::Backend;
+use crate::context::Shared;
 use crate::error::Result;
 use crate::stream::{Stream, StreamInner};
 use crate::track::Use;
@@ -119,10 +120,11 @@ impl<B: Backend> Prior<B> {
     /// recorded either while its stream was the context's only one (which is the default
     /// stream, alive as long as anything can allocate) or after its work had been waited
     /// for: there is nothing left to wait for.
-    pub(crate) fn order_before(&self, stream: &Stream<B>) -> Result<()> {
+    /// `owner` is the context whose memory the use was of.
+    pub(crate) fn order_before(&self, stream: &Stream<B>, owner: &Shared<B>) -> Result<()> {
         match (self.live(), &self.event) {
             (Some(u), _) => stream.wait_for_use(&u),
-            (None, Some(e)) => stream.backend().stream_wait(stream.raw(), e),
+            (None, Some(e)) => stream.wait_event(owner, e),
             (None, None) => Ok(()),
         }
     }

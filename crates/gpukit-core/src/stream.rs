@@ -30,6 +30,10 @@ pub(crate) struct StreamInner<B: Backend> {
     /// [`RECENT_EVENTS`]). The oldest is recorded again once nothing else holds it, so that
     /// ops ordered across streams allocate no event handles in a steady loop.
     recent: Mutex<VecDeque<Arc<B::Event>>>,
+    /// On a context's default stream: the stream that stands for other contexts' reads of
+    /// this context's arrays ([`Stream::copy_peer`]). It holds only waits on their events,
+    /// so that the arrays' trackers record uses of this context's streams alone.
+    lane: Mutex<Option<Stream<B>>>,
 }
 
 /// How many ordering events a stream keeps for reuse.
@@ -142,6 +146,7 @@ impl<B: Backend> Stream<B> {
                 capturing: AtomicBool::new(false),
                 capture: Mutex::new(None),
                 recent: Mutex::new(VecDeque::with_capacity(RECENT_EVENTS)),
+                lane: Mutex::new(None),
             }),
         }
     }
@@ -150,7 +155,8 @@ impl<B: Backend> Stream<B> {
         &self.inner.shared
     }
 
-    pub(crate) fn backend(&self) -> &B {
+    /// The backend of the stream's context (as [`crate::Context::backend`]).
+    pub fn backend(&self) -> &B {
         &self.inner.shared.backend
     }
 
@@ -253,7 +259,7 @@ impl<B: Backend> Stream<B> {
     /// ```
     /// use gpukit::{Context, DeviceSpec, RawPtr};
     ///
-    /// let ctx = Context::new(DeviceSpec::Cpu)?;
+    /// let ctx = Context::new(DeviceSpec::Cpu(None))?;
     /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
     /// // SAFETY: on the CPU backend the address is host memory holding `a.len()` f32s, and
     /// // the closure reads it before returning.
@@ -306,6 +312,54 @@ impl<B: Backend> Stream<B> {
         })
     }
 
+    /// [`Stream::with_raw`] and [`Stream::with_raw_mut`] for several ranges at once (the
+    /// send and receive buffers of a collective library's call): `f` gets the native
+    /// address of each of `reads` and of each of `writes`, in order (`None` for an empty
+    /// one), and this stream's native handle, once the stream is ordered after the work each
+    /// access must follow; the accesses are recorded (reads as reads, writes as writes) when
+    /// `f` returns, so the work `f` has enqueued by then is what later work waits for.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Stream::with_raw_mut`], for each range: `f` and the work it enqueues touch
+    /// only these ranges, at most their lengths from the addresses given, write only the
+    /// `writes`, and enqueue device work on the stream given only (and all of it before `f`
+    /// returns); every range of `writes` comes from an exclusive borrow (`&mut` array or
+    /// view) the caller holds for the call, and no range of `reads` overlaps one of
+    /// `writes` unless `f` allows in-place use.
+    pub unsafe fn with_raw_parts<R>(
+        &self,
+        reads: &[SliceRef<'_, B>],
+        writes: &[SliceRef<'_, B>],
+        f: impl FnOnce(&[Option<RawPtr>], &[Option<RawPtr>], RawStream) -> R,
+    ) -> Result<R> {
+        const CALL: &str = "Stream::with_raw_parts";
+        self.not_capturing(CALL, RAW_IN_CAPTURE)?;
+        let accesses: SmallVec<[(&'static str, &SliceRef<'_, B>, Access); MAX_KERNEL_ARGS]> = reads
+            .iter()
+            .map(|s| ("reads", s, Access::Read))
+            .chain(writes.iter().map(|s| ("writes", s, Access::Write)))
+            .collect();
+        self.enqueue(CALL, &accesses, || {
+            let r: SmallVec<[Option<RawPtr>; MAX_KERNEL_ARGS]> =
+                reads.iter().map(SliceRef::raw_ptr).collect();
+            let w: SmallVec<[Option<RawPtr>; MAX_KERNEL_ARGS]> =
+                writes.iter().map(SliceRef::raw_ptr).collect();
+            let raw = self.ordered_raw_stream()?;
+            Ok(f(&r, &w, raw))
+        })
+    }
+
+    /// This stream's native handle once the stream is ordered: on a backend without native
+    /// streams, after the stream has finished its queued work.
+    fn ordered_raw_stream(&self) -> Result<RawStream> {
+        let raw = self.backend().raw_stream(self.raw());
+        if raw == RawStream::None {
+            self.backend().stream_sync(self.raw())?;
+        }
+        Ok(raw)
+    }
+
     /// Runs a raw access once the stream is ordered: on a backend without native streams,
     /// after the stream has finished its queued work.
     fn raw_access<R>(
@@ -313,11 +367,7 @@ impl<B: Backend> Stream<B> {
         ptr: Option<RawPtr>,
         f: impl FnOnce(Option<RawPtr>, RawStream) -> R,
     ) -> Result<R> {
-        let raw = self.backend().raw_stream(self.raw());
-        if raw == RawStream::None {
-            self.backend().stream_sync(self.raw())?;
-        }
-        Ok(f(ptr, raw))
+        Ok(f(ptr, self.ordered_raw_stream()?))
     }
 
     /// This stream's native handle ([`RawStream::None`] on the CPU backend), for interop.
@@ -352,12 +402,34 @@ impl<B: Backend> Stream<B> {
         marked: bool,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<(R, Option<Arc<B::Event>>)> {
+        self.enqueue_with(op, accesses, marked, false, f)
+    }
+
+    /// [`Stream::enqueue_marked`]; with `peer`, the first access is a read of another
+    /// context's memory ([`Stream::copy_peer`]): this stream waits for its writer through
+    /// the other context's events, and the read is recorded as a use by that context's
+    /// lane, which waits for this stream's event, so that every tracker holds uses of its
+    /// own context's streams only.
+    pub(crate) fn enqueue_with<R>(
+        &self,
+        op: &'static str,
+        accesses: &[(&'static str, &SliceRef<'_, B>, Access)],
+        marked: bool,
+        peer: bool,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<(R, Option<Arc<B::Event>>)> {
         let shared = &self.inner.shared;
         shared.check()?;
-        for (arg, slice, _) in accesses {
-            shared.same_context(op, arg, slice.context_id())?;
+        let is_peer = |i: usize| peer && i == 0;
+        for (i, (arg, slice, _)) in accesses.iter().enumerate() {
+            if !is_peer(i) {
+                shared.same_context(op, arg, slice.context_id())?;
+            }
         }
         let capturing = self.is_capturing();
+        if capturing && peer {
+            return Err(other_stream_in_capture(op));
+        }
         if capturing && marked {
             return Err(Error::CaptureViolation {
                 call: op,
@@ -395,7 +467,7 @@ impl<B: Backend> Stream<B> {
             }
             return Ok((r, None));
         }
-        let event = if marked || shared.multi_stream.load(Ordering::Acquire) {
+        let event = if marked || peer || shared.multi_stream.load(Ordering::Acquire) {
             match self.inner.ordering_event() {
                 Ok(e) => Some(e),
                 Err(_) => {
@@ -411,27 +483,72 @@ impl<B: Backend> Stream<B> {
         } else {
             None
         };
-        for (_, slice, access) in accesses {
-            locked[slot(slice)].record(&self.inner, &event, *access);
+        for (i, (_, slice, access)) in accesses.iter().enumerate() {
+            if !is_peer(i) {
+                locked[slot(slice)].record(&self.inner, &event, *access);
+                continue;
+            }
+            // Without an event the work has been waited for: nothing to record.
+            let Some(e) = &event else { continue };
+            let standin = slice.home().lane().and_then(|lane| {
+                lane.wait_event(shared, e)?;
+                Ok((lane.mark()?, lane))
+            });
+            match standin {
+                Ok((mark, lane)) => locked[slot(slice)].record(&lane.inner, &Some(mark), *access),
+                // No stand-in can be queued: wait for the work instead, as above.
+                Err(_) => shared.backend.stream_sync(self.raw())?,
+            }
         }
         Ok((r, event))
     }
 
-    /// Makes this stream wait for a use of a buffer by (possibly) another stream.
+    /// Makes this stream wait for a use of a buffer by (possibly) another stream, of this
+    /// context or (for [`Stream::copy_peer`]) another.
     pub(crate) fn wait_for_use(&self, u: &Use<B>) -> Result<()> {
         if u.stream.id == self.inner.id {
             return Ok(());
         }
-        let backend = self.backend();
+        let owner = &u.stream.shared;
         match &u.event {
-            Some(e) => backend.stream_wait(self.raw(), e),
+            Some(e) => self.wait_event(owner, e),
             None => {
                 // The use was recorded before any second stream existed: wait for all of
                 // that stream's work so far (a superset of the use).
-                let e = backend.record_event(u.stream.raw(), false)?;
-                backend.stream_wait(self.raw(), &e)
+                let e = owner.backend.record_event(u.stream.raw(), false)?;
+                self.wait_event(owner, &e)
             }
         }
+    }
+
+    /// Makes this stream wait for `event`, recorded on a stream of the context `owner`:
+    /// this one, or another (through [`Backend::stream_wait_peer`]).
+    pub(crate) fn wait_event(&self, owner: &Shared<B>, event: &B::Event) -> Result<()> {
+        let backend = self.backend();
+        if owner.id == self.inner.shared.id {
+            backend.stream_wait(self.raw(), event)
+        } else {
+            backend.stream_wait_peer(self.raw(), &owner.backend, event)
+        }
+    }
+
+    /// The stream that stands for other contexts' reads of the arrays whose home is this
+    /// (default) stream, created on first use.
+    pub(crate) fn lane(&self) -> Result<Stream<B>> {
+        let mut lane = self.inner.lane.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = lane.as_ref() {
+            return Ok(l.clone());
+        }
+        let shared = self.shared_arc();
+        let l = Stream::create(shared.clone(), shared.info.priority_range.0)?;
+        shared.multi_stream.store(true, Ordering::Release);
+        *lane = Some(l.clone());
+        Ok(l)
+    }
+
+    /// A fresh ordering event at the end of this stream's queue.
+    pub(crate) fn mark(&self) -> Result<Arc<B::Event>> {
+        self.inner.ordering_event()
     }
 }
 

@@ -345,6 +345,14 @@ pub struct SliceRef<'a, B: Backend> {
     bytes: usize,
 }
 
+impl<B: Backend> Clone for SliceRef<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for SliceRef<'_, B> {}
+
 impl<B: Backend> std::fmt::Debug for SliceRef<'_, B> {
     /// The context, and the range in bytes within its allocation.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -365,6 +373,16 @@ impl<'a, B: Backend> SliceRef<'a, B> {
     /// The id of the context the memory belongs to.
     pub fn context_id(&self) -> u64 {
         self.alloc.home.context_id()
+    }
+
+    /// `bytes` bytes from `offset` bytes into the range (clamped to it).
+    pub(crate) fn sub(&self, offset: usize, bytes: usize) -> SliceRef<'a, B> {
+        let offset = offset.min(self.bytes);
+        SliceRef {
+            alloc: self.alloc,
+            offset: self.offset + offset,
+            bytes: bytes.min(self.bytes - offset),
+        }
     }
 
     /// The first `bytes` bytes of the range (all of it when it is shorter).
@@ -409,22 +427,29 @@ impl<'a, B: Backend> SliceRef<'a, B> {
 
     /// Locks the allocation's record of uses.
     pub(crate) fn lock(&self) -> Uses<'a, B> {
-        Uses(self.alloc.tracker())
+        Uses(self.alloc.tracker(), &self.alloc.home)
+    }
+
+    /// The default stream of the context the memory belongs to.
+    pub(crate) fn home(&self) -> &'a Stream<B> {
+        &self.alloc.home
     }
 }
 
 /// The locked record of an allocation's uses. `enqueue` holds it from ordering a new use
 /// to recording it, so that two threads using disjoint views of one allocation cannot both
 /// order before either records (the later record would drop the earlier writer).
-pub(crate) struct Uses<'a, B: Backend>(MutexGuard<'a, Tracker<B>>);
+/// The allocation's home (default) stream says which context the uses are of.
+pub(crate) struct Uses<'a, B: Backend>(MutexGuard<'a, Tracker<B>>, &'a Stream<B>);
 
 impl<B: Backend> Uses<'_, B> {
     /// Makes `stream` wait for the uses an access of this kind must come after.
     pub(crate) fn order_before(&self, stream: &Stream<B>, access: Access) -> Result<()> {
         // A read of memory a previous owner may still be writing could see its writes land:
         // every access waits for the prior uses, not only writes.
+        let owner = self.1.shared_arc();
         for p in &self.0.prior {
-            p.order_before(stream)?;
+            p.order_before(stream, owner)?;
         }
         for u in self.0.must_follow(access) {
             stream.wait_for_use(u)?;

@@ -18,7 +18,7 @@ impl<B: Backend> Stream<B> {
     /// context. A rejected call gives `src` back inside [`Rejected`].
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// use gpukit::HostUse;
     /// let s = ctx.create_stream()?;
     /// let mut host = ctx.alloc_host::<f32>(4, HostUse::Upload)?;
@@ -154,7 +154,7 @@ impl<B: Backend> Stream<B> {
     /// work's error, if any. Refused during a capture as [`Stream::download_blocking`] is.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0])?;
     /// assert_eq!(ctx.peek(&a, 2)?, [1.0, 2.0]);
     /// assert_eq!(ctx.peek(&a.slice(3..)?, 8)?, [4.0, 5.0]); // clamped to the length

@@ -111,9 +111,19 @@ use queue::{panic_message, run_task, Queue, Task};
 /// A context on the CPU reference backend.
 pub type CpuContext = gpukit_core::Context<CpuBackend>;
 
-/// The CPU backend: one "device" (the host).
+/// The CPU backend: a logical device on the host.
+///
+/// A process may open any number of logical devices ([`CpuBackend::device`]), so that every
+/// multi-device path (peer copies, collectives, data-parallel training) runs on any
+/// machine. Each has its own contexts' memory pools and streams; all of them share the
+/// host's memory and the process's worker threads (the pool serves every stream with work,
+/// whatever its device, as the cores are one). A copy between two logical devices is a
+/// `memcpy` on the destination's stream, and a stream of one can wait on an event of
+/// another without the host.
 pub struct CpuBackend {
     info: DeviceInfo,
+    /// The logical device's ordinal.
+    ordinal: usize,
     /// Every stream's queue, for `synchronize`.
     queues: Mutex<Vec<Weak<Queue>>>,
     /// Call counters, the armed fault plan and live counts.
@@ -148,6 +158,7 @@ impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("CpuBackend");
         d.field("device", &self.info.name);
+        d.field("ordinal", &self.ordinal);
         match self.queues.try_lock() {
             Ok(q) => d.field(
                 "streams",
@@ -168,10 +179,17 @@ impl std::fmt::Debug for CpuKernel {
 }
 
 impl CpuBackend {
-    /// Opens the CPU backend; never fails on a working machine.
+    /// Opens the CPU backend (logical device 0); never fails on a working machine.
     pub fn new() -> Result<CpuBackend> {
+        CpuBackend::device(0)
+    }
+
+    /// Opens logical device `ordinal` of the CPU backend (any number is valid); never fails
+    /// on a working machine.
+    pub fn device(ordinal: usize) -> Result<CpuBackend> {
         Ok(CpuBackend {
             info: info::host_info(),
+            ordinal,
             queues: Mutex::new(Vec::new()),
             #[cfg(feature = "fault-injection")]
             faults: fault::Faults::new(None),
@@ -185,6 +203,7 @@ impl CpuBackend {
     pub fn with_faults(plan: FaultPlan) -> Result<(CpuBackend, FaultProbe)> {
         let backend = CpuBackend {
             info: info::host_info(),
+            ordinal: 0,
             queues: Mutex::new(Vec::new()),
             faults: fault::Faults::new(Some(plan)),
         };
@@ -283,7 +302,7 @@ impl Backend for CpuBackend {
     }
 
     fn device_id(&self) -> usize {
-        0
+        self.ordinal
     }
 
     fn info(&self) -> DeviceInfo {
@@ -373,6 +392,16 @@ impl Backend for CpuBackend {
     fn stream_wait(&self, stream: &CpuStream, event: &CpuEvent) -> Result<()> {
         inject!(self, Event, "stream_wait");
         event.wait_on(stream)
+    }
+
+    fn stream_wait_peer(
+        &self,
+        stream: &CpuStream,
+        _peer: &CpuBackend,
+        event: &CpuEvent,
+    ) -> Result<()> {
+        // An event is a position in a queue, whichever logical device the queue serves.
+        self.stream_wait(stream, event)
     }
 
     fn event_sync(&self, event: &CpuEvent) -> Result<()> {
@@ -482,6 +511,19 @@ impl Backend for CpuBackend {
             }),
             bytes <= SHORT_COPY,
         )
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        stream: &CpuStream,
+        _peer: &CpuBackend,
+        src: BufAt<'_, Self>,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: the `copy_peer` contract is `copy_d2d`'s, and every logical device's
+        // memory is host memory that a buffer keeps alive wherever it is used.
+        unsafe { self.copy_d2d(stream, src, dst, bytes) }
     }
 
     unsafe fn op(&self, stream: &CpuStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {

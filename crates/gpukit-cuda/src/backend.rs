@@ -301,6 +301,16 @@ impl Backend for CudaBackend {
         })
     }
 
+    fn stream_wait_peer(
+        &self,
+        stream: &CudaStream,
+        _peer: &CudaBackend,
+        event: &CudaEvent,
+    ) -> Result<()> {
+        // `cuStreamWaitEvent` takes an event of another context or device.
+        self.stream_wait(stream, event)
+    }
+
     fn event_sync(&self, event: &CudaEvent) -> Result<()> {
         self.bind()?;
         // SAFETY: a recorded event of this context.
@@ -393,6 +403,31 @@ impl Backend for CudaBackend {
             sys::cuMemcpyDtoDAsync_v2(
                 dst.buf.at(dst.offset),
                 src.buf.at(src.offset),
+                bytes,
+                stream.raw.0,
+            )
+        })
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        stream: &CudaStream,
+        peer: &CudaBackend,
+        src: BufAt<'_, Self>,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        self.bind()?;
+        self.dev.enable_peer(&peer.dev)?;
+        // SAFETY: `src` lies inside a live buffer of `peer`'s context and `dst` inside one
+        // of this context, with `bytes` to copy (gpukit-core checked both); the stream was
+        // made to wait for the source's writers and the buffers outlive the queued copy.
+        self.check("cuMemcpyPeerAsync", unsafe {
+            sys::cuMemcpyPeerAsync(
+                dst.buf.at(dst.offset),
+                self.dev.ctx.0,
+                src.buf.at(src.offset),
+                peer.dev.ctx.0,
                 bytes,
                 stream.raw.0,
             )

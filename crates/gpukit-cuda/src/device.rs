@@ -76,6 +76,9 @@ pub(crate) struct Device {
     events: Mutex<Vec<Raw<sys::CUevent>>>,
     /// The built-in ops' modules, loaded once for every context on the device.
     pub builtins: Builtins,
+    /// The devices whose memory this device's context was asked to access directly, and
+    /// whether it can (peer access enabled); asked once per pair.
+    peers: Mutex<Vec<(usize, bool)>>,
 }
 
 impl Device {
@@ -155,6 +158,7 @@ impl Device {
             poison,
             frees: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
+            peers: Mutex::new(Vec::new()),
             // Replaced below, once the architecture is known.
             builtins: Builtins::new(nvrtc, Target::Ptx(5, 0)),
         };
@@ -225,6 +229,45 @@ impl Device {
         self.check("cuCtxSetCurrent", unsafe {
             sys::cuCtxSetCurrent(self.ctx.0)
         })
+    }
+
+    /// Enables this device's context to access `peer`'s memory directly (NVLink or PCIe
+    /// peer-to-peer) where the devices allow it, once per pair; returns whether it can.
+    /// Where it cannot, `cuMemcpyPeerAsync` still works: the driver stages the copy through
+    /// host memory. The context must be current.
+    pub fn enable_peer(&self, peer: &Device) -> Result<bool, CudaError> {
+        if peer.dev == self.dev {
+            return Ok(true);
+        }
+        let mut peers = lock(&self.peers);
+        if let Some(&(_, can)) = peers.iter().find(|(o, _)| *o == peer.ordinal) {
+            return Ok(can);
+        }
+        let mut can: c_int = 0;
+        // SAFETY: live out-pointer; both are valid devices.
+        self.check("cuDeviceCanAccessPeer", unsafe {
+            sys::cuDeviceCanAccessPeer(&mut can, self.dev, peer.dev)
+        })?;
+        let mut enabled = can != 0;
+        if enabled {
+            // SAFETY: this device's context is current (the caller's contract) and `peer`'s
+            // primary context is retained while `peer` lives.
+            match unsafe { sys::cuCtxEnablePeerAccess(peer.ctx.0, 0) } {
+                CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                r => {
+                    // Not fatal: the copy goes through host memory instead.
+                    tracing::warn!(
+                        device = self.ordinal,
+                        peer = peer.ordinal,
+                        error = %self.error("cuCtxEnablePeerAccess", r),
+                        "peer access could not be enabled; copies are staged by the driver"
+                    );
+                    enabled = false;
+                }
+            }
+        }
+        peers.push((peer.ordinal, enabled));
+        Ok(enabled)
     }
 
     /// Turns a `CUresult` into a result naming `call`; sticky errors poison the device.

@@ -35,6 +35,10 @@
 //! - **NVTX ranges** ([`gpukit_core::Context::range`], the pipeline's stages) go through
 //!   cudarc's `nvtx` module when `libnvToolsExt` loads ([`nvtx::available`]); without it they
 //!   are no-ops.
+//! - **NCCL** ([`nccl`]): communicators (`ncclCommInitAll` for many GPUs in one process,
+//!   `ncclCommInitRank` with an id from the launcher for one process per GPU) and the
+//!   collectives on raw device pointers and streams, through cudarc's `nccl::sys`, loaded at
+//!   run time; without the library every call is `Unavailable` ([`nccl::available`]).
 //! - **Pinned host memory** is `cuMemHostAlloc`: write-combined for [`gpukit_core::HostUse::Upload`]
 //!   (fast for the device to read over PCIe, slow for the CPU to read), plainly pinned
 //!   otherwise, portable to every context. gpukit-core's pool reuses it, so a steady-state
@@ -124,6 +128,7 @@ mod kernel;
 pub mod kernels;
 mod loader;
 mod memory;
+pub mod nccl;
 pub mod nvtx;
 mod ops;
 mod random;

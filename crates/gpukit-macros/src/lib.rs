@@ -42,7 +42,7 @@ mod wgsl;
 /// }
 ///
 /// # fn main() -> gpukit::Result<()> {
-/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let ctx = Context::new(DeviceSpec::Cpu(None))?;
 /// let mut x = ctx.alloc_upload(&[1u8, 255])?;
 /// ctx.launch(&ctx.kernel(add_one::<u8>())?, LaunchConfig::for_elems(2), (&mut x,))?;
 /// assert_eq!(x.download()?, [2, 0]); // wrapping, as on every backend
@@ -62,7 +62,7 @@ mod wgsl;
 /// }
 ///
 /// # fn main() -> gpukit::Result<()> {
-/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let ctx = Context::new(DeviceSpec::Cpu(None))?;
 /// let k = ctx.kernel(saxpy())?;
 /// let x = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 /// let mut y = ctx.alloc_upload(&[10.0f32, 20.0, 30.0])?;
@@ -120,7 +120,7 @@ mod wgsl;
 /// }
 ///
 /// # fn main() -> gpukit::Result<()> {
-/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let ctx = Context::new(DeviceSpec::Cpu(None))?;
 /// let (a, b) = (ctx.alloc_upload(&[3.0f32, 5.0])?, ctx.alloc_upload(&[4.0f32, 12.0])?);
 /// let mut out = ctx.alloc_zeros::<f32>(2)?;
 /// ctx.launch(&ctx.kernel(norms())?, LaunchConfig::for_elems(2), (&a, &b, &mut out))?;
@@ -157,7 +157,7 @@ mod wgsl;
 ///     }
 /// }
 /// # fn main() -> gpukit::Result<()> {
-/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let ctx = Context::new(DeviceSpec::Cpu(None))?;
 /// let k = ctx.kernel(twice())?;
 /// let mut ints = ctx.alloc_zeros::<i32>(4)?;
 /// ctx.launch(&k, LaunchConfig::for_elems(4), (&mut ints,))?; // an i32 array for `&mut [f32]`
@@ -175,7 +175,7 @@ mod wgsl;
 /// #     }
 /// # }
 /// # fn main() -> gpukit::Result<()> {
-/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let ctx = Context::new(DeviceSpec::Cpu(None))?;
 /// let k = ctx.kernel(twice())?;
 /// let x = ctx.alloc_zeros::<f32>(4)?;
 /// ctx.launch(&k, LaunchConfig::for_elems(4), (&x,))?; // read-only where it writes

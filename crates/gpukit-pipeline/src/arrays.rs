@@ -48,7 +48,7 @@ pub struct Batch<M = ()> {
 /// use gpukit::{Pattern, Pipeline};
 /// use std::rc::Rc;
 ///
-/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 /// Pipeline::new(&ctx, Pattern::Double)
 ///     .batches(2)
 ///     .max_rows(4)

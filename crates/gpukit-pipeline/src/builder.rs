@@ -23,7 +23,7 @@ use crate::stages::{IterLoad, LoadFn, StageFns, Stateful, UserLoad};
 /// ```
 /// use gpukit::{Pattern, Pipeline};
 ///
-/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 /// let mut out = Vec::new();
 /// let report = Pipeline::new(&ctx, Pattern::Triple)
 ///     .batches(8)
@@ -45,7 +45,7 @@ use crate::stages::{IterLoad, LoadFn, StageFns, Stateful, UserLoad};
 /// ```
 /// use gpukit::{Pattern, Pipeline, Shape};
 ///
-/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 /// let rows_of = [4, 4, 3];                                  // the last batch is short
 /// let mut seen = Vec::new();
 /// Pipeline::new(&ctx, Pattern::Double)
@@ -331,7 +331,7 @@ impl<B: Backend, In: Arrays<B>, Out: Arrays<B>> Pipeline<B, In, Out> {
     /// ```
     /// use gpukit::{Pattern, Pipeline};
     ///
-    /// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let mut total = ctx.alloc_zeros::<f32>(4)?;                 // state on the device
     /// let mut history = Vec::new();
     /// Pipeline::new(&ctx, Pattern::Double)

@@ -89,7 +89,7 @@ fn parse_args(cli: &mut Cli) -> Result<Opts, CliError> {
     let mut minutes = None;
     let mut o = Opts {
         minutes: 0.0,
-        backend: DeviceSpec::Cpu,
+        backend: DeviceSpec::Cpu(None),
         batches: 16,
         batch_mib: None,
         leak_kib: 0,
@@ -278,7 +278,7 @@ fn run() -> Res<bool> {
     let opts = cli::parse_or_exit("soak", USAGE, parse_args);
     let ctx = match Context::new(opts.backend) {
         Ok(ctx) => ctx,
-        Err(e) if opts.backend != DeviceSpec::Cpu => {
+        Err(e) if !matches!(opts.backend, DeviceSpec::Cpu(_)) => {
             println!("SKIPPED: {e}");
             return Ok(true);
         }

@@ -18,6 +18,8 @@ use smallvec::SmallVec;
 /// from the calling context. Should one arrive anyway, the call fails with
 /// [`Error::Backend`] rather than misbehaving.
 pub trait Member: Backend {
+    /// This backend inside an [`AnyBackend`] (another context's, for peer copies and waits).
+    fn of(x: &AnyBackend) -> Option<&Self>;
     /// This backend's buffer inside an [`AnyBuffer`].
     fn buffer(x: &AnyBuffer) -> Option<&Self::Buffer>;
     /// Moves this backend's buffer out of an [`AnyBuffer`].
@@ -80,6 +82,7 @@ macro_rules! backends {
         $(#[$cfg])*
         #[allow(unreachable_patterns)]
         impl Member for $backend {
+            fn of(x: &AnyBackend) -> Option<&Self> { match x { AnyBackend::$variant(v) => Some(v), _ => None } }
             fn buffer(x: &AnyBuffer) -> Option<&Self::Buffer> { match x { AnyBuffer::$variant(v) => Some(v), _ => None } }
             fn into_buffer(x: AnyBuffer) -> Option<Self::Buffer> { match x { AnyBuffer::$variant(v) => Some(v), _ => None } }
             fn host(x: &AnyHostMem) -> Option<&Self::HostMem> { match x { AnyHostMem::$variant(v) => Some(v), _ => None } }
@@ -262,6 +265,14 @@ impl Backend for AnyBackend {
         dispatch!(self, b: Be => b.stream_wait(st(b, s)?, ev(b, e)?))
     }
 
+    fn stream_wait_peer(&self, s: &AnyStream, peer: &AnyBackend, e: &AnyEvent) -> Result<()> {
+        dispatch!(self, b: Be => match (Be::of(peer), Be::event(e)) {
+            (Some(p), Some(e)) => b.stream_wait_peer(st(b, s)?, p, e),
+            // Contexts of two backends: the host waits.
+            _ => peer.event_sync(e),
+        })
+    }
+
     fn event_sync(&self, e: &AnyEvent) -> Result<()> {
         dispatch!(self, b: Be => b.event_sync(ev(b, e)?))
     }
@@ -356,6 +367,25 @@ impl Backend for AnyBackend {
     ) -> Result<()> {
         // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
         dispatch!(self, b: Be => unsafe { b.copy_d2d(st(b, s)?, at(b, src)?, at(b, dst)?, bytes) })
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        s: &AnyStream,
+        peer: &AnyBackend,
+        src: BufAt<'_, Self>,
+        dst: BufAt<'_, Self>,
+        bytes: usize,
+    ) -> Result<()> {
+        dispatch!(self, b: Be => match Be::of(peer) {
+            // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
+            Some(p) => unsafe { b.copy_peer(st(b, s)?, p, at(p, src)?, at(b, dst)?, bytes) },
+            // Contexts of two backends: gpukit-core copies through host memory.
+            None => Err(Error::Unsupported {
+                backend: b.name(),
+                what: format!("a direct copy of {bytes} bytes from the {} backend", peer.name()),
+            }),
+        })
     }
 
     unsafe fn op(&self, s: &AnyStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {

@@ -4,7 +4,8 @@
 //!
 //! ```toml
 //! # gpu.toml
-//! device = "cuda:0"     # auto | cpu | cuda | cuda:N | vulkan | vulkan:N
+//! device = "cuda:0"     # auto | cpu | cpu:N | cuda | cuda:N | vulkan | vulkan:N
+//! devices = "cuda:0,1"  # a DeviceGroup's: auto | cuda:* | cuda:0,1 | cpu:0..4 | ...
 //! dtype = "f32"         # the element type programs should default to
 //! fallback = "cpu"      # when the requested GPU is unusable: "cpu" or "error"
 //! ```
@@ -14,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gpukit_core::{DType, DeviceSpec, Error, Result};
+use gpukit_core::{DType, DeviceSet, DeviceSpec, Error, Result};
 
 /// The environment variable that overrides the configured device.
 pub const DEVICE_VAR: &str = "GPU_DEVICE";
@@ -62,6 +63,8 @@ impl std::fmt::Display for SpecOrigin {
 pub struct Config {
     /// The device to open.
     pub device: DeviceSpec,
+    /// The devices a [`crate::DeviceGroup`] opens (`devices = "cuda:0,1"`).
+    pub devices: DeviceSet,
     /// The element type programs should default to.
     pub dtype: DType,
     /// What to do when the requested GPU is unusable.
@@ -74,6 +77,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             device: DeviceSpec::Auto,
+            devices: DeviceSet::Auto,
             dtype: DType::F32,
             fallback: FallbackPolicy::Cpu,
             source: None,
@@ -112,6 +116,10 @@ impl Config {
                     cfg.device = DeviceSpec::parse_from(text, "configuration")
                         .map_err(|e| config_error(format!("`device`: {e}")))?;
                 }
+                "devices" => {
+                    cfg.devices = DeviceSet::parse_from(text, "configuration")
+                        .map_err(|e| config_error(format!("`devices`: {e}")))?;
+                }
                 "dtype" => {
                     cfg.dtype = text
                         .parse()
@@ -130,7 +138,7 @@ impl Config {
                 }
                 other => {
                     return Err(config_error(format!(
-                        "unknown key `{other}`; expected `device`, `dtype` or `fallback`"
+                        "unknown key `{other}`; expected `device`, `devices`, `dtype` or `fallback`"
                     )))
                 }
             }
@@ -240,9 +248,13 @@ mod tests {
     #[test]
     fn explicit_beats_env_beats_file() {
         let file = parse("device = \"cuda\"").unwrap();
-        let (c, o) =
-            Config::resolve(Some(DeviceSpec::Cpu), Some("cuda:2"), Some(file.clone())).unwrap();
-        assert_eq!((c.device, o), (DeviceSpec::Cpu, SpecOrigin::Explicit));
+        let (c, o) = Config::resolve(
+            Some(DeviceSpec::Cpu(None)),
+            Some("cuda:2"),
+            Some(file.clone()),
+        )
+        .unwrap();
+        assert_eq!((c.device, o), (DeviceSpec::Cpu(None), SpecOrigin::Explicit));
         let (c, o) = Config::resolve(None, Some("cuda:2"), Some(file.clone())).unwrap();
         assert_eq!((c.device, o), (DeviceSpec::Cuda(Some(2)), SpecOrigin::Env));
         let (c, o) = Config::resolve(None, None, Some(file)).unwrap();

@@ -41,7 +41,7 @@ pub struct Selection {
 /// the core context, which it wraps so that the backend stays out of the user's types.
 ///
 /// ```
-/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+/// let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0])?;
 /// let b = ctx.alloc_upload(&[5.0f32, 6.0, 7.0, 8.0])?;
 /// let mut out = ctx.alloc_zeros::<f32>(4)?;
@@ -109,7 +109,7 @@ impl Context {
     fn open(cfg: &Config, origin: SpecOrigin) -> Result<Context> {
         let mut rejected = Vec::new();
         let inner = match cfg.device {
-            DeviceSpec::Cpu => open_cpu()?,
+            DeviceSpec::Cpu(ordinal) => open_cpu(ordinal.unwrap_or(0))?,
             DeviceSpec::Auto => match open_cuda(None) {
                 Ok(ctx) => ctx,
                 Err(reason) => {
@@ -126,7 +126,7 @@ impl Context {
                                 backend: "vulkan",
                                 reason,
                             });
-                            open_cpu()?
+                            open_cpu(0)?
                         }
                     }
                 }
@@ -147,7 +147,7 @@ impl Context {
                         }
                         tracing::warn!(%reason, "{}: falling back to the CPU backend", cfg.device);
                         rejected.push(Rejection { backend, reason });
-                        open_cpu()?
+                        open_cpu(0)?
                     }
                 }
             }
@@ -184,8 +184,9 @@ impl Context {
     }
 }
 
-fn open_cpu() -> Result<gpukit_core::Context<AnyBackend>> {
-    gpukit_core::Context::new(AnyBackend::Cpu(gpukit_cpu::CpuBackend::new()?))
+/// Logical CPU device `ordinal`.
+fn open_cpu(ordinal: usize) -> Result<gpukit_core::Context<AnyBackend>> {
+    gpukit_core::Context::new(AnyBackend::Cpu(gpukit_cpu::CpuBackend::device(ordinal)?))
 }
 
 /// The CUDA arm of the fallback chain: device `ordinal` (0 for `auto` and `cuda`) among

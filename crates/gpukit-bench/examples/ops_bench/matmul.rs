@@ -170,7 +170,7 @@ pub(super) fn gemm_section(ctx: &Context, args: &Args, records: &mut Vec<Record>
     let cpu: &Context = if ctx.backend_name() == "cpu" {
         ctx
     } else {
-        cpu_owned = Context::new(DeviceSpec::Cpu)?;
+        cpu_owned = Context::new(DeviceSpec::Cpu(None))?;
         &cpu_owned
     };
     let ours_label = if ctx.backend_name() == "cpu" {

@@ -30,7 +30,7 @@
 //!         out[i] = a[i] + b[i];
 //!     }
 //! });
-//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 //! let k = ctx.kernel(spec)?;
 //! let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
 //! let b = ctx.alloc_upload(&[10.0f32, 20.0, 30.0])?;

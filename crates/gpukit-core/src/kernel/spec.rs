@@ -140,7 +140,7 @@ impl<S: KernelSig> KernelSpec<S> {
     ///         out[y * *cols as usize + x] = 10 * y as u32 + x as u32;
     ///     }
     /// });
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let k = ctx.kernel(spec)?;
     /// let mut out = ctx.alloc_zeros::<u32>(12)?;
     /// let cfg = LaunchConfig { grid: [2, 2, 1], block: [2, 2, 1], shared_mem_bytes: 0 };

@@ -17,7 +17,7 @@ impl<B: Backend> Stream<B> {
     /// `(batch - 1) * stride + rows * cols`; outputs may not overlap.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// use gpukit::Gemm;
     /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?; // 2 x 3
     /// let b = ctx.alloc_upload(&[1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0])?; // 3 x 2

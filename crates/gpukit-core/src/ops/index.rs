@@ -57,7 +57,7 @@ impl<B: Backend> Stream<B> {
     /// the compute type (IEEE for floats: every comparison with a NaN is false but `Ne`).
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// use gpukit::core::optable::CmpOp;
     /// let a = ctx.alloc_upload(&[1.0f32, 5.0, f32::NAN])?;
     /// let b = ctx.alloc_upload(&[2.0f32, 5.0, 1.0])?;
@@ -123,7 +123,7 @@ impl<B: Backend> Stream<B> {
     /// `out[i] = if mask[i] != 0 { a[i] } else { b[i] }`: NumPy's and PyTorch's `where`.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let h = ctx.alloc_upload(&[-1.0f32, 2.0, 0.5])?;
     /// let mut pos = ctx.alloc::<u8>(3)?;
     /// ctx.gt_scalar(&h, 0.0, &mut pos)?;
@@ -208,7 +208,7 @@ impl<B: Backend> Stream<B> {
     /// captured in a graph.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let pred = ctx.alloc_upload(&[3u32, 1, 4, 1])?;
     /// let labels = ctx.alloc_upload(&[3u32, 1, 0, 2])?;
     /// let mut correct = ctx.alloc::<u32>(1)?;
@@ -246,7 +246,7 @@ impl<B: Backend> Stream<B> {
     /// module docs); nothing outside `src` is read.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// use gpukit::Shape;
     /// let table = ctx.alloc_upload(&[0.0f32, 0.5, 1.0, 1.5, 2.0, 2.5])?; // 3 x 2
     /// let idx = ctx.alloc_upload(&[2u32, 0, 2])?;
@@ -404,7 +404,7 @@ impl<B: Backend> Stream<B> {
     /// [`Stream::gather_rows`]; [`crate::Rng::permutation`] draws the seed from a stream.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let mut order = ctx.alloc::<u32>(10)?;
     /// ctx.permutation(&mut order, 7)?;
     /// let mut seen = order.download()?;

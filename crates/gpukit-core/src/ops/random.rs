@@ -71,7 +71,7 @@ impl<B: Backend> Stream<B> {
     /// `lo <= hi` ([`Error::InvalidArgument`]). [`Rng`] keeps the offset for you.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let mut x = ctx.alloc::<f32>(1000)?;
     /// ctx.random_uniform(&mut x, -1.0, 1.0, 42, 0)?;
     /// let v = x.download()?;
@@ -141,7 +141,7 @@ impl<B: Backend> Stream<B> {
     /// `hi - lo <= 2^32`, on an integer type ([`Error::InvalidArgument`]).
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let mut dice = ctx.alloc::<u8>(600)?;
     /// ctx.random_integers(&mut dice, 1, 7, 3, 0)?;
     /// assert!(dice.download()?.iter().all(|d| (1..=6).contains(d)));
@@ -192,7 +192,7 @@ impl<B: Backend> Stream<B> {
     /// are kept, no mask is stored. `p` in `[0, 1)` ([`Error::InvalidArgument`]).
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// let x = ctx.alloc_upload(&[1.0f32; 8])?;
     /// let mut y = ctx.alloc::<f32>(8)?;
     /// ctx.dropout(&x, 0.5, 7, 0, &mut y)?;
@@ -258,7 +258,7 @@ fn dropout_params<T: Float>(p: f64) -> Result<(T, T)> {
 /// exactly from the same seed (on any backend: the bits are the same).
 ///
 /// ```
-/// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+/// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 /// use gpukit::Rng;
 /// let mut rng = Rng::new(2026);
 /// let mut w = ctx.alloc::<f32>(64 * 32)?;

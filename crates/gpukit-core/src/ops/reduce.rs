@@ -163,7 +163,7 @@ impl<B: Backend> Stream<B> {
     /// `R`, or an axis other than 0 and 1, is [`Error::InvalidArgument`].
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// use gpukit::{ReduceOp, Shape};
     /// let x = ctx.alloc_upload(&[1.0f32, 5.0, 3.0, 2.0, 4.0, 6.0])?; // 2 x 3
     /// let mut per_col = ctx.alloc::<f32>(3)?;

@@ -194,7 +194,7 @@ impl<B: Backend> Stream<B> {
     /// gradient of the mean loss). A label out of range gives a NaN gradient row.
     ///
     /// ```
-    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
     /// use gpukit::Shape;
     /// let logits = ctx.alloc_upload(&[2.0f32, 0.0, 0.0, 0.0, 0.0, 3.0])?; // 2 x 3
     /// let labels = ctx.alloc_upload(&[0u32, 2])?;

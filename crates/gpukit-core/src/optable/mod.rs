@@ -57,7 +57,7 @@
 //! ## Using them
 //!
 //! ```
-//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 //! use gpukit::Shape;
 //! // A layer's forward pass on a batch of 2 rows of 3: bias per column, then relu, in place.
 //! let shape = Shape::new(2, 3);
@@ -75,7 +75,7 @@
 //! A float-only op on an integer array does not compile:
 //!
 //! ```compile_fail,E0277
-//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
 //! let ints = ctx.alloc_upload(&[4i32, 9])?;
 //! let mut out = ctx.alloc_zeros::<i32>(2)?;
 //! ctx.sqrt(&ints, &mut out)?; // i32 is not `Float`

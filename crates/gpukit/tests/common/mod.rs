@@ -66,7 +66,7 @@ pub fn test_path(module: &str, name: &str) -> String {
 
 /// The CPU reference backend: always available.
 pub fn cpu() -> Option<Context> {
-    match Context::new(DeviceSpec::Cpu) {
+    match Context::new(DeviceSpec::Cpu(None)) {
         Ok(ctx) => Some(ctx),
         Err(e) => panic!("the CPU backend must always open: {e}"),
     }

@@ -253,7 +253,7 @@ backend_tests! {
     }
 
     fn failing_user_stages_name_the_batch_and_stage(ctx) {
-        let other = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+        let other = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
         let foreign = other.alloc_upload(&[7.0f32; LEN])?;
         let mut short = ctx.alloc_upload(&[-1.0f32; LEN - 1])?;
         for pattern in PATTERNS {

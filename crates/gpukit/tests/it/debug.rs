@@ -131,7 +131,7 @@ backend_tests! {
         assert_eq!(ctx.peek(&b, 3)?, [7, 7, 7]);
 
         // Another context's array is rejected, as by every call.
-        let other = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+        let other = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
         let theirs = other.alloc_upload(&data)?;
         assert!(matches!(ctx.peek(&theirs, 2), Err(Error::ContextMismatch { op: "peek", .. })));
         Ok(())

@@ -43,7 +43,7 @@ fn assert_each_fact_once(e: &(dyn StdError + 'static), root: &str) -> String {
 }
 
 fn cpu() -> Context {
-    Context::new(DeviceSpec::Cpu).expect("the CPU backend always opens")
+    Context::new(DeviceSpec::Cpu(None)).expect("the CPU backend always opens")
 }
 
 #[test]

@@ -24,6 +24,8 @@ mod error_chain;
 mod half;
 mod interop;
 mod memory;
+mod multi_device;
+mod nccl;
 mod rust_kernels;
 // Without the `cuda` feature: no CUDA arm at all.
 #[cfg(not(feature = "cuda"))]

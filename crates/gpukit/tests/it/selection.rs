@@ -38,7 +38,7 @@ fn expect_err(r: gpukit::Result<Context>) -> Error {
 
 #[test]
 fn explicit_cpu_opens_the_cpu_backend() -> gpukit::Result<()> {
-    let ctx = Context::new(DeviceSpec::Cpu)?;
+    let ctx = Context::new(DeviceSpec::Cpu(None))?;
     assert_eq!(ctx.backend_name(), "cpu");
     assert_eq!(ctx.device_id(), 0);
     assert!(ctx.selection().rejected.is_empty());

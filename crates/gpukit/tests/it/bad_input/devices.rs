@@ -71,7 +71,7 @@ fn malformed_device_specs_are_rejected() {
         "  CUDA:3 ".parse::<DeviceSpec>(),
         Ok(DeviceSpec::Cuda(Some(3)))
     );
-    assert_eq!("Cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu));
+    assert_eq!("Cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu(None)));
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn malformed_config_files_are_rejected() {
     }
     let good = gpukit::Config::from_toml("device = \"cpu\"\ndtype = \"i8\"", path);
     assert!(
-        matches!(&good, Ok(c) if c.device == DeviceSpec::Cpu && c.dtype == gpukit::DType::I8),
+        matches!(&good, Ok(c) if c.device == DeviceSpec::Cpu(None) && c.dtype == gpukit::DType::I8),
         "{good:?}"
     );
     // A missing file named explicitly is a Config error too.

@@ -24,7 +24,7 @@ use common::{vector_add_spec, VectorAdd, VECTOR_ADD_SRC};
 
 /// A second context, always on the CPU backend: its objects never belong to `ctx`.
 fn other_context() -> gpukit::Result<gpukit::Context> {
-    gpukit::Context::new(DeviceSpec::Cpu)
+    gpukit::Context::new(DeviceSpec::Cpu(None))
 }
 
 /// Asserts a `LengthMismatch` with the given lengths.

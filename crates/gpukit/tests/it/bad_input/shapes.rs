@@ -350,7 +350,7 @@ backend_tests! {
         // The generic entry points name the op.
         assert_eq!(op_of(ctx.binary(BinaryOp::Add, &m, &five, &mut out)), "add");
         // `scale` is a multiplication by a scalar, and says `scale`.
-        let other = gpukit::Context::new(gpukit::DeviceSpec::Cpu)?;
+        let other = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
         let mut foreign = other.alloc_upload(&[1.0f32; 3])?;
         let r = ctx.scale(2.0, &mut foreign);
         assert!(matches!(r, Err(Error::ContextMismatch { op: "scale", .. })), "{r:?}");

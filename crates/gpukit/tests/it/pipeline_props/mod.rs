@@ -114,7 +114,7 @@ impl<T, E: std::fmt::Display> OrFail<T> for Result<T, E> {
 /// A fresh context on the device `ctx` runs on.
 fn fresh(ctx: &Context) -> Result<Context, TestCaseError> {
     let spec = match ctx.backend_name() {
-        "cpu" => DeviceSpec::Cpu,
+        "cpu" => DeviceSpec::Cpu(None),
         "cuda" => DeviceSpec::Cuda(Some(ctx.device_id())),
         "vulkan" => DeviceSpec::Vulkan(Some(ctx.device_id())),
         other => return Err(TestCaseError::fail(format!("unknown backend {other}"))),
