@@ -96,6 +96,9 @@
 mod any;
 mod config;
 mod context;
+pub mod launch;
+pub use launch::{LaunchEnv, LaunchSource};
+mod group;
 
 pub use any::{
     AnyBackend, AnyBuffer, AnyEvent, AnyGraph, AnyHostMem, AnyKernel, AnyRegistration, AnyStream,
@@ -105,12 +108,13 @@ pub use config::{
     read_device_var, Config, FallbackPolicy, SpecOrigin, CONFIG_FILE, CONFIG_VAR, DEVICE_VAR,
 };
 pub use context::{Context, Rejection, Selection};
+pub use group::{Communicator, DeviceGroup, ProcessGroup, JOIN_TIMEOUT};
 
 pub use gpukit_core::{
-    BinaryOp, DType, DeviceInfo, DeviceRead, DeviceSpec, DeviceWrite, Dim3, Element, Error, Float,
-    Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec, LaunchConfig, LaunchLimits, Location,
-    MemoryStats, Numeric, Out, ParseDTypeError, RawPtr, RawStream, ReduceOp, Rejected, Result, Rng,
-    Shape, ThreadIndex, UnaryOp,
+    BinaryOp, CollectiveOp, DType, DeviceInfo, DeviceRead, DeviceSet, DeviceSpec, DeviceWrite,
+    Dim3, Element, Error, Float, Gemm, HostPoolStats, HostSlice, HostUse, In, KernelSpec,
+    LaunchConfig, LaunchLimits, Location, MemoryStats, Numeric, Out, ParseDTypeError, RawPtr,
+    RawStream, ReduceOp, Rejected, Result, Rng, Shape, ThreadIndex, UnaryOp,
 };
 
 /// The backend-generic core, for code generic over backends.
@@ -134,8 +138,8 @@ pub use gpukit_macros::kernel;
 #[doc(inline)]
 pub use gpukit_pipeline as pipeline;
 pub use gpukit_pipeline::{
-    Batch, BoundSource, BoxError, Filled, Lane, Pattern, PipelineError, Progress, ProgressSnapshot,
-    Report, Span, Stage, StageTimes, Timeline,
+    Batch, BoundSource, BoxError, Filled, GroupTimeline, Lane, Pattern, PipelineError, Progress,
+    ProgressSnapshot, Report, Span, Stage, StageTimes, Timeline,
 };
 /// The portable GPU backend on wgpu: Vulkan (Metal, DX12), with its probe
 /// (`gpukit::wgpu::probe()`); cargo feature `vulkan`, on by default.
@@ -166,7 +170,7 @@ struct CrateReadme;
 /// ```
 /// use gpukit::{Context, DeviceSpec, Pattern, Pipeline};
 ///
-/// let ctx = Context::new(DeviceSpec::Cpu)?;
+/// let ctx = Context::new(DeviceSpec::Cpu(None))?;
 /// let err = Pipeline::new(&ctx, Pattern::Double)
 ///     .batches(2)
 ///     .max_rows(4)
