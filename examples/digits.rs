@@ -238,7 +238,7 @@ pub fn write_shards(dir: &Path, train: &Samples) -> Res<Vec<PathBuf>> {
 }
 
 /// Reads a shard into the first rows of the staging arrays; returns the rows.
-fn read_shard(path: &Path, x: &mut [f32], labels: &mut [u32]) -> Res<usize> {
+pub fn read_shard(path: &Path, x: &mut [f32], labels: &mut [u32]) -> Res<usize> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -276,11 +276,39 @@ pub struct ShardInfo {
     pub last_of_epoch: bool,
 }
 
+/// Which rows of every minibatch a model trains on: the whole minibatch on one device; in
+/// data-parallel training ([`crate::parallel`]) rank `rank` of `ranks` takes its part
+/// (`gpukit::core::collective::chunk`: the first `m % ranks` parts have a row more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// This model's rank.
+    pub rank: usize,
+    /// How many models share each minibatch.
+    pub ranks: usize,
+}
+
+impl Part {
+    /// One device, every row.
+    pub const WHOLE: Part = Part { rank: 0, ranks: 1 };
+
+    /// This part's first row and row count in a minibatch of `m` rows.
+    pub fn rows(self, m: usize) -> (usize, usize) {
+        gpukit::core::collective::chunk(m, self.ranks, self.rank)
+    }
+}
+
+/// The gradients `[dW1, db1, dW2, db2]` of a step, handed to the data-parallel exchange
+/// between backward and the update (each already scaled so that the average over the ranks
+/// is the minibatch's mean gradient).
+pub type Grads = [GpuArray<f32>; 4];
+
 /// The perceptron's parameters, their SGD velocities, the device's random stream and the
 /// scratch arrays of a step, all on the device; the state compute updates and the sink
 /// reads.
 #[derive(Debug)]
 pub struct Model {
+    /// The rows of each minibatch this model trains on.
+    part: Part,
     w1: GpuArray<f32>,
     b1: GpuArray<f32>,
     w2: GpuArray<f32>,
@@ -327,6 +355,17 @@ impl Model {
     /// Glorot-uniform for the output layer), zero biases and velocities, the held-out set
     /// uploaded.
     pub fn new(ctx: &Context, cfg: &Config, test: &Samples) -> gpukit::Result<Model> {
+        Model::with_part(ctx, cfg, test, Part::WHOLE)
+    }
+
+    /// [`Model::new`] for the part `part` of every minibatch (the same initial weights on
+    /// every rank: they come from the seed).
+    pub fn with_part(
+        ctx: &Context,
+        cfg: &Config,
+        test: &Samples,
+        part: Part,
+    ) -> gpukit::Result<Model> {
         let zeros = |n: usize| ctx.alloc_zeros::<f32>(n);
         let sizes = [FEATURES * HIDDEN, HIDDEN, HIDDEN * CLASSES, CLASSES];
         let n = test.len();
@@ -341,6 +380,7 @@ impl Model {
                 .collect::<gpukit::Result<Vec<_>>>()
         };
         Ok(Model {
+            part,
             w1,
             b1: zeros(HIDDEN)?,
             w2,
@@ -381,46 +421,71 @@ impl Model {
     }
 
     /// A shard's SGD steps: its rows shuffled on the device and taken as minibatches of up
-    /// to `MINIBATCH` rows, each gathered from the shard, then forward, the per-row losses
-    /// into `loss` (the batch's output, in the order the rows were trained: the only per-row
-    /// data that leaves the device, for printing the epoch's loss), the correct predictions
-    /// added to the epoch's count, backward and the
-    /// momentum update; after an epoch's last shard, the held-out count.
-    fn step(
+    /// to `MINIBATCH` rows, this model's part of each gathered from the shard, then forward,
+    /// the per-row losses into `loss` (the batch's output, in the order the rows were
+    /// trained: the only per-row data that leaves the device, for printing the epoch's loss;
+    /// the other parts' rows 0), the correct predictions added to the epoch's count,
+    /// backward, `exchange` (the data-parallel all-reduce of the gradients; nothing on one
+    /// device) and the momentum update; after an epoch's last shard, the held-out count
+    /// (rank 0 only).
+    pub fn step(
         &mut self,
         s: &Stream,
         b: &Batch<ShardInfo>,
         (x, labels): &(GpuView<'_, f32>, GpuView<'_, u32>),
         loss: &mut GpuViewMut<'_, f32>,
+        exchange: &mut dyn FnMut(&mut Grads) -> gpukit::Result<()>,
     ) -> gpukit::Result<()> {
         let r = b.rows;
         if r == 0 {
             return Ok(());
         }
         let table = Shape::new(r, FEATURES);
+        // The same permutation on every rank: it comes from the seed and the shard count.
         self.rng.permutation(s, &mut self.perm.slice_mut(..r)?)?;
+        if self.part.ranks > 1 {
+            s.fill(&mut loss.slice_mut(..r)?, 0.0)?;
+        }
         for start in (0..r).step_by(MINIBATCH) {
             let m = MINIBATCH.min(r - start);
-            let idx = self.perm.slice(start..start + m)?;
-            s.gather_rows(table, x, &idx, &mut self.xb.slice_mut(..m * FEATURES)?)?;
-            s.gather_rows(Shape::new(r, 1), labels, &idx, &mut self.lb.slice_mut(..m)?)?;
-            let mut rows_loss = loss.slice_mut(start..start + m)?;
-            self.sgd(s, m, b.meta.epoch, &mut rows_loss)?;
+            let (first, rows) = self.part.rows(m);
+            let idx = self.perm.slice(start + first..start + first + rows)?;
+            s.gather_rows(table, x, &idx, &mut self.xb.slice_mut(..rows * FEATURES)?)?;
+            s.gather_rows(
+                Shape::new(r, 1),
+                labels,
+                &idx,
+                &mut self.lb.slice_mut(..rows)?,
+            )?;
+            let mut rows_loss = loss.slice_mut(start + first..start + first + rows)?;
+            self.sgd(s, rows, m, b.meta.epoch, &mut rows_loss, exchange)?;
         }
-        if b.meta.last_of_epoch {
+        if b.meta.last_of_epoch && self.part.rank == 0 {
             self.evaluate(s, b.meta.epoch)?;
         }
         Ok(())
     }
 
-    /// One SGD step on the `m` rows in `xb`, `lb`.
-    fn sgd(
+    /// One SGD step on the `m` rows in `xb`, `lb`, this model's part of a minibatch of
+    /// `total` rows: the gradients of the part's loss summed and scaled by
+    /// `ranks / total`, so that their average over the ranks is the minibatch's mean
+    /// gradient (`1 / m` on one device), then `exchange`, then the update.
+    pub fn sgd(
         &mut self,
         s: &Stream,
         m: usize,
+        total: usize,
         epoch: usize,
         loss: &mut GpuViewMut<'_, f32>,
+        exchange: &mut dyn FnMut(&mut Grads) -> gpukit::Result<()>,
     ) -> gpukit::Result<()> {
+        if m == 0 {
+            // Nothing of this minibatch here: a zero contribution to the average.
+            for g in &mut self.g {
+                s.fill(g, 0.0)?;
+            }
+            return self.update(s, exchange);
+        }
         let x = self.xb.slice(..m * FEATURES)?;
         let labels = self.lb.slice(..m)?;
         let mut a1 = self.a1.slice_mut(..m * HIDDEN)?;
@@ -429,7 +494,7 @@ impl Model {
         let mut da1 = self.da1.slice_mut(..m * HIDDEN)?;
         let mut dz1 = self.dz1.slice_mut(..m * HIDDEN)?;
         let mut pred = self.pred.slice_mut(..m)?;
-        let inv = 1.0 / m as f32;
+        let inv = self.part.ranks as f32 / total as f32;
         // Forward, loss, and the correct predictions, counted on the device.
         let weights = [&self.w1, &self.b1, &self.w2, &self.b2];
         forward(s, weights, m, &x, &mut a1, &mut z2)?;
@@ -456,7 +521,16 @@ impl Model {
         s.gemm(mean(t_(Gemm::new(FEATURES, HIDDEN, m), ta)), &x, &dz1, gw1)?; // x^T dz1
         s.col_sum(Shape::new(m, HIDDEN), &dz1, gb1)?;
         s.mul_scalar_inplace(gb1, inv)?;
-        // v = momentum v + g; p -= lr v.
+        self.update(s, exchange)
+    }
+
+    /// The gradients through `exchange`, then `v = momentum v + g; p -= lr v`.
+    fn update(
+        &mut self,
+        s: &Stream,
+        exchange: &mut dyn FnMut(&mut Grads) -> gpukit::Result<()>,
+    ) -> gpukit::Result<()> {
+        exchange(&mut self.g)?;
         let params = [&mut self.w1, &mut self.b1, &mut self.w2, &mut self.b2];
         for ((p, v), g) in params.into_iter().zip(&mut self.v).zip(&self.g) {
             s.scale(self.momentum, v)?;
@@ -490,6 +564,31 @@ impl Model {
         let train = self.train_right[epoch].download()?[0] as usize;
         let test = self.test_right[epoch].download()?[0] as usize;
         Ok((train, test))
+    }
+
+    /// The parameters `[W1, b1, W2, b2]`, downloaded.
+    pub fn parameters(&self) -> gpukit::Result<Vec<Vec<f32>>> {
+        [&self.w1, &self.b1, &self.w2, &self.b2]
+            .iter()
+            .map(|p| p.download())
+            .collect()
+    }
+
+    /// Uploads a minibatch's pixels and labels into the step's scratch arrays, for
+    /// [`Model::sgd`] called directly (the tests' one step).
+    pub fn load_minibatch(&mut self, x: &[f32], labels: &[u32]) -> gpukit::Result<()> {
+        self.xb.slice_mut(..x.len())?.upload(x)?;
+        self.lb.slice_mut(..labels.len())?.upload(labels)
+    }
+
+    /// The correct predictions of this model's rows in `epoch`, counted on its device.
+    pub fn train_right(&self, epoch: usize) -> gpukit::Result<usize> {
+        Ok(self.train_right[epoch].download()?[0] as usize)
+    }
+
+    /// The correct held-out predictions after `epoch` (rank 0's count).
+    pub fn test_right(&self, epoch: usize) -> gpukit::Result<usize> {
+        Ok(self.test_right[epoch].download()?[0] as usize)
     }
 
     /// A checksum of the parameters (to compare runs bit for bit).
@@ -565,6 +664,24 @@ pub fn train(ctx: &Context, cfg: &Config) -> Res<Outcome> {
     train_on_shards(ctx, cfg, &shards, &test)
 }
 
+/// The order each epoch visits the `shards` shard files in, shuffled from the seed.
+pub fn shard_order(cfg: &Config, shards: usize) -> Vec<Vec<usize>> {
+    let mut rng = SplitMix64(cfg.seed ^ 0x006f_7264_6572);
+    (0..cfg.epochs)
+        .map(|_| {
+            let mut o: Vec<usize> = (0..shards).collect();
+            rng.shuffle(&mut o);
+            o
+        })
+        .collect()
+}
+
+/// The shard file's name, for the batches' metadata.
+pub fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map_or_else(String::new, |f| f.to_string_lossy().into_owned())
+}
+
 /// Trains from the shard files `shards`, evaluating on `test` after every epoch.
 pub fn train_on_shards(
     ctx: &Context,
@@ -575,15 +692,7 @@ pub fn train_on_shards(
     if cfg.epochs == 0 || shards.is_empty() {
         return Err("nothing to train: no epochs or no shards".into());
     }
-    // Each epoch visits the shards in an order shuffled from the seed.
-    let mut rng = SplitMix64(cfg.seed ^ 0x006f_7264_6572);
-    let order: Vec<Vec<usize>> = (0..cfg.epochs)
-        .map(|_| {
-            let mut o: Vec<usize> = (0..shards.len()).collect();
-            rng.shuffle(&mut o);
-            o
-        })
-        .collect();
+    let order = shard_order(cfg, shards.len());
     let per_epoch = shards.len();
     let test_samples = test.len().max(1);
     let mut model = Model::new(ctx, cfg, test)?;
@@ -601,9 +710,7 @@ pub fn train_on_shards(
                 let (epoch, k) = (i / per_epoch, i % per_epoch);
                 let path = &shards[order[epoch][k]];
                 let rows = read_shard(path, x, labels)?;
-                let file = path
-                    .file_name()
-                    .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+                let file = file_name(path);
                 let info = ShardInfo {
                     epoch,
                     file,
@@ -612,7 +719,7 @@ pub fn train_on_shards(
                 Ok((rows, info))
             },
             // The compute stream: the SGD step, which updates the model (the shared state).
-            |model, s, b, inputs, outputs| model.step(s, b, inputs, outputs),
+            |model, s, b, inputs, outputs| model.step(s, b, inputs, outputs, &mut |_| Ok(())),
             // This thread, in batch order: the epoch's loss; after its last batch, the
             // correct predictions compute counted on the device over that epoch, and the
             // held-out ones of the parameters it left at the end of that epoch.

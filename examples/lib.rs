@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod digits;
 pub mod kernels;
+pub mod parallel;
 
 /// The median of the samples (the mean of the middle two for an even count); `None` when
 /// there are none.

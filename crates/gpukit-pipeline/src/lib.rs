@@ -70,4 +70,4 @@ pub use error::{BoxError, PipelineError, Stage};
 pub use pattern::Pattern;
 pub use progress::{Progress, ProgressSnapshot};
 pub use report::{BoundSource, Report, Resources, StageTimes};
-pub use timeline::{Lane, Span, Timeline};
+pub use timeline::{GroupTimeline, Lane, Span, Timeline};

@@ -74,32 +74,62 @@ impl Timeline {
     /// The timeline as Chrome trace JSON (open it in Perfetto or `chrome://tracing`): one
     /// thread per lane, one complete event (`"ph":"X"`) per stage of each batch, in µs.
     pub fn to_chrome_trace(&self) -> String {
-        let mut out = String::from("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-        let mut first = true;
-        let mut push = |line: String| {
-            if !first {
-                out.push_str(",\n");
-            }
-            first = false;
-            out.push_str(&line);
+        chrome_trace(&[("", self)], &self.title)
+    }
+
+    /// The timeline as an SVG picture: one lane per stream (and the loader and sink), one
+    /// box per stage of each batch, coloured by stage and labelled with the batch.
+    pub fn to_svg(&self) -> String {
+        svg(&[("", self)], &self.title)
+    }
+
+    /// Writes [`Timeline::to_chrome_trace`] to `path`.
+    pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.to_chrome_trace())
+    }
+
+    /// Writes [`Timeline::to_svg`] to `path`.
+    pub fn write_svg(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.to_svg())
+    }
+}
+
+/// Chrome trace JSON of one or more timelines: one process per timeline (named by its label,
+/// else `title`), one thread per lane, one complete event per stage of each batch, in µs.
+fn chrome_trace(parts: &[(&str, &Timeline)], title: &str) -> String {
+    let mut out = String::from("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    let mut first = true;
+    let mut push = |line: String| {
+        if !first {
+            out.push_str(",\n");
+        }
+        first = false;
+        out.push_str(&line);
+    };
+    for (p, (label, t)) in parts.iter().enumerate() {
+        let pid = p + 1;
+        let name = if label.is_empty() {
+            title.to_string()
+        } else {
+            format!("{label}: {}", t.title)
         };
         push(format!(
-            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{{\"name\":\"{}\"}}}}",
-            escape(&self.title)
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"args\":{{\"name\":\"{}\"}}}}",
+            escape(&name)
         ));
-        for (tid, lane) in self.lanes.iter().enumerate() {
+        for (tid, lane) in t.lanes.iter().enumerate() {
             push(format!(
-                "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{tid},\"args\":{{\"name\":\"{}\"}}}}",
+                "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":\"{}\"}}}}",
                 escape(&lane.label())
             ));
             push(format!(
-                "{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}"
+                "{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}"
             ));
         }
-        for s in &self.spans {
-            let tid = self.lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
+        for s in &t.spans {
+            let tid = t.lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
             push(format!(
-                "{{\"name\":\"{} {}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":1,\"tid\":{tid},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{\"batch\":{}}}}}",
+                "{{\"name\":\"{} {}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":{:.3},\"dur\":{:.3},\"args\":{{\"batch\":{}}}}}",
                 s.stage,
                 s.batch,
                 s.stage,
@@ -108,85 +138,106 @@ impl Timeline {
                 s.batch
             ));
         }
-        out.push_str("\n]}\n");
-        out
     }
+    out.push_str("\n]}\n");
+    out
+}
 
-    /// The timeline as an SVG picture: one lane per stream (and the loader and sink), one
-    /// box per stage of each batch, coloured by stage and labelled with the batch.
-    pub fn to_svg(&self) -> String {
-        const LEFT: f64 = 150.0;
-        const WIDTH: f64 = 1100.0;
-        const LANE_H: f64 = 28.0;
-        const TOP: f64 = 40.0;
-        let end = self
-            .spans
-            .iter()
-            .map(|s| s.end_ms)
-            .fold(0.0f64, f64::max)
-            .max(1e-9);
-        let scale = WIDTH / end;
-        let height = TOP + LANE_H * self.lanes.len() as f64 + 40.0;
-        let mut svg = String::new();
+/// An SVG picture of one or more timelines on one time axis, their lanes stacked (each
+/// labelled with its timeline's label, when it has one), one box per stage of each batch,
+/// coloured by stage and labelled with the batch.
+fn svg(parts: &[(&str, &Timeline)], title: &str) -> String {
+    const LEFT: f64 = 190.0;
+    const WIDTH: f64 = 1100.0;
+    const LANE_H: f64 = 28.0;
+    const TOP: f64 = 40.0;
+    // Every lane of every part, top to bottom, with its label.
+    let rows: Vec<(usize, Lane, String)> = parts
+        .iter()
+        .enumerate()
+        .flat_map(|(p, (label, t))| {
+            t.lanes.iter().map(move |&lane| {
+                let text = if label.is_empty() {
+                    lane.label()
+                } else {
+                    format!("{label}: {}", lane.label())
+                };
+                (p, lane, text)
+            })
+        })
+        .collect();
+    let end = parts
+        .iter()
+        .flat_map(|(_, t)| t.spans.iter())
+        .map(|s| s.end_ms)
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let scale = WIDTH / end;
+    let height = TOP + LANE_H * rows.len() as f64 + 40.0;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">",
+        LEFT + WIDTH + 20.0
+    );
+    let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        svg,
+        "<text x=\"10\" y=\"20\" font-size=\"14\">{}</text>",
+        escape(title)
+    );
+    // A legend of the stage colours, top right.
+    for (k, stage) in Stage::ALL.into_iter().enumerate() {
+        let x = LEFT + WIDTH - 90.0 * (Stage::ALL.len() - k) as f64;
         let _ = writeln!(
             svg,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">",
-            LEFT + WIDTH + 20.0
+            "<rect x=\"{x:.1}\" y=\"10\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{:.1}\" y=\"20\">{stage}</text>",
+            colour(stage),
+            x + 16.0
         );
-        let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    }
+    for (row, (_, _, text)) in rows.iter().enumerate() {
+        let y = TOP + LANE_H * row as f64;
         let _ = writeln!(
             svg,
-            "<text x=\"10\" y=\"20\" font-size=\"14\">{}</text>",
-            escape(&self.title)
+            "<text x=\"10\" y=\"{:.1}\">{}</text>",
+            y + LANE_H * 0.65,
+            escape(text)
         );
-        // A legend of the stage colours, top right.
-        for (k, stage) in Stage::ALL.into_iter().enumerate() {
-            let x = LEFT + WIDTH - 90.0 * (Stage::ALL.len() - k) as f64;
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{x:.1}\" y=\"10\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{:.1}\" y=\"20\">{stage}</text>",
-                colour(stage),
-                x + 16.0
-            );
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{LEFT}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>",
+            y + LANE_H,
+            LEFT + WIDTH,
+            y + LANE_H
+        );
+    }
+    // Time axis with about ten ticks, drawn before the boxes so its grid lies under them.
+    let axis_y = TOP + LANE_H * rows.len() as f64 + 15.0;
+    let step = nice_step(end / 10.0);
+    for k in 0.. {
+        let t = k as f64 * step;
+        if t > end + 1e-12 {
+            break;
         }
-        for (row, lane) in self.lanes.iter().enumerate() {
-            let y = TOP + LANE_H * row as f64;
-            let _ = writeln!(
-                svg,
-                "<text x=\"10\" y=\"{:.1}\">{}</text>",
-                y + LANE_H * 0.65,
-                escape(&lane.label())
-            );
-            let _ = writeln!(
-                svg,
-                "<line x1=\"{LEFT}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>",
-                y + LANE_H,
-                LEFT + WIDTH,
-                y + LANE_H
-            );
-        }
-        // Time axis with about ten ticks, drawn before the boxes so its grid lies under them.
-        let axis_y = TOP + LANE_H * self.lanes.len() as f64 + 15.0;
-        let step = nice_step(end / 10.0);
-        for k in 0.. {
-            let t = k as f64 * step;
-            if t > end + 1e-12 {
-                break;
-            }
-            let x = LEFT + t * scale;
-            let _ = writeln!(
-                svg,
-                "<line x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>",
-                axis_y - 10.0
-            );
-            let _ = writeln!(
-                svg,
-                "<text x=\"{x:.1}\" y=\"{axis_y:.1}\" text-anchor=\"middle\">{}</text>",
-                fmt_tick(t, step, end)
-            );
-        }
-        for s in &self.spans {
-            let row = self.lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
+        let x = LEFT + t * scale;
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>",
+            axis_y - 10.0
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{x:.1}\" y=\"{axis_y:.1}\" text-anchor=\"middle\">{}</text>",
+            fmt_tick(t, step, end)
+        );
+    }
+    for (p, (_, t)) in parts.iter().enumerate() {
+        for s in &t.spans {
+            let row = rows
+                .iter()
+                .position(|(q, lane, _)| *q == p && *lane == s.lane)
+                .unwrap_or(0);
             let x = LEFT + s.start_ms * scale;
             let w = (s.ms() * scale).max(0.5);
             let y = TOP + LANE_H * row as f64 + 3.0;
@@ -209,16 +260,43 @@ impl Timeline {
                 );
             }
         }
-        svg.push_str("</svg>\n");
-        svg
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The timelines of several devices' pipelines, one per device, started together (each
+/// measured from its own start, which the runs share within the time it takes to release
+/// the threads): one picture and one trace with every device's lanes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupTimeline {
+    /// Each device's label (`cpu device 1`) and timeline, top to bottom.
+    pub devices: Vec<(String, Timeline)>,
+    /// A title for pictures.
+    pub title: String,
+}
+
+impl GroupTimeline {
+    fn parts(&self) -> Vec<(&str, &Timeline)> {
+        self.devices.iter().map(|(l, t)| (l.as_str(), t)).collect()
     }
 
-    /// Writes [`Timeline::to_chrome_trace`] to `path`.
+    /// Chrome trace JSON: one process per device, one thread per lane.
+    pub fn to_chrome_trace(&self) -> String {
+        chrome_trace(&self.parts(), &self.title)
+    }
+
+    /// An SVG picture: every device's lanes on one time axis, labelled with the device.
+    pub fn to_svg(&self) -> String {
+        svg(&self.parts(), &self.title)
+    }
+
+    /// Writes [`GroupTimeline::to_chrome_trace`] to `path`.
     pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
         std::fs::write(path, self.to_chrome_trace())
     }
 
-    /// Writes [`Timeline::to_svg`] to `path`.
+    /// Writes [`GroupTimeline::to_svg`] to `path`.
     pub fn write_svg(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
         std::fs::write(path, self.to_svg())
     }
