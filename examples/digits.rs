@@ -297,10 +297,22 @@ impl Part {
     }
 }
 
-/// The gradients `[dW1, db1, dW2, db2]` of a step, handed to the data-parallel exchange
-/// between backward and the update (each already scaled so that the average over the ranks
-/// is the minibatch's mean gradient).
-pub type Grads = [GpuArray<f32>; 4];
+/// The gradients `[dW1, db1, dW2, db2]` of a step in one flat array (one bucket: the
+/// data-parallel exchange all-reduces them in one call), handed to the exchange between
+/// backward and the update, already scaled so that the average over the ranks is the
+/// minibatch's mean gradient.
+pub type Grads = GpuArray<f32>;
+
+/// The sizes of `[W1, b1, W2, b2]`, the order of the parameters everywhere.
+const SIZES: [usize; 4] = [FEATURES * HIDDEN, HIDDEN, HIDDEN * CLASSES, CLASSES];
+
+/// The four gradients' views of the flat array.
+fn split_grads(g: &mut Grads) -> gpukit::Result<[GpuViewMut<'_, f32>; 4]> {
+    let (gw1, rest) = g.split_at_mut(SIZES[0])?;
+    let (gb1, rest) = rest.into_split_at(SIZES[1])?;
+    let (gw2, gb2) = rest.into_split_at(SIZES[2])?;
+    Ok([gw1, gb1, gw2, gb2])
+}
 
 /// The perceptron's parameters, their SGD velocities, the device's random stream and the
 /// scratch arrays of a step, all on the device; the state compute updates and the sink
@@ -315,8 +327,8 @@ pub struct Model {
     b2: GpuArray<f32>,
     /// Velocities, in the order of the parameters.
     v: [GpuArray<f32>; 4],
-    /// Gradients, likewise.
-    g: [GpuArray<f32>; 4],
+    /// Gradients, likewise, one after the other in one array.
+    g: Grads,
     /// The device's random stream: the initial weights, then a shuffle of each shard's rows.
     rng: Rng,
     /// The shard's rows in the shuffled order the minibatches take them.
@@ -367,7 +379,7 @@ impl Model {
         part: Part,
     ) -> gpukit::Result<Model> {
         let zeros = |n: usize| ctx.alloc_zeros::<f32>(n);
-        let sizes = [FEATURES * HIDDEN, HIDDEN, HIDDEN * CLASSES, CLASSES];
+        let sizes = SIZES;
         let n = test.len();
         let mut rng = Rng::new(cfg.seed ^ 0x5eed);
         let mut w1 = ctx.alloc::<f32>(sizes[0])?;
@@ -391,12 +403,7 @@ impl Model {
                 zeros(sizes[2])?,
                 zeros(sizes[3])?,
             ],
-            g: [
-                zeros(sizes[0])?,
-                zeros(sizes[1])?,
-                zeros(sizes[2])?,
-                zeros(sizes[3])?,
-            ],
+            g: zeros(SIZES.iter().sum())?,
             rng,
             perm: ctx.alloc_zeros::<u32>(SHARD_ROWS)?,
             xb: zeros(MINIBATCH * FEATURES)?,
@@ -481,9 +488,7 @@ impl Model {
     ) -> gpukit::Result<()> {
         if m == 0 {
             // Nothing of this minibatch here: a zero contribution to the average.
-            for g in &mut self.g {
-                s.fill(g, 0.0)?;
-            }
+            s.fill(&mut self.g, 0.0)?;
             return self.update(s, exchange);
         }
         let x = self.xb.slice(..m * FEATURES)?;
@@ -504,7 +509,7 @@ impl Model {
         s.count_eq_into(&pred, &labels, &mut self.right)?;
         s.add_inplace(&mut self.train_right[epoch], &self.right)?;
         // Backward, each gradient of the mean loss (alpha = 1 / m).
-        let [gw1, gb1, gw2, gb2] = &mut self.g;
+        let [gw1, gb1, gw2, gb2] = &mut split_grads(&mut self.g)?;
         let mean = |g: Gemm<f32>| g.scaled(inv, 0.0);
         let (ta, tb) = ((true, false), (false, true));
         let t_ = |g: Gemm<f32>, (a, b): (bool, bool)| g.transpose(a, b);
@@ -532,9 +537,13 @@ impl Model {
     ) -> gpukit::Result<()> {
         exchange(&mut self.g)?;
         let params = [&mut self.w1, &mut self.b1, &mut self.w2, &mut self.b2];
-        for ((p, v), g) in params.into_iter().zip(&mut self.v).zip(&self.g) {
+        for ((p, v), g) in params
+            .into_iter()
+            .zip(&mut self.v)
+            .zip(split_grads(&mut self.g)?)
+        {
             s.scale(self.momentum, v)?;
-            s.add_inplace(v, g)?;
+            s.add_inplace(v, &g)?;
             s.axpy(-self.lr, v, p)?;
         }
         Ok(())

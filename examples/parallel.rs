@@ -137,8 +137,7 @@ impl Exchange {
     /// Rank `rank`'s part: `grads` become the average of every rank's.
     pub fn all_reduce(&self, rank: usize, grads: &mut Grads) -> gpukit::Result<()> {
         let ctx = &self.contexts[rank];
-        let empty = [ctx.alloc(0)?, ctx.alloc(0)?, ctx.alloc(0)?, ctx.alloc(0)?];
-        self.slots()[rank] = Some(std::mem::replace(grads, empty));
+        self.slots()[rank] = Some(std::mem::replace(grads, ctx.alloc(0)?));
         let reduced = self.gate.wait().and_then(|()| {
             if rank == 0 {
                 if let Err(e) = self.reduce_all() {
@@ -166,15 +165,11 @@ impl Exchange {
         }
     }
 
-    /// Rank 0, with every rank's gradients handed over: the all-reduce of each parameter's.
+    /// Rank 0, with every rank's gradients handed over: their all-reduce, in one call.
     fn reduce_all(&self) -> gpukit::Result<()> {
         let mut slots = self.slots();
-        for i in 0..4 {
-            let mut bufs: Vec<&mut GpuArray<f32>> =
-                slots.iter_mut().flatten().map(|g| &mut g[i]).collect();
-            self.comm.all_reduce(&mut bufs, CollectiveOp::Avg)?;
-        }
-        Ok(())
+        let mut bufs: Vec<&mut GpuArray<f32>> = slots.iter_mut().flatten().collect();
+        self.comm.all_reduce(&mut bufs, CollectiveOp::Avg)
     }
 }
 

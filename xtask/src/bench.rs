@@ -9,8 +9,10 @@
 //! sequential over compute:transfer ratios) and `graph_bench` (host cost per op, eager
 //! against a replayed graph), each on the CPU and on CUDA, `ops_bench` (built-in ops against
 //! memcpy, gemm against other gemms and numpy), `enqueue_bench` (the CPU enqueue cost
-//! against pushing the same task onto the worker) and `kernel_bench` (`#[kernel]`s against
-//! hand-written kernels, on the CPU, Vulkan and CUDA). Without a GPU the CUDA runs print
+//! against pushing the same task onto the worker), `kernel_bench` (`#[kernel]`s against
+//! hand-written kernels, on the CPU, Vulkan and CUDA) and `allreduce_bench` (all-reduce bus
+//! bandwidth against memcpy, and data-parallel training against one device, on `cpu:0..2`
+//! and on every CUDA device, through NCCL where it loads). Without a GPU the CUDA runs print
 //! `SKIPPED` and write no report. `--quick` gives each program its own short form (fewer
 //! sizes and runs). Arguments after `--` go to both `transfer_bench` runs.
 //!
@@ -144,6 +146,13 @@ pub fn plan(quick: bool, transfer_args: &[String]) -> Vec<Run> {
             &["--device", "cuda"],
             &["--runs", "7"],
             "kernel_bench_cuda",
+        ),
+        run("allreduce_bench", &[], &["--quick"], "allreduce_bench"),
+        run(
+            "allreduce_bench",
+            &["--devices", "cuda:*"],
+            &["--quick"],
+            "allreduce_bench_cuda",
         ),
     ];
     for run in runs.iter_mut().filter(|r| r.program == "transfer_bench") {
@@ -324,7 +333,9 @@ mod tests {
                 "enqueue_bench",
                 "kernel_bench",
                 "kernel_bench_vulkan",
-                "kernel_bench_cuda"
+                "kernel_bench_cuda",
+                "allreduce_bench",
+                "allreduce_bench_cuda"
             ]
         );
         assert_eq!(full[0].args, strings(&["--runs", "21"]));

@@ -61,6 +61,7 @@ pub const BENCH_PROGRAMS: &[&str] = &[
     "pipeline_bench",
     "graph_bench",
     "kernel_bench",
+    "allreduce_bench",
 ];
 
 /// The tools (examples of [`TOOL_PACKAGE`]) copied into `DIR/tools/`; `run.sh` runs them by

@@ -56,11 +56,13 @@ commands:
         graph_bench (host cost per op, eager vs replayed graph) on the CPU and on CUDA,
         ops_bench (built-in ops vs memcpy, gemm vs other gemms and numpy) and
         enqueue_bench on the CPU, kernel_bench (#[kernel]s vs hand-written kernels) on the
-        CPU, Vulkan and CUDA, each writing NAME.json beside FILE; run.json records the
-        run (date, commit, machine, arguments). Then one table of every ratio with its
-        target and whether it holds (holds / MISSED / n/a), with the load average at the
-        start and the end, also written to summary.json beside FILE. --quick: each
-        program's short form (fewer sizes and runs). --write-docs: also regenerate
+        CPU, Vulkan and CUDA, allreduce_bench (all-reduce bus bandwidth vs memcpy, and
+        data-parallel training vs one device) on cpu:0..2 and on every CUDA device, each
+        writing NAME.json beside FILE; run.json records the run (date, commit, machine,
+        arguments). Then one table of every figure with its target and whether it holds
+        (holds / MISSED / n/a; info without a target), with the load average at the start
+        and the end, also written to summary.json beside FILE. --quick: each program's
+        short form (fewer sizes and runs). --write-docs: also regenerate
         docs/BENCHMARKS.md from the reports. --table-only runs nothing: the table (and the
         page) from the reports already there.
   gpu-test [-- <test args>]

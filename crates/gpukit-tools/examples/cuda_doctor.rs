@@ -92,6 +92,7 @@ fn main() -> ExitCode {
     cublas_section(&mut checks, &facts);
     smoke_test(&mut checks);
     nvtx_section();
+    nccl_section();
     vulkan_section();
 
     println!();
@@ -663,6 +664,18 @@ fn nvtx_section() {
         println!("  libnvToolsExt loads: ranges appear in Nsight Systems");
     } else {
         println!("  libnvToolsExt not found: ranges are no-ops (nothing else depends on it)");
+    }
+}
+
+/// NCCL is optional (collectives across GPUs and processes; without it `Communicator` runs
+/// in process and a `ProcessGroup` of one process works): reported, never a failed check.
+fn nccl_section() {
+    heading("NCCL (Communicator on CUDA devices, ProcessGroup)");
+    match gpukit::cuda::nccl::version() {
+        Ok((major, minor, patch)) => {
+            println!("  NCCL {major}.{minor}.{patch} loads: collectives on CUDA devices use it")
+        }
+        Err(e) => println!("  {e}"),
     }
 }
 

@@ -44,6 +44,18 @@
 //! instead. CUDA devices are numbered as the driver numbers them after
 //! `CUDA_VISIBLE_DEVICES`; Vulkan adapters in `gpukit_wgpu::probe`'s stable order.
 //!
+//! ## Several devices
+//!
+//! [`DeviceGroup`] opens one context per device of a [`DeviceSet`] (`cuda:0,1`, `cuda:*`,
+//! `cpu:0..4`, `auto`; from code, `GPU_DEVICE` or `gpu.toml`'s `devices`); the CPU backend has
+//! any number of logical devices (`cpu:N`), so multi-device code runs on any machine.
+//! [`Stream::copy_peer`](gpukit_core::Stream::copy_peer) copies between devices, ordered
+//! through both devices' events. [`Communicator`] runs collectives over a group in this
+//! process (NCCL on CUDA devices, else the in-process implementation on any backend), and
+//! [`ProcessGroup`] is this process's rank of a job a launcher started (`torchrun`, Slurm,
+//! Open MPI: [`launch`]), on NCCL. `examples/data_parallel.rs` trains a model on every device
+//! of a group.
+//!
 //! ## Cargo features
 //!
 //! - `cuda` (on by default): the CUDA backend (`gpukit-cuda`, `gpukit-cuda-sys`, `cudarc`). It loads

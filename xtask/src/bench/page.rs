@@ -452,6 +452,94 @@ const SECTIONS: &[Section] = &[
         },
         note: no_note,
     },
+    Section {
+        title: "All-reduce against memcpy: `allreduce_bench`",
+        about: "One f32 array per device summed in place over the group by its \
+                communicator (NCCL on CUDA devices where it loads, else the in-process \
+                all-reduce of peer copies and adds), per size in bytes per rank, as \
+                NCCL-tests defines it: `busbw` = size / time * 2(n-1)/n for n ranks (0 for \
+                one rank, where nothing travels). Baselines in the same rounds: `memcpy` of \
+                the same bytes between two host buffers on one thread, and one peer copy \
+                from rank 0's device to rank 1's. `busbw / memcpy` is the figure to read; \
+                for the in-process all-reduce the program's docs derive what to expect of \
+                it from the bytes it moves, every byte through one core (`1 lane`) or each \
+                rank on a core of its own (`parallel`); neither model applies to NCCL.",
+        reports: &[
+            ("allreduce_bench", "CPU devices (`cpu:0..2`)"),
+            ("allreduce_bench_cuda", "CUDA (every device, `cuda:*`)"),
+        ],
+        corner: "per rank",
+        cells: |r| {
+            if text(r, "bench") != "all_reduce" {
+                return Vec::new();
+            }
+            let b = bytes(r, "bytes");
+            let implementation = text(r, "implementation");
+            vec![
+                Cell::sized("memcpy GB/s", b, fixed(num(r, "memcpy_gbps"), 2)),
+                Cell::sized("peer copy GB/s", b, fixed(num(r, "peer_copy_gbps"), 2)),
+                Cell::sized(
+                    format!("{implementation} busbw GB/s, {} ranks", bytes(r, "ranks")),
+                    b,
+                    fixed(num(r, "busbw_gbps"), 2),
+                ),
+                Cell::sized("busbw / memcpy", b, fixed(num(r, "busbw_vs_memcpy"), 3)),
+                Cell::sized(
+                    "expected busbw / memcpy, 1 lane",
+                    b,
+                    fixed(num(r, "model_one_lane"), 3),
+                ),
+                Cell::sized(
+                    "expected busbw / memcpy, parallel",
+                    b,
+                    fixed(num(r, "model_parallel"), 3),
+                ),
+            ]
+        },
+        note: no_note,
+    },
+    Section {
+        title: "Data-parallel training: `allreduce_bench`",
+        about: "The digits perceptron trained by `gpukit_examples::parallel` on the group \
+                (each device its part of every minibatch, gradients averaged by an \
+                all-reduce before each update) against the same training on the group's \
+                first device, from the same shard files, runs interleaved: training rows \
+                per second over the pipelines' wall time (the slowest rank's for the group), \
+                and group / one device (above 1: the group is faster). The model is tiny, \
+                so on CPU devices, which share the machine's cores, each step's gradient \
+                exchange costs more than it saves and the ratio is below 1. Left out with \
+                one device.",
+        reports: &[
+            ("allreduce_bench", "CPU devices (`cpu:0..2`)"),
+            ("allreduce_bench_cuda", "CUDA (every device, `cuda:*`)"),
+        ],
+        corner: "devices",
+        cells: |r| {
+            if text(r, "bench") != "data_parallel" {
+                return Vec::new();
+            }
+            let row = text(r, "devices");
+            vec![
+                Cell::new(row, 0, "ranks", bytes(r, "ranks").to_string()),
+                Cell::new(row, 1, "epochs", bytes(r, "epochs").to_string()),
+                Cell::new(
+                    row,
+                    2,
+                    "1 device rows/s",
+                    fixed(num(r, "single_rows_per_s"), 0),
+                ),
+                Cell::new(row, 3, "group rows/s", fixed(num(r, "group_rows_per_s"), 0)),
+                Cell::new(row, 4, "group / 1", fixed(num(r, "ratio_vs_single"), 3)),
+                Cell::new(
+                    row,
+                    5,
+                    "group / 1, whole call",
+                    fixed(num(r, "call_ratio_vs_single"), 3),
+                ),
+            ]
+        },
+        note: no_note,
+    },
 ];
 
 /// The width of the page's prose.

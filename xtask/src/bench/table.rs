@@ -74,6 +74,10 @@ pub enum Unit {
     Ratio,
     /// Billions of floating-point operations per second.
     Gflops,
+    /// Billions of bytes per second.
+    Gbps,
+    /// Training rows per second.
+    RowsPerSec,
 }
 
 /// One line of the table.
@@ -146,12 +150,14 @@ impl Row {
         }
     }
 
-    /// The value as shown: `0.850x`, `120.3 GFLOP/s`, `-`.
+    /// The value as shown: `0.850x`, `120.3 GFLOP/s`, `12.34 GB/s`, `51234 rows/s`, `-`.
     pub fn value_text(&self) -> String {
         match (self.value, self.unit) {
             (None, _) => "-".to_owned(),
             (Some(v), Unit::Ratio) => format!("{v:.3}x"),
             (Some(v), Unit::Gflops) => format!("{v:.1} GFLOP/s"),
+            (Some(v), Unit::Gbps) => format!("{v:.2} GB/s"),
+            (Some(v), Unit::RowsPerSec) => format!("{v:.0} rows/s"),
         }
     }
 
@@ -169,7 +175,12 @@ impl Row {
             "name": self.name,
             "device": self.device,
             "value": self.value,
-            "unit": match self.unit { Unit::Ratio => "x", Unit::Gflops => "GFLOP/s" },
+            "unit": match self.unit {
+                Unit::Ratio => "x",
+                Unit::Gflops => "GFLOP/s",
+                Unit::Gbps => "GB/s",
+                Unit::RowsPerSec => "rows/s",
+            },
             "target": self.target.map(|t| t.bound),
             "comparison": self.target.map(|t| t.symbol()),
             "holds": self.verdict().as_str(),
@@ -529,6 +540,34 @@ fn groups() -> Vec<Group> {
             target: None,
             rows: kernel_rows,
         },
+        Group {
+            report: "allreduce_bench",
+            missing: ALL_REDUCE_MISSING,
+            device: "cpu",
+            target: None,
+            rows: all_reduce_rows,
+        },
+        Group {
+            report: "allreduce_bench",
+            missing: DATA_PARALLEL_MISSING,
+            device: "cpu",
+            target: None,
+            rows: data_parallel_rows,
+        },
+        Group {
+            report: "allreduce_bench_cuda",
+            missing: ALL_REDUCE_MISSING,
+            device: "cuda",
+            target: None,
+            rows: all_reduce_rows,
+        },
+        Group {
+            report: "allreduce_bench_cuda",
+            missing: DATA_PARALLEL_MISSING,
+            device: "cuda",
+            target: None,
+            rows: data_parallel_rows,
+        },
     ]
 }
 
@@ -547,6 +586,88 @@ fn kernel_rows(r: &serde_json::Value) -> Vec<Row> {
         Unit::Ratio,
         target,
     )]
+}
+
+const ALL_REDUCE_MISSING: &str = "all-reduce per size: busbw, and busbw / memcpy";
+const DATA_PARALLEL_MISSING: &str = "data-parallel training: rows/s, group / one device";
+
+/// The device set a record ran on (`cpu:0,1`, `cuda:0,1,2,3`), else its backend.
+fn devices(r: &Value) -> &str {
+    match text(r, "devices") {
+        "" => text(r, "backend"),
+        set => set,
+    }
+}
+
+/// `allreduce_bench`'s all-reduce rows, two per size: the bus bandwidth (NCCL-tests'
+/// `busbw`, 0 with one rank) and its ratio to a host `memcpy` of the same bytes.
+fn all_reduce_rows(r: &Value) -> Vec<Row> {
+    if text(r, "bench") != "all_reduce" {
+        return Vec::new();
+    }
+    let ranks = match bytes(r, "ranks") {
+        1 => "1 rank".to_owned(),
+        n => format!("{n} ranks"),
+    };
+    let what = format!(
+        "all-reduce {} per rank, {ranks} ({})",
+        size(bytes(r, "bytes")),
+        text(r, "implementation")
+    );
+    vec![
+        Row::new(
+            format!("{what}: busbw"),
+            devices(r),
+            num(r, "busbw_gbps"),
+            Unit::Gbps,
+            None,
+        ),
+        Row::new(
+            format!("{what}: busbw / memcpy"),
+            devices(r),
+            num(r, "busbw_vs_memcpy"),
+            Unit::Ratio,
+            None,
+        ),
+    ]
+}
+
+/// `allreduce_bench`'s data-parallel training rows: rows per second of the group and of its
+/// first device alone, and group / one device (above 1: the group trains faster).
+fn data_parallel_rows(r: &Value) -> Vec<Row> {
+    if text(r, "bench") != "data_parallel" {
+        return Vec::new();
+    }
+    let group = devices(r);
+    // The single-device runs use the group's first device: `cpu:0,1` -> `cpu:0`.
+    let first = match group.split_once(':') {
+        Some((backend, ids)) => format!("{backend}:{}", ids.split(',').next().unwrap_or("")),
+        None => group.to_owned(),
+    };
+    let ranks = bytes(r, "ranks");
+    vec![
+        Row::new(
+            format!("data-parallel training, {ranks} devices: rows/s"),
+            group,
+            num(r, "group_rows_per_s"),
+            Unit::RowsPerSec,
+            None,
+        ),
+        Row::new(
+            "data-parallel training, 1 device: rows/s".to_owned(),
+            &first,
+            num(r, "single_rows_per_s"),
+            Unit::RowsPerSec,
+            None,
+        ),
+        Row::new(
+            format!("data-parallel training, {ranks} devices / 1 device"),
+            group,
+            num(r, "ratio_vs_single"),
+            Unit::Ratio,
+            None,
+        ),
+    ]
 }
 
 /// Every row of the table, from the reports in `reports`.

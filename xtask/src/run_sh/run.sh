@@ -67,9 +67,9 @@ nothing, where python3 lacks torch or torch lacks CUDA).
 options:
   --quick             the benchmarks in short: cuda_bench and transfer_bench up to
                       256 MiB, pipeline_bench --quick, graph_bench as it is, kernel_bench
-                      --runs 7; then the
-                      comparator only with @TORCH_COMPARE_NEEDS@ s of the budget left (else
-                      `not run`, failing nothing). Needs --bench
+                      --runs 7, allreduce_bench --quick; then the comparator only with
+                      @TORCH_COMPARE_NEEDS@ s of the budget left (else `not run`, failing
+                      nothing). Needs --bench
   --max-mib N         the largest transfer of cuda_bench and transfer_bench, 1 to 65536
                       (over --quick's 256). Needs --bench
   --first A,B,...     run these test units (binaries or groups, below) first, in this
@@ -360,6 +360,37 @@ else
     unset GPU_REQUIRE_VULKAN
 fi
 
+# NCCL (the collectives on CUDA devices): cudarc opens `libnccl.so`, but the libnccl2 package
+# and pip's nvidia-nccl-cu12 wheel (torch's dependency) ship only `libnccl.so.2`. Where the
+# unversioned name is missing and a `libnccl.so.2` is found, a link to it in a folder of this
+# call's own goes first on LD_LIBRARY_PATH, for every program run from here on.
+nccl_note="libnccl.so loads as it is"
+if ! { ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; }; then
+    nccl_lib=$(ldconfig -p 2>/dev/null | sed -n 's/.*libnccl\.so\.2 .*=> //p' | head -n 1)
+    if [ -z "$nccl_lib" ]; then
+        # pip's wheel, where a torch install puts it (globs only: no program to wait for).
+        for candidate in /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2 \
+            /usr/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2 \
+            /usr/local/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+            /opt/conda/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+            "$HOME"/.local/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
+            if [ -f "$candidate" ]; then
+                nccl_lib=$candidate
+                break
+            fi
+        done
+    fi
+    if [ -n "$nccl_lib" ] && [ -f "$nccl_lib" ]; then
+        mkdir -p "$logdir/nccl-link" && ln -sf "$nccl_lib" "$logdir/nccl-link/libnccl.so"
+        export LD_LIBRARY_PATH=$logdir/nccl-link${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        nccl_note="libnccl.so -> $nccl_lib (a link first on LD_LIBRARY_PATH)"
+    else
+        nccl_note="no libnccl.so and no libnccl.so.2 found: the tests that need NCCL skip (expected), the collectives run in process"
+        # Not this library's fault: the machine has no NCCL.
+        expect_skips+=("NCCL unavailable")
+    fi
+fi
+
 summary_name=$label.summary.txt
 archive_name=$label.logs.tar.gz
 summary=$logdir/$summary_name
@@ -403,11 +434,12 @@ else
     echo "mode:   GPU_REQUIRE_CUDA=1 (CUDA tests fail when no GPU is usable)"
 fi
 echo "vulkan: VK_DRIVER_FILES=${VK_DRIVER_FILES:-(unset)}, GPU_REQUIRE_VULKAN=${GPU_REQUIRE_VULKAN:-(unset: the Vulkan tests skip without a loader)}"
+echo "nccl:   $nccl_note"
 if [ "$want_bench" -eq 1 ]; then
     echo "steps:  ${steps[*]}, then the torch comparator"
     bench_shape="every benchmark in full"
     if [ "$quick" -eq 1 ]; then
-        bench_shape="--quick: cuda_bench and transfer_bench to ${max_mib:-256} MiB, pipeline_bench --quick, graph_bench, kernel_bench --runs 7; the comparator with $torch_compare_needs s left"
+        bench_shape="--quick: cuda_bench and transfer_bench to ${max_mib:-256} MiB, pipeline_bench --quick, graph_bench, kernel_bench --runs 7, allreduce_bench --quick; the comparator with $torch_compare_needs s left"
     elif [ -n "$max_mib" ]; then
         bench_shape="cuda_bench and transfer_bench to $max_mib MiB"
     fi

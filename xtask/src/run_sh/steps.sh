@@ -277,7 +277,8 @@ step_bench() {
                     args+=(--max-mib 256)
                 fi
                 ;;
-            pipeline_bench)
+            pipeline_bench | allreduce_bench)
+                # allreduce_bench reads `--device cuda` as every CUDA device (cuda:*).
                 if [ "$quick" -eq 1 ]; then args+=(--quick); fi
                 ;;
             kernel_bench)

@@ -181,34 +181,67 @@ impl<'s, B: Backend> Ranks<'s, B> {
         len: usize,
         op: CollectiveOp,
     ) -> Result<GpuArray<T, B>> {
-        let s = &self.streams[k];
         let home = src[k].slice_ref().home().clone();
         let mut acc = GpuArray::<T, B>::alloc(&home, len, false)?;
-        self.copy_to(k, &part(&src[0], start, len), &mut acc)?;
+        self.reduce_part_into(k, src, start, len, op, &mut acc)?;
+        Ok(acc)
+    }
+
+    /// [`Ranks::reduce_part`] into `acc`, `len` elements of rank `k`'s device.
+    fn reduce_part_into<T: Numeric>(
+        &self,
+        k: usize,
+        src: &[impl DeviceRead<T, B>],
+        start: usize,
+        len: usize,
+        op: CollectiveOp,
+        acc: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        let s = &self.streams[k];
+        let home = src[k].slice_ref().home().clone();
         let binary = match op {
             CollectiveOp::Sum | CollectiveOp::Avg => BinaryOp::Add,
             CollectiveOp::Prod => BinaryOp::Mul,
             CollectiveOp::Max => BinaryOp::Max,
             CollectiveOp::Min => BinaryOp::Min,
         };
-        let mut staged: Option<GpuArray<T, B>> = None;
-        for (j, x) in src.iter().enumerate().skip(1) {
+        let [first, second] = [0, 1].map(|j| part(&src[j.min(self.n() - 1)], start, len));
+        if self.n() == 1 {
+            return s.copy(&first, acc);
+        }
+        // Another rank's part is staged here first; this rank's own is read where it is.
+        let staging = || GpuArray::<T, B>::alloc(&home, len, false);
+        let mut spare = staging()?;
+        match k {
+            0 => {
+                s.copy_peer(&second, &mut spare)?;
+                s.binary(binary, &first, &spare, acc)?;
+            }
+            1 => {
+                s.copy_peer(&first, &mut spare)?;
+                s.binary(binary, &spare, &second, acc)?;
+            }
+            _ => {
+                let mut other = staging()?;
+                s.copy_peer(&first, &mut spare)?;
+                s.copy_peer(&second, &mut other)?;
+                s.binary(binary, &spare, &other, acc)?;
+            }
+        }
+        for (j, x) in src.iter().enumerate().skip(2) {
             let xj = part(x, start, len);
             if j == k {
-                s.binary_inplace(binary, &mut acc, &xj)?;
+                s.binary_inplace(binary, acc, &xj)?;
             } else {
-                let tmp = match &mut staged {
-                    Some(t) => t,
-                    None => staged.insert(GpuArray::<T, B>::alloc(&home, len, false)?),
-                };
-                s.copy_peer(&xj, tmp)?;
-                s.binary_inplace(binary, &mut acc, &*tmp)?;
+                // Queued after the last op that read `spare`, on this stream: in order.
+                s.copy_peer(&xj, &mut spare)?;
+                s.binary_inplace(binary, acc, &spare)?;
             }
         }
         if op == CollectiveOp::Avg {
-            s.binary_scalar_inplace(BinaryOp::Div, &mut acc, T::from_f64(self.n() as f64))?;
+            s.binary_scalar_inplace(BinaryOp::Div, acc, T::from_f64(self.n() as f64))?;
         }
-        Ok(acc)
+        Ok(())
     }
 
     /// Rank `k`'s part ([`chunk`]) of the reduction of every rank's `src` (of `len`
@@ -280,6 +313,10 @@ pub fn all_reduce_into<T: Numeric, B: Backend>(
     let ranks = Ranks::new(CALL, streams)?;
     let len = ranks.arrays("src", src, None)?;
     ranks.arrays("dst", dst, Some(len))?;
+    if let ([s], [one], [d]) = (streams, src, &mut *dst) {
+        // A reduction over one rank is the array itself.
+        return s.copy(one, d);
+    }
     let reduced = ranks.reduce_scatter(src, len, op)?;
     ranks.gather(&reduced, len, dst)
 }
@@ -294,6 +331,10 @@ pub fn all_reduce<T: Numeric, B: Backend>(
     check_op::<T>(CALL, op)?;
     let ranks = Ranks::new(CALL, streams)?;
     let len = ranks.arrays("bufs", bufs, None)?;
+    if ranks.n() == 1 {
+        // A reduction over one rank is the array itself (avg divides by one).
+        return Ok(());
+    }
     // Every part is reduced into new memory before any rank's array is written: the
     // tracker orders each write after the other ranks' reads of the array.
     let reduced = ranks.reduce_scatter(bufs, len, op)?;
@@ -414,8 +455,7 @@ pub fn reduce_scatter_into<T: Numeric, B: Backend>(
         return Ok(());
     }
     for (r, d) in dst.iter_mut().enumerate() {
-        let acc = ranks.reduce_part(r, src, r * len, len, op)?;
-        streams[r].copy(&acc, d)?;
+        ranks.reduce_part_into(r, src, r * len, len, op, d)?;
     }
     Ok(())
 }

@@ -87,6 +87,18 @@ fn the_page_states_the_run_and_shows_the_figures() {
         json!([{"backend": "cpu", "device": "cpu", "ops": 100, "eager_us_per_op": 0.25,
                 "replay_us_per_op": 0.01, "ratio_eager_vs_replay": 25.0}]),
     );
+    write(
+        "allreduce_bench",
+        json!([
+            {"bench": "all_reduce", "backend": "cpu", "implementation": "in-process",
+             "devices": "cpu:0,1", "ranks": 2, "bytes": 1 << 20, "busbw_gbps": 2.5,
+             "memcpy_gbps": 10.0, "peer_copy_gbps": 8.0, "busbw_vs_memcpy": 0.25,
+             "model_one_lane": 0.2, "model_parallel": null},
+            {"bench": "data_parallel", "backend": "cpu", "devices": "cpu:0,1", "ranks": 2,
+             "epochs": 20, "single_rows_per_s": 400000.4, "group_rows_per_s": 300000.0,
+             "ratio_vs_single": 0.75, "call_ratio_vs_single": 0.8},
+        ]),
+    );
     fs::write(dir.join("enqueue_bench.json"), "[{not json").unwrap();
     let reports = table::Reports {
         transfer: dir.join("transfer_bench.json"),
@@ -128,6 +140,14 @@ fn the_page_states_the_run_and_shows_the_figures() {
     assert!(page.contains("| cpu | cpu | 100 | 0.250 | 0.010 | 25.0 |"));
     assert!(page.contains("\nnumpy: not measured (ModuleNotFoundError)\n"));
     assert!(page.contains("| add | 0.86 |"));
+    assert!(page.contains(
+        "| per rank | 1 MiB |\n|---|---:|\n| memcpy GB/s | 10.00 |\n| peer copy GB/s | 8.00 |\n\
+         | in-process busbw GB/s, 2 ranks | 2.50 |\n| busbw / memcpy | 0.250 |\n\
+         | expected busbw / memcpy, 1 lane | 0.200 |\n\
+         | expected busbw / memcpy, parallel | - |\n"
+    ));
+    assert!(page.contains("| cpu:0,1 | 2 | 20 | 400000 | 300000 | 0.750 | 0.800 |"));
+    assert!(page.contains("No figures: no allreduce_bench_cuda.json (skipped or not run)."));
     assert!(page.contains("No figures: no transfer_bench_vulkan.json (skipped or not run)."));
     assert!(page.contains("No figures: no pipeline_bench_cuda.json (skipped or not run)."));
     let unreadable = page

@@ -70,7 +70,7 @@ fn missing_reports_leave_one_na_row_per_group() {
     );
     let table = render(&rows, "0.10 0.20 0.30", "0.40 0.50 0.60");
     assert!(table.contains("at start: 0.10 0.20 0.30; at end: 0.40 0.50 0.60"));
-    assert!(table.contains("targets: 0 hold, 0 MISSED, 10 n/a; 5 figures without a target"));
+    assert!(table.contains("targets: 0 hold, 0 MISSED, 10 n/a; 9 figures without a target"));
     let summary = to_json(&rows, "a", "b");
     assert_eq!(summary["rows"][0]["holds"], "n/a");
     assert_eq!(summary["rows"][0]["value"], Value::Null);
@@ -226,6 +226,113 @@ fn records_become_rows_with_their_targets() {
     assert_eq!(first["comparison"], ">=");
     assert_eq!(first["holds"], "holds");
     assert_eq!(first["unit"], "x");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn allreduce_records_become_bandwidth_and_training_rows() {
+    let dir = folder("allreduce");
+    let all_reduce = |bytes: u64, busbw: f64, ratio: Value| {
+        json!({"bench": "all_reduce", "backend": "cpu", "implementation": "in-process",
+               "nccl_rejected": null, "devices": "cpu:0,1", "ranks": 2, "bytes": bytes,
+               "busbw_gbps": busbw, "memcpy_gbps": 10.0, "busbw_vs_memcpy": ratio})
+    };
+    fs::write(
+        dir.join("allreduce_bench.json"),
+        json!([
+            all_reduce(64 << 10, 0.5, json!(0.05)),
+            all_reduce(16 << 20, 2.5, json!(0.25)),
+            all_reduce(64 << 20, 2.0, Value::Null),
+            {"bench": "data_parallel", "backend": "cpu", "devices": "cpu:0,1", "ranks": 2,
+             "single_rows_per_s": 400000.4, "group_rows_per_s": 300000.0,
+             "ratio_vs_single": 0.75},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    // One CUDA device: the all-reduce's records, no training record.
+    fs::write(
+        dir.join("allreduce_bench_cuda.json"),
+        json!([{"bench": "all_reduce", "backend": "cuda", "implementation": "nccl",
+                "devices": "cuda:0", "ranks": 1, "bytes": 1 << 20, "busbw_gbps": 0.0,
+                "busbw_vs_memcpy": 0.0}])
+        .to_string(),
+    )
+    .unwrap();
+    let rows = rows(&reports(&dir));
+
+    let busbw = find(
+        &rows,
+        "all-reduce 16 MiB per rank, 2 ranks (in-process): busbw",
+    );
+    assert_eq!(
+        (busbw.device.as_str(), busbw.unit, busbw.value),
+        ("cpu:0,1", Unit::Gbps, Some(2.5))
+    );
+    assert_eq!(
+        (busbw.verdict(), busbw.value_text()),
+        (Verdict::Info, "2.50 GB/s".into())
+    );
+    let ratio = find(
+        &rows,
+        "all-reduce 64 KiB per rank, 2 ranks (in-process): busbw / memcpy",
+    );
+    assert_eq!(
+        (ratio.unit, ratio.value_text()),
+        (Unit::Ratio, "0.050x".into())
+    );
+    assert_eq!(
+        find(
+            &rows,
+            "all-reduce 64 MiB per rank, 2 ranks (in-process): busbw / memcpy"
+        )
+        .verdict(),
+        Verdict::NotAvailable
+    );
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.name.contains("(in-process)"))
+            .count(),
+        6
+    );
+
+    let group = find(&rows, "data-parallel training, 2 devices: rows/s");
+    assert_eq!(
+        (group.device.as_str(), group.value_text()),
+        ("cpu:0,1", "300000 rows/s".into())
+    );
+    let one = find(&rows, "data-parallel training, 1 device: rows/s");
+    assert_eq!(
+        (one.device.as_str(), one.value, one.unit),
+        ("cpu:0", Some(400000.4), Unit::RowsPerSec)
+    );
+    let speedup = find(&rows, "data-parallel training, 2 devices / 1 device");
+    assert_eq!(
+        (speedup.value_text(), speedup.target),
+        ("0.750x".into(), None)
+    );
+
+    let nccl = find(&rows, "all-reduce 1 MiB per rank, 1 rank (nccl): busbw");
+    assert_eq!((nccl.device.as_str(), nccl.value), ("cuda:0", Some(0.0)));
+    // One device: no training record, so its group leaves one n/a row that says so.
+    let no_training: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.name == DATA_PARALLEL_MISSING)
+        .collect();
+    assert_eq!(no_training.len(), 1, "{rows:#?}");
+    assert_eq!(no_training[0].device, "cuda");
+    assert_eq!(
+        no_training[0].note.as_deref(),
+        Some("no such record in allreduce_bench_cuda.json")
+    );
+    let summary = to_json(&rows, "1", "2");
+    let units: Vec<&Value> = summary["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["unit"])
+        .collect();
+    assert!(units.contains(&&json!("GB/s")) && units.contains(&&json!("rows/s")));
     fs::remove_dir_all(&dir).unwrap();
 }
 

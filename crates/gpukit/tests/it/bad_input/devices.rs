@@ -42,7 +42,11 @@ fn malformed_device_specs_are_rejected() {
         "cuda:",
         "cuda:-1",
         "cuda:1:2",
-        "cpu:0",
+        "cpu:",
+        "cpu:x",
+        "cuda:0,1",
+        "cpu:0..2",
+        "cuda:*",
         "cuda: 1",
         "cuda1",
         "cuda:99999999999999999999999",
@@ -72,6 +76,7 @@ fn malformed_device_specs_are_rejected() {
         Ok(DeviceSpec::Cuda(Some(3)))
     );
     assert_eq!("Cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu(None)));
+    assert_eq!("cpu:3".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu(Some(3))));
 }
 
 #[test]

@@ -12,12 +12,17 @@
 //!   the ranks' contexts, and before later writes, with a slow op in front so that a missing
 //!   wait shows;
 //! - `random`: random group sizes, lengths and ops against the host reference;
-//! - `group`: `DeviceGroup` and `DeviceSet::Auto`.
+//! - `group`: `DeviceGroup` and `DeviceSet::Auto`;
+//! - `gpu`: the same on CUDA contexts (two on one device, and across devices) and between a
+//!   Vulkan adapter and a CPU device (host staging between two backends).
 
 use gpukit::core::half::{bf16, f16};
 use gpukit::{CollectiveOp, Communicator, Context, DeviceSpec, Element, Numeric, Result};
 
 mod collectives;
+// Only with a GPU backend compiled in.
+#[cfg(any(feature = "cuda", feature = "vulkan"))]
+mod gpu;
 mod group;
 mod misuse;
 mod ordering;

@@ -81,6 +81,11 @@ fn quick_shortens_the_benchmarks_and_max_mib_sets_their_largest_transfer() {
         args_of(&stdout, "graph_bench"),
         format!("--device cuda --json {}", json("graph_bench"))
     );
+    // allreduce_bench reads `--device cuda` as every CUDA device.
+    assert_eq!(
+        args_of(&stdout, "allreduce_bench"),
+        format!("--device cuda --json {} --quick", json("allreduce_bench"))
+    );
     // The default budget leaves the comparator its time.
     assert!(line(&stdout, "torch comparator: ").starts_with("torch comparator: ok ("));
     assert!(
@@ -104,6 +109,7 @@ fn quick_shortens_the_benchmarks_and_max_mib_sets_their_largest_transfer() {
         format!("--device cuda --json {cuda_json} --max-mib 2048")
     );
     assert!(!args_of(&stdout, "pipeline_bench").contains("--quick"));
+    assert!(!args_of(&stdout, "allreduce_bench").contains("--quick"));
 
     // In full, no size is imposed.
     let (code, stdout) = bench(&bundle, &logs, &["--bench"]);
@@ -178,18 +184,22 @@ fn the_benchmarks_run_before_the_sanitizers_and_the_comparator_after_them() {
         "steps:  tests bench memcheck, then the torch comparator"
     );
     assert_eq!(verdict(&stdout), "run.sh: PASSED (tests bench memcheck)");
-    // Summary, archive, five benchmark reports and the comparator's: all 8 files.
+    // Summary, archive and six benchmark reports: all 8 files; the comparator's report,
+    // last, is only in the archive.
     assert_eq!(
         files_in(&out),
         [
+            "allreduce_bench.json",
             "cuda_bench.json",
             "graph_bench.json",
             "kernel_bench.json",
             "pipeline_bench.json",
             "tests-bench-memcheck.logs.tar.gz",
             "tests-bench-memcheck.summary.txt",
-            "torch_compare.json",
             "transfer_bench.json"
         ]
     );
+    assert!(stdout.contains(
+        "note: torch_compare.json is only in the archive (8 files at most go to the output folder)"
+    ));
 }
