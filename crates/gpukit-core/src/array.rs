@@ -198,6 +198,24 @@ impl<T: Element, B: Backend> GpuArray<T, B> {
         self.alloc.home.copy(self, dst)
     }
 
+    /// Copies this array into `dst`, an array or view of another context (another device),
+    /// on the default stream of `dst`'s context: [`Stream::copy_peer`] there.
+    ///
+    /// ```
+    /// use gpukit::{Context, DeviceSpec};
+    ///
+    /// let (gpu0, gpu1) = (Context::new(DeviceSpec::Cpu(Some(0)))?, Context::new(DeviceSpec::Cpu(Some(1)))?);
+    /// let a = gpu0.alloc_upload(&[1u32, 2, 3])?;
+    /// let mut b = gpu1.alloc_zeros::<u32>(3)?;
+    /// a.copy_to_peer(&mut b)?;
+    /// assert_eq!(b.download()?, [1, 2, 3]);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn copy_to_peer(&self, dst: &mut impl DeviceWrite<T, B>) -> Result<()> {
+        let home = dst.slice_ref().home().clone();
+        home.copy_peer(self, dst)
+    }
+
     /// A read-only view of `range`.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<GpuView<'_, T, B>> {
         let (start, end) = range_of("GpuArray::slice", range, self.len)?;

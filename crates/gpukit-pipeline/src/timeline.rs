@@ -404,6 +404,46 @@ mod tests {
     }
 
     #[test]
+    fn a_group_timeline_shows_every_devices_lanes() {
+        let span = |lane, start_ms| Span {
+            lane,
+            stage: Stage::Compute,
+            batch: 3,
+            start_ms,
+            end_ms: start_ms + 1.0,
+        };
+        let device = |start_ms| Timeline {
+            lanes: vec![Lane::Loader, Lane::Compute(0)],
+            spans: vec![span(Lane::Compute(0), start_ms)],
+            title: "triple on cpu".into(),
+        };
+        let g = GroupTimeline {
+            devices: vec![
+                ("rank 0".into(), device(0.0)),
+                ("rank 1".into(), device(4.0)),
+            ],
+            title: "two devices".into(),
+        };
+        let json = g.to_chrome_trace();
+        // One process per device, its lanes as its threads, each span in its process.
+        assert!(json.contains("\"pid\":1,\"args\":{\"name\":\"rank 0: triple on cpu\"}"));
+        assert!(json.contains("\"pid\":2,\"args\":{\"name\":\"rank 1: triple on cpu\"}"));
+        assert!(json.contains("\"pid\":2,\"tid\":1,\"ts\":4000.000"));
+        assert_eq!(json.matches("\"ph\":\"X\"").count(), 2);
+        let svg = g.to_svg();
+        for label in [
+            "rank 0: loader (host)",
+            "rank 0: compute stream 0",
+            "rank 1: compute stream 0",
+        ] {
+            assert!(svg.contains(label), "{label}");
+        }
+        // Both boxes, on one time axis: rank 1's starts four fifths of the way along.
+        assert_eq!(svg.matches("<title>").count(), 2);
+        assert!(svg.contains(&format!("<rect x=\"{:.2}\"", 190.0 + 1100.0 * 0.8)));
+    }
+
+    #[test]
     fn tick_labels_differ_and_share_a_unit() {
         let labels: Vec<String> = (0..5).map(|k| fmt_tick(k as f64 * 0.5, 0.5, 2.2)).collect();
         assert_eq!(labels, ["0", "0.5 ms", "1.0 ms", "1.5 ms", "2.0 ms"]);
