@@ -132,6 +132,9 @@ pub enum RawStream {
     None,
 }
 
+/// A callback a backend calls once, from any thread ([`Backend::notify`]).
+pub type Wake = Box<dyn FnOnce() + Send + 'static>;
+
 /// A position inside a backend buffer: the buffer and a byte offset.
 pub struct BufAt<'a, B: Backend> {
     /// The buffer.
@@ -299,6 +302,18 @@ pub trait Backend: Send + Sync + Sized + 'static {
         let _ = stream;
         peer.event_sync(event)
     }
+    /// Arranges for `wake` to be called once `event` has completed (or can never complete,
+    /// after a fatal error), from whatever thread sees it, without blocking the caller; it
+    /// may be called before this returns, and it must not be called twice. Returns
+    /// `Some(wake)` where the backend has no such callback (the default, or a failure to
+    /// arrange one): gpukit-core then waits for the event on a thread of its own. The CPU
+    /// backend calls it from the worker that finishes the event's position, CUDA from a
+    /// host function (`cuLaunchHostFunc`) queued after the event.
+    fn notify(&self, event: &Self::Event, wake: Wake) -> Option<Wake> {
+        let _ = event;
+        Some(wake)
+    }
+
     /// Blocks until the event has completed (with the same guarantee as `stream_sync`).
     fn event_sync(&self, event: &Self::Event) -> crate::Result<()>;
     /// Whether the event has completed, without blocking.

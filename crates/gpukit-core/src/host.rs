@@ -436,7 +436,17 @@ impl<H, B: Backend> Pending<H, B> {
         }
     }
 
-    fn take_value(&mut self) -> H {
+    /// The event after the copy (`None`: done already).
+    pub(crate) fn event(&self) -> Option<&Arc<B::Event>> {
+        self.event.as_ref()
+    }
+
+    /// The stream the copy was queued on.
+    pub(crate) fn home(&self) -> &Stream<B> {
+        &self.home
+    }
+
+    pub(crate) fn take_value(&mut self) -> H {
         // `value` is `Some` from `new` until here, and `wait` consumes `self`.
         match self.value.take() {
             Some(v) => v,

@@ -83,10 +83,11 @@ mod spec;
 mod stream;
 mod track;
 mod transfer;
+mod wait;
 
 pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut, UnifiedArray};
 pub use backend::{
-    Backend, BufAt, DeviceInfo, HostUse, KernelArg, LaunchLimits, Location, RawPtr, RawStream,
+    Backend, BufAt, DeviceInfo, HostUse, KernelArg, LaunchLimits, Location, RawPtr, RawStream, Wake,
 };
 pub use collective::CollectiveOp;
 pub use context::{Context, Range};
@@ -112,6 +113,7 @@ pub use pool::MemoryStats;
 pub use spec::{DeviceSet, DeviceSpec, SpecBackend, MAX_SET_DEVICES};
 pub use stream::{Event, Stream};
 pub use track::SliceRef;
+pub use wait::{EventFuture, PendingFuture};
 
 #[cfg(feature = "half")]
 #[doc(no_inline)]

@@ -96,7 +96,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
     Backend, BufAt, CpuKernelFn, DType, DeviceInfo, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Op, RawArg, RawPtr, RawStream, Result, MAX_KERNEL_ARGS,
+    Op, RawArg, RawPtr, RawStream, Result, Wake, MAX_KERNEL_ARGS,
 };
 
 pub use error::CpuError;
@@ -402,6 +402,11 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         // An event is a position in a queue, whichever logical device the queue serves.
         self.stream_wait(stream, event)
+    }
+
+    fn notify(&self, event: &CpuEvent, wake: Wake) -> Option<Wake> {
+        event.queue.notify(event.seq, wake);
+        None
     }
 
     fn event_sync(&self, event: &CpuEvent) -> Result<()> {

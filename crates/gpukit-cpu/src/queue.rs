@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use gpukit_core::Error;
+use gpukit_core::{Error, Wake};
 
 use crate::error::CpuError;
 pub(crate) use crate::task::Task;
@@ -147,8 +147,22 @@ pub(crate) struct Queue {
     waiters: AtomicUsize,
     done: Mutex<()>,
     changed: Condvar,
-    /// Queues whose head waits for this one to finish a number of items: (queue, number).
-    dependents: Mutex<Vec<(Arc<Queue>, u64)>>,
+    /// Who waits for this queue to finish a number of items.
+    dependents: Mutex<Dependents>,
+}
+
+/// What waits for a queue to reach a position.
+struct Dependents {
+    /// Queues whose head waits: (queue, number of items).
+    queues: Vec<(Arc<Queue>, u64)>,
+    /// Callbacks ([`Queue::notify`]): (number of items, callback).
+    wakes: Vec<(u64, Wake)>,
+}
+
+/// What a finished item releases next.
+enum Released {
+    Queue(Arc<Queue>),
+    Wake(Wake),
 }
 
 thread_local! {
@@ -195,7 +209,10 @@ impl Queue {
             waiters: AtomicUsize::new(0),
             done: Mutex::new(()),
             changed: Condvar::new(),
-            dependents: Mutex::new(Vec::with_capacity(4)),
+            dependents: Mutex::new(Dependents {
+                queues: Vec::with_capacity(4),
+                wakes: Vec::new(),
+            }),
         })
     }
 
@@ -327,17 +344,38 @@ impl Queue {
             self.changed.notify_all();
         }
         loop {
-            // One at a time, so that no other queue's lock is taken under this one.
+            // One at a time, so that no other queue's lock is taken, and no callback runs,
+            // under this one.
             let next = {
                 let mut d = lock(&self.dependents);
                 let done = self.finished();
-                match d.iter().position(|&(_, seq)| seq <= done) {
-                    Some(i) => d.swap_remove(i).0,
-                    None => break,
+                if let Some(i) = d.wakes.iter().position(|(seq, _)| *seq <= done) {
+                    Released::Wake(d.wakes.swap_remove(i).1)
+                } else {
+                    match d.queues.iter().position(|&(_, seq)| seq <= done) {
+                        Some(i) => Released::Queue(d.queues.swap_remove(i).0),
+                        None => break,
+                    }
                 }
             };
-            next.unblock();
+            match next {
+                Released::Queue(q) => q.unblock(),
+                Released::Wake(wake) => wake(),
+            }
         }
+    }
+
+    /// Calls `wake` once the queue has finished `seq` items: on the thread that finishes
+    /// the last of them, or at once (on the calling thread) if it has.
+    pub(crate) fn notify(&self, seq: u64, wake: Wake) {
+        let mut d = lock(&self.dependents);
+        // Checked under the lock `finish` takes after counting (as in `register`).
+        if self.is_done(seq) {
+            drop(d);
+            wake();
+            return;
+        }
+        d.wakes.push((seq, wake));
     }
 
     /// Registers `waiter` to be listed once this queue has finished `seq` items; false
@@ -349,7 +387,7 @@ impl Queue {
         if self.is_done(seq) {
             return false;
         }
-        d.push((waiter.clone(), seq));
+        d.queues.push((waiter.clone(), seq));
         true
     }
 

@@ -6,7 +6,7 @@ use crate::kernels::SCRATCH_BYTES;
 use cudarc::driver::sys::{self, CUresult};
 use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Location, Op, RawPtr, RawStream, Result,
+    Location, Op, RawPtr, RawStream, Result, Wake,
 };
 use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
 
@@ -25,6 +25,9 @@ pub struct CudaBackend {
     pub(crate) dev: Arc<Device>,
     /// An internal stream for zeroing new allocations.
     pub(crate) util: Raw<sys::CUstream>,
+    /// An internal stream that only waits for events and runs the host functions that wake
+    /// their futures ([`Backend::notify`]), made on first use.
+    notifier: Mutex<Option<Raw<sys::CUstream>>>,
 }
 
 /// A non-blocking CUDA stream with its reduction scratch buffers and cuBLAS handle.
@@ -120,6 +123,7 @@ impl CudaBackend {
             streams: Arc::new(ContextStreams::new()),
             dev,
             util: Raw(util),
+            notifier: Mutex::new(None),
         })
     }
 
@@ -158,11 +162,46 @@ impl CudaBackend {
     }
 }
 
+/// The host function [`Backend::notify`] queues: calls the boxed [`Wake`] it was given.
+///
+/// # Safety
+///
+/// `data` is a `Box<Wake>` from `Box::into_raw`, passed here once.
+unsafe extern "C" fn wake_host_fn(data: *mut std::ffi::c_void) {
+    // SAFETY: the caller's contract: this box, once.
+    let wake = unsafe { Box::from_raw(data.cast::<Wake>()) };
+    // A panic must not unwind into the driver's thread.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || (*wake)()));
+}
+
+impl CudaBackend {
+    /// The notifier stream, made on first use (the context is current after this).
+    fn notifier_stream(&self) -> Result<sys::CUstream> {
+        self.bind()?;
+        let mut n = lock(&self.notifier);
+        if let Some(s) = n.as_ref() {
+            return Ok(s.0);
+        }
+        let mut s: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: the context is current (bound above); live out-pointer.
+        self.check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        *n = Some(Raw(s));
+        Ok(s)
+    }
+}
+
 impl Drop for CudaBackend {
     fn drop(&mut self) {
         if self.dev.bind().is_ok() {
             // SAFETY: the internal stream only ever ran memsets that were synchronised.
             let _ = unsafe { sys::cuStreamDestroy_v2(self.util.0) };
+            if let Some(n) = lock(&self.notifier).take() {
+                // SAFETY: a stream of this context; the driver runs its queued host
+                // functions before releasing it (each frees its own closure).
+                let _ = unsafe { sys::cuStreamDestroy_v2(n.0) };
+            }
         }
     }
 }
@@ -309,6 +348,26 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         // `cuStreamWaitEvent` takes an event of another context or device.
         self.stream_wait(stream, event)
+    }
+
+    fn notify(&self, event: &CudaEvent, wake: Wake) -> Option<Wake> {
+        let Ok(stream) = self.notifier_stream() else {
+            return Some(wake);
+        };
+        // SAFETY: a live stream and a recorded event of this context (bound above).
+        let waited = unsafe { sys::cuStreamWaitEvent(stream, event.raw.0, 0) };
+        if waited != CUresult::CUDA_SUCCESS {
+            return Some(wake);
+        }
+        let data = Box::into_raw(Box::new(wake)).cast::<std::ffi::c_void>();
+        // SAFETY: `wake_host_fn` takes back exactly this box, once, when the driver runs it
+        // after the event (it calls no CUDA function: a host function must not).
+        let queued = unsafe { sys::cuLaunchHostFunc(stream, Some(wake_host_fn), data) };
+        if queued == CUresult::CUDA_SUCCESS {
+            return None;
+        }
+        // SAFETY: not queued, so the driver will not run it: the box is still ours.
+        Some(*unsafe { Box::from_raw(data.cast::<Wake>()) })
     }
 
     fn event_sync(&self, event: &CudaEvent) -> Result<()> {

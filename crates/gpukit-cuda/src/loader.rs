@@ -44,6 +44,7 @@ pub(crate) const DRIVER_SYMBOLS: &[&str] = &[
     "cuStreamSynchronize",
     "cuStreamQuery",
     "cuStreamWaitEvent",
+    "cuLaunchHostFunc",
     "cuStreamGetCtx",
     "cuStreamBeginCapture_v2",
     "cuStreamEndCapture",

@@ -8,7 +8,7 @@
 
 use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Location, Op, RawPtr, RawStream, Result, MAX_LAUNCH_ARGS,
+    Location, Op, RawPtr, RawStream, Result, Wake, MAX_LAUNCH_ARGS,
 };
 use smallvec::SmallVec;
 
@@ -270,6 +270,13 @@ impl Backend for AnyBackend {
             (Some(p), Some(e)) => b.stream_wait_peer(st(b, s)?, p, e),
             // Contexts of two backends: the host waits.
             _ => peer.event_sync(e),
+        })
+    }
+
+    fn notify(&self, e: &AnyEvent, wake: Wake) -> Option<Wake> {
+        dispatch!(self, b: Be => match Be::event(e) {
+            Some(e) => b.notify(e, wake),
+            None => Some(wake),
         })
     }
 

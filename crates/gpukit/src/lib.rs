@@ -56,6 +56,13 @@
 //! Open MPI: [`launch`]), on NCCL. `examples/data_parallel.rs` trains a model on every device
 //! of a group.
 //!
+//! ## Async
+//!
+//! [`Stream::synchronize_async`](gpukit_core::Stream::synchronize_async),
+//! [`Event::wait_async`](gpukit_core::Event::wait_async) and `.await` on a
+//! [`Pending`](gpukit_core::Pending) copy complete without blocking a thread, on any async
+//! runtime (the library depends on none; the README has a tokio example).
+//!
 //! ## Cargo features
 //!
 //! - `cuda` (on by default): the CUDA backend (`gpukit-cuda`, `gpukit-cuda-sys`, `cudarc`). It loads

@@ -16,6 +16,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod asynchronous;
 mod bad_input;
 mod bad_input_pipeline;
 mod behaviour;

@@ -1,0 +1,125 @@
+//! Awaiting device work without blocking a thread: `Stream::synchronize_async`,
+//! `Event::wait_async` and `.await` on a `Pending` copy, on a current-thread tokio runtime,
+//! every backend. The proof that nothing blocks: while the future waits for a slow kernel
+//! (`delay`, 50 ms), a second task on the same (only) thread keeps ticking; had the wait
+//! blocked the thread, it could not have ticked once.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use gpukit::{HostUse, LaunchConfig};
+
+use crate::common::delay_spec;
+
+/// Runs `fut` on a current-thread runtime beside a task that counts 1 ms ticks until `fut`
+/// is done; returns `fut`'s output and the ticks.
+fn with_ticker<T>(fut: impl std::future::Future<Output = T>) -> (T, u32) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("a current-thread runtime: {e}"),
+    };
+    let ticks = Rc::new(Cell::new(0u32));
+    let done = Rc::new(Cell::new(false));
+    let (t, d) = (ticks.clone(), done.clone());
+    let out = rt.block_on(async move {
+        let ticker = async move {
+            while !d.get() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                t.set(t.get() + 1);
+            }
+        };
+        let work = async {
+            let out = fut.await;
+            done.set(true);
+            out
+        };
+        tokio::join!(work, ticker).0
+    });
+    (out, ticks.get())
+}
+
+crate::backend_tests! {
+    fn awaiting_a_stream_leaves_the_runtime_thread_free(ctx) {
+        let delay = ctx.kernel(delay_spec())?;
+        let s = ctx.create_stream()?;
+        let mut a = ctx.alloc_zeros::<f32>(1024)?;
+        s.launch(&delay, LaunchConfig::linear(1, 1), (50_000u32,))?;
+        s.fill(&mut a, 3.0)?;
+        let (r, ticks) = with_ticker(s.synchronize_async());
+        r?;
+        assert!(ticks > 0, "the runtime's only thread never ran the ticker: the wait blocked it");
+        assert!(s.query()?, "synchronize_async was ready before the stream's work finished");
+        assert_eq!(a.download()?, vec![3.0; 1024]);
+        Ok(())
+    }
+
+    fn awaiting_an_event_and_a_copy(ctx) {
+        let delay = ctx.kernel(delay_spec())?;
+        let s = ctx.create_stream()?;
+        let mut a = ctx.alloc_zeros::<f32>(4096)?;
+        s.launch(&delay, LaunchConfig::linear(1, 1), (50_000u32,))?;
+        s.fill(&mut a, 5.0)?;
+        let event = s.record_event()?;
+        let (r, ticks) = with_ticker(event.wait_async());
+        r?;
+        assert!(ticks > 0, "the event's wait blocked the runtime thread");
+        assert!(event.query()?);
+        // A download in flight, awaited: the host buffer comes back with the data.
+        s.launch(&delay, LaunchConfig::linear(1, 1), (50_000u32,))?;
+        s.fill(&mut a, 7.0)?;
+        let host = ctx.alloc_host::<f32>(4096, HostUse::Download)?;
+        let pending = s.download(&a, host)?;
+        let (back, ticks) = with_ticker(async move { pending.await });
+        let back = back.map_err(|r| r.error)?;
+        assert!(ticks > 0, "awaiting the copy blocked the runtime thread");
+        assert!(back.iter().all(|&x| x == 7.0));
+        // Already done: ready at the first poll.
+        let (r, _) = with_ticker(event.wait_async());
+        r
+    }
+
+    fn many_waits_at_once_all_complete(ctx) {
+        let delay = ctx.kernel(delay_spec())?;
+        let streams = (0..4).map(|_| ctx.create_stream()).collect::<gpukit::Result<Vec<_>>>()?;
+        for (i, s) in streams.iter().enumerate() {
+            s.launch(&delay, LaunchConfig::linear(1, 1), (10_000 * (i as u32 + 1),))?;
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().build().map_err(|e| {
+            crate::common::harness_error("runtime", e.to_string())
+        })?;
+        rt.block_on(async {
+            let waits: Vec<_> = streams.iter().map(|s| s.synchronize_async()).collect();
+            for w in waits {
+                w.await?;
+            }
+            Ok::<(), gpukit::Error>(())
+        })?;
+        for s in &streams {
+            assert!(s.query()?);
+        }
+        Ok(())
+    }
+}
+
+crate::cpu_tests! {
+    fn a_failed_kernel_is_the_awaited_error(ctx) {
+        let spec = gpukit::KernelSpec::<(gpukit::Out<f32>,)>::named("boom")
+            .cpu(|_, _| panic!("boom on purpose"));
+        let k = ctx.kernel(spec)?;
+        let s = ctx.create_stream()?;
+        let mut out = ctx.alloc_zeros::<f32>(1)?;
+        s.launch(&k, LaunchConfig::linear(1, 1), (&mut out,))?;
+        let (r, _) = with_ticker(s.synchronize_async());
+        assert!(
+            matches!(r, Err(gpukit::Error::KernelFailed { .. })),
+            "expected KernelFailed, got {r:?}"
+        );
+        // The stream and context stay usable.
+        let (r, _) = with_ticker(s.synchronize_async());
+        r
+    }
+}
