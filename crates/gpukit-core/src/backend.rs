@@ -314,6 +314,15 @@ pub trait Backend: Send + Sync + Sized + 'static {
         Some(wake)
     }
 
+    /// Makes work queued later on `raw`, a native stream of another library (a DLPack
+    /// consumer's), wait until `event` has completed. The default blocks the calling thread
+    /// until then (correct for every backend, and all there is for [`RawStream::None`]);
+    /// CUDA makes the foreign stream wait on the event (`cuStreamWaitEvent`).
+    fn raw_stream_wait(&self, raw: RawStream, event: &Self::Event) -> crate::Result<()> {
+        let _ = raw;
+        self.event_sync(event)
+    }
+
     /// Blocks until the event has completed (with the same guarantee as `stream_sync`).
     fn event_sync(&self, event: &Self::Event) -> crate::Result<()>;
     /// Whether the event has completed, without blocking.

@@ -69,6 +69,7 @@ mod array;
 mod backend;
 pub mod collective;
 mod context;
+pub mod dlpack;
 mod dtype;
 mod element;
 mod error;
@@ -91,6 +92,7 @@ pub use backend::{
 };
 pub use collective::CollectiveOp;
 pub use context::{Context, Range};
+pub use dlpack::{DlpackArray, DlpackLegacy, DlpackTensor};
 pub use element::{
     ordered_sum, Arith, DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide,
     SUM_CHUNK,

@@ -350,6 +350,18 @@ impl Backend for CudaBackend {
         self.stream_wait(stream, event)
     }
 
+    fn raw_stream_wait(&self, raw: RawStream, event: &CudaEvent) -> Result<()> {
+        let RawStream::Cuda(s) = raw else {
+            return self.event_sync(event);
+        };
+        self.bind()?;
+        // SAFETY: `s` is a live CUDA stream (the `RawStream` contract of its giver) and the
+        // event a recorded event of this context; waiting changes nothing else.
+        self.check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(s.cast(), event.raw.0, 0)
+        })
+    }
+
     fn notify(&self, event: &CudaEvent, wake: Wake) -> Option<Wake> {
         let Ok(stream) = self.notifier_stream() else {
             return Some(wake);

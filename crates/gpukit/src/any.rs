@@ -280,6 +280,10 @@ impl Backend for AnyBackend {
         })
     }
 
+    fn raw_stream_wait(&self, raw: RawStream, e: &AnyEvent) -> Result<()> {
+        dispatch!(self, b: Be => b.raw_stream_wait(raw, ev(b, e)?))
+    }
+
     fn event_sync(&self, e: &AnyEvent) -> Result<()> {
         dispatch!(self, b: Be => b.event_sync(ev(b, e)?))
     }

@@ -21,6 +21,7 @@ mod bad_input;
 mod bad_input_pipeline;
 mod behaviour;
 mod debug;
+mod dlpack;
 mod error_chain;
 mod half;
 mod interop;

@@ -1,0 +1,329 @@
+//! Importing a foreign DLPack tensor as an array that borrows the producer's memory.
+
+use super::{
+    dl_dtype, DLManagedTensor, DLManagedTensorVersioned, DLTensor, Managed, DL_CPU, DL_CUDA,
+    DL_CUDA_HOST, DL_CUDA_MANAGED, FLAG_READ_ONLY,
+};
+use crate::array::{sealed, DeviceRead, GpuArray};
+use crate::backend::{Backend, RawPtr};
+use crate::context::Context;
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::track::{Access, SliceRef};
+
+/// How an imported tensor goes back to its producer.
+#[derive(Debug)]
+enum Release {
+    Versioned(*mut DLManagedTensorVersioned),
+    Legacy(*mut DLManagedTensor),
+}
+
+/// A foreign tensor imported as an array ([`Context::from_dlpack`]): its memory is the
+/// producer's, borrowed without a copy, and given back through the producer's deleter
+/// exactly once, when this is dropped (after the work queued on it has finished).
+///
+/// It is device memory an op may read (pass `&imported` wherever an array is read); to
+/// write it, [`DlpackArray::array_mut`], which a read-only import refuses.
+#[derive(Debug)]
+pub struct DlpackArray<T: Element, B: Backend> {
+    array: Option<GpuArray<T, B>>,
+    shape: Vec<usize>,
+    read_only: bool,
+    release: Release,
+}
+
+// SAFETY: the array is `Send`; the release pointer is the producer's managed tensor, owned
+// by this value alone (the import contract), whose deleter DLPack lets any thread call.
+unsafe impl<T: Element, B: Backend> Send for DlpackArray<T, B> {}
+// SAFETY: `&self` gives only reads of the array and the shape; the pointer is used by `drop`
+// alone.
+unsafe impl<T: Element, B: Backend> Sync for DlpackArray<T, B> {}
+
+impl<T: Element, B: Backend> DlpackArray<T, B> {
+    /// The array over the producer's memory.
+    pub fn array(&self) -> &GpuArray<T, B> {
+        match &self.array {
+            Some(a) => a,
+            None => unreachable!("the array is taken only by drop"),
+        }
+    }
+
+    /// The array, to write: [`Error::InvalidArgument`] when the producer exported it
+    /// read-only.
+    pub fn array_mut(&mut self) -> Result<&mut GpuArray<T, B>> {
+        if self.read_only {
+            return Err(Error::InvalidArgument {
+                op: "DlpackArray::array_mut",
+                arg: "self",
+                message: "the producer exported this tensor read-only".into(),
+            });
+        }
+        match &mut self.array {
+            Some(a) => Ok(a),
+            None => unreachable!("the array is taken only by drop"),
+        }
+    }
+
+    /// The tensor's shape (row-major).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Whether the producer exported it read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+impl<T: Element, B: Backend> sealed::Sealed for DlpackArray<T, B> {}
+
+impl<T: Element, B: Backend> DeviceRead<T, B> for DlpackArray<T, B> {
+    fn len(&self) -> usize {
+        self.array().len()
+    }
+
+    fn slice_ref(&self) -> SliceRef<'_, B> {
+        self.array().slice_ref()
+    }
+}
+
+impl<T: Element, B: Backend> Drop for DlpackArray<T, B> {
+    fn drop(&mut self) {
+        if let Some(a) = self.array.take() {
+            // The producer may free the memory at once: the work queued on it first.
+            let waited = a.slice_ref().alloc_arc().wait_for_host(Access::Write);
+            let home = a.home_stream().clone();
+            drop(a);
+            if let Err(e) = waited {
+                home.shared_arc().defer("DlpackArray drop", Err(e));
+            }
+        }
+        // SAFETY: the import contract: the pointer is the producer's live managed tensor,
+        // released exactly once, here.
+        unsafe {
+            match self.release {
+                Release::Versioned(t) => release(t),
+                Release::Legacy(t) => release(t),
+            }
+        }
+    }
+}
+
+/// Calls a managed tensor's deleter, if it has one.
+///
+/// # Safety
+///
+/// `t` is a live managed tensor whose deleter has not been called, and is not used after.
+unsafe fn release<M: Managed>(t: *mut M) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if let Some(delete) = (*t).deleter() {
+            delete(t);
+        }
+    }
+}
+
+impl<B: Backend> Context<B> {
+    /// Imports a DLPack 1.x tensor (`DLManagedTensorVersioned`) as an array borrowing the
+    /// producer's memory (no copy). On success the import owns the tensor and calls its
+    /// deleter once, when dropped; on error the caller still owns it (nothing was called).
+    ///
+    /// Checked, each a typed error naming `Context::from_dlpack`: a null pointer; a major
+    /// version other than 1; a device other than this context's (the CPU backend takes
+    /// `kDLCPU` and `kDLCUDAHost`; CUDA takes `kDLCUDA` and `kDLCUDAManaged` of its ordinal);
+    /// an element type other than `T`'s; a negative extent or an element count that
+    /// overflows; strides that are not compact row-major ([`Error::InvalidArgument`] saying
+    /// "not contiguous": copy it first); a null data pointer with elements, or data and
+    /// byte offset not aligned to `T`. The read-only flag gives a read-only import.
+    ///
+    /// # Safety
+    ///
+    /// `tensor` is null or a live `DLManagedTensorVersioned` whose fields describe memory
+    /// the producer keeps valid (readable, and writable unless read-only) until its deleter
+    /// is called, which the producer allows to be called from any thread; nothing else
+    /// accesses that memory while the import lives except in ways ordered with this
+    /// library's work on it (as for [`Context::array_from_raw`]), and no other array of this
+    /// library wraps it.
+    pub unsafe fn from_dlpack<T: Element>(
+        &self,
+        tensor: *mut DLManagedTensorVersioned,
+    ) -> Result<DlpackArray<T, B>> {
+        const CALL: &str = "Context::from_dlpack";
+        if tensor.is_null() {
+            return Err(invalid(CALL, "tensor", "a null pointer".into()));
+        }
+        // SAFETY: the caller's contract: a live managed tensor.
+        let t = unsafe { &*tensor };
+        if t.version.major != 1 {
+            return Err(invalid(
+                CALL,
+                "tensor",
+                format!(
+                    "DLPack {}.{}: this library reads major version 1",
+                    t.version.major, t.version.minor
+                ),
+            ));
+        }
+        let read_only = t.flags & FLAG_READ_ONLY != 0;
+        // SAFETY: as above.
+        unsafe { self.import(CALL, &t.dl_tensor, read_only, Release::Versioned(tensor)) }
+    }
+
+    /// [`Context::from_dlpack`] for the legacy unversioned form (`DLManagedTensor`, which
+    /// has no version and no read-only flag).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Context::from_dlpack`], for a `DLManagedTensor`.
+    pub unsafe fn from_dlpack_legacy<T: Element>(
+        &self,
+        tensor: *mut DLManagedTensor,
+    ) -> Result<DlpackArray<T, B>> {
+        const CALL: &str = "Context::from_dlpack_legacy";
+        if tensor.is_null() {
+            return Err(invalid(CALL, "tensor", "a null pointer".into()));
+        }
+        // SAFETY: the caller's contract: a live managed tensor.
+        let t = unsafe { &*tensor };
+        // SAFETY: as above.
+        unsafe { self.import(CALL, &t.dl_tensor, false, Release::Legacy(tensor)) }
+    }
+
+    /// Checks `t` and wraps its memory.
+    ///
+    /// # Safety
+    ///
+    /// `t` is the `DLTensor` of a live managed tensor under the import contract.
+    unsafe fn import<T: Element>(
+        &self,
+        call: &'static str,
+        t: &DLTensor,
+        read_only: bool,
+        release: Release,
+    ) -> Result<DlpackArray<T, B>> {
+        let backend = self.backend();
+        let (dtype, want) = (t.dtype, dl_dtype(T::DTYPE));
+        if dtype != want {
+            return Err(invalid(
+                call,
+                "dtype",
+                format!(
+                    "the tensor's type (code {}, {} bits, {} lanes) is not {}",
+                    dtype.code,
+                    dtype.bits,
+                    dtype.lanes,
+                    T::DTYPE
+                ),
+            ));
+        }
+        let dev = t.device;
+        let ours = match backend.name() {
+            "cpu" => matches!(dev.device_type, DL_CPU | DL_CUDA_HOST),
+            "cuda" => {
+                matches!(dev.device_type, DL_CUDA | DL_CUDA_MANAGED)
+                    && usize::try_from(dev.device_id).ok() == Some(backend.device_id())
+            }
+            _ => false,
+        };
+        if !ours {
+            return Err(invalid(
+                call,
+                "device",
+                format!(
+                    "DLPack device type {} id {} is not this context's ({} device {})",
+                    dev.device_type,
+                    dev.device_id,
+                    backend.name(),
+                    backend.device_id()
+                ),
+            ));
+        }
+        let ndim = usize::try_from(t.ndim)
+            .map_err(|_| invalid(call, "ndim", format!("{} dimensions", t.ndim)))?;
+        let extents: &[i64] = if ndim == 0 {
+            &[]
+        } else if t.shape.is_null() {
+            return Err(invalid(
+                call,
+                "shape",
+                "a null shape with dimensions".into(),
+            ));
+        } else {
+            // SAFETY: the contract: `ndim` extents at `shape`.
+            unsafe { std::slice::from_raw_parts(t.shape, ndim) }
+        };
+        let mut shape = Vec::with_capacity(ndim);
+        let mut len = 1usize;
+        for &e in extents {
+            let e = usize::try_from(e)
+                .map_err(|_| invalid(call, "shape", format!("a negative extent {e}")))?;
+            len = len
+                .checked_mul(e)
+                .ok_or_else(|| invalid(call, "shape", format!("{extents:?} overflows")))?;
+            shape.push(e);
+        }
+        if !t.strides.is_null() && len > 0 {
+            // SAFETY: the contract: `ndim` strides at `strides`.
+            let strides = unsafe { std::slice::from_raw_parts(t.strides, ndim) };
+            let mut want = 1i64;
+            for (&s, &e) in strides.iter().zip(extents).rev() {
+                if e != 1 && s != want {
+                    return Err(invalid(
+                        call,
+                        "strides",
+                        format!(
+                            "not contiguous: strides {strides:?} for shape {extents:?} (copy \
+                             it into a compact row-major tensor first)"
+                        ),
+                    ));
+                }
+                want = want.saturating_mul(e);
+            }
+        }
+        let size = std::mem::size_of::<T>();
+        let offset = usize::try_from(t.byte_offset)
+            .map_err(|_| invalid(call, "byte_offset", format!("{}", t.byte_offset)))?;
+        let start = (t.data as usize).checked_add(offset).ok_or_else(|| {
+            invalid(
+                call,
+                "byte_offset",
+                format!("{offset} past the data pointer overflows"),
+            )
+        })?;
+        if len > 0 && t.data.is_null() {
+            return Err(invalid(
+                call,
+                "data",
+                format!("a null pointer with {len} elements"),
+            ));
+        }
+        if start % size != 0 {
+            return Err(invalid(
+                call,
+                "data",
+                format!(
+                    "address {start:#x} is not aligned to {} ({size} bytes)",
+                    T::DTYPE
+                ),
+            ));
+        }
+        let ptr = match backend.name() {
+            "cuda" => RawPtr::Cuda(start as u64),
+            _ => RawPtr::Host(start as *mut u8),
+        };
+        // SAFETY: the import contract covers `array_from_raw`'s: `len` elements of `T` at
+        // `start` (checked aligned), on this context's device, kept alive until the deleter
+        // is called (after this array and the work queued on it are done, in `drop`).
+        let array = unsafe { self.array_from_raw::<T>(ptr, len) }?;
+        Ok(DlpackArray {
+            array: Some(array),
+            shape,
+            read_only,
+            release,
+        })
+    }
+}
+
+fn invalid(op: &'static str, arg: &'static str, message: String) -> Error {
+    Error::InvalidArgument { op, arg, message }
+}
