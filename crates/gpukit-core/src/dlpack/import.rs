@@ -149,21 +149,8 @@ impl<B: Backend> Context<B> {
         tensor: *mut DLManagedTensorVersioned,
     ) -> Result<DlpackArray<T, B>> {
         const CALL: &str = "Context::from_dlpack";
-        if tensor.is_null() {
-            return Err(invalid(CALL, "tensor", "a null pointer".into()));
-        }
-        // SAFETY: the caller's contract: a live managed tensor.
-        let t = unsafe { &*tensor };
-        if t.version.major != 1 {
-            return Err(invalid(
-                CALL,
-                "tensor",
-                format!(
-                    "DLPack {}.{}: this library reads major version 1",
-                    t.version.major, t.version.minor
-                ),
-            ));
-        }
+        // SAFETY: the caller's contract: null or a live managed tensor.
+        let t = unsafe { versioned(CALL, tensor) }?;
         let read_only = t.flags & FLAG_READ_ONLY != 0;
         // SAFETY: as above.
         unsafe { self.import(CALL, &t.dl_tensor, read_only, Release::Versioned(tensor)) }
@@ -189,6 +176,72 @@ impl<B: Backend> Context<B> {
         unsafe { self.import(CALL, &t.dl_tensor, false, Release::Legacy(tensor)) }
     }
 
+    /// Copies a DLPack 1.x tensor in host memory (`kDLCPU` or `kDLCUDAHost`) of any strides
+    /// (a transposed or sliced NumPy array, say) into a new compact array of this context,
+    /// and gives the tensor back to its producer at once (its deleter is called before this
+    /// returns); returns the array and the tensor's shape. The checks are
+    /// [`Context::from_dlpack`]'s, less contiguity; device memory of another device is
+    /// [`Error::InvalidArgument`] (`device`). On error the caller still owns the tensor.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Context::from_dlpack`]; the strides (in elements) address only the
+    /// producer's memory for every index of the shape.
+    pub unsafe fn from_dlpack_copy<T: Element>(
+        &self,
+        tensor: *mut DLManagedTensorVersioned,
+    ) -> Result<(GpuArray<T, B>, Vec<usize>)> {
+        const CALL: &str = "Context::from_dlpack_copy";
+        // SAFETY: the caller's contract: null or a live managed tensor.
+        let t = unsafe { versioned(CALL, tensor) }?;
+        let dt = &t.dl_tensor;
+        if !matches!(dt.device.device_type, DL_CPU | DL_CUDA_HOST) {
+            return Err(invalid(
+                CALL,
+                "device",
+                format!(
+                    "DLPack device type {}: only host memory (kDLCPU, kDLCUDAHost) is copied here",
+                    dt.device.device_type
+                ),
+            ));
+        }
+        // SAFETY: the caller's contract.
+        let layout = unsafe { layout::<T>(CALL, dt) }?;
+        let mut host: Vec<T> = Vec::with_capacity(layout.len);
+        if layout.len > 0 {
+            let base = layout.start as *const T;
+            let strides: Vec<i64> = match &layout.strides {
+                Some(s) => s.clone(),
+                None => compact_strides(&layout.shape),
+            };
+            let mut index = vec![0usize; layout.shape.len()];
+            for _ in 0..layout.len {
+                let mut off = 0isize;
+                for (&i, &st) in index.iter().zip(&strides) {
+                    off = (i as isize)
+                        .checked_mul(st as isize)
+                        .and_then(|x| off.checked_add(x))
+                        .ok_or_else(|| invalid(CALL, "strides", format!("{strides:?} overflow")))?;
+                }
+                // SAFETY: the caller's contract: every index of the shape, through the
+                // strides, addresses an element of the producer's live host memory.
+                host.push(unsafe { base.offset(off).read() });
+                for k in (0..index.len()).rev() {
+                    index[k] += 1;
+                    if index[k] < layout.shape[k] {
+                        break;
+                    }
+                    index[k] = 0;
+                }
+            }
+        }
+        let array = self.alloc_upload(&host)?;
+        // SAFETY: the contract: the producer's live tensor, released once, here (the data
+        // is copied).
+        unsafe { release(tensor) };
+        Ok((array, layout.shape))
+    }
+
     /// Checks `t` and wraps its memory.
     ///
     /// # Safety
@@ -202,20 +255,6 @@ impl<B: Backend> Context<B> {
         release: Release,
     ) -> Result<DlpackArray<T, B>> {
         let backend = self.backend();
-        let (dtype, want) = (t.dtype, dl_dtype(T::DTYPE));
-        if dtype != want {
-            return Err(invalid(
-                call,
-                "dtype",
-                format!(
-                    "the tensor's type (code {}, {} bits, {} lanes) is not {}",
-                    dtype.code,
-                    dtype.bits,
-                    dtype.lanes,
-                    T::DTYPE
-                ),
-            ));
-        }
         let dev = t.device;
         let ours = match backend.name() {
             "cpu" => matches!(dev.device_type, DL_CPU | DL_CUDA_HOST),
@@ -225,6 +264,10 @@ impl<B: Backend> Context<B> {
             }
             _ => false,
         };
+        // The type is checked first (a tensor of another type is refused the same way on
+        // every device).
+        // SAFETY: the caller's contract.
+        let layout = unsafe { layout::<T>(call, t) }?;
         if !ours {
             return Err(invalid(
                 call,
@@ -238,90 +281,175 @@ impl<B: Backend> Context<B> {
                 ),
             ));
         }
-        let ndim = usize::try_from(t.ndim)
-            .map_err(|_| invalid(call, "ndim", format!("{} dimensions", t.ndim)))?;
-        let extents: &[i64] = if ndim == 0 {
-            &[]
-        } else if t.shape.is_null() {
-            return Err(invalid(
-                call,
-                "shape",
-                "a null shape with dimensions".into(),
-            ));
-        } else {
-            // SAFETY: the contract: `ndim` extents at `shape`.
-            unsafe { std::slice::from_raw_parts(t.shape, ndim) }
-        };
-        let mut shape = Vec::with_capacity(ndim);
-        let mut len = 1usize;
-        for &e in extents {
-            let e = usize::try_from(e)
-                .map_err(|_| invalid(call, "shape", format!("a negative extent {e}")))?;
-            len = len
-                .checked_mul(e)
-                .ok_or_else(|| invalid(call, "shape", format!("{extents:?} overflows")))?;
-            shape.push(e);
-        }
-        if !t.strides.is_null() && len > 0 {
-            // SAFETY: the contract: `ndim` strides at `strides`.
-            let strides = unsafe { std::slice::from_raw_parts(t.strides, ndim) };
-            let mut want = 1i64;
-            for (&s, &e) in strides.iter().zip(extents).rev() {
-                if e != 1 && s != want {
+        if let Some(strides) = &layout.strides {
+            if layout.len > 0 && *strides != compact_strides(&layout.shape) {
+                let extents: Vec<usize> = layout.shape.clone();
+                if strides
+                    .iter()
+                    .zip(&compact_strides(&layout.shape))
+                    .zip(&extents)
+                    .any(|((&s, &c), &e)| e != 1 && s != c)
+                {
                     return Err(invalid(
                         call,
                         "strides",
                         format!(
-                            "not contiguous: strides {strides:?} for shape {extents:?} (copy \
-                             it into a compact row-major tensor first)"
+                            "not contiguous: strides {strides:?} for shape {extents:?} (copy it \
+                             into a compact row-major tensor first: `Context::from_dlpack_copy` \
+                             for host memory)"
                         ),
                     ));
                 }
-                want = want.saturating_mul(e);
             }
         }
-        let size = std::mem::size_of::<T>();
-        let offset = usize::try_from(t.byte_offset)
-            .map_err(|_| invalid(call, "byte_offset", format!("{}", t.byte_offset)))?;
-        let start = (t.data as usize).checked_add(offset).ok_or_else(|| {
-            invalid(
-                call,
-                "byte_offset",
-                format!("{offset} past the data pointer overflows"),
-            )
-        })?;
-        if len > 0 && t.data.is_null() {
-            return Err(invalid(
-                call,
-                "data",
-                format!("a null pointer with {len} elements"),
-            ));
-        }
-        if start % size != 0 {
-            return Err(invalid(
-                call,
-                "data",
-                format!(
-                    "address {start:#x} is not aligned to {} ({size} bytes)",
-                    T::DTYPE
-                ),
-            ));
-        }
         let ptr = match backend.name() {
-            "cuda" => RawPtr::Cuda(start as u64),
-            _ => RawPtr::Host(start as *mut u8),
+            "cuda" => RawPtr::Cuda(layout.start as u64),
+            _ => RawPtr::Host(layout.start as *mut u8),
         };
         // SAFETY: the import contract covers `array_from_raw`'s: `len` elements of `T` at
         // `start` (checked aligned), on this context's device, kept alive until the deleter
         // is called (after this array and the work queued on it are done, in `drop`).
-        let array = unsafe { self.array_from_raw::<T>(ptr, len) }?;
+        let array = unsafe { self.array_from_raw::<T>(ptr, layout.len) }?;
         Ok(DlpackArray {
             array: Some(array),
-            shape,
+            shape: layout.shape,
             read_only,
             release,
         })
     }
+}
+
+/// The managed tensor at `tensor`: a null pointer, or a major version other than 1, is
+/// [`Error::InvalidArgument`] naming `call`.
+///
+/// # Safety
+///
+/// `tensor` is null or a live managed tensor, unchanged while the reference is used.
+unsafe fn versioned<'a>(
+    call: &'static str,
+    tensor: *mut DLManagedTensorVersioned,
+) -> Result<&'a DLManagedTensorVersioned> {
+    if tensor.is_null() {
+        return Err(invalid(call, "tensor", "a null pointer".into()));
+    }
+    // SAFETY: the caller's contract: a live managed tensor.
+    let t = unsafe { &*tensor };
+    if t.version.major != 1 {
+        return Err(invalid(
+            call,
+            "tensor",
+            format!(
+                "DLPack {}.{}: this library reads major version 1",
+                t.version.major, t.version.minor
+            ),
+        ));
+    }
+    Ok(t)
+}
+
+/// What a tensor's fields say, checked: its shape, element count, first element's address
+/// and strides (`None`: compact).
+struct Layout {
+    shape: Vec<usize>,
+    len: usize,
+    start: usize,
+    strides: Option<Vec<i64>>,
+}
+
+/// Checks the element type, dimensions, extents, data pointer and alignment of `t`.
+///
+/// # Safety
+///
+/// `t`'s `shape` and `strides` (where not null) hold `ndim` values.
+unsafe fn layout<T: Element>(call: &'static str, t: &DLTensor) -> Result<Layout> {
+    let (dtype, want) = (t.dtype, dl_dtype(T::DTYPE));
+    if dtype != want {
+        return Err(invalid(
+            call,
+            "dtype",
+            format!(
+                "the tensor's type (code {}, {} bits, {} lanes) is not {}",
+                dtype.code,
+                dtype.bits,
+                dtype.lanes,
+                T::DTYPE
+            ),
+        ));
+    }
+    let ndim = usize::try_from(t.ndim)
+        .map_err(|_| invalid(call, "ndim", format!("{} dimensions", t.ndim)))?;
+    let extents: &[i64] = if ndim == 0 {
+        &[]
+    } else if t.shape.is_null() {
+        return Err(invalid(
+            call,
+            "shape",
+            "a null shape with dimensions".into(),
+        ));
+    } else {
+        // SAFETY: the caller's contract: `ndim` extents at `shape`.
+        unsafe { std::slice::from_raw_parts(t.shape, ndim) }
+    };
+    let mut shape = Vec::with_capacity(ndim);
+    let mut len = 1usize;
+    for &e in extents {
+        let e = usize::try_from(e)
+            .map_err(|_| invalid(call, "shape", format!("a negative extent {e}")))?;
+        len = len
+            .checked_mul(e)
+            .ok_or_else(|| invalid(call, "shape", format!("{extents:?} overflows")))?;
+        shape.push(e);
+    }
+    let strides = if t.strides.is_null() || ndim == 0 {
+        None
+    } else {
+        // SAFETY: the caller's contract: `ndim` strides at `strides`.
+        Some(unsafe { std::slice::from_raw_parts(t.strides, ndim) }.to_vec())
+    };
+    let size = std::mem::size_of::<T>();
+    let offset = usize::try_from(t.byte_offset)
+        .map_err(|_| invalid(call, "byte_offset", format!("{}", t.byte_offset)))?;
+    let start = (t.data as usize).checked_add(offset).ok_or_else(|| {
+        invalid(
+            call,
+            "byte_offset",
+            format!("{offset} past the data pointer overflows"),
+        )
+    })?;
+    if len > 0 && t.data.is_null() {
+        return Err(invalid(
+            call,
+            "data",
+            format!("a null pointer with {len} elements"),
+        ));
+    }
+    if start % size != 0 {
+        return Err(invalid(
+            call,
+            "data",
+            format!(
+                "address {start:#x} is not aligned to {} ({size} bytes)",
+                T::DTYPE
+            ),
+        ));
+    }
+    Ok(Layout {
+        shape,
+        len,
+        start,
+        strides,
+    })
+}
+
+/// The strides, in elements, of a compact row-major tensor of `shape`.
+fn compact_strides(shape: &[usize]) -> Vec<i64> {
+    let mut strides = vec![0i64; shape.len()];
+    let mut step = 1i64;
+    for (s, &e) in strides.iter_mut().zip(shape).rev() {
+        *s = step;
+        step = step.saturating_mul(e as i64);
+    }
+    strides
 }
 
 fn invalid(op: &'static str, arg: &'static str, message: String) -> Error {

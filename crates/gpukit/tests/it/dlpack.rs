@@ -383,3 +383,57 @@ fn a_cuda_export_imports_back() {
         panic!("{e}");
     }
 }
+
+/// Strided host memory (a transposed 2 x 3 view of a 3 x 2 array) is refused by the
+/// import and copied, compact, by `from_dlpack_copy`, which gives the tensor back at once.
+#[test]
+fn strided_host_tensors_are_copied_compact() -> gpukit::Result<()> {
+    let ctx = cpu();
+    let make = || {
+        // The producer's memory is the 3 x 2 row-major array [[0, 1], [2, 3], [4, 5]]; the
+        // tensor is its transpose: shape [2, 3], strides [1, 2].
+        let (raw, deleted, _) = versioned((0..6).map(|i| i as f32).collect(), 0);
+        // SAFETY: our live tensor, changed before it is handed over.
+        unsafe {
+            (*raw).dl_tensor.shape = Box::leak(Box::new([2i64, 3])).as_mut_ptr();
+            (*raw).dl_tensor.strides = Box::leak(Box::new([1i64, 2])).as_mut_ptr();
+        }
+        (raw, deleted)
+    };
+    let (raw, deleted) = make();
+    // SAFETY: a live tensor whose strides address only its six floats.
+    match unsafe { ctx.from_dlpack::<f32>(raw) } {
+        Err(Error::InvalidArgument {
+            arg: "strides",
+            message,
+            ..
+        }) => {
+            assert!(message.contains("not contiguous"), "{message}");
+        }
+        other => panic!("expected 'not contiguous', got {other:?}"),
+    }
+    assert_eq!(deleted.load(Ordering::SeqCst), 0);
+    // SAFETY: as above; the copy consumes it.
+    let (copy, shape) = unsafe { ctx.from_dlpack_copy::<f32>(raw) }?;
+    assert_eq!(shape, [2, 3]);
+    assert_eq!(copy.download()?, [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]);
+    assert_eq!(
+        deleted.load(Ordering::SeqCst),
+        1,
+        "given back at once, exactly once"
+    );
+    // Device memory is not copied here: a CUDA tensor is refused, and stays the caller's.
+    let (raw, deleted) = make();
+    // SAFETY: our live tensor, changed before the call.
+    unsafe { (*raw).dl_tensor.device.device_type = DL_CUDA };
+    // SAFETY: the device is refused before the data is read.
+    let r = unsafe { ctx.from_dlpack_copy::<f32>(raw) };
+    assert!(
+        matches!(r, Err(Error::InvalidArgument { arg: "device", .. })),
+        "{r:?}"
+    );
+    assert_eq!(deleted.load(Ordering::SeqCst), 0);
+    // SAFETY: still ours: delete it as its producer.
+    unsafe { ((*raw).deleter.expect("a deleter"))(raw) };
+    Ok(())
+}
