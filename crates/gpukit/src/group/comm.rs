@@ -267,13 +267,6 @@ impl Communicator {
 
     /// Waits until every rank's stream has finished its queued work.
     pub fn sync(&self) -> Result<()> {
-        let mut first = Ok(());
-        for s in &self.streams {
-            let r = s.sync();
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
+        super::first_error(self.streams.iter().map(|s| s.sync()))
     }
 }

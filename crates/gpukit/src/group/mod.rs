@@ -124,15 +124,19 @@ impl DeviceGroup {
 
     /// Waits for all work on every device; returns the first error.
     pub fn sync(&self) -> Result<()> {
-        let mut first = Ok(());
-        for c in &self.contexts {
-            let r = c.sync();
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
+        first_error(self.contexts.iter().map(|c| c.sync()))
     }
+}
+
+/// Runs every wait (none is skipped after a failure) and returns the first error.
+fn first_error(waits: impl Iterator<Item = Result<()>>) -> Result<()> {
+    let mut first = Ok(());
+    for r in waits {
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
 }
 
 impl std::ops::Index<usize> for DeviceGroup {

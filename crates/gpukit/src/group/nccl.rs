@@ -120,6 +120,18 @@ impl Nccl {
         )
     }
 
+    /// [`Nccl::grouped`] over every rank, in order.
+    fn every_rank(
+        &self,
+        streams: &[Stream],
+        reads: &[Vec<SliceRef<'_, AnyBackend>>],
+        writes: &[Vec<SliceRef<'_, AnyBackend>>],
+        call: &mut Call<'_>,
+    ) -> Result<()> {
+        let ranks: Vec<usize> = (0..streams.len()).collect();
+        self.grouped(streams, &ranks, reads, writes, call)
+    }
+
     /// `dst[r]` = the reduction of every rank's `src[r]` (or of `dst[r]` itself, in place).
     pub(crate) fn all_reduce<T: Numeric>(
         &self,
@@ -142,19 +154,13 @@ impl Nccl {
         }
         let reads = per_rank(streams.len(), |r| src.map(|s| s[r].slice_ref()));
         let writes = per_rank(streams.len(), |r| Some(dst[r].slice_ref()));
-        self.grouped(
-            streams,
-            &all(streams),
-            &reads,
-            &writes,
-            &mut |_, comm, p| {
-                // SAFETY: `p`'s addresses are the ranges of `src[r]` and `dst[r]` (or `dst[r]`
-                // twice, in place, which NCCL allows), `len` elements of `T` each, on the comm's
-                // device; `with_raw_parts` ordered the stream after their earlier uses and
-                // records this one when the group has been queued.
-                unsafe { comm.all_reduce(p.send(), p.recv(), len, T::DTYPE, op, p.stream) }
-            },
-        )
+        self.every_rank(streams, &reads, &writes, &mut |_, comm, p| {
+            // SAFETY: `p`'s addresses are the ranges of `src[r]` and `dst[r]` (or `dst[r]`
+            // twice, in place, which NCCL allows), `len` elements of `T` each, on the comm's
+            // device; `with_raw_parts` ordered the stream after their earlier uses and
+            // records this one when the group has been queued.
+            unsafe { comm.all_reduce(p.send(), p.recv(), len, T::DTYPE, op, p.stream) }
+        })
     }
 
     /// Every rank's `dst[r]` = `src` (of rank `root`), or `dst[root]` in place.
@@ -184,16 +190,10 @@ impl Nccl {
         }
         let reads = per_rank(n, |r| src.filter(|_| r == root).map(|s| s.slice_ref()));
         let writes = per_rank(n, |r| Some(dst[r].slice_ref()));
-        self.grouped(
-            streams,
-            &all(streams),
-            &reads,
-            &writes,
-            &mut |_, comm, p| {
-                // SAFETY: as in `all_reduce`; NCCL reads the send buffer on the root only.
-                unsafe { comm.broadcast(p.send(), p.recv(), len, T::DTYPE, root, p.stream) }
-            },
-        )
+        self.every_rank(streams, &reads, &writes, &mut |_, comm, p| {
+            // SAFETY: as in `all_reduce`; NCCL reads the send buffer on the root only.
+            unsafe { comm.broadcast(p.send(), p.recv(), len, T::DTYPE, root, p.stream) }
+        })
     }
 
     /// Every rank's `dst[r]` (`n * len`) = every rank's `src[k]` (`len`), in rank order.
@@ -215,16 +215,10 @@ impl Nccl {
         }
         let reads = per_rank(n, |r| Some(src[r].slice_ref()));
         let writes = per_rank(n, |r| Some(dst[r].slice_ref()));
-        self.grouped(
-            streams,
-            &all(streams),
-            &reads,
-            &writes,
-            &mut |_, comm, p| {
-                // SAFETY: as in `all_reduce`; the receive buffer holds `n * len` elements.
-                unsafe { comm.all_gather(p.send(), p.recv(), len, T::DTYPE, p.stream) }
-            },
-        )
+        self.every_rank(streams, &reads, &writes, &mut |_, comm, p| {
+            // SAFETY: as in `all_reduce`; the receive buffer holds `n * len` elements.
+            unsafe { comm.all_gather(p.send(), p.recv(), len, T::DTYPE, p.stream) }
+        })
     }
 
     /// Rank `r`'s `dst[r]` (`len`) = part `r` of the reduction of every `src[k]` (`n * len`).
@@ -248,16 +242,10 @@ impl Nccl {
         }
         let reads = per_rank(n, |r| Some(src[r].slice_ref()));
         let writes = per_rank(n, |r| Some(dst[r].slice_ref()));
-        self.grouped(
-            streams,
-            &all(streams),
-            &reads,
-            &writes,
-            &mut |_, comm, p| {
-                // SAFETY: as in `all_reduce`; the send buffer holds `n * len` elements.
-                unsafe { comm.reduce_scatter(p.send(), p.recv(), len, T::DTYPE, op, p.stream) }
-            },
-        )
+        self.every_rank(streams, &reads, &writes, &mut |_, comm, p| {
+            // SAFETY: as in `all_reduce`; the send buffer holds `n * len` elements.
+            unsafe { comm.reduce_scatter(p.send(), p.recv(), len, T::DTYPE, op, p.stream) }
+        })
     }
 
     /// Rank `from`'s `src` into rank `to`'s `dst` (checked by the caller; `from != to`).
@@ -287,11 +275,6 @@ impl Nccl {
             }
         })
     }
-}
-
-/// Every rank, in order.
-fn all(streams: &[Stream]) -> Vec<usize> {
-    (0..streams.len()).collect()
 }
 
 /// One list per rank of at most one range.
