@@ -137,6 +137,16 @@ impl<T: Element, B: Backend> GpuArray<T, B> {
         }
     }
 
+    /// Keeps `keeper` alive until the array's memory is released: until this array, every
+    /// view and every export of it are dropped and the work queued on it has finished.
+    /// Only for a fresh array (from [`crate::Context::array_from_raw`]) nothing else shares.
+    pub(crate) fn keep_until_freed(&mut self, keeper: Box<dyn std::any::Any + Send + Sync>) {
+        match Arc::get_mut(&mut self.alloc) {
+            Some(a) => a.keep_until_freed(keeper),
+            None => unreachable!("a fresh array's allocation is not shared"),
+        }
+    }
+
     pub(crate) fn alloc(home: &Stream<B>, len: usize, zeroed: bool) -> Result<Self> {
         let bytes = byte_len::<T>("alloc", len)?;
         Ok(GpuArray {

@@ -141,6 +141,9 @@ pub(crate) struct Alloc<B: Backend> {
     /// How many open captures have recorded a write of the allocation (each counts once,
     /// from its first such write until it ends, however it ends).
     captured_writes: AtomicUsize,
+    /// What keeps foreign memory valid (a DLPack producer's tensor): dropped last, once the
+    /// work queued on the allocation has finished and the buffer is freed.
+    keeper: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl<B: Backend> Alloc<B> {
@@ -158,7 +161,15 @@ impl<B: Backend> Alloc<B> {
             origin,
             track: Mutex::new(Tracker::new(prior)),
             captured_writes: AtomicUsize::new(0),
+            keeper: None,
         }
+    }
+
+    /// Keeps `keeper` alive until this allocation is dropped and the work queued on it has
+    /// finished (the host waits for it then): the owner of foreign memory may free it as
+    /// soon as `keeper` is dropped.
+    pub(crate) fn keep_until_freed(&mut self, keeper: Box<dyn std::any::Any + Send + Sync>) {
+        self.keeper = Some(keeper);
     }
 
     /// An allocation of `bytes` from the context's pool; zeroed (on `home`) when `zeroed`.
@@ -311,6 +322,14 @@ impl<B: Backend> Alloc<B> {
 
 impl<B: Backend> Drop for Alloc<B> {
     fn drop(&mut self) {
+        // Declared first, so dropped last, on every path below.
+        let keeper = self.keeper.take();
+        if keeper.is_some() {
+            // Its owner may free the memory at once: the work queued on it first.
+            if let Err(e) = self.wait_for_host(Access::Write) {
+                self.home.shared_arc().defer("GpuArray drop", Err(e));
+            }
+        }
         let Some(buf) = self.buf.take() else { return };
         let t = self.tracker();
         let shared = self.home.shared_arc();

@@ -9,43 +9,58 @@ use crate::backend::{Backend, RawPtr};
 use crate::context::Context;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::track::{Access, SliceRef};
+use crate::track::SliceRef;
 
-/// How an imported tensor goes back to its producer.
-#[derive(Debug)]
-enum Release {
+/// The managed tensor an import is given, either form.
+#[derive(Debug, Clone, Copy)]
+enum Handle {
     Versioned(*mut DLManagedTensorVersioned),
     Legacy(*mut DLManagedTensor),
 }
 
+/// How an imported tensor goes back to its producer: its deleter, called once, when this is
+/// dropped (kept by the array's allocation until its memory is released). Made only once
+/// the import has succeeded: on error the caller still owns the tensor.
+#[derive(Debug)]
+struct Release(Handle);
+
+// SAFETY: the pointer is the producer's managed tensor, owned by this value alone (the import
+// contract), whose deleter DLPack lets any thread call; nothing but `drop` uses it.
+unsafe impl Send for Release {}
+// SAFETY: as above: `&Release` gives no access to the pointer.
+unsafe impl Sync for Release {}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        // SAFETY: the import contract: the pointer is the producer's live managed tensor,
+        // released exactly once, here.
+        unsafe {
+            match self.0 {
+                Handle::Versioned(t) => release(t),
+                Handle::Legacy(t) => release(t),
+            }
+        }
+    }
+}
+
 /// A foreign tensor imported as an array ([`Context::from_dlpack`]): its memory is the
 /// producer's, borrowed without a copy, and given back through the producer's deleter
-/// exactly once, when this is dropped (after the work queued on it has finished).
+/// exactly once, when this and every export of it ([`crate::Stream::to_dlpack`]) are
+/// dropped and the work queued on it has finished.
 ///
 /// It is device memory an op may read (pass `&imported` wherever an array is read); to
 /// write it, [`DlpackArray::array_mut`], which a read-only import refuses.
 #[derive(Debug)]
 pub struct DlpackArray<T: Element, B: Backend> {
-    array: Option<GpuArray<T, B>>,
+    array: GpuArray<T, B>,
     shape: Vec<usize>,
     read_only: bool,
-    release: Release,
 }
-
-// SAFETY: the array is `Send`; the release pointer is the producer's managed tensor, owned
-// by this value alone (the import contract), whose deleter DLPack lets any thread call.
-unsafe impl<T: Element, B: Backend> Send for DlpackArray<T, B> {}
-// SAFETY: `&self` gives only reads of the array and the shape; the pointer is used by `drop`
-// alone.
-unsafe impl<T: Element, B: Backend> Sync for DlpackArray<T, B> {}
 
 impl<T: Element, B: Backend> DlpackArray<T, B> {
     /// The array over the producer's memory.
     pub fn array(&self) -> &GpuArray<T, B> {
-        match &self.array {
-            Some(a) => a,
-            None => unreachable!("the array is taken only by drop"),
-        }
+        &self.array
     }
 
     /// The array, to write: [`Error::InvalidArgument`] when the producer exported it
@@ -58,10 +73,7 @@ impl<T: Element, B: Backend> DlpackArray<T, B> {
                 message: "the producer exported this tensor read-only".into(),
             });
         }
-        match &mut self.array {
-            Some(a) => Ok(a),
-            None => unreachable!("the array is taken only by drop"),
-        }
+        Ok(&mut self.array)
     }
 
     /// The tensor's shape (row-major).
@@ -79,33 +91,11 @@ impl<T: Element, B: Backend> sealed::Sealed for DlpackArray<T, B> {}
 
 impl<T: Element, B: Backend> DeviceRead<T, B> for DlpackArray<T, B> {
     fn len(&self) -> usize {
-        self.array().len()
+        self.array.len()
     }
 
     fn slice_ref(&self) -> SliceRef<'_, B> {
-        self.array().slice_ref()
-    }
-}
-
-impl<T: Element, B: Backend> Drop for DlpackArray<T, B> {
-    fn drop(&mut self) {
-        if let Some(a) = self.array.take() {
-            // The producer may free the memory at once: the work queued on it first.
-            let waited = a.slice_ref().alloc_arc().wait_for_host(Access::Write);
-            let home = a.home_stream().clone();
-            drop(a);
-            if let Err(e) = waited {
-                home.shared_arc().defer("DlpackArray drop", Err(e));
-            }
-        }
-        // SAFETY: the import contract: the pointer is the producer's live managed tensor,
-        // released exactly once, here.
-        unsafe {
-            match self.release {
-                Release::Versioned(t) => release(t),
-                Release::Legacy(t) => release(t),
-            }
-        }
+        self.array.slice_ref()
     }
 }
 
@@ -153,7 +143,7 @@ impl<B: Backend> Context<B> {
         let t = unsafe { versioned(CALL, tensor) }?;
         let read_only = t.flags & FLAG_READ_ONLY != 0;
         // SAFETY: as above.
-        unsafe { self.import(CALL, &t.dl_tensor, read_only, Release::Versioned(tensor)) }
+        unsafe { self.import(CALL, &t.dl_tensor, read_only, Handle::Versioned(tensor)) }
     }
 
     /// [`Context::from_dlpack`] for the legacy unversioned form (`DLManagedTensor`, which
@@ -173,7 +163,7 @@ impl<B: Backend> Context<B> {
         // SAFETY: the caller's contract: a live managed tensor.
         let t = unsafe { &*tensor };
         // SAFETY: as above.
-        unsafe { self.import(CALL, &t.dl_tensor, false, Release::Legacy(tensor)) }
+        unsafe { self.import(CALL, &t.dl_tensor, false, Handle::Legacy(tensor)) }
     }
 
     /// Copies a DLPack 1.x tensor in host memory (`kDLCPU` or `kDLCUDAHost`) of any strides
@@ -252,7 +242,7 @@ impl<B: Backend> Context<B> {
         call: &'static str,
         t: &DLTensor,
         read_only: bool,
-        release: Release,
+        handle: Handle,
     ) -> Result<DlpackArray<T, B>> {
         let backend = self.backend();
         let dev = t.device;
@@ -308,13 +298,13 @@ impl<B: Backend> Context<B> {
         };
         // SAFETY: the import contract covers `array_from_raw`'s: `len` elements of `T` at
         // `start` (checked aligned), on this context's device, kept alive until the deleter
-        // is called (after this array and the work queued on it are done, in `drop`).
-        let array = unsafe { self.array_from_raw::<T>(ptr, layout.len) }?;
+        // is called, which the allocation does once it is dropped and its work is done.
+        let mut array = unsafe { self.array_from_raw::<T>(ptr, layout.len) }?;
+        array.keep_until_freed(Box::new(Release(handle)));
         Ok(DlpackArray {
-            array: Some(array),
+            array,
             shape: layout.shape,
             read_only,
-            release,
         })
     }
 }

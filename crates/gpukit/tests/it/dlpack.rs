@@ -272,6 +272,35 @@ fn an_import_borrows_the_producers_memory_and_deletes_once() -> gpukit::Result<(
 }
 
 #[test]
+fn a_reexported_import_keeps_the_producers_memory() -> gpukit::Result<()> {
+    let ctx = cpu();
+    let (raw, deleted, data) = versioned(vec![7.0; 6], 0);
+    // SAFETY: a live tensor of our producer, used by nothing else meanwhile.
+    let mut imported = unsafe { ctx.from_dlpack::<f32>(raw) }?;
+    ctx.scale(2.0, imported.array_mut()?)?;
+    // Handed on (a NumPy tensor passed to PyTorch through us): the export holds the
+    // producer's tensor after the import is dropped.
+    let t = ctx.to_dlpack(&imported, &[3, 2], false)?;
+    drop(imported);
+    assert_eq!(
+        deleted.load(Ordering::SeqCst),
+        0,
+        "the export still holds it"
+    );
+    // SAFETY: the export's data is the producer's six floats, alive while it lives.
+    let seen = unsafe { std::slice::from_raw_parts(t.managed().dl_tensor.data.cast::<f32>(), 6) };
+    assert_eq!(seen, [14.0; 6]);
+    assert_eq!(t.managed().dl_tensor.data.cast::<f32>(), data);
+    drop(t);
+    assert_eq!(
+        deleted.load(Ordering::SeqCst),
+        1,
+        "released once, with the export"
+    );
+    Ok(())
+}
+
+#[test]
 fn an_export_imported_back_round_trips() -> gpukit::Result<()> {
     let (a_ctx, b_ctx) = (cpu(), cpu());
     let a = a_ctx.alloc_upload(&[3u8, 1, 4, 1, 5])?;
