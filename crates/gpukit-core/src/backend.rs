@@ -308,7 +308,9 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// `Some(wake)` where the backend has no such callback (the default, or a failure to
     /// arrange one): gpukit-core then waits for the event on a thread of its own. The CPU
     /// backend calls it from the worker that finishes the event's position, CUDA from a
-    /// host function (`cuLaunchHostFunc`) queued after the event.
+    /// host function (`cuLaunchHostFunc`) queued after the event, the Vulkan backend from its
+    /// device's waiter thread (wgpu runs its submitted-work callbacks only inside a device
+    /// poll, so one thread per device polls for every await).
     fn notify(&self, event: &Self::Event, wake: Wake) -> Option<Wake> {
         let _ = event;
         Some(wake)

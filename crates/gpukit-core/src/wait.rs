@@ -2,8 +2,9 @@
 //! [`Stream::synchronize_async`] and `.await` on a [`Pending`] copy, for async programs
 //! (a tokio service doing inference, say). Runtime-agnostic: the futures are woken by the
 //! backend ([`Backend::notify`]: the CPU backend's worker that finishes the position, a CUDA
-//! host function queued after the event), or where it has no such callback (Vulkan) by a
-//! thread of gpukit-core's that waits for the event; no runtime thread ever blocks.
+//! host function queued after the event, the Vulkan backend's waiter thread, one per device,
+//! which polls wgpu), or for a backend without any of these by a thread of gpukit-core's
+//! that waits for the event; no runtime thread ever blocks.
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;

@@ -89,11 +89,11 @@ mod wgsl;
 
 use std::alloc::Layout;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 
 use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    LaunchLimits, Op, RawPtr, RawStream, Result,
+    LaunchLimits, Op, RawPtr, RawStream, Result, Wake,
 };
 
 pub use device::{probe, AdapterKind, AdapterProbe, Probe, ProbeError};
@@ -142,9 +142,51 @@ pub(crate) struct Shared {
     /// Another, for empty read-only arguments of custom kernels (one buffer may not be bound
     /// read-only and writable in one dispatch).
     pub(crate) dummy_ro: wgpu::Buffer,
+    /// The queue of the device's waiter thread, started by the first [`Backend::notify`].
+    waiter: Mutex<Option<mpsc::Sender<(WgpuEvent, Wake)>>>,
 }
 
 impl Shared {
+    /// Wakes `wake` once `event` has completed, from the device's waiter thread: one thread
+    /// per device, started at the first call, that drives each event it is given in turn
+    /// (submits its work, polls the device until it is done, runs the host halves of the
+    /// downloads before it) and then wakes its waiter. wgpu calls a submission's
+    /// `on_submitted_work_done` callback only from a device poll, and a download completes
+    /// only once its host half has run, so a thread must drive the device in any case; one
+    /// per device serves any number of awaits. The thread ends with the device. Gives
+    /// `wake` back where the thread cannot be started.
+    fn notify(&self, event: &WgpuEvent, wake: Wake) -> Option<Wake> {
+        let mut waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner());
+        if waiter.is_none() {
+            let (tx, rx) = mpsc::channel::<(WgpuEvent, Wake)>();
+            let started = std::thread::Builder::new()
+                .name("gpukit-wgpu-waiter".into())
+                .spawn(move || {
+                    while let Ok((event, wake)) = rx.recv() {
+                        // The waiter reads the result again (at once, the work being done).
+                        let _ = event.sync();
+                        drop(event);
+                        wake();
+                    }
+                });
+            if started.is_err() {
+                return Some(wake);
+            }
+            *waiter = Some(tx);
+        }
+        let Some(tx) = waiter.as_ref() else {
+            return Some(wake);
+        };
+        match tx.send((event.same(), wake)) {
+            Ok(()) => None,
+            Err(mpsc::SendError((_, wake))) => {
+                // The thread is gone (it panicked): start another next time.
+                *waiter = None;
+                Some(wake)
+            }
+        }
+    }
+
     /// The fatal error, or an error wgpu raised since the last call.
     pub(crate) fn check(&self) -> Result<()> {
         if let Some(e) = &*self.fatal.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -319,6 +361,7 @@ impl WgpuBackend {
             dummy,
             dummy_ro,
             staging: staging::StagingPool::default(),
+            waiter: Mutex::new(None),
         });
         let weak = Arc::downgrade(&shared);
         shared
@@ -512,6 +555,10 @@ impl Backend for WgpuBackend {
 
     fn event_sync(&self, event: &WgpuEvent) -> Result<()> {
         event.sync()
+    }
+
+    fn notify(&self, event: &WgpuEvent, wake: Wake) -> Option<Wake> {
+        self.shared.notify(event, wake)
     }
 
     fn event_query(&self, event: &WgpuEvent) -> Result<bool> {

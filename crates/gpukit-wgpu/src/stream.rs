@@ -501,6 +501,15 @@ fn run_host(t: &HostTask) -> Result<()> {
 }
 
 impl WgpuEvent {
+    /// The same position, for the waiter thread ([`crate::Shared::notify`]).
+    pub(crate) fn same(&self) -> WgpuEvent {
+        WgpuEvent {
+            stream: self.stream.clone(),
+            seq: self.seq,
+            time: self.time.clone(),
+        }
+    }
+
     pub(crate) fn sync(&self) -> Result<()> {
         self.stream.drive(self.seq, true).map(|_| ())
     }

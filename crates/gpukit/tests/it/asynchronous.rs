@@ -123,3 +123,61 @@ crate::cpu_tests! {
         r
     }
 }
+
+/// The names of this process's threads (Linux: `/proc/self/task/*/comm`, at most 15 bytes).
+#[cfg(target_os = "linux")]
+fn thread_names() -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim_end().to_owned())
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+crate::tests_on! {
+    [#[cfg(feature = "vulkan")] vulkan]
+    fn vulkan_awaits_share_the_devices_waiter_thread(ctx) {
+        // 32 awaits pending at once: the device's one waiter thread drives them all; none
+        // gets a thread of its own (gpukit-core's fallback, "gpukit-wait").
+        let delay = ctx.kernel(delay_spec())?;
+        let streams = (0..4).map(|_| ctx.create_stream()).collect::<gpukit::Result<Vec<_>>>()?;
+        let rt = tokio::runtime::Builder::new_current_thread().build().map_err(|e| {
+            crate::common::harness_error("runtime", e.to_string())
+        })?;
+        rt.block_on(async {
+            let mut waits = Vec::new();
+            for round in 0..8u32 {
+                for s in &streams {
+                    s.launch(&delay, LaunchConfig::linear(1, 1), (2_000 * (round + 1),))?;
+                    waits.push(s.synchronize_async());
+                }
+            }
+            // Register every wait (the first poll asks the backend to wake it).
+            for w in &mut waits {
+                let _ = futures_poll_once(w).await;
+            }
+            let names = thread_names();
+            assert!(!names.iter().any(|n| n == "gpukit-wait"), "{names:?}");
+            assert!(names.iter().any(|n| n.starts_with("gpukit-wgpu-wai")), "{names:?}");
+            for w in waits {
+                w.await?;
+            }
+            Ok::<(), gpukit::Error>(())
+        })?;
+        for s in &streams {
+            assert!(s.query()?);
+        }
+        Ok(())
+    }
+}
+
+/// Polls `f` once (registering its waker), whatever it returns.
+#[cfg(target_os = "linux")]
+async fn futures_poll_once<F: std::future::Future + Unpin>(
+    f: &mut F,
+) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *f).poll(cx))).await
+}
