@@ -195,6 +195,9 @@ pub trait Arrays<B: Backend>: private::Sealed + Sized + 'static {
     #[doc(hidden)]
     /// Copies an owned batch into staging buffers (whose first rows it fits).
     fn fill_from(owned: Self::Owned, staging: &mut Self::Staging);
+    #[doc(hidden)]
+    /// The downloaded outputs as owned vectors (what an async sink is given).
+    fn to_owned(host: Self::Host<'_>) -> Self::Owned;
 }
 
 pub(crate) mod private {
@@ -330,6 +333,9 @@ macro_rules! single {
             fn fill_from(o: Vec<$t>, s: &mut Self::Staging) {
                 s[..o.len()].copy_from_slice(&o);
             }
+            fn to_owned(host: &[$t]) -> Vec<$t> {
+                host.to_vec()
+            }
         }
     )*};
 }
@@ -411,6 +417,9 @@ macro_rules! tuple {
             }
             fn fill_from(o: Self::Owned, s: &mut Self::Staging) {
                 $(s.$k[..o.$k.len()].copy_from_slice(&o.$k);)+
+            }
+            fn to_owned(host: Self::Host<'_>) -> Self::Owned {
+                ($(host.$k.to_vec(),)+)
             }
         }
     };

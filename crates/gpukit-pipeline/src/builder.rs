@@ -198,6 +198,24 @@ impl<B: Backend, In, Out> Pipeline<B, In, Out> {
         self.progress.clone()
     }
 
+    /// The same pipeline (its context, configuration and progress handle), for a run on
+    /// another thread.
+    pub(crate) fn same(&self) -> Self {
+        Pipeline {
+            ctx: self.ctx.clone(),
+            pattern: self.pattern,
+            batches: self.batches,
+            max_rows: self.max_rows,
+            in_widths: self.in_widths.clone(),
+            out_widths: self.out_widths.clone(),
+            compute_streams: self.compute_streams,
+            calibration: self.calibration,
+            loader_reads_back: self.loader_reads_back,
+            progress: self.progress.clone(),
+            arrays: PhantomData,
+        }
+    }
+
     /// The same configuration with other array types (their widths are set by the caller).
     fn retype<I, O>(self) -> Pipeline<B, I, O> {
         Pipeline {

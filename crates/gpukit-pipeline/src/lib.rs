@@ -10,7 +10,8 @@
 //! A batch carries one typed array or a tuple of them ([`Arrays`]: `f32`, `(f32, u32)`...),
 //! each with its own number of elements per row, holds any number of rows up to
 //! `max_rows` (the last batch may be short), and may carry host data from the loader to the
-//! sink ([`Batch::meta`]). Compute and the sink can share state ([`Pipeline::run_with`]).
+//! sink ([`Batch::meta`]). Compute and the sink can share state ([`Pipeline::run_with`]);
+//! an async program gives an async sink, awaited in its own task ([`Pipeline::run_async`]).
 //!
 //! In the [`Pattern::Sequential`] baseline one batch goes through every stage before the
 //! next starts. In the buffered patterns ([`Pattern::Double`], [`Pattern::Triple`],
@@ -54,6 +55,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod arrays;
+mod asynchronous;
 mod builder;
 mod engine;
 mod error;
