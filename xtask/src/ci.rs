@@ -1,6 +1,6 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
 //!
-//! fmt, clippy, tidy, test, no-cuda, doc, package, toolchains: cheap checks first so a
+//! fmt, clippy, tidy, test, python, no-cuda, doc, package, toolchains: cheap checks first so a
 //! formatting slip fails in seconds. Each configuration is built once: `test` builds and
 //! tests the workspace with its default features; `no-cuda` the other configuration users
 //! can choose, the facade without its default features (`cuda`, `vulkan`, `half`). It
@@ -9,7 +9,9 @@
 //! the features: only the facade changes with them (the crates below it have no default
 //! features, and the programs' tests do not depend on them), every `cfg` in the facade
 //! names one feature, so the two builds cover every arm, and a CPU test not about device
-//! selection runs the same in both. `package` ([`crate::package`]) packs every library crate without building it
+//! selection runs the same in both. `python` ([`crate::python`]) builds the Python module on
+//! the test step's build and runs its tests against NumPy (skipped, and said so, without
+//! Python or NumPy). `package` ([`crate::package`]) packs every library crate without building it
 //! and checks that every file its sources and manifest name is in the package.
 //! `toolchains` ([`crate::toolchains`]) checks the workspace with the declared minimum Rust
 //! and the current nightly, last because it builds everything twice more (check only).
@@ -32,6 +34,7 @@ enum Step {
     Clippy,
     Tidy,
     Test,
+    Python,
     NoCuda,
     Doc,
     Package,
@@ -42,14 +45,21 @@ enum Step {
 const CUDA_CRATES: [&str; 3] = ["gpukit-cuda", "gpukit-cuda-sys", "cudarc"];
 
 /// The workspace members that are not published (`publish = false`), left out of `package`.
-const UNPUBLISHED: [&str; 4] = ["gpukit-examples", "gpukit-bench", "gpukit-tools", "xtask"];
+const UNPUBLISHED: [&str; 5] = [
+    "gpukit-examples",
+    "gpukit-bench",
+    "gpukit-tools",
+    "gpukit-python",
+    "xtask",
+];
 
 impl Step {
-    const ALL: [Step; 8] = [
+    const ALL: [Step; 9] = [
         Step::Fmt,
         Step::Clippy,
         Step::Tidy,
         Step::Test,
+        Step::Python,
         Step::NoCuda,
         Step::Doc,
         Step::Package,
@@ -62,6 +72,7 @@ impl Step {
             Step::Clippy => "clippy",
             Step::Tidy => "tidy",
             Step::Test => "test",
+            Step::Python => "python",
             Step::NoCuda => "no-cuda",
             Step::Doc => "doc",
             Step::Package => "package",
@@ -76,6 +87,7 @@ impl Step {
             Step::Clippy => Some(("clippy", "clippy")),
             Step::Tidy
             | Step::Test
+            | Step::Python
             | Step::NoCuda
             | Step::Doc
             | Step::Package
@@ -104,6 +116,7 @@ impl Step {
                 }
                 Ok(())
             }
+            Step::Python => crate::python::test(root),
             Step::NoCuda => no_cuda(root, test_args),
             Step::Doc => {
                 // Keep flags the caller set and make rustdoc warnings errors on top.
@@ -412,12 +425,13 @@ mod tests {
             "examples",
             "crates/gpukit-bench",
             "crates/gpukit-tools",
+            "crates/gpukit-python",
             "xtask",
         ] {
             let manifest = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
             assert!(manifest.contains("publish = false"), "{dir}");
         }
-        assert_eq!(UNPUBLISHED.len(), 4);
+        assert_eq!(UNPUBLISHED.len(), 5);
     }
 
     #[test]

@@ -14,19 +14,23 @@
 //!    the benchmark programs named in [`BENCH_PROGRAMS`] (examples of [`BENCH_PACKAGE`]) and
 //!    the tools in [`TOOL_PROGRAMS`] (examples of [`TOOL_PACKAGE`]: the `cuda_doctor` that
 //!    `run.sh --doctor` runs); a name with no executable is skipped with a warning.
+//!    Then the Python module (`gpukit-python`, release) is built.
 //! 3. DIR's old contents are removed, but only if DIR holds a `MANIFEST.txt` (so a mistyped
 //!    DIR cannot delete someone's files); test binaries go to `DIR/tests/<target name>`
 //!    (cargo's `name-hash` file name where two targets share a name), benchmarks to
 //!    `DIR/bench/<name>`, tools to `DIR/tools/<name>`, all stripped with `strip` when it is
 //!    on PATH; the PyTorch comparator [`TORCH_COMPARATOR_SOURCE`] (a Python script, which
 //!    `run.sh --bench` runs after the benchmarks on their JSON reports) goes to
-//!    [`TORCH_COMPARATOR`] as it is.
+//!    [`TORCH_COMPARATOR`] as it is; the Python module (stripped), its tests and the
+//!    example one runs go to `DIR/python/`, and the runner that reports them as libtest
+//!    does to [`PYTHON_UNIT`], a test unit like any binary (with PyTorch on the GPU machine
+//!    its CUDA test shares a CUDA tensor both ways).
 //! 4. `DIR/run.sh` (the template in `run_sh/` next to this file, its parts put in place,
 //!    with the names of [`GROUPED_TARGETS`], which it runs a group at a time, and of
 //!    [`gpu_test::UNFILTERED_TARGETS`] filled in, and of those its sanitizer steps leave
 //!    out; read it for what it does) and `DIR/MANIFEST.txt` (commit, date from `date -u`,
 //!    toolchain, every file with its size) are written.
-//! 5. `tests/`, `bench/` and `tools/` are packed into [`PACKED`] (tar and xz: the test
+//! 5. `tests/`, `bench/`, `tools/` and `python/` are packed into [`PACKED`] (tar and xz: the test
 //!    binaries that link wgpu and the benchmarks are several MiB each, and unpacked they are
 //!    well over the limit), which `run.sh` unpacks beside itself on its first call.
 //! 6. The total size is printed; [`MAX_BUNDLE_BYTES`] or more is an error, since the bundle
@@ -46,6 +50,7 @@ use lexopt::Arg;
 use serde_json::Value;
 
 use crate::gpu_test;
+use crate::python;
 use crate::util::{self, Cli, Failure, Result};
 
 /// The package whose examples are the benchmarks (its folder is `crates/<name>`).
@@ -75,6 +80,9 @@ pub const TORCH_COMPARATOR_SOURCE: &str = "crates/gpukit-bench/torch_compare.py"
 /// Where the comparator goes in the bundle; `run.sh --bench` runs it from there.
 pub const TORCH_COMPARATOR: &str = "tools/torch_compare.py";
 
+/// The Python module's tests as a test unit (a script that reports them as libtest does).
+pub const PYTHON_UNIT: &str = "tests/python";
+
 /// The modules the comparator imports from its own folder, beside it in the repository and
 /// in the bundle's `tools/`.
 pub const TORCH_COMPARATOR_MODULES: &[&str] = &["torch_measure.py", "torch_selftest.py"];
@@ -85,17 +93,21 @@ pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
 /// The bundle folder when none is given, relative to the workspace root.
 const DEFAULT_DIR: &str = "bundle";
 
-/// The archive the binaries travel in (xz-compressed tar of `tests/`, `bench/`, `tools/`).
+/// The archive the binaries travel in (xz-compressed tar of [`PACKED_DIRS`]).
 pub const PACKED: &str = "bins.tar.xz";
 
-/// Packs `tests/`, `bench/` and `tools/` of `dir` into [`PACKED`] and removes them.
+/// The folders of the bundle that travel packed.
+const PACKED_DIRS: [&str; 4] = ["tests", "bench", "tools", "python"];
+
+/// Packs [`PACKED_DIRS`] of `dir` into [`PACKED`] and removes them.
 fn pack(dir: &Path) -> Result {
     let mut tar = Command::new("tar");
     tar.current_dir(dir)
         .env("XZ_OPT", "-6 -T0")
-        .args(["-cJf", PACKED, "tests", "bench", "tools"]);
+        .args(["-cJf", PACKED])
+        .args(PACKED_DIRS);
     util::run(&mut tar)?;
-    for sub in ["tests", "bench", "tools"] {
+    for sub in PACKED_DIRS {
         fs::remove_dir_all(dir.join(sub)).map_err(|err| {
             Failure::new(format!(
                 "could not remove `{}`: {err}",
@@ -226,6 +238,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     )?;
     let benches = pick_examples(&examples, BENCH_PROGRAMS, BENCH_PACKAGE, "benchmark");
     let tools = pick_examples(&examples, TOOL_PROGRAMS, TOOL_PACKAGE, "tool");
+    let (module, module_name) = python::build_library(root, "release")?;
 
     util::header(&format!("writing the bundle to {}", dir.display()));
     clear_dir(&dir)?;
@@ -265,11 +278,31 @@ pub fn run(root: &Path, args: &[String]) -> Result {
         let relative = tools_dir.join(module).to_string_lossy().into_owned();
         scripts.push((source_dir.join(module), relative));
     }
+    // The Python module, its tests and the example they run, and the runner that reports
+    // them as libtest does: the test unit `python` (tests/python).
+    create_dir(&dir.join("python"))?;
+    let python_dest = format!("python/{module_name}");
+    fs::copy(&module, dir.join(&python_dest)).map_err(|err| {
+        Failure::new(format!(
+            "could not copy the Python module `{}`: {err}",
+            module.display()
+        ))
+    })?;
+    if strip {
+        strip_binary(&dir.join(&python_dest));
+    }
+    files.push(python_dest);
+    for script in python::BUNDLED_SCRIPTS {
+        let name = Path::new(script).file_name().unwrap_or_default();
+        let relative = format!("python/{}", name.to_string_lossy());
+        scripts.push((root.join(script), relative));
+    }
+    scripts.push((root.join(python::LIBTEST_RUNNER), PYTHON_UNIT.to_owned()));
     for (source, relative) in scripts {
         let dest = dir.join(&relative);
         fs::copy(&source, &dest).map_err(|err| {
             Failure::new(format!(
-                "could not copy the PyTorch comparator's `{}` to `{}`: {err}",
+                "could not copy the script `{}` to `{}`: {err}",
                 source.display(),
                 dest.display()
             ))

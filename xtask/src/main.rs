@@ -16,6 +16,7 @@ mod miri;
 mod msrv;
 mod no_gpu;
 mod package;
+mod python;
 mod soak;
 mod tidy;
 mod toolchains;
@@ -30,11 +31,12 @@ pub const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-no-cuda] [--skip-doc]
-     [--skip-package] [--skip-toolchains] [-- <test args>]
+  ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-python]
+     [--skip-no-cuda] [--skip-doc] [--skip-package] [--skip-toolchains] [-- <test args>]
         run the checks CI runs, in order, stopping at the first failure:
         cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace (every
-        target but the examples, which clippy checks, then the doc tests), no-cuda
+        target but the examples, which clippy checks, then the doc tests), python (below),
+        no-cuda
         (the facade without its default features: no CUDA crate in its dependency tree,
         clippy, its tests built, those about device selection run), cargo doc with
         RUSTDOCFLAGS=\"-D warnings\",
@@ -112,6 +114,12 @@ commands:
         rustup (--profile minimal) where missing, in target/toolchains/NAME; fails only
         when the minimum fails (a failing nightly is reported), and reports a toolchain
         rustup cannot install as not run. Also the last step of `ci`.
+  python
+        build the Python module (gpukit-python, a cdylib on PyO3's stable ABI) into
+        target/python/gpukit.abi3.so and run its tests (crates/gpukit-python/tests,
+        unittest) with it on PYTHONPATH: DLPack both ways with NumPy, and with PyTorch
+        where it is installed. Interpreter: $PYTHON, else python3. Without one, or without
+        NumPy, prints SKIPPED (GPU_REQUIRE_PYTHON=1: fails). Also a step of `ci`.
   fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]
         run the cargo-fuzz targets in fuzz/ (device_spec, config_toml, op_program; all by
         default) for N seconds each (default 60): `cargo +nightly fuzz run NAME --
@@ -158,6 +166,7 @@ fn dispatch() -> Result {
         "no-gpu" => no_gpu::run(&root, rest),
         "fuzz" => fuzz::run(&root, rest),
         "toolchains" => toolchains::run(&root, rest),
+        "python" => python::run(&root, rest),
         "help" | "-h" | "--help" => return Err(Failure::help()),
         other => {
             eprint!("{USAGE}");

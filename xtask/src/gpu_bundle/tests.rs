@@ -123,6 +123,25 @@ fn every_program_and_the_comparator_are_where_the_bundle_takes_them_from() {
     }
     // run.sh runs the doctor by this name.
     assert!(TOOL_PROGRAMS.contains(&"cuda_doctor"));
+    // The Python module's tests, the example one runs, and their runner.
+    for script in crate::python::BUNDLED_SCRIPTS
+        .iter()
+        .chain([&crate::python::LIBTEST_RUNNER])
+    {
+        assert!(root.join(script).is_file(), "{script}");
+    }
+    let tests = root.join("crates/gpukit-python/tests");
+    for entry in fs::read_dir(&tests).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.starts_with("test_") && name.ends_with(".py") {
+            assert!(
+                crate::python::BUNDLED_SCRIPTS
+                    .iter()
+                    .any(|s| s.ends_with(&format!("/{name}"))),
+                "{name} is not carried by the bundle"
+            );
+        }
+    }
 }
 
 #[test]

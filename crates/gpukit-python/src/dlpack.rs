@@ -1,0 +1,377 @@
+//! DLPack's Python protocol: capsules out (`Array.__dlpack__`) and in
+//! (`Context.from_dlpack`), with the stream handshake.
+//!
+//! A capsule named `"dltensor_versioned"` (DLPack 1.x) or `"dltensor"` (legacy) holds a
+//! managed tensor; the consumer renames it `"used_..."` when it takes the tensor over, and
+//! a capsule destroyed before that gives the tensor back through its deleter.
+
+use std::ffi::{c_void, CStr};
+
+use gpukit::core::dlpack::{
+    dl_dtype, DLManagedTensor, DLManagedTensorVersioned, DLTensor, DL_CPU, DL_CUDA, DL_CUDA_HOST,
+    DL_CUDA_MANAGED, FLAG_IS_COPIED,
+};
+use gpukit::{DType, DeviceRead, Error, RawStream};
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::array::{Array, Held, Made, Slot};
+use crate::element::{by_dtype, PyElement};
+use crate::error::to_buffer_error;
+
+const VERSIONED: &CStr = c"dltensor_versioned";
+const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
+const LEGACY: &CStr = c"dltensor";
+const USED_LEGACY: &CStr = c"used_dltensor";
+
+/// The managed-tensor form an export makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    Versioned,
+    Legacy,
+}
+
+/// The destructor of a versioned capsule: a tensor no consumer took is given back.
+///
+/// # Safety
+///
+/// `cap` is a live capsule (Python calls this once, as it frees it).
+unsafe extern "C" fn drop_versioned(cap: *mut ffi::PyObject) {
+    // SAFETY: a capsule still named "dltensor_versioned" holds the managed tensor this
+    // module put there, not taken by a consumer (which renames it), so its deleter is
+    // called once, here.
+    unsafe {
+        if ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1 {
+            let t = ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr())
+                .cast::<DLManagedTensorVersioned>();
+            if let Some(delete) = (*t).deleter {
+                delete(t);
+            }
+        }
+    }
+}
+
+/// The destructor of a legacy capsule (as [`drop_versioned`]).
+///
+/// # Safety
+///
+/// As for [`drop_versioned`].
+unsafe extern "C" fn drop_legacy(cap: *mut ffi::PyObject) {
+    // SAFETY: as in `drop_versioned`, for a capsule named "dltensor".
+    unsafe {
+        if ffi::PyCapsule_IsValid(cap, LEGACY.as_ptr()) == 1 {
+            let t = ffi::PyCapsule_GetPointer(cap, LEGACY.as_ptr()).cast::<DLManagedTensor>();
+            if let Some(delete) = (*t).deleter {
+                delete(t);
+            }
+        }
+    }
+}
+
+/// The consumer's CUDA stream (its handle's address) of `__dlpack__(stream=...)`: `None`
+/// where the host waits instead.
+fn consumer_stream(a: &Array, stream: Option<i64>) -> PyResult<Option<usize>> {
+    let backend = a.ctx.backend_name();
+    match (backend, stream) {
+        (_, Some(-1)) => Ok(None),
+        // `CU_STREAM_LEGACY`.
+        ("cuda", None | Some(1)) => Ok(Some(1)),
+        ("cuda", Some(0)) => Err(PyBufferError::new_err(
+            "Array.__dlpack__: stream=0 is ambiguous in DLPack's protocol (1: the legacy \
+             default stream, 2: the per-thread one)",
+        )),
+        ("cuda", Some(s)) if s > 0 => Ok(Some(s as usize)),
+        (_, None) => Ok(None),
+        (_, Some(s)) => Err(PyBufferError::new_err(format!(
+            "Array.__dlpack__: stream={s} on a {backend} array (DLPack's protocol: None or -1 \
+             for host memory, a positive int for CUDA)"
+        ))),
+    }
+}
+
+/// `Array.__dlpack__`.
+pub(crate) fn export<'py>(
+    py: Python<'py>,
+    a: &Array,
+    stream: Option<i64>,
+    max_version: Option<(u32, u32)>,
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(want) = dl_device {
+        if want != a.dl_device() {
+            return Err(PyBufferError::new_err(format!(
+                "Array.__dlpack__: dl_device={want:?}, the array is on {:?} (gpukit exports \
+                 without moving between devices)",
+                a.dl_device()
+            )));
+        }
+    }
+    let form = match max_version {
+        Some((major, _)) if major >= 1 => Form::Versioned,
+        _ => Form::Legacy,
+    };
+    if form == Form::Legacy && (a.data.read_only() || copy == Some(true)) {
+        return Err(PyBufferError::new_err(
+            "Array.__dlpack__: a read-only array or a copy needs DLPack 1.x (the legacy form \
+             has no flags): pass max_version=(1, 0)",
+        ));
+    }
+    let consumer = consumer_stream(a, stream)?;
+    let made = py
+        .detach(|| -> gpukit::Result<Made> {
+            let consumer = consumer.map(|s| RawStream::Cuda(s as *mut c_void));
+            if copy == Some(true) {
+                let c = a.data.copy(&a.ctx)?;
+                c.export(&a.ctx, &a.shape, form, consumer)
+            } else {
+                a.data.export(&a.ctx, &a.shape, form, consumer)
+            }
+        })
+        .map_err(to_buffer_error)?;
+    let (raw, name, destructor): (*mut c_void, &CStr, ffi::PyCapsule_Destructor) = match made {
+        Made::Versioned(t) => {
+            let raw = t.into_raw();
+            if copy == Some(true) {
+                // SAFETY: our own export, not yet handed to anyone.
+                unsafe { (*raw).flags |= FLAG_IS_COPIED };
+            }
+            (raw.cast(), VERSIONED, drop_versioned)
+        }
+        Made::Legacy(t) => (t.into_raw().cast(), LEGACY, drop_legacy),
+    };
+    // SAFETY: `raw` is a managed tensor of the capsule's name; the capsule owns it from here
+    // (its destructor gives it back unless a consumer renamed the capsule).
+    let cap = unsafe { ffi::PyCapsule_New(raw, name.as_ptr(), Some(destructor)) };
+    if cap.is_null() {
+        // No capsule: the tensor goes back at once.
+        // SAFETY: `raw` is the live tensor made above, owned by nobody else.
+        unsafe {
+            if name == VERSIONED {
+                let t = raw.cast::<DLManagedTensorVersioned>();
+                if let Some(delete) = (*t).deleter {
+                    delete(t);
+                }
+            } else {
+                let t = raw.cast::<DLManagedTensor>();
+                if let Some(delete) = (*t).deleter {
+                    delete(t);
+                }
+            }
+        }
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: a new reference, not null.
+    Ok(unsafe { Bound::from_owned_ptr(py, cap) })
+}
+
+/// A managed tensor taken from a capsule, either form.
+#[derive(Debug, Clone, Copy)]
+enum Taken {
+    Versioned(*mut DLManagedTensorVersioned),
+    Legacy(*mut DLManagedTensor),
+}
+
+impl Taken {
+    /// The capsule's managed tensor, left in the capsule (which still owns it).
+    fn open(cap: &Bound<'_, PyAny>) -> PyResult<Taken> {
+        let p = cap.as_ptr();
+        // SAFETY: `p` is a live object; the checks accept only capsules of those names.
+        unsafe {
+            if ffi::PyCapsule_IsValid(p, VERSIONED.as_ptr()) == 1 {
+                let t = ffi::PyCapsule_GetPointer(p, VERSIONED.as_ptr());
+                return Ok(Taken::Versioned(t.cast()));
+            }
+            if ffi::PyCapsule_IsValid(p, LEGACY.as_ptr()) == 1 {
+                let t = ffi::PyCapsule_GetPointer(p, LEGACY.as_ptr());
+                return Ok(Taken::Legacy(t.cast()));
+            }
+        }
+        Err(PyTypeError::new_err(format!(
+            "Context.from_dlpack: __dlpack__ returned {}, not an unused DLPack capsule \
+             (\"dltensor_versioned\" or \"dltensor\")",
+            cap.repr()?
+        )))
+    }
+
+    /// Marks the capsule used: its tensor is ours now (given back through its deleter by us).
+    fn consume(cap: &Bound<'_, PyAny>, versioned: bool) {
+        let name = if versioned {
+            USED_VERSIONED
+        } else {
+            USED_LEGACY
+        };
+        // SAFETY: `cap` is the capsule `open` accepted; the new name is a static string.
+        // Renaming a valid capsule does not fail.
+        unsafe { ffi::PyCapsule_SetName(cap.as_ptr(), name.as_ptr()) };
+    }
+
+    fn tensor(&self) -> &DLTensor {
+        // SAFETY: the capsule's live tensor (the producer's protocol), unchanged meanwhile.
+        unsafe {
+            match *self {
+                Taken::Versioned(t) => &(*t).dl_tensor,
+                Taken::Legacy(t) => &(*t).dl_tensor,
+            }
+        }
+    }
+}
+
+/// How `Context.from_dlpack` takes a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Borrow it; `copy=None` copies host memory whose strides are not compact.
+    Share { may_copy: bool },
+    /// Borrow it, copy it into a new array on the device, give it back.
+    DeviceCopy,
+    /// Copy host memory into a new array (another device's context, or `copy=True`).
+    HostCopy,
+}
+
+/// `Context.from_dlpack`.
+pub(crate) fn import(
+    py: Python<'_>,
+    ctx: &gpukit::Context,
+    x: &Bound<'_, PyAny>,
+    copy: Option<bool>,
+) -> PyResult<Array> {
+    let no_protocol =
+        |_| {
+            PyTypeError::new_err(format!(
+            "Context.from_dlpack: {} has no __dlpack__ / __dlpack_device__ (not a DLPack producer)",
+            x.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+        };
+    let (dev_type, dev_id): (i32, i32) = x
+        .getattr("__dlpack_device__")
+        .map_err(no_protocol)?
+        .call0()?
+        .extract()?;
+    let backend = ctx.backend_name();
+    let host = matches!(dev_type, DL_CPU | DL_CUDA_HOST);
+    let ours = match backend {
+        "cpu" => host,
+        "cuda" => matches!(dev_type, DL_CUDA | DL_CUDA_MANAGED) && dev_id == ctx.device_id() as i32,
+        _ => false,
+    };
+    let take = match (ours, host, copy) {
+        (true, _, Some(true)) if !host => Take::DeviceCopy,
+        (true, _, Some(true)) => Take::HostCopy,
+        (true, _, c) => Take::Share {
+            may_copy: host && c.is_none(),
+        },
+        (false, true, None | Some(true)) => Take::HostCopy,
+        (false, _, _) => {
+            return Err(PyBufferError::new_err(format!(
+                "Context.from_dlpack: a tensor on DLPack device ({dev_type}, {dev_id}) cannot \
+                 be shared with this {backend} context (device {}){}",
+                ctx.device_id(),
+                if host {
+                    "; copy=None or copy=True copies it"
+                } else {
+                    ""
+                }
+            )))
+        }
+    };
+    let kwargs = PyDict::new(py);
+    if backend == "cuda" && matches!(dev_type, DL_CUDA | DL_CUDA_MANAGED) {
+        // SAFETY: the handle goes to the producer, which only makes it wait for its own
+        // work on the tensor (DLPack's protocol); the import's work runs on this stream.
+        let raw = unsafe { ctx.raw_handle() };
+        if let RawStream::Cuda(s) = raw {
+            // A null handle is the legacy default stream: 1 in the protocol.
+            kwargs.set_item("stream", if s.is_null() { 1 } else { s as usize })?;
+        }
+    }
+    kwargs.set_item("max_version", (1, 1))?;
+    let cap = match x.call_method("__dlpack__", (), Some(&kwargs)) {
+        Ok(cap) => cap,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+            // A producer from before DLPack 1.0 takes no `max_version`.
+            kwargs.del_item("max_version")?;
+            x.call_method("__dlpack__", (), Some(&kwargs))?
+        }
+        Err(e) => return Err(e),
+    };
+    let taken = Taken::open(&cap)?;
+    let dt = taken.tensor().dtype;
+    let dtype = DType::ALL
+        .into_iter()
+        .find(|&d| dl_dtype(d) == dt)
+        .ok_or_else(|| {
+            PyBufferError::new_err(format!(
+                "Context.from_dlpack: DLPack type code {} of {} bits and {} lanes is not one of \
+                 gpukit's element types",
+                dt.code, dt.bits, dt.lanes
+            ))
+        })?;
+    let versioned = matches!(taken, Taken::Versioned(_));
+    let consume = || Taken::consume(&cap, versioned);
+    let (data, shape) = by_dtype!(dtype, T => take_typed::<T>(ctx, taken, take, &consume))?;
+    Ok(Array {
+        ctx: ctx.clone(),
+        shape,
+        data,
+    })
+}
+
+/// The typed import of `taken`; `consume` is called as soon as the tensor is ours.
+fn take_typed<T: PyElement>(
+    ctx: &gpukit::Context,
+    taken: Taken,
+    take: Take,
+    consume: &dyn Fn(),
+) -> PyResult<(Box<dyn Held>, Vec<usize>)> {
+    let host_copy = |t: *mut DLManagedTensorVersioned| -> PyResult<(Box<dyn Held>, Vec<usize>)> {
+        // SAFETY: the capsule's live tensor (DLPack's protocol: the producer keeps it valid
+        // until its deleter is called, from any thread); on success it has been given back.
+        let (a, shape) = unsafe { ctx.from_dlpack_copy::<T>(t) }.map_err(to_buffer_error)?;
+        consume();
+        Ok((Box::new(Slot::Owned(a)), shape))
+    };
+    let share = || -> gpukit::Result<_> {
+        // SAFETY: as above; the capsule's tensor is wrapped by nothing else, and the producer
+        // no longer writes it unordered (the protocol: its stream work was ordered through
+        // `stream=`, host producers have finished).
+        unsafe {
+            match taken {
+                Taken::Versioned(t) => ctx.from_dlpack::<T>(t),
+                Taken::Legacy(t) => ctx.from_dlpack_legacy::<T>(t),
+            }
+        }
+    };
+    match (take, taken) {
+        (Take::HostCopy, Taken::Versioned(t)) => host_copy(t),
+        (Take::HostCopy, Taken::Legacy(_)) => Err(PyBufferError::new_err(
+            "Context.from_dlpack: copying a tensor needs a DLPack 1.x producer (this one gave \
+             the legacy form)",
+        )),
+        (take, _) => match share() {
+            Ok(imported) => {
+                consume();
+                let shape = imported.shape().to_vec();
+                if take == Take::DeviceCopy {
+                    let mut out = ctx.alloc::<T>(imported.len()).map_err(to_buffer_error)?;
+                    ctx.copy(&imported, &mut out).map_err(to_buffer_error)?;
+                    return Ok((Box::new(Slot::Owned(out)), shape));
+                }
+                Ok((Box::new(Slot::Imported(imported)), shape))
+            }
+            Err(Error::InvalidArgument { arg: "strides", .. })
+                if take == (Take::Share { may_copy: true }) =>
+            {
+                match taken {
+                    Taken::Versioned(t) => host_copy(t),
+                    Taken::Legacy(_) => Err(PyBufferError::new_err(
+                        "Context.from_dlpack: the tensor is not contiguous, and copying it needs \
+                         a DLPack 1.x producer",
+                    )),
+                }
+            }
+            Err(e) => Err(to_buffer_error(e)),
+        },
+    }
+}

@@ -1,0 +1,196 @@
+//! # gpukit for Python
+//!
+//! The Python module `gpukit`: a device context and typed arrays whose memory NumPy,
+//! PyTorch, CuPy and JAX share through DLPack, both ways, without a copy.
+//!
+//! ```python
+//! import numpy as np, gpukit
+//!
+//! ctx = gpukit.Context("cpu")          # or gpukit.Context(): GPU_DEVICE, else auto
+//! a = ctx.zeros((2, 3), dtype="float32")
+//! view = np.from_dlpack(a)             # NumPy's view of gpukit's memory
+//! a.fill(7.0)
+//! ctx.synchronize()
+//! assert (view == 7.0).all()
+//!
+//! host = np.arange(6, dtype=np.float32)
+//! b = ctx.from_dlpack(host)            # gpukit's view of NumPy's memory
+//! b.apply("exp")                       # in place: NumPy sees it once synchronized
+//! ```
+//!
+//! Exports follow DLPack's Python protocol: `Array.__dlpack__(stream=, max_version=,
+//! dl_device=, copy=)` gives a DLPack 1.x capsule (`"dltensor_versioned"`, with the
+//! read-only flag) or, for consumers that ask for no version, the legacy one; on CUDA the
+//! consumer's stream waits for the array's work through an event (no host wait).
+//! `Context.from_dlpack(x, copy=None)` asks `x` for DLPack 1.x (legacy where it cannot),
+//! passing its own stream on CUDA; `copy=None` shares where it can and copies host memory
+//! it cannot share (not contiguous, or another device's context), `copy=False` never
+//! copies, `copy=True` always does. A foreign tensor is given back to its producer once the
+//! array, and every export of it, are gone.
+//!
+//! Built by `cargo xtask python` (a `cdylib` copied to `target/python/gpukit.abi3.so`, the
+//! stable ABI of CPython 3.9 and later), which also runs the tests in `tests/`.
+
+use gpukit::{BinaryOp, DeviceSpec};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+mod array;
+mod dlpack;
+mod element;
+mod error;
+
+use array::Array;
+use element::{by_dtype, parse_dtype};
+use error::{to_py, GpukitError};
+
+/// A device: its memory, its default stream and the ops queued on it.
+#[pyclass(module = "gpukit", name = "Context", frozen)]
+struct Context {
+    ctx: gpukit::Context,
+}
+
+/// A `shape` argument: an int, or a sequence of ints.
+fn shape_of(v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    if let Ok(n) = v.extract::<usize>() {
+        return Ok(vec![n]);
+    }
+    v.extract::<Vec<usize>>()
+}
+
+#[pymethods]
+impl Context {
+    /// Opens `device` (`"cpu"`, `"cuda:0"`, `"vulkan"`, `"auto"`); without one, as
+    /// `gpukit::Context::default()`: `GPU_DEVICE`, `gpu.toml`, else auto.
+    #[new]
+    #[pyo3(signature = (device=None))]
+    fn new(py: Python<'_>, device: Option<&str>) -> PyResult<Self> {
+        let ctx = py
+            .detach(|| match device {
+                None => gpukit::Context::default(),
+                Some(d) => d.parse::<DeviceSpec>().and_then(gpukit::Context::new),
+            })
+            .map_err(to_py)?;
+        Ok(Context { ctx })
+    }
+
+    /// The backend's name: `"cpu"`, `"cuda"` or `"vulkan"`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.ctx.backend_name()
+    }
+
+    /// The device's ordinal within its backend.
+    #[getter]
+    fn device_id(&self) -> usize {
+        self.ctx.device_id()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "gpukit.Context({}:{})",
+            self.ctx.backend_name(),
+            self.ctx.device_id()
+        )
+    }
+
+    /// A new array of zeros.
+    #[pyo3(signature = (shape, dtype=None))]
+    fn zeros(&self, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Array> {
+        let shape = shape_of(shape)?;
+        let d = match dtype {
+            Some(d) => parse_dtype(d)?,
+            None => gpukit::DType::F32,
+        };
+        let len = shape
+            .iter()
+            .try_fold(1usize, |n, &e| n.checked_mul(e))
+            .ok_or_else(|| PyValueError::new_err(format!("Context.zeros: {shape:?} overflows")))?;
+        let data: Box<dyn array::Held> = by_dtype!(d, T => Box::new(array::Slot::Owned(
+            self.ctx.alloc_zeros::<T>(len).map_err(to_py)?
+        )));
+        Ok(Array {
+            ctx: self.ctx.clone(),
+            shape,
+            data,
+        })
+    }
+
+    /// A new array with every element `fill_value`.
+    #[pyo3(signature = (shape, fill_value, dtype=None))]
+    fn full(
+        &self,
+        shape: &Bound<'_, PyAny>,
+        fill_value: &Bound<'_, PyAny>,
+        dtype: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Array> {
+        let mut a = self.zeros(shape, dtype)?;
+        a.data.fill(&self.ctx, fill_value)?;
+        Ok(a)
+    }
+
+    /// Imports any DLPack producer (a NumPy array, a PyTorch, CuPy or JAX tensor, a
+    /// `gpukit.Array`): shares its memory where it can (`copy=None`, the default; never
+    /// copies with `copy=False`, always with `copy=True`). A read-only producer gives a
+    /// read-only array.
+    #[pyo3(name = "from_dlpack", signature = (x, *, copy=None))]
+    fn import_dlpack(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        copy: Option<bool>,
+    ) -> PyResult<Array> {
+        dlpack::import(py, &self.ctx, x, copy)
+    }
+
+    /// `out = op(a, b)` element-wise: one of `gpukit.BINARY_OPS` (`"add"`, `"mul"`, ...);
+    /// the three arrays of one element type and length, `out` not `a` or `b`.
+    fn binary(
+        &self,
+        op: &str,
+        a: PyRef<'_, Array>,
+        b: PyRef<'_, Array>,
+        mut out: PyRefMut<'_, Array>,
+    ) -> PyResult<()> {
+        let op = BinaryOp::ALL
+            .iter()
+            .copied()
+            .find(|o| o.name() == op)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "Context.binary: no binary op {op:?}; one of {}",
+                    binary_names().join(", ")
+                ))
+            })?;
+        out.data
+            .binary(&self.ctx, op, a.data.as_ref(), b.data.as_ref())
+    }
+
+    /// Waits until the work queued on the context has finished.
+    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.ctx.sync()).map_err(to_py)
+    }
+}
+
+fn binary_names() -> Vec<&'static str> {
+    BinaryOp::ALL.iter().map(|o| o.name()).collect()
+}
+
+/// gpukit: GPU arrays shared with NumPy, PyTorch, CuPy and JAX through DLPack.
+#[pymodule]
+#[pyo3(name = "gpukit")]
+fn gpukit_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Context>()?;
+    m.add_class::<Array>()?;
+    m.add("GpukitError", m.py().get_type::<GpukitError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add(
+        "UNARY_OPS",
+        gpukit::UnaryOp::ALL
+            .iter()
+            .map(|o| o.name())
+            .collect::<Vec<_>>(),
+    )?;
+    m.add("BINARY_OPS", binary_names())?;
+    Ok(())
+}
