@@ -211,6 +211,11 @@ impl<T: Element, B: Backend> HostBuffer<T, B> {
         })
     }
 
+    /// The stream of the context the buffer belongs to.
+    pub(crate) fn home(&self) -> &Stream<B> {
+        &self.home
+    }
+
     pub(crate) fn register(home: &Stream<B>, mut vec: Vec<T>) -> Result<Self> {
         let bytes = byte_len::<T>("register_host", vec.len())?;
         let len = vec.len();

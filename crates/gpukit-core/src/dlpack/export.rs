@@ -6,43 +6,47 @@ use std::sync::Arc;
 
 use super::{
     dl_dtype, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor, DL_CPU,
-    DL_CUDA, FLAG_READ_ONLY, VERSION,
+    DL_CUDA, DL_CUDA_HOST, FLAG_READ_ONLY, VERSION,
 };
 use crate::array::DeviceRead;
 use crate::backend::{Backend, RawPtr, RawStream};
 use crate::element::Element;
-use crate::error::{Error, Result};
+use crate::error::{Error, Rejected, Result};
+use crate::host::HostBuffer;
 use crate::stream::Stream;
 use crate::track::{Access, Alloc};
 
+/// What keeps an export's memory valid: an array's allocation, or a host buffer.
+type Keeper = Box<dyn std::any::Any + Send + Sync>;
+
 /// What an export owns: the managed struct the consumer sees (first, so that a pointer to
-/// it is a pointer to this), the shape it points into, and the allocation it keeps alive.
+/// it is a pointer to this), the shape it points into, and what keeps the memory alive.
 #[repr(C)]
-struct Export<M, B: Backend> {
+struct Export<M> {
     managed: M,
     shape: Box<[i64]>,
-    _keep: Arc<Alloc<B>>,
+    _keep: Keeper,
 }
 
 /// The deleter of a versioned export: frees the box the export was made in.
 ///
 /// # Safety
 ///
-/// `t` is the pointer an export of this `B` handed out, passed once.
-unsafe extern "C" fn delete_versioned<B: Backend>(t: *mut DLManagedTensorVersioned) {
+/// `t` is the pointer an export handed out, passed once.
+unsafe extern "C" fn delete_versioned(t: *mut DLManagedTensorVersioned) {
     // SAFETY: the caller's contract: `t` is the first field of a leaked `Box<Export<..>>`
     // (`repr(C)`), freed once, here.
-    drop(unsafe { Box::from_raw(t.cast::<Export<DLManagedTensorVersioned, B>>()) });
+    drop(unsafe { Box::from_raw(t.cast::<Export<DLManagedTensorVersioned>>()) });
 }
 
 /// The deleter of a legacy export (as [`delete_versioned`]).
 ///
 /// # Safety
 ///
-/// `t` is the pointer a legacy export of this `B` handed out, passed once.
-unsafe extern "C" fn delete_legacy<B: Backend>(t: *mut DLManagedTensor) {
+/// `t` is the pointer a legacy export handed out, passed once.
+unsafe extern "C" fn delete_legacy(t: *mut DLManagedTensor) {
     // SAFETY: as in `delete_versioned`.
-    drop(unsafe { Box::from_raw(t.cast::<Export<DLManagedTensor, B>>()) });
+    drop(unsafe { Box::from_raw(t.cast::<Export<DLManagedTensor>>()) });
 }
 
 /// A DLPack managed tensor struct (versioned or legacy), as far as an owner needs it.
@@ -110,11 +114,11 @@ impl<M: Managed> Drop for Exported<M> {
 }
 
 /// The tensor every export describes, before it is boxed.
-struct Described<B: Backend> {
+struct Described {
     data: *mut c_void,
     device: DLDevice,
     shape: Box<[i64]>,
-    keep: Arc<Alloc<B>>,
+    keep: Keeper,
 }
 
 impl<B: Backend> Stream<B> {
@@ -152,7 +156,7 @@ impl<B: Backend> Stream<B> {
     ) -> Result<DlpackTensor> {
         let d = self.describe("Stream::to_dlpack", a, shape, None)?;
         Ok(DlpackTensor {
-            raw: export_versioned::<T, B>(d, read_only),
+            raw: export_versioned::<T>(d, read_only),
         })
     }
 
@@ -174,7 +178,7 @@ impl<B: Backend> Stream<B> {
     ) -> Result<DlpackTensor> {
         let d = self.describe("Stream::to_dlpack_on", a, shape, Some(consumer))?;
         Ok(DlpackTensor {
-            raw: export_versioned::<T, B>(d, read_only),
+            raw: export_versioned::<T>(d, read_only),
         })
     }
 
@@ -186,12 +190,12 @@ impl<B: Backend> Stream<B> {
         shape: &[usize],
     ) -> Result<DlpackLegacy> {
         let d = self.describe("Stream::to_dlpack_legacy", a, shape, None)?;
-        let tensor = dl_tensor::<T, B>(&d);
+        let tensor = dl_tensor::<T>(&d);
         let b = Box::new(Export {
             managed: DLManagedTensor {
                 dl_tensor: tensor,
                 manager_ctx: std::ptr::null_mut(),
-                deleter: Some(delete_legacy::<B>),
+                deleter: Some(delete_legacy),
             },
             shape: d.shape,
             _keep: d.keep,
@@ -213,26 +217,8 @@ impl<B: Backend> Stream<B> {
         a: &impl DeviceRead<T, B>,
         shape: &[usize],
         consumer: Option<RawStream>,
-    ) -> Result<Described<B>> {
-        let bad = |message: String| Error::InvalidArgument {
-            op: call,
-            arg: "shape",
-            message,
-        };
-        let elements = shape
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .ok_or_else(|| bad(format!("{shape:?} overflows")))?;
-        if elements != a.len() {
-            return Err(bad(format!(
-                "{shape:?} holds {elements} elements, the array {}",
-                a.len()
-            )));
-        }
-        let dims = shape
-            .iter()
-            .map(|&d| i64::try_from(d).map_err(|_| bad(format!("{d} is over i64::MAX"))))
-            .collect::<Result<Box<[i64]>>>()?;
+    ) -> Result<Described> {
+        let dims = dims(call, shape, a.len())?;
         let s = a.slice_ref();
         s.host_readable(call)?;
         let backend = self.backend();
@@ -271,17 +257,94 @@ impl<B: Backend> Stream<B> {
                 _ => backend.event_sync(&event)?,
             }
         }
+        let keep: Arc<Alloc<B>> = s.alloc_arc().clone();
         Ok(Described {
             data,
             device,
             shape: dims,
-            keep: s.alloc_arc().clone(),
+            keep: Box::new(keep),
+        })
+    }
+}
+
+/// `shape` as DLPack's extents, checked to hold `len` elements.
+fn dims(call: &'static str, shape: &[usize], len: usize) -> Result<Box<[i64]>> {
+    let bad = |message: String| Error::InvalidArgument {
+        op: call,
+        arg: "shape",
+        message,
+    };
+    let elements = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| bad(format!("{shape:?} overflows")))?;
+    if elements != len {
+        return Err(bad(format!(
+            "{shape:?} holds {elements} elements, the array {len}"
+        )));
+    }
+    shape
+        .iter()
+        .map(|&d| i64::try_from(d).map_err(|_| bad(format!("{d} is over i64::MAX"))))
+        .collect()
+}
+
+impl<T: Element, B: Backend> HostBuffer<T, B> {
+    /// Exports this host buffer as a DLPack 1.x tensor of `shape` (row-major), moving the
+    /// buffer into it: nothing is copied, and the memory goes back to the context's pinned
+    /// pool once the consumer calls the deleter. Pinned memory of the CUDA backend is
+    /// `kDLCUDAHost` (the device reads it directly; PyTorch sees a pinned CPU tensor), any
+    /// other backend's `kDLCPU`. A buffer is never in a copy here (a copy owns it until its
+    /// `Pending` is waited for), so nothing is waited for. `read_only` sets the flag that
+    /// tells the consumer not to write it.
+    ///
+    /// Errors: a shape whose product is not the buffer's length is
+    /// [`Error::InvalidArgument`] (`HostBuffer::into_dlpack`, `shape`), with the buffer
+    /// given back in the [`Rejected`].
+    ///
+    /// ```
+    /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
+    /// let mut host = ctx.alloc_host::<f32>(6, gpukit::HostUse::Download)?;
+    /// host.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// let t = host.into_dlpack(&[3, 2], false)?;
+    /// assert_eq!(t.managed().dl_tensor.device.device_type, gpukit::core::dlpack::DL_CPU);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    // The buffer comes back by value, as `upload` and `download` give theirs (`Rejected<H>`).
+    #[allow(clippy::result_large_err)]
+    pub fn into_dlpack(
+        self,
+        shape: &[usize],
+        read_only: bool,
+    ) -> std::result::Result<DlpackTensor, Rejected<Self>> {
+        let dims = match dims("HostBuffer::into_dlpack", shape, self.len()) {
+            Ok(d) => d,
+            Err(e) => return Err(Rejected::new(e, self)),
+        };
+        let backend = self.home().backend();
+        let device = DLDevice {
+            device_type: if backend.name() == "cuda" {
+                DL_CUDA_HOST
+            } else {
+                DL_CPU
+            },
+            device_id: 0,
+        };
+        let data = self.as_ptr().cast_mut().cast::<c_void>();
+        let d = Described {
+            data,
+            device,
+            shape: dims,
+            keep: Box::new(self),
+        };
+        Ok(DlpackTensor {
+            raw: export_versioned::<T>(d, read_only),
         })
     }
 }
 
 /// The `DLTensor` of a described export (its shape pointer set once the export is boxed).
-fn dl_tensor<T: Element, B: Backend>(d: &Described<B>) -> DLTensor {
+fn dl_tensor<T: Element>(d: &Described) -> DLTensor {
     DLTensor {
         data: d.data,
         device: d.device,
@@ -293,16 +356,16 @@ fn dl_tensor<T: Element, B: Backend>(d: &Described<B>) -> DLTensor {
     }
 }
 
-fn export_versioned<T: Element, B: Backend>(
-    d: Described<B>,
+fn export_versioned<T: Element>(
+    d: Described,
     read_only: bool,
 ) -> NonNull<DLManagedTensorVersioned> {
-    let tensor = dl_tensor::<T, B>(&d);
+    let tensor = dl_tensor::<T>(&d);
     let b = Box::new(Export {
         managed: DLManagedTensorVersioned {
             version: DLPackVersion { ..VERSION },
             manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete_versioned::<B>),
+            deleter: Some(delete_versioned),
             flags: if read_only { FLAG_READ_ONLY } else { 0 },
             dl_tensor: tensor,
         },
@@ -318,10 +381,10 @@ fn export_versioned<T: Element, B: Backend>(
 
 /// Leaks the export box with its tensor's shape pointer and `manager_ctx` set: the managed
 /// struct's address (the box's, its first field) for the consumer.
-fn finish<M, B: Backend>(
-    b: Box<Export<M, B>>,
-    tensor: impl Fn(&mut Export<M, B>) -> &mut DLTensor,
-    set_ctx: impl Fn(&mut Export<M, B>, *mut c_void),
+fn finish<M>(
+    b: Box<Export<M>>,
+    tensor: impl Fn(&mut Export<M>) -> &mut DLTensor,
+    set_ctx: impl Fn(&mut Export<M>, *mut c_void),
 ) -> NonNull<M> {
     let raw = Box::into_raw(b);
     // SAFETY: `raw` is the live box just leaked, used only here until handed out.

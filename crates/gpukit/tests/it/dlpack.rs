@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use gpukit::core::dlpack::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-    DL_CPU, DL_CUDA, FLAG_READ_ONLY,
+    DL_CPU, DL_CUDA, DL_CUDA_HOST, FLAG_READ_ONLY,
 };
 use gpukit::{Context, DeviceSpec, Error};
 
@@ -301,6 +301,53 @@ fn a_reexported_import_keeps_the_producers_memory() -> gpukit::Result<()> {
 }
 
 #[test]
+fn a_host_buffer_moves_into_its_export() -> gpukit::Result<()> {
+    let ctx = cpu();
+    let mut host = ctx.alloc_host::<f32>(6, gpukit::HostUse::Download)?;
+    host.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let retained = ctx.host_pool_stats().retained_bytes;
+    // A bad shape gives the buffer back, untouched.
+    let host = match host.into_dlpack(&[4, 2], false) {
+        Err(r) => {
+            assert!(matches!(
+                r.error,
+                Error::InvalidArgument {
+                    op: "HostBuffer::into_dlpack",
+                    arg: "shape",
+                    ..
+                }
+            ));
+            r.value
+        }
+        Ok(_) => panic!("a shape of 8 elements for 6 was accepted"),
+    };
+    assert_eq!(&host[..], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let data = host.as_ptr();
+    let t = host.into_dlpack(&[2, 3], true).map_err(|r| r.error)?;
+    let m = t.managed();
+    assert_eq!(m.dl_tensor.device.device_type, DL_CPU);
+    assert_eq!(m.flags, FLAG_READ_ONLY);
+    assert_eq!(m.dl_tensor.data.cast::<f32>().cast_const(), data, "no copy");
+    // Imported by another context of the CPU backend: the same memory.
+    let other = cpu();
+    // SAFETY: our own live export, consumed by the import.
+    let imported = unsafe { other.from_dlpack::<f32>(t.into_raw()) }?;
+    assert_eq!(imported.shape(), [2, 3]);
+    assert_eq!(imported.array().download()?, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(
+        ctx.host_pool_stats().retained_bytes,
+        retained,
+        "still exported"
+    );
+    drop(imported);
+    assert!(
+        ctx.host_pool_stats().retained_bytes > retained,
+        "the buffer went back to the pinned pool with the deleter"
+    );
+    Ok(())
+}
+
+#[test]
 fn an_export_imported_back_round_trips() -> gpukit::Result<()> {
     let (a_ctx, b_ctx) = (cpu(), cpu());
     let a = a_ctx.alloc_upload(&[3u8, 1, 4, 1, 5])?;
@@ -406,6 +453,15 @@ fn a_cuda_export_imports_back() {
         other.scale(2.0, imported.array_mut()?)?;
         drop(imported);
         assert_eq!(a.download()?, [2.0, 4.0, 6.0, 8.0]);
+        // Pinned host memory is kDLCUDAHost, which a CPU-backend context imports as host
+        // memory.
+        let mut host = ctx.alloc_host::<f32>(4, gpukit::HostUse::Download)?;
+        host.copy_from_slice(&[5.0, 6.0, 7.0, 8.0]);
+        let t = host.into_dlpack(&[4], false).map_err(|r| r.error)?;
+        assert_eq!(t.managed().dl_tensor.device.device_type, DL_CUDA_HOST);
+        // SAFETY: our own live export, consumed by the import.
+        let on_cpu = unsafe { cpu().from_dlpack::<f32>(t.into_raw()) }?;
+        assert_eq!(on_cpu.array().download()?, [5.0, 6.0, 7.0, 8.0]);
         Ok(())
     };
     if let Err(e) = run() {
