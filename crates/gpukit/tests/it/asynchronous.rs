@@ -125,7 +125,7 @@ crate::cpu_tests! {
 }
 
 /// The names of this process's threads (Linux: `/proc/self/task/*/comm`, at most 15 bytes).
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "vulkan"))]
 fn thread_names() -> Vec<String> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
@@ -136,9 +136,9 @@ fn thread_names() -> Vec<String> {
         .collect()
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "vulkan"))]
 crate::tests_on! {
-    [#[cfg(feature = "vulkan")] vulkan]
+    [vulkan]
     fn vulkan_awaits_share_the_devices_waiter_thread(ctx) {
         // 32 awaits pending at once: the device's one waiter thread drives them all; none
         // gets a thread of its own (gpukit-core's fallback, "gpukit-wait").
@@ -175,7 +175,7 @@ crate::tests_on! {
 }
 
 /// Polls `f` once (registering its waker), whatever it returns.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "vulkan"))]
 async fn futures_poll_once<F: std::future::Future + Unpin>(
     f: &mut F,
 ) -> std::task::Poll<F::Output> {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use gpukit::core::dlpack::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-    DL_CPU, DL_CUDA, DL_CUDA_HOST, FLAG_READ_ONLY,
+    DL_CPU, DL_CUDA, FLAG_READ_ONLY,
 };
 use gpukit::{Context, DeviceSpec, Error};
 
@@ -458,7 +458,10 @@ fn a_cuda_export_imports_back() {
         let mut host = ctx.alloc_host::<f32>(4, gpukit::HostUse::Download)?;
         host.copy_from_slice(&[5.0, 6.0, 7.0, 8.0]);
         let t = host.into_dlpack(&[4], false).map_err(|r| r.error)?;
-        assert_eq!(t.managed().dl_tensor.device.device_type, DL_CUDA_HOST);
+        assert_eq!(
+            t.managed().dl_tensor.device.device_type,
+            gpukit::core::dlpack::DL_CUDA_HOST
+        );
         // SAFETY: our own live export, consumed by the import.
         let on_cpu = unsafe { cpu().from_dlpack::<f32>(t.into_raw()) }?;
         assert_eq!(on_cpu.array().download()?, [5.0, 6.0, 7.0, 8.0]);
