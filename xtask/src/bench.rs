@@ -9,7 +9,9 @@
 //! sequential over compute:transfer ratios) and `graph_bench` (host cost per op, eager
 //! against a replayed graph), each on the CPU and on CUDA, `ops_bench` (built-in ops against
 //! memcpy, gemm against other gemms and numpy), `enqueue_bench` (the CPU enqueue cost
-//! against pushing the same task onto the worker), `kernel_bench` (`#[kernel]`s against
+//! against pushing the same task onto the worker), `startup_bench` (a fresh process's time
+//! to an open context and a first result, per device, and each probe alone),
+//! `kernel_bench` (`#[kernel]`s against
 //! hand-written kernels, on the CPU, Vulkan and CUDA) and `allreduce_bench` (all-reduce bus
 //! bandwidth against memcpy, and data-parallel training against one device, on `cpu:0..2`
 //! and on every CUDA device, through NCCL where it loads). Without a GPU the CUDA runs print
@@ -129,6 +131,7 @@ pub fn plan(quick: bool, transfer_args: &[String]) -> Vec<Run> {
         ),
         run("ops_bench", &["--device", "cpu"], &["--quick"], "ops_bench"),
         run("enqueue_bench", &[], &["--rounds", "21"], "enqueue_bench"),
+        run("startup_bench", &[], &["--runs", "5"], "startup_bench"),
         run(
             "kernel_bench",
             &["--device", "cpu"],
@@ -331,6 +334,7 @@ mod tests {
                 "graph_bench_cuda",
                 "ops_bench",
                 "enqueue_bench",
+                "startup_bench",
                 "kernel_bench",
                 "kernel_bench_vulkan",
                 "kernel_bench_cuda",

@@ -57,8 +57,9 @@ commands:
         pipeline pattern against sequential at compute:transfer ratios 0.25, 1 and 4) and
         graph_bench (host cost per op, eager vs replayed graph) on the CPU and on CUDA,
         ops_bench (built-in ops vs memcpy, gemm vs other gemms and numpy) and
-        enqueue_bench on the CPU, kernel_bench (#[kernel]s vs hand-written kernels) on the
-        CPU, Vulkan and CUDA, allreduce_bench (all-reduce bus bandwidth vs memcpy, and
+        enqueue_bench on the CPU, startup_bench (a fresh process's time to its first
+        result per GPU_DEVICE, and each probe alone), kernel_bench (#[kernel]s vs
+        hand-written kernels) on the CPU, Vulkan and CUDA, allreduce_bench (all-reduce bus bandwidth vs memcpy, and
         data-parallel training vs one device) on cpu:0..2 and on every CUDA device, each
         writing NAME.json beside FILE; run.json records the run (date, commit, machine,
         arguments). Then one table of every figure with its target and whether it holds

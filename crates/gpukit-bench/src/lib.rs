@@ -4,8 +4,9 @@
 //!
 //! The benchmarks are this package's examples (`cargo run --release --example ops_bench`):
 //! `transfer_bench`, `cuda_bench`, `pipeline_bench`, `graph_bench`, `ops_bench`,
-//! `enqueue_bench`, `kernel_bench` and `allreduce_bench`, each printing ratios against a
-//! baseline measured in the same run. The command line, medians and sizes come from
+//! `enqueue_bench`, `startup_bench`, `kernel_bench` and `allreduce_bench`, each printing
+//! ratios against a baseline measured in the same run (`startup_bench`: milliseconds beside
+//! an empty process's). The command line, medians and sizes come from
 //! `gpukit_examples`, which the tutorials use too; this package adds what only benchmarks
 //! need (serde_json, the `gemm` crate, raw cudarc), so that a tutorial's first build does
 //! not compile them. `torch_compare.py`, beside this package's manifest, runs the work of

@@ -160,11 +160,59 @@ fn found() -> &'static Mutex<Option<Arc<Found>>> {
     FOUND.get_or_init(|| Mutex::new(None))
 }
 
+/// Keeps a driver's noise about a display session off the program's stderr where there is
+/// no session. Mesa's Vulkan loader layer `VK_LAYER_MESA_device_select`, which the loader
+/// enables for every program, asks Wayland for the default GPU while the adapters are
+/// listed; without `XDG_RUNTIME_DIR` libwayland-client prints `error: XDG_RUNTIME_DIR is
+/// invalid or not set in the environment.` twice before anything of the program's (a
+/// compute program on a server, a CI job), whatever device it asked for. Where
+/// `XDG_RUNTIME_DIR` is unset or not a folder, no Wayland connection can succeed in this
+/// process, so this sets libwayland-client's log handler to one that drops the messages
+/// (they could only ever say that); with a session nothing is changed. No environment
+/// variable is set (that would race with other threads reading theirs). Best effort: where
+/// the library is absent, nothing happens.
+#[cfg(target_os = "linux")]
+fn quiet_wayland_without_session() {
+    use std::ffi::{c_char, c_void};
+
+    let session =
+        std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|dir| std::path::Path::new(&dir).is_dir());
+    if session {
+        return;
+    }
+    /// libwayland-client's `wl_log_func_t` (`void (*)(const char *, va_list)`): a `va_list`
+    /// arrives as a pointer on Linux's ABIs (x86-64: an array; AArch64: a struct over 16
+    /// bytes, passed by reference); it is not read.
+    extern "C" fn drop_message(_format: *const c_char, _args: *mut c_void) {}
+    type SetHandler = unsafe extern "C" fn(extern "C" fn(*const c_char, *mut c_void));
+    // SAFETY: dlopen and dlsym with constant NUL-terminated names; the handle is never
+    // closed, so the library (the one the layer loads: one instance per soname) and the
+    // handler's caller stay loaded; `wl_log_set_handler_client` has the type above in
+    // every libwayland-client (wayland-client-core.h) and only stores the pointer.
+    unsafe {
+        let lib = libc::dlopen(
+            c"libwayland-client.so.0".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_LOCAL,
+        );
+        if lib.is_null() {
+            return;
+        }
+        let sym = libc::dlsym(lib, c"wl_log_set_handler_client".as_ptr());
+        if sym.is_null() {
+            return;
+        }
+        let set = std::mem::transmute::<*mut c_void, SetHandler>(sym);
+        set(drop_message);
+    }
+}
+
 fn discover() -> Arc<Found> {
     let mut slot = found().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(f) = &*slot {
         return f.clone();
     }
+    #[cfg(target_os = "linux")]
+    quiet_wayland_without_session();
     let desc = wgpu::InstanceDescriptor {
         backends: wgpu_backends(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
@@ -304,7 +352,121 @@ pub(crate) struct Opened {
 
 /// Opens adapter `ordinal` (`None`: the first usable one; `skip_cpu`: pass over CPU-type
 /// adapters, as `auto` does).
+/// Why no Vulkan adapter here can be a GPU, where that is certain without starting Vulkan:
+/// no GPU device node (every GPU driver of Linux opens one: `/dev/dri/renderD*` for Mesa's
+/// drivers, `/dev/nvidia[0-9]*` for NVIDIA's, `/dev/dxg` under WSL), or driver manifests
+/// that are all CPU implementations (Mesa's lavapipe, SwiftShader). `None` where a GPU may
+/// be there, or where the environment overrides the loader's search (`VK_DRIVER_FILES`,
+/// `VK_ICD_FILENAMES`, `VK_ADD_DRIVER_FILES`), which only the probe can follow. Looking
+/// takes microseconds; the probe it spares (a Vulkan instance, lavapipe's initialisation,
+/// listing the adapters) tens of milliseconds, which every `auto` program on a machine
+/// without a GPU would pay for adapters it passes over.
+#[cfg(target_os = "linux")]
+fn no_gpu_adapter() -> Option<String> {
+    if ["VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
+        return None;
+    }
+    let names_in = |dir: &str| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let render = names_in("/dev/dri")
+        .iter()
+        .any(|n| n.starts_with("renderD"));
+    let nvidia = names_in("/dev").iter().any(|n| {
+        n.strip_prefix("nvidia")
+            .is_some_and(|rest| rest.parse::<u32>().is_ok())
+            || n == "dxg"
+    });
+    if !render && !nvidia {
+        return Some(
+            "no GPU device node (/dev/dri/renderD*, /dev/nvidia0..., /dev/dxg): any Vulkan              adapter here is a CPU implementation"
+                .to_owned(),
+        );
+    }
+    let cpu = only_cpu_drivers()?;
+    Some(format!(
+        "only CPU Vulkan drivers are installed ({})",
+        cpu.join(", ")
+    ))
+}
+
+/// The file names of the Vulkan driver manifests the loader would find, when there are
+/// some and every one is a CPU implementation. The folders are the loader's on Linux, in
+/// its order: `$XDG_CONFIG_DIRS` (else `/etc/xdg`), `/etc`, `$XDG_DATA_HOME` (else
+/// `~/.local/share`) and `$XDG_DATA_DIRS` (else `/usr/local/share:/usr/share`), each with
+/// `vulkan/icd.d`.
+#[cfg(target_os = "linux")]
+fn only_cpu_drivers() -> Option<Vec<String>> {
+    use std::path::PathBuf;
+
+    let list = |var: &str, default: &str| -> Vec<PathBuf> {
+        let value = std::env::var_os(var).filter(|v| !v.is_empty());
+        match value {
+            Some(v) => std::env::split_paths(&v).collect(),
+            None => std::env::split_paths(default).collect(),
+        }
+    };
+    let mut roots = list("XDG_CONFIG_DIRS", "/etc/xdg");
+    roots.push(PathBuf::from("/etc"));
+    match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        Some(home) => roots.push(PathBuf::from(home)),
+        None => {
+            if let Some(home) = std::env::var_os("HOME") {
+                roots.push(PathBuf::from(home).join(".local/share"));
+            }
+        }
+    }
+    roots.extend(list("XDG_DATA_DIRS", "/usr/local/share:/usr/share"));
+    let mut names = Vec::new();
+    for root in roots {
+        let Ok(entries) = std::fs::read_dir(root.join("vulkan/icd.d")) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".json") {
+                continue;
+            }
+            // Mesa's lavapipe is `lvp_icd.<arch>.json` (its library `libvulkan_lvp.so`),
+            // SwiftShader's `vk_swiftshader_icd.json`; the library path decides where the
+            // name does not.
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let cpu = name.starts_with("lvp_icd")
+                || name.contains("swiftshader")
+                || text.contains("libvulkan_lvp")
+                || text.contains("libvk_swiftshader");
+            if !cpu {
+                return None;
+            }
+            names.push(name);
+        }
+    }
+    (!names.is_empty()).then_some(names)
+}
+
 pub(crate) fn open(ordinal: Option<usize>, skip_cpu: bool) -> Result<Opened> {
+    #[cfg(target_os = "linux")]
+    if ordinal.is_none() && skip_cpu {
+        if let Some(why) = no_gpu_adapter() {
+            return Err(Error::Unavailable {
+                backend: NAME,
+                reason: format!(
+                    "{why}: the CPU backend is faster on this machine; ask for `vulkan` \
+                     explicitly to use it (auto did not start Vulkan to list the adapters)"
+                ),
+            });
+        }
+    }
     let f = discover();
     probe().map_err(ProbeError::into_error)?;
     let (adapter, p) = match ordinal {

@@ -24,7 +24,11 @@
 //!   library, a loader without a driver, or adapters without the features needed
 //!   (`IMMEDIATES` for the ops' parameters, `TIMESTAMP_QUERY` for timing events). The
 //!   facade's `auto` passes over CPU-type adapters such as lavapipe: the CPU backend runs the
-//!   same work faster on the same cores.
+//!   same work faster on the same cores. On Linux it does not even start Vulkan where no
+//!   adapter can be a GPU (no GPU device node, or only CPU drivers' manifests, and no
+//!   `VK_DRIVER_FILES`-style override): that saves `auto` the probe's tens of milliseconds.
+//!   Where there is no display session, libwayland-client's log (which Mesa's device-select
+//!   layer would make print `XDG_RUNTIME_DIR is invalid` twice) is dropped.
 //! - **Buffers** are storage buffers (zeroed by wgpu, as WebGPU requires), sized up to a
 //!   multiple of 4 bytes. An array larger than one storage binding (128 MiB on lavapipe)
 //!   still works: element-wise ops and copies bind it in windows; the other ops need each

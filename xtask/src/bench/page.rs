@@ -398,6 +398,40 @@ const SECTIONS: &[Section] = &[
         },
     },
     Section {
+        title: "Start-up: `startup_bench`",
+        about: "A fresh process's milliseconds from the first line of `main` to an open \
+                context (`Context::default()` with `GPU_DEVICE` set) and to the first op's \
+                result (upload 1024 floats, add, download), medians over child processes; \
+                `probe:cuda` and `probe:vulkan` time one backend's probe alone, as `auto` \
+                pays it. An empty child process is the baseline of the process's own cost. \
+                `stderr` counts the lines a child printed there (a driver's noise). Target: \
+                `cpu` under 20 ms to its first result.",
+        reports: &[("startup_bench", "this machine")],
+        corner: "GPU_DEVICE",
+        cells: |r| {
+            let row = text(r, "device");
+            vec![
+                Cell::new(row, 0, "backend", text(r, "backend").to_owned()),
+                Cell::new(row, 1, "open ms", fixed(num(r, "open_ms"), 2)),
+                Cell::new(
+                    row,
+                    2,
+                    "first result ms",
+                    fixed(num(r, "first_result_ms"), 2),
+                ),
+                Cell::new(row, 3, "process ms", fixed(num(r, "process_ms"), 1)),
+                Cell::new(
+                    row,
+                    4,
+                    "empty process ms",
+                    fixed(num(r, "empty_process_ms"), 1),
+                ),
+                Cell::new(row, 5, "stderr lines", fixed(num(r, "stderr_lines"), 0)),
+            ]
+        },
+        note: no_note,
+    },
+    Section {
         title: "Enqueue cost: `enqueue_bench`",
         about: "The host's nanoseconds to queue a built-in op on the CPU backend behind a \
                 gate (so only the enqueue is timed): through the facade (one stream, and \

@@ -78,6 +78,8 @@ pub enum Unit {
     Gbps,
     /// Training rows per second.
     RowsPerSec,
+    /// Milliseconds (lower is faster).
+    Ms,
 }
 
 /// One line of the table.
@@ -158,14 +160,16 @@ impl Row {
             (Some(v), Unit::Gflops) => format!("{v:.1} GFLOP/s"),
             (Some(v), Unit::Gbps) => format!("{v:.2} GB/s"),
             (Some(v), Unit::RowsPerSec) => format!("{v:.0} rows/s"),
+            (Some(v), Unit::Ms) => format!("{v:.1} ms"),
         }
     }
 
-    /// The target as shown: `>= 0.8x`, `-`.
+    /// The target as shown: `>= 0.8x`, `<= 20 ms`, `-`.
     pub fn target_text(&self) -> String {
-        match self.target {
-            None => "-".to_owned(),
-            Some(t) => format!("{} {}x", t.symbol(), t.bound),
+        match (self.target, self.unit) {
+            (None, _) => "-".to_owned(),
+            (Some(t), Unit::Ms) => format!("{} {} ms", t.symbol(), t.bound),
+            (Some(t), _) => format!("{} {}x", t.symbol(), t.bound),
         }
     }
 
@@ -180,6 +184,7 @@ impl Row {
                 Unit::Gflops => "GFLOP/s",
                 Unit::Gbps => "GB/s",
                 Unit::RowsPerSec => "rows/s",
+                Unit::Ms => "ms",
             },
             "target": self.target.map(|t| t.bound),
             "comparison": self.target.map(|t| t.symbol()),
@@ -350,6 +355,13 @@ fn groups() -> Vec<Group> {
             device: "cpu",
             target: Some(at_least(1.8)),
             rows: |r| triple_at_ratio_1(r, "cpu", MIB, "speedup_vs_sequential", at_least(1.8)),
+        },
+        Group {
+            report: "startup_bench",
+            missing: "GPU_DEVICE=cpu: a fresh process's first result (startup_bench)",
+            device: "cpu",
+            target: Some(at_most(STARTUP_CPU_MS)),
+            rows: |r| startup_rows(r, true),
         },
         Group {
             report: "enqueue_bench",
@@ -541,6 +553,13 @@ fn groups() -> Vec<Group> {
             rows: kernel_rows,
         },
         Group {
+            report: "startup_bench",
+            missing: "start-up of auto and vulkan, and each probe alone (startup_bench)",
+            device: "cpu",
+            target: None,
+            rows: |r| startup_rows(r, false),
+        },
+        Group {
             report: "allreduce_bench",
             missing: ALL_REDUCE_MISSING,
             device: "cpu",
@@ -569,6 +588,36 @@ fn groups() -> Vec<Group> {
             rows: data_parallel_rows,
         },
     ]
+}
+
+/// The first result of a fresh process with `GPU_DEVICE=cpu`, in milliseconds at most.
+const STARTUP_CPU_MS: f64 = 20.0;
+
+/// `startup_bench`'s rows: `GPU_DEVICE=cpu`'s first result against its target (`cpu`), or
+/// every other device's (and probe's) time, for information.
+fn startup_rows(r: &Value, cpu: bool) -> Vec<Row> {
+    let device = text(r, "device");
+    if (device == "cpu") != cpu {
+        return Vec::new();
+    }
+    let (what, key) = if device.starts_with("probe:") {
+        (format!("{device} alone in a fresh process"), "open_ms")
+    } else {
+        (
+            format!(
+                "GPU_DEVICE={device} ({}): a fresh process's first result",
+                text(r, "backend")
+            ),
+            "first_result_ms",
+        )
+    };
+    vec![Row::new(
+        what,
+        "host",
+        num(r, key),
+        Unit::Ms,
+        cpu.then_some(at_most(STARTUP_CPU_MS)),
+    )]
 }
 
 /// `kernel_bench`'s rows: `#[kernel]` time over hand-written time; the CPU twin of the tiled

@@ -43,4 +43,7 @@ mod pipeline_props;
 #[cfg(feature = "cuda")]
 mod probe;
 mod props;
+// The Vulkan probe's noise and cost: only with the `vulkan` feature.
+#[cfg(feature = "vulkan")]
+mod quiet_probe;
 mod selection;

@@ -70,7 +70,7 @@ fn missing_reports_leave_one_na_row_per_group() {
     );
     let table = render(&rows, "0.10 0.20 0.30", "0.40 0.50 0.60");
     assert!(table.contains("at start: 0.10 0.20 0.30; at end: 0.40 0.50 0.60"));
-    assert!(table.contains("targets: 0 hold, 0 MISSED, 10 n/a; 9 figures without a target"));
+    assert!(table.contains("targets: 0 hold, 0 MISSED, 11 n/a; 10 figures without a target"));
     let summary = to_json(&rows, "a", "b");
     assert_eq!(summary["rows"][0]["holds"], "n/a");
     assert_eq!(summary["rows"][0]["value"], Value::Null);
@@ -352,4 +352,23 @@ fn sizes_read_naturally() {
     assert_eq!(size(1 << 20), "1 MiB");
     assert_eq!(size(1 << 30), "1 GiB");
     assert_eq!(size(1000), "1000 B");
+}
+
+#[test]
+fn startup_rows_are_milliseconds_with_a_target_for_the_cpu_only() {
+    let cpu = json!({"device": "cpu", "backend": "cpu", "open_ms": 0.4, "first_result_ms": 0.5});
+    let auto = json!({"device": "auto", "backend": "cpu", "open_ms": 2.5, "first_result_ms": 2.6});
+    let probe = json!({"device": "probe:vulkan", "backend": "found", "open_ms": 36.5});
+    let row = &startup_rows(&cpu, true)[0];
+    assert_eq!(row.value_text(), "0.5 ms");
+    assert_eq!(row.target_text(), "<= 20 ms");
+    assert_eq!(row.verdict(), Verdict::Holds);
+    assert!(startup_rows(&cpu, false).is_empty());
+    assert!(startup_rows(&auto, true).is_empty());
+    let row = &startup_rows(&auto, false)[0];
+    assert_eq!(row.verdict(), Verdict::Info);
+    assert!(row.name.contains("GPU_DEVICE=auto (cpu)"), "{}", row.name);
+    assert_eq!(startup_rows(&probe, false)[0].value_text(), "36.5 ms");
+    let slow = json!({"device": "cpu", "backend": "cpu", "first_result_ms": 25.0});
+    assert_eq!(startup_rows(&slow, true)[0].verdict(), Verdict::Missed);
 }
