@@ -358,6 +358,44 @@ const SECTIONS: &[Section] = &[
         note: no_note,
     },
     Section {
+        title: "Built-in ops against numpy and PyTorch: `ops_bench`",
+        about: "The same ops on the same sizes through numpy (its ufuncs, one thread, into \
+                preallocated outputs) and, where `import torch` works, PyTorch's CPU \
+                backend on the machine's threads, in a `python3` child of the same run: \
+                our time over theirs, so below 1.00 we are faster. The target is at most \
+                1.00 against the faster of the two.",
+        reports: &[("ops_bench", "CPU backend")],
+        corner: "our time / theirs",
+        cells: |r| {
+            if text(r, "bench") != "roofline" || r["time_ratio_vs_numpy"].is_null() {
+                return Vec::new();
+            }
+            let b = bytes(r, "bytes");
+            let op = text(r, "op");
+            let mut cells = vec![Cell::sized(
+                format!("{op} / numpy"),
+                b,
+                fixed(num(r, "time_ratio_vs_numpy"), 2),
+            )];
+            if !r["time_ratio_vs_torch"].is_null() {
+                cells.push(Cell::sized(
+                    format!("{op} / torch"),
+                    b,
+                    fixed(num(r, "time_ratio_vs_torch"), 2),
+                ));
+            }
+            cells
+        },
+        note: |r| match text(r, "bench") {
+            "libraries" => Some(format!(
+                "numpy: {}; PyTorch: {}",
+                text(r, "numpy"),
+                text(r, "torch")
+            )),
+            _ => None,
+        },
+    },
+    Section {
         title: "gemm: `ops_bench`",
         about: "GFLOP/s (2 n^3 / median seconds) of square f32 products C = A B: ours \
                 (`ctx.gemm` and a sync), `matrixmultiply::sgemm` called directly on one \

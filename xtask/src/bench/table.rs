@@ -357,6 +357,33 @@ fn groups() -> Vec<Group> {
             rows: |r| triple_at_ratio_1(r, "cpu", MIB, "speedup_vs_sequential", at_least(1.8)),
         },
         Group {
+            report: "ops_bench",
+            missing: "built-in ops: our time / the faster of numpy and PyTorch (ops_bench)",
+            device: "cpu",
+            target: Some(at_most(1.0)),
+            rows: |r| {
+                if text(r, "bench") != "roofline" || r["time_ratio_vs_fastest"].is_null() {
+                    return Vec::new();
+                }
+                let against = if r["time_ratio_vs_torch"].is_null() {
+                    "numpy"
+                } else {
+                    "the faster of numpy and PyTorch"
+                };
+                vec![Row::new(
+                    format!(
+                        "{} at {}: our time / {against}",
+                        text(r, "op"),
+                        size(bytes(r, "bytes"))
+                    ),
+                    text(r, "backend"),
+                    num(r, "time_ratio_vs_fastest"),
+                    Unit::Ratio,
+                    Some(at_most(1.0)),
+                )]
+            },
+        },
+        Group {
             report: "startup_bench",
             missing: "GPU_DEVICE=cpu: a fresh process's first result (startup_bench)",
             device: "cpu",

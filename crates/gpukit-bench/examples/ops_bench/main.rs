@@ -21,6 +21,16 @@
 //! rate (`S / t_memcpy`, as transfer_bench prints it). On a GPU the ratio still compares with
 //! the host's memcpy. Every op's result is checked at sampled elements against the host.
 //!
+//! **Side by side.** The same ops on the same sizes through numpy (ufuncs into preallocated
+//! outputs, `out=`; one thread, as numpy's ufuncs have none) and, where `import torch` works
+//! in the same `python3` child, PyTorch's CPU backend (`out=` and in-place forms; its
+//! softmax has none) with `torch.set_num_threads` set to this machine's threads, medians of
+//! as many runs as ours after a warm-up: each roofline record carries `numpy_seconds`,
+//! `torch_seconds`, `time_ratio_vs_numpy` and `time_ratio_vs_torch` (our time over theirs:
+//! below 1.0 we are faster) and `time_ratio_vs_fastest`, whose target is at most 1.0.
+//! Without numpy (or with `--no-numpy`) the ratios are `null` and the program says why;
+//! without PyTorch, its column says why. Neither is installed by the program.
+//!
 //! **gemm.** GFLOP/s (`2 n^3 / median seconds`) of square f32 products, n = 256, 512, 1024
 //! and 2048 (`--quick`: to 1024), each after a warm-up run:
 //! - `ours`: `ctx.gemm(Gemm::new(n, n, n), ..)` and a `sync` on the device `--device` names;
@@ -75,8 +85,8 @@ usage: ops_bench [options]
   --device SPEC  the device to measure: auto | cpu | cuda[:N] | vulkan[:N] (default cpu)
   --json FILE    write the records to FILE as JSON
   --quick        fewer sizes and runs: roofline to 16 MiB, gemm to 1024 (a few seconds)
-  --python EXE   the Python that times numpy's gemm (default python3)
-  --no-numpy     leave numpy out
+  --python EXE   the Python that times numpy (and PyTorch, where it imports) (default python3)
+  --no-numpy     leave numpy and PyTorch out
   --matrixmultiply-child
                  (internal) time matrixmultiply::sgemm alone and print JSON lines
   -h, --help     this text";
@@ -140,6 +150,23 @@ enum Record {
         memcpy_gbps: f64,
         /// `(bytes_moved / seconds) / (2 bytes / memcpy_seconds)`.
         ratio_vs_memcpy: f64,
+        /// The same op through numpy (one thread), where measured.
+        numpy_seconds: Option<f64>,
+        /// Through PyTorch's CPU backend (the machine's threads), where measured.
+        torch_seconds: Option<f64>,
+        /// `seconds / numpy_seconds`: below 1.0 we are faster.
+        time_ratio_vs_numpy: Option<f64>,
+        /// `seconds / torch_seconds`: below 1.0 we are faster.
+        time_ratio_vs_torch: Option<f64>,
+        /// `seconds` over the faster of numpy and PyTorch (the target: at most 1.0).
+        time_ratio_vs_fastest: Option<f64>,
+    },
+    /// Which foreign libraries the roofline ran beside ours.
+    Libraries {
+        /// `numpy 2.x, 1 thread`, or why not.
+        numpy: String,
+        /// `torch 2.x, N threads`, or why not.
+        torch: String,
     },
     /// One gemm implementation at one size.
     Gemm {

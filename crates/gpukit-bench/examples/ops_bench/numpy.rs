@@ -104,6 +104,83 @@ def timing(np, folder, pairs):
         out.append({"n": n, "runs": runs, "seconds": med, "dtype": str(c.dtype)})
     return out
 
+def median_seconds(f, runs):
+    f()
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    ts.sort()
+    m = len(ts)
+    return ts[m // 2] if m % 2 else (ts[m // 2 - 1] + ts[m // 2]) / 2
+
+def numpy_ops(np, n, row, runs):
+    """The roofline's ops through numpy, into preallocated outputs where numpy has `out=`."""
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, n).astype(np.float32)
+    b = rng.uniform(-1, 1, n).astype(np.float32)
+    c = np.empty_like(a)
+    x = a.copy()
+    sums = np.empty(n // row, dtype=np.float32)
+    rows, crows = a.reshape(-1, row), c.reshape(-1, row)
+    m = np.empty((n // row, 1), dtype=np.float32)
+    def softmax():
+        np.max(rows, axis=1, keepdims=True, out=m)
+        np.subtract(rows, m, out=crows)
+        np.exp(crows, out=crows)
+        np.sum(crows, axis=1, keepdims=True, out=m)
+        np.divide(crows, m, out=crows)
+    ops = {
+        "add": lambda: np.add(a, b, out=c),
+        "mul_scalar_inplace": lambda: np.multiply(x, np.float32(-1), out=x),
+        "relu": lambda: np.maximum(a, np.float32(0), out=c),
+        "exp": lambda: np.exp(a, out=c),
+        "sum_into": lambda: a.sum(dtype=np.float32),
+        "row_sum": lambda: np.sum(rows, axis=1, out=sums),
+        "softmax": softmax,
+    }
+    return {op: median_seconds(f, runs) for op, f in ops.items()}
+
+def torch_ops(torch, n, row, runs):
+    """The same through PyTorch's CPU backend (`out=` and in-place forms)."""
+    g = torch.Generator().manual_seed(1)
+    a = torch.rand(n, generator=g) * 2 - 1
+    b = torch.rand(n, generator=g) * 2 - 1
+    c = torch.empty_like(a)
+    x = a.clone()
+    one = torch.empty(())
+    sums = torch.empty(n // row)
+    rows = a.view(-1, row)
+    ops = {
+        "add": lambda: torch.add(a, b, out=c),
+        "mul_scalar_inplace": lambda: x.mul_(-1.0),
+        "relu": lambda: torch.clamp_min(a, 0.0, out=c),
+        "exp": lambda: torch.exp(a, out=c),
+        "sum_into": lambda: torch.sum(a, dim=0, out=one),
+        "row_sum": lambda: torch.sum(rows, dim=1, out=sums),
+        # No `out=` form: a new tensor each call, as PyTorch programs write it.
+        "softmax": lambda: torch.softmax(rows, dim=1),
+    }
+    return {op: median_seconds(f, runs) for op, f in ops.items()}
+
+def roofline(np, sizes, row, threads):
+    out = {"numpy": [], "numpy_threads": 1}
+    for nbytes, runs in sizes:
+        out["numpy"].append({"bytes": nbytes, "seconds": numpy_ops(np, nbytes // 4, row, runs)})
+    try:
+        import torch
+    except Exception as e:
+        out["torch"] = {"available": False, "reason": "%s: %s" % (type(e).__name__, e)}
+        return out
+    torch.set_num_threads(threads)
+    results = []
+    for nbytes, runs in sizes:
+        results.append({"bytes": nbytes, "seconds": torch_ops(torch, nbytes // 4, row, runs)})
+    out["torch"] = {"available": True, "version": torch.__version__,
+                    "threads": torch.get_num_threads(), "results": results}
+    return out
+
 def main():
     try:
         import numpy as np
@@ -114,6 +191,9 @@ def main():
     if sys.argv[1] == "time":
         pairs = [tuple(int(x) for x in p.split(":")) for p in sys.argv[3].split(",")]
         result["results"] = timing(np, sys.argv[2], pairs)
+    elif sys.argv[1] == "ops":
+        sizes = [tuple(int(x) for x in p.split(":")) for p in sys.argv[2].split(",")]
+        result["ops"] = roofline(np, sizes, int(sys.argv[3]), int(sys.argv[4]))
     print(json.dumps(result, default=str))
 
 main()
@@ -246,6 +326,72 @@ pub(super) fn numpy_gemm(
             results,
         },
     ))
+}
+
+/// The roofline's ops timed through numpy (one thread: its ufuncs have no threads) and,
+/// where `import torch` works in the same child, PyTorch's CPU backend on `threads`
+/// threads: (size in bytes, op, seconds) for each library, and PyTorch's version and
+/// threads or why it was not measured.
+pub(super) struct ForeignOps {
+    pub numpy: Vec<(usize, String, f64)>,
+    pub torch: Vec<(usize, String, f64)>,
+    /// `torch 2.x, N threads`, or why PyTorch was not measured.
+    pub torch_status: String,
+}
+
+pub(super) fn foreign_ops(
+    python_exe: &str,
+    sizes: &[(usize, usize)],
+    row: usize,
+    threads: usize,
+) -> Result<ForeignOps, NumpyError> {
+    let spec: Vec<String> = sizes.iter().map(|(b, r)| format!("{b}:{r}")).collect();
+    let answer = python(
+        python_exe,
+        &[
+            "ops",
+            &spec.join(","),
+            &row.to_string(),
+            &threads.to_string(),
+        ],
+    )?;
+    let ops = &answer["ops"];
+    let read = |list: &Value| -> Vec<(usize, String, f64)> {
+        let mut out = Vec::new();
+        for entry in list.as_array().into_iter().flatten() {
+            let bytes = entry["bytes"].as_u64().unwrap_or(0) as usize;
+            if let Some(times) = entry["seconds"].as_object() {
+                for (op, t) in times {
+                    out.push((bytes, op.clone(), t.as_f64().unwrap_or(f64::NAN)));
+                }
+            }
+        }
+        out
+    };
+    let torch = &ops["torch"];
+    let (torch_rows, torch_status) = if torch["available"].as_bool() == Some(true) {
+        (
+            read(&torch["results"]),
+            format!(
+                "torch {}, {} threads",
+                torch["version"].as_str().unwrap_or("?"),
+                torch["threads"].as_u64().unwrap_or(0)
+            ),
+        )
+    } else {
+        (
+            Vec::new(),
+            format!(
+                "not available ({})",
+                torch["reason"].as_str().unwrap_or("no reason given")
+            ),
+        )
+    };
+    Ok(ForeignOps {
+        numpy: read(&ops["numpy"]),
+        torch: torch_rows,
+        torch_status,
+    })
 }
 
 /// The BLAS library's name (and OpenBLAS's core) from the child's report.

@@ -2,6 +2,7 @@
 //! sampled elements (see the program's docs).
 
 use super::*;
+use crate::numpy;
 
 /// The built-in ops of the roofline, with the arrays each moves (besides its small output).
 const OPS: [(&str, usize); 7] = [
@@ -121,11 +122,120 @@ pub(super) fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) ->
                 memcpy_seconds: t_memcpy,
                 memcpy_gbps: bytes as f64 / t_memcpy / 1e9,
                 ratio_vs_memcpy: ratio,
+                numpy_seconds: None,
+                torch_seconds: None,
+                time_ratio_vs_numpy: None,
+                time_ratio_vs_torch: None,
+                time_ratio_vs_fastest: None,
             });
         }
         println!();
     }
+    side_by_side(
+        args,
+        sizes.iter().map(|&b| (b, runs_for(b))).collect(),
+        records,
+    );
     Ok(())
+}
+
+/// The same ops through numpy and PyTorch (in a `python3` child, after ours): each
+/// roofline record gets their times and ours over theirs; prints the ratios.
+fn side_by_side(args: &Args, sizes: Vec<(usize, usize)>, records: &mut Vec<Record>) {
+    if !args.numpy {
+        println!("numpy and torch: not measured (--no-numpy)");
+        return;
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let foreign = match numpy::foreign_ops(&args.python, &sizes, ROW, threads) {
+        Ok(f) => f,
+        Err(e) => {
+            let why = match e {
+                numpy::NumpyError::Unavailable(why) => why,
+                numpy::NumpyError::Failed(e) => e.to_string(),
+            };
+            println!("numpy and torch: not available ({why})");
+            records.push(Record::Libraries {
+                numpy: format!("not available ({why})"),
+                torch: "not available (numpy's child did not run)".to_owned(),
+            });
+            return;
+        }
+    };
+    let find = |list: &[(usize, String, f64)], bytes: usize, op: &str| {
+        list.iter()
+            .find(|(b, o, _)| *b == bytes && o == op)
+            .map(|t| t.2)
+    };
+    for r in records.iter_mut() {
+        if let Record::Roofline {
+            op,
+            bytes,
+            seconds,
+            numpy_seconds,
+            torch_seconds,
+            time_ratio_vs_numpy,
+            time_ratio_vs_torch,
+            time_ratio_vs_fastest,
+            ..
+        } = r
+        {
+            *numpy_seconds = find(&foreign.numpy, *bytes, op);
+            *torch_seconds = find(&foreign.torch, *bytes, op);
+            *time_ratio_vs_numpy = numpy_seconds.map(|t| *seconds / t);
+            *time_ratio_vs_torch = torch_seconds.map(|t| *seconds / t);
+            let fastest = match (*numpy_seconds, *torch_seconds) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            *time_ratio_vs_fastest = fastest.map(|t| *seconds / t);
+        }
+    }
+    println!(
+        "\nside by side: our time over numpy's (1 thread) and over PyTorch's ({}); below 1.00 \
+         we are faster",
+        foreign.torch_status
+    );
+    print!("{:>14}", "size");
+    for (op, _) in OPS {
+        print!(" {op:>18}");
+    }
+    println!();
+    for (lib, pick) in [("numpy", 0usize), ("torch", 1)] {
+        if lib == "torch" && foreign.torch.is_empty() {
+            continue;
+        }
+        for &(bytes, _) in &sizes {
+            print!("{:>14}", format!("{} {lib}", fmt_bytes(bytes)));
+            for (op, _) in OPS {
+                let ratio = records.iter().find_map(|r| match r {
+                    Record::Roofline {
+                        op: o,
+                        bytes: b,
+                        time_ratio_vs_numpy,
+                        time_ratio_vs_torch,
+                        ..
+                    } if *o == op && *b == bytes => {
+                        if pick == 0 {
+                            *time_ratio_vs_numpy
+                        } else {
+                            *time_ratio_vs_torch
+                        }
+                    }
+                    _ => None,
+                });
+                match ratio {
+                    Some(v) => print!(" {v:>18.2}"),
+                    None => print!(" {:>18}", "-"),
+                }
+            }
+            println!();
+        }
+    }
+    records.push(Record::Libraries {
+        numpy: "numpy, 1 thread (its ufuncs have none)".to_owned(),
+        torch: foreign.torch_status,
+    });
 }
 
 /// The arrays the roofline's ops write.

@@ -70,7 +70,7 @@ fn missing_reports_leave_one_na_row_per_group() {
     );
     let table = render(&rows, "0.10 0.20 0.30", "0.40 0.50 0.60");
     assert!(table.contains("at start: 0.10 0.20 0.30; at end: 0.40 0.50 0.60"));
-    assert!(table.contains("targets: 0 hold, 0 MISSED, 11 n/a; 10 figures without a target"));
+    assert!(table.contains("targets: 0 hold, 0 MISSED, 12 n/a; 10 figures without a target"));
     let summary = to_json(&rows, "a", "b");
     assert_eq!(summary["rows"][0]["holds"], "n/a");
     assert_eq!(summary["rows"][0]["value"], Value::Null);
@@ -371,4 +371,30 @@ fn startup_rows_are_milliseconds_with_a_target_for_the_cpu_only() {
     assert_eq!(startup_rows(&probe, false)[0].value_text(), "36.5 ms");
     let slow = json!({"device": "cpu", "backend": "cpu", "first_result_ms": 25.0});
     assert_eq!(startup_rows(&slow, true)[0].verdict(), Verdict::Missed);
+}
+
+#[test]
+fn ops_rows_compare_with_the_faster_foreign_library() {
+    let groups = groups();
+    let g = groups
+        .iter()
+        .find(|g| g.report == "ops_bench" && g.target == Some(at_most(1.0)))
+        .expect("the side-by-side group");
+    let numpy_only = json!({"bench": "roofline", "backend": "cpu", "op": "exp", "bytes": 65536,
+        "time_ratio_vs_numpy": 0.8, "time_ratio_vs_torch": null, "time_ratio_vs_fastest": 0.8});
+    let row = &(g.rows)(&numpy_only)[0];
+    assert_eq!(row.name, "exp at 64 KiB: our time / numpy");
+    assert_eq!(row.verdict(), Verdict::Holds);
+    let both = json!({"bench": "roofline", "backend": "cpu", "op": "add", "bytes": 1048576,
+        "time_ratio_vs_numpy": 0.9, "time_ratio_vs_torch": 1.4, "time_ratio_vs_fastest": 1.4});
+    let row = &(g.rows)(&both)[0];
+    assert!(
+        row.name.ends_with("the faster of numpy and PyTorch"),
+        "{}",
+        row.name
+    );
+    assert_eq!(row.verdict(), Verdict::Missed);
+    // Without numpy there is no row (the group's n/a row says so).
+    let none = json!({"bench": "roofline", "op": "add", "bytes": 1, "time_ratio_vs_fastest": null});
+    assert!((g.rows)(&none).is_empty());
 }
