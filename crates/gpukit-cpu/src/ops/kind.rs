@@ -5,7 +5,7 @@
 use gpukit_core::{BinaryOp, Distribution, Float, Gemm, Numeric, RhsSlice, UnaryOp};
 
 use super::split::{binary_pieces, part, pieces, work, MATH};
-use super::{gemm, rows};
+use super::{gemm, rows, vmath};
 
 /// What an element type runs of the table.
 pub(crate) trait Kind<T: Numeric> {
@@ -78,7 +78,10 @@ impl<T: Float> Kind<T> for Floats {
     const FLOAT: bool = true;
     fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
         pieces(out, 1, work(op.math()), |start, o| {
-            op.map_float(part(src, start, o.len()), o)
+            let s = part(src, start, o.len());
+            if !vmath::unary(op, s, o) {
+                op.map_float(s, o)
+            }
         });
     }
     fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]) {
@@ -141,7 +144,10 @@ mod tests {
         for op in [UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Relu] {
             let (mut split, mut whole) = (vec![0f32; n], vec![0f32; n]);
             <Floats as Kind<f32>>::unary(op, Some(&x), &mut split);
-            op.map_float(Some(&x), &mut whole);
+            // The same code unsplit: the vectorised body where there is one (exp).
+            if !vmath::unary(op, Some(&x), &mut whole) {
+                op.map_float(Some(&x), &mut whole);
+            }
             assert!(bits(&split) == bits(&whole), "{op:?}");
         }
         let rhs = [

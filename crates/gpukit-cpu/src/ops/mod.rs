@@ -15,6 +15,7 @@ mod ranges;
 mod reduce;
 mod rows;
 mod split;
+mod vmath;
 
 use gpukit_core::{DType, DTypeVisitor, Float, Numeric, Op, Result};
 
