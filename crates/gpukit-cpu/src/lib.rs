@@ -41,7 +41,8 @@
 //! - **Copies** are `memcpy`s run by the stream's worker, asynchronous like everything else;
 //!   host memory from `alloc_host` is page-aligned heap memory (a CPU has nothing to pin)
 //!   and registration is accepted and does nothing.
-//! - **Ops** run the op table's reference semantics (`gpukit_core::optable`) exactly:
+//! - **Ops** run the op table's reference semantics (`gpukit_core::optable`) exactly (f32
+//!   `exp` and softmax within the table's ulp budget instead, see below):
 //!   element-wise loops in the element's compute type; `sum`, `mean` and `dot` accumulate
 //!   floats in f64 in the order `gpukit_core::SUM_CHUNK` defines (`gpukit_core::ordered_sum`);
 //!   softmax and cross-entropy as `gpukit_core::softmax_rows` and
