@@ -24,19 +24,32 @@ use gpukit_core::{DType, Float, UnaryOp};
 /// Runs `op` on f32 with the vectorised code where there is one; returns whether it did
 /// (else the caller runs the table's scalar body).
 pub(crate) fn unary<T: Float>(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) -> bool {
-    if op != UnaryOp::Exp || T::DTYPE != DType::F32 {
+    if op != UnaryOp::Exp {
         return false;
     }
+    let Some((src, out)) = as_f32(src, out) else {
+        return false;
+    };
+    exp_f32(src, out);
+    true
+}
+
+/// The slices as `f32` slices where `T` is `f32`.
+fn as_f32<'a, T: Float>(
+    src: Option<&'a [T]>,
+    out: &'a mut [T],
+) -> Option<(Option<&'a [f32]>, &'a mut [f32])> {
+    if T::DTYPE != DType::F32 {
+        return None;
+    }
     // SAFETY: `T::DTYPE` is F32 only for `f32` (each `Element` type names its own dtype, an
-    // `unsafe` trait's contract), so the slices are `f32` slices of the same lengths.
-    let (src, out) = unsafe {
+    // `unsafe` trait's contract), so these are the same slices, typed as what they are.
+    Some(unsafe {
         (
             src.map(|s| std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len())),
             std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len()),
         )
-    };
-    exp_f32(src, out);
-    true
+    })
 }
 
 /// Softmax over rows of `cols` on f32 with the vectorised `exp`, the table's semantics
@@ -44,15 +57,11 @@ pub(crate) fn unary<T: Float>(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) -> 
 /// max)` stored, their sum in f64 from `-0.0` in order, each output `e_j / sum` rounded
 /// once); returns whether it ran (f32 only; log-softmax keeps the table's body).
 pub(crate) fn softmax<T: Float>(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) -> bool {
-    if log || T::DTYPE != DType::F32 || cols == 0 {
+    if log || cols == 0 {
         return false;
     }
-    // SAFETY: as in `unary`: `T` is `f32`.
-    let (src, out) = unsafe {
-        (
-            src.map(|s| std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len())),
-            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len()),
-        )
+    let Some((src, out)) = as_f32(src, out) else {
+        return false;
     };
     for (r, o) in out.chunks_mut(cols).enumerate() {
         let row = src.map(|s| &s[r * cols..r * cols + o.len()]);
