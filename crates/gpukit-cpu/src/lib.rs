@@ -42,14 +42,14 @@
 //!   host memory from `alloc_host` is page-aligned heap memory (a CPU has nothing to pin)
 //!   and registration is accepted and does nothing.
 //! - **Ops** run the op table's reference semantics (`gpukit_core::optable`) exactly (f32
-//!   `exp` and softmax within the table's ulp budget instead, see below):
+//!   `exp`, `sigmoid` and softmax within the table's ulp budget instead, see below):
 //!   element-wise loops in the element's compute type; `sum`, `mean` and `dot` accumulate
 //!   floats in f64 in the order `gpukit_core::SUM_CHUNK` defines (`gpukit_core::ordered_sum`);
 //!   softmax and cross-entropy as `gpukit_core::softmax_rows` and
 //!   `gpukit_core::cross_entropy_rows`; gemm (batched by a loop) uses `matrixmultiply`
 //!   (f16/bf16 widened to f32). One backend method, `op`, runs them all, one function per
-//!   op family; an element-wise op added to the table needs nothing here. f32 `exp` and
-//!   f32 softmax run vectorised code instead of one `expf` call per element (`ops::vmath`:
+//!   op family; an element-wise op added to the table needs nothing here. f32 `exp`,
+//!   `sigmoid` and softmax run vectorised code instead of one `expf` call per element (`ops::vmath`:
 //!   SSE2, AVX2 or AVX-512 chosen at run time, NEON on AArch64; the same bits on every
 //!   path and core count, within 2 ulp of the correctly rounded result, the table's budget
 //!   being 3): 0.43 ns an element against 2.1 on this project's VM, as fast as numpy's.
