@@ -49,10 +49,11 @@
 //!   `gpukit_core::cross_entropy_rows`; gemm (batched by a loop) uses `matrixmultiply`
 //!   (f16/bf16 widened to f32). One backend method, `op`, runs them all, one function per
 //!   op family; an element-wise op added to the table needs nothing here. f32 `exp`,
-//!   `sigmoid` and softmax run vectorised code instead of one `expf` call per element (`ops::vmath`:
-//!   SSE2, AVX2 or AVX-512 chosen at run time, NEON on AArch64; the same bits on every
-//!   path and core count, within 2 ulp of the correctly rounded result, the table's budget
-//!   being 3): 0.43 ns an element against 2.1 on this project's VM, as fast as numpy's.
+//!   `sigmoid` and softmax run vectorised code instead of one `expf` call per element
+//!   (`ops::vmath`: SSE2, AVX2 or AVX-512 chosen at run time, NEON on AArch64; the same
+//!   bits on every path and core count; `exp` within 2 ulp of the correctly rounded result
+//!   (budget 3), `sigmoid` within 3 (budget 4)): `exp` takes 0.43 ns an element against
+//!   2.1 for `expf` on this project's VM, as fast as numpy's.
 //! - **Cores**: gemm runs on matrixmultiply's thread pool (one thread per physical core, at
 //!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements (those
 //!   calling the math library per element, as their table entry's `math` column says, from
