@@ -40,14 +40,19 @@ impl<M, O> Handoff<M, O> {
 
     /// From the pipeline's thread: hands over a batch and waits for the sink's answer.
     fn deliver(&self, batch: Batch<M>, outputs: O) -> Result<(), BoxError> {
-        let mut st = self.lock();
-        if st.abandoned {
-            return Err("the run_async future was dropped".into());
-        }
-        st.batch = Some((batch, outputs));
-        if let Some(w) = st.waker.take() {
+        let waker = {
+            let mut st = self.lock();
+            if st.abandoned {
+                return Err("the run_async future was dropped".into());
+            }
+            st.batch = Some((batch, outputs));
+            st.waker.take()
+        };
+        // Woken outside the lock: an executor may poll the task from inside `wake`.
+        if let Some(w) = waker {
             w.wake();
         }
+        let mut st = self.lock();
         loop {
             if let Some(answer) = st.answer.take() {
                 return answer;
@@ -61,9 +66,12 @@ impl<M, O> Handoff<M, O> {
 
     /// From the pipeline's thread: the run's result.
     fn finish(&self, result: Result<Report, PipelineError>) {
-        let mut st = self.lock();
-        st.done = Some(result);
-        if let Some(w) = st.waker.take() {
+        let waker = {
+            let mut st = self.lock();
+            st.done = Some(result);
+            st.waker.take()
+        };
+        if let Some(w) = waker {
             w.wake();
         }
     }
@@ -92,16 +100,12 @@ struct Finish<M, O>(Arc<Handoff<M, O>>);
 
 impl<M, O> Drop for Finish<M, O> {
     fn drop(&mut self) {
-        let mut st = self.0.lock();
-        if st.done.is_none() {
-            st.done = Some(Err(PipelineError::Stage {
+        if self.0.lock().done.is_none() {
+            self.0.finish(Err(PipelineError::Stage {
                 batch: 0,
                 stage: Stage::Deliver,
                 source: "the pipeline's thread panicked".into(),
             }));
-            if let Some(w) = st.waker.take() {
-                w.wake();
-            }
         }
     }
 }
