@@ -8,8 +8,8 @@
 use std::ffi::{c_void, CStr};
 
 use gpukit::core::dlpack::{
-    dl_dtype, DLManagedTensor, DLManagedTensorVersioned, DLTensor, DL_CPU, DL_CUDA, DL_CUDA_HOST,
-    DL_CUDA_MANAGED, FLAG_IS_COPIED,
+    dl_dtype, DLManagedTensor, DLManagedTensorVersioned, DLTensor, Managed, DL_CPU, DL_CUDA,
+    DL_CUDA_HOST, DL_CUDA_MANAGED, FLAG_IS_COPIED,
 };
 use gpukit::{DType, DeviceRead, Error, RawStream};
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -33,41 +33,55 @@ pub(crate) enum Form {
     Legacy,
 }
 
-/// The destructor of a versioned capsule: a tensor no consumer took is given back.
+/// Calls the deleter of the managed tensor `t` (of type `M`), if it has one.
+///
+/// # Safety
+///
+/// `t` is a live `M` whose deleter has not been called, and is not used after.
+unsafe fn give_back<M: Managed>(t: *mut c_void) {
+    let t = t.cast::<M>();
+    // SAFETY: the caller's contract.
+    unsafe {
+        if let Some(delete) = (*t).deleter() {
+            delete(t);
+        }
+    }
+}
+
+/// A capsule destructor's work: a tensor no consumer took (the capsule still has `name`:
+/// a consumer renames it) goes back to its producer.
+///
+/// # Safety
+///
+/// `cap` is a live capsule that this module made with `name` over an `M`.
+unsafe fn drop_unused<M: Managed>(cap: *mut ffi::PyObject, name: &CStr) {
+    // SAFETY: a capsule still named `name` holds the managed tensor this module put there,
+    // not taken by a consumer, so its deleter is called once, here.
+    unsafe {
+        if ffi::PyCapsule_IsValid(cap, name.as_ptr()) == 1 {
+            give_back::<M>(ffi::PyCapsule_GetPointer(cap, name.as_ptr()));
+        }
+    }
+}
+
+/// The destructor of a versioned capsule ([`drop_unused`]).
 ///
 /// # Safety
 ///
 /// `cap` is a live capsule (Python calls this once, as it frees it).
 unsafe extern "C" fn drop_versioned(cap: *mut ffi::PyObject) {
-    // SAFETY: a capsule still named "dltensor_versioned" holds the managed tensor this
-    // module put there, not taken by a consumer (which renames it), so its deleter is
-    // called once, here.
-    unsafe {
-        if ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1 {
-            let t = ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr())
-                .cast::<DLManagedTensorVersioned>();
-            if let Some(delete) = (*t).deleter {
-                delete(t);
-            }
-        }
-    }
+    // SAFETY: Python's call on a capsule of this module's, made over a versioned tensor.
+    unsafe { drop_unused::<DLManagedTensorVersioned>(cap, VERSIONED) }
 }
 
-/// The destructor of a legacy capsule (as [`drop_versioned`]).
+/// The destructor of a legacy capsule ([`drop_unused`]).
 ///
 /// # Safety
 ///
 /// As for [`drop_versioned`].
 unsafe extern "C" fn drop_legacy(cap: *mut ffi::PyObject) {
-    // SAFETY: as in `drop_versioned`, for a capsule named "dltensor".
-    unsafe {
-        if ffi::PyCapsule_IsValid(cap, LEGACY.as_ptr()) == 1 {
-            let t = ffi::PyCapsule_GetPointer(cap, LEGACY.as_ptr()).cast::<DLManagedTensor>();
-            if let Some(delete) = (*t).deleter {
-                delete(t);
-            }
-        }
-    }
+    // SAFETY: as in `drop_versioned`, over a legacy tensor.
+    unsafe { drop_unused::<DLManagedTensor>(cap, LEGACY) }
 }
 
 /// The consumer's CUDA stream (its handle's address) of `__dlpack__(stream=...)`: `None`
@@ -131,36 +145,36 @@ pub(crate) fn export<'py>(
             }
         })
         .map_err(to_buffer_error)?;
-    let (raw, name, destructor): (*mut c_void, &CStr, ffi::PyCapsule_Destructor) = match made {
-        Made::Versioned(t) => {
-            let raw = t.into_raw();
-            if copy == Some(true) {
-                // SAFETY: our own export, not yet handed to anyone.
-                unsafe { (*raw).flags |= FLAG_IS_COPIED };
+    type GiveBack = unsafe fn(*mut c_void);
+    let (raw, name, destructor, back): (*mut c_void, &CStr, ffi::PyCapsule_Destructor, GiveBack) =
+        match made {
+            Made::Versioned(t) => {
+                let raw = t.into_raw();
+                if copy == Some(true) {
+                    // SAFETY: our own export, not yet handed to anyone.
+                    unsafe { (*raw).flags |= FLAG_IS_COPIED };
+                }
+                (
+                    raw.cast(),
+                    VERSIONED,
+                    drop_versioned,
+                    give_back::<DLManagedTensorVersioned>,
+                )
             }
-            (raw.cast(), VERSIONED, drop_versioned)
-        }
-        Made::Legacy(t) => (t.into_raw().cast(), LEGACY, drop_legacy),
-    };
+            Made::Legacy(t) => (
+                t.into_raw().cast(),
+                LEGACY,
+                drop_legacy,
+                give_back::<DLManagedTensor>,
+            ),
+        };
     // SAFETY: `raw` is a managed tensor of the capsule's name; the capsule owns it from here
     // (its destructor gives it back unless a consumer renamed the capsule).
     let cap = unsafe { ffi::PyCapsule_New(raw, name.as_ptr(), Some(destructor)) };
     if cap.is_null() {
         // No capsule: the tensor goes back at once.
-        // SAFETY: `raw` is the live tensor made above, owned by nobody else.
-        unsafe {
-            if name == VERSIONED {
-                let t = raw.cast::<DLManagedTensorVersioned>();
-                if let Some(delete) = (*t).deleter {
-                    delete(t);
-                }
-            } else {
-                let t = raw.cast::<DLManagedTensor>();
-                if let Some(delete) = (*t).deleter {
-                    delete(t);
-                }
-            }
-        }
+        // SAFETY: `raw` is the live tensor made above, of `back`'s type, owned by nobody else.
+        unsafe { back(raw) };
         return Err(PyErr::fetch(py));
     }
     // SAFETY: a new reference, not null.
