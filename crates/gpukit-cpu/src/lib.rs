@@ -41,27 +41,34 @@
 //! - **Copies** are `memcpy`s run by the stream's worker, asynchronous like everything else;
 //!   host memory from `alloc_host` is page-aligned heap memory (a CPU has nothing to pin)
 //!   and registration is accepted and does nothing.
-//! - **Ops** run the op table's reference semantics (`gpukit_core::optable`) exactly (f32
-//!   `exp`, `sigmoid` and softmax within the table's ulp budget instead, see below):
-//!   element-wise loops in the element's compute type; `sum`, `mean` and `dot` accumulate
-//!   floats in f64 in the order `gpukit_core::SUM_CHUNK` defines (`gpukit_core::ordered_sum`);
-//!   softmax and cross-entropy as `gpukit_core::softmax_rows` and
-//!   `gpukit_core::cross_entropy_rows`; gemm (batched by a loop) uses `matrixmultiply`
-//!   (f16/bf16 widened to f32). One backend method, `op`, runs them all, one function per
-//!   op family; an element-wise op added to the table needs nothing here. f32 `exp`,
-//!   `sigmoid` and softmax run vectorised code instead of one `expf` call per element
-//!   (`ops::vmath`: SSE2, AVX2 or AVX-512 chosen at run time, NEON on AArch64; the same
-//!   bits on every path and core count; `exp` within 2 ulp of the correctly rounded result
-//!   (budget 3), `sigmoid` within 3 (budget 4)): `exp` takes 0.43 ns an element against
-//!   2.1 for `expf` on this project's VM, as fast as numpy's.
+//! - **Ops** run the op table's reference semantics (`gpukit_core::optable`) exactly (the
+//!   f32 math ops within the table's ulp budgets instead, see below): element-wise loops in
+//!   the element's compute type; `sum`, `mean` and `dot` accumulate floats in f64 in the
+//!   order `gpukit_core::SUM_CHUNK` defines (`gpukit_core::ordered_sum`); softmax and
+//!   cross-entropy as `gpukit_core::softmax_rows` and `gpukit_core::cross_entropy_rows`;
+//!   gemm (batched by a loop) uses `matrixmultiply` (f16/bf16 widened to f32). One backend
+//!   method, `op`, runs them all, one function per op family; an element-wise op added to
+//!   the table needs nothing here. The f32 math ops (`exp`, `log`, `log1p`, `tanh`,
+//!   `sigmoid`, `silu`, `gelu`, `softplus`, `pow`, softmax, log-softmax and cross-entropy)
+//!   run vectorised code instead of one libm call per element (`ops::vmath`: SSE2, AVX2 or
+//!   AVX-512 chosen at run time, NEON on AArch64; the same bits on every path and core
+//!   count), each within its table budget with room (`exp`, `log`, `log1p` 2 ulp of budget
+//!   3; `tanh`, `sigmoid`, `silu`, `softplus` 3 of 4; `gelu` its budget; `pow` 1 of 8; the
+//!   row-wise ops' sums in f64 in a fixed order of eight partial sums): on this project's
+//!   VM, one thread, 0.42 ns an element for `exp` (2.0 before), 0.57 for `log`, 0.72 for
+//!   `tanh` (9.4), 2.8 for `pow` (5.0); `ops_bench` prints them all. f64 and the 16-bit
+//!   floats keep the table's bodies.
 //! - **Cores**: gemm runs on matrixmultiply's thread pool (one thread per physical core, at
-//!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements (those
-//!   calling the math library per element, as their table entry's `math` column says, from
-//!   64 Ki) are split in row-aligned pieces across rayon's pool (one thread per core,
-//!   `RAYON_NUM_THREADS` overrides); both pools are shared by every stream, and the results
-//!   are the bits one thread gives (each output element is computed the same way whatever
-//!   the split). Softmax and cross-entropy of many rows are split by rows from 64 Ki
-//!   elements, and from 1 Mi elements reductions of many rows are split by rows too, and a long row's sum, mean, min, max, argmin, argmax or dot in chunks
+//!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements (the
+//!   vectorised f32 math ops but `softplus` and `pow` from 256 Ki; other ops calling the
+//!   math library per element, as
+//!   their table entry's `math` column says, from 64 Ki) are split in row-aligned pieces
+//!   across rayon's pool (one thread per core, `RAYON_NUM_THREADS` overrides); both pools are
+//!   shared by every stream, and the results are the bits one thread gives (each output
+//!   element is computed the same way whatever the split). Softmax and cross-entropy of many
+//!   rows are split by rows from 256 Ki elements (f32; 64 Ki for the others), and from 1 Mi
+//!   elements reductions of many rows are split by rows too, and a long row's sum, mean,
+//!   min, max, argmin, argmax or dot in chunks
 //!   of `gpukit_core::SUM_CHUNK` whose results are combined in order: the order
 //!   gpukit-core defines for float sums, so the bits are the same on any number of cores.
 //!   Float sums and dots take four chunks per core at a time and add them side by side

@@ -358,6 +358,35 @@ const SECTIONS: &[Section] = &[
         note: no_note,
     },
     Section {
+        title: "Math ops: `ops_bench`",
+        about: "Nanoseconds per element of the f32 math ops (one op followed by a sync; \
+                `log`, `log1p` and `pow` on `|x| + 1/64`, `pow` to the power 1.5, the others \
+                on x in [-4, 4), rows of 1024 for log-softmax and cross-entropy), and at the \
+                smallest size, where the op runs on one thread, the speed-up over the op \
+                table's scalar body on one thread: what the CPU backend ran before its \
+                vectorised math.",
+        reports: &[("ops_bench", "CPU backend")],
+        corner: "ns per element",
+        cells: |r| {
+            if text(r, "bench") != "math" {
+                return Vec::new();
+            }
+            let b = bytes(r, "bytes");
+            let op = text(r, "op");
+            let mut cells = vec![Cell::sized(op, b, fixed(num(r, "ns_per_element"), 2))];
+            if !r["speedup_vs_table"].is_null() {
+                cells.push(Cell::new(
+                    op,
+                    u64::MAX,
+                    "speed-up vs scalar body",
+                    format!("{}x", fixed(num(r, "speedup_vs_table"), 1)),
+                ));
+            }
+            cells
+        },
+        note: no_note,
+    },
+    Section {
         title: "Built-in ops against numpy and PyTorch: `ops_bench`",
         about: "The same ops on the same sizes through numpy (its ufuncs, one thread, into \
                 preallocated outputs) and, where `import torch` works, PyTorch's CPU \
@@ -367,7 +396,8 @@ const SECTIONS: &[Section] = &[
         reports: &[("ops_bench", "CPU backend")],
         corner: "our time / theirs",
         cells: |r| {
-            if text(r, "bench") != "roofline" || r["time_ratio_vs_numpy"].is_null() {
+            let bench = text(r, "bench");
+            if !matches!(bench, "roofline" | "math") || r["time_ratio_vs_numpy"].is_null() {
                 return Vec::new();
             }
             let b = bytes(r, "bytes");

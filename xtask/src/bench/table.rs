@@ -362,7 +362,8 @@ fn groups() -> Vec<Group> {
             device: "cpu",
             target: Some(at_most(1.0)),
             rows: |r| {
-                if text(r, "bench") != "roofline" || r["time_ratio_vs_fastest"].is_null() {
+                let bench = text(r, "bench");
+                if !matches!(bench, "roofline" | "math") || r["time_ratio_vs_fastest"].is_null() {
                     return Vec::new();
                 }
                 let against = if r["time_ratio_vs_torch"].is_null() {
@@ -380,6 +381,28 @@ fn groups() -> Vec<Group> {
                     num(r, "time_ratio_vs_fastest"),
                     Unit::Ratio,
                     Some(at_most(1.0)),
+                )]
+            },
+        },
+        Group {
+            report: "ops_bench",
+            missing: "math ops: speed-up over the op table's scalar body (ops_bench)",
+            device: "cpu",
+            target: None,
+            rows: |r| {
+                if text(r, "bench") != "math" || r["speedup_vs_table"].is_null() {
+                    return Vec::new();
+                }
+                vec![Row::new(
+                    format!(
+                        "{} at {}: speed-up over the scalar body, one thread",
+                        text(r, "op"),
+                        size(bytes(r, "bytes"))
+                    ),
+                    text(r, "backend"),
+                    num(r, "speedup_vs_table"),
+                    Unit::Ratio,
+                    None,
                 )]
             },
         },

@@ -31,6 +31,18 @@
 //! Without numpy (or with `--no-numpy`) the ratios are `null` and the program says why;
 //! without PyTorch, its column says why. Neither is installed by the program.
 //!
+//! **Math.** The f32 math ops the CPU backend runs through vectorised code (`exp`, `log`,
+//! `log1p`, `tanh`, `sigmoid`, `silu`, `gelu`, `softplus`, `pow` to the scalar power 1.5,
+//! `log_softmax` and `cross_entropy` over rows of 1024), at 64 KiB, 1 MiB and 16 MiB
+//! (`--quick`: to 1 MiB), on x in [-4, 4) (`log`, `log1p`, `pow`: on `|x| + 1/64`): our
+//! nanoseconds per element, each result checked at sampled elements against f64; at 64 KiB,
+//! where our op runs on one thread, the same work through the op table's scalar body
+//! (`UnaryOp::map_float`, `softmax_rows`, ...: what the CPU backend ran before) on one
+//! thread, as `speedup_vs_table`; and side by side with numpy (its ufunc where it has one,
+//! else the ops as numpy programs write them: `1 / (1 + exp(-x))`, the tanh GELU, ...) and
+//! PyTorch (`torch.sigmoid`, `F.silu`, `F.gelu(approximate="tanh")`, `F.softplus`,
+//! `torch.log_softmax`, `F.cross_entropy(reduction="none")`, ...), as for the roofline.
+//!
 //! **gemm.** GFLOP/s (`2 n^3 / median seconds`) of square f32 products, n = 256, 512, 1024
 //! and 2048 (`--quick`: to 1024), each after a warm-up run:
 //! - `ours`: `ctx.gemm(Gemm::new(n, n, n), ..)` and a `sync` on the device `--device` names;
@@ -70,6 +82,7 @@ use gpukit_examples::fmt_bytes;
 use serde::Serialize;
 use serde_json::Value;
 
+mod math;
 mod matmul;
 mod numpy;
 mod roofline;
@@ -84,7 +97,7 @@ usage: ops_bench [options]
 
   --device SPEC  the device to measure: auto | cpu | cuda[:N] | vulkan[:N] (default cpu)
   --json FILE    write the records to FILE as JSON
-  --quick        fewer sizes and runs: roofline to 16 MiB, gemm to 1024 (a few seconds)
+  --quick        fewer sizes and runs: roofline to 16 MiB, math to 1 MiB, gemm to 1024
   --python EXE   the Python that times numpy (and PyTorch, where it imports) (default python3)
   --no-numpy     leave numpy and PyTorch out
   --matrixmultiply-child
@@ -107,6 +120,27 @@ struct Args {
     python: String,
     numpy: bool,
     mm_child: bool,
+}
+
+impl Args {
+    /// `all`, or with `--quick` its first `quick` sizes.
+    fn sizes<'a>(&self, all: &'a [usize], quick: usize) -> &'a [usize] {
+        if self.quick {
+            &all[..quick]
+        } else {
+            all
+        }
+    }
+
+    /// Runs per size: many where one is short, fewer where it is long.
+    fn runs_for(&self, bytes: usize) -> usize {
+        match (self.quick, bytes >= 16 << 20) {
+            (false, false) => 21,
+            (false, true) => 11,
+            (true, false) => 9,
+            (true, true) => 5,
+        }
+    }
 }
 
 fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
@@ -150,16 +184,28 @@ enum Record {
         memcpy_gbps: f64,
         /// `(bytes_moved / seconds) / (2 bytes / memcpy_seconds)`.
         ratio_vs_memcpy: f64,
-        /// The same op through numpy (one thread), where measured.
-        numpy_seconds: Option<f64>,
-        /// Through PyTorch's CPU backend (the machine's threads), where measured.
-        torch_seconds: Option<f64>,
-        /// `seconds / numpy_seconds`: below 1.0 we are faster.
-        time_ratio_vs_numpy: Option<f64>,
-        /// `seconds / torch_seconds`: below 1.0 we are faster.
-        time_ratio_vs_torch: Option<f64>,
-        /// `seconds` over the faster of numpy and PyTorch (the target: at most 1.0).
-        time_ratio_vs_fastest: Option<f64>,
+        /// The same op through numpy and PyTorch, where measured.
+        #[serde(flatten)]
+        foreign: Foreign,
+    },
+    /// A math op (`exp`, `log`, ..., `pow`, log-softmax, cross-entropy) on f32 arrays of
+    /// `bytes`, against the op table's scalar body on one thread and numpy and PyTorch.
+    Math {
+        backend: &'static str,
+        op: &'static str,
+        bytes: usize,
+        seconds: f64,
+        /// `seconds` per element, in nanoseconds.
+        ns_per_element: f64,
+        /// The op table's scalar body (gpukit-core's reference, what the CPU backend ran
+        /// before its vectorised math) on one thread, at the smallest size only (where our
+        /// op runs on one thread too).
+        table_seconds: Option<f64>,
+        /// `table_seconds / seconds`.
+        speedup_vs_table: Option<f64>,
+        /// The same op through numpy and PyTorch, where measured.
+        #[serde(flatten)]
+        foreign: Foreign,
     },
     /// Which foreign libraries the roofline ran beside ours.
     Libraries {
@@ -193,6 +239,61 @@ enum Record {
         reason: Option<String>,
         info: Value,
     },
+}
+
+/// An op's time through numpy and PyTorch, and ours over theirs.
+#[derive(Serialize, Default)]
+struct Foreign {
+    /// The same op through numpy (one thread), where measured.
+    numpy_seconds: Option<f64>,
+    /// Through PyTorch's CPU backend (the machine's threads), where measured.
+    torch_seconds: Option<f64>,
+    /// `seconds / numpy_seconds`: below 1.0 we are faster.
+    time_ratio_vs_numpy: Option<f64>,
+    /// `seconds / torch_seconds`: below 1.0 we are faster.
+    time_ratio_vs_torch: Option<f64>,
+    /// `seconds` over the faster of numpy and PyTorch (the target: at most 1.0).
+    time_ratio_vs_fastest: Option<f64>,
+}
+
+impl Foreign {
+    /// Ours (`seconds`) against `numpy` and `torch`.
+    fn new(seconds: f64, numpy: Option<f64>, torch: Option<f64>) -> Foreign {
+        let fastest = match (numpy, torch) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Foreign {
+            numpy_seconds: numpy,
+            torch_seconds: torch,
+            time_ratio_vs_numpy: numpy.map(|t| seconds / t),
+            time_ratio_vs_torch: torch.map(|t| seconds / t),
+            time_ratio_vs_fastest: fastest.map(|t| seconds / t),
+        }
+    }
+}
+
+impl Record {
+    /// A roofline or math record's op, size, time and foreign times.
+    fn timed(&mut self) -> Option<(&'static str, usize, f64, &mut Foreign)> {
+        match self {
+            Record::Roofline {
+                op,
+                bytes,
+                seconds,
+                foreign,
+                ..
+            }
+            | Record::Math {
+                op,
+                bytes,
+                seconds,
+                foreign,
+                ..
+            } => Some((*op, *bytes, *seconds, foreign)),
+            _ => None,
+        }
+    }
 }
 
 /// A gemm measurement before it becomes a [`Record`].
@@ -248,6 +349,7 @@ fn run() -> Res {
     );
     let mut records = Vec::new();
     roofline(&ctx, &args, &mut records)?;
+    math::math(&ctx, &args, &mut records)?;
     gemm_section(&ctx, &args, &mut records)?;
     if let Some(path) = &args.json {
         write_json(path, &records)?;

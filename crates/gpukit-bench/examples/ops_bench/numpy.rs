@@ -12,7 +12,8 @@ pub(super) enum NumpyError {
 
 /// The Python side: `probe` imports numpy and reports its BLAS; `time DIR N:RUNS,...` also
 /// times `a @ b` on `DIR/a{N}.f32` and `DIR/b{N}.f32` (little-endian f32, row-major) and
-/// writes the product to `DIR/c{N}.f32`. One JSON object on the last line of stdout.
+/// writes the product to `DIR/c{N}.f32`; `ops` and `math` time the roofline's and the math
+/// section's ops through numpy and PyTorch. One JSON object on the last line of stdout.
 const NUMPY_SCRIPT: &str = r#"
 import json, os, sys, time
 
@@ -164,10 +165,94 @@ def torch_ops(torch, n, row, runs):
     }
     return {op: median_seconds(f, runs) for op, f in ops.items()}
 
-def roofline(np, sizes, row, threads):
+def math_inputs(np, n):
+    """What the Rust side passes: x in [-4, 4), and |x| + 1/64 for log, log1p and pow."""
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-4, 4, n).astype(np.float32)
+    return a, (np.abs(a) + np.float32(1 / 64)).astype(np.float32)
+
+def numpy_math(np, n, row, runs):
+    """The math ops through numpy: its ufunc where it has one, else as numpy programs write
+    them (sigmoid, SiLU, GELU, log-softmax, cross-entropy), into preallocated outputs."""
+    a, p = math_inputs(np, n)
+    c, t = np.empty_like(a), np.empty_like(a)
+    rows, crows, trows = a.reshape(-1, row), c.reshape(-1, row), t.reshape(-1, row)
+    m = np.empty((n // row, 1), dtype=np.float32)
+    idx = np.arange(n // row)
+    labels = (idx * 7) % row
+    loss = np.empty(n // row, dtype=np.float32)
+    one = np.float32(1)
+    def sigmoid(x, out):
+        np.negative(x, out=out)
+        np.exp(out, out=out)
+        np.add(out, one, out=out)
+        np.reciprocal(out, out=out)
+    def silu():
+        sigmoid(a, t)
+        np.multiply(a, t, out=c)
+    def gelu():
+        np.multiply(a, a, out=t)
+        np.multiply(t, a, out=t)
+        np.multiply(t, np.float32(0.044715), out=t)
+        np.add(t, a, out=t)
+        np.multiply(t, np.float32(0.7978846), out=t)
+        np.tanh(t, out=t)
+        np.add(t, one, out=t)
+        np.multiply(t, a, out=t)
+        np.multiply(t, np.float32(0.5), out=c)
+    def log_softmax():
+        np.max(rows, axis=1, keepdims=True, out=m)
+        np.subtract(rows, m, out=crows)
+        np.exp(crows, out=trows)
+        np.sum(trows, axis=1, keepdims=True, out=m)
+        np.log(m, out=m)
+        np.subtract(crows, m, out=crows)
+    def cross_entropy():
+        log_softmax()
+        np.negative(crows[idx, labels], out=loss)
+    ops = {
+        "log": lambda: np.log(p, out=c),
+        "log1p": lambda: np.log1p(p, out=c),
+        "tanh": lambda: np.tanh(a, out=c),
+        "sigmoid": lambda: sigmoid(a, c),
+        "silu": silu,
+        "gelu": gelu,
+        "softplus": lambda: np.logaddexp(a, np.float32(0), out=c),
+        "pow": lambda: np.power(p, np.float32(1.5), out=c),
+        "log_softmax": log_softmax,
+        "cross_entropy": cross_entropy,
+    }
+    return {op: median_seconds(f, runs) for op, f in ops.items()}
+
+def torch_math(torch, n, row, runs):
+    """The same through PyTorch (its own op for each; `out=` where it has one)."""
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(1)
+    a = torch.rand(n, generator=g) * 8 - 4
+    p = a.abs() + 1 / 64
+    c = torch.empty_like(a)
+    rows = a.view(-1, row)
+    labels = (torch.arange(n // row) * 7) % row
+    ops = {
+        "log": lambda: torch.log(p, out=c),
+        "log1p": lambda: torch.log1p(p, out=c),
+        "tanh": lambda: torch.tanh(a, out=c),
+        "sigmoid": lambda: torch.sigmoid(a, out=c),
+        "silu": lambda: F.silu(a),
+        "gelu": lambda: F.gelu(a, approximate="tanh"),
+        "softplus": lambda: F.softplus(a),
+        "pow": lambda: torch.pow(p, 1.5, out=c),
+        "log_softmax": lambda: torch.log_softmax(rows, dim=1),
+        "cross_entropy": lambda: F.cross_entropy(rows, labels, reduction="none"),
+    }
+    with torch.no_grad():
+        return {op: median_seconds(f, runs) for op, f in ops.items()}
+
+def roofline(np, sizes, row, threads, command):
+    numpy_side, torch_side = (numpy_ops, torch_ops) if command == "ops" else (numpy_math, torch_math)
     out = {"numpy": [], "numpy_threads": 1}
     for nbytes, runs in sizes:
-        out["numpy"].append({"bytes": nbytes, "seconds": numpy_ops(np, nbytes // 4, row, runs)})
+        out["numpy"].append({"bytes": nbytes, "seconds": numpy_side(np, nbytes // 4, row, runs)})
     try:
         import torch
     except Exception as e:
@@ -176,7 +261,7 @@ def roofline(np, sizes, row, threads):
     torch.set_num_threads(threads)
     results = []
     for nbytes, runs in sizes:
-        results.append({"bytes": nbytes, "seconds": torch_ops(torch, nbytes // 4, row, runs)})
+        results.append({"bytes": nbytes, "seconds": torch_side(torch, nbytes // 4, row, runs)})
     out["torch"] = {"available": True, "version": torch.__version__,
                     "threads": torch.get_num_threads(), "results": results}
     return out
@@ -191,9 +276,9 @@ def main():
     if sys.argv[1] == "time":
         pairs = [tuple(int(x) for x in p.split(":")) for p in sys.argv[3].split(",")]
         result["results"] = timing(np, sys.argv[2], pairs)
-    elif sys.argv[1] == "ops":
+    elif sys.argv[1] in ("ops", "math"):
         sizes = [tuple(int(x) for x in p.split(":")) for p in sys.argv[2].split(",")]
-        result["ops"] = roofline(np, sizes, int(sys.argv[3]), int(sys.argv[4]))
+        result["ops"] = roofline(np, sizes, int(sys.argv[3]), int(sys.argv[4]), sys.argv[1])
     print(json.dumps(result, default=str))
 
 main()
@@ -341,6 +426,7 @@ pub(super) struct ForeignOps {
 
 pub(super) fn foreign_ops(
     python_exe: &str,
+    command: &str,
     sizes: &[(usize, usize)],
     row: usize,
     threads: usize,
@@ -349,7 +435,7 @@ pub(super) fn foreign_ops(
     let answer = python(
         python_exe,
         &[
-            "ops",
+            command,
             &spec.join(","),
             &row.to_string(),
             &threads.to_string(),

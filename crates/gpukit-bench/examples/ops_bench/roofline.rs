@@ -16,18 +16,8 @@ const OPS: [(&str, usize); 7] = [
 ];
 
 pub(super) fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
-    let sizes = if args.quick {
-        &ROOF_SIZES[..3]
-    } else {
-        &ROOF_SIZES[..]
-    };
-    // Per size: many runs where one is short, fewer where it is long.
-    let runs_for = |bytes: usize| match (args.quick, bytes >= 16 << 20) {
-        (false, false) => 21,
-        (false, true) => 11,
-        (true, false) => 9,
-        (true, true) => 5,
-    };
+    let sizes = args.sizes(&ROOF_SIZES, 3);
+    let runs_for = |bytes: usize| args.runs_for(bytes);
     println!(
         "\nroofline: bytes each op must read and write per second, as a fraction of memcpy's \
          (1.00 = memcpy speed); medians of {} runs ({} from 16 MiB)",
@@ -122,32 +112,38 @@ pub(super) fn roofline(ctx: &Context, args: &Args, records: &mut Vec<Record>) ->
                 memcpy_seconds: t_memcpy,
                 memcpy_gbps: bytes as f64 / t_memcpy / 1e9,
                 ratio_vs_memcpy: ratio,
-                numpy_seconds: None,
-                torch_seconds: None,
-                time_ratio_vs_numpy: None,
-                time_ratio_vs_torch: None,
-                time_ratio_vs_fastest: None,
+                foreign: Foreign::default(),
             });
         }
         println!();
     }
+    let ops: Vec<&str> = OPS.iter().map(|o| o.0).collect();
     side_by_side(
         args,
+        "ops",
+        &ops,
         sizes.iter().map(|&b| (b, runs_for(b))).collect(),
         records,
     );
     Ok(())
 }
 
-/// The same ops through numpy and PyTorch (in a `python3` child, after ours): each
-/// roofline record gets their times and ours over theirs; prints the ratios.
-fn side_by_side(args: &Args, sizes: Vec<(usize, usize)>, records: &mut Vec<Record>) {
+/// The same ops through numpy and PyTorch (in a `python3` child, after ours, the script's
+/// `command`: `ops` or `math`): each record of `ops` gets their times and ours over theirs;
+/// prints the ratios.
+pub(super) fn side_by_side(
+    args: &Args,
+    command: &str,
+    ops: &[&str],
+    sizes: Vec<(usize, usize)>,
+    records: &mut Vec<Record>,
+) {
     if !args.numpy {
         println!("numpy and torch: not measured (--no-numpy)");
         return;
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let foreign = match numpy::foreign_ops(&args.python, &sizes, ROW, threads) {
+    let foreign = match numpy::foreign_ops(&args.python, command, &sizes, ROW, threads) {
         Ok(f) => f,
         Err(e) => {
             let why = match e {
@@ -155,10 +151,13 @@ fn side_by_side(args: &Args, sizes: Vec<(usize, usize)>, records: &mut Vec<Recor
                 numpy::NumpyError::Failed(e) => e.to_string(),
             };
             println!("numpy and torch: not available ({why})");
-            records.push(Record::Libraries {
-                numpy: format!("not available ({why})"),
-                torch: "not available (numpy's child did not run)".to_owned(),
-            });
+            push_libraries(
+                records,
+                Record::Libraries {
+                    numpy: format!("not available ({why})"),
+                    torch: "not available (numpy's child did not run)".to_owned(),
+                },
+            );
             return;
         }
     };
@@ -168,27 +167,11 @@ fn side_by_side(args: &Args, sizes: Vec<(usize, usize)>, records: &mut Vec<Recor
             .map(|t| t.2)
     };
     for r in records.iter_mut() {
-        if let Record::Roofline {
-            op,
-            bytes,
-            seconds,
-            numpy_seconds,
-            torch_seconds,
-            time_ratio_vs_numpy,
-            time_ratio_vs_torch,
-            time_ratio_vs_fastest,
-            ..
-        } = r
-        {
-            *numpy_seconds = find(&foreign.numpy, *bytes, op);
-            *torch_seconds = find(&foreign.torch, *bytes, op);
-            *time_ratio_vs_numpy = numpy_seconds.map(|t| *seconds / t);
-            *time_ratio_vs_torch = torch_seconds.map(|t| *seconds / t);
-            let fastest = match (*numpy_seconds, *torch_seconds) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            *time_ratio_vs_fastest = fastest.map(|t| *seconds / t);
+        if let Some((op, bytes, seconds, f)) = r.timed() {
+            if ops.contains(&op) && sizes.iter().any(|s| s.0 == bytes) {
+                let numpy = find(&foreign.numpy, bytes, op);
+                *f = Foreign::new(seconds, numpy, find(&foreign.torch, bytes, op));
+            }
         }
     }
     println!(
@@ -197,8 +180,8 @@ fn side_by_side(args: &Args, sizes: Vec<(usize, usize)>, records: &mut Vec<Recor
         foreign.torch_status
     );
     print!("{:>14}", "size");
-    for (op, _) in OPS {
-        print!(" {op:>18}");
+    for op in ops {
+        print!(" {op:>14}");
     }
     println!();
     for (lib, pick) in [("numpy", 0usize), ("torch", 1)] {
@@ -207,35 +190,42 @@ fn side_by_side(args: &Args, sizes: Vec<(usize, usize)>, records: &mut Vec<Recor
         }
         for &(bytes, _) in &sizes {
             print!("{:>14}", format!("{} {lib}", fmt_bytes(bytes)));
-            for (op, _) in OPS {
-                let ratio = records.iter().find_map(|r| match r {
-                    Record::Roofline {
-                        op: o,
-                        bytes: b,
-                        time_ratio_vs_numpy,
-                        time_ratio_vs_torch,
-                        ..
-                    } if *o == op && *b == bytes => {
+            for op in ops {
+                let ratio = records.iter_mut().find_map(|r| match r.timed() {
+                    Some((o, b, _, f)) if o == *op && b == bytes => {
                         if pick == 0 {
-                            *time_ratio_vs_numpy
+                            f.time_ratio_vs_numpy
                         } else {
-                            *time_ratio_vs_torch
+                            f.time_ratio_vs_torch
                         }
                     }
                     _ => None,
                 });
                 match ratio {
-                    Some(v) => print!(" {v:>18.2}"),
-                    None => print!(" {:>18}", "-"),
+                    Some(v) => print!(" {v:>14.2}"),
+                    None => print!(" {:>14}", "-"),
                 }
             }
             println!();
         }
     }
-    records.push(Record::Libraries {
-        numpy: "numpy, 1 thread (its ufuncs have none)".to_owned(),
-        torch: foreign.torch_status,
-    });
+    push_libraries(
+        records,
+        Record::Libraries {
+            numpy: "numpy, 1 thread (its ufuncs have none)".to_owned(),
+            torch: foreign.torch_status,
+        },
+    );
+}
+
+/// Adds `libraries` unless an earlier side-by-side section of the run has said it.
+fn push_libraries(records: &mut Vec<Record>, libraries: Record) {
+    if !records
+        .iter()
+        .any(|r| matches!(r, Record::Libraries { .. }))
+    {
+        records.push(libraries);
+    }
 }
 
 /// The arrays the roofline's ops write.

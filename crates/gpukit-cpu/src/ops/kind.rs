@@ -4,7 +4,7 @@
 
 use gpukit_core::{BinaryOp, Distribution, Float, Gemm, Numeric, RhsSlice, UnaryOp};
 
-use super::split::{binary_pieces, part, pieces, work, MATH};
+use super::split::{binary_pieces, part, pieces, work, MATH, VMATH};
 use super::{gemm, rows, vmath};
 
 /// What an element type runs of the table.
@@ -77,7 +77,12 @@ impl<T: Numeric> Kind<T> for Ints {
 impl<T: Float> Kind<T> for Floats {
     const FLOAT: bool = true;
     fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
-        pieces(out, 1, work(op.math()), |start, o| {
+        let cost = if vmath::covers::<T>(op) && op != UnaryOp::Softplus {
+            VMATH
+        } else {
+            work(op.math())
+        };
+        pieces(out, 1, cost, |start, o| {
             let s = part(src, start, o.len());
             if !vmath::unary(op, s, o) {
                 op.map_float(s, o)
@@ -86,7 +91,9 @@ impl<T: Float> Kind<T> for Floats {
     }
     fn binary(op: BinaryOp, src: Option<&[T]>, rhs: RhsSlice<'_, T>, cols: usize, out: &mut [T]) {
         binary_pieces(src, rhs, cols, out, work(op.math()), |s, r, c, o| {
-            op.map_float(s, r, c, o)
+            if !vmath::binary(op, s, r, c, o) {
+                op.map_float(s, r, c, o)
+            }
         });
     }
     fn softmax(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) {
@@ -144,7 +151,7 @@ mod tests {
         for op in [UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Relu] {
             let (mut split, mut whole) = (vec![0f32; n], vec![0f32; n]);
             <Floats as Kind<f32>>::unary(op, Some(&x), &mut split);
-            // The same code unsplit: the vectorised body where there is one (exp).
+            // The same code unsplit: the vectorised body where there is one.
             if !vmath::unary(op, Some(&x), &mut whole) {
                 op.map_float(Some(&x), &mut whole);
             }
@@ -160,7 +167,9 @@ mod tests {
             for r in rhs {
                 let (mut split, mut whole) = (vec![0f32; n], vec![0f32; n]);
                 <Floats as Kind<f32>>::binary(op, Some(&x), r, cols, &mut split);
-                op.map_float(Some(&x), r, cols, &mut whole);
+                if !vmath::binary(op, Some(&x), r, cols, &mut whole) {
+                    op.map_float(Some(&x), r, cols, &mut whole);
+                }
                 assert!(bits(&split) == bits(&whole), "{op:?} with {r:?}");
                 // In place too.
                 let mut inplace = x.clone();

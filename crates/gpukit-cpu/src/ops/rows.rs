@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use super::kind::Kind;
 use super::ranges::{done, Ranges};
-use super::split::{part, pieces, MATH, PIECE, SPLIT_FROM};
+use super::split::{part, pieces, MATH, PIECE, SPLIT_FROM, VMATH};
 use crate::queue::Task;
 use crate::CpuBackend;
 
@@ -63,10 +63,20 @@ pub(super) unsafe fn cross_entropy<T: Numeric, K: Kind<T>>(
     })
 }
 
+/// The work per element of a row-wise op on `T`: [`VMATH`] where the vectorised math runs
+/// it (f32), else [`MATH`].
+fn row_cost<T: Float>() -> usize {
+    if T::DTYPE == gpukit_core::DType::F32 {
+        VMATH
+    } else {
+        MATH
+    }
+}
+
 /// `gpukit_core::softmax_rows` over rows of `cols`, many rows split across the cores.
 pub(super) fn split_softmax<T: Float>(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) {
     // Rows are independent: split in whole rows, the same bits.
-    pieces(out, cols, MATH, |start, o| {
+    pieces(out, cols, row_cost::<T>(), |start, o| {
         let s = part(src, start, o.len());
         if !super::vmath::softmax(log, s, cols, o) {
             gpukit_core::softmax_rows(log, s, cols, o)
@@ -83,11 +93,12 @@ pub(super) fn split_cross_entropy<T: Float>(
     grad: Option<&mut [T]>,
 ) {
     let rows = loss.len();
-    if rows.saturating_mul(cols).saturating_mul(MATH) < SPLIT_FROM || cols == 0 {
-        return gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
+    let cost = row_cost::<T>();
+    if rows.saturating_mul(cols).saturating_mul(cost) < SPLIT_FROM || cols == 0 {
+        return cross_entropy_rows(logits, labels, cols, loss, grad);
     }
     // Rows are independent: split in whole rows, the same bits.
-    let per = (PIECE / MATH / cols).max(1);
+    let per = (PIECE / cost / cols).max(1);
     let rows_of = |k: usize, l: &[T]| (k * per, k * per + l.len());
     match grad {
         Some(grad) => loss
@@ -97,13 +108,26 @@ pub(super) fn split_cross_entropy<T: Float>(
             .for_each(|(k, (l, g))| {
                 let (a, b) = rows_of(k, l);
                 let x = &logits[a * cols..b * cols];
-                gpukit_core::cross_entropy_rows(x, &labels[a..b], cols, l, Some(g));
+                cross_entropy_rows(x, &labels[a..b], cols, l, Some(g));
             }),
         None => loss.par_chunks_mut(per).enumerate().for_each(|(k, l)| {
             let (a, b) = rows_of(k, l);
             let x = &logits[a * cols..b * cols];
-            gpukit_core::cross_entropy_rows(x, &labels[a..b], cols, l, None);
+            cross_entropy_rows(x, &labels[a..b], cols, l, None);
         }),
+    }
+}
+
+/// `gpukit_core::cross_entropy_rows`, the vectorised one where there is one (f32).
+fn cross_entropy_rows<T: Float>(
+    logits: &[T],
+    labels: &[u32],
+    cols: usize,
+    loss: &mut [T],
+    mut grad: Option<&mut [T]>,
+) {
+    if !super::vmath::cross_entropy(logits, labels, cols, loss, grad.as_deref_mut()) {
+        gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
     }
 }
 
@@ -112,7 +136,7 @@ mod tests {
     use super::*;
 
     /// Softmax and cross-entropy of many rows, split across the cores, give the bits of
-    /// gpukit-core's references run over all the rows in one pass.
+    /// the same code run over all the rows in one pass (f32: the vectorised one).
     #[test]
     fn split_rows_equal_the_reference() {
         let n = 3 * SPLIT_FROM + 12_345;
@@ -124,7 +148,7 @@ mod tests {
         let m = &y[..rows * cols];
         let (mut split, mut whole) = (vec![0f32; m.len()], vec![0f32; m.len()]);
         split_softmax(true, Some(m), cols, &mut split);
-        gpukit_core::softmax_rows(true, Some(m), cols, &mut whole);
+        assert!(crate::ops::vmath::softmax(true, Some(m), cols, &mut whole));
         assert!(split
             .iter()
             .zip(&whole)
@@ -133,7 +157,7 @@ mod tests {
         let (mut ls, mut lw) = (vec![0f32; rows], vec![0f32; rows]);
         let (mut gs, mut gw) = (vec![0f32; m.len()], vec![0f32; m.len()]);
         split_cross_entropy(m, &labels, cols, &mut ls, Some(&mut gs));
-        gpukit_core::cross_entropy_rows(m, &labels, cols, &mut lw, Some(&mut gw));
+        cross_entropy_rows(m, &labels, cols, &mut lw, Some(&mut gw));
         assert!(ls.iter().zip(&lw).all(|(a, b)| a.to_bits() == b.to_bits()));
         assert!(gs.iter().zip(&gw).all(|(a, b)| a.to_bits() == b.to_bits()));
         let mut ln = vec![0f32; rows];

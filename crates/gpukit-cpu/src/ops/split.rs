@@ -15,6 +15,10 @@ pub(crate) const PIECE: usize = 1 << 16;
 /// about 3-4 ns per element here against a fraction of a nanosecond, so it is split from
 /// [`SPLIT_FROM`] / `MATH` elements, in pieces of [`PIECE`] / `MATH`.
 pub(crate) const MATH: usize = 16;
+/// The work per element of an f32 op run through the vectorised math (`ops::vmath`: `exp`,
+/// `tanh`, ..., softmax), in the same units: 0.4-0.8 ns an element on one core here, about
+/// four times `add`'s (the exceptions, `softplus` and `pow`, keep [`MATH`]).
+pub(crate) const VMATH: usize = 4;
 
 /// The work per element of an op whose `math` column is `math`: [`MATH`] when it calls the
 /// math library, else 1.

@@ -70,7 +70,7 @@ fn missing_reports_leave_one_na_row_per_group() {
     );
     let table = render(&rows, "0.10 0.20 0.30", "0.40 0.50 0.60");
     assert!(table.contains("at start: 0.10 0.20 0.30; at end: 0.40 0.50 0.60"));
-    assert!(table.contains("targets: 0 hold, 0 MISSED, 12 n/a; 10 figures without a target"));
+    assert!(table.contains("targets: 0 hold, 0 MISSED, 12 n/a; 11 figures without a target"));
     let summary = to_json(&rows, "a", "b");
     assert_eq!(summary["rows"][0]["holds"], "n/a");
     assert_eq!(summary["rows"][0]["value"], Value::Null);
