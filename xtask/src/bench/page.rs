@@ -311,6 +311,31 @@ const SECTIONS: &[Section] = &[
         note: no_note,
     },
     Section {
+        title: "Pipelines against the machine's bound: `pipeline_bench`",
+        about: "The same runs as a fraction of what this machine allows the pattern's work at \
+                best: per batch the largest of the loader's wait, the compute, the host's \
+                enqueue and deliver time, the copies as plain `memcpy`s on buffers of the \
+                pattern's footprint (upload and download at once on two threads where that \
+                is faster than one after the other), and on the CPU backend all that work \
+                shared by the machine's cores. 1.00 is the machine's limit; the target is \
+                0.85 for triple buffering at ratio 1 from 1 MiB batches. On CUDA the figure \
+                is the library's max-stage efficiency (copy engines counted).",
+        reports: &[
+            ("pipeline_bench", "CPU backend"),
+            ("pipeline_bench_cuda", "CUDA"),
+        ],
+        corner: "fraction of the bound",
+        cells: |r| {
+            let ratio = fixed(num(r, "ratio"), 2);
+            vec![Cell::sized(
+                format!("{}, ratio {ratio}", text(r, "pattern")),
+                bytes(r, "batch_bytes"),
+                fixed(num(r, "fraction_of_machine_bound"), 2),
+            )]
+        },
+        note: no_note,
+    },
+    Section {
         title: "Graphs: host cost per op, `graph_bench`",
         about: "A chain of small ops (100 by default) queued op by op against one launch of \
                 the same chain captured as a graph: the host's microseconds per op, and \

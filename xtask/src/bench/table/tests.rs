@@ -70,7 +70,7 @@ fn missing_reports_leave_one_na_row_per_group() {
     );
     let table = render(&rows, "0.10 0.20 0.30", "0.40 0.50 0.60");
     assert!(table.contains("at start: 0.10 0.20 0.30; at end: 0.40 0.50 0.60"));
-    assert!(table.contains("targets: 0 hold, 0 MISSED, 12 n/a; 11 figures without a target"));
+    assert!(table.contains("targets: 0 hold, 0 MISSED, 13 n/a; 11 figures without a target"));
     let summary = to_json(&rows, "a", "b");
     assert_eq!(summary["rows"][0]["holds"], "n/a");
     assert_eq!(summary["rows"][0]["value"], Value::Null);
@@ -95,18 +95,19 @@ fn records_become_rows_with_their_targets() {
             copy("add", 16 << 20, 1.5),
         ]),
     );
-    let point = |pattern: &str, ratio: f64, batch: u64, speedup: f64| {
+    let point = |pattern: &str, ratio: f64, batch: u64, speedup: f64, of_bound: f64| {
         json!({"backend": "cpu", "pattern": pattern, "ratio": ratio, "batch_bytes": batch,
-               "speedup_vs_sequential": speedup, "efficiency": 0.9})
+               "speedup_vs_sequential": speedup, "efficiency": 0.9,
+               "fraction_of_machine_bound": of_bound})
     };
     write(
         "pipeline_bench",
         json!([
-            point("triple", 1.0, 1 << 20, 1.5),
-            point("triple", 1.0, 16 << 20, 2.1),
-            point("triple", 0.25, 16 << 20, 1.2),
-            point("double", 1.0, 16 << 20, 1.7),
-            point("triple", 1.0, 256 << 10, 0.9),
+            point("triple", 1.0, 1 << 20, 0.95, 0.4),
+            point("triple", 1.0, 16 << 20, 2.1, 0.9),
+            point("triple", 0.25, 16 << 20, 1.2, 0.5),
+            point("double", 1.0, 16 << 20, 1.7, 0.5),
+            point("triple", 1.0, 256 << 10, 0.9, 0.5),
         ]),
     );
     write(
@@ -168,11 +169,24 @@ fn records_become_rows_with_their_targets() {
         "triple buffering, ratio 1, 16 MiB batches: speedup vs sequential",
     );
     assert_eq!(p16.verdict(), Verdict::Holds);
+    let b1 = find(
+        &rows,
+        "triple buffering, ratio 1, 1 MiB batches: fraction of the machine's bound",
+    );
+    assert_eq!(
+        (b1.target, b1.verdict()),
+        (Some(at_least(0.85)), Verdict::Missed)
+    );
+    let b16 = find(
+        &rows,
+        "triple buffering, ratio 1, 16 MiB batches: fraction of the machine's bound",
+    );
+    assert_eq!(b16.verdict(), Verdict::Holds);
     assert_eq!(
         rows.iter()
             .filter(|r| r.name.starts_with("triple buffering") && r.device == "cpu")
             .count(),
-        2
+        4
     );
 
     assert_eq!(
