@@ -18,10 +18,20 @@
 //!   queue, with none of the library's safety around it.
 //!
 //! The ratios `facade / backend` and `core / backend` are the cost of the safe layers; the
-//! target is at most 1.3 (the project's goal: enqueue close to a raw launch).
+//! target is at most 1.3 (the project's goal: enqueue close to a raw launch). The timing
+//! thread is pinned to the core it starts on (Linux), so that the ways see the same core's
+//! caches and clock.
+//!
+//! **PyTorch.** Where `import torch` works in a `python3` child (`--python`), the child
+//! times PyTorch's eager `torch.add(a, b, out=c)` on CPU tensors of `--elems` f32 (one
+//! thread, medians of 101 rounds of 200 calls after 1000 warm-up calls; the call does the
+//! add, which on 1 Ki elements is a small part of it), and the record `facade vs torch.add`
+//! is our facade's enqueue over that: the target is at most 0.25. Without PyTorch the
+//! program says why and leaves the record out.
 //!
 //! ```text
 //! cargo run --release --example enqueue_bench -- [--json FILE] [--rounds N] [--ops N] [--elems N]
+//!     [--python EXE] [--no-torch]
 //! ```
 
 use std::process::ExitCode;
@@ -47,6 +57,8 @@ usage: enqueue_bench [options]
   --rounds N     rounds per way, at least 5 (default 101)
   --ops N        ops queued per round, 1 to 250 (default 200; a CPU stream holds 256)
   --elems N      elements per op, at least 1 (default 1024)
+  --python EXE   the Python that times PyTorch's torch.add, where it imports (default python3)
+  --no-torch     leave PyTorch out
   -h, --help     this text";
 
 struct Args {
@@ -54,6 +66,8 @@ struct Args {
     rounds: usize,
     ops: usize,
     elems: usize,
+    python: String,
+    torch: bool,
 }
 
 fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
@@ -62,6 +76,8 @@ fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
         rounds: 101,
         ops: 200,
         elems: 1024,
+        python: "python3".to_owned(),
+        torch: true,
     };
     while let Some(arg) = cli.next_arg()? {
         match arg {
@@ -69,6 +85,8 @@ fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
             Long("rounds") => args.rounds = cli.number("--rounds", "a count", 5..)?,
             Long("ops") => args.ops = cli.number("--ops", "a count", 1..=250)?,
             Long("elems") => args.elems = cli.number("--elems", "a count", 1..)?,
+            Long("python") => args.python = cli.string("--python")?,
+            Long("no-torch") => args.torch = false,
             other => return Err(other.unexpected().into()),
         }
     }
@@ -82,6 +100,79 @@ struct Record {
     ours_ns: f64,
     baseline_ns: f64,
     ratio: f64,
+}
+
+/// The Python side: times `torch.add(a, b, out=c)` on `argv[1]` f32 elements; one JSON
+/// object on the last line of stdout.
+const TORCH_SCRIPT: &str = r#"
+import json, sys, time
+try:
+    import torch
+except Exception as e:
+    print(json.dumps({"ok": False, "reason": "%s: %s" % (type(e).__name__, e)}))
+    sys.exit(0)
+n = int(sys.argv[1])
+torch.set_num_threads(1)
+a, b, c = torch.ones(n), torch.full((n,), 2.0), torch.empty(n)
+for _ in range(1000):
+    torch.add(a, b, out=c)
+ts = []
+for _ in range(101):
+    t = time.perf_counter_ns()
+    for _ in range(200):
+        torch.add(a, b, out=c)
+    ts.append((time.perf_counter_ns() - t) / 200)
+ts.sort()
+print(json.dumps({"ok": True, "version": torch.__version__, "ns": ts[len(ts) // 2],
+                  "correct": bool((c == 3).all())}))
+"#;
+
+/// PyTorch's nanoseconds per `torch.add(a, b, out=c)` on `n` f32 and its version, or why
+/// it was not measured.
+fn torch_add_ns(python: &str, n: usize) -> Result<(f64, String), String> {
+    let out = std::process::Command::new(python)
+        .arg("-c")
+        .arg(TORCH_SCRIPT)
+        .arg(n.to_string())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {python}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let answer: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .map_err(|_| {
+            format!(
+                "{python} exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })?;
+    if answer["ok"].as_bool() != Some(true) {
+        return Err(answer["reason"]
+            .as_str()
+            .unwrap_or("no reason given")
+            .to_owned());
+    }
+    if answer["correct"].as_bool() != Some(true) {
+        return Err("torch.add gave a wrong result".to_owned());
+    }
+    let ns = answer["ns"].as_f64().ok_or("no time in the answer")?;
+    Ok((ns, answer["version"].as_str().unwrap_or("?").to_owned()))
+}
+
+/// Pins the calling thread to the core it is running on (Linux; elsewhere nothing).
+fn pin_to_current_core() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `sched_getcpu` has no preconditions; `set` is a zeroed `cpu_set_t` that
+    // CPU_SET fills for a core number the kernel gave, and `sched_setaffinity(0, ..)`
+    // changes only the calling thread's affinity.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        if cpu >= 0 {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
 }
 
 /// Holds the worker of the stream it runs on until the round opens it.
@@ -208,6 +299,7 @@ fn run() -> Res {
 
     let (mut facade_ns, mut multi_ns, mut core_ns, mut raw) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    pin_to_current_core();
     for _ in 0..args.rounds {
         facade_ns.push(facade.round(args.ops)?);
         multi_ns.push(multi.round(args.ops)?);
@@ -255,7 +347,7 @@ fn run() -> Res {
     // The ratio is the median of each round's ratio to the baseline's round beside it, so
     // that the machine's drift between rounds (frequency, other load) cancels.
     let baseline = median_or_nan(raw.clone());
-    let records: Vec<Record> = [
+    let mut records: Vec<Record> = [
         ("facade", facade_ns),
         ("facade with 2 streams", multi_ns),
         ("core", core_ns),
@@ -286,6 +378,30 @@ fn run() -> Res {
             r.ours_ns,
             r.ratio
         );
+    }
+    let torch = if args.torch {
+        torch_add_ns(&args.python, n)
+    } else {
+        Err("--no-torch".to_owned())
+    };
+    match torch {
+        Ok((ns, version)) => {
+            let ours = records[0].ours_ns;
+            let ratio = ours / ns;
+            let verdict = if ratio <= 0.25 { "holds" } else { "MISSED" };
+            println!(
+                "  torch {version} torch.add(a, b, out=c): {ns:.0} ns per call; the facade's \
+                 enqueue is {ratio:.3}x of it (target <= 0.25: {verdict})"
+            );
+            records.push(Record {
+                backend: "cpu",
+                name: format!("add_f32_{n} via facade vs torch.add"),
+                ours_ns: ours,
+                baseline_ns: ns,
+                ratio,
+            });
+        }
+        Err(why) => println!("  torch.add: not available ({why})"),
     }
     if let Some(path) = &args.json {
         write_json(path, &records)?;

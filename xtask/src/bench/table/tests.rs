@@ -115,6 +115,7 @@ fn records_become_rows_with_their_targets() {
         json!([
             {"backend": "cpu", "name": "add_f32_1024", "ours_ns": 500.0, "baseline_ns": 400.0, "ratio": 1.25},
             {"backend": "cpu", "name": "launch", "ours_ns": 700.0, "baseline_ns": 400.0, "ratio": 1.75},
+            {"backend": "cpu", "name": "add_f32_1024 via facade vs torch.add", "ours_ns": 500.0, "baseline_ns": 4000.0, "ratio": 0.125},
         ]),
     );
     write(
@@ -189,6 +190,11 @@ fn records_become_rows_with_their_targets() {
         4
     );
 
+    let torch = find(&rows, "enqueue add_f32_1024 via facade vs torch.add");
+    assert_eq!(
+        (torch.target, torch.verdict()),
+        (Some(at_most(0.25)), Verdict::Holds)
+    );
     assert_eq!(
         find(&rows, "enqueue add_f32_1024 vs direct worker push").verdict(),
         Verdict::Holds
