@@ -472,13 +472,14 @@ const SECTIONS: &[Section] = &[
                 fixed(num(r, "gflops"), 1),
             )];
             if text(r, "key") == "ours" {
-                let ratio = num(r, "ratio_vs_numpy").map(|v| format!("{v:.2}x"));
-                cells.push(Cell::new(
-                    "ours / numpy",
-                    n,
-                    n.to_string(),
-                    ratio.unwrap_or_else(|| "-".to_owned()),
-                ));
+                for (key, row) in [
+                    ("time_ratio_vs_numpy", "our time / numpy's"),
+                    ("time_ratio_vs_torch", "our time / PyTorch's"),
+                ] {
+                    if let Some(v) = num(r, key) {
+                        cells.push(Cell::new(row, n, n.to_string(), format!("{v:.2}x")));
+                    }
+                }
             }
             cells
         },

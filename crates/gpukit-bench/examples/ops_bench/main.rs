@@ -55,7 +55,13 @@
 //!   child's environment; the child reports which BLAS ran (numpy's build configuration,
 //!   threadpoolctl's view where it is installed, the BLAS libraries mapped into the process,
 //!   and for OpenBLAS its core name, configuration and thread count through ctypes). Without
-//!   numpy the program prints `numpy: not available (<reason>)` and leaves those rows out.
+//!   numpy the program prints `numpy: not available (<reason>)` and leaves those rows out;
+//! - where `import torch` works in the same child, PyTorch's `torch.mm(a, b, out=c)` on the
+//!   machine's threads (`torch: not available (<reason>)` otherwise).
+//!
+//! Each record carries `time_ratio_vs_numpy`, `time_ratio_vs_torch` and
+//! `time_ratio_vs_fastest` (its time over theirs; the target for ours is at most 1.0 from
+//! n = 512) besides GFLOP/s.
 //!
 //! Every result is checked: the reference, our CPU backend's product, at 64 sampled entries
 //! against f64 dot products; every timed result (ours included) against the reference's
@@ -217,7 +223,7 @@ enum Record {
     /// One gemm implementation at one size.
     Gemm {
         /// A stable name: `ours`, `matrixmultiply`, `matrixmultiply_threading`,
-        /// `gemm_rayon`, `gemm_none`, `numpy`.
+        /// `gemm_rayon`, `gemm_none`, `numpy`, `torch`.
         key: &'static str,
         implementation: String,
         device: String,
@@ -229,6 +235,10 @@ enum Record {
         gflops: f64,
         /// `gflops / numpy's gflops` at this size (`null` without numpy).
         ratio_vs_numpy: f64,
+        /// numpy's and PyTorch's times at this size, and ours over theirs (time ratios:
+        /// below 1.0 is faster; the target for ours is at most 1.0 from n = 512).
+        #[serde(flatten)]
+        foreign: Foreign,
         /// `max |x - ref| / max |ref|` against the reference (see `checked_against`).
         max_rel_err: f64,
         checked_against: &'static str,

@@ -323,7 +323,7 @@ pub(super) fn gemm_section(ctx: &Context, args: &Args, records: &mut Vec<Record>
 
     if args.numpy {
         match numpy_gemm(&args.python, &inputs, args.quick) {
-            Ok((info, row)) => {
+            Ok((info, row, torch)) => {
                 println!("numpy: {}", describe_blas(&info));
                 records.push(Record::Numpy {
                     available: true,
@@ -331,6 +331,10 @@ pub(super) fn gemm_section(ctx: &Context, args: &Args, records: &mut Vec<Record>
                     info,
                 });
                 rows.push(row);
+                match torch {
+                    Ok(row) => rows.push(row),
+                    Err(why) => println!("torch: not available ({why})"),
+                }
             }
             Err(NumpyError::Unavailable(reason)) => {
                 println!("numpy: not available ({reason})");
@@ -347,12 +351,16 @@ pub(super) fn gemm_section(ctx: &Context, args: &Args, records: &mut Vec<Record>
     }
 
     print_gemm_table(sizes, &rows);
-    let numpy = rows.iter().find(|r| r.key == "numpy");
+    let seconds_of = |key: &str, n: usize| {
+        rows.iter()
+            .find(|r| r.key == key)
+            .and_then(|row| row.results.iter().find(|x| x.n == n))
+            .map(|x| x.seconds)
+    };
     for row in &rows {
         for r in &row.results {
-            let vs_numpy = numpy
-                .and_then(|np| np.results.iter().find(|x| x.n == r.n))
-                .map_or(f64::NAN, |np| r.gflops() / np.gflops());
+            let numpy = seconds_of("numpy", r.n);
+            let vs_numpy = numpy.map_or(f64::NAN, |t| t / r.seconds);
             records.push(Record::Gemm {
                 key: row.key,
                 implementation: row.label.clone(),
@@ -363,6 +371,7 @@ pub(super) fn gemm_section(ctx: &Context, args: &Args, records: &mut Vec<Record>
                 seconds: r.seconds,
                 gflops: r.gflops(),
                 ratio_vs_numpy: vs_numpy,
+                foreign: Foreign::new(r.seconds, numpy, seconds_of("torch", r.n)),
                 max_rel_err: r.max_rel_err,
                 checked_against: r.checked_against,
             });
@@ -408,6 +417,23 @@ fn print_gemm_table(sizes: &[usize], rows: &[GemmRow]) {
             }
         }
         println!();
+    }
+    if let Some(ours) = rows.iter().find(|r| r.key == "ours") {
+        for key in ["numpy", "torch"] {
+            let Some(theirs) = rows.iter().find(|r| r.key == key) else {
+                continue;
+            };
+            print!("{:<width$}", format!("our time / {key}'s"));
+            for &n in sizes {
+                let o = ours.results.iter().find(|r| r.n == n);
+                let p = theirs.results.iter().find(|r| r.n == n);
+                match (o, p) {
+                    (Some(o), Some(p)) => print!(" {:>8.2}", o.seconds / p.seconds),
+                    _ => print!(" {:>8}", "-"),
+                }
+            }
+            println!();
+        }
     }
 }
 

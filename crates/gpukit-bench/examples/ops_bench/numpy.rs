@@ -10,9 +10,10 @@ pub(super) enum NumpyError {
     Failed(Box<dyn std::error::Error>),
 }
 
-/// The Python side: `probe` imports numpy and reports its BLAS; `time DIR N:RUNS,...` also
-/// times `a @ b` on `DIR/a{N}.f32` and `DIR/b{N}.f32` (little-endian f32, row-major) and
-/// writes the product to `DIR/c{N}.f32`; `ops` and `math` time the roofline's and the math
+/// The Python side: `probe` imports numpy and reports its BLAS; `time DIR N:RUNS,... THREADS`
+/// also times `a @ b` on `DIR/a{N}.f32` and `DIR/b{N}.f32` (little-endian f32, row-major)
+/// and writes the product to `DIR/c{N}.f32`, and where torch imports `torch.mm` on THREADS
+/// threads into `DIR/t{N}.f32`; `ops` and `math` time the roofline's and the math
 /// section's ops through numpy and PyTorch. One JSON object on the last line of stdout.
 const NUMPY_SCRIPT: &str = r#"
 import json, os, sys, time
@@ -104,6 +105,35 @@ def timing(np, folder, pairs):
         med = ts[m // 2] if m % 2 else (ts[m // 2 - 1] + ts[m // 2]) / 2
         out.append({"n": n, "runs": runs, "seconds": med, "dtype": str(c.dtype)})
     return out
+
+def torch_timing(np, folder, pairs, threads):
+    """`torch.mm(a, b, out=c)` on the same matrices, on `threads` threads, where torch
+    imports; each product written to `t{N}.f32`."""
+    try:
+        import torch
+    except Exception as e:
+        return {"available": False, "reason": "%s: %s" % (type(e).__name__, e)}
+    torch.set_num_threads(threads)
+    out = []
+    for n, runs in pairs:
+        load = lambda name: torch.from_numpy(
+            np.fromfile(os.path.join(folder, "%s%d.f32" % (name, n)), dtype="<f4").reshape(n, n))
+        a, b = load("a"), load("b")
+        c = torch.empty(n, n)
+        torch.mm(a, b, out=c)
+        torch.mm(a, b, out=c)
+        ts = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            torch.mm(a, b, out=c)
+            ts.append(time.perf_counter() - t)
+        c.numpy().astype("<f4").tofile(os.path.join(folder, "t%d.f32" % n))
+        ts.sort()
+        m = len(ts)
+        med = ts[m // 2] if m % 2 else (ts[m // 2 - 1] + ts[m // 2]) / 2
+        out.append({"n": n, "runs": runs, "seconds": med})
+    return {"available": True, "version": torch.__version__,
+            "threads": torch.get_num_threads(), "results": out}
 
 def median_seconds(f, runs):
     f()
@@ -276,6 +306,7 @@ def main():
     if sys.argv[1] == "time":
         pairs = [tuple(int(x) for x in p.split(":")) for p in sys.argv[3].split(",")]
         result["results"] = timing(np, sys.argv[2], pairs)
+        result["torch"] = torch_timing(np, sys.argv[2], pairs, int(sys.argv[4]))
     elif sys.argv[1] in ("ops", "math"):
         sizes = [tuple(int(x) for x in p.split(":")) for p in sys.argv[2].split(",")]
         result["ops"] = roofline(np, sizes, int(sys.argv[3]), int(sys.argv[4]), sys.argv[1])
@@ -337,12 +368,13 @@ fn python(python: &str, args: &[&str]) -> Result<Value, NumpyError> {
 }
 
 /// Times numpy's `a @ b` on `inputs` and checks its products against the CPU backend's;
-/// numpy's BLAS description and its row.
+/// numpy's BLAS description and its row, and PyTorch's row (`torch.mm` on the machine's
+/// threads, its products checked the same way) or why PyTorch was not measured.
 pub(super) fn numpy_gemm(
     python_exe: &str,
     inputs: &[GemmInput],
     quick: bool,
-) -> Result<(Value, GemmRow), NumpyError> {
+) -> Result<(Value, GemmRow, Result<GemmRow, String>), NumpyError> {
     python(python_exe, &["probe"])?;
     let failed = |e: String| NumpyError::Failed(e.into());
     let dir = TempDir(std::env::temp_dir().join(format!("ops_bench_{}", std::process::id())));
@@ -359,7 +391,11 @@ pub(super) fn numpy_gemm(
         pairs.push(format!("{n}:{}", gemm_runs(n, quick)));
     }
     let folder = dir.0.to_string_lossy().into_owned();
-    let answer = python(python_exe, &["time", &folder, &pairs.join(",")])?;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let answer = python(
+        python_exe,
+        &["time", &folder, &pairs.join(","), &cores.to_string()],
+    )?;
     let info = answer["info"].clone();
     let threads = info["openblas"]["num_threads"]
         .as_u64()
@@ -370,37 +406,59 @@ pub(super) fn numpy_gemm(
                 .and_then(|p| p["num_threads"].as_u64())
                 .map(|t| t as usize)
         });
-    let mut results = Vec::new();
-    for GemmInput { n, reference, .. } in inputs {
-        let r = answer["results"]
-            .as_array()
-            .and_then(|rs| rs.iter().find(|r| r["n"].as_u64() == Some(*n as u64)))
-            .ok_or_else(|| failed(format!("numpy gave no result for n = {n}")))?;
-        let path = dir.0.join(format!("c{n}.f32"));
-        let bytes = std::fs::read(&path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
-        let c: Vec<f32> = bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        let err = rel_err(&c, reference);
-        if !within_tol(err) {
-            return Err(failed(format!(
-                "numpy's product at n = {n}: relative error {err:.2e} > {GEMM_TOL:.0e} against the CPU backend"
-            )));
+    // Each product read back and checked against the reference.
+    let results_of = |list: &Value, prefix: &str, who: &str| -> Result<Vec<GemmResult>, String> {
+        let mut results = Vec::new();
+        for GemmInput { n, reference, .. } in inputs {
+            let r = list
+                .as_array()
+                .and_then(|rs| rs.iter().find(|r| r["n"].as_u64() == Some(*n as u64)))
+                .ok_or_else(|| format!("{who} gave no result for n = {n}"))?;
+            let path = dir.0.join(format!("{prefix}{n}.f32"));
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let c: Vec<f32> = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            let err = rel_err(&c, reference);
+            if !within_tol(err) {
+                return Err(format!(
+                    "{who}'s product at n = {n}: relative error {err:.2e} > {GEMM_TOL:.0e} against the CPU backend"
+                ));
+            }
+            results.push(GemmResult {
+                n: *n,
+                runs: r["runs"].as_u64().unwrap_or(0) as usize,
+                seconds: r["seconds"].as_f64().unwrap_or(f64::NAN),
+                max_rel_err: err,
+                checked_against: "cpu backend",
+            });
         }
-        results.push(GemmResult {
-            n: *n,
-            runs: r["runs"].as_u64().unwrap_or(0) as usize,
-            seconds: r["seconds"].as_f64().unwrap_or(f64::NAN),
-            max_rel_err: err,
-            checked_against: "cpu backend",
-        });
-    }
+        Ok(results)
+    };
+    let results = results_of(&answer["results"], "c", "numpy").map_err(failed)?;
     let label = format!(
         "numpy a @ b ({}{})",
         blas_name(&info),
         threads.map_or(String::new(), |t| format!(", {t} threads"))
     );
+    let t = &answer["torch"];
+    let torch = if t["available"].as_bool() == Some(true) {
+        let threads = t["threads"].as_u64().map(|t| t as usize);
+        results_of(&t["results"], "t", "torch").map(|results| GemmRow {
+            key: "torch",
+            label: format!(
+                "torch {} torch.mm ({} threads)",
+                t["version"].as_str().unwrap_or("?"),
+                threads.map_or("?".to_owned(), |t| t.to_string())
+            ),
+            device: "host".to_owned(),
+            threads,
+            results,
+        })
+    } else {
+        Err(t["reason"].as_str().unwrap_or("no reason given").to_owned())
+    };
     Ok((
         info,
         GemmRow {
@@ -410,6 +468,7 @@ pub(super) fn numpy_gemm(
             threads,
             results,
         },
+        torch,
     ))
 }
 
