@@ -67,6 +67,7 @@ pub const BENCH_PROGRAMS: &[&str] = &[
     "graph_bench",
     "kernel_bench",
     "allreduce_bench",
+    "startup_bench",
 ];
 
 /// The tools (examples of [`TOOL_PACKAGE`]) copied into `DIR/tools/`; `run.sh` runs them by

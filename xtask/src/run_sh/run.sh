@@ -67,7 +67,8 @@ nothing, where python3 lacks torch or torch lacks CUDA).
 options:
   --quick             the benchmarks in short: cuda_bench and transfer_bench up to
                       256 MiB, pipeline_bench --quick, graph_bench as it is, kernel_bench
-                      --runs 7, allreduce_bench --quick; then the comparator only with
+                      --runs 7, allreduce_bench --quick, startup_bench as always (5 fresh
+                      processes per device, cuda's included); then the comparator only with
                       @TORCH_COMPARE_NEEDS@ s of the budget left (else `not run`, failing
                       nothing). Needs --bench
   --max-mib N         the largest transfer of cuda_bench and transfer_bench, 1 to 65536
@@ -439,7 +440,7 @@ if [ "$want_bench" -eq 1 ]; then
     echo "steps:  ${steps[*]}, then the torch comparator"
     bench_shape="every benchmark in full"
     if [ "$quick" -eq 1 ]; then
-        bench_shape="--quick: cuda_bench and transfer_bench to ${max_mib:-256} MiB, pipeline_bench --quick, graph_bench, kernel_bench --runs 7, allreduce_bench --quick; the comparator with $torch_compare_needs s left"
+        bench_shape="--quick: cuda_bench and transfer_bench to ${max_mib:-256} MiB, pipeline_bench --quick, graph_bench, kernel_bench --runs 7, allreduce_bench --quick, startup_bench; the comparator with $torch_compare_needs s left"
     elif [ -n "$max_mib" ]; then
         bench_shape="cuda_bench and transfer_bench to $max_mib MiB"
     fi

@@ -284,6 +284,11 @@ step_bench() {
             kernel_bench)
                 if [ "$quick" -eq 1 ]; then args+=(--runs 7); fi
                 ;;
+            startup_bench)
+                # Fresh processes per device, CUDA's among them; it takes no --device.
+                args=(--json "$logdir/$name.json" --runs 5
+                    --devices cpu,auto,cuda,vulkan,probe:cuda,probe:vulkan)
+                ;;
         esac
         echo "--- $name ${args[*]}"
         run_limited "$logdir/$log" "$prog" "${args[@]}"
