@@ -174,23 +174,100 @@ pub trait Numeric: Element + PartialOrd {
 }
 
 /// Elements per partial sum of a float `sum`, `mean` or `dot` (and of any type's `mean`):
-/// each chunk of this many consecutive elements is summed in f64 in order, then the chunks'
-/// sums are added in order, left to right. Below this length that is the plain sum in
-/// order. The order is fixed, whatever the machine and its cores, so results are
+/// each chunk of this many consecutive elements is summed in f64 in [`SUM_PARTIALS`]
+/// interleaved partial sums ([`chunk_sum`]), then the chunks' sums are added in order, left
+/// to right. The order is fixed, whatever the machine and its cores, so results are
 /// reproducible: it is the contract every backend's float sums are held to
 /// ([`ordered_sum`]), and a backend may sum the chunks on several cores at once (the CPU
 /// backend does) and get the same bits.
 pub const SUM_CHUNK: usize = 1 << 16;
 
-/// The f64 sum of `xs` in the order [`SUM_CHUNK`] defines, written out plainly: each chunk
-/// from `-0.0` in order, then the chunks' sums in order (`-0.0` when empty, as Rust's float
-/// `sum`). The value every float `sum` and `mean` rounds; a backend that computes it its
-/// own way gives it to [`crate::ReduceOp::of_sum`].
+/// Partial sums per chunk of [`SUM_CHUNK`]: element `i` of a chunk goes to partial `i % 32`,
+/// each partial adds its elements in order from `-0.0`, and the partials are then added
+/// pairwise (`p[i] + p[i + 16]` for `i < 16`, then `+ p[i + 8]` for `i < 8`, ..., down to
+/// one). Independent chains that vectorise (and that a core overlaps), and a smaller
+/// rounding error than one chain's.
+pub const SUM_PARTIALS: usize = 32;
+
+/// The f64 sum of one chunk's terms in the order [`SUM_PARTIALS`] defines (`-0.0` when
+/// empty). Written so that a compiler vectorises it.
+#[inline(always)]
+pub fn chunk_sum(terms: impl IntoIterator<Item = f64>) -> f64 {
+    let mut p = [-0.0f64; SUM_PARTIALS];
+    for (i, t) in terms.into_iter().enumerate() {
+        p[i % SUM_PARTIALS] += t;
+    }
+    combine_partials(p)
+}
+
+/// [`chunk_sum`] of a chunk's elements widened to f64, as a loop over whole rows of
+/// [`SUM_PARTIALS`] that compilers vectorise.
+#[inline(always)]
+pub fn chunk_sum_of<T: Numeric>(xs: &[T]) -> f64 {
+    let mut p = [-0.0f64; SUM_PARTIALS];
+    add_to_partials(&mut p, xs);
+    combine_partials(p)
+}
+
+/// Adds `xs`, widened to f64, to the partial sums `p` as [`chunk_sum`] does, element `i` of
+/// `xs` to `p[i % SUM_PARTIALS]`: a chunk given in pieces whose lengths (all but the last)
+/// are multiples of [`SUM_PARTIALS`] gets the partials it gets whole. Vectorisable.
+#[inline(always)]
+pub fn add_to_partials<T: Numeric>(p: &mut [f64; SUM_PARTIALS], xs: &[T]) {
+    let rows = xs.chunks_exact(SUM_PARTIALS);
+    let rest = rows.remainder();
+    for row in rows {
+        for (p, x) in p.iter_mut().zip(row) {
+            *p += x.to_f64();
+        }
+    }
+    for (p, x) in p.iter_mut().zip(rest) {
+        *p += x.to_f64();
+    }
+}
+
+/// [`chunk_sum`] of the products of two chunks' elements (their common length), widened to
+/// f64, vectorisable as [`chunk_sum_of`].
+#[inline(always)]
+pub fn chunk_dot_of<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
+    let n = xs.len().min(ys.len());
+    let (xs, ys) = (&xs[..n], &ys[..n]);
+    let mut p = [-0.0f64; SUM_PARTIALS];
+    let rows = xs
+        .chunks_exact(SUM_PARTIALS)
+        .zip(ys.chunks_exact(SUM_PARTIALS));
+    for (x, y) in rows {
+        for ((p, x), y) in p.iter_mut().zip(x).zip(y) {
+            *p += x.to_f64() * y.to_f64();
+        }
+    }
+    let whole = n - n % SUM_PARTIALS;
+    for ((p, x), y) in p.iter_mut().zip(&xs[whole..]).zip(&ys[whole..]) {
+        *p += x.to_f64() * y.to_f64();
+    }
+    combine_partials(p)
+}
+
+/// The partials added pairwise, halving: `p[i] + p[i + w]` for `w` = 16, 8, 4, 2, 1 (the
+/// end of [`chunk_sum`]).
+#[inline(always)]
+pub fn combine_partials(mut p: [f64; SUM_PARTIALS]) -> f64 {
+    let mut w = SUM_PARTIALS / 2;
+    while w > 0 {
+        for i in 0..w {
+            p[i] += p[i + w];
+        }
+        w /= 2;
+    }
+    p[0]
+}
+
+/// The f64 sum of `xs` in the order [`SUM_CHUNK`] defines: each chunk's [`chunk_sum`], then
+/// the chunks' sums in order (`-0.0` when empty, as Rust's float `sum`). The value every
+/// float `sum` and `mean` rounds; a backend that computes it its own way gives it to
+/// [`crate::ReduceOp::of_sum`].
 pub fn ordered_sum<T: Numeric>(xs: &[T]) -> f64 {
-    add_in_order(
-        xs.chunks(SUM_CHUNK)
-            .map(|c| c.iter().map(|x| x.to_f64()).sum()),
-    )
+    add_in_order(xs.chunks(SUM_CHUNK).map(chunk_sum_of))
 }
 
 /// The f64 sum of the products of `xs` and `ys` (their common length) in the order
@@ -198,7 +275,7 @@ pub fn ordered_sum<T: Numeric>(xs: &[T]) -> f64 {
 pub(crate) fn ordered_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
     let n = xs.len().min(ys.len());
     let chunks = xs[..n].chunks(SUM_CHUNK).zip(ys[..n].chunks(SUM_CHUNK));
-    add_in_order(chunks.map(|(x, y)| x.iter().zip(y).map(|(a, b)| a.to_f64() * b.to_f64()).sum()))
+    add_in_order(chunks.map(|(x, y)| chunk_dot_of(x, y)))
 }
 
 /// The chunks' sums added left to right (`-0.0` when there are none: an empty input).
@@ -480,8 +557,8 @@ pub(crate) mod tests {
         assert_ne!(in_f32, xs.iter().map(|&x| f64::from(x)).sum::<f64>() as f32);
     }
 
-    /// [`ordered_sum`] and [`ordered_dot`] add each chunk in order, then the chunks' sums in
-    /// order: on f64 data of wide magnitudes another order is another number; signed zeros,
+    /// [`ordered_sum`] and [`ordered_dot`] add each chunk in its 32 partials, then the chunks'
+    /// sums in order: on f64 data of wide magnitudes another order is another number; signed zeros,
     /// NaN and empty inputs keep their meaning; a dot takes the common length. (The CPU
     /// backend's side-by-side and multi-core sums are checked against these.)
     #[test]
@@ -499,10 +576,22 @@ pub(crate) mod tests {
         let c = SUM_CHUNK;
         let xs: Vec<f64> = (0..3 * c + 5).map(|_| next()).collect();
         let ys: Vec<f64> = (0..3 * c + 5).map(|_| next()).collect();
+        // The definition written out: partial `i % 32` of each chunk in order, the partials
+        // pairwise, the chunks' sums in order.
         let defined = |terms: &[f64]| {
             let sums: Vec<f64> = terms
                 .chunks(c)
-                .map(|chunk| chunk.iter().fold(-0.0f64, |a, &t| a + t))
+                .map(|chunk| {
+                    let mut p = vec![-0.0f64; 32];
+                    for (i, &t) in chunk.iter().enumerate() {
+                        p[i % 32] += t;
+                    }
+                    while p.len() > 1 {
+                        let half = p.len() / 2;
+                        p = (0..half).map(|i| p[i] + p[i + half]).collect();
+                    }
+                    p[0]
+                })
                 .collect();
             sums[1..].iter().fold(sums[0], |a, &s| a + s)
         };
@@ -512,9 +601,18 @@ pub(crate) mod tests {
             ordered_dot(&xs, &ys).to_bits(),
             defined(&products).to_bits()
         );
-        // The data tells orders apart: one chain over all the terms is another number.
+        // The data tells orders apart: one chain over all the terms is another number, and
+        // so is each chunk in one chain.
         let one_chain: f64 = xs.iter().sum();
         assert_ne!(one_chain.to_bits(), ordered_sum(&xs).to_bits());
+        let chains: f64 = xs.chunks(c).map(|k| k.iter().sum::<f64>()).sum();
+        assert_ne!(chains.to_bits(), ordered_sum(&xs).to_bits());
+        // `chunk_sum` over an iterator is `chunk_sum_of` over the slice.
+        let head = &xs[..1000];
+        assert_eq!(
+            chunk_sum(head.iter().copied()).to_bits(),
+            chunk_sum_of(head).to_bits()
+        );
         // Signed zeros and NaN keep their meaning.
         let (zeros, ones) = (vec![-0.0f64; 2 * c], vec![1.0f64; 2 * c]);
         assert_eq!(ordered_sum(&zeros).to_bits(), (-0.0f64).to_bits());

@@ -71,9 +71,10 @@
 //!   min, max, argmin, argmax or dot in chunks
 //!   of `gpukit_core::SUM_CHUNK` whose results are combined in order: the order
 //!   gpukit-core defines for float sums, so the bits are the same on any number of cores.
-//!   Float sums and dots take four chunks per core at a time and add them side by side
-//!   (independent chains a core overlaps; each chunk still in order), and the f64 sums of
-//!   many rows (`row_sum` of floats, `row_mean`) four rows at a time.
+//!   A chunk's sum (`gpukit_core::chunk_sum`: 32 interleaved f64 partial sums, added
+//!   pairwise) runs on the widest vectors the CPU has (`sum`: SSE2, AVX2 or AVX-512 chosen
+//!   at run time, the same additions in the same order on each), as do dots and the f64
+//!   sums of rows (`row_sum` of floats, `row_mean`, softmax's and cross-entropy's).
 //! - **Kernels** are Rust closures called once per thread of the launch with CUDA's
 //!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
 //!   after another on one worker. A panicking closure does not take the worker down: the launch's

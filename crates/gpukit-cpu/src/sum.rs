@@ -1,18 +1,22 @@
-//! Float sums in gpukit-core's order, fast: [`gpukit_core::SUM_CHUNK`] defines the order
-//! (each chunk of that many elements added in order, then the chunks' sums in order) and
-//! [`gpukit_core::ordered_sum`] writes it out plainly; this module computes the same bits
-//! several times faster.
+//! Float sums in gpukit-core's order, fast: [`gpukit_core::SUM_CHUNK`] and
+//! [`gpukit_core::SUM_PARTIALS`] define the order (each chunk of that many elements added in
+//! 32 interleaved partial sums, then the chunks' sums in order) and
+//! [`gpukit_core::ordered_sum`] writes it out; this module computes the same bits on the
+//! widest vectors the CPU has.
 //!
-//! The chunks of a block of [`SUM_LANES`] chunks are summed side by side, each in its own
-//! order (independent chains of additions that a core overlaps), and blocks may be summed on
-//! several cores at once and their chunks' sums then added in order ([`block_sums`],
-//! [`add_chunk_sums`]); the sums of several rows go side by side the same way
-//! ([`ordered_sums`]). None of it changes a bit of the result, which the tests check against
-//! gpukit-core's definition.
+//! A chunk's partials are independent chains, which [`chunk_sum`] and [`chunk_dot`] run as
+//! vector additions (SSE2 on any x86-64, AVX2 or AVX-512 chosen at run time: 2, 4 or 8 f64
+//! lanes, the same additions in the same order on every path); blocks of [`SUM_LANES`]
+//! chunks may be summed on several cores at once and their chunks' sums then added in order
+//! ([`block_sums`], [`add_chunk_sums`]). None of it changes a bit of the result, which the
+//! tests check against gpukit-core's definition.
 
-use gpukit_core::{Numeric, SUM_CHUNK};
+use gpukit_core::{
+    add_to_partials, chunk_dot_of, combine_partials, Numeric, SUM_CHUNK, SUM_PARTIALS,
+};
 
-/// Chunks per block: the chunks of a full block are summed side by side.
+/// Chunks per block of [`block_sums`] (and rows per group of the row-wise sums on several
+/// cores).
 pub(crate) const SUM_LANES: usize = 4;
 
 /// Elements per block of [`block_sums`] and [`block_dots`]: [`SUM_LANES`] chunks.
@@ -38,77 +42,21 @@ pub(crate) fn ordered_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
     add_chunk_sums(blocks.flat_map(|(x, y)| block_dots(x, y)))
 }
 
-/// The in-order f64 sums of the (at most [`SUM_LANES`]) chunks of one block, the block being
-/// the `k`th [`SUM_BLOCK`] elements of an input: so the chunks' sums of a whole input are its
-/// blocks' sums in order, which several cores can compute at once.
+/// The sums of the (at most [`SUM_LANES`]) chunks of one block, the block being the `k`th
+/// [`SUM_BLOCK`] elements of an input: so the chunks' sums of a whole input are its blocks'
+/// sums in order, which several cores can compute at once.
 pub(crate) fn block_sums<T: Numeric>(block: &[T]) -> ChunkSums {
     debug_assert!(block.len() <= SUM_BLOCK);
-    if let Ok(lanes) = <&[T; SUM_BLOCK]>::try_from(block) {
-        let (a, rest) = lanes.split_at(SUM_CHUNK);
-        let (b, rest) = rest.split_at(SUM_CHUNK);
-        let (c, d) = rest.split_at(SUM_CHUNK);
-        return ChunkSums::full(lane_sums([a, b, c, d]));
-    }
-    ChunkSums::each(block.chunks(SUM_CHUNK).map(f64_sum))
-}
-
-/// [`ordered_sum`] of each of [`SUM_LANES`] rows of one length, side by side: the rows'
-/// chunks are summed together, then each row adds its own chunks' sums in order (the bits
-/// of one row at a time).
-pub(crate) fn ordered_sums<T: Numeric>(rows: [&[T]; SUM_LANES]) -> [f64; SUM_LANES] {
-    let n = rows[0].len();
-    if rows.iter().any(|r| r.len() != n) {
-        return rows.map(ordered_sum);
-    }
-    let mut total = [-0.0f64; SUM_LANES];
-    for start in (0..n).step_by(SUM_CHUNK) {
-        let end = n.min(start + SUM_CHUNK);
-        let sums = lane_sums(rows.map(|r| &r[start..end]));
-        if start == 0 {
-            total = sums;
-        } else {
-            for (t, s) in total.iter_mut().zip(sums) {
-                *t += s;
-            }
-        }
-    }
-    total
-}
-
-/// The in-order f64 sums of [`SUM_LANES`] slices of one length, side by side (independent
-/// chains, each starting where `f64_sum` does).
-fn lane_sums<T: Numeric>([a, b, c, d]: [&[T]; SUM_LANES]) -> [f64; SUM_LANES] {
-    debug_assert!(b.len() == a.len() && c.len() == a.len() && d.len() == a.len());
-    let mut s = [-0.0f64; SUM_LANES];
-    for (((a, b), c), d) in a.iter().zip(b).zip(c).zip(d) {
-        s[0] += a.to_f64();
-        s[1] += b.to_f64();
-        s[2] += c.to_f64();
-        s[3] += d.to_f64();
-    }
-    s
+    ChunkSums::each(block.chunks(SUM_CHUNK).map(chunk_sum))
 }
 
 /// [`block_sums`] of the products of two blocks of equal length.
 pub(crate) fn block_dots<T: Numeric>(xs: &[T], ys: &[T]) -> ChunkSums {
     debug_assert!(xs.len() == ys.len() && xs.len() <= SUM_BLOCK);
-    if let (Ok(x), Ok(y)) = (
-        <&[T; SUM_BLOCK]>::try_from(xs),
-        <&[T; SUM_BLOCK]>::try_from(ys),
-    ) {
-        let mut s = [-0.0f64; SUM_LANES];
-        for i in 0..SUM_CHUNK {
-            for (l, acc) in s.iter_mut().enumerate() {
-                let j = l * SUM_CHUNK + i;
-                *acc += x[j].to_f64() * y[j].to_f64();
-            }
-        }
-        return ChunkSums::full(s);
-    }
     ChunkSums::each(
         xs.chunks(SUM_CHUNK)
             .zip(ys.chunks(SUM_CHUNK))
-            .map(|(x, y)| f64_dot(x, y)),
+            .map(|(x, y)| chunk_dot(x, y)),
     )
 }
 
@@ -120,13 +68,6 @@ pub(crate) struct ChunkSums {
 }
 
 impl ChunkSums {
-    fn full(sums: [f64; SUM_LANES]) -> Self {
-        ChunkSums {
-            sums,
-            len: SUM_LANES,
-        }
-    }
-
     fn each(sums: impl Iterator<Item = f64>) -> Self {
         let mut all = ChunkSums {
             sums: [0.0; SUM_LANES],
@@ -154,27 +95,98 @@ pub(crate) fn add_chunk_sums(sums: impl IntoIterator<Item = f64>) -> f64 {
     sums.into_iter().reduce(|a, b| a + b).unwrap_or(0.0)
 }
 
-/// The in-order f64 sum of one chunk (exact widening of each element).
-fn f64_sum<T: Numeric>(xs: &[T]) -> f64 {
-    xs.iter().map(|x| x.to_f64()).sum()
+/// `gpukit_core::chunk_sum_of` on the widest vectors the CPU has ([`add_partials`]).
+pub(crate) fn chunk_sum<T: Numeric>(xs: &[T]) -> f64 {
+    let mut p = [-0.0f64; SUM_PARTIALS];
+    add_partials(&mut p, xs);
+    combine_partials(p)
 }
 
-/// The in-order f64 sum of the products of one chunk's elements.
-fn f64_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
-    xs.iter()
-        .zip(ys)
-        .map(|(x, y)| x.to_f64() * y.to_f64())
-        .sum()
+/// `gpukit_core::add_to_partials` on the widest vectors the CPU has (SSE2, AVX2 or
+/// AVX-512, chosen at run time: the same additions in the same order on every path).
+pub(crate) fn add_partials<T: Numeric>(p: &mut [f64; SUM_PARTIALS], xs: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F, checked just above.
+            return unsafe { sum_avx512(p, xs) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above.
+            return unsafe { sum_avx2(p, xs) };
+        }
+    }
+    add_to_partials(p, xs)
+}
+
+/// `gpukit_core::chunk_dot_of`, dispatched as [`chunk_sum`].
+pub(crate) fn chunk_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F, checked just above.
+            return unsafe { dot_avx512(xs, ys) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above.
+            return unsafe { dot_avx2(xs, ys) };
+        }
+    }
+    chunk_dot_of(xs, ys)
+}
+
+/// `add_to_partials` compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sum_avx2<T: Numeric>(p: &mut [f64; SUM_PARTIALS], xs: &[T]) {
+    add_to_partials(p, xs)
+}
+
+/// `add_to_partials` compiled for AVX-512.
+///
+/// # Safety
+///
+/// The CPU supports AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn sum_avx512<T: Numeric>(p: &mut [f64; SUM_PARTIALS], xs: &[T]) {
+    add_to_partials(p, xs)
+}
+
+/// `chunk_dot_of` compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_avx2<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
+    chunk_dot_of(xs, ys)
+}
+
+/// `chunk_dot_of` compiled for AVX-512.
+///
+/// # Safety
+///
+/// The CPU supports AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dot_avx512<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
+    chunk_dot_of(xs, ys)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// [`ordered_sum`], [`ordered_dot`], the blocks' sums and [`ordered_sums`] (side-by-side
-    /// chunks in full blocks, rows side by side) give the bits of gpukit-core's definition,
-    /// at every length around the chunk and block boundaries. f64 data of wide magnitudes,
-    /// so that another order is another number.
+    /// [`ordered_sum`], [`ordered_dot`] and the blocks' sums (on whatever
+    /// vectors this CPU dispatches to) give the bits of gpukit-core's definition, at every
+    /// length around the partials', chunk and block boundaries, for f64 and f32. f64 data of
+    /// wide magnitudes, so that another order is another number.
     #[test]
     fn fast_sums_give_the_bits_of_the_defined_order() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -191,12 +203,34 @@ mod tests {
             }
         };
         let defined = |terms: &[f64]| gpukit_core::ordered_sum(terms);
+        let defined_f32 = |terms: &[f32]| gpukit_core::ordered_sum(terms);
         let (c, b) = (SUM_CHUNK, SUM_BLOCK);
         let longest = 2 * b + 3 * c + 5;
         let xs: Vec<f64> = (0..longest).map(|_| next()).collect();
         let ys: Vec<f64> = (0..longest).map(|_| next()).collect();
-        for n in [1, c - 1, c, c + 1, 3 * c, b - 1, b, b + 1, 2 * b, longest] {
+        for n in [
+            1,
+            31,
+            32,
+            33,
+            95,
+            c - 1,
+            c,
+            c + 1,
+            3 * c,
+            b - 1,
+            b,
+            b + 1,
+            2 * b,
+            longest,
+        ] {
             let (x, y) = (&xs[..n], &ys[..n]);
+            let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            assert_eq!(
+                ordered_sum(&x32).to_bits(),
+                defined_f32(&x32).to_bits(),
+                "f32 sum of {n}"
+            );
             assert_eq!(ordered_sum(x).to_bits(), defined(x).to_bits(), "sum of {n}");
             let products: Vec<f64> = x.iter().zip(y).map(|(a, b)| a * b).collect();
             let dot = ordered_dot(x, y).to_bits();
@@ -208,19 +242,6 @@ mod tests {
                 add_chunk_sums(blocks).to_bits(),
                 defined(x).to_bits(),
                 "{n}"
-            );
-        }
-        // Four rows side by side: each row's bits, whatever its length (unequal: one by one).
-        for n in [0, 1, 1000, c + 3, 2 * c] {
-            let rows = [0, 1, 2, 3].map(|k| &xs[k * (n + 1)..][..n]);
-            let want = rows.map(|r| defined(r).to_bits());
-            assert_eq!(ordered_sums(rows).map(f64::to_bits), want, "rows of {n}");
-            let uneven = [rows[0], rows[1], &xs[..n + 1], rows[3]];
-            let want = uneven.map(|r| defined(r).to_bits());
-            assert_eq!(
-                ordered_sums(uneven).map(f64::to_bits),
-                want,
-                "uneven rows of {n}"
             );
         }
         // Signed zeros and NaN in a full block's lanes keep their meaning.

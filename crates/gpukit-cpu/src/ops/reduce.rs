@@ -42,7 +42,7 @@ pub(super) unsafe fn reduce<T: Numeric, K: Kind<T>>(
     let o = r.dst::<T>(out, rows);
     if (op == ReduceOp::Mean || K::FLOAT && op == ReduceOp::Sum) && (1..SPLIT_FROM).contains(&cols)
     {
-        // An f64 sum per row (`ReduceOp::value`'s), rows side by side.
+        // An f64 sum per row (`ReduceOp::value`'s).
         return done(r, move || {
             // SAFETY: as above.
             let (x, o) = unsafe { (x.get(), o.get()) };
@@ -129,22 +129,14 @@ fn by_rows<T: Sync, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(&[T
 }
 
 /// `out[r] = f(s_r)`, `s_r` the f64 sum of row `r` of `x` in the order gpukit-core defines
-/// ([`sum::ordered_sum`]), the rows `cols` wide and [`SUM_LANES`] of them side by side
-/// ([`sum::ordered_sums`]: independent chains a core overlaps, the bits of one row at a
-/// time); the groups of rows spread over the cores from [`SPLIT_FROM`] elements.
+/// ([`sum::ordered_sum`]: each row's partial sums are independent chains on vectors), the
+/// rows `cols` wide; groups of [`SUM_LANES`] rows spread over the cores from [`SPLIT_FROM`]
+/// elements.
 fn sum_rows<T: Numeric, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(f64) -> U + Sync) {
     let row = |r: usize| &x[(r * cols).min(x.len())..((r + 1) * cols).min(x.len())];
     let group = |g: usize, o: &mut [U]| {
-        let first = g * SUM_LANES;
-        if o.len() == SUM_LANES {
-            let sums = sum::ordered_sums(std::array::from_fn(|k| row(first + k)));
-            for (o, s) in o.iter_mut().zip(sums) {
-                *o = f(s);
-            }
-        } else {
-            for (k, o) in o.iter_mut().enumerate() {
-                *o = f(sum::ordered_sum(row(first + k)));
-            }
+        for (k, o) in o.iter_mut().enumerate() {
+            *o = f(sum::ordered_sum(row(g * SUM_LANES + k)));
         }
     };
     if out.len() > SUM_LANES && x.len() >= SPLIT_FROM {
@@ -335,8 +327,7 @@ mod tests {
                 .unwrap_or(0.0);
             assert_eq!(s.to_bits(), want.to_bits(), "row {r}");
         }
-        // Sums and means of many rows, four side by side (f64 data that tells orders
-        // apart): each row's bits; across the cores, in one pass, with a last group short
+        // Sums and means of many rows (f64 data that tells orders apart): each row's bits; across the cores, in one pass, with a last group short
         // and rows longer than a chunk.
         for (cols, rows) in [(1000, n / 1000), (1000, 7), (SUM_CHUNK + 3, 6)] {
             let w = &w[..rows * cols];

@@ -201,35 +201,25 @@ fn shift(src: Option<&[f32]>, m: f32, out: &mut [f32]) {
     }
 }
 
-/// The f64 sum of the values, in eight running sums (element `j` into sum `j % 8`, so that
-/// they vectorise) added pairwise at the end: the same order on every machine.
+/// The f64 sum of a row's values in gpukit-core's order of a chunk's sum (32 interleaved
+/// partials, `gpukit_core::chunk_sum`), whatever the row's length: the same order whether
+/// the values are stored ([`sum`]) or made a buffer at a time ([`exp_sum`]).
 fn sum(v: &[f32]) -> f64 {
-    let mut acc = [0.0f64; 8];
-    let chunks = v.chunks_exact(8);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (a, &x) in acc.iter_mut().zip(c) {
-            *a += f64::from(x);
-        }
-    }
-    for (a, &x) in acc.iter_mut().zip(rest) {
-        *a += f64::from(x);
-    }
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+    crate::sum::chunk_sum(v)
 }
 
-/// `sum(exp(x_j - m))`, the exps made a stack buffer at a time, each buffer [`sum`]med and
-/// the sums added in order.
+/// `sum(exp(x_j - m))` in [`sum`]'s order, the exps made a stack buffer at a time (a
+/// multiple of the partials' count, so each exp meets the partial it would whole).
 fn exp_sum(x: &[f32], m: f32) -> f64 {
-    let mut buf = [0.0f32; 256];
-    let mut s = 0.0f64;
+    let mut buf = [0.0f32; 8 * gpukit_core::SUM_PARTIALS];
+    let mut p = [-0.0f64; gpukit_core::SUM_PARTIALS];
     for c in x.chunks(buf.len()) {
         let b = &mut buf[..c.len()];
         shift(Some(c), m, b);
         exp_f32(None, b);
-        s += sum(b);
+        crate::sum::add_partials(&mut p, b);
     }
-    s
+    gpukit_core::combine_partials(p)
 }
 
 /// An element-wise f32 body the loops below vectorise.
@@ -952,6 +942,17 @@ mod tests {
             assert!(near(g[i], gw[i]), "grad [{i}]: {} vs {}", g[i], gw[i]);
         }
         assert!(l[7].is_nan() && g[7 * cols..8 * cols].iter().all(|g| g.is_nan()));
+        // Long rows (the exps summed a buffer at a time without the gradient, stored with
+        // it): the same sums, so the same losses, bit for bit.
+        let cols = 1000;
+        let x: Vec<f32> = (0..cols * 3)
+            .map(|i| ((i * 7919) % 1000) as f32 * 0.02 - 10.0)
+            .collect();
+        let labels = [3, 999, 500];
+        let (mut l, mut l2, mut g) = ([0.0f32; 3], [0.0f32; 3], vec![0.0f32; x.len()]);
+        assert!(cross_entropy(&x, &labels, cols, &mut l, Some(&mut g)));
+        assert!(cross_entropy(&x, &labels, cols, &mut l2, None));
+        assert_eq!(l.map(f32::to_bits), l2.map(f32::to_bits));
     }
 
     /// `pow` through the vectorised body: within 1 ulp of f64's (the budget is 8) over
