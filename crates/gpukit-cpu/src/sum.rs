@@ -205,25 +205,33 @@ mod tests {
         let defined = |terms: &[f64]| gpukit_core::ordered_sum(terms);
         let defined_f32 = |terms: &[f32]| gpukit_core::ordered_sum(terms);
         let (c, b) = (SUM_CHUNK, SUM_BLOCK);
-        let longest = 2 * b + 3 * c + 5;
+        let longest = if cfg!(miri) { 200 } else { 2 * b + 3 * c + 5 };
+        // A full block (a short input under Miri).
+        let b = b.min(longest - 10);
         let xs: Vec<f64> = (0..longest).map(|_| next()).collect();
         let ys: Vec<f64> = (0..longest).map(|_| next()).collect();
-        for n in [
-            1,
-            31,
-            32,
-            33,
-            95,
-            c - 1,
-            c,
-            c + 1,
-            3 * c,
-            b - 1,
-            b,
-            b + 1,
-            2 * b,
-            longest,
-        ] {
+        let lengths: &[usize] = if cfg!(miri) {
+            // Miri checks the unsafe dispatch, not the order at every boundary: short inputs.
+            &[1, 31, 32, 33, 95]
+        } else {
+            &[
+                1,
+                31,
+                32,
+                33,
+                95,
+                c - 1,
+                c,
+                c + 1,
+                3 * c,
+                b - 1,
+                b,
+                b + 1,
+                2 * b,
+                longest,
+            ]
+        };
+        for &n in lengths {
             let (x, y) = (&xs[..n], &ys[..n]);
             let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
             assert_eq!(
@@ -244,13 +252,13 @@ mod tests {
                 "{n}"
             );
         }
-        // Signed zeros and NaN in a full block's lanes keep their meaning.
+        // Signed zeros and NaN in a full block keep their meaning.
         let (zeros, ones) = (vec![-0.0f64; b], vec![1.0f64; b]);
         assert_eq!(ordered_sum(&zeros).to_bits(), (-0.0f64).to_bits());
         assert_eq!(ordered_dot(&zeros, &ones).to_bits(), (-0.0f64).to_bits());
         assert_eq!(ordered_sum::<f64>(&[]).to_bits(), (-0.0f64).to_bits());
         let mut nan = vec![1.0f32; b];
-        nan[2 * c + 7] = f32::NAN;
+        nan[b - 7] = f32::NAN;
         assert!(ordered_sum(&nan).is_nan());
         assert!(ordered_dot(&nan, &vec![1.0f32; b]).is_nan());
         // Unequal lengths: the dot of the common length.
