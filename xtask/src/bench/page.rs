@@ -389,7 +389,8 @@ const SECTIONS: &[Section] = &[
                 on x in [-4, 4), rows of 1024 for log-softmax and cross-entropy), and at the \
                 smallest size, where the op runs on one thread, the speed-up over the op \
                 table's scalar body on one thread: what the CPU backend ran before its \
-                vectorised math.",
+                vectorised math. From 1 MiB the ops are split over the cores, and on a small \
+                shared machine those figures vary from run to run by up to 2-3x.",
         reports: &[("ops_bench", "CPU backend")],
         corner: "ns per element",
         cells: |r| {
