@@ -54,10 +54,11 @@
 //!   AVX-512 chosen at run time, NEON on AArch64; the same bits on every path and core
 //!   count), each within its table budget with room (`exp`, `log`, `log1p` 2 ulp of budget
 //!   3; `tanh`, `sigmoid`, `silu`, `softplus` 3 of 4; `gelu` its budget; `pow` 1 of 8; the
-//!   row-wise ops' sums in f64 in a fixed order of eight partial sums): on this project's
+//!   row-wise ops' sums in f64 as `gpukit_core::chunk_sum` orders them): on this project's
 //!   VM, one thread, 0.42 ns an element for `exp` (2.0 before), 0.57 for `log`, 0.72 for
-//!   `tanh` (9.4), 2.8 for `pow` (5.0); `ops_bench` prints them all. f64 and the 16-bit
-//!   floats keep the table's bodies.
+//!   `tanh` (9.4), 2.8 for `pow` (5.0); `ops_bench` prints them all. The element-wise ones
+//!   take f16 and bf16 through the same f32 code (widened exactly, rounded once, as the
+//!   table does); f64 keeps the table's bodies.
 //! - **Cores**: gemm runs on matrixmultiply's thread pool (one thread per physical core, at
 //!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements (the
 //!   vectorised f32 math ops but `softplus` and `pow` from 256 Ki; other ops calling the

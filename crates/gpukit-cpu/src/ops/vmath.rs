@@ -31,8 +31,11 @@
 //! tests at every 509th f32 bit pattern (both signs, every exponent) plus a dense grid of the
 //! range where the op is not flat, against the table's formula in f64: `exp` within 2 ulp
 //! (budget 3; worst found 1), `log` and `log1p` 2 (budget 3), `sigmoid`, `silu`, `tanh`
-//! and `softplus` 3 (budget 4), `gelu` its budget at each `x` (`4 + 7|u|` below 0). f64
-//! and the 16-bit floats keep the table's bodies.
+//! and `softplus` 3 (budget 4), `gelu` its budget at each `x` (`4 + 7|u|` below 0). The
+//! element-wise ops take f16 and bf16 through the same f32 bodies, widened exactly and each
+//! result rounded once as the table's are (within one 16-bit ulp of the table's at every
+//! one of their values); `pow` and the row-wise ops on them, and everything on f64, keep
+//! the table's bodies.
 
 use gpukit_core::{BinaryOp, DType, Float, RhsSlice, UnaryOp};
 
@@ -42,11 +45,91 @@ pub(crate) fn unary<T: Float>(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) -> 
     let Some(map) = unary_body(op) else {
         return false;
     };
+    if matches!(T::DTYPE, DType::F16 | DType::BF16) {
+        sixteen_bits(map, src, out);
+        return true;
+    }
     let Some((src, out)) = as_f32(src, out) else {
         return false;
     };
     map(src, out);
     true
+}
+
+/// `map` on f16 or bf16 values as the table computes them: widened to f32 (exactly), the
+/// f32 body, each result rounded once to the element type (to nearest, ties to even); a
+/// stack block at a time, the conversions on the values' bits.
+fn sixteen_bits<T: Float>(map: Map, src: Option<&[T]>, out: &mut [T]) {
+    // SAFETY: `T` is f16 or bf16 (the caller checked its dtype; each `Element` type names
+    // its own dtype, an `unsafe` trait's contract): two bytes, alignment 2, and every bit
+    // pattern is a valid u16, so these are the same slices typed as their bits.
+    let (src, out) = unsafe {
+        (
+            src.map(|s| std::slice::from_raw_parts(s.as_ptr().cast::<u16>(), s.len())),
+            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u16>(), out.len()),
+        )
+    };
+    match T::DTYPE {
+        DType::BF16 => blocks16(map, src, out, bf16_to_f32, f32_to_bf16),
+        #[cfg(feature = "half")]
+        DType::F16 => {
+            use gpukit_core::half::f16;
+            blocks16(
+                map,
+                src,
+                out,
+                |b| f16::from_bits(b).to_f32(),
+                |v| f16::from_f32(v).to_bits(),
+            )
+        }
+        // No other 16-bit float exists; an f16 without the `half` feature cannot.
+        _ => {}
+    }
+}
+
+/// [`sixteen_bits`] on the bits, `widen` and `narrow` converting them.
+#[inline(always)]
+fn blocks16(
+    map: Map,
+    src: Option<&[u16]>,
+    out: &mut [u16],
+    widen: impl Fn(u16) -> f32,
+    narrow: impl Fn(f32) -> u16,
+) {
+    const BLOCK: usize = 256;
+    let mut buf = [0.0f32; BLOCK];
+    for (k, o) in out.chunks_mut(BLOCK).enumerate() {
+        let b = &mut buf[..o.len()];
+        let s = match src {
+            Some(s) => &s[k * BLOCK..k * BLOCK + o.len()],
+            None => &*o,
+        };
+        for (b, &x) in b.iter_mut().zip(s) {
+            *b = widen(x);
+        }
+        map(None, b);
+        for (o, &v) in o.iter_mut().zip(b.iter()) {
+            *o = narrow(v);
+        }
+    }
+}
+
+/// A bf16's value as f32 (exact: its bits are an f32's upper half).
+#[inline(always)]
+fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits(u32::from(b) << 16)
+}
+
+/// An f32 rounded to bf16, to nearest with ties to even (a NaN stays a quiet NaN).
+#[inline(always)]
+fn f32_to_bf16(v: f32) -> u16 {
+    let b = v.to_bits();
+    let rounded = ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+    if v.is_nan() {
+        (b >> 16) as u16 | 0x0040
+    } else {
+        rounded
+    }
 }
 
 /// Whether [`unary`] runs `op` on `T` (else the table's scalar body does).
@@ -1081,6 +1164,56 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// f16 and bf16 through the f32 bodies: at every one of their 65,536 bit patterns, within
+    /// one 16-bit ulp of the table's scalar body (the same rounding of a result at most 3 f32
+    /// ulp away), the same infinities, zeros and NaNs; in place the same bits.
+    #[cfg(feature = "half")]
+    #[test]
+    fn sixteen_bit_floats_follow_the_table() {
+        use gpukit_core::half::{bf16, f16};
+        fn check<T: Float>(from_bits: impl Fn(u16) -> T, bits: impl Fn(T) -> u16) {
+            let xs: Vec<T> = (0..=u16::MAX).map(&from_bits).collect();
+            for op in [
+                UnaryOp::Exp,
+                UnaryOp::Log,
+                UnaryOp::Log1p,
+                UnaryOp::Tanh,
+                UnaryOp::Sigmoid,
+                UnaryOp::Silu,
+                UnaryOp::Gelu,
+                UnaryOp::Softplus,
+            ] {
+                let mut got = xs.clone();
+                assert!(unary::<T>(op, None, &mut got));
+                let mut out = vec![from_bits(0); xs.len()];
+                assert!(unary::<T>(op, Some(&xs), &mut out));
+                let mut want = vec![from_bits(0); xs.len()];
+                op.map_float(Some(&xs), &mut want);
+                for i in 0..xs.len() {
+                    let (g, w) = (got[i].to_f64(), want[i].to_f64());
+                    assert_eq!(bits(got[i]), bits(out[i]), "{op:?} in place at {i:#x}");
+                    if w.is_nan() || g.is_nan() || w.is_infinite() || w == 0.0 {
+                        assert!(
+                            bits(got[i]) == bits(want[i]) || (g.is_nan() && w.is_nan()),
+                            "{op:?}({}) = {g}, the table gives {w}",
+                            xs[i].to_f64()
+                        );
+                    } else {
+                        // Adjacent values of one sign differ by one in their bits.
+                        let d = (i32::from(bits(got[i])) - i32::from(bits(want[i]))).abs();
+                        assert!(
+                            d <= 1,
+                            "{op:?}({}) = {g}, the table gives {w}",
+                            xs[i].to_f64()
+                        );
+                    }
+                }
+            }
+        }
+        check(f16::from_bits, f16::to_bits);
+        check(bf16::from_bits, bf16::to_bits);
     }
 
     #[test]
