@@ -94,9 +94,8 @@ pub use collective::CollectiveOp;
 pub use context::{Context, Range};
 pub use dlpack::{DlpackArray, DlpackLegacy, DlpackTensor};
 pub use element::{
-    add_to_partials, chunk_dot_of, chunk_sum, chunk_sum_of, combine_partials, ordered_sum, Arith,
-    DType, DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide, SUM_CHUNK,
-    SUM_PARTIALS,
+    add_to_partials, chunk_dot_of, chunk_sum_of, combine_partials, ordered_sum, Arith, DType,
+    DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide, SUM_CHUNK, SUM_PARTIALS,
 };
 pub use error::{Error, Rejected, Result};
 pub use graph::Graph;

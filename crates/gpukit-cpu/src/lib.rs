@@ -54,7 +54,7 @@
 //!   AVX-512 chosen at run time, NEON on AArch64; the same bits on every path and core
 //!   count), each within its table budget with room (`exp`, `log`, `log1p` 2 ulp of budget
 //!   3; `tanh`, `sigmoid`, `silu`, `softplus` 3 of 4; `gelu` its budget; `pow` 1 of 8; the
-//!   row-wise ops' sums in f64 as `gpukit_core::chunk_sum` orders them): on this project's
+//!   row-wise ops' sums in f64 as `gpukit_core::chunk_sum_of` orders them): on this project's
 //!   VM, one thread, 0.42 ns an element for `exp` (2.0 before), 0.57 for `log`, 0.72 for
 //!   `tanh` (9.4), 2.8 for `pow` (5.0); `ops_bench` prints them all. The element-wise ones
 //!   take f16 and bf16 through the same f32 code (widened exactly, rounded once, as the
@@ -72,7 +72,7 @@
 //!   min, max, argmin, argmax or dot in chunks
 //!   of `gpukit_core::SUM_CHUNK` whose results are combined in order: the order
 //!   gpukit-core defines for float sums, so the bits are the same on any number of cores.
-//!   A chunk's sum (`gpukit_core::chunk_sum`: 32 interleaved f64 partial sums, added
+//!   A chunk's sum (`gpukit_core::chunk_sum_of`: 32 interleaved f64 partial sums, added
 //!   pairwise) runs on the widest vectors the CPU has (`sum`: SSE2, AVX2 or AVX-512 chosen
 //!   at run time, the same additions in the same order on each), as do dots and the f64
 //!   sums of rows (`row_sum` of floats, `row_mean`, softmax's and cross-entropy's).

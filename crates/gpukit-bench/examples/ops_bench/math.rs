@@ -29,6 +29,11 @@ fn unary(op: &str) -> Option<UnaryOp> {
     UnaryOp::ALL.iter().copied().find(|u| u.name() == op)
 }
 
+/// Whether `op` reads `p` (`log`, `log1p`, `pow`: positive inputs) rather than `a`.
+fn reads_p(op: &str) -> bool {
+    matches!(op, "log" | "log1p" | "pow")
+}
+
 /// The inputs: `a` in [-4, 4) and `p = |a| + 1/64` (log, log1p and pow), labels per row.
 struct Inputs {
     a: Vec<f32>,
@@ -46,9 +51,10 @@ impl Inputs {
 
     /// The input `op` reads.
     fn of(&self, op: &str) -> &[f32] {
-        match op {
-            "log" | "log1p" | "pow" => &self.p,
-            _ => &self.a,
+        if reads_p(op) {
+            &self.p
+        } else {
+            &self.a
         }
     }
 }
@@ -88,16 +94,8 @@ pub(super) fn math(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res
                     "log_softmax" => ctx.log_softmax(shape, &a, &mut c)?,
                     "cross_entropy" => ctx.cross_entropy(shape, &a, &labels, &mut loss)?,
                     _ => {
-                        let u = unary(op).expect("a unary op");
-                        ctx.unary(
-                            u,
-                            if u == UnaryOp::Log || u == UnaryOp::Log1p {
-                                &p
-                            } else {
-                                &a
-                            },
-                            &mut c,
-                        )?
+                        let x = if reads_p(op) { &p } else { &a };
+                        ctx.unary(unary(op).expect("a unary op"), x, &mut c)?
                     }
                 }
                 ctx.sync()

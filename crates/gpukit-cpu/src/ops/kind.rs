@@ -77,7 +77,7 @@ impl<T: Numeric> Kind<T> for Ints {
 impl<T: Float> Kind<T> for Floats {
     const FLOAT: bool = true;
     fn unary(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
-        let cost = if vmath::covers::<T>(op) && op != UnaryOp::Softplus {
+        let cost = if vmath::cheap::<T>(op) {
             VMATH
         } else {
             work(op.math())

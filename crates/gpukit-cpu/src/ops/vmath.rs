@@ -132,9 +132,11 @@ fn f32_to_bf16(v: f32) -> u16 {
     }
 }
 
-/// Whether [`unary`] runs `op` on `T` (else the table's scalar body does).
-pub(crate) fn covers<T: Float>(op: UnaryOp) -> bool {
-    T::DTYPE == DType::F32 && unary_body(op).is_some()
+/// Whether [`unary`] runs `op` on `T` at a few times `add`'s cost per element (f32 through
+/// a vectorised body; not `softplus`, two math functions, nor the 16-bit types, whose
+/// conversions cost as much again): the split weight `VMATH` rather than `MATH`.
+pub(crate) fn cheap<T: Float>(op: UnaryOp) -> bool {
+    T::DTYPE == DType::F32 && op != UnaryOp::Softplus && unary_body(op).is_some()
 }
 
 /// An element-wise f32 loop: `out = f(src)`, in place when `src` is `None`.
@@ -285,7 +287,7 @@ fn shift(src: Option<&[f32]>, m: f32, out: &mut [f32]) {
 }
 
 /// The f64 sum of a row's values in gpukit-core's order of a chunk's sum (32 interleaved
-/// partials, `gpukit_core::chunk_sum`), whatever the row's length: the same order whether
+/// partials, `gpukit_core::chunk_sum_of`), whatever the row's length: the same order whether
 /// the values are stored ([`sum`]) or made a buffer at a time ([`exp_sum`]).
 fn sum(v: &[f32]) -> f64 {
     crate::sum::chunk_sum(v)
@@ -389,7 +391,7 @@ impl Body for Softplus {
     #[inline(always)]
     fn f(x: f32) -> f32 {
         let pos = if x > 0.0 { x } else { 0.0 };
-        pos + log1p_unit(exp1(-x.abs()))
+        pos + log1p1(exp1(-x.abs()))
     }
 }
 
@@ -557,18 +559,6 @@ fn ln1(x: f32) -> f32 {
         x
     } else {
         r
-    }
-}
-
-/// `ln(1 + e)` for `e` in `[0, 1]` or NaN ([`log1p1`] without its special cases).
-#[inline(always)]
-fn log1p_unit(e: f32) -> f32 {
-    let u = 1.0 + e;
-    let l = ln1(u) - ((u - 1.0) - e) / u;
-    if u == 1.0 {
-        e
-    } else {
-        l
     }
 }
 
