@@ -276,7 +276,12 @@ pub(super) fn binary_vs_f64<T: CrossFloat>(ctx: &Context) -> gpukit::Result<()> 
 ///   smallest normal, so anything between `pow(0, b)` and `pow(smallest normal, b)`
 ///   (lavapipe gives 1.1e38 for `pow(5.9e-39, -1)`);
 /// - an infinity where the result is within the driver's bound (`ulps` of `T`) of the
-///   largest finite value (lavapipe's `pow(-3.4e38, 1)` is `-inf`).
+///   largest finite value (lavapipe's `pow(-3.4e38, 1)` is `-inf`);
+/// - where `b log2 |a|` carries an error of a binade or more (`a` near 1 and `|b|` large:
+///   `2^-21 |b|`, or 3 ulp of `log2 |a|` times `|b|`), which `exp2` turns into a factor, not
+///   a count of ulps: a result within that factor of the exact one (lavapipe gives 2.2e-38
+///   for `pow(-0.99999946, 146435740)`, whose value is 7.7e-35), or 0 where the factor
+///   reaches below the smallest normal.
 fn driver_pow_edges<T: CrossFloat>(
     ctx: &Context,
     op: BinaryOp,
@@ -303,7 +308,24 @@ fn driver_pow_edges<T: CrossFloat>(
     } else {
         largest
     };
-    g.is_infinite() && x.powf(b) * (1.0 + ulps as f64 * compute_eps::<T>()) >= largest
+    if g.is_infinite() && x.powf(b) * (1.0 + ulps as f64 * compute_eps::<T>()) >= largest {
+        return true;
+    }
+    // The error of `b log2 |a|`, in binades of the result.
+    let exponent_error = if (0.5..=2.0).contains(&x) {
+        b.abs() * 2f64.powi(-21)
+    } else {
+        3.0 * compute_eps::<T>() * (b * x.log2()).abs()
+    };
+    let want = x.powf(b);
+    if exponent_error < 1.0 || !want.is_finite() || want == 0.0 {
+        return false;
+    }
+    let binades = exponent_error + 1.0;
+    if g == 0.0 {
+        return want.log2() - binades <= min_normal::<T>().log2();
+    }
+    g.is_finite() && (g / want).log2().abs() <= binades
 }
 
 /// The largest finite value of `T`.
