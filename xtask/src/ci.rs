@@ -114,6 +114,13 @@ impl Step {
                 for mut command in test_commands(root, test_args) {
                     util::run(&mut command)?;
                 }
+                // The suites again under the chaos schedule (not with a test filter: the
+                // filter picks its own tests).
+                if test_args.is_empty() {
+                    for seed in crate::chaos::CI_SEEDS {
+                        crate::chaos::run_seed(root, seed)?;
+                    }
+                }
                 Ok(())
             }
             Step::Python => crate::python::test(root),

@@ -8,6 +8,7 @@
 
 mod bench;
 mod bindgen;
+mod chaos;
 mod ci;
 mod fuzz;
 mod gpu_bundle;
@@ -17,6 +18,7 @@ mod msrv;
 mod no_gpu;
 mod package;
 mod python;
+mod sanitize;
 mod soak;
 mod tidy;
 mod toolchains;
@@ -35,7 +37,8 @@ commands:
      [--skip-no-cuda] [--skip-doc] [--skip-package] [--skip-toolchains] [-- <test args>]
         run the checks CI runs, in order, stopping at the first failure:
         cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace (every
-        target but the examples, which clippy checks, then the doc tests), python (below),
+        target but the examples, which clippy checks, then the doc tests, then the CPU and
+        pipeline suites under the chaos schedule, seeds 1 and 2), python (below),
         no-cuda
         (the facade without its default features: no CUDA crate in its dependency tree,
         clippy, its tests built, those about device selection run), cargo doc with
@@ -100,15 +103,27 @@ commands:
         first 20 %) within max(8 MiB, 5 %) and the pool stops allocating, and unless every
         run's output equals the first's. `--backend cuda` without a GPU prints SKIPPED.
         Arguments after `--` go to the tool (`--batches N`, `--batch-mib X`).
+  soak --chaos --minutes N [--seed S]
+        the ordering soak: the CPU and pipeline test suites under the CPU backend's chaos
+        schedule (GPU_CPU_SCHEDULE=chaos:<seed>: work reordered as far as its dependencies
+        allow, races reported), seed after seed from S (default: from the clock) until N
+        minutes have passed; the first failure stops it and names its seed. `ci` runs the
+        same suites under seeds 1 and 2.
   no-gpu
         the no-GPU contract: `cargo test -p gpukit --test it no_gpu::` (every
         constructor that can request CUDA returns a typed error), then the no_gpu_abort
         tool built with CARGO_PROFILE_RELEASE_PANIC=abort into target/panic-abort (the
         same kinds of calls and the CUDA library loaders all return, none panics); then
         a deliberate panic in it must abort (SIGABRT).
-  miri [-- <args>]
+  miri [--minutes N] [-- <args>]
         run gpukit-core's and gpukit-cpu's unit and doc tests under Miri (needs the nightly toolchain with
-        the miri and rust-src components)
+        the miri and rust-src components), but the op table's safe-code reference tests;
+        stopped and failed after N minutes (default 45), naming the test that was running
+  sanitize --sanitizer address|thread [--minutes N] [-- <test filters>]
+        the facade's multi-device and collective tests (`it` filtered to multi_device) and
+        the CPU backend's queue tests under AddressSanitizer or ThreadSanitizer (nightly,
+        std rebuilt with -Zbuild-std, in target/sanitize-NAME); any report fails it;
+        stopped after N minutes (default 40)
   toolchains
         `cargo check --workspace --all-targets --locked` with the declared minimum Rust
         (rust-version, e.g. 1.90.0) and with the current nightly, each installed with
@@ -166,6 +181,7 @@ fn dispatch() -> Result {
         "soak" => soak::run(&root, rest),
         "no-gpu" => no_gpu::run(&root, rest),
         "fuzz" => fuzz::run(&root, rest),
+        "sanitize" => sanitize::run(&root, rest),
         "toolchains" => toolchains::run(&root, rest),
         "python" => python::run(&root, rest),
         "help" | "-h" | "--help" => return Err(Failure::help()),

@@ -552,6 +552,9 @@ pub(crate) mod tests {
     /// NaN and empty inputs keep their meaning; a dot takes the common length. (The CPU
     /// backend's side-by-side and multi-core sums are checked against these.)
     #[test]
+    // Arithmetic over three chunks of 2^16 terms, no unsafe code: nothing for Miri to check,
+    // and more than 12 minutes interpreted.
+    #[cfg_attr(miri, ignore = "pure arithmetic over 2^17 terms")]
     fn ordered_sums_follow_the_chunk_order() {
         let mut bits = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut next = move || {

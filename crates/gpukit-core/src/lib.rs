@@ -79,6 +79,8 @@ mod kernel;
 mod ops;
 pub mod optable;
 mod peer;
+#[doc(hidden)]
+pub mod plant;
 mod pool;
 mod spec;
 mod stream;
@@ -109,7 +111,7 @@ pub use kernel::{
 pub use ops::Rng;
 pub use optable::{
     cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Distribution, Domain, Gemm, MathFn, Op,
-    ReduceOp, Rhs, RhsSlice, Scalar, Shape, UnaryOp,
+    RangeUse, ReduceOp, Rhs, RhsSlice, Scalar, Shape, UnaryOp,
 };
 pub use pool::MemoryStats;
 pub use spec::{DeviceSet, DeviceSpec, SpecBackend, MAX_SET_DEVICES};

@@ -83,6 +83,13 @@
 //!   `KernelFailed`; the context stays usable.
 //! - **Priorities** are accepted in CUDA's usual range (0 least, -5 most urgent) and
 //!   recorded; the workers all run at the OS's normal priority.
+//! - **Schedules**: the above is the default schedule. [`Schedule::Chaos`] (per backend,
+//!   [`CpuBackend::with_schedule`], or for every backend `GPU_CPU_SCHEDULE=chaos:<seed>`) is
+//!   a schedule fuzzer for tests: nothing runs in place or is handed from worker to worker,
+//!   ready queues are listed in random order and each task is preceded by a pause drawn from
+//!   the seed, so streams' work overlaps and reorders as far as its waits allow; a race
+//!   checker reports two tasks on the same bytes, one writing, with no ordering between them,
+//!   naming both calls (see [`chaos`]).
 //! - **Launch limits** are CUDA's common ones ([`gpukit_core::LaunchLimits::CUDA_COMMON`]), so
 //!   a launch the CPU accepts is accepted by any recent GPU.
 //!
@@ -94,6 +101,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
+pub mod chaos;
 mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
@@ -114,12 +122,14 @@ use gpukit_core::{
     Op, RawArg, RawPtr, RawStream, Result, Wake, MAX_KERNEL_ARGS,
 };
 
+pub use chaos::{Race, RaceSide, Schedule};
 pub use error::CpuError;
 #[cfg(feature = "fault-injection")]
 pub use fault::{FaultKind, FaultPlan, FaultProbe, FaultStats, InjectedFault};
 pub use mem::{CpuBuffer, CpuHostMem, CpuRegistration};
 pub use queue::{CpuEvent, CpuStream};
 
+use chaos::Access;
 use mem::{Mem, SendPtr, DEVICE_ALIGN, HOST_ALIGN};
 use queue::{panic_message, run_task, Queue, Task};
 
@@ -141,6 +151,8 @@ pub struct CpuBackend {
     ordinal: usize,
     /// Every stream's queue, for `synchronize`.
     queues: Mutex<Vec<Weak<Queue>>>,
+    /// How its streams schedule their work.
+    schedule: Schedule,
     /// Call counters, the armed fault plan and live counts.
     #[cfg(feature = "fault-injection")]
     faults: fault::Faults,
@@ -199,13 +211,15 @@ impl CpuBackend {
         CpuBackend::device(0)
     }
 
-    /// Opens logical device `ordinal` of the CPU backend (any number is valid); never fails
-    /// on a working machine.
+    /// Opens logical device `ordinal` of the CPU backend (any number is valid), with the
+    /// schedule `GPU_CPU_SCHEDULE` asks for ([`Schedule::from_env`]; an unparsable value is
+    /// an `Error::Config` naming the variable); never fails otherwise on a working machine.
     pub fn device(ordinal: usize) -> Result<CpuBackend> {
         Ok(CpuBackend {
             info: info::host_info(),
             ordinal,
             queues: Mutex::new(Vec::new()),
+            schedule: Schedule::from_env()?,
             #[cfg(feature = "fault-injection")]
             faults: fault::Faults::new(None),
         })
@@ -220,6 +234,7 @@ impl CpuBackend {
             info: info::host_info(),
             ordinal: 0,
             queues: Mutex::new(Vec::new()),
+            schedule: Schedule::from_env()?,
             faults: fault::Faults::new(Some(plan)),
         };
         let probe = backend.faults.probe();
@@ -240,6 +255,29 @@ impl CpuBackend {
         self.faults.probe().stats()
     }
 
+    /// The backend with its streams scheduled by `schedule` (streams created before keep
+    /// theirs): [`Schedule::Chaos`] turns on the schedule fuzzer and race checker of
+    /// [`chaos`] for this backend alone.
+    ///
+    /// ```
+    /// use gpukit::cpu::{CpuBackend, Schedule};
+    ///
+    /// let backend = CpuBackend::new()?.with_schedule(Schedule::Chaos { seed: 7 });
+    /// let ctx = gpukit::Context::new(backend)?;
+    /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
+    /// assert_eq!(ctx.sum(&a)?, 6.0);
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn with_schedule(mut self, schedule: Schedule) -> CpuBackend {
+        self.schedule = schedule;
+        self
+    }
+
+    /// How this backend's streams schedule their work.
+    pub fn schedule(&self) -> Schedule {
+        self.schedule
+    }
+
     /// Opens a context on the CPU backend.
     ///
     /// ```
@@ -253,7 +291,14 @@ impl CpuBackend {
     }
 
     /// Queues a task on the stream, or records it while the stream captures a graph.
-    fn push(&self, stream: &CpuStream, task: Task) -> Result<()> {
+    /// `accesses` lists the ranges it reads and writes, for the chaos schedule's race
+    /// checker (called only under it).
+    fn push(
+        &self,
+        stream: &CpuStream,
+        task: Task,
+        accesses: impl FnOnce() -> Vec<Access>,
+    ) -> Result<()> {
         if stream.capturing.load(Ordering::Acquire) {
             let mut capture = stream.capture.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(tasks) = capture.as_mut() {
@@ -261,16 +306,22 @@ impl CpuBackend {
                 return Ok(());
             }
         }
-        stream.queue.push(task).map(|_| ())
+        stream.queue.push_with(task, accesses).map(|_| ())
     }
 
     /// [`CpuBackend::push`] for a short task (a copy of at most [`SHORT_COPY`] bytes, an op
     /// that [`ops::is_short`]): run in place on the calling thread when the stream is idle.
-    fn push_short(&self, stream: &CpuStream, task: Task, short: bool) -> Result<()> {
+    fn push_short(
+        &self,
+        stream: &CpuStream,
+        task: Task,
+        short: bool,
+        accesses: impl FnOnce() -> Vec<Access>,
+    ) -> Result<()> {
         if !short || stream.capturing.load(Ordering::Acquire) {
-            return self.push(stream, task);
+            return self.push(stream, task, accesses);
         }
-        stream.queue.run_or_push(task).map(|_| ())
+        stream.queue.run_or_push(task, accesses).map(|_| ())
     }
 
     fn limit(&self) -> u64 {
@@ -374,7 +425,7 @@ impl Backend for CpuBackend {
 
     fn create_stream(&self, priority: i32) -> Result<CpuStream> {
         #[cfg_attr(not(feature = "fault-injection"), allow(unused_mut))]
-        let mut stream = CpuStream::spawn(priority)?;
+        let mut stream = CpuStream::spawn(priority, self.schedule)?;
         #[cfg(feature = "fault-injection")]
         {
             stream.live = Some(self.faults.live(fault::LiveKind::Stream));
@@ -396,7 +447,7 @@ impl Backend for CpuBackend {
 
     fn stream_query(&self, stream: &CpuStream) -> Result<bool> {
         stream.queue.take_error()?;
-        Ok(stream.queue.is_done(stream.queue.tail()))
+        Ok(stream.queue.seen_done(stream.queue.tail()))
     }
 
     fn record_event(&self, stream: &CpuStream, timing: bool) -> Result<CpuEvent> {
@@ -481,6 +532,7 @@ impl Backend for CpuBackend {
                 Ok(())
             }),
             bytes <= SHORT_COPY,
+            || vec![Access::read(src, bytes), Access::write(to.get(), bytes)],
         )
     }
 
@@ -506,6 +558,7 @@ impl Backend for CpuBackend {
                 Ok(())
             }),
             bytes <= SHORT_COPY,
+            || vec![Access::read(from.get(), bytes), Access::write(dst, bytes)],
         )
     }
 
@@ -530,6 +583,12 @@ impl Backend for CpuBackend {
                 Ok(())
             }),
             bytes <= SHORT_COPY,
+            || {
+                vec![
+                    Access::read(from.get(), bytes),
+                    Access::write(to.get(), bytes),
+                ]
+            },
         )
     }
 
@@ -550,7 +609,17 @@ impl Backend for CpuBackend {
         inject!(self, Op, op.name());
         // SAFETY: forwarded from our caller (the `Backend::op` contract `task` asks for).
         let task = unsafe { ops::task(dtype, op) }?;
-        self.push_short(stream, task, ops::is_short(op))
+        let accesses = || {
+            op.ranges(dtype)
+                .into_iter()
+                .map(|(at, bytes, used)| Access {
+                    start: at.buf.at(at.offset).get() as usize,
+                    len: bytes,
+                    write: used == gpukit_core::RangeUse::Write,
+                })
+                .collect()
+        };
+        self.push_short(stream, task, ops::is_short(op), accesses)
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<CpuKernel> {
@@ -626,6 +695,23 @@ impl Backend for CpuBackend {
                 KernelArg::Scalar { bytes, .. } => RawArg::Scalar(*bytes),
             };
         }
+        // The buffers as the signature marks them (the checker's declaration).
+        let accesses = || {
+            args.iter()
+                .filter_map(|a| match a {
+                    KernelArg::Buffer {
+                        at: Some(at),
+                        bytes,
+                        write,
+                    } => Some(Access {
+                        start: at.buf.at(at.offset).get() as usize,
+                        len: *bytes,
+                        write: *write,
+                    }),
+                    _ => None,
+                })
+                .collect()
+        };
         // A `u8` count (at most 10): the task's closure fits its inline storage.
         let (f, name, cfg, n) = (kernel.f.clone(), kernel.name.clone(), *cfg, n as u8);
         self.push(
@@ -646,6 +732,7 @@ impl Backend for CpuBackend {
                     .into()),
                 }
             }),
+            accesses,
         )
     }
 
@@ -732,6 +819,8 @@ impl Backend for CpuBackend {
                 }
                 first
             }),
+            // The graph's tasks were captured without declarations.
+            Vec::new,
         )
     }
 

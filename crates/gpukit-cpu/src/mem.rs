@@ -93,6 +93,7 @@ impl Mem {
 
 impl Drop for Mem {
     fn drop(&mut self) {
+        crate::chaos::forget(self.ptr.as_ptr() as usize, self.layout.size());
         if self.owned {
             // SAFETY: an owned `ptr` came from `alloc_zeroed` with this very layout and is
             // freed once, here.

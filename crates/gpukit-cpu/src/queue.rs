@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use gpukit_core::{Error, Wake};
 
+use crate::chaos::{self, Access, ChaosQueue, Declared};
 use crate::error::CpuError;
 pub(crate) use crate::task::Task;
 
@@ -105,7 +106,8 @@ pub(crate) const QUEUE_DEPTH: usize = 256;
 // allocation on every enqueue, which is what storing it inline avoids.
 #[allow(clippy::large_enum_variant)]
 enum Item {
-    Run(Task),
+    /// A task, and under the chaos schedule what it declared.
+    Run(Task, Option<Box<Declared>>),
     /// Needs no thread: a worker that finds it unmet at the head sets the queue aside, and
     /// the other queue lists it again once it gets there.
     Wait(Arc<Queue>, u64),
@@ -149,6 +151,8 @@ pub(crate) struct Queue {
     changed: Condvar,
     /// Who waits for this queue to finish a number of items.
     dependents: Mutex<Dependents>,
+    /// The chaos schedule's part ([`crate::chaos`]); `None` under the default schedule.
+    chaos: Option<ChaosQueue>,
 }
 
 /// What waits for a queue to reach a position.
@@ -191,7 +195,7 @@ impl Drop for Running {
 }
 
 impl Queue {
-    fn new() -> Arc<Queue> {
+    fn new(chaos: Option<ChaosQueue>) -> Arc<Queue> {
         Arc::new(Queue {
             id: NEXT_QUEUE.fetch_add(1, Ordering::Relaxed),
             pending: Mutex::new(Pending {
@@ -213,6 +217,7 @@ impl Queue {
                 queues: Vec::with_capacity(4),
                 wakes: Vec::new(),
             }),
+            chaos,
         })
     }
 
@@ -221,14 +226,43 @@ impl Queue {
     }
 
     /// Queues a task and returns its sequence number; waits while the queue is full.
-    pub(crate) fn push(self: &Arc<Self>, task: Task) -> Result<u64, Error> {
-        self.push_item(Item::Run(task))
+    /// `accesses` says what the task reads and writes (asked only under the chaos
+    /// schedule).
+    pub(crate) fn push_with(
+        self: &Arc<Self>,
+        task: Task,
+        accesses: impl FnOnce() -> Vec<Access>,
+    ) -> Result<u64, Error> {
+        self.push_item(Item::Run(task, None), accesses)
     }
 
-    fn push_item(self: &Arc<Self>, item: Item) -> Result<u64, Error> {
+    /// [`Queue::push_with`] a task that declares no memory (a time stamp, a test's task).
+    pub(crate) fn push(self: &Arc<Self>, task: Task) -> Result<u64, Error> {
+        self.push_with(task, Vec::new)
+    }
+
+    fn push_item(
+        self: &Arc<Self>,
+        mut item: Item,
+        accesses: impl FnOnce() -> Vec<Access>,
+    ) -> Result<u64, Error> {
+        // The clock of the item a wait waits for, taken before this queue's lock (two
+        // queues waiting on each other's items never hold both clocks).
+        let waited = match (&self.chaos, &item) {
+            (Some(_), Item::Wait(other, n)) => {
+                other.chaos.as_ref().map(|c| c.clock_at(other.id, *n))
+            }
+            _ => None,
+        };
         let mut p = self.open_slot()?;
-        p.items.push_back(item);
         let seq = self.queued.load(Ordering::Relaxed) + 1;
+        if let Some(c) = &self.chaos {
+            match &mut item {
+                Item::Run(_, declared) => *declared = Some(c.declare(self.id, seq, accesses())),
+                Item::Wait(..) => c.wait(self.id, seq, &waited.unwrap_or_default()),
+            }
+        }
+        p.items.push_back(item);
         self.queued.store(seq, Ordering::Release);
         // An owner runs it after what it runs now; a blocked queue is listed when unblocked.
         let list = !(p.owned || p.listed || p.blocked);
@@ -246,11 +280,19 @@ impl Queue {
     /// finished, and it finishes (error and all) exactly as if a worker had run it; the
     /// caller only returns after the task instead of before, which for a short task costs
     /// less than handing it to another thread.
-    pub(crate) fn run_or_push(self: &Arc<Self>, task: Task) -> Result<u64, Error> {
+    /// The chaos schedule runs nothing in place.
+    pub(crate) fn run_or_push(
+        self: &Arc<Self>,
+        task: Task,
+        accesses: impl FnOnce() -> Vec<Access>,
+    ) -> Result<u64, Error> {
+        if self.chaos.is_some() {
+            return self.push_with(task, accesses);
+        }
         let mut p = self.open_slot()?;
         if !p.items.is_empty() || p.owned || p.listed || p.blocked {
             drop(p);
-            return self.push(task);
+            return self.push_with(task, accesses);
         }
         p.owned = true;
         let seq = self.queued.load(Ordering::Relaxed) + 1;
@@ -301,6 +343,23 @@ impl Queue {
         self.finished() >= seq
     }
 
+    /// [`Queue::is_done`] asked by a host thread (a query, or a wait found met): under the
+    /// chaos schedule, what it saw finish is ordered before all it queues next.
+    pub(crate) fn seen_done(&self, seq: u64) -> bool {
+        let done = self.is_done(seq);
+        if done {
+            self.seen(seq);
+        }
+        done
+    }
+
+    /// A host thread has seen items up to `seq` finish (chaos schedule only).
+    fn seen(&self, seq: u64) {
+        if let Some(c) = &self.chaos {
+            c.observed(self.id, seq);
+        }
+    }
+
     /// How many items have finished.
     fn finished(&self) -> u64 {
         self.finished.load(Ordering::Acquire)
@@ -308,6 +367,11 @@ impl Queue {
 
     /// Blocks until item `seq` has finished: polls briefly, then parks.
     pub(crate) fn wait_for(&self, seq: u64) {
+        self.wait_until(seq);
+        self.seen(seq);
+    }
+
+    fn wait_until(&self, seq: u64) {
         if self.is_done(seq) || spin_until(|| self.is_done(seq)) {
             return;
         }
@@ -402,7 +466,8 @@ impl Queue {
             return;
         }
         let this = Some(self);
-        let rest = if WORKER.get() {
+        // The chaos schedule hands nothing over: the queue goes to the ready list.
+        let rest = if WORKER.get() && this.as_ref().is_some_and(|q| q.chaos.is_none()) {
             HANDOFF.with(|h| {
                 let mut h = h.borrow_mut();
                 if h.is_none() {
@@ -445,14 +510,14 @@ impl Queue {
                     }
                     None
                 }
-                Some(Item::Run(task)) => Some(task),
+                Some(Item::Run(task, declared)) => Some((task, declared)),
             };
             if std::mem::take(&mut p.full) {
                 self.space.notify_all();
             }
             drop(p);
             let result = match &task {
-                Some(task) => run_task(task),
+                Some((task, declared)) => self.run_item(task, declared.as_deref()),
                 None => Ok(()),
             };
             drop(task);
@@ -470,6 +535,28 @@ impl Queue {
                 drop(p);
                 pool().ready(next);
             }
+        }
+    }
+
+    /// Runs a task taken from the queue; under the chaos schedule, after its pause and the
+    /// race check (a race found fails the task once it has run).
+    fn run_item(&self, task: &Task, declared: Option<&Declared>) -> Result<(), Error> {
+        let Some(c) = &self.chaos else {
+            return run_task(task);
+        };
+        let seq = self.finished() + 1;
+        chaos::pause_before(c.seed, c.ordinal, seq);
+        let Some(d) = declared else {
+            return run_task(task);
+        };
+        let races = chaos::check(d);
+        let result = {
+            let _running = chaos::Running::enter(d);
+            run_task(task)
+        };
+        match result {
+            Ok(()) if !races.is_empty() => Err(chaos::race_error(&races)),
+            r => r,
         }
     }
 
@@ -528,12 +615,27 @@ fn pool() -> &'static Pool {
     })
 }
 
+impl Drop for Queue {
+    fn drop(&mut self) {
+        if let Some(c) = &self.chaos {
+            c.retire(self.id);
+        }
+    }
+}
+
 impl Pool {
     /// Puts `queue` (marked listed) on the ready list and makes sure a worker will take
-    /// it: one polling already, a parked one woken, or a new one.
+    /// it: one polling already, a parked one woken, or a new one. A chaos queue goes in at
+    /// a random position.
     fn ready(&'static self, queue: Arc<Queue>) {
         let mut s = lock(&self.state);
-        s.ready.push_back(queue);
+        match &queue.chaos {
+            None => s.ready.push_back(queue),
+            Some(c) => {
+                let at = chaos::ready_position(c.seed, s.ready.len());
+                s.ready.insert(at, queue);
+            }
+        }
         self.listed.fetch_add(1, Ordering::Release);
         // Idle workers not parked (polling, or woken already) take from the list.
         let polling = s.idle - s.parked;
@@ -703,10 +805,10 @@ pub struct CpuStream {
 }
 
 impl CpuStream {
-    pub(crate) fn spawn(priority: i32) -> Result<CpuStream, CpuError> {
+    pub(crate) fn spawn(priority: i32, schedule: chaos::Schedule) -> Result<CpuStream, CpuError> {
         pool().add_stream()?;
         Ok(CpuStream {
-            queue: Queue::new(),
+            queue: Queue::new(schedule.seed().map(ChaosQueue::new)),
             capture: Mutex::new(None),
             capturing: std::sync::atomic::AtomicBool::new(false),
             counted: true,
@@ -773,7 +875,7 @@ impl std::fmt::Debug for CpuEvent {
             .field("queue", &self.queue.id)
             .field("seq", &self.seq)
             .field("timing", &self.stamp.is_some())
-            .field("done", &self.is_done())
+            .field("done", &self.queue.is_done(self.seq))
             .finish()
     }
 }
@@ -803,7 +905,7 @@ impl CpuEvent {
     }
 
     pub(crate) fn is_done(&self) -> bool {
-        self.queue.is_done(self.seq)
+        self.queue.seen_done(self.seq)
     }
 
     pub(crate) fn wait(&self) {
@@ -816,9 +918,12 @@ impl CpuEvent {
             // Already in order (same queue) or already passed.
             return Ok(());
         }
+        if gpukit_core::plant::is_planted(gpukit_core::plant::Bug::StreamWaitDropped) {
+            return Ok(());
+        }
         stream
             .queue
-            .push_item(Item::Wait(self.queue.clone(), self.seq))?;
+            .push_item(Item::Wait(self.queue.clone(), self.seq), Vec::new)?;
         Ok(())
     }
 

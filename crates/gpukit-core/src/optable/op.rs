@@ -416,7 +416,210 @@ pub enum Op<'a, B: Backend> {
     },
 }
 
+/// How an [`Op`] uses one of its ranges ([`Op::ranges`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeUse {
+    /// Only read.
+    Read,
+    /// Written (and perhaps read too).
+    Write,
+}
+
 impl<'a, B: Backend> Op<'a, B> {
+    /// Every range the op reads or writes, with its length in bytes when run on elements of
+    /// `dtype` (the type the backend is given with it), in operand order: what a backend
+    /// that checks accesses declares for the op (the CPU backend's chaos schedule). A range
+    /// both read and written (`Axpy`'s `y`, an in-place op's `out`, `ScatterAdd`'s and
+    /// `CountEq`'s accumulators, gemm's `C`) is listed once, as written. Left out: the fault
+    /// record of the indexing ops, which is claimed atomically and never ordered. A gemm's
+    /// ranges span from each matrix's start to the end of the last one of its batch.
+    pub fn ranges(&self, dtype: DType) -> Vec<(BufAt<'a, B>, usize, RangeUse)> {
+        use RangeUse::{Read, Write};
+        let el = dtype.size();
+        let u32s = |n: usize| n.saturating_mul(4);
+        let elems = |n: usize| n.saturating_mul(el);
+        let area = |s: Shape| elems(s.rows.saturating_mul(s.cols));
+        let mut out = Vec::with_capacity(4);
+        let mut add = |at: Option<BufAt<'a, B>>, bytes: usize, use_: RangeUse| {
+            if let Some(at) = at {
+                out.push((at, bytes, use_));
+            }
+        };
+        // The second operand of an element-wise op on a `shape` matrix.
+        let rhs_range = |rhs: &Rhs<'a, B>, shape: Shape| match *rhs {
+            Rhs::Array(at) => Some((at, area(shape))),
+            Rhs::Row(at) => Some((at, elems(shape.cols))),
+            Rhs::Col(at) => Some((at, elems(shape.rows))),
+            Rhs::Scalar(_) => None,
+        };
+        let flat = |len: usize| Shape { rows: 1, cols: len };
+        match *self {
+            Op::Fill { out: o, len, .. } | Op::Arange { out: o, len, .. } => {
+                add(Some(o), elems(len), Write);
+            }
+            Op::Axpy { x, y, len, .. } => {
+                add(Some(x), elems(len), Read);
+                add(Some(y), elems(len), Write);
+            }
+            Op::Unary {
+                src, out: o, len, ..
+            }
+            | Op::Clamp {
+                src, out: o, len, ..
+            }
+            | Op::Random {
+                src, out: o, len, ..
+            } => {
+                add(src, elems(len), Read);
+                add(Some(o), elems(len), Write);
+            }
+            Op::Binary {
+                src,
+                ref rhs,
+                out: o,
+                shape,
+                ..
+            } => {
+                add(src, area(shape), Read);
+                if let Some((at, bytes)) = rhs_range(rhs, shape) {
+                    add(Some(at), bytes, Read);
+                }
+                add(Some(o), area(shape), Write);
+            }
+            Op::Reduce {
+                op,
+                x,
+                shape,
+                out: o,
+            }
+            | Op::ReduceCols {
+                op,
+                x,
+                shape,
+                out: o,
+            } => {
+                let results = match self {
+                    Op::Reduce { .. } => shape.rows,
+                    _ => shape.cols,
+                };
+                let index = matches!(op, ReduceOp::ArgMin | ReduceOp::ArgMax);
+                add(Some(x), area(shape), Read);
+                let bytes = if index { u32s(results) } else { elems(results) };
+                add(Some(o), bytes, Write);
+            }
+            Op::Dot { x, y, len, out: o } => {
+                add(Some(x), elems(len), Read);
+                add(Some(y), elems(len), Read);
+                add(Some(o), el, Write);
+            }
+            Op::Softmax {
+                src, out: o, shape, ..
+            } => {
+                add(src, area(shape), Read);
+                add(Some(o), area(shape), Write);
+            }
+            Op::CrossEntropy {
+                logits,
+                labels,
+                loss,
+                grad,
+                shape,
+            } => {
+                add(Some(logits), area(shape), Read);
+                add(Some(labels), u32s(shape.rows), Read);
+                add(Some(loss), elems(shape.rows), Write);
+                add(grad, area(shape), Write);
+            }
+            Op::Cast {
+                to,
+                src,
+                out: o,
+                len,
+            } => {
+                add(Some(src), elems(len), Read);
+                add(Some(o), len.saturating_mul(to.size()), Write);
+            }
+            Op::Compare {
+                a,
+                ref rhs,
+                out: o,
+                len,
+                ..
+            } => {
+                add(Some(a), elems(len), Read);
+                if let Some((at, bytes)) = rhs_range(rhs, flat(len)) {
+                    add(Some(at), bytes, Read);
+                }
+                add(Some(o), len, Write);
+            }
+            Op::CountEq { a, b, out: o, len } => {
+                add(Some(a), elems(len), Read);
+                add(Some(b), elems(len), Read);
+                add(Some(o), 4, Write);
+            }
+            Op::Where {
+                mask,
+                a,
+                ref rhs,
+                out: o,
+                len,
+            } => {
+                add(Some(mask), len, Read);
+                add(Some(a), elems(len), Read);
+                if let Some((at, bytes)) = rhs_range(rhs, flat(len)) {
+                    add(Some(at), bytes, Read);
+                }
+                add(Some(o), elems(len), Write);
+            }
+            Op::Gather {
+                src,
+                idx,
+                out: o,
+                shape,
+                n,
+                ..
+            } => {
+                add(Some(src), area(shape), Read);
+                add(Some(idx), u32s(n), Read);
+                add(Some(o), elems(n.saturating_mul(shape.cols)), Write);
+            }
+            Op::ScatterAdd {
+                src,
+                idx,
+                out: o,
+                shape,
+                n,
+                ..
+            } => {
+                add(Some(src), elems(n.saturating_mul(shape.cols)), Read);
+                add(Some(idx), u32s(n), Read);
+                add(Some(o), area(shape), Write);
+            }
+            Op::OneHot {
+                idx, out: o, shape, ..
+            } => {
+                add(Some(idx), u32s(shape.rows), Read);
+                add(Some(o), area(shape), Write);
+            }
+            Op::CheckIndices { idx, len, .. } => add(Some(idx), u32s(len), Read),
+            Op::Permutation { out: o, len, .. } => add(Some(o), u32s(len), Write),
+            Op::Gemm { ref g, a, b, c } => {
+                // The last matrix of the batch ends `stride * (batch - 1) + size` elements in.
+                let span = |stride: usize, size: usize| {
+                    elems(
+                        stride
+                            .saturating_mul(g.batch.saturating_sub(1))
+                            .saturating_add(size),
+                    )
+                };
+                add(Some(a), span(g.stride_a, g.m.saturating_mul(g.k)), Read);
+                add(Some(b), span(g.stride_b, g.k.saturating_mul(g.n)), Read);
+                add(Some(c), span(g.stride_c, g.m.saturating_mul(g.n)), Write);
+            }
+        }
+        out
+    }
+
     /// The op's name, for errors and fault injection.
     pub fn name(&self) -> &'static str {
         match self {

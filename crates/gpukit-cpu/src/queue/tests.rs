@@ -8,7 +8,7 @@ use gpukit_core::Backend;
 use super::*;
 
 fn stream() -> CpuStream {
-    CpuStream::spawn(0).expect("start a stream worker")
+    CpuStream::spawn(0, crate::chaos::Schedule::Default).expect("start a stream worker")
 }
 
 fn task(f: impl Fn() + Send + 'static) -> Task {
