@@ -15,6 +15,7 @@ mod gpu_bundle;
 mod gpu_test;
 mod miri;
 mod msrv;
+mod mutants;
 mod no_gpu;
 mod package;
 mod python;
@@ -119,6 +120,12 @@ commands:
         run gpukit-core's and gpukit-cpu's unit and doc tests under Miri (needs the nightly toolchain with
         the miri and rust-src components), but the op table's safe-code reference tests;
         stopped and failed after N minutes (default 45), naming the test that was running
+  mutants [--area tracker|optable|pipeline]... [--minutes N] [--shard K/N]
+        mutation testing (cargo-mutants) of gpukit-core's tracker (against the chaos and
+        tracker tests of gpukit-cpu), the op table (against gpukit-core's and gpukit-cpu's
+        unit tests) and the pipeline engine (against its tests under the chaos schedule);
+        prints caught / missed / timeout / unviable per area (lists in
+        target/mutants/AREA/mutants.out); stopped after N minutes (default 60)
   sanitize --sanitizer address|thread [--minutes N] [-- <test filters>]
         the facade's multi-device and collective tests (`it` filtered to multi_device) and
         the CPU backend's queue tests under AddressSanitizer or ThreadSanitizer (nightly,
@@ -182,6 +189,7 @@ fn dispatch() -> Result {
         "no-gpu" => no_gpu::run(&root, rest),
         "fuzz" => fuzz::run(&root, rest),
         "sanitize" => sanitize::run(&root, rest),
+        "mutants" => mutants::run(&root, rest),
         "toolchains" => toolchains::run(&root, rest),
         "python" => python::run(&root, rest),
         "help" | "-h" | "--help" => return Err(Failure::help()),

@@ -1,0 +1,168 @@
+//! gpukit-core's ordering tracker under the chaos schedule: each way one use of memory must
+//! wait for another (a read after a write on another stream, a write after reads, a write
+//! after a write, memory reused from the pool by another stream, a host read after device
+//! work, disjoint and overlapping views, a copy between two logical devices) gives the
+//! sequential program's results with no race reported, under several seeds. A tracker that
+//! dropped any of these waits would give wrong results here or be reported by the race
+//! checker (this file is what `cargo xtask mutants --area tracker` runs).
+
+use std::sync::Mutex;
+
+use gpukit::cpu::chaos::take_races;
+use gpukit::cpu::{CpuBackend, CpuContext, Schedule};
+use gpukit_core::{Result, Stream};
+
+const SEEDS: u64 = 4;
+const N: usize = 3000;
+
+/// Race reports are process-wide: these tests take turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn context(seed: u64) -> CpuContext {
+    let backend = CpuBackend::new()
+        .expect("the CPU backend")
+        .with_schedule(Schedule::Chaos { seed });
+    CpuContext::new(backend).expect("a context")
+}
+
+/// Runs `scenario` on a chaos context with two extra streams under each seed; it returns
+/// the values it read back, which must equal `want`, and no race may be reported.
+fn under_chaos(
+    name: &str,
+    want: &[f32],
+    scenario: impl Fn(&CpuContext, &Stream<CpuBackend>, &Stream<CpuBackend>) -> Result<Vec<f32>>,
+) {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    take_races();
+    for seed in 0..SEEDS {
+        let ctx = context(seed);
+        let (s1, s2) = (ctx.create_stream().unwrap(), ctx.create_stream().unwrap());
+        let got = scenario(&ctx, &s1, &s2);
+        let synced = ctx.sync();
+        let races = take_races();
+        assert!(races.is_empty(), "{name}, seed {seed}: {}", races[0]);
+        let got = got.unwrap_or_else(|e| panic!("{name}, seed {seed}: {e}"));
+        synced.unwrap_or_else(|e| panic!("{name}, seed {seed}: {e}"));
+        assert_eq!(got.len(), want.len(), "{name}, seed {seed}");
+        let wrong = got.iter().zip(want).filter(|(a, b)| a != b).count();
+        assert_eq!(wrong, 0, "{name}, seed {seed}: {wrong} wrong elements");
+    }
+}
+
+fn filled(v: f32) -> Vec<f32> {
+    vec![v; N]
+}
+
+#[test]
+fn a_read_waits_for_a_write_on_another_stream() {
+    under_chaos("read after write", &filled(3.0), |ctx, s1, s2| {
+        let mut a = ctx.alloc_zeros::<f32>(N)?;
+        let mut b = ctx.alloc_zeros::<f32>(N)?;
+        s1.fill(&mut a, 1.0)?;
+        s1.add_scalar_inplace(&mut a, 2.0)?;
+        s2.copy(&a, &mut b)?;
+        b.download()
+    });
+}
+
+#[test]
+fn a_write_waits_for_reads_on_other_streams() {
+    under_chaos("write after reads", &filled(1.0), |ctx, s1, s2| {
+        let mut a = ctx.alloc_zeros::<f32>(N)?;
+        let mut b = ctx.alloc_zeros::<f32>(N)?;
+        let mut c = ctx.alloc_zeros::<f32>(N)?;
+        s1.fill(&mut a, 1.0)?;
+        s1.sync()?;
+        // Two reads of `a` on two streams, then a write of it on a third.
+        s1.copy(&a, &mut b)?;
+        s2.copy(&a, &mut c)?;
+        ctx.default_stream().fill(&mut a, 9.0)?;
+        let (b, c) = (b.download()?, c.download()?);
+        assert_eq!(b, c, "both reads saw the same data");
+        Ok(b)
+    });
+}
+
+#[test]
+fn a_write_waits_for_a_write_on_another_stream() {
+    under_chaos("write after write", &filled(5.0), |ctx, s1, s2| {
+        let mut a = ctx.alloc_zeros::<f32>(N)?;
+        s1.fill(&mut a, 1.0)?;
+        s2.fill(&mut a, 5.0)?;
+        a.download()
+    });
+}
+
+#[test]
+fn memory_reused_from_the_pool_waits_for_its_last_owner() {
+    under_chaos("pool reuse", &filled(7.0), |ctx, s1, s2| {
+        let mut out = ctx.alloc_zeros::<f32>(N)?;
+        {
+            let mut a = ctx.alloc_zeros::<f32>(N)?;
+            s1.fill(&mut a, 2.0)?;
+            s1.copy(&a, &mut out)?;
+            // Dropped while its uses may still be queued: its block goes back to the pool.
+        }
+        // Likely the same block, written on another stream.
+        let mut b = ctx.alloc::<f32>(N)?;
+        s2.fill(&mut b, 5.0)?;
+        s2.add_inplace(&mut b, &out)?;
+        b.download()
+    });
+}
+
+#[test]
+fn a_host_read_waits_for_device_work_on_any_stream() {
+    under_chaos("host read", &filled(4.0), |ctx, s1, _| {
+        let mut a = ctx.alloc_zeros::<f32>(N)?;
+        s1.fill(&mut a, 2.0)?;
+        s1.scale(2.0, &mut a)?;
+        // Read through the default stream's download, not s1's.
+        a.download()
+    });
+}
+
+#[test]
+fn disjoint_views_go_ahead_and_overlapping_ones_wait() {
+    let mut want = vec![1.0; N / 2];
+    want.extend(vec![2.0; N - N / 2]);
+    under_chaos("views", &want, |ctx, s1, s2| {
+        let mut a = ctx.alloc_zeros::<f32>(N)?;
+        {
+            let (mut lo, mut hi) = a.split_at_mut(N / 2)?;
+            s1.fill(&mut lo, 1.0)?;
+            s2.fill(&mut hi, 7.0)?;
+        }
+        // Overlaps the upper half, written on s2 just before.
+        let mut upper = a.slice_mut(N / 2..)?;
+        s1.add_scalar_inplace(&mut upper, -5.0)?;
+        a.download()
+    });
+}
+
+#[test]
+fn a_copy_between_logical_devices_waits_for_the_source_and_the_destination() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    take_races();
+    for seed in 0..SEEDS {
+        let dev = |n| {
+            let backend = CpuBackend::device(n)
+                .expect("a logical device")
+                .with_schedule(Schedule::Chaos { seed });
+            CpuContext::new(backend).expect("a context")
+        };
+        let (c0, c1) = (dev(0), dev(1));
+        let s0 = c0.create_stream().unwrap();
+        let s1 = c1.create_stream().unwrap();
+        let mut a = c0.alloc_zeros::<f32>(N).unwrap();
+        let mut b = c1.alloc_zeros::<f32>(N).unwrap();
+        s0.fill(&mut a, 3.0).unwrap();
+        s1.fill(&mut b, 8.0).unwrap();
+        a.copy_to_peer(&mut b).unwrap();
+        s1.scale(2.0, &mut b).unwrap();
+        let got = b.download().unwrap();
+        let races = take_races();
+        assert!(races.is_empty(), "seed {seed}: {}", races[0]);
+        assert!(got.iter().all(|&x| x == 6.0), "seed {seed}");
+    }
+}
