@@ -166,3 +166,55 @@ fn a_copy_between_logical_devices_waits_for_the_source_and_the_destination() {
         assert!(got.iter().all(|&x| x == 6.0), "seed {seed}");
     }
 }
+
+/// A CPU kernel that writes `out` once `GATE` opens: work on a stream that stays
+/// unfinished until the test says.
+static GATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn gated() -> gpukit_core::KernelSpec<(gpukit_core::Out<f32>,)> {
+    gpukit_core::KernelSpec::<(gpukit_core::Out<f32>,)>::named("gated").cpu(|t, (out,)| {
+        while !GATE.load(std::sync::atomic::Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        if t.x() < out.len() {
+            out[t.x()] = 1.0;
+        }
+    })
+}
+
+#[test]
+fn a_capture_refuses_to_wait_for_other_streams_and_accepts_its_own_or_finished_work() {
+    use std::sync::atomic::Ordering::Release;
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    take_races();
+    for seed in 0..SEEDS {
+        let ctx = context(seed);
+        let (s1, s2) = (ctx.create_stream().unwrap(), ctx.create_stream().unwrap());
+        let gate = ctx.kernel(gated()).unwrap();
+        let mut a = ctx.alloc_zeros::<f32>(N).unwrap();
+        let mut b = ctx.alloc_zeros::<f32>(N).unwrap();
+        GATE.store(false, Release);
+        s1.launch(&gate, gpukit_core::LaunchConfig::for_elems(N), (&mut a,))
+            .unwrap();
+        // Reading `a` would have to wait for s1's unfinished write: refused.
+        let r = s2.capture(|s| s.copy(&a, &mut b));
+        // Opened before any assertion, so a failure cannot leave s1 blocked.
+        GATE.store(true, Release);
+        assert!(
+            matches!(r, Err(gpukit_core::Error::CaptureViolation { .. })),
+            "seed {seed}: {r:?}"
+        );
+        // Work of the capturing stream itself, unfinished, is in order: accepted.
+        s2.fill(&mut b, 2.0).unwrap();
+        let g = s2.capture(|s| s.scale(3.0, &mut b)).unwrap();
+        // Once s1's write has finished, reading `a` needs no wait: accepted.
+        s1.sync().unwrap();
+        let h = s2.capture(|s| s.add_inplace(&mut b, &a)).unwrap();
+        g.launch(&s2).unwrap();
+        h.launch(&s2).unwrap();
+        s2.sync().unwrap();
+        let got = b.download().unwrap();
+        assert!(got.iter().all(|&x| x == 7.0), "seed {seed}");
+        assert!(take_races().is_empty(), "seed {seed}");
+    }
+}
