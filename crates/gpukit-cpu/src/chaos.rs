@@ -37,8 +37,10 @@
 //! report, and [`take_races`] hands the reports to a test. Two unordered tasks that overlap
 //! in time are always reported; unordered ones that did not overlap are reported unless a
 //! host thread saw the first finish before the second started. Memory freed by the backend
-//! is forgotten. Graph launches declare nothing (their tasks were captured without
-//! declarations), nor does the fault record of the indexing ops (claimed atomically).
+//! is forgotten. A graph's launch declares what its tasks declared when they were captured
+//! (on a chaos stream). The fault record of the indexing ops is not declared (it is claimed
+//! atomically), nor is host code's own use of memory (a host thread reading a unified array
+//! or a raw pointer is not a task).
 
 use std::backtrace::Backtrace;
 use std::cell::{Cell, RefCell};

@@ -301,8 +301,11 @@ impl CpuBackend {
     ) -> Result<()> {
         if stream.capturing.load(Ordering::Acquire) {
             let mut capture = stream.capture.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(tasks) = capture.as_mut() {
+            if let Some((tasks, declared)) = capture.as_mut() {
                 tasks.push(task);
+                if stream.is_chaos() {
+                    declared.extend(accesses());
+                }
                 return Ok(());
             }
         }
@@ -785,7 +788,7 @@ impl Backend for CpuBackend {
 
     fn begin_capture(&self, stream: &CpuStream) -> Result<()> {
         let mut capture = stream.capture.lock().unwrap_or_else(|p| p.into_inner());
-        *capture = Some(Vec::new());
+        *capture = Some((Vec::new(), Vec::new()));
         stream.capturing.store(true, Ordering::Release);
         Ok(())
     }
@@ -793,10 +796,11 @@ impl Backend for CpuBackend {
     fn end_capture(&self, stream: &CpuStream) -> Result<CpuGraph> {
         let mut capture = stream.capture.lock().unwrap_or_else(|p| p.into_inner());
         stream.capturing.store(false, Ordering::Release);
-        let tasks = capture.take().unwrap_or_default();
+        let (tasks, accesses) = capture.take().unwrap_or_default();
         Ok(CpuGraph {
             len: tasks.len(),
             tasks: Arc::new(Mutex::new(tasks)),
+            accesses,
         })
     }
 
@@ -819,8 +823,8 @@ impl Backend for CpuBackend {
                 }
                 first
             }),
-            // The graph's tasks were captured without declarations.
-            Vec::new,
+            // What its tasks declared when they were captured (under the chaos schedule).
+            || graph.accesses.clone(),
         )
     }
 
@@ -836,6 +840,8 @@ impl Backend for CpuBackend {
 pub struct CpuGraph {
     tasks: Arc<Mutex<Vec<Task>>>,
     len: usize,
+    /// The ranges its tasks read and write (declared under the chaos schedule only).
+    accesses: Vec<Access>,
 }
 
 impl std::fmt::Debug for CpuGraph {

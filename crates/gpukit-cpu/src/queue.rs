@@ -792,8 +792,9 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// A stream: a queue the pool's workers run.
 pub struct CpuStream {
     pub(crate) queue: Arc<Queue>,
-    /// The tasks recorded while the stream captures a graph (`None`: not capturing).
-    pub(crate) capture: Mutex<Option<Vec<Task>>>,
+    /// The tasks recorded while the stream captures a graph (`None`: not capturing), and
+    /// under the chaos schedule the ranges they declared (the graph's launch declares them).
+    pub(crate) capture: Mutex<Option<(Vec<Task>, Vec<Access>)>>,
     /// Whether `capture` holds a recording (checked without the lock on every push).
     pub(crate) capturing: std::sync::atomic::AtomicBool,
     /// Counted among the pool's streams (until shut down).
@@ -816,6 +817,11 @@ impl CpuStream {
             #[cfg(feature = "fault-injection")]
             live: None,
         })
+    }
+
+    /// Whether the stream runs the chaos schedule (its tasks declare their ranges).
+    pub(crate) fn is_chaos(&self) -> bool {
+        self.queue.chaos.is_some()
     }
 
     /// The priority the stream was created with. The CPU backend records it; its worker

@@ -202,3 +202,41 @@ fn a_pipeline_whose_streams_do_not_wait_is_found() {
         assert!(clean.races.is_empty(), "seed {seed}: {:?}", clean.races);
     }
 }
+
+/// A graph that reads an array, launched on stream 2 while stream 1 writes it: ordered by
+/// the graph's launch (no race, right results); with `ReadSkipsWriter` planted, the launch's
+/// read does not wait and the checker reports it through the ranges the graph's tasks
+/// declared when they were captured.
+#[test]
+fn a_graph_launch_declares_what_its_tasks_declared() {
+    let _turn = RACES.lock().unwrap_or_else(|p| p.into_inner());
+    take_races();
+    for planted in [false, true] {
+        let mut races = Vec::new();
+        for seed in 0..SEEDS {
+            let ctx = context(Schedule::Chaos { seed });
+            let (s1, s2) = (ctx.create_stream().unwrap(), ctx.create_stream().unwrap());
+            let mut a = ctx.alloc_zeros::<f32>(4096).unwrap();
+            let mut b = ctx.alloc_zeros::<f32>(4096).unwrap();
+            s1.sync().unwrap();
+            let graph = s2.capture(|s| s.copy(&a, &mut b)).unwrap();
+            let _planted = planted.then(|| plant(Bug::ReadSkipsWriter));
+            s1.fill(&mut a, 5.0).unwrap();
+            graph.launch(&s2).unwrap();
+            let synced = (s1.sync(), s2.sync());
+            drop(_planted);
+            races.extend(take_races());
+            if !planted {
+                assert!(
+                    synced.0.is_ok() && synced.1.is_ok(),
+                    "seed {seed}: {synced:?}"
+                );
+                assert!(
+                    b.download().unwrap().iter().all(|&x| x == 5.0),
+                    "seed {seed}"
+                );
+            }
+        }
+        assert_eq!(races.is_empty(), !planted, "planted: {planted}: {races:?}");
+    }
+}
