@@ -1,5 +1,7 @@
 //! `cargo xtask miri [--minutes N] [-- <args>]`: gpukit-core's and gpukit-cpu's tests (unit
-//! tests and doc tests) under Miri, within N minutes (default [`DEFAULT_MINUTES`]).
+//! tests and doc tests) and the facade's DLPack tests (the `it` binary's `dlpack::` group,
+//! built without the GPU backends) under Miri, within N minutes (default
+//! [`DEFAULT_MINUTES`]).
 //!
 //! Miri runs the tests in an interpreter that checks every memory access, so undefined
 //! behaviour in the unsafe code of gpukit-core (host buffers, views, DLPack export and
@@ -68,8 +70,19 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     }
     let deadline = Instant::now() + Duration::from_secs_f64(minutes * 60.0);
     // `cargo miri test` without `--doc` runs no doc tests: the unit tests and the doc tests
-    // are two runs.
-    for kind in ["--lib", "--doc"] {
+    // are two runs; the DLPack tests (export, import, deleters) are the facade's, a third.
+    for kind in ["--lib", "--doc", "dlpack"] {
+        if kind == "dlpack" {
+            let mut cmd = Command::new("cargo");
+            cmd.current_dir(root)
+                .env("MIRIFLAGS", "-Zmiri-disable-isolation")
+                .args(["+nightly", "miri", "test", "-p", "gpukit"])
+                .args(["--no-default-features", "--test", "it"])
+                .args(&extra)
+                .args(["--", "dlpack::"]);
+            run_until(&mut cmd, deadline, minutes)?;
+            continue;
+        }
         let mut cmd = Command::new("cargo");
         cmd.current_dir(root)
             .env("MIRIFLAGS", "-Zmiri-disable-isolation")

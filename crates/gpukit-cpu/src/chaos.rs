@@ -510,6 +510,8 @@ static RACES: Mutex<Vec<Race>> = Mutex::new(Vec::new());
 /// ordering between them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Race {
+    /// The chaos schedule's seed (of the later task's stream).
+    pub seed: u64,
     /// The bytes both use, as addresses (`start..end`).
     pub bytes: std::ops::Range<usize>,
     /// The earlier task: its stream's queue number, its position, whether it writes, and the
@@ -545,11 +547,14 @@ impl fmt::Display for Race {
         };
         write!(
             f,
-            "race on {} bytes at {:#x}: {}; and {}, with no ordering between them",
+            "race on {} bytes at {:#x}: {}; and {}, with no ordering between them (chaos \
+             schedule, seed {}: {SCHEDULE_ENV}=chaos:{} replays it)",
             self.bytes.end - self.bytes.start,
             self.bytes.start,
             side(&self.first),
-            side(&self.second)
+            side(&self.second),
+            self.seed,
+            self.seed
         )
     }
 }
@@ -561,7 +566,7 @@ pub fn take_races() -> Vec<Race> {
 
 /// Checks a task that is about to run against the earlier uses of its ranges, records its
 /// own, and returns the races found (also kept for [`take_races`]).
-pub(crate) fn check(d: &Declared) -> Vec<Race> {
+pub(crate) fn check(d: &Declared, seed: u64) -> Vec<Race> {
     let host = lock(&HOST).clone();
     let mut shadow = lock(&SHADOW);
     // Uses a host thread has seen finish are ordered before everything queued since.
@@ -575,6 +580,7 @@ pub(crate) fn check(d: &Declared) -> Vec<Race> {
         for e in shadow.iter() {
             if (e.write || a.write) && a.overlaps(e.start, e.end) && !follows(e) {
                 found.push(Race {
+                    seed,
                     bytes: a.start.max(e.start)..a.end().min(e.end),
                     first: RaceSide {
                         queue: e.queue,

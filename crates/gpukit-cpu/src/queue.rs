@@ -549,7 +549,7 @@ impl Queue {
         let Some(d) = declared else {
             return run_task(task);
         };
-        let races = chaos::check(d);
+        let races = chaos::check(d, c.seed);
         let result = {
             let _running = chaos::Running::enter(d);
             run_task(task)

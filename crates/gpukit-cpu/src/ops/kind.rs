@@ -134,6 +134,10 @@ mod tests {
     /// Ops large enough to be split across cores give the bits of the same op run whole,
     /// for every kind of operand (a piece boundary falls inside no row).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code over 2^20 elements split across rayon: hours interpreted"
+    )]
     fn split_element_wise_ops_equal_the_whole() {
         let (rows, cols) = (1103, 997); // 1,099,691 elements: split, with a short last piece
         let n = rows * cols;

@@ -222,6 +222,10 @@ mod tests {
     /// single rows in chunks, many rows row by row; with NaNs, ties (argmin/argmax take the
     /// first) and signed zeros (min/max keep the first of equals).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code over 2^20 elements split across rayon: hours interpreted"
+    )]
     fn split_reductions_equal_the_reference() {
         let n = 3 * SPLIT_FROM + 12_345;
         let mut x: Vec<f32> = (0..n)

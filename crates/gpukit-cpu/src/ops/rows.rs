@@ -138,6 +138,10 @@ mod tests {
     /// Softmax and cross-entropy of many rows, split across the cores, give the bits of
     /// the same code run over all the rows in one pass (f32: the vectorised one).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code over 2^20 elements split across rayon: hours interpreted"
+    )]
     fn split_rows_equal_the_reference() {
         let n = 3 * SPLIT_FROM + 12_345;
         let y: Vec<f32> = (0..n)
