@@ -218,3 +218,57 @@ fn a_capture_refuses_to_wait_for_other_streams_and_accepts_its_own_or_finished_w
         assert!(take_races().is_empty(), "seed {seed}");
     }
 }
+
+#[test]
+fn host_reads_of_an_array_a_capture_wrote_are_refused_until_it_ends() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    take_races();
+    let ctx = context(0);
+    let s = ctx.create_stream().unwrap();
+    let mut a = ctx.alloc_zeros::<f32>(N).unwrap();
+    let mut during = None;
+    let graph = s
+        .capture(|s| {
+            s.fill(&mut a, 4.0)?;
+            during = Some(a.download());
+            Ok(())
+        })
+        .unwrap();
+    assert!(
+        matches!(
+            during,
+            Some(Err(gpukit_core::Error::CaptureViolation { .. }))
+        ),
+        "{during:?}"
+    );
+    // The capture has ended: host reads are allowed again (of what ran: nothing yet).
+    assert!(a.download().unwrap().iter().all(|&x| x == 0.0));
+    graph.launch(&s).unwrap();
+    assert!(a.download().unwrap().iter().all(|&x| x == 4.0));
+    assert!(take_races().is_empty());
+}
+
+#[test]
+fn unified_memory_on_the_host_waits_for_device_work_on_any_stream() {
+    under_chaos("unified host access", &filled(12.0), |ctx, s1, s2| {
+        let mut u = ctx.alloc_unified::<f32>(N)?;
+        s1.fill(&mut u, 3.0)?;
+        s1.scale(2.0, &mut u)?;
+        let seen = u.host()?.to_vec();
+        assert!(
+            seen.iter().all(|&x| x == 6.0),
+            "host() waited for s1's writes"
+        );
+        let mut b = ctx.alloc_zeros::<f32>(N)?;
+        s2.copy(&u, &mut b)?;
+        // Writing on the host must wait for s2's read of it.
+        u.host_mut()?.iter_mut().for_each(|x| *x = 100.0);
+        let copied = b.download()?;
+        assert!(
+            copied.iter().all(|&x| x == 6.0),
+            "s2 read before the host wrote"
+        );
+        s1.fill(&mut u, 12.0)?;
+        Ok(u.host()?.to_vec())
+    });
+}
