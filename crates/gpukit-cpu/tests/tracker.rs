@@ -272,3 +272,111 @@ fn unified_memory_on_the_host_waits_for_device_work_on_any_stream() {
         Ok(u.host()?.to_vec())
     });
 }
+
+#[test]
+fn memory_read_on_two_streams_is_reused_only_after_both_reads() {
+    let mut want = filled(2.0);
+    want.extend(filled(2.0));
+    under_chaos(
+        "pool reuse after reads on two streams",
+        &want,
+        |ctx, s1, s2| {
+            let mut b = ctx.alloc_zeros::<f32>(N)?;
+            let mut c = ctx.alloc_zeros::<f32>(N)?;
+            {
+                let mut a = ctx.alloc_zeros::<f32>(N)?;
+                s1.fill(&mut a, 2.0)?;
+                s1.sync()?;
+                // Read on two streams, then dropped: its block's next owner waits for both.
+                s2.copy(&a, &mut b)?;
+                ctx.default_stream().copy(&a, &mut c)?;
+            }
+            let mut x = ctx.alloc::<f32>(N)?;
+            s1.fill(&mut x, 9.0)?;
+            let mut got = b.download()?;
+            got.extend(c.download()?);
+            Ok(got)
+        },
+    );
+}
+
+#[test]
+fn dropped_arrays_give_their_memory_back_to_the_pool() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let ctx = context(0);
+    let s = ctx.create_stream().unwrap();
+    let before = ctx.memory_stats();
+    for _ in 0..3 {
+        let mut a = ctx.alloc_zeros::<f32>(N).unwrap();
+        s.fill(&mut a, 1.0).unwrap();
+    }
+    ctx.sync().unwrap();
+    let after = ctx.memory_stats();
+    assert_eq!(after.bytes_in_use, before.bytes_in_use, "{after:?}");
+    assert_eq!(after.frees - before.frees, 3, "{after:?}");
+    assert!(
+        after.pool_hits > before.pool_hits,
+        "the block was reused: {after:?}"
+    );
+    take_races();
+}
+
+#[test]
+fn raw_access_gets_the_address_after_the_queued_work() {
+    under_chaos("raw access", &filled(5.0), |ctx, s1, s2| {
+        let mut a = ctx.alloc_zeros::<f32>(N)?;
+        s1.fill(&mut a, 2.0)?;
+        // SAFETY: the closure reads and writes the array's N elements at the address it is
+        // given, on the host, before it returns (the CPU backend's raw stream is `None`).
+        unsafe {
+            s2.with_raw_mut(&mut a, |ptr, _stream| {
+                let Some(gpukit_core::RawPtr::Host(p)) = ptr else {
+                    panic!("no host address: {ptr:?}");
+                };
+                let p = p.cast::<f32>();
+                for i in 0..N {
+                    *p.add(i) += 3.0;
+                }
+            })
+        }?;
+        a.download()
+    });
+}
+
+#[test]
+fn a_gather_across_logical_devices_fills_each_part_after_its_source() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    take_races();
+    for seed in 0..SEEDS {
+        let ctxs: Vec<CpuContext> = (0..3)
+            .map(|r| {
+                let backend = CpuBackend::device(r)
+                    .unwrap()
+                    .with_schedule(Schedule::Chaos { seed });
+                CpuContext::new(backend).unwrap()
+            })
+            .collect();
+        let streams: Vec<_> = ctxs.iter().map(|c| c.create_stream().unwrap()).collect();
+        let mut src = Vec::new();
+        for (r, (c, s)) in ctxs.iter().zip(&streams).enumerate() {
+            let mut a = c.alloc_zeros::<f32>(N).unwrap();
+            s.fill(&mut a, r as f32 + 1.0).unwrap();
+            src.push(a);
+        }
+        let mut dst: Vec<_> = ctxs
+            .iter()
+            .map(|c| c.alloc_zeros::<f32>(3 * N).unwrap())
+            .collect();
+        gpukit_core::collective::all_gather_into(&streams, &src, &mut dst).unwrap();
+        for d in &dst {
+            let got = d.download().unwrap();
+            for (k, part) in got.chunks(N).enumerate() {
+                assert!(
+                    part.iter().all(|&x| x == k as f32 + 1.0),
+                    "seed {seed}, part {k}"
+                );
+            }
+        }
+        assert!(take_races().is_empty(), "seed {seed}");
+    }
+}
