@@ -380,3 +380,51 @@ fn a_gather_across_logical_devices_fills_each_part_after_its_source() {
         assert!(take_races().is_empty(), "seed {seed}");
     }
 }
+
+#[test]
+fn memory_passed_through_an_unused_owner_keeps_its_earlier_uses() {
+    let mut want = filled(1.0);
+    want.extend(filled(1.0));
+    want.extend(filled(5.0));
+    under_chaos(
+        "pool reuse through an unused owner",
+        &want,
+        |ctx, s1, s2| {
+            let mut b = ctx.alloc_zeros::<f32>(N)?;
+            let mut c = ctx.alloc_zeros::<f32>(N)?;
+            {
+                let mut a = ctx.alloc_zeros::<f32>(N)?;
+                s1.fill(&mut a, 1.0)?;
+                s1.sync()?;
+                s2.copy(&a, &mut b)?;
+                ctx.default_stream().copy(&a, &mut c)?;
+            }
+            // The block's next owner never uses it: its uses pass on to the owner after.
+            drop(ctx.alloc::<f32>(N)?);
+            let mut x = ctx.alloc::<f32>(N)?;
+            s1.fill(&mut x, 5.0)?;
+            let mut got = b.download()?;
+            got.extend(c.download()?);
+            got.extend(x.download()?);
+            Ok(got)
+        },
+    );
+}
+
+#[test]
+fn an_import_keeps_its_producer_until_the_work_on_it_is_done() {
+    under_chaos("a DLPack import", &filled(1.0), |ctx, _, s2| {
+        let a = ctx.alloc_upload(&filled(1.0))?;
+        let tensor = ctx.default_stream().to_dlpack(&a, &[N], false)?;
+        drop(a);
+        // SAFETY: our own export, live, handed over once.
+        let imported = unsafe { ctx.from_dlpack::<f32>(tensor.into_raw()) }?;
+        let mut out = ctx.alloc_zeros::<f32>(N)?;
+        s2.copy(imported.array(), &mut out)?;
+        drop(imported);
+        // Memory freed too early would be this array's: the copy above would read it.
+        let mut reuse = ctx.alloc::<f32>(N)?;
+        s2.fill(&mut reuse, 8.0)?;
+        out.download()
+    });
+}
