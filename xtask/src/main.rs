@@ -119,7 +119,7 @@ commands:
   miri [--minutes N] [-- <args>]
         run gpukit-core's and gpukit-cpu's unit and doc tests under Miri (needs the nightly toolchain with
         the miri and rust-src components), but the op table's safe-code reference tests;
-        stopped and failed after N minutes (default 45), naming the test that was running
+        stopped and failed after N minutes (default 60), naming the test that was running
   mutants [--area tracker|optable|pipeline]... [--minutes N] [--shard K/N]
         mutation testing (cargo-mutants) of gpukit-core's tracker (against the chaos and
         tracker tests of gpukit-cpu), the op table (against gpukit-core's and gpukit-cpu's

@@ -935,6 +935,12 @@ mod tests {
     /// At special inputs each vectorised op gives what the table's body gives: NaN, the
     /// same infinity, the same signed zero.
     #[test]
+    // Exact bits of NaNs and of libm at subnormals: Miri randomises NaN signs and adds
+    // error to the math library, by design.
+    #[cfg_attr(
+        miri,
+        ignore = "NaN bits and libm results are nondeterministic under Miri"
+    )]
     fn special_values_follow_the_table() {
         let xs = [
             f32::NAN,
@@ -975,6 +981,12 @@ mod tests {
     /// `e/s - 1` or `d - ln s` cancels, within `2^-22`), NaN and infinite rows and an
     /// out-of-range label included, in place the same bits as out of place.
     #[test]
+    // Exact bits of NaNs and of libm at subnormals: Miri randomises NaN signs and adds
+    // error to the math library, by design.
+    #[cfg_attr(
+        miri,
+        ignore = "NaN bits and libm results are nondeterministic under Miri"
+    )]
     fn row_ops_match_the_table() {
         let cols = 37;
         let mut x: Vec<f32> = (0..cols * 9)
