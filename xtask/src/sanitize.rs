@@ -7,7 +7,8 @@
 //! sanitizer (`-Zbuild-std`), so that ThreadSanitizer sees std's synchronisation (without it
 //! every `Mutex` and channel looks like a race) and AddressSanitizer std's allocations. The
 //! build goes to `target/sanitize-<name>` (a full build of the tests' dependencies, some
-//! minutes the first time). The run is stopped after N minutes (default 40) so the command
+//! minutes the first time), without the facade's default features: the tests run on the CPU
+//! backend's logical devices. The run is stopped after N minutes (default 40) so the command
 //! always ends; any report fails it (`halt_on_error`). Arguments after `--` replace the test
 //! filters (`multi_device`).
 
@@ -82,8 +83,10 @@ pub fn commands(root: &Path, opts: &Opts) -> Vec<Command> {
             .env("RUSTDOCFLAGS", &flags)
             .env("CARGO_TARGET_DIR", &target_dir)
             .env(options.0, options.1)
-            // One build with both test targets' features, as the workspace test build has.
+            // One build for both commands; without the GPU backends (the tests run on the
+            // CPU backend's logical devices), so wgpu and cudarc are not rebuilt for it.
             .args(["+nightly", "test", "-Zbuild-std", "--target", TARGET])
+            .arg("--no-default-features")
             .args(args);
         cmd
     };
