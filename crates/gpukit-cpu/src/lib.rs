@@ -260,10 +260,10 @@ impl CpuBackend {
     /// [`chaos`] for this backend alone.
     ///
     /// ```
-    /// use gpukit::cpu::{CpuBackend, Schedule};
+    /// use gpukit::cpu::{CpuBackend, CpuContext, Schedule};
     ///
     /// let backend = CpuBackend::new()?.with_schedule(Schedule::Chaos { seed: 7 });
-    /// let ctx = gpukit::Context::new(backend)?;
+    /// let ctx = CpuContext::new(backend)?;
     /// let a = ctx.alloc_upload(&[1.0f32, 2.0, 3.0])?;
     /// assert_eq!(ctx.sum(&a)?, 6.0);
     /// # Ok::<(), gpukit::Error>(())
