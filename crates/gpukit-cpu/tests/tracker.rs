@@ -428,3 +428,29 @@ fn an_import_keeps_its_producer_until_the_work_on_it_is_done() {
         out.download()
     });
 }
+
+#[test]
+fn a_capture_accepts_reused_memory_whose_earlier_owner_has_finished() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    take_races();
+    for seed in 0..SEEDS {
+        let ctx = context(seed);
+        let (s1, s2) = (ctx.create_stream().unwrap(), ctx.create_stream().unwrap());
+        {
+            let mut a = ctx.alloc_zeros::<f32>(N).unwrap();
+            s1.fill(&mut a, 1.0).unwrap();
+        }
+        ctx.sync().unwrap();
+        // Likely the same block: its earlier owner's use on s1 has finished, so a capture on
+        // s2 may use it without waiting for anything.
+        let mut b = ctx.alloc::<f32>(N).unwrap();
+        let graph = s2.capture(|s| s.fill(&mut b, 4.0));
+        assert!(graph.is_ok(), "seed {seed}: {graph:?}");
+        graph.unwrap().launch(&s2).unwrap();
+        assert!(
+            b.download().unwrap().iter().all(|&x| x == 4.0),
+            "seed {seed}"
+        );
+        assert!(take_races().is_empty(), "seed {seed}");
+    }
+}
