@@ -1055,9 +1055,14 @@ impl Lowerer {
                             return err(u, format!("cannot negate a {}", inner.ty.rust()));
                         }
                         if let ExprKind::Lit(t) = &inner.kind {
-                            // A negative literal stays a literal (and `i32::MIN` fits).
+                            // A negative literal stays a literal (and `i32::MIN` fits);
+                            // `-(-x)` is `x` (`--x` would be a decrement in C and WGSL).
+                            let text = match t.strip_prefix('-') {
+                                Some(x) => x.to_string(),
+                                None => format!("-{t}"),
+                            };
                             return Ok(Expr {
-                                kind: ExprKind::Lit(format!("-{t}")),
+                                kind: ExprKind::Lit(text),
                                 ty: inner.ty,
                             });
                         }

@@ -152,16 +152,33 @@ fn check_types(k: &Kernel) -> Result<(), &'static str> {
         }
     }
     let mut bad = None;
+    let mut wide = false;
     walk(&k.body, &mut |v| {
         if let Visit::Expr(e) = v {
             if e.ty.wgsl().is_none() && bad.is_none() {
                 bad = Some(e.ty);
             }
+            if let ExprKind::Lit(t) = &e.kind {
+                wide |= e.ty == Ty::Usize && usize_lit(t).is_none();
+            }
         }
     });
     match bad {
         Some(t) => Err(no_wgsl(t)),
+        None if wide => Err(
+            "the kernel has a usize constant above u32::MAX (other than usize::MAX), which \
+             WGSL's 32-bit usize cannot hold: run it on the CPU or CUDA backends",
+        ),
         None => Ok(()),
+    }
+}
+
+/// A `usize` literal as WGSL's 32-bit `usize` (`usize::MAX` is `u32::MAX` there); `None`
+/// when it does not fit.
+fn usize_lit(text: &str) -> Option<u32> {
+    match text.parse::<u64>().ok()? {
+        u64::MAX => Some(u32::MAX),
+        v => u32::try_from(v).ok(),
     }
 }
 
@@ -542,6 +559,8 @@ fn lit(text: &str, ty: Ty) -> String {
         Ty::F32 => format!("{text}f"),
         Ty::I32 if text == i32::MIN.to_string() => "(-2147483647i - 1i)".into(),
         Ty::I32 => format!("{text}i"),
+        // `check_types` refused any other that does not fit.
+        Ty::Usize => usize_lit(text).map_or_else(|| format!("{text}u"), |v| format!("{v}u")),
         _ => format!("{text}u"),
     }
 }
@@ -552,5 +571,35 @@ fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
         BinOp::Shl | BinOp::Shr => format!("({a} {sym} ({b} & 31u))"),
         BinOp::BitXor if t == Ty::Bool => format!("({a} != {b})"),
         _ => format!("({a} {sym} {b})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(src: &str) -> Kernel {
+        let f: syn::ItemFn = syn::parse_str(src).expect("parses as a function");
+        crate::lower::lower_as(&f, false, false).expect("lowers")
+    }
+
+    /// Regression (found by the `kernel_codegen` fuzz target): a `usize` literal above
+    /// `u32::MAX`, `usize::MAX` say, went into the WGSL as it is (`18446744073709551615u`),
+    /// which naga refuses, so the kernel did not compile on Vulkan. `usize::MAX` is
+    /// `u32::MAX` there; another such constant leaves the kernel without WGSL, saying why.
+    #[test]
+    fn usize_constants_fit_wgsls_32_bit_usize() {
+        let k = kernel(
+            "fn k(x: &mut [u32]) { let mut best = usize::MAX; let i = global_x(); \
+             if i < best { best = i; } x[0] = best as u32; }",
+        );
+        for checked in [true, false] {
+            let w = generate(&k, checked).expect("WGSL");
+            assert!(w.contains("4294967295u"), "{w}");
+            assert!(!w.contains("18446744073709551615"), "{w}");
+        }
+        let k = kernel("fn k(x: &mut [u32]) { x[0] = (global_x() + 5000000000) as u32; }");
+        let why = generate(&k, true).expect_err("no WGSL");
+        assert!(why.contains("u32::MAX"), "{why}");
     }
 }

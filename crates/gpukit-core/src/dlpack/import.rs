@@ -7,7 +7,7 @@ use super::{
 use crate::array::{sealed, DeviceRead, GpuArray};
 use crate::backend::{Backend, RawPtr};
 use crate::context::Context;
-use crate::element::Element;
+use crate::element::{byte_len, Element};
 use crate::error::{Error, Result};
 use crate::track::SliceRef;
 
@@ -122,9 +122,9 @@ impl<B: Backend> Context<B> {
     /// version other than 1; a device other than this context's (the CPU backend takes
     /// `kDLCPU` and `kDLCUDAHost`; CUDA takes `kDLCUDA` and `kDLCUDAManaged` of its ordinal);
     /// an element type other than `T`'s; a negative extent or an element count that
-    /// overflows; strides that are not compact row-major ([`Error::InvalidArgument`] saying
-    /// "not contiguous": copy it first); a null data pointer with elements, or data and
-    /// byte offset not aligned to `T`. The read-only flag gives a read-only import.
+    /// overflows (in bytes: [`Error::SizeOverflow`]); strides that are not compact row-major
+    /// ([`Error::InvalidArgument`] saying "not contiguous": copy it first); a null data
+    /// pointer with elements, or data and byte offset not aligned to `T`. The read-only flag gives a read-only import.
     ///
     /// # Safety
     ///
@@ -170,8 +170,11 @@ impl<B: Backend> Context<B> {
     /// (a transposed or sliced NumPy array, say) into a new compact array of this context,
     /// and gives the tensor back to its producer at once (its deleter is called before this
     /// returns); returns the array and the tensor's shape. The checks are
-    /// [`Context::from_dlpack`]'s, less contiguity; device memory of another device is
-    /// [`Error::InvalidArgument`] (`device`). On error the caller still owns the tensor.
+    /// [`Context::from_dlpack`]'s, less contiguity, plus strides whose offsets overflow
+    /// (span more than `isize::MAX` bytes or wrap the address space:
+    /// [`Error::InvalidArgument`], `strides`, before anything is read); device memory of
+    /// another device is [`Error::InvalidArgument`] (`device`). On error the caller still
+    /// owns the tensor.
     ///
     /// # Safety
     ///
@@ -197,13 +200,16 @@ impl<B: Backend> Context<B> {
         }
         // SAFETY: the caller's contract.
         let layout = unsafe { layout::<T>(CALL, dt) }?;
-        let mut host: Vec<T> = Vec::with_capacity(layout.len);
+        let mut host: Vec<T> = Vec::new();
         if layout.len > 0 {
             let base = layout.start as *const T;
             let strides: Vec<i64> = match &layout.strides {
                 Some(s) => s.clone(),
                 None => compact_strides(&layout.shape),
             };
+            // Before anything is allocated or read: the loop below reads through the strides.
+            check_reach::<T>(CALL, layout.start, &layout.shape, &strides)?;
+            host.reserve_exact(layout.len);
             let mut index = vec![0usize; layout.shape.len()];
             for _ in 0..layout.len {
                 let mut off = 0isize;
@@ -390,6 +396,8 @@ unsafe fn layout<T: Element>(call: &'static str, t: &DLTensor) -> Result<Layout>
             .ok_or_else(|| invalid(call, "shape", format!("{extents:?} overflows")))?;
         shape.push(e);
     }
+    // The bytes must fit too: `from_dlpack_copy` allocates them.
+    byte_len::<T>(call, len)?;
     let strides = if t.strides.is_null() || ndim == 0 {
         None
     } else {
@@ -429,6 +437,46 @@ unsafe fn layout<T: Element>(call: &'static str, t: &DLTensor) -> Result<Layout>
         start,
         strides,
     })
+}
+
+/// Checks that the elements `strides` address from `start` (a tensor with elements) lie in
+/// one span of at most `isize::MAX` bytes that does not wrap the address space, so that no
+/// offset computed from them overflows: [`Error::InvalidArgument`] (`strides`) otherwise.
+fn check_reach<T: Element>(
+    call: &'static str,
+    start: usize,
+    shape: &[usize],
+    strides: &[i64],
+) -> Result<()> {
+    let size = std::mem::size_of::<T>() as i128;
+    // The lowest and the end of the highest byte reached, relative to `start`.
+    let span = || -> Option<(i128, i128)> {
+        let (mut lo, mut hi) = (0i128, 0i128);
+        for (&e, &s) in shape.iter().zip(strides) {
+            let r = (e as i128 - 1).checked_mul(i128::from(s))?;
+            if r < 0 {
+                lo = lo.checked_add(r)?;
+            } else {
+                hi = hi.checked_add(r)?;
+            }
+        }
+        Some((lo.checked_mul(size)?, hi.checked_add(1)?.checked_mul(size)?))
+    };
+    let start = start as i128;
+    match span() {
+        Some((lo, hi))
+            if hi - lo <= isize::MAX as i128
+                && start + lo >= 0
+                && start + hi <= usize::MAX as i128 + 1 =>
+        {
+            Ok(())
+        }
+        _ => Err(invalid(
+            call,
+            "strides",
+            format!("strides {strides:?} for shape {shape:?} reach outside the address space"),
+        )),
+    }
 }
 
 /// The strides, in elements, of a compact row-major tensor of `shape`.

@@ -201,3 +201,29 @@ fn locals_split_by_a_barrier_live_per_thread() {
     assert_eq!(storage("s"), Storage::Uniform);
     assert_eq!(storage("v"), Storage::PerThread);
 }
+
+/// Regression (found by the `kernel_codegen` fuzz target): `-(-2)` folded to the literal
+/// `--2`, which CUDA C and WGSL read as a decrement, so neither compiled the kernel.
+#[test]
+fn a_negated_negative_literal_is_its_value() {
+    let k = lower_src(
+        "fn k(x: &mut [i32], y: &mut [f32]) { x[0] = -(-2); x[1] = -(-(-3)); y[0] = -(-1.5f32); }",
+    )
+    .unwrap();
+    let lits: Vec<&str> = k
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Assign {
+                value:
+                    Expr {
+                        kind: ExprKind::Lit(t),
+                        ..
+                    },
+                ..
+            } => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lits, ["2", "-3", "1.5"]);
+}

@@ -141,17 +141,21 @@ fn an_export_shares_the_memory_and_keeps_it_alive() -> gpukit::Result<()> {
             lanes: 1
         }
     );
-    // SAFETY: the export's shape holds ndim extents, its data six host f32s.
-    let (shape, data) = unsafe {
-        (
-            std::slice::from_raw_parts(dl.shape, 2),
-            std::slice::from_raw_parts_mut(dl.data.cast::<f32>(), 6),
-        )
-    };
+    // SAFETY: the export's shape holds ndim extents.
+    let shape = unsafe { std::slice::from_raw_parts(dl.shape, 2) };
     assert_eq!(shape, [2, 3]);
-    assert_eq!(data, [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]);
+    // The data through its raw address, element by element (a consumer's view of memory the
+    // library also reads: no Rust reference to it may outlive one access, as Miri checks).
+    let data = dl.data.cast::<f32>();
+    // SAFETY: the export's data is six host f32s, alive while `t` is.
+    let read = |i: usize| unsafe { data.add(i).read() };
+    assert_eq!(
+        (0..6).map(read).collect::<Vec<_>>(),
+        [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    );
     // Shared both ways: the consumer's write is the array's.
-    data[0] = -1.0;
+    // SAFETY: as above; the array's work has finished (the export waited for it).
+    unsafe { data.write(-1.0) };
     assert_eq!(a.download()?[0], -1.0);
     // The array dropped first: the export still holds the memory, which the pool does not
     // hand out again until the deleter has run.
@@ -162,7 +166,7 @@ fn an_export_shares_the_memory_and_keeps_it_alive() -> gpukit::Result<()> {
         in_use,
         "the export keeps the block in use"
     );
-    assert_eq!(data[5], 60.0);
+    assert_eq!(read(5), 60.0);
     drop(t);
     assert!(
         ctx.memory_stats().bytes_in_use < in_use,
@@ -411,6 +415,80 @@ fn bad_tensors_are_typed_errors_and_stay_with_the_caller() {
         null,
         Err(Error::InvalidArgument { arg: "tensor", .. })
     ));
+}
+
+/// Regression (found by the `dlpack_import` fuzz target): a host tensor whose element count
+/// fits a `usize` but whose bytes do not (2^62 `f32`s broadcast from one element by a zero
+/// stride) panicked in `from_dlpack_copy` (`Vec::with_capacity`: capacity overflow), and
+/// `from_dlpack` refused it in the name of `Context::array_from_raw`; strides whose offsets
+/// leave the address space were read through before their overflow was noticed (a wild
+/// read). Each is now a typed error of the call, before any read, and the tensor stays with
+/// its caller.
+#[test]
+fn overflowing_sizes_and_strides_are_refused_before_any_read() {
+    let ctx = cpu();
+    let shaped = |shape: [i64; 1], strides: [i64; 1]| {
+        let (raw, deleted, _) = versioned(vec![1.0; 2], 0);
+        // SAFETY: our live tensor, changed before it is handed over.
+        unsafe {
+            (*raw).dl_tensor.ndim = 1;
+            (*raw).dl_tensor.shape = Box::leak(Box::new(shape)).as_mut_ptr();
+            (*raw).dl_tensor.strides = Box::leak(Box::new(strides)).as_mut_ptr();
+        }
+        (raw, deleted)
+    };
+    let give_back = |raw: *mut DLManagedTensorVersioned, deleted: &AtomicUsize| {
+        assert_eq!(
+            deleted.load(Ordering::SeqCst),
+            0,
+            "a refused tensor is not deleted"
+        );
+        // SAFETY: refused, so still ours: delete it as its producer.
+        unsafe { ((*raw).deleter.expect("a deleter"))(raw) };
+    };
+
+    let (raw, deleted) = shaped([1 << 62], [0]);
+    // SAFETY: a live tensor; its one element is all the stride addresses.
+    let r = unsafe { ctx.from_dlpack_copy::<f32>(raw) };
+    assert!(
+        matches!(
+            r,
+            Err(Error::SizeOverflow {
+                op: "Context::from_dlpack_copy",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    // Compact (null strides): the import refused it in `Context::array_from_raw`'s name.
+    // SAFETY: our live tensor, changed before the call, which refuses it unread.
+    unsafe { (*raw).dl_tensor.strides = std::ptr::null_mut() };
+    // SAFETY: a live tensor, refused before its data is read.
+    let r = unsafe { ctx.from_dlpack::<f32>(raw) };
+    assert!(
+        matches!(
+            r,
+            Err(Error::SizeOverflow {
+                op: "Context::from_dlpack",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    give_back(raw, &deleted);
+
+    // Element 1 is 2^64 + 2^22 bytes past element 0: its address wrapped to 4 MiB past it.
+    let (raw, deleted) = shaped([2], [(1 << 62) + (1 << 20)]);
+    // SAFETY: a live tensor whose strides overflow (refused before they are followed).
+    match unsafe { ctx.from_dlpack_copy::<f32>(raw) } {
+        Err(Error::InvalidArgument {
+            op: "Context::from_dlpack_copy",
+            arg: "strides",
+            message,
+        }) => assert!(message.contains("address space"), "{message}"),
+        other => panic!("expected a strides error, got {other:?}"),
+    }
+    give_back(raw, &deleted);
 }
 
 #[cfg(feature = "vulkan")]
