@@ -208,27 +208,28 @@ impl DeviceSet {
         }
         let mut list: Vec<DeviceSpec> = Vec::new();
         for part in ordinals.split(',') {
-            let (lo, hi) = match part.split_once("..") {
+            // The first and last ordinal (inclusive: `usize::MAX` has no successor).
+            let (lo, last) = match part.split_once("..") {
                 None => {
                     let n = parse_ordinal(part).map_err(bad)?;
-                    (n, n + 1)
+                    (n, n)
                 }
                 Some((lo, hi)) => {
                     let lo = parse_ordinal(lo).map_err(bad)?;
-                    let hi = match hi.strip_prefix('=') {
-                        Some(h) => parse_ordinal(h).map_err(bad)?.saturating_add(1),
-                        None => parse_ordinal(hi).map_err(bad)?,
+                    let last = match hi.strip_prefix('=') {
+                        Some(h) => Some(parse_ordinal(h).map_err(bad)?),
+                        None => parse_ordinal(hi).map_err(bad)?.checked_sub(1),
                     };
-                    if hi <= lo {
-                        return Err(bad(format!("the range {part:?} is empty")));
+                    match last {
+                        Some(last) if last >= lo => (lo, last),
+                        _ => return Err(bad(format!("the range {part:?} is empty"))),
                     }
-                    (lo, hi)
                 }
             };
-            if hi - lo > MAX_SET_DEVICES - list.len().min(MAX_SET_DEVICES) {
+            if last - lo >= MAX_SET_DEVICES - list.len().min(MAX_SET_DEVICES) {
                 return Err(bad(format!("it names more than {MAX_SET_DEVICES} devices")));
             }
-            for n in lo..hi {
+            for n in lo..=last {
                 let spec = backend.spec(Some(n));
                 if list.contains(&spec) {
                     return Err(bad(format!("it names device {n} twice")));
@@ -387,6 +388,21 @@ mod tests {
             );
         }
         assert_eq!(DeviceSet::from(DeviceSpec::Cuda(Some(2))), cuda(&[2]));
+    }
+
+    /// Regression (found by the `device_spec` fuzz target): the ordinal `usize::MAX` in a set
+    /// overflowed `n + 1` (a panic with overflow checks, else an empty set), and a range up
+    /// to it (`..=`) silently left it out.
+    #[test]
+    fn a_set_may_name_the_largest_ordinal() {
+        let max = usize::MAX;
+        let set = DeviceSet::parse_from(&format!("cuda:{max}"), "code").unwrap();
+        assert_eq!(set, DeviceSet::List(vec![DeviceSpec::Cuda(Some(max))]));
+        let set = DeviceSet::parse_from(&format!("cpu:{}..={max}", max - 1), "code").unwrap();
+        let want = [max - 1, max].map(|n| DeviceSpec::Cpu(Some(n)));
+        assert_eq!(set, DeviceSet::List(want.to_vec()));
+        assert!(DeviceSet::parse_from("cpu:0..0", "code").is_err());
+        assert!(DeviceSet::parse_from(&format!("cpu:0..={max}"), "code").is_err());
     }
 
     #[test]
