@@ -6,9 +6,32 @@
 //! target runs as `cargo +nightly fuzz run TARGET -- -max_total_time=N -print_final_stats=1`
 //! in `fuzz/`; libFuzzer's output is passed through, and its final statistics
 //! (`stat::number_of_executed_units`, else the last `#N DONE` line) give the executions.
-//! Corpora grow in `fuzz/corpus/TARGET` and crashing inputs land in `fuzz/artifacts/TARGET`
-//! (both ignored by git). Every target runs even when one fails; the exit status is 1 when
-//! any did.
+//! Every target runs even when one fails; the exit status is 1 when any did.
+//!
+//! The targets (each file's module docs say what it generates, what it asserts and, for
+//! the unsafe surfaces, what is in and out of contract):
+//! - `device_spec`: text through `DeviceSpec` and `DeviceSet` parsing (`GPU_DEVICE`,
+//!   `gpu.toml`'s `devices`): typed errors naming input and origin, `Display` round trips,
+//!   a set's list checked against an independent reading of its ordinals and ranges;
+//! - `config_toml`: text through `gpu.toml` parsing and the `GPU_DEVICE` rule;
+//! - `op_program`: random programs of ops over several streams on the CPU backend, against
+//!   a sequential interpreter;
+//! - `dlpack_import`: hostile DLPack tensors (shape, strides, offsets, dtype and device
+//!   codes, overflowing sizes, null pointers, versions, flags) into `Context::from_dlpack`,
+//!   `from_dlpack_legacy` and `from_dlpack_copy`: a typed error or the right contents, the
+//!   deleter called exactly once, no read outside the producer's buffer (AddressSanitizer);
+//! - `kernel_codegen`: random programs of `#[kernel]`'s language (and deliberately wrong
+//!   ones) through its compiler: an error with a message, or CUDA C, a CPU twin that is
+//!   Rust, and WGSL that naga validates;
+//! - `launcher_env`: launcher environments through `LaunchEnv::from_vars`: a typed error
+//!   naming the variable, or a consistent result that agrees with the variables.
+//!
+//! Each target's corpus, `fuzz/corpus/TARGET`, is committed: the inputs that reached new
+//! coverage, kept small with `cargo +nightly fuzz cmin TARGET` (run in `fuzz/` after a long
+//! run grows it; a few hundred files at most a target), plus hand-written seeds
+//! (`seed_*`). A run starts from it and adds to it; commit what it adds only after `cmin`.
+//! Crashing inputs land in `fuzz/artifacts/TARGET` (ignored by git): reproduce with
+//! `cargo +nightly fuzz run TARGET ARTIFACT`, and turn each into a regression test.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -19,7 +42,14 @@ use lexopt::Arg::Long;
 use crate::util::{self, Cli, Failure, Result};
 
 /// The fuzz targets, in the order they run by default.
-pub const TARGETS: [&str; 3] = ["device_spec", "config_toml", "op_program"];
+pub const TARGETS: [&str; 6] = [
+    "device_spec",
+    "config_toml",
+    "op_program",
+    "dlpack_import",
+    "kernel_codegen",
+    "launcher_env",
+];
 
 /// Seconds per target when `--seconds` is not given.
 pub const DEFAULT_SECONDS: u64 = 60;
@@ -209,7 +239,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     println!();
     println!("fuzz summary ({} s per target):", opts.seconds);
     println!(
-        "  {:<12} {:>12} {:>8}  result",
+        "  {:<14} {:>12} {:>8}  result",
         "target", "executions", "exec/s"
     );
     for o in &outcomes {
@@ -219,7 +249,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             (Some(err), None) => format!("FAILED: {err}"),
         };
         println!(
-            "  {:<12} {:>12} {:>8}  {result}",
+            "  {:<14} {:>12} {:>8}  {result}",
             o.target,
             show(o.stats.executions),
             show(o.stats.per_second)

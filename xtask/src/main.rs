@@ -144,7 +144,8 @@ commands:
         where it is installed. Interpreter: $PYTHON, else python3. Without one, or without
         NumPy, prints SKIPPED (GPU_REQUIRE_PYTHON=1: fails). Also a step of `ci`.
   fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]
-        run the cargo-fuzz targets in fuzz/ (device_spec, config_toml, op_program; all by
+        run the cargo-fuzz targets in fuzz/ (device_spec, config_toml, op_program, dlpack_import,
+        kernel_codegen, launcher_env; all by
         default) for N seconds each (default 60): `cargo +nightly fuzz run NAME --
         -max_total_time=N -print_final_stats=1` in fuzz/, then a summary of executions
         per target; fails if any target fails (crash inputs go to fuzz/artifacts/NAME).

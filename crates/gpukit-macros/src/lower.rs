@@ -1054,13 +1054,24 @@ impl Lowerer {
                         if !inner.ty.is_numeric() || (inner.ty.is_int() && !inner.ty.is_signed()) {
                             return err(u, format!("cannot negate a {}", inner.ty.rust()));
                         }
-                        if let ExprKind::Lit(t) = &inner.kind {
-                            // A negative literal stays a literal (and `i32::MIN` fits);
-                            // `-(-x)` is `x` (`--x` would be a decrement in C and WGSL).
-                            let text = match t.strip_prefix('-') {
-                                Some(x) => x.to_string(),
-                                None => format!("-{t}"),
-                            };
+                        // A negative literal stays a literal (and `i32::MIN` fits); `-(-x)`
+                        // is `x` (`--x` would be a decrement in C and WGSL), except where
+                        // `-MIN` wraps: that stays a negation.
+                        let folded = match &inner.kind {
+                            ExprKind::Lit(t) => match t.strip_prefix('-') {
+                                None => Some(format!("-{t}")),
+                                Some(x)
+                                    if inner.ty.is_int()
+                                        && x.parse::<i128>().ok()
+                                            > int_limit(inner.ty, true).parse().ok() =>
+                                {
+                                    None
+                                }
+                                Some(x) => Some(x.to_string()),
+                            },
+                            _ => None,
+                        };
+                        if let Some(text) = folded {
                             return Ok(Expr {
                                 kind: ExprKind::Lit(text),
                                 ty: inner.ty,

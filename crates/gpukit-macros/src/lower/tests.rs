@@ -203,13 +203,28 @@ fn locals_split_by_a_barrier_live_per_thread() {
 }
 
 /// Regression (found by the `kernel_codegen` fuzz target): `-(-2)` folded to the literal
-/// `--2`, which CUDA C and WGSL read as a decrement, so neither compiled the kernel.
+/// `--2`, which CUDA C and WGSL read as a decrement, so neither compiled the kernel. `-MIN`
+/// wraps, so `-(-2147483648)` stays a negation (folded, it would not fit an `i32`).
 #[test]
 fn a_negated_negative_literal_is_its_value() {
     let k = lower_src(
-        "fn k(x: &mut [i32], y: &mut [f32]) { x[0] = -(-2); x[1] = -(-(-3)); y[0] = -(-1.5f32); }",
+        "fn k(x: &mut [i32], y: &mut [f32]) { x[0] = -(-2); x[1] = -(-(-3)); y[0] = -(-1.5f32); x[2] = -(-2147483648); }",
     )
     .unwrap();
+    assert!(
+        matches!(
+            k.body.last(),
+            Some(Stmt::Assign {
+                value: Expr {
+                    kind: ExprKind::Unary(UnOp::Neg, _),
+                    ..
+                },
+                ..
+            })
+        ),
+        "{:?}",
+        k.body.last()
+    );
     let lits: Vec<&str> = k
         .body
         .iter()
