@@ -1,4 +1,5 @@
-//! `cargo xtask mutants [--area tracker|optable|pipeline]... [--minutes N] [--shard K/N]`:
+//! `cargo xtask mutants [--area tracker|optable|pipeline]... [--minutes N] [--shard K/N]
+//! [--iterate]`:
 //! mutation testing with cargo-mutants over the code whose mistakes the test suites must
 //! catch: gpukit-core's ordering tracker, the op table and the pipeline engine.
 //!
@@ -19,7 +20,9 @@
 //! counts. The whole run stops after N minutes (default 60; cargo-mutants builds in a copy
 //! of the tree, the first build taking some minutes), and `--shard K/N` runs a K-th of each
 //! area's mutants (cargo-mutants' round-robin sharding), so that a budget can cover every
-//! area. Needs cargo-mutants (`cargo install cargo-mutants --locked`).
+//! area. `--iterate` tests again only the mutants the area's last run did not catch (after
+//! new tests were written for them), keeping the caught ones in the counts. Needs
+//! cargo-mutants (`cargo install cargo-mutants --locked`).
 
 use std::path::Path;
 use std::process::Command;
@@ -73,14 +76,16 @@ pub struct Opts {
     pub areas: Vec<&'static str>,
     pub minutes: f64,
     pub shard: Option<String>,
+    pub iterate: bool,
 }
 
-/// Parses `[--area NAME]... [--minutes N] [--shard K/N]`.
+/// Parses `[--area NAME]... [--minutes N] [--shard K/N] [--iterate]`.
 pub fn parse(args: &[String]) -> Result<Opts> {
     let mut cli = Cli::new(args);
     let mut areas = Vec::new();
     let mut minutes = DEFAULT_MINUTES;
     let mut shard = None;
+    let mut iterate = false;
     let names: Vec<&'static str> = AREAS.iter().map(|a| a.name).collect();
     while let Some(arg) = cli.next_arg()? {
         match arg {
@@ -107,6 +112,7 @@ pub fn parse(args: &[String]) -> Result<Opts> {
                 }
                 shard = Some(s);
             }
+            Long("iterate") => iterate = true,
             other => return Err(other.unexpected().into()),
         }
     }
@@ -117,11 +123,12 @@ pub fn parse(args: &[String]) -> Result<Opts> {
         areas,
         minutes,
         shard,
+        iterate,
     })
 }
 
 /// The cargo-mutants command for `area`.
-pub fn command(root: &Path, area: &Area, shard: Option<&str>) -> Command {
+pub fn command(root: &Path, area: &Area, shard: Option<&str>, iterate: bool) -> Command {
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root)
         .args(["mutants", "--no-shuffle", "--baseline", "skip"]);
@@ -136,6 +143,9 @@ pub fn command(root: &Path, area: &Area, shard: Option<&str>) -> Command {
     }
     if let Some(s) = shard {
         cmd.args(["--shard", s]);
+    }
+    if iterate {
+        cmd.arg("--iterate");
     }
     if let Some(s) = area.schedule {
         cmd.env("GPU_CPU_SCHEDULE", s);
@@ -173,7 +183,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
             .map_err(|e| Failure::new(format!("cannot create {}: {e}", out.display())))?;
         // cargo-mutants exits 2 when mutants were missed and 3 on timeouts: the counts say
         // what happened. Anything else is a failure to run.
-        let mut cmd = command(root, area, opts.shard.as_deref());
+        let mut cmd = command(root, area, opts.shard.as_deref(), opts.iterate);
         if let Err(e) = crate::miri::run_until(&mut cmd, deadline, opts.minutes) {
             if Instant::now() >= deadline {
                 stopped = Some(e.message);
@@ -214,12 +224,14 @@ mod tests {
             "5",
             "--shard",
             "1/4",
+            "--iterate",
         ]))
         .unwrap();
         assert_eq!(
-            (o.areas, o.minutes, o.shard),
-            (vec!["pipeline"], 5.0, Some("1/4".into()))
+            (o.areas, o.minutes, o.shard, o.iterate),
+            (vec!["pipeline"], 5.0, Some("1/4".into()), true)
         );
+        assert!(!parse(&[]).unwrap().iterate);
         for bad in [
             &["--area", "gpu"][..],
             &["--shard", "4/4"][..],
@@ -241,7 +253,7 @@ mod tests {
                     assert!(root.join(f).is_file(), "{}: {f}", a.name);
                 }
             }
-            let args: Vec<_> = command(&root, a, None)
+            let args: Vec<_> = command(&root, a, None, false)
                 .get_args()
                 .filter_map(|s| s.to_str().map(String::from))
                 .collect();
