@@ -15,6 +15,7 @@ pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
         k,
         w: Lines::new(),
         checked,
+        opaque: false,
     };
     g.stmts(&k.body);
     let mut src = String::new();
@@ -64,6 +65,7 @@ pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
         );
     }
     src.push_str(FAULT);
+    src.push_str(RUNTIME);
     for (i, _) in k.slices() {
         helpers(k, Arr::Param(i), &mut src);
     }
@@ -90,6 +92,7 @@ pub fn device(k: &Kernel) -> Result<String, &'static str> {
         k,
         w: Lines::new(),
         checked: true,
+        opaque: false,
     };
     g.stmts(&k.body);
     let params: Vec<String> = k
@@ -105,6 +108,20 @@ pub fn device(k: &Kernel) -> Result<String, &'static str> {
         g.w.out
     ))
 }
+
+/// Identity functions: WGSL evaluates an expression made of constants when the shader is
+/// created and refuses one whose value is not representable (an integer divided by zero, an
+/// overflow, a shift past the width, an infinite or NaN float, a built-in outside its
+/// domain), where Rust and CUDA compute a value at run time. A function call is never a
+/// constant expression, so the constants of such an expression go through these, and the
+/// expression gets WGSL's run-time value (which the driver may still fold); so does a
+/// constant divisor (naga refuses an integer division by a constant zero). Device
+/// functions use them too: they are linked only into kernels, whose module has them.
+const RUNTIME: &str = "fn gk_rt_f32(x: f32) -> f32 { return x; }
+fn gk_rt_i32(x: i32) -> i32 { return x; }
+fn gk_rt_u32(x: u32) -> u32 { return x; }
+fn gk_rt_bool(x: bool) -> bool { return x; }
+";
 
 const FAULT: &str = "fn gk_fault(arr: u32, i: u32, n: u32) {
     loop {
@@ -293,6 +310,9 @@ struct Gen<'k> {
     w: Lines,
     /// Whether reads and writes check their index.
     checked: bool,
+    /// Whether literals are being written inside an expression of constants: each then goes
+    /// through `gk_rt_*` (see [`RUNTIME`]).
+    opaque: bool,
 }
 
 impl Gen<'_> {
@@ -337,9 +357,10 @@ impl Gen<'_> {
             Stmt::Let { local, init } => {
                 let l = &self.k.locals[*local];
                 let v = self.value(init);
-                let kw = if l.mutable { "var" } else { "let" };
+                // Always a variable: WGSL treats a `let` of constants as a constant, so an
+                // expression of it would be evaluated when the shader is created.
                 self.w
-                    .line(&format!("{kw} {}: {} = {v};", var(&l.name), wty(l.ty)));
+                    .line(&format!("var {}: {} = {v};", var(&l.name), wty(l.ty)));
             }
             Stmt::Assign { place, op, value } => match place {
                 Place::Local(l) => {
@@ -380,13 +401,13 @@ impl Gen<'_> {
                     };
                     if self.checked {
                         self.w.line(&format!(
-                            "{{ let {val}: {} = {v}; let {at}: u32 = {i}; if ({at} < gk_n_{id}()) {{ {write} }} else {{ gk_fault({}u, {at}, gk_n_{id}()); }} }}",
+                            "{{ var {val}: {} = {v}; var {at}: u32 = {i}; if ({at} < gk_n_{id}()) {{ {write} }} else {{ gk_fault({}u, {at}, gk_n_{id}()); }} }}",
                             wty(vty),
                             self.k.arr_number(*arr)
                         ));
                     } else {
                         self.w.line(&format!(
-                            "{{ let {val}: {} = {v}; let {at}: u32 = {i}; {write} }}",
+                            "{{ var {val}: {} = {v}; var {at}: u32 = {i}; {write} }}",
                             wty(vty)
                         ));
                     }
@@ -466,7 +487,14 @@ impl Gen<'_> {
     }
 
     fn expr(&mut self, e: &Expr) -> String {
+        if !self.opaque && !matches!(e.kind, ExprKind::Lit(_)) && constant(e) {
+            self.opaque = true;
+            let v = self.expr(e);
+            self.opaque = false;
+            return v;
+        }
         match &e.kind {
+            ExprKind::Lit(t) if self.opaque => format!("gk_rt_{0}({1})", wty(e.ty), lit(t, e.ty)),
             ExprKind::Lit(t) => lit(t, e.ty),
             ExprKind::Local(l) => var(&self.k.locals[*l].name),
             // A device function's parameters are its own; a kernel's scalars are immediates.
@@ -490,7 +518,13 @@ impl Gen<'_> {
                 }
             }
             ExprKind::Binary(op, l, r) => {
-                let (a, b) = (self.expr(l), self.expr(r));
+                let a = self.expr(l);
+                // naga refuses an integer division or remainder by a constant zero even of a
+                // run-time value: a constant divisor goes through `gk_rt_*` too.
+                let hide = matches!(op, BinOp::Div | BinOp::Rem) && !self.opaque && constant(r);
+                self.opaque |= hide;
+                let b = self.expr(r);
+                self.opaque &= !hide;
                 binary(*op, l.ty, &a, &b)
             }
             ExprKind::Cast(a) => {
@@ -553,6 +587,17 @@ impl Gen<'_> {
     }
 }
 
+/// Whether `e` is made of literals only (WGSL would evaluate it when the shader is created).
+fn constant(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Lit(_) => true,
+        ExprKind::Unary(_, a) | ExprKind::Cast(a) => constant(a),
+        ExprKind::Binary(_, a, b) => constant(a) && constant(b),
+        ExprKind::Math(_, args) => args.iter().all(constant),
+        _ => false,
+    }
+}
+
 fn lit(text: &str, ty: Ty) -> String {
     match ty {
         Ty::Bool => text.to_owned(),
@@ -581,6 +626,63 @@ mod tests {
     fn kernel(src: &str) -> Kernel {
         let f: syn::ItemFn = syn::parse_str(src).expect("parses as a function");
         crate::lower::lower_as(&f, false, false).expect("lowers")
+    }
+
+    /// naga's parse and validation, as wgpu's shader creation runs them.
+    fn naga_accepts(wgsl: &str) -> Result<(), String> {
+        let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::IMMEDIATES,
+        )
+        .validate(&module)
+        .map(drop)
+        .map_err(|e| e.emit_to_string(wgsl))
+    }
+
+    /// Regression (found by the `kernel_codegen` fuzz target): WGSL evaluates an expression
+    /// of constants when the shader is created, and refuses one that divides an integer by
+    /// zero, overflows, shifts too far, makes a float infinite or NaN, or leaves a built-in's
+    /// domain, so such a kernel did not compile on Vulkan at all, while Rust (and CUDA) only
+    /// give the value at run time; so was an integer division by a constant zero and a
+    /// checked store to a shared array at a constant index past its end. Each constant of
+    /// such an expression (and a constant divisor) now reaches it through a function, and
+    /// locals are variables, so nothing is evaluated early; the
+    /// values are WGSL's run-time ones (an integer divided by zero is itself, as CUDA's
+    /// helpers give).
+    #[test]
+    fn constant_expressions_wgsl_would_refuse_compile() {
+        let bodies = [
+            "x[0] = 1.0f32 / 0.0;",
+            "x[0] = 0.0f32 / 0.0;",
+            "x[0] = (-1e-7f32).powf(0.5);",
+            "x[0] = (-4.0f32).sqrt() + (0.0f32).ln();",
+            "x[0] = 3.0e38f32 * 10.0;",
+            "let z = 0i32; x[0] = (5 / z) as f32;",
+            "let z = 0i32; x[0] = (5 % z) as f32;",
+            "let m = 2147483647i32; x[0] = (m + 1) as f32;",
+            "let s = 40u32; x[0] = (1u32 << s) as f32;",
+            "let z = 0.0f32; let q = 1.0 / z; x[0] = q;",
+            "let a = -2147483648i32; let b = -1i32; x[0] = (a / b) as f32;",
+            "let i = global_x() as i32; x[0] = (i / 0) as f32; x[1] = (i % (1 - 1)) as f32;",
+            "let t = shared::<f32, 8>(); t[100] = 1.0; x[0] = t[200];",
+        ];
+        for body in bodies {
+            let k = kernel(&format!("fn k(x: &mut [f32]) {{ {body} }}"));
+            // Without bounds checks a constant index past a shared array is the kernel's
+            // fault (`KernelSpec::unchecked`'s contract), and naga's refusal of it right.
+            let modes: &[bool] = if body.contains("t[100]") {
+                &[true]
+            } else {
+                &[true, false]
+            };
+            for &checked in modes {
+                let w = generate(&k, checked).expect("WGSL");
+                if let Err(e) = naga_accepts(&w) {
+                    panic!("{body} (checked: {checked}):\n{e}\n{w}");
+                }
+            }
+        }
     }
 
     /// Regression (found by the `kernel_codegen` fuzz target): a `usize` literal above

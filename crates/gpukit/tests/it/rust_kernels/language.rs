@@ -329,7 +329,42 @@ pub(super) fn coords(out: &mut [u32]) {
     out[i] = (x + 10 * y + 100 * z) as u32;
 }
 
+/// Expressions of constants whose values exist only at run time by WGSL's rules: infinite
+/// floats, integer division and remainder by zero, an overflow. (A NaN would be one too, but
+/// WGSL lets a Vulkan driver assume no NaN: `nan != nan` is false on lavapipe.) WGSL
+/// evaluates such an expression when the shader is created and refuses it; the kernel must
+/// still compile everywhere and give the values Rust's wrapping arithmetic (with the
+/// language's `/ 0` and `% 0`) and IEEE floats give.
+#[kernel]
+pub(super) fn constants(x: &[i32], out: &mut [f32], ints: &mut [i32]) {
+    let i = global_x();
+    if i < x.len() {
+        let z = 0i32;
+        let m = 2147483647i32;
+        out[i * 3] = 1.0f32 / 0.0;
+        out[i * 3 + 1] = -1.0f32 / 0.0;
+        out[i * 3 + 2] = 3.0e38f32 * 10.0;
+        ints[i * 4] = x[i] / 0;
+        ints[i * 4 + 1] = x[i] % z;
+        ints[i * 4 + 2] = m + 1;
+        ints[i * 4 + 3] = 7 / z + (5 % 0);
+    }
+}
+
 crate::backend_tests! {
+    fn kernel_constant_expressions_compile_and_give_run_time_values(ctx) {
+        let x: Vec<i32> = vec![9, -4, i32::MIN];
+        let k = ctx.kernel(constants())?;
+        let dx = ctx.alloc_upload(&x)?;
+        let (mut out, mut ints) = (ctx.alloc_zeros::<f32>(9)?, ctx.alloc_zeros::<i32>(12)?);
+        ctx.launch(&k, LaunchConfig::for_elems(x.len()), (&dx, &mut out, &mut ints))?;
+        let want: Vec<f32> = (0..3).flat_map(|_| [f32::INFINITY, f32::NEG_INFINITY, f32::INFINITY]).collect();
+        assert_eq!(out.download()?, want);
+        let want: Vec<i32> = x.iter().flat_map(|&v| [v, 0, i32::MIN, 7]).collect();
+        assert_eq!(ints.download()?, want);
+        Ok(())
+    }
+
     fn kernel_integer_arithmetic_wraps_like_the_cpu(ctx) {
         let a: Vec<i32> = vec![7, -7, i32::MAX, i32::MIN, 0, 12345, -1, 100, i32::MIN, 3];
         let b: Vec<i32> = vec![2, 0, 1, -1, 5, -77, 31, 33, 0, i32::MAX];

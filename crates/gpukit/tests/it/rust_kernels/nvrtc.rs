@@ -8,6 +8,7 @@ fn kernels_compile_with_nvrtc() {
     use super::{faults, language};
     let checks = [
         gpukit::cuda::compile_check(&language::int_ops(), (9, 0)),
+        gpukit::cuda::compile_check(&language::constants(), (9, 0)),
         gpukit::cuda::compile_check(&language::casts(), (9, 0)),
         gpukit::cuda::compile_check(&language::loops(), (9, 0)),
         gpukit::cuda::compile_check(&language::math(), (9, 0)),
