@@ -122,8 +122,8 @@ commands:
         stopped and failed after N minutes (default 60), naming the test that was running
   mutants [--area tracker|optable|pipeline]... [--minutes N] [--shard K/N] [--iterate]
         mutation testing (cargo-mutants) of gpukit-core's tracker (against the chaos and
-        tracker tests of gpukit-cpu), the op table (against gpukit-core's and gpukit-cpu's
-        unit tests) and the pipeline engine (against its tests under the chaos schedule);
+        tracker tests of gpukit-cpu), the op table (against gpukit-core's unit tests)
+        and the pipeline engine (against its tests under the chaos schedule);
         prints caught / missed / timeout / unviable per area (lists in
         target/mutants/AREA/mutants.out); stopped after N minutes (default 60);
         --iterate tests again only the mutants the area's last run did not catch

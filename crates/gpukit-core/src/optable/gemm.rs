@@ -122,3 +122,25 @@ impl<T> Gemm<T> {
         (self.batch - 1).checked_mul(stride)?.checked_add(size)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_spans_its_last_matrix_past_the_strides() {
+        let g = Gemm::<f32>::new(2, 3, 4);
+        assert_eq!(g.span(8, 8), Some(8));
+        assert_eq!(g.strided(3, 5, 0, 6).span(7, 5), Some(17));
+        assert_eq!(g.strided(4, 0, 0, 6).span(7, 0), Some(7));
+        assert_eq!(g.strided(0, 5, 5, 6).span(7, 5), Some(0));
+        assert_eq!(
+            g.strided(3, usize::MAX / 2, 0, 6).span(7, usize::MAX / 2),
+            None
+        );
+        assert_eq!(
+            g.strided(2, usize::MAX - 3, 0, 6).span(7, usize::MAX - 3),
+            None
+        );
+    }
+}

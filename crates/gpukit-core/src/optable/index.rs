@@ -167,6 +167,9 @@ pub fn permutation(seed: u64, len: u64, first: u64, out: &mut [u32]) {
 mod tests {
     use super::*;
 
+    /// The permutation of `0..10` under seed 9.
+    const PERMUTATION_9_10: [u32; 10] = [9, 0, 4, 8, 2, 7, 3, 6, 1, 5];
+
     #[test]
     fn permutations_are_bijections_and_differ_by_seed() {
         for len in [1u64, 2, 3, 5, 16, 17, 1000, 1797] {
@@ -190,6 +193,93 @@ mod tests {
                 assert!(fixed < 10, "{len}: {fixed} fixed points");
             }
         }
+    }
+
+    #[test]
+    fn comparisons_count_and_where_give_known_answers() {
+        let (a, b) = ([1.0f32, 2.0, 3.0, f32::NAN], [2.0f32, 2.0, 2.0, f32::NAN]);
+        let expect = [
+            (CmpOp::Eq, [0, 1, 0, 0]),
+            (CmpOp::Ne, [1, 0, 1, 1]),
+            (CmpOp::Lt, [1, 0, 0, 0]),
+            (CmpOp::Le, [1, 1, 0, 0]),
+            (CmpOp::Gt, [0, 0, 1, 0]),
+            (CmpOp::Ge, [0, 1, 1, 0]),
+        ];
+        for (op, want) in expect {
+            let mut out = [9u8; 4];
+            compare_slice(op, &a, |i| b[i], &mut out);
+            assert_eq!(out, want, "{op:?}");
+        }
+        assert_eq!(count_eq(&a, &b), 1);
+        assert_eq!(count_eq(&[1i32, 5, 3, 3], &[1, 4, 3, 3]), 3);
+        assert_eq!(count_eq::<u8>(&[], &[]), 0);
+        let mut out = [0i32; 4];
+        where_slice(&[1, 0, 2, 0], &[1, 2, 3, 4], |i| 10 + i as i32, &mut out);
+        assert_eq!(out, [1, 11, 3, 13]);
+    }
+
+    #[test]
+    fn the_first_index_past_the_rows_is_a_fault() {
+        let mut faults = Vec::new();
+        let mut out = [9.0f32; 4];
+        gather_rows(&[1.0f32, 2.0, 3.0, 4.0], 2, &[2, 0], &mut out, |i, n| {
+            faults.push((i, n))
+        });
+        assert_eq!(out, [0.0, 0.0, 1.0, 2.0]);
+        let mut acc = [0i32; 4];
+        scatter_add_rows(&[1, 2, 3, 4], 2, &[2, 0], &mut acc, |i, n| {
+            faults.push((i, n))
+        });
+        assert_eq!(acc, [3, 4, 0, 0]);
+        let mut hot = [7u8; 4];
+        one_hot_rows(&[2, 1], 2, &mut hot, |i, n| faults.push((i, n)));
+        assert_eq!(hot, [0, 0, 0, 1]);
+        assert_eq!(faults, [(2, 2), (2, 2), (2, 2)]);
+    }
+
+    #[test]
+    fn arange_counts_from_its_first_index() {
+        let mut f = [0.0f32; 3];
+        arange_slice(0.5f32, 0.25, 2, &mut f);
+        assert_eq!(f, [1.0, 1.25, 1.5]);
+        let mut d = [0.0f64; 2];
+        arange_slice(1.0f64, 0.1, 3, &mut d);
+        assert_eq!(d, [1.0 + 3.0 * 0.1, 1.0 + 4.0 * 0.1]);
+        // f32 rounds each step in f32: 0.1f32 * 3 is not 0.3f32 computed in f64.
+        let mut t = [0.0f32; 1];
+        arange_slice(0.0f32, 0.1, 3, &mut t);
+        assert_eq!(t[0], 3.0f32 * 0.1f32);
+        let mut i = [0i32; 3];
+        arange_slice(-4i32, 3, 1, &mut i);
+        assert_eq!(i, [-1, 2, 5]);
+        let mut u = [0u8; 2];
+        arange_slice(250u8, 3, 1, &mut u);
+        assert_eq!(u, [253, 0], "integers wrap");
+    }
+
+    #[test]
+    fn the_feistel_network_is_pinned() {
+        for (len, h) in [
+            (0, 1),
+            (1, 1),
+            (2, 1),
+            (4, 1),
+            (5, 2),
+            (16, 2),
+            (17, 3),
+            (1 << 32, 16),
+        ] {
+            assert_eq!(feistel_half_bits(len), h, "{len}");
+        }
+        // Permutations are part of a seed's meaning: every backend and every version gives
+        // these.
+        let mut p = [0u32; 10];
+        permutation(9, 10, 0, &mut p);
+        assert_eq!(p, PERMUTATION_9_10);
+        let mut tail = [0u32; 4];
+        permutation(9, 10, 6, &mut tail);
+        assert_eq!(tail, PERMUTATION_9_10[6..]);
     }
 
     #[test]

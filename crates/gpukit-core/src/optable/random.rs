@@ -432,6 +432,198 @@ mod tests {
         }
     }
 
+    /// Position `j` of a stream taking `w` words per element: words `(j % (4 / w)) * w ..`
+    /// of block `j / (4 / w)`, the block number in the counter's low 64 bits.
+    #[test]
+    fn elements_take_their_words_from_their_block() {
+        let want = |seed: u64, j: u64, w: u64| -> Vec<u32> {
+            let (block, first) = (j / (4 / w), (j % (4 / w) * w) as usize);
+            let out = philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], seed_key(seed));
+            out[first..first + w as usize].to_vec()
+        };
+        for (seed, j) in [(0, 0), (3, 5), (1 << 40 | 7, 11), (9, (1 << 34) + 6)] {
+            for w in [1u32, 2, 4] {
+                let got = element_words(seed, j, w);
+                assert_eq!(
+                    got[..w as usize],
+                    want(seed, j, u64::from(w)),
+                    "{seed} {j} {w}"
+                );
+                assert!(got[w as usize..].iter().all(|&x| x == 0));
+            }
+        }
+        assert_eq!(seed_key(0x1234_5678_9abc_def0), [0x9abc_def0, 0x1234_5678]);
+        use Distribution::*;
+        let words = [Uniform, Dropout, Normal, Integers].map(|d| [d.words(false), d.words(true)]);
+        assert_eq!(words, [[1, 2], [1, 2], [2, 4], [2, 2]]);
+        let names = [Uniform, Normal, Integers, Dropout].map(Distribution::name);
+        assert_eq!(
+            names,
+            [
+                "random_uniform",
+                "random_normal",
+                "random_integers",
+                "dropout"
+            ]
+        );
+    }
+
+    /// The series' coefficients: `1 / (2k + 1)`, `(-1)^k / (2k)!` and `(-1)^k / (2k + 1)!`.
+    #[test]
+    fn the_series_hold_their_terms() {
+        for (wide, ln, trig) in [(false, 5, 9), (true, 12, 13)] {
+            let s = series(wide);
+            assert_eq!((s.ln.len(), s.cos.len(), s.sin.len()), (ln, trig, trig));
+            let mut fact = 1.0f64;
+            for k in 0..trig {
+                if k > 0 {
+                    fact *= (2 * k * (2 * k - 1)) as f64;
+                }
+                let sign = if k % 2 == 1 { -1.0 } else { 1.0 };
+                assert_eq!(s.cos[k], sign / fact, "cos {k}");
+                assert_eq!(s.sin[k], sign / (fact * (2 * k + 1) as f64), "sin {k}");
+            }
+            for k in 0..ln {
+                assert_eq!(s.ln[k], 1.0 / (2 * k + 1) as f64, "ln {k}");
+            }
+        }
+    }
+
+    /// f32 uniform: the top 24 bits of the element's word over `2^24`; f64: 53 bits of two
+    /// words over `2^53`; then `lo + (hi - lo) u` in the compute type.
+    fn unit32(w: u32) -> f64 {
+        f64::from(w >> 8) / 16_777_216.0
+    }
+    fn unit64(w: [u32; 2]) -> f64 {
+        ((u64::from(w[1]) << 21) | u64::from(w[0] >> 11)) as f64 / 9_007_199_254_740_992.0
+    }
+
+    #[test]
+    fn uniform_and_dropout_follow_their_words() {
+        let (seed, offset) = (42, 3);
+        let mut f = vec![0f32; 64];
+        random_floats(
+            Distribution::Uniform,
+            (seed, offset),
+            (2.0, 5.0),
+            None,
+            &mut f,
+        );
+        let mut d = vec![0f64; 64];
+        random_floats(
+            Distribution::Uniform,
+            (seed, offset),
+            (-1.0, 1.0),
+            None,
+            &mut d,
+        );
+        for i in 0..64 {
+            let j = offset + i as u64;
+            let u = unit32(element_words(seed, j, 1)[0]);
+            assert_eq!(f[i], 2.0 + 3.0 * u as f32, "f32 {i}");
+            let w = element_words(seed, j, 2);
+            assert_eq!(d[i], -1.0 + 2.0 * unit64([w[0], w[1]]), "f64 {i}");
+        }
+        let src: Vec<f32> = (0..64).map(|i| i as f32 + 1.0).collect();
+        let mut out = vec![9f32; 64];
+        random_floats(
+            Distribution::Dropout,
+            (seed, offset),
+            (0.3, 2.0),
+            Some(&src),
+            &mut out,
+        );
+        let mut in_place = src.clone();
+        random_floats(
+            Distribution::Dropout,
+            (seed, offset),
+            (0.3, 2.0),
+            None,
+            &mut in_place,
+        );
+        assert_eq!(in_place, out, "in place");
+        let mut kept = 0;
+        for i in 0..64 {
+            let u = unit32(element_words(seed, offset + i as u64, 1)[0]);
+            let want = if u >= 0.3 { src[i] * 2.0 } else { 0.0 };
+            assert_eq!(out[i], want, "dropout {i} (u = {u})");
+            kept += usize::from(u >= 0.3);
+        }
+        assert!((30..64).contains(&kept), "{kept} of 64 kept");
+        // A dropout probability that is exactly some element's u keeps that element.
+        let u0 = unit32(element_words(seed, offset, 1)[0]) as f32;
+        let mut one = [1.0f32];
+        random_floats(
+            Distribution::Dropout,
+            (seed, offset),
+            (u0, 1.0),
+            None,
+            &mut one,
+        );
+        assert_eq!(one, [1.0]);
+        let mut ints = [7f32; 3];
+        random_floats(
+            Distribution::Integers,
+            (seed, offset),
+            (0.0, 1.0),
+            None,
+            &mut ints,
+        );
+        assert_eq!(ints, [7.0; 3], "floats have no integer fill");
+    }
+
+    /// Normal samples against Box-Muller computed in f64 with the platform's `ln` and `cos`
+    /// from the same words, and their first two moments.
+    #[test]
+    fn normal_samples_are_box_muller() {
+        let n = 20_000;
+        let (seed, offset) = (5, 1);
+        let mut f = vec![0f32; n];
+        random_floats(
+            Distribution::Normal,
+            (seed, offset),
+            (1.0, 2.0),
+            None,
+            &mut f,
+        );
+        let mut d = vec![0f64; n];
+        random_floats(
+            Distribution::Normal,
+            (seed, offset),
+            (0.0, 1.0),
+            None,
+            &mut d,
+        );
+        let box_muller =
+            |u1: f64, u2: f64| (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        let (mut sum, mut sq) = (0.0, 0.0);
+        for i in 0..n {
+            let j = offset + i as u64;
+            let w = element_words(seed, j, 2);
+            let z = box_muller(1.0 - unit32(w[0]), unit32(w[1]));
+            let got = (f64::from(f[i]) - 1.0) / 2.0;
+            assert!(
+                (got - z).abs() <= 1e-5 * z.abs().max(1.0),
+                "f32 {i}: {got} vs {z}"
+            );
+            let w = element_words(seed, j, 4);
+            let z = box_muller(1.0 - unit64([w[0], w[1]]), unit64([w[2], w[3]]));
+            assert!(
+                (d[i] - z).abs() <= 1e-12 * z.abs().max(1.0),
+                "f64 {i}: {} vs {z}",
+                d[i]
+            );
+            sum += d[i];
+            sq += d[i] * d[i];
+        }
+        let mean = sum / n as f64;
+        let var = sq / n as f64 - mean * mean;
+        assert!(
+            mean.abs() < 0.03 && (var - 1.0).abs() < 0.05,
+            "{mean} {var}"
+        );
+    }
+
     #[test]
     fn bounded_integers_cover_the_range() {
         assert_eq!(bounded([0, 0], 10), 0);
@@ -444,5 +636,18 @@ mod tests {
             assert!((1_200..1_650).contains(&n), "{v}: {n} of 10000");
         }
         assert!(out.iter().all(|&x| (-3..4).contains(&x)));
+        // Element by element: `lo + bounded(words)`, wrapping in the element type.
+        let mut u = [0u8; 8];
+        random_integers((2, 9), 250u8, 10, &mut u);
+        for (i, &v) in u.iter().enumerate() {
+            let w = element_words(2, 9 + i as u64, 2);
+            assert_eq!(
+                v,
+                250u8.wrapping_add(bounded([w[0], w[1]], 10) as u8),
+                "{i}"
+            );
+        }
+        assert_eq!(bounded([0, 1 << 31], 10), 5);
+        assert_eq!(bounded([0, 1 << 31], 0), 1 << 31);
     }
 }

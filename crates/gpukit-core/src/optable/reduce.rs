@@ -205,4 +205,91 @@ mod tests {
         assert_eq!(ReduceOp::ArgMax.index::<f32>(&[]), None);
         assert_eq!(ReduceOp::Sum.index(&x), None);
     }
+
+    #[test]
+    fn value_reductions_give_known_answers() {
+        let x = [2.0f32, f32::NAN, -1.5, 4.0];
+        assert_eq!(ReduceOp::Min.value(&x), Some(-1.5));
+        assert_eq!(ReduceOp::Max.value(&x), Some(4.0));
+        assert!(ReduceOp::Sum.value(&x).unwrap().is_nan());
+        let y = [1.0f32, 2.0, 4.0, 8.0, 16.0];
+        assert_eq!(ReduceOp::Sum.value(&y), Some(31.0));
+        assert_eq!(ReduceOp::Mean.value(&y), Some(6.2));
+        assert_eq!(ReduceOp::Mean.value(&[1i32, 2, 4]), Some(2), "2.33 to i32");
+        assert_eq!(ReduceOp::Sum.value(&[i32::MAX, 1]), Some(i32::MIN), "wraps");
+        assert_eq!(ReduceOp::Max.value(&[3u8, 9, 1]), Some(9));
+        assert_eq!(ReduceOp::Min.value(&[3u8, 9, 1]), Some(1));
+        assert_eq!(ReduceOp::ArgMax.value(&y), None);
+        assert_eq!(ReduceOp::Min.value::<f32>(&[]), None);
+        assert_eq!(ReduceOp::Sum.of_sum::<f32>(7.0, 2), Some(7.0));
+        assert_eq!(ReduceOp::Mean.of_sum::<f64>(7.0, 2), Some(3.5));
+        assert_eq!(ReduceOp::Max.of_sum::<f64>(7.0, 2), None);
+        assert_eq!(ReduceOp::ArgMin.index(&[3i32, 1, 1, 5]), Some(1));
+        assert_eq!(ReduceOp::ArgMax.index(&[3i32, 1, 5, 5]), Some(2));
+    }
+
+    #[test]
+    fn names_and_kinds() {
+        let names = ReduceOp::ALL.map(|op| (op.name(), op.col_name()));
+        assert_eq!(
+            names,
+            [
+                ("sum", "col_sum"),
+                ("mean", "col_mean"),
+                ("min", "col_min"),
+                ("max", "col_max"),
+                ("argmin", "col_argmin"),
+                ("argmax", "col_argmax"),
+            ]
+        );
+        let kinds = ReduceOp::ALL.map(|op| (op.is_index(), op.has_identity()));
+        assert_eq!(
+            kinds,
+            [
+                (false, true),
+                (false, false),
+                (false, false),
+                (false, false),
+                (true, false),
+                (true, false),
+            ]
+        );
+    }
+
+    /// Each column of a 3 x 2 matrix, against the column written out.
+    #[test]
+    fn columns_reduce_like_rows() {
+        let x = [1.0f32, f32::NAN, -4.0, 2.0, 6.0, 2.0];
+        let col = |c: usize| [x[c], x[2 + c], x[4 + c]];
+        for op in ReduceOp::ALL {
+            let (mut v, mut i) = ([9.0f32; 2], [9u32; 2]);
+            reduce_cols(op, &x, 2, &mut v, &mut i);
+            for c in 0..2 {
+                if op.is_index() {
+                    assert_eq!(Some(i[c]), op.index(&col(c)), "{op:?} column {c}");
+                } else {
+                    let want = op.value(&col(c)).unwrap();
+                    assert!(v[c] == want || v[c].is_nan() && want.is_nan(), "{op:?} {c}");
+                }
+            }
+        }
+        let (mut v, mut i) = ([0.0f32; 2], [0u32; 2]);
+        reduce_cols(ReduceOp::Mean, &x, 2, &mut v, &mut i);
+        assert_eq!(v[0], 1.0);
+        reduce_cols(ReduceOp::ArgMax, &x, 2, &mut v, &mut i);
+        assert_eq!(i, [2, 1]);
+        let xi = [i32::MAX, 5, 1, -7];
+        let (mut vi, mut ii) = ([0i32; 2], [0u32; 2]);
+        reduce_cols(ReduceOp::Sum, &xi, 2, &mut vi, &mut ii);
+        assert_eq!(vi, [i32::MIN, -2]);
+        reduce_cols(ReduceOp::Min, &xi, 2, &mut vi, &mut ii);
+        assert_eq!(vi, [1, -7]);
+        reduce_cols(ReduceOp::Max, &xi, 2, &mut vi, &mut ii);
+        assert_eq!(vi, [i32::MAX, 5]);
+        reduce_cols(ReduceOp::ArgMin, &xi, 2, &mut vi, &mut ii);
+        assert_eq!(ii, [1, 1]);
+        let mut untouched = [3i32; 2];
+        reduce_cols(ReduceOp::Sum, &xi, 8, &mut untouched, &mut ii);
+        assert_eq!(untouched, [3, 3], "no full row");
+    }
 }

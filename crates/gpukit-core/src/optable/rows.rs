@@ -234,6 +234,69 @@ mod tests {
         for cols in [1, 3, 64, 1000] {
             check(&xs, cols);
             check(&xs.iter().map(|&x| x as f32).collect::<Vec<_>>(), cols);
+            // f16 computes in f32: the path that recomputes each exp.
+            #[cfg(feature = "half")]
+            check(
+                &xs.iter()
+                    .map(|&x| half::f16::from_f64(x))
+                    .collect::<Vec<_>>(),
+                cols,
+            );
         }
+    }
+
+    /// Log-softmax written out, `(x_j - m) - ln(s)` in f64 rounded once, from a source and in
+    /// place, for f32, f64 and (with the `half` feature) f16, computed in f32.
+    #[test]
+    fn log_softmax_follows_the_definition() {
+        fn check<T: Numeric<Compute = C>, C: Real>(x: &[T], cols: usize) {
+            let mut want = vec![T::ZERO; x.len()];
+            for (row, w) in x.chunks(cols).zip(want.chunks_mut(cols)) {
+                let m = row
+                    .iter()
+                    .map(|v| v.load())
+                    .reduce(|m, v| m.max(v))
+                    .unwrap();
+                let s: f64 = row.iter().map(|v| v.load().sub(m).exp().to_f64()).sum();
+                for (w, v) in w.iter_mut().zip(row) {
+                    *w = T::from_f64(v.load().sub(m).to_f64() - s.ln());
+                }
+            }
+            let mut out = vec![T::ZERO; x.len()];
+            softmax_rows(true, Some(x), cols, &mut out);
+            let bits = |v: &[T]| {
+                v.iter()
+                    .map(|v| v.load().to_f64().to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&out), bits(&want), "{cols} columns");
+            let mut inplace = x.to_vec();
+            softmax_rows(true, None, cols, &mut inplace);
+            assert_eq!(bits(&inplace), bits(&want), "{cols} columns, in place");
+        }
+        let xs: Vec<f64> = (0..600)
+            .map(|i| ((i * 37) % 101) as f64 / 7.0 - 6.0)
+            .collect();
+        for cols in [1, 5, 600] {
+            check(&xs, cols);
+            check(&xs.iter().map(|&x| x as f32).collect::<Vec<_>>(), cols);
+            #[cfg(feature = "half")]
+            check(
+                &xs.iter()
+                    .map(|&x| half::f16::from_f64(x))
+                    .collect::<Vec<_>>(),
+                cols,
+            );
+        }
+        // By hand: the softmax of [0, ln 3] is [1/4, 3/4].
+        let mut o = [0.0f64; 2];
+        softmax_rows(true, Some(&[0.0, 3f64.ln()]), 2, &mut o);
+        assert!((o[0] + 4f64.ln()).abs() < 1e-15 && (o[1] - (0.75f64).ln()).abs() < 1e-15);
+        let mut p = [0.0f64; 2];
+        softmax_rows(false, Some(&[0.0, 3f64.ln()]), 2, &mut p);
+        assert!((p[0] - 0.25).abs() < 1e-15 && (p[1] - 0.75).abs() < 1e-15);
+        let mut untouched = [5.0f32; 2];
+        softmax_rows(false, None, 0, &mut untouched);
+        assert_eq!(untouched, [5.0; 2]);
     }
 }

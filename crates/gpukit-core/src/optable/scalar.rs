@@ -85,4 +85,19 @@ mod tests {
         assert_eq!(s.bytes(), &[0xfd]);
         assert_eq!(Scalar::new(1.5f64).get::<f64>(), Some(1.5));
     }
+
+    #[test]
+    fn scalars_keep_their_type_and_bytes() {
+        let s = Scalar::new(1.5f32);
+        assert_eq!(s.dtype(), DType::F32);
+        assert_eq!(s.bytes(), 1.5f32.to_ne_bytes());
+        assert_eq!(Scalar::new(-2i64).bytes(), (-2i64).to_ne_bytes());
+        assert_eq!(Scalar::new(-2i64).get::<i64>(), Some(-2));
+        assert_eq!(Scalar::new(7u32).get::<i32>(), None);
+        let z = Scalar::zero(DType::F64);
+        assert_eq!((z.dtype(), z.get::<f64>()), (DType::F64, Some(0.0)));
+        assert_eq!(z.bytes(), [0; 8]);
+        assert_eq!(Scalar::zero(DType::U8).get::<u8>(), Some(0));
+        assert_eq!(format!("{:?}", Scalar::new(258u32)), "Scalar(u32: 0x102)");
+    }
 }

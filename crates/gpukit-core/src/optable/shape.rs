@@ -27,3 +27,16 @@ impl Shape {
         self.rows == 0 || self.cols == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn length_and_emptiness() {
+        assert_eq!(Shape::new(3, 4).len(), Some(12));
+        assert_eq!(Shape::new(usize::MAX, 2).len(), None);
+        assert!(!Shape::new(3, 4).is_empty());
+        assert!(Shape::new(0, 4).is_empty() && Shape::new(3, 0).is_empty());
+    }
+}
