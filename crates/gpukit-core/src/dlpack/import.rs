@@ -209,7 +209,14 @@ impl<B: Backend> Context<B> {
             };
             // Before anything is allocated or read: the loop below reads through the strides.
             check_reach::<T>(CALL, layout.start, &layout.shape, &strides)?;
-            host.reserve_exact(layout.len);
+            // A valid tensor can still be more than the host can hold (a zero stride
+            // broadcasts one element to any length): out of memory, not an abort.
+            host.try_reserve_exact(layout.len)
+                .map_err(|e| Error::OutOfMemory {
+                    backend: "host",
+                    requested: layout.len.saturating_mul(std::mem::size_of::<T>()),
+                    detail: format!("{CALL}: the tensor's host copy: {e}"),
+                })?;
             let mut index = vec![0usize; layout.shape.len()];
             for _ in 0..layout.len {
                 let mut off = 0isize;

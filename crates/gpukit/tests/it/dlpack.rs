@@ -423,7 +423,7 @@ fn bad_tensors_are_typed_errors_and_stay_with_the_caller() {
 /// `from_dlpack` refused it in the name of `Context::array_from_raw`; strides whose offsets
 /// leave the address space were read through before their overflow was noticed (a wild
 /// read). Each is now a typed error of the call, before any read, and the tensor stays with
-/// its caller.
+/// its caller; so is a valid tensor larger than the host can copy (it aborted the process).
 #[test]
 fn overflowing_sizes_and_strides_are_refused_before_any_read() {
     let ctx = cpu();
@@ -476,6 +476,23 @@ fn overflowing_sizes_and_strides_are_refused_before_any_read() {
         "{r:?}"
     );
     give_back(raw, &deleted);
+
+    // 2^60 bytes fit the address space but not any host: out of memory, not an abort.
+    // (Miri stops at an allocation that large instead of failing it.)
+    if !cfg!(miri) {
+        let (raw, deleted) = shaped([1 << 58], [0]);
+        // SAFETY: a live tensor; its one element is all the stride addresses.
+        match unsafe { ctx.from_dlpack_copy::<f32>(raw) } {
+            Err(Error::OutOfMemory {
+                requested, detail, ..
+            }) => {
+                assert_eq!(requested, 1 << 60);
+                assert!(detail.contains("Context::from_dlpack_copy"), "{detail}");
+            }
+            other => panic!("expected out of memory, got {other:?}"),
+        }
+        give_back(raw, &deleted);
+    }
 
     // Element 1 is 2^64 + 2^22 bytes past element 0: its address wrapped to 4 MiB past it.
     let (raw, deleted) = shaped([2], [(1 << 62) + (1 << 20)]);
