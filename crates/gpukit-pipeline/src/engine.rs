@@ -718,14 +718,13 @@ impl<'p, B: Backend, In: Arrays<B>, Out: Arrays<B>> Run<'p, B, In, Out> {
                 start_ms: times[2 * k],
                 end_ms: times[2 * k + 1].max(times[2 * k]),
             };
-            *match stage {
-                Stage::Upload => &mut t.upload,
-                Stage::Compute => &mut t.compute,
-                _ => &mut t.download,
-            } = span.ms();
-            if stage == Stage::Compute {
-                let waited = (enqueue.1.min(span.end_ms) - span.start_ms).max(0.0);
-                t.compute = (span.ms() - waited).max(0.0);
+            match stage {
+                Stage::Upload => t.upload = span.ms(),
+                Stage::Compute => {
+                    let waited = (enqueue.1.min(span.end_ms) - span.start_ms).max(0.0);
+                    t.compute = (span.ms() - waited).max(0.0);
+                }
+                _ => t.download = span.ms(),
             }
             self.spans.push(span);
         }

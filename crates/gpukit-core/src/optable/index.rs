@@ -232,6 +232,17 @@ mod tests {
             faults.push((i, n))
         });
         assert_eq!(acc, [3, 4, 0, 0]);
+        // Rows past the first, three columns wide.
+        let mut wide = [0i32; 6];
+        scatter_add_rows(&[1, 2, 3, 4, 5, 6], 3, &[1, 1], &mut wide, |i, n| {
+            faults.push((i, n))
+        });
+        assert_eq!(wide, [0, 0, 0, 5, 7, 9]);
+        let mut rows = [0i32; 6];
+        gather_rows(&[1, 2, 3, 4, 5, 6], 3, &[1, 0], &mut rows, |i, n| {
+            faults.push((i, n))
+        });
+        assert_eq!(rows, [4, 5, 6, 1, 2, 3]);
         let mut hot = [7u8; 4];
         one_hot_rows(&[2, 1], 2, &mut hot, |i, n| faults.push((i, n)));
         assert_eq!(hot, [0, 0, 0, 1]);

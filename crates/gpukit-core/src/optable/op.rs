@@ -989,3 +989,24 @@ impl<B: Backend> std::fmt::Debug for Rhs<'_, B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparisons_name_and_spell_themselves() {
+        let got = CmpOp::ALL.map(|c| (c.name(), c.symbol()));
+        assert_eq!(
+            got,
+            [
+                ("eq", "=="),
+                ("ne", "!="),
+                ("lt", "<"),
+                ("le", "<="),
+                ("gt", ">"),
+                ("ge", ">="),
+            ]
+        );
+    }
+}
