@@ -297,3 +297,90 @@ fn buffered_runs_deliver_a_finished_batch_early() {
         );
     }
 }
+
+/// A CPU kernel whose first thread sleeps 40 ms.
+fn slow() -> gpukit_core::KernelSpec<(gpukit_core::In<f32>,)> {
+    gpukit_core::KernelSpec::<(gpukit_core::In<f32>,)>::named("slow").cpu(|t, _| {
+        if t.x() == 0 {
+            std::thread::sleep(Duration::from_millis(40));
+        }
+    })
+}
+
+/// Double buffering through a slow phase and then a fast one. Batches 1 to 3 compute for
+/// 40 ms (their loads are instant): the host submits batch 2 while batch 1 computes, so its
+/// upload starts before batch 1's compute ends (a host that waited for each batch right
+/// after submitting it would start it after), and batches 1 and 2 are delivered only when
+/// their slots are needed again. Then batch 4's load waits for the slow computes to end, the
+/// next loads take 30 ms and the computes nothing: each batch from 5 on is again delivered
+/// early, before the next-but-one is loaded (a host that
+/// lost count of the delivered batches at a slot's reuse would deliver them only at the
+/// next reuse, after it).
+#[test]
+fn early_delivery_resumes_after_slow_batches() {
+    const N: usize = 11;
+    let ctx = cpu();
+    let slow = ctx.kernel(slow()).expect("the slow kernel");
+    let t0 = Instant::now();
+    let loaded = Mutex::new(vec![f64::NAN; N]);
+    let delivered = Mutex::new(vec![f64::NAN; N]);
+    let ms = |t: Instant| t.duration_since(t0).as_secs_f64() * 1e3;
+    let report = Pipeline::new(&ctx, Pattern::Double)
+        .batches(N)
+        .max_rows(256)
+        .calibration_batches(1)
+        .input::<f32>(1)
+        .output::<f32>(1)
+        .run(
+            |i, x: &mut [f32]| {
+                // Batch 4 waits for the slow computes to drain (one compute stream).
+                match i {
+                    4 => std::thread::sleep(Duration::from_millis(200)),
+                    5.. => std::thread::sleep(Duration::from_millis(30)),
+                    _ => {}
+                }
+                x.fill(i as f32);
+                loaded.lock().unwrap()[i] = ms(Instant::now());
+                Ok((256, ()))
+            },
+            |s, b, x, y| {
+                s.copy(x, y)?;
+                if (1..=3).contains(&b.index) {
+                    s.launch(&slow, gpukit_core::LaunchConfig::for_elems(1), (x,))?;
+                }
+                Ok(())
+            },
+            |b, y: &[f32]| {
+                assert!(y.iter().all(|&v| v == b.index as f32), "batch {}", b.index);
+                delivered.lock().unwrap()[b.index] = ms(Instant::now());
+                Ok(())
+            },
+        )
+        .unwrap();
+    let span = |batch: usize, stage: Stage| {
+        let found = report
+            .timeline
+            .spans
+            .iter()
+            .find(|s| s.batch == batch && s.stage == stage);
+        *found.expect("every stage of every batch has a span")
+    };
+    let (up2, comp1) = (span(2, Stage::Upload), span(1, Stage::Compute));
+    assert!(
+        up2.start_ms < comp1.end_ms,
+        "batch 2's upload {up2:?} waited for batch 1's compute {comp1:?}"
+    );
+    let (loaded, delivered) = (
+        loaded.into_inner().unwrap(),
+        delivered.into_inner().unwrap(),
+    );
+    let early: Vec<usize> = (5..N - 2)
+        .filter(|&i| delivered[i] < loaded[i + 2])
+        .collect();
+    assert!(
+        early.len() * 2 >= N - 7,
+        "only batches {early:?} of 5..{} delivered before the next-but-one was loaded\n\
+         loaded    {loaded:?}\ndelivered {delivered:?}",
+        N - 2
+    );
+}
