@@ -309,8 +309,9 @@ fn slow() -> gpukit_core::KernelSpec<(gpukit_core::In<f32>,)> {
 
 /// Double buffering through a slow phase and then a fast one. Batches 1 to 3 compute for
 /// 40 ms (their loads are instant): the host submits batch 2 while batch 1 computes, so its
-/// upload starts before batch 1's compute ends (a host that waited for each batch right
-/// after submitting it would start it after), and batches 1 and 2 are delivered only when
+/// upload span ends before batch 1's compute ends (a host that waited for each batch right
+/// after submitting it would start it after; a span drawn to the start of its compute
+/// would end after), and batches 1 and 2 are delivered only when
 /// their slots are needed again. Then batch 4's load waits for the slow computes to end, the
 /// next loads take 30 ms and the computes nothing: each batch from 5 on is again delivered
 /// early, before the next-but-one is loaded (a host that
@@ -367,8 +368,8 @@ fn early_delivery_resumes_after_slow_batches() {
     };
     let (up2, comp1) = (span(2, Stage::Upload), span(1, Stage::Compute));
     assert!(
-        up2.start_ms < comp1.end_ms,
-        "batch 2's upload {up2:?} waited for batch 1's compute {comp1:?}"
+        up2.end_ms < comp1.end_ms,
+        "batch 2's upload {up2:?} waited for (or was drawn to) batch 1's compute {comp1:?}"
     );
     let (loaded, delivered) = (
         loaded.into_inner().unwrap(),
