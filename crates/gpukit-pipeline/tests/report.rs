@@ -254,7 +254,7 @@ fn sequential_costs_are_its_spans() {
 /// deliver it after batch `i + depth` was loaded.
 #[test]
 fn buffered_runs_deliver_a_finished_batch_early() {
-    const SLOW_LOAD: Duration = Duration::from_millis(30);
+    const SLOW_LOAD: Duration = Duration::from_millis(80);
     const N: usize = 9;
     let ctx = cpu();
     for pattern in [Pattern::Double, Pattern::Triple] {
@@ -313,7 +313,7 @@ fn slow() -> gpukit_core::KernelSpec<(gpukit_core::In<f32>,)> {
 /// after submitting it would start it after; a span drawn to the start of its compute
 /// would end after), and batches 1 and 2 are delivered only when
 /// their slots are needed again. Then batch 4's load waits for the slow computes to end, the
-/// next loads take 30 ms and the computes nothing: each batch from 5 on is again delivered
+/// next loads take 80 ms and the computes nothing: each batch from 5 on is again delivered
 /// early, before the next-but-one is loaded (a host that
 /// lost count of the delivered batches at a slot's reuse would deliver them only at the
 /// next reuse, after it).
@@ -337,7 +337,7 @@ fn early_delivery_resumes_after_slow_batches() {
                 // Batch 4 waits for the slow computes to drain (one compute stream).
                 match i {
                     4 => std::thread::sleep(Duration::from_millis(200)),
-                    5.. => std::thread::sleep(Duration::from_millis(30)),
+                    5.. => std::thread::sleep(Duration::from_millis(80)),
                     _ => {}
                 }
                 x.fill(i as f32);
