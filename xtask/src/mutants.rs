@@ -10,10 +10,10 @@
 //! - `tracker` (`crates/gpukit-core/src/track.rs`): gpukit-cpu's `tracker` and `chaos`
 //!   tests, which run every kind of dependency under the chaos schedule with its race
 //!   checker (a dropped wait is a race even when the results happen to be right);
-//! - `optable` (`crates/gpukit-core/src/optable/`): gpukit-core's unit tests, the table's
-//!   reference semantics against known answers. (The CPU backend's bodies call the
-//!   reference, so its tests cannot tell a wrong reference from a right one, and building
-//!   gpukit-cpu for each mutant tripled the time per mutant);
+//! - `optable` (`crates/gpukit-core/src/optable/`): gpukit-core's unit tests with the `half`
+//!   feature, the table's reference semantics against known answers. (The CPU backend's
+//!   bodies call the reference, so its tests cannot tell a wrong reference from a right
+//!   one, and building gpukit-cpu for each mutant tripled the time per mutant);
 //! - `pipeline` (`crates/gpukit-pipeline/src/engine.rs`): gpukit-pipeline's tests, under the
 //!   chaos schedule (seed 1).
 //!
@@ -35,13 +35,14 @@ use lexopt::Arg::Long;
 use crate::util::{self, Cli, Failure, Result};
 
 /// One area: its name, the files mutated, the package whose tests run, their `cargo test`
-/// arguments, the schedule they run under (if the environment should set one), and the
-/// seconds after which a test run is a timeout (a mutant can turn a loop endless).
+/// arguments and features, the schedule they run under (if the environment should set one),
+/// and the seconds after which a test run is a timeout (a mutant can turn a loop endless).
 pub struct Area {
     pub name: &'static str,
     pub files: &'static [&'static str],
     pub packages: &'static [&'static str],
     pub test_args: &'static [&'static str],
+    pub features: &'static [&'static str],
     pub schedule: Option<&'static str>,
     pub timeout_s: u32,
 }
@@ -53,6 +54,7 @@ pub const AREAS: [Area; 3] = [
         files: &["crates/gpukit-core/src/track.rs"],
         packages: &["gpukit-cpu"],
         test_args: &["--test", "tracker", "--test", "chaos"],
+        features: &[],
         schedule: None,
         timeout_s: 300,
     },
@@ -61,6 +63,8 @@ pub const AREAS: [Area; 3] = [
         files: &["crates/gpukit-core/src/optable/*.rs"],
         packages: &["gpukit-core"],
         test_args: &["--lib"],
+        // f16 and bf16 compute in f32: the row ops' path that recomputes each exp.
+        features: &["half"],
         schedule: None,
         // The unit tests take about a second; a permutation whose network a mutant made
         // constant walks its cycle forever.
@@ -71,6 +75,7 @@ pub const AREAS: [Area; 3] = [
         files: &["crates/gpukit-pipeline/src/engine.rs"],
         packages: &["gpukit-pipeline"],
         test_args: &["--tests"],
+        features: &[],
         schedule: Some("chaos:1"),
         timeout_s: 300,
     },
@@ -154,6 +159,9 @@ pub fn command(root: &Path, area: &Area, shard: Option<&str>, iterate: bool) -> 
     }
     for p in area.packages {
         cmd.args(["--test-package", p]);
+    }
+    for f in area.features {
+        cmd.args(["--features", f]);
     }
     if let Some(s) = shard {
         cmd.args(["--shard", s]);

@@ -432,6 +432,17 @@ mod tests {
         }
     }
 
+    /// Where `ln`'s mantissa reduction switches: at exactly the rounded `sqrt(2)` it keeps
+    /// `m = 2 fr` (the CUDA and WGSL versions compare with `>` too); the other choice is also
+    /// `ln(u)` but one ulp off in both widths, which would break the same-bits promise.
+    #[test]
+    fn ln_reduces_at_sqrt2_like_the_device_versions() {
+        let u = std::f32::consts::SQRT_2 / 2.0;
+        assert_eq!(ln_unit(u, &series(false)).to_bits(), 0xbeb1_7218);
+        let u = std::f64::consts::SQRT_2 / 2.0;
+        assert_eq!(ln_unit(u, &series(true)).to_bits(), 0xbfd6_2e42_fefa_39ed);
+    }
+
     /// Position `j` of a stream taking `w` words per element: words `(j % (4 / w)) * w ..`
     /// of block `j / (4 / w)`, the block number in the counter's low 64 bits.
     #[test]

@@ -274,6 +274,53 @@ mod tests {
 
     /// Every entry traces, and its expression computes what its reference does, bit for
     /// bit, over values of every kind (so the GPU code rendered from it is the reference's).
+    /// A body that compares or converts traced values cannot be traced: the tracer stops
+    /// with a message saying what to use instead, rather than tracing one branch.
+    #[test]
+    #[should_panic(expected = "compares values directly")]
+    fn a_body_that_tests_equality_is_refused() {
+        trace(|| {
+            let x = Sym::operand("x");
+            if x == Sym::ONE {
+                x
+            } else {
+                Sym::ONE
+            }
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "compares values directly")]
+    fn a_body_that_orders_values_is_refused() {
+        trace(|| {
+            let x = Sym::operand("x");
+            if x < Sym::ONE {
+                x
+            } else {
+                Sym::ONE
+            }
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "compares values directly")]
+    fn a_body_that_tests_for_nan_is_refused() {
+        trace(|| {
+            let x = Sym::operand("x");
+            if x.is_nan() {
+                x
+            } else {
+                Sym::ONE
+            }
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "converts a traced value to f64")]
+    fn a_body_that_leaves_the_trace_is_refused() {
+        trace(|| Sym::from_f64(Sym::operand("x").to_f64() + 1.0));
+    }
+
     #[test]
     fn every_body_traces_to_its_reference() {
         let values: Vec<f64> = [
