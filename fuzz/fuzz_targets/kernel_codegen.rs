@@ -279,68 +279,19 @@ use quote::ToTokens;
 // ---------------------------------------------------------------------------------------
 // Generating a program.
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum T {
-    Bool,
-    F32,
-    F64,
-    I8,
-    U8,
-    I32,
-    U32,
-    I64,
-    U64,
-    Usize,
-    F16,
-    BF16,
-}
+/// The kernel language's value types: the compiler's own.
+use ir::Ty as T;
 
-impl T {
-    fn name(self) -> &'static str {
-        match self {
-            T::Bool => "bool",
-            T::F32 => "f32",
-            T::F64 => "f64",
-            T::I8 => "i8",
-            T::U8 => "u8",
-            T::I32 => "i32",
-            T::U32 => "u32",
-            T::I64 => "i64",
-            T::U64 => "u64",
-            T::Usize => "usize",
-            T::F16 => "f16",
-            T::BF16 => "bf16",
-        }
-    }
-    fn float(self) -> bool {
-        matches!(self, T::F32 | T::F64)
-    }
-    fn int(self) -> bool {
-        matches!(
-            self,
-            T::I8 | T::U8 | T::I32 | T::U32 | T::I64 | T::U64 | T::Usize
-        )
-    }
-    fn signed(self) -> bool {
-        matches!(self, T::I8 | T::I32 | T::I64)
-    }
-    /// What an element of an array of this type reads as.
-    fn compute(self) -> T {
-        match self {
-            T::F16 | T::BF16 => T::F32,
-            t => t,
-        }
-    }
-    fn limits(self) -> (&'static str, &'static str) {
-        match self {
-            T::I8 => ("128", "127"),
-            T::U8 => ("0", "255"),
-            T::I32 => ("2147483648", "2147483647"),
-            T::U32 => ("0", "4294967295"),
-            T::I64 => ("9223372036854775808", "9223372036854775807"),
-            T::U64 | T::Usize => ("0", "18446744073709551615"),
-            _ => ("0", "1"),
-        }
+/// The magnitudes of an integer type's most negative and largest values, as literals.
+fn limits(t: T) -> (&'static str, &'static str) {
+    match t {
+        T::I8 => ("128", "127"),
+        T::U8 => ("0", "255"),
+        T::I32 => ("2147483648", "2147483647"),
+        T::U32 => ("0", "4294967295"),
+        T::I64 => ("9223372036854775808", "9223372036854775807"),
+        T::U64 | T::Usize => ("0", "18446744073709551615"),
+        _ => ("0", "1"),
     }
 }
 
@@ -509,7 +460,7 @@ impl<'a, 'b> Gen<'a, 'b> {
         if self.generic == Some(t) {
             "T"
         } else {
-            t.name()
+            t.rust()
         }
     }
 
@@ -569,13 +520,13 @@ impl<'a, 'b> Gen<'a, 'b> {
         let generic = self.generic == Some(t);
         Ok(match t {
             T::Bool => (*self.u.choose(&["true", "false"])?).to_string(),
-            t if t.float() => {
+            t if t.is_float() => {
                 let v = *self.u.choose(&FLOAT_LITS)?;
                 let neg = if self.u.ratio(1, 4)? { "-" } else { "" };
                 let suffix = if generic || self.u.arbitrary()? {
                     ""
                 } else {
-                    t.name()
+                    t.rust()
                 };
                 if neg.is_empty() {
                     format!("{v}{suffix}")
@@ -584,18 +535,18 @@ impl<'a, 'b> Gen<'a, 'b> {
                 }
             }
             t => {
-                let (min, max) = t.limits();
+                let (min, max) = limits(t);
                 let (neg, v) = match self.u.int_in_range(0..=7u8)? {
-                    0 => (t.signed(), min.to_string()),
+                    0 => (t.is_signed(), min.to_string()),
                     1 => (false, max.to_string()),
-                    2 if t.signed() => (true, self.u.int_in_range(1..=9u8)?.to_string()),
+                    2 if t.is_signed() => (true, self.u.int_in_range(1..=9u8)?.to_string()),
                     _ => (false, self.u.int_in_range(0..=9u8)?.to_string()),
                 };
                 let neg = neg && min != "0";
                 let suffix = if generic || self.u.arbitrary()? {
                     ""
                 } else {
-                    t.name()
+                    t.rust()
                 };
                 if neg {
                     format!("(-{v}{suffix})")
@@ -696,21 +647,21 @@ impl<'a, 'b> Gen<'a, 'b> {
                 let (a, b) = (self.expr(t, d)?, self.expr(t, d)?);
                 format!("({a} {op} {b})")
             }
-            3 if t.int() => {
+            3 if t.is_int() => {
                 let op = *self.u.choose(&["&", "|", "^"])?;
                 let (a, b) = (self.expr(t, d)?, self.expr(t, d)?);
                 format!("({a} {op} {b})")
             }
-            4 if t.int() => {
+            4 if t.is_int() => {
                 let op = *self.u.choose(&["<<", ">>"])?;
                 let (a, b) = (self.expr(t, d)?, self.expr(T::U32, d)?);
                 format!("({a} {op} {b})")
             }
-            5 if t.signed() || t.float() => format!("(-{})", self.expr(t, d)?),
-            5 if t.int() => format!("(!{})", self.expr(t, d)?),
+            5 if t.is_signed() || t.is_float() => format!("(-{})", self.expr(t, d)?),
+            5 if t.is_int() => format!("(!{})", self.expr(t, d)?),
             6 => {
                 let from = self.value_ty()?;
-                let from = if from == T::Bool && !t.int() {
+                let from = if from == T::Bool && !t.is_int() {
                     T::I32
                 } else {
                     from
@@ -718,14 +669,14 @@ impl<'a, 'b> Gen<'a, 'b> {
                 let inner = self.expr(from, d)?;
                 format!("({inner} as {})", self.ty_name(t))
             }
-            7 if t.float() => {
+            7 if t.is_float() => {
                 let m = *self.u.choose(&[
                     "abs", "sqrt", "exp", "exp2", "ln", "log2", "sin", "cos", "tanh", "floor",
                     "ceil",
                 ])?;
                 format!("{}.{m}()", self.paren(t, d)?)
             }
-            8 if t.float() => {
+            8 if t.is_float() => {
                 let m = *self.u.choose(&["powf", "min", "max", "mul_add"])?;
                 let recv = self.paren(t, d)?;
                 let a = self.expr(t, d)?;
@@ -736,15 +687,15 @@ impl<'a, 'b> Gen<'a, 'b> {
                     format!("{recv}.{m}({a})")
                 }
             }
-            8 if t.int() => {
+            8 if t.is_int() => {
                 let m = *self.u.choose(&["min", "max"])?;
                 let recv = self.paren(t, d)?;
                 let a = self.expr(t, d)?;
                 format!("{recv}.{m}({a})")
             }
-            7 if t.signed() => format!("{}.abs()", self.paren(t, d)?),
-            9 if t.int() && self.generic != Some(t) => {
-                format!("{}::{}", t.name(), self.u.choose(&["MIN", "MAX"])?)
+            7 if t.is_signed() => format!("{}.abs()", self.paren(t, d)?),
+            9 if t.is_int() && self.generic != Some(t) => {
+                format!("{}::{}", t.rust(), self.u.choose(&["MIN", "MAX"])?)
             }
             10 if !self.device => {
                 // An atomic's old value.
@@ -991,7 +942,7 @@ impl<'a, 'b> Gen<'a, 'b> {
                     self.u.int_in_range(1..=9u8)?,
                 );
                 let op = *self.u.choose(&["+", "-", "*", "/", "%"])?;
-                self.line(&format!("const {name}: {} = {a} {op} {b};", t.name()));
+                self.line(&format!("const {name}: {} = {a} {op} {b};", t.rust()));
                 self.bind(Var {
                     name,
                     ty: t,
@@ -1024,7 +975,7 @@ impl<'a, 'b> Gen<'a, 'b> {
                 let name = self.fresh("r");
                 self.line(&format!(
                     "let {name}: {} = {}({});",
-                    d.ret.name(),
+                    d.ret.rust(),
                     d.name,
                     args.join(", ")
                 ));
@@ -1051,7 +1002,7 @@ impl<'a, 'b> Gen<'a, 'b> {
 
     fn assign(&mut self, place: &str, t: T) -> ArbResult<()> {
         if self.u.ratio(1, 3)? && t != T::Bool {
-            let ops: &[&str] = if t.int() {
+            let ops: &[&str] = if t.is_int() {
                 &["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="]
             } else {
                 &["+=", "-=", "*=", "/=", "%="]
@@ -1081,7 +1032,7 @@ impl<'a, 'b> Gen<'a, 'b> {
         for i in 0..n {
             let t = self.some_ty(&[T::F32, T::F32, T::I32, T::U32, T::F64, T::I64], 4)?;
             args.push(t);
-            params.push(format!("a{i}: {}", t.name()));
+            params.push(format!("a{i}: {}", t.rust()));
             self.scopes[0].push(Var {
                 name: format!("a{i}"),
                 ty: t,
@@ -1093,7 +1044,7 @@ impl<'a, 'b> Gen<'a, 'b> {
         self.line(&format!(
             "fn {name}({}) -> {} {{",
             params.join(", "),
-            ret.name()
+            ret.rust()
         ));
         self.indent += 1;
         self.budget = self.u.int_in_range(0..=4)?;
