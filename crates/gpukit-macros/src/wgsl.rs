@@ -486,12 +486,17 @@ impl Gen<'_> {
         }
     }
 
+    /// `e` with its literals through `gk_rt_*` (see [`RUNTIME`]).
+    fn runtime(&mut self, e: &Expr) -> String {
+        let outer = std::mem::replace(&mut self.opaque, true);
+        let v = self.expr(e);
+        self.opaque = outer;
+        v
+    }
+
     fn expr(&mut self, e: &Expr) -> String {
         if !self.opaque && !matches!(e.kind, ExprKind::Lit(_)) && constant(e) {
-            self.opaque = true;
-            let v = self.expr(e);
-            self.opaque = false;
-            return v;
+            return self.runtime(e);
         }
         match &e.kind {
             ExprKind::Lit(t) if self.opaque => format!("gk_rt_{0}({1})", wty(e.ty), lit(t, e.ty)),
@@ -521,10 +526,11 @@ impl Gen<'_> {
                 let a = self.expr(l);
                 // naga refuses an integer division or remainder by a constant zero even of a
                 // run-time value: a constant divisor goes through `gk_rt_*` too.
-                let hide = matches!(op, BinOp::Div | BinOp::Rem) && !self.opaque && constant(r);
-                self.opaque |= hide;
-                let b = self.expr(r);
-                self.opaque &= !hide;
+                let b = if matches!(op, BinOp::Div | BinOp::Rem) && constant(r) {
+                    self.runtime(r)
+                } else {
+                    self.expr(r)
+                };
                 binary(*op, l.ty, &a, &b)
             }
             ExprKind::Cast(a) => {
