@@ -54,11 +54,11 @@ fn spin_cpu(ms: f64) {
     }
 }
 
-/// A CPU kernel whose first thread sleeps [`TAIL_MS`]: device work of a known length.
-fn tail() -> gpukit_core::KernelSpec<(gpukit_core::In<f32>,)> {
-    gpukit_core::KernelSpec::<(gpukit_core::In<f32>,)>::named("tail").cpu(|t, _| {
+/// A CPU kernel whose first thread sleeps `ms`: device work of a known length.
+fn sleeper(name: &'static str, ms: f64) -> gpukit_core::KernelSpec<(gpukit_core::In<f32>,)> {
+    gpukit_core::KernelSpec::<(gpukit_core::In<f32>,)>::named(name).cpu(move |t, _| {
         if t.x() == 0 {
-            std::thread::sleep(Duration::from_secs_f64(TAIL_MS / 1e3));
+            std::thread::sleep(Duration::from_secs_f64(ms / 1e3));
         }
     })
 }
@@ -66,7 +66,9 @@ fn tail() -> gpukit_core::KernelSpec<(gpukit_core::In<f32>,)> {
 /// One run of `pattern` with the known costs; returns its report and the caller's own
 /// measure of its duration, ms.
 fn measured_run(ctx: &CpuContext, pattern: Pattern) -> (Report, f64) {
-    let tail = ctx.kernel(tail()).expect("the tail kernel");
+    let tail = ctx
+        .kernel(sleeper("tail", TAIL_MS))
+        .expect("the tail kernel");
     let t = Instant::now();
     let report = Pipeline::new(ctx, pattern)
         .batches(BATCHES)
@@ -247,6 +249,53 @@ fn sequential_costs_are_its_spans() {
     );
 }
 
+/// When each batch finished loading and when it reached the sink, ms from the start.
+struct Arrivals {
+    t0: Instant,
+    loaded: Mutex<Vec<f64>>,
+    delivered: Mutex<Vec<f64>>,
+}
+
+impl Arrivals {
+    fn new(batches: usize) -> Arrivals {
+        Arrivals {
+            t0: Instant::now(),
+            loaded: Mutex::new(vec![f64::NAN; batches]),
+            delivered: Mutex::new(vec![f64::NAN; batches]),
+        }
+    }
+
+    fn now(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64() * 1e3
+    }
+
+    fn loaded(&self, i: usize) {
+        self.loaded.lock().unwrap()[i] = self.now();
+    }
+
+    fn delivered(&self, i: usize) {
+        self.delivered.lock().unwrap()[i] = self.now();
+    }
+
+    /// Asserts that at least half of `batches` reached the sink before the next-but-one
+    /// batch was loaded.
+    fn assert_early(self, what: &str, batches: std::ops::Range<usize>) {
+        let (loaded, delivered) = (
+            self.loaded.into_inner().unwrap(),
+            self.delivered.into_inner().unwrap(),
+        );
+        let early: Vec<usize> = batches
+            .clone()
+            .filter(|&i| delivered[i] < loaded[i + 2])
+            .collect();
+        assert!(
+            early.len() * 2 >= batches.len(),
+            "{what}: only batches {early:?} of {batches:?} delivered before the next-but-one \
+             was loaded\nloaded    {loaded:?}\ndelivered {delivered:?}"
+        );
+    }
+}
+
 /// A buffered run hands a batch to the sink as soon as its download is done, checked after
 /// the next batch is submitted, instead of when its slot comes round again. The loader takes
 /// [`SLOW_LOAD`] per batch (the other stages take far less), so batch `i` is delivered soon
@@ -258,10 +307,7 @@ fn buffered_runs_deliver_a_finished_batch_early() {
     const N: usize = 9;
     let ctx = cpu();
     for pattern in [Pattern::Double, Pattern::Triple] {
-        let t0 = Instant::now();
-        let loaded = Mutex::new(vec![f64::NAN; N]);
-        let delivered = Mutex::new(vec![f64::NAN; N]);
-        let ms = |t: Instant| t.duration_since(t0).as_secs_f64() * 1e3;
+        let arrivals = Arrivals::new(N);
         Pipeline::new(&ctx, pattern)
             .batches(N)
             .max_rows(256)
@@ -272,39 +318,19 @@ fn buffered_runs_deliver_a_finished_batch_early() {
                 |i, x: &mut [f32]| {
                     std::thread::sleep(SLOW_LOAD);
                     x.fill(i as f32);
-                    loaded.lock().unwrap()[i] = ms(Instant::now());
+                    arrivals.loaded(i);
                     Ok((256, ()))
                 },
                 |s, _b, x, y| s.copy(x, y),
                 |b, _y: &[f32]| {
-                    delivered.lock().unwrap()[b.index] = ms(Instant::now());
+                    arrivals.delivered(b.index);
                     Ok(())
                 },
             )
             .unwrap();
-        let (loaded, delivered) = (
-            loaded.into_inner().unwrap(),
-            delivered.into_inner().unwrap(),
-        );
         // The overlapped batches whose next-but-one batch exists.
-        let early: Vec<usize> = (1..N - 2)
-            .filter(|&i| delivered[i] < loaded[i + 2])
-            .collect();
-        assert!(
-            early.len() * 2 >= N - 3,
-            "{pattern:?}: only batches {early:?} delivered before the next-but-one was \
-             loaded\nloaded    {loaded:?}\ndelivered {delivered:?}"
-        );
+        arrivals.assert_early(&format!("{pattern:?}"), 1..N - 2);
     }
-}
-
-/// A CPU kernel whose first thread sleeps 40 ms.
-fn slow() -> gpukit_core::KernelSpec<(gpukit_core::In<f32>,)> {
-    gpukit_core::KernelSpec::<(gpukit_core::In<f32>,)>::named("slow").cpu(|t, _| {
-        if t.x() == 0 {
-            std::thread::sleep(Duration::from_millis(40));
-        }
-    })
 }
 
 /// Double buffering through a slow phase and then a fast one. Batches 1 to 3 compute for
@@ -321,11 +347,8 @@ fn slow() -> gpukit_core::KernelSpec<(gpukit_core::In<f32>,)> {
 fn early_delivery_resumes_after_slow_batches() {
     const N: usize = 11;
     let ctx = cpu();
-    let slow = ctx.kernel(slow()).expect("the slow kernel");
-    let t0 = Instant::now();
-    let loaded = Mutex::new(vec![f64::NAN; N]);
-    let delivered = Mutex::new(vec![f64::NAN; N]);
-    let ms = |t: Instant| t.duration_since(t0).as_secs_f64() * 1e3;
+    let slow = ctx.kernel(sleeper("slow", 40.0)).expect("the slow kernel");
+    let arrivals = Arrivals::new(N);
     let report = Pipeline::new(&ctx, Pattern::Double)
         .batches(N)
         .max_rows(256)
@@ -341,7 +364,7 @@ fn early_delivery_resumes_after_slow_batches() {
                     _ => {}
                 }
                 x.fill(i as f32);
-                loaded.lock().unwrap()[i] = ms(Instant::now());
+                arrivals.loaded(i);
                 Ok((256, ()))
             },
             |s, b, x, y| {
@@ -353,7 +376,7 @@ fn early_delivery_resumes_after_slow_batches() {
             },
             |b, y: &[f32]| {
                 assert!(y.iter().all(|&v| v == b.index as f32), "batch {}", b.index);
-                delivered.lock().unwrap()[b.index] = ms(Instant::now());
+                arrivals.delivered(b.index);
                 Ok(())
             },
         )
@@ -371,17 +394,5 @@ fn early_delivery_resumes_after_slow_batches() {
         up2.end_ms < comp1.end_ms,
         "batch 2's upload {up2:?} waited for (or was drawn to) batch 1's compute {comp1:?}"
     );
-    let (loaded, delivered) = (
-        loaded.into_inner().unwrap(),
-        delivered.into_inner().unwrap(),
-    );
-    let early: Vec<usize> = (5..N - 2)
-        .filter(|&i| delivered[i] < loaded[i + 2])
-        .collect();
-    assert!(
-        early.len() * 2 >= N - 7,
-        "only batches {early:?} of 5..{} delivered before the next-but-one was loaded\n\
-         loaded    {loaded:?}\ndelivered {delivered:?}",
-        N - 2
-    );
+    arrivals.assert_early("after the slow batches", 5..N - 2);
 }
