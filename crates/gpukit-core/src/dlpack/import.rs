@@ -124,7 +124,8 @@ impl<B: Backend> Context<B> {
     /// an element type other than `T`'s; a negative extent or an element count that
     /// overflows (in bytes: [`Error::SizeOverflow`]); strides that are not compact row-major
     /// ([`Error::InvalidArgument`] saying "not contiguous": copy it first); a null data
-    /// pointer with elements, or data and byte offset not aligned to `T`. The read-only flag gives a read-only import.
+    /// pointer with elements, or data and byte offset not aligned to `T`. The read-only flag
+    /// gives a read-only import.
     ///
     /// # Safety
     ///
@@ -219,13 +220,12 @@ impl<B: Backend> Context<B> {
                 })?;
             let mut index = vec![0usize; layout.shape.len()];
             for _ in 0..layout.len {
-                let mut off = 0isize;
-                for (&i, &st) in index.iter().zip(&strides) {
-                    off = (i as isize)
-                        .checked_mul(st as isize)
-                        .and_then(|x| off.checked_add(x))
-                        .ok_or_else(|| invalid(CALL, "strides", format!("{strides:?} overflow")))?;
-                }
+                // `check_reach` bounded every offset and partial sum: none overflows.
+                let off: isize = index
+                    .iter()
+                    .zip(&strides)
+                    .map(|(&i, &st)| i as isize * st as isize)
+                    .sum();
                 // SAFETY: the caller's contract: every index of the shape, through the
                 // strides, addresses an element of the producer's live host memory.
                 host.push(unsafe { base.offset(off).read() });
