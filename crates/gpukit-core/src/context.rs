@@ -274,7 +274,9 @@ impl<B: Backend> Context<B> {
     ///
     /// - `raw` is a live stream of this context's device (for CUDA, of its primary
     ///   context, which cudarc's `CudaContext` and the runtime API use);
-    /// - it stays alive until every handle of the returned stream is dropped.
+    /// - it stays alive until every handle of the returned stream is dropped, and every
+    ///   array last used on it (an array keeps the streams that last used it, to order its
+    ///   later uses; the last of them waits for the stream's work, a driver call on it).
     pub unsafe fn stream_from_raw(&self, raw: RawStream) -> Result<Stream<B>> {
         let s = self.shared();
         s.check()?;
@@ -304,7 +306,11 @@ impl<B: Backend> Context<B> {
     /// - the memory stays allocated until the array is dropped and the work queued on it
     ///   has finished ([`Context::sync`] after the drop), and nothing outside this library
     ///   accesses it meanwhile except through [`Stream::with_raw`] / [`Stream::with_raw_mut`];
-    /// - no other array of this library wraps overlapping memory while this one lives.
+    /// - no other array of this library wraps overlapping memory while this one lives;
+    /// - work other code queued on the memory before this call has completed, or is ordered
+    ///   before the array's first use (for CUDA: synchronise the stream that wrote it; a
+    ///   synchronous `cuMemcpyHtoD` from pageable memory returns before its copy lands).
+    ///   The library orders the array's uses among its own streams only.
     pub unsafe fn array_from_raw<T: Element>(
         &self,
         ptr: RawPtr,

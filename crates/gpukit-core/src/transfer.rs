@@ -135,17 +135,33 @@ impl<B: Backend> Stream<B> {
         same_len("upload", "src", dst.len(), src.len())?;
         self.not_capturing("upload", BLOCKING_IN_CAPTURE)?;
         let d = dst.slice_ref();
-        self.enqueue("upload", &[("dst", &d, Access::Write)], || {
+        let mut queued = false;
+        let r = self.enqueue("upload", &[("dst", &d, Access::Write)], || {
             let Some(at) = d.at() else { return Ok(()) };
             // SAFETY: `src` is borrowed for this whole call, and the stream is synced before
-            // returning: the backend contract says `stream_sync` returns only once the copy
-            // has run or can never run.
+            // returning (`finish_blocking`): the backend contract says `stream_sync` returns
+            // only once the copy has run or can never run.
             unsafe {
                 self.backend()
                     .copy_h2d(self.raw(), src.as_ptr().cast(), at, d.bytes())?
             };
+            queued = true;
+            Ok(())
+        });
+        self.finish_blocking(queued, r)
+    }
+
+    /// Ends a blocking transfer: waits for the copy, if it was queued, and for the event
+    /// that marks its use (queued after it by [`Stream::enqueue`]), whatever else failed.
+    /// Waiting only inside the enqueue would leave that event queued behind the wait, so a
+    /// capture right after the call would find the transfer's use unfinished.
+    fn finish_blocking(&self, queued: bool, r: Result<()>) -> Result<()> {
+        let synced = if queued {
             self.backend().stream_sync(self.raw())
-        })
+        } else {
+            Ok(())
+        };
+        r.and(synced)
     }
 
     /// The first `n` elements of `src` (all of them when it has fewer), downloaded: for
@@ -193,7 +209,8 @@ impl<B: Backend> Stream<B> {
         debug_assert_eq!(s.bytes(), std::mem::size_of_val(dst));
         self.not_capturing(op, BLOCKING_IN_CAPTURE)?;
         s.host_readable(op)?;
-        self.enqueue(op, &[("src", s, Access::Read)], || {
+        let mut queued = false;
+        let r = self.enqueue(op, &[("src", s, Access::Read)], || {
             let Some(at) = s.at() else { return Ok(()) };
             // SAFETY: `dst` is borrowed mutably for this whole call and is as long as the
             // range (both callers size it so), and the stream is synced before returning
@@ -202,8 +219,10 @@ impl<B: Backend> Stream<B> {
                 self.backend()
                     .copy_d2h(self.raw(), at, dst.as_mut_ptr().cast(), s.bytes())?
             };
-            self.backend().stream_sync(self.raw())
-        })
+            queued = true;
+            Ok(())
+        });
+        self.finish_blocking(queued, r)
     }
 }
 

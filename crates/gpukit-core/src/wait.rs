@@ -115,15 +115,22 @@ impl<B: Backend> EventFuture<B> {
     }
 
     /// The result once the event has completed: the work's error, and for a stream's wait
-    /// the stream's other errors too. Blocks on nothing (the event has completed).
+    /// the stream's other errors too. Blocks on nothing (the event has completed): the fault
+    /// record of bounds-checked kernels is read only when the stream has no later work and
+    /// does not capture (reading it queues a copy and waits for it, which would wait for the
+    /// later work, or break the capture); otherwise the next sync or query reports it.
     fn finish(&self, event: &B::Event) -> Result<()> {
         let backend = self.stream.backend();
         backend.event_sync(event)?;
         if self.stream_errors {
             let shared = self.stream.shared_arc();
             shared.check()?;
-            backend.stream_query(self.stream.raw())?;
-            shared.faults.take(backend, self.stream.raw())?;
+            if self.stream.is_capturing() {
+                return Ok(());
+            }
+            if backend.stream_query(self.stream.raw())? {
+                shared.faults.take(backend, self.stream.raw())?;
+            }
         }
         Ok(())
     }
@@ -251,8 +258,9 @@ impl<B: Backend> Stream<B> {
     /// A future ready once the work queued on this stream so far has finished, with the
     /// errors [`Stream::sync`] returns: `sync` without blocking a thread (later work does
     /// not delay it). On CUDA, where the context has loaded a bounds-checked kernel, its
-    /// fault record is read at the end with a copy on this stream, which waits for the work
-    /// queued since.
+    /// fault record is read at the end when the stream has no later work and does not
+    /// capture (the read is a copy on this stream); otherwise the next [`Stream::sync`] or
+    /// [`Stream::query`] reports a fault.
     pub fn synchronize_async(&self) -> EventFuture<B> {
         let event = self
             .inner

@@ -8,9 +8,19 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use gpukit::{HostUse, LaunchConfig};
+use gpukit::{kernel, Error, HostUse, LaunchConfig};
 
 use crate::common::delay_spec;
+
+/// Doubles `x`: a bounds-checked kernel, so that on CUDA the context has a fault record,
+/// which an awaited stream's result reads only where that costs no wait.
+#[kernel]
+fn twice(x: &mut [f32]) {
+    let i = global_x();
+    if i < x.len() {
+        x[i] *= 2.0;
+    }
+}
 
 /// Runs `fut` on a current-thread runtime beside a task that counts 1 ms ticks until `fut`
 /// is done; returns `fut`'s output and the ticks.
@@ -80,6 +90,48 @@ crate::backend_tests! {
         // Already done: ready at the first poll.
         let (r, _) = with_ticker(event.wait_async());
         r
+    }
+
+    // Regression tests for "`EventFuture::finish` ignores `stream_query`'s answer and
+    // always reads the fault record (a device-to-host copy and a stream sync): it can block
+    // the executor thread and, on a capturing stream, invalidate the capture".
+    fn an_awaited_stream_does_not_wait_for_work_queued_after_the_wait(ctx) {
+        let (k, delay) = (ctx.kernel(twice())?, ctx.kernel(delay_spec())?);
+        let s = ctx.create_stream()?;
+        let mut a = ctx.alloc_upload(&[1.0f32; 256])?;
+        s.launch(&k, LaunchConfig::for_elems(256), (&mut a,))?;
+        let fut = s.synchronize_async();
+        s.launch(&delay, LaunchConfig::linear(1, 1), (400_000u32,))?;
+        let (r, _) = with_ticker(fut);
+        r?;
+        assert!(
+            !s.query()?,
+            "the awaited result waited for the 400 ms of work queued after the wait"
+        );
+        s.sync()?;
+        assert_eq!(a.download()?, vec![2.0; 256]);
+        Ok(())
+    }
+
+    fn a_stream_awaited_inside_its_capture_keeps_the_capture(ctx) {
+        let k = ctx.kernel(twice())?;
+        let s = ctx.create_stream()?;
+        let mut a = ctx.alloc_upload(&[1.0f32; 256])?;
+        s.launch(&k, LaunchConfig::for_elems(256), (&mut a,))?;
+        let fut = s.synchronize_async();
+        let graph = match s.capture(|s| {
+            let (r, _) = with_ticker(fut);
+            r?;
+            s.launch(&k, LaunchConfig::for_elems(256), (&mut a,))
+        }) {
+            Err(Error::Unsupported { .. }) if ctx.backend_name() == "vulkan" => return Ok(()),
+            other => other?,
+        };
+        graph.launch(&s)?;
+        graph.launch(&s)?;
+        s.sync()?;
+        assert_eq!(a.download()?, vec![8.0; 256]);
+        Ok(())
     }
 
     fn many_waits_at_once_all_complete(ctx) {

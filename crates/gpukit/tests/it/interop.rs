@@ -174,6 +174,11 @@ mod cuda {
             let dptr = unsafe { result::malloc_sync(n * 4) }.expect("cuMemAlloc");
             // SAFETY: `dptr` holds n f32s.
             unsafe { result::memcpy_htod_sync(dptr, &values) }.expect("cuMemcpyHtoD");
+            // A synchronous copy from pageable memory returns once the data is staged, its
+            // copy to the device maybe still running on the legacy stream, which the
+            // library's non-blocking streams do not wait for: the wrapped memory must be
+            // ready first (`array_from_raw`'s contract).
+            result::ctx::synchronize().expect("cuCtxSynchronize");
             // SAFETY: `dptr` holds n f32s in the device's primary context and outlives the
             // array (freed after the drop and a sync).
             let wrapped = unsafe { ctx.array_from_raw::<f32>(RawPtr::Cuda(dptr), n) }?;
@@ -214,6 +219,9 @@ mod cuda {
                 values.iter().map(|v| 8.0 * v).collect::<Vec<_>>()
             );
 
+            // `out` was last used on the wrapped stream: it keeps the stream until dropped
+            // (stream_from_raw's contract), so it goes before the stream is destroyed.
+            drop(out);
             drop(wrapped);
             ctx.sync()?;
             // SAFETY: nothing uses the stream or the allocation any more.
