@@ -72,16 +72,18 @@ type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 const RATIOS: [f64; 3] = [0.25, 1.0, 4.0];
 
 /// The spinning kernel: `out[0] = in[0] + 1` after spinning for `ns` nanoseconds (one thread).
-const SPIN_SRC: &str = r#"
+const SPIN_SRC: &str = concat!(
+    gpukit::core::cuda_ptx_helpers!(),
+    r#"
 extern "C" __global__ void spin(const float* in, float* out, unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    unsigned long long start = gk_globaltimer(), now;
     do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        now = gk_globaltimer();
     } while (now - start < ns);
     if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = in[0] + 1.0f;
 }
-"#;
+"#
+);
 
 type SpinSig = (In<f32>, Out<f32>, u64);
 type SpinKernel = gpukit::Kernel<SpinSig>;

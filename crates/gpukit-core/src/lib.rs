@@ -105,8 +105,8 @@ pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{
     ArgRef, CheckedAbi, CpuKernelFn, DeviceFn, Dim3, In, Kernel, KernelDesc, KernelFaults,
     KernelFloat, KernelNumeric, KernelParam, KernelSig, KernelSource, KernelSpec, LaunchArg,
-    LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, FAULT_WORDS, MAX_KERNEL_ARGS,
-    MAX_LAUNCH_ARGS,
+    LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, CUDA_PTX_HELPERS, FAULT_WORDS,
+    MAX_KERNEL_ARGS, MAX_LAUNCH_ARGS,
 };
 pub use ops::Rng;
 pub use optable::{

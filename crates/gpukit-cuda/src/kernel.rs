@@ -9,7 +9,6 @@ use gpukit_core::{
     Error, KernelArg, KernelDesc, KernelSig, KernelSource, KernelSpec, LaunchConfig, Result,
     MAX_LAUNCH_ARGS,
 };
-use gpukit_cuda_sys::nvrtc::Target;
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::cache;
@@ -25,6 +24,8 @@ pub struct CudaKernel {
     /// The most threads per block this kernel can run (its registers can lower it below the
     /// device's limit).
     max_threads: u32,
+    /// Bytes of static shared memory a block of it uses.
+    static_smem: u32,
     /// The streams of the context that loaded it: the only ones that can have launched it,
     /// which its module's unloading waits for. Before `dev`: dropped first, while the
     /// device's context is still retained.
@@ -71,6 +72,13 @@ fn compile_error(desc: &KernelDesc, log: String) -> Error {
     .into()
 }
 
+/// A kernel whose static shared memory is over the device's limit.
+fn static_smem_message(kernel: &str, bytes: u32, limit: u32) -> String {
+    format!(
+        "`{kernel}` uses {bytes} bytes of static shared memory; a block on this device may have at most {limit} (more needs dynamic shared memory, `LaunchConfig::shared_mem_bytes`)"
+    )
+}
+
 /// A spec with only a CPU closure.
 fn no_gpu_code(desc: &KernelDesc) -> Error {
     Error::KernelUnavailable {
@@ -83,8 +91,11 @@ fn no_gpu_code(desc: &KernelDesc) -> Error {
 /// Compiles a spec's CUDA C with NVRTC for compute capability `cc` and checks that it has
 /// the entry point the spec names, with no GPU and no driver: only NVRTC is needed (pip's
 /// `nvidia-cuda-nvrtc-cu12` will do). A machine without a GPU, CI say, can so tell that a
-/// kernel compiles before a GPU ever loads it. PTX is checked for the entry point's
-/// declaration only (only the driver assembles PTX).
+/// kernel compiles before a GPU ever loads it. Where NVRTC knows the architecture it
+/// compiles to machine code (SASS), so that the assembler's limits are checked too (more
+/// than 48 KiB of static shared memory, say), as they are when a GPU loads the kernel;
+/// else to PTX, whose limits only the driver checks. PTX given as such is checked for the
+/// entry point's declaration only (only the driver assembles PTX).
 ///
 /// Errors: [`Error::Unavailable`] when NVRTC cannot be found, [`Error::KernelCompile`] with
 /// the compiler's log, or naming the missing entry point, and [`Error::KernelUnavailable`]
@@ -111,36 +122,43 @@ fn no_gpu_code(desc: &KernelDesc) -> Error {
 pub fn compile_check<S: KernelSig>(spec: &KernelSpec<S>, cc: (u32, u32)) -> Result<()> {
     let desc = spec.desc();
     let compile_err = |log: String| compile_error(desc, log);
-    let ptx = match &desc.source {
+    let image = match &desc.source {
         None => return Err(no_gpu_code(desc)),
         Some(KernelSource::CudaC(src)) => {
             let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(None)
                 .map_err(|e| CudaError::Unavailable(e.to_string()))?;
-            let (compiled, _) = cache::compile(
-                nvrtc,
-                src,
-                &desc.name,
-                Target::Ptx(cc.0, cc.1),
-                options(desc),
-            )
-            .map_err(|e| compile_err(e.to_string()))?;
-            String::from_utf8_lossy(&compiled.image).into_owned()
+            // SASS where this NVRTC knows the architecture: its assembler then checks what
+            // PTX leaves to the driver (registers, static shared memory over the limit).
+            let (compiled, _) =
+                cache::compile(nvrtc, src, &desc.name, nvrtc.target_for(cc), options(desc))
+                    .map_err(|e| compile_err(e.to_string()))?;
+            compiled.image.clone()
         }
-        Some(KernelSource::Ptx(ptx)) => ptx.clone(),
+        Some(KernelSource::Ptx(ptx)) => ptx.as_bytes().to_vec(),
     };
-    // An entry point is declared `.entry name(`, also when it has no parameters.
-    let declared = ptx.match_indices(".entry").any(|(at, _)| {
-        let rest = ptx[at + ".entry".len()..].trim_start();
-        rest.strip_prefix(desc.name.as_str())
-            .is_some_and(|after| after.trim_start().starts_with('('))
-    });
-    if !declared {
+    if !declares_entry(&image, &desc.name) {
         return Err(compile_err(format!(
             "the module has no entry point named `{}` (declare it `extern \"C\" __global__` so its name is not mangled)",
             desc.name
         )));
     }
     Ok(())
+}
+
+/// Whether a compiled module (PTX text or a cubin) has an entry point named `name`: in PTX
+/// a `.entry name(` declaration (also when it has no parameters); in a cubin (an ELF
+/// object) the symbol `name`, whole, in its string table.
+fn declares_entry(image: &[u8], name: &str) -> bool {
+    if image.starts_with(b"\x7fELF") {
+        let whole = [&[0u8][..], name.as_bytes(), &[0u8][..]].concat();
+        return image.windows(whole.len()).any(|w| w == whole.as_slice());
+    }
+    let text = String::from_utf8_lossy(image);
+    text.match_indices(".entry").any(|(at, _)| {
+        let rest = text[at + ".entry".len()..].trim_start();
+        rest.strip_prefix(name)
+            .is_some_and(|after| after.trim_start().starts_with('('))
+    })
 }
 
 /// NVRTC's options for a kernel: generated (`#[kernel]`) code is compiled without
@@ -177,7 +195,10 @@ pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
     let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
     if is_bad_image(r) {
         let (name, message) = crate::error::describe(r);
-        return Err(compile_err(format!("cuModuleLoadData: {name} ({message})")));
+        return Err(compile_err(format!(
+            "cuModuleLoadData: {name} ({message}); the driver's compiler refuses a kernel over the device's limits, such as more than {} bytes of static shared memory",
+            b.dev.info.limits.max_shared_mem_per_block
+        )));
     }
     b.dev.check("cuModuleLoadData", r)?;
     let unload = |e: Error| -> Error {
@@ -199,23 +220,31 @@ pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
     b.dev
         .check("cuModuleGetFunction", r)
         .map_err(|e| unload(e.into()))?;
-    let mut max_threads: c_int = 0;
-    // SAFETY: a live function; live out-pointer.
-    let r = unsafe {
-        sys::cuFuncGetAttribute(
-            &mut max_threads,
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-            func,
-        )
+    let attribute = |a: sys::CUfunction_attribute| -> Result<u32> {
+        let mut v: c_int = 0;
+        // SAFETY: a live function; live out-pointer.
+        let r = unsafe { sys::cuFuncGetAttribute(&mut v, a, func) };
+        b.dev.check("cuFuncGetAttribute", r)?;
+        Ok(u32::try_from(v).unwrap_or(0))
     };
-    b.dev
-        .check("cuFuncGetAttribute", r)
-        .map_err(|e| unload(e.into()))?;
+    let max_threads = attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        .map_err(unload)?;
+    let static_smem = attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        .map_err(unload)?;
+    let limit = b.dev.info.limits.max_shared_mem_per_block;
+    if static_smem > limit {
+        return Err(unload(compile_err(static_smem_message(
+            &desc.name,
+            static_smem,
+            limit,
+        ))));
+    }
     Ok(CudaKernel {
         name: desc.name.clone(),
         module: Raw(module),
         func: Raw(func),
-        max_threads: u32::try_from(max_threads).unwrap_or(0),
+        max_threads,
+        static_smem,
         streams: Arc::clone(&b.streams),
         dev: Arc::clone(&b.dev),
     })
@@ -243,6 +272,17 @@ pub(crate) unsafe fn launch(
             reason: format!(
                 "{threads} threads per block exceed this kernel's limit of {} on this device (its register use lowers the device's {})",
                 k.max_threads, b.dev.info.limits.max_threads_per_block
+            ),
+        });
+    }
+    let smem = u64::from(k.static_smem) + u64::from(cfg.shared_mem_bytes);
+    let limit = b.dev.info.limits.max_shared_mem_per_block;
+    if smem > u64::from(limit) {
+        return Err(Error::InvalidLaunch {
+            kernel: k.name.clone(),
+            reason: format!(
+                "{} bytes of dynamic shared memory and the kernel's {} static bytes exceed the {limit} a block may have",
+                cfg.shared_mem_bytes, k.static_smem
             ),
         });
     }
@@ -305,5 +345,38 @@ pub(crate) unsafe fn launch(
             })
         }
         r => Ok(b.dev.check("cuLaunchKernel", r)?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_points_are_found_in_ptx_and_in_cubins() {
+        let ptx = ".visible .entry ones(\n.param .u64 x\n)\n.visible .entry none ()";
+        assert!(declares_entry(ptx.as_bytes(), "ones"));
+        assert!(declares_entry(ptx.as_bytes(), "none"), "no parameters");
+        assert!(
+            !declares_entry(ptx.as_bytes(), "one"),
+            "a prefix is not the name"
+        );
+        // An ELF string table: section names and symbols, NUL-separated.
+        let cubin = b"\x7fELF\x02\x01\0\0.text.ones\0.nv.info.ones\0ones\0_Z7mangledPf\0";
+        assert!(declares_entry(cubin, "ones"));
+        assert!(
+            !declares_entry(cubin, "mangled"),
+            "only the mangled symbol is there"
+        );
+        assert!(!declares_entry(cubin, "one"));
+    }
+
+    #[test]
+    fn the_static_shared_memory_message_names_the_kernel_and_both_sizes() {
+        let m = static_smem_message("tile", 524_288, 49_152);
+        assert!(
+            m.contains("`tile`") && m.contains("524288") && m.contains("49152"),
+            "{m}"
+        );
     }
 }

@@ -148,13 +148,14 @@ pub fn builtin_source(elem: Elem) -> String {
 }
 
 /// The 16-bit float conversions every module has (the casts need them whatever `T` is).
-/// f16 converts with PTX `cvt`; bf16 with bit arithmetic, rounding to nearest even and
+/// f16 converts with PTX `cvt` (through gpukit-core's [`gpukit_core::CUDA_PTX_HELPERS`],
+/// which [`builtin_source`] puts in front); bf16 with bit arithmetic, rounding to nearest even and
 /// keeping a NaN a NaN (quiet bit set), as the `half` crate does. From f64 and from 64-bit
 /// integers (which an f64 may not hold exactly), both first round to f32 to odd (toward
 /// zero, then the last bit set when inexact), so that the second rounding gives the
 /// correctly rounded 16-bit value, as the CPU computes it (gpukit_core's `Numeric::from_wide`).
-const HALF_HELPERS: &str = r#"__device__ __forceinline__ float f16_load(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
-__device__ __forceinline__ unsigned short f16_store(float x) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
+const HALF_HELPERS: &str = r#"__device__ __forceinline__ float f16_load(unsigned short x) { return gk_cvt_f32_f16(x); }
+__device__ __forceinline__ unsigned short f16_store(float x) { return gk_cvt_rn_f16_f32(x); }
 __device__ __forceinline__ float bf16_load(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
 __device__ __forceinline__ unsigned short bf16_store(float x) {
     unsigned int u = __float_as_uint(x);
@@ -189,11 +190,12 @@ fn prelude(elem: Elem) -> String {
         "// Built-in ops for {name}.\n\
          #define REDUCE_BLOCK {REDUCE_BLOCK}\n\
          #define IS_FLOAT {float}\n\
-         {HALF_HELPERS}\
+         {ptx}{HALF_HELPERS}\
          typedef {t} T;\n\
          typedef {c} C;\n",
         name = elem.name(),
         float = u8::from(elem.is_float()),
+        ptx = gpukit_core::CUDA_PTX_HELPERS,
     );
     let f = "__device__ __forceinline__";
     match elem {

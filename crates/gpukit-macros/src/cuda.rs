@@ -66,6 +66,7 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
     );
     src.push_str(PRELUDE);
     if k.params.iter().any(|p| p.ty.is_half()) {
+        src.push_str(PTX_HELPERS);
         src.push_str(HALF_HELPERS);
     }
     src.push_str(&int_helpers(k));
@@ -131,8 +132,10 @@ pub fn device(k: &Kernel) -> String {
         .iter()
         .map(|p| format!("{} {}", p.ty.c(), var(&p.name)))
         .collect();
+    // The index type its loops use: device functions are linked in front of the kernel's
+    // prelude, which defines it too (C++ allows the same typedef twice).
     format!(
-        "#ifndef GK_DEVICE_{name}\n#define GK_DEVICE_{name}\n{helpers}__device__ __forceinline__ {ret} {f}({params}) {{\n{body}}}\n#endif\n",
+        "#ifndef GK_DEVICE_{name}\n#define GK_DEVICE_{name}\ntypedef unsigned long long gk_u64;\n{helpers}__device__ __forceinline__ {ret} {f}({params}) {{\n{body}}}\n#endif\n",
         name = k.name,
         helpers = int_helpers(k),
         ret = k.ret.map_or("void", Ty::c),
@@ -430,11 +433,23 @@ impl Gen<'_> {
     }
 }
 
-/// The 16-bit float conversions, as the built-in modules have them (f16 with PTX `cvt`,
-/// bf16 with bit arithmetic, to nearest even, a NaN kept a NaN), for kernels with f16 or
-/// bf16 arrays.
-const HALF_HELPERS: &str = r#"__device__ __forceinline__ float gk_f16_load(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
-__device__ __forceinline__ unsigned short gk_f16_store(float x) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
+/// The helpers CUDA C calls instead of inline PTX: the text of gpukit-core's
+/// `cuda_ptx_helpers!` (where they are defined; this crate cannot depend on gpukit-core,
+/// whose facade names it), which a test of the facade keeps identical. An emulated device
+/// header defines them itself and `GK_PTX_HELPERS_DEFINED`, and these step aside.
+const PTX_HELPERS: &str = "#ifndef GK_PTX_HELPERS_DEFINED
+#define GK_PTX_HELPERS_DEFINED 1
+__device__ __forceinline__ float gk_cvt_f32_f16(unsigned short x) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(x)); return f; }
+__device__ __forceinline__ unsigned short gk_cvt_rn_f16_f32(float x) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x)); return h; }
+__device__ __forceinline__ unsigned long long gk_globaltimer() { unsigned long long t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t; }
+#endif
+";
+
+/// The 16-bit float conversions, as the built-in modules have them (f16 with PTX `cvt`
+/// through [`PTX_HELPERS`], bf16 with bit arithmetic, to nearest even, a NaN kept a NaN),
+/// for kernels with f16 or bf16 arrays.
+const HALF_HELPERS: &str = r#"__device__ __forceinline__ float gk_f16_load(unsigned short x) { return gk_cvt_f32_f16(x); }
+__device__ __forceinline__ unsigned short gk_f16_store(float x) { return gk_cvt_rn_f16_f32(x); }
 __device__ __forceinline__ float gk_bf16_load(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
 __device__ __forceinline__ unsigned short gk_bf16_store(float x) {
     unsigned int u = __float_as_uint(x);

@@ -86,6 +86,7 @@ mod checked;
 mod desc;
 mod geometry;
 mod launch;
+mod ptx;
 mod spec;
 
 pub(crate) use args::ArgList;
@@ -98,4 +99,5 @@ pub use checked::{CheckedAbi, DeviceFn, KernelFaults, KernelFloat, KernelNumeric
 pub use desc::{CpuKernelFn, KernelDesc, KernelSource, RawArg};
 pub use geometry::{Dim3, LaunchConfig, ThreadIndex};
 pub use launch::Kernel;
+pub use ptx::CUDA_PTX_HELPERS;
 pub use spec::KernelSpec;

@@ -160,6 +160,23 @@ pub fn skipped(reason: &str) {
     let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {reason}");
 }
 
+/// Whether `ctx` is a device of the CUDA emulator (gpukit-cuda-emu, `cargo xtask cuda-emu`),
+/// which runs CUDA C only: a test of something the emulator does not model (PTX) prints
+/// `SKIPPED: the CUDA emulator runs CUDA C only` through [`skipped_on_emulator`].
+pub fn cuda_emulated(ctx: &Context) -> bool {
+    ctx.backend_name() == "cuda" && ctx.info().name.contains("CUDA emulator")
+}
+
+/// On the CUDA emulator, prints `SKIPPED: the CUDA emulator runs CUDA C only` (and `what`)
+/// and returns true.
+pub fn skipped_on_emulator(ctx: &Context, what: &str) -> bool {
+    if cuda_emulated(ctx) {
+        skipped(&format!("the CUDA emulator runs CUDA C only ({what})"));
+        return true;
+    }
+    false
+}
+
 /// Whether `GPU_REQUIRE_CUDA=1`.
 pub fn require_cuda() -> bool {
     std::env::var("GPU_REQUIRE_CUDA").is_ok_and(|v| v == "1")
@@ -321,15 +338,18 @@ pub fn vector_add_spec() -> KernelSpec<VectorAdd> {
 }
 
 /// CUDA C of the `delay` test kernel: one thread spins for `us` microseconds on the GPU's
-/// nanosecond clock (`%globaltimer`, not `clock64()`, whose rate is the SM clock's).
-pub const DELAY_SRC: &str = r#"
+/// nanosecond clock (`%globaltimer` through `gk_globaltimer`, not `clock64()`, whose rate is
+/// the SM clock's).
+pub const DELAY_SRC: &str = concat!(
+    gpukit::core::cuda_ptx_helpers!(),
+    r#"
 extern "C" __global__ void delay(unsigned int us) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    unsigned long long start = gk_globaltimer(), now;
     do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        now = gk_globaltimer();
     } while (now - start < (unsigned long long)us * 1000ull);
-}"#;
+}"#
+);
 
 /// WGSL of the `delay` test kernel. WGSL has no clock: the thread runs 200 atomic adds on
 /// workgroup memory per microsecond asked for (atomics are not folded away), and an add to

@@ -183,6 +183,9 @@ fn vscale_spec() -> KernelSpec<Vscale> {
 #[test]
 fn a_ptx_kernel_runs_and_matches_the_cpu() {
     on_cuda(|ctx| {
+        if common::skipped_on_emulator(ctx, "PTX") {
+            return Ok(());
+        }
         let cpu = Context::new(DeviceSpec::Cpu(None))?;
         let len = 1100;
         let n = 1000; // the last 100 elements are past `n`: the kernel leaves them alone

@@ -290,6 +290,28 @@ pub(super) fn mean2(a: i32, b: i32) -> i32 {
     (a + b) / 2
 }
 
+/// A device function with a loop: its CUDA C uses the generated code's 64-bit index type.
+/// Regression test for "a `#[kernel(device)]` function with a `for` loop emits `gk_u64`,
+/// whose typedef is in the kernel's prelude, which device functions are linked in front of"
+/// (NVRTC: `identifier "gk_u64" is undefined`).
+#[kernel(device)]
+pub(super) fn sum_to(n: u32) -> u32 {
+    let mut s = 0u32;
+    for k in 0..n {
+        s += k;
+    }
+    s
+}
+
+/// Calls `sum_to`.
+#[kernel]
+pub(super) fn triangles(n: &[u32], out: &mut [u32]) {
+    let i = global_x();
+    if i < out.len() {
+        out[i] = sum_to(n[i]);
+    }
+}
+
 /// Calls `mean2`.
 #[kernel]
 pub(super) fn means(a: &[i32], b: &[i32], out: &mut [i32]) {
@@ -516,6 +538,12 @@ crate::backend_tests! {
         let mut out = ctx.alloc_zeros::<i32>(4)?;
         ctx.launch(&k, LaunchConfig::for_elems(4), (&da, &db, &mut out))?;
         assert_eq!(out.download()?, [4, -4, i32::MIN / 2, -2]);
+        let n: Vec<u32> = vec![0, 1, 2, 10, 1000];
+        let k = ctx.kernel(triangles())?;
+        let dn = ctx.alloc_upload(&n)?;
+        let mut out = ctx.alloc_zeros::<u32>(n.len())?;
+        ctx.launch(&k, LaunchConfig::for_elems(n.len()), (&dn, &mut out))?;
+        assert_eq!(out.download()?, [0, 0, 1, 45, 499_500]);
         Ok(())
     }
 
