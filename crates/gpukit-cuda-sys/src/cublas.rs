@@ -108,6 +108,41 @@ impl CublasLib {
         }
         Ok((parts[0], parts[1], parts[2]))
     }
+
+    /// [`cublasSetWorkspace_v2`](https://docs.nvidia.com/cuda/cublas/#cublassetworkspace):
+    /// the handle's gemms from now on use `bytes` of device memory at `workspace` instead
+    /// of cuBLAS's default pool, until `cublasSetStream` resets it. `Err` names the missing
+    /// entry point (cuBLAS before 11.2).
+    ///
+    /// # Safety
+    ///
+    /// `handle` is a live handle; `workspace` is device memory of its context, at least
+    /// 256-byte aligned, of `bytes` bytes, that outlives every gemm queued with it (captured
+    /// ones included).
+    pub unsafe fn set_workspace(
+        &self,
+        handle: crate::ffi::cublas::cublasHandle_t,
+        workspace: *mut std::ffi::c_void,
+        bytes: usize,
+    ) -> Result<cublasStatus_t, String> {
+        // Not among the bindgen declarations, so declared here, as in cublas_api.h:
+        // cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t, void *, size_t).
+        type SetWorkspace = unsafe extern "C" fn(
+            crate::ffi::cublas::cublasHandle_t,
+            *mut std::ffi::c_void,
+            usize,
+        ) -> cublasStatus_t;
+        // SAFETY: the symbol is cuBLAS's `cublasSetWorkspace_v2`, whose C signature is the
+        // one declared above; the pointer is used while the library stays loaded.
+        let set = unsafe {
+            self.loaded
+                .handle
+                .get::<SetWorkspace>(b"cublasSetWorkspace_v2\0")
+        }
+        .map_err(|e| format!("cublasSetWorkspace_v2: {e}"))?;
+        // SAFETY: the caller's contract.
+        Ok(unsafe { set(handle, workspace, bytes) })
+    }
 }
 
 /// cuBLAS, loaded once per process; `max_major` as for [`crate::nvrtc::nvrtc`].

@@ -37,6 +37,9 @@ pub struct CudaStream {
     /// captures, the capture's (which the graph takes).
     pub(crate) scratch: CaptureScratch,
     pub(crate) blas: Mutex<Option<Raw<cublasHandle_t>>>,
+    /// The workspace the cuBLAS handle was last pointed at: 0 for its default, else a
+    /// capture's (see `blas::gemm`).
+    pub(crate) blas_workspace: Mutex<sys::CUdeviceptr>,
     /// Whether the backend created it (a wrapped foreign stream is never destroyed here).
     owned: bool,
 }
@@ -155,8 +158,12 @@ impl CudaBackend {
         self.streams.add(s);
         Ok(CudaStream {
             raw: Raw(s),
-            scratch: CaptureScratch::new(scratch),
+            scratch: CaptureScratch::new(
+                scratch,
+                crate::graph::gemm_workspace_bytes(self.dev.info.compute_capability),
+            ),
             blas: Mutex::new(None),
+            blas_workspace: Mutex::new(0),
             owned,
         })
     }
@@ -594,10 +601,18 @@ impl Backend for CudaBackend {
         // no module loads or compiles while a stream captures). Best effort: a module that
         // fails to compile fails the ops that need it, with its error, not every capture.
         let _ = self.dev.builtins.preload(&self.dev);
-        // The capture's reductions get scratch memory of their own, which the graph takes:
-        // replays then never share the stream's buffer with its later eager reductions, and
-        // outlive the stream. Allocated before the capture, not inside it.
+        // The capture's reductions and gemms get scratch memory and a cuBLAS workspace of
+        // their own, which the graph takes: replays then never share the stream's buffer or
+        // its handle's workspace with its later eager work, and outlive the stream.
+        // Allocated before the capture, not inside it.
         let scratch = self.mem_alloc(SCRATCH_BYTES)?;
+        let workspace = match self.mem_alloc(stream.scratch.workspace_bytes()) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = self.dev.free_after_events(scratch, Vec::new());
+                return Err(e);
+            }
+        };
         let begun = self.streams.begin_capture(|| {
             // Relaxed: other threads' unrelated driver calls (allocations, syncs of other
             // streams) must not invalidate the capture; gpukit-core refuses the calls that
@@ -613,12 +628,14 @@ impl Backend for CudaBackend {
         });
         match begun {
             Ok(()) => {
-                stream.scratch.begin_capture(scratch);
+                stream.scratch.begin_capture(scratch, workspace);
                 Ok(())
             }
             Err(e) => {
-                // Nothing was queued on the new buffer: it goes at once.
-                let _ = self.dev.free_after_events(scratch, Vec::new());
+                // Nothing was queued on the new buffers: they go at once.
+                let _ = self
+                    .dev
+                    .free_all_after_events(vec![scratch, workspace], Vec::new());
                 Err(e.into())
             }
         }
@@ -643,21 +660,24 @@ impl Backend for CudaBackend {
             self.check("cuGraphDestroy", destroyed)?;
             Ok(exec)
         });
-        // A capture without reductions leaves its scratch unused: it goes at once, and the
-        // graph's launches need no event to free it after.
+        // A capture without reductions (or gemms) leaves its buffer (or workspace) unused:
+        // it goes at once, and the graph's launches need no event to free it after.
         let (owned, unused) = match scratch {
-            Some((p, true)) if instantiated.is_ok() => (Some(p), None),
-            Some((p, _)) => (None, Some(p)),
-            None => (None, None),
+            Some(buffers) if instantiated.is_ok() => buffers.split(),
+            Some(buffers) => {
+                let (used, unused) = buffers.split();
+                (Vec::new(), [used, unused].concat())
+            }
+            None => (Vec::new(), Vec::new()),
         };
-        if let Some(p) = unused {
-            // Nothing ran on it: the captured work was recorded, never launched, or it has
-            // no reduction.
-            let _ = self.dev.free_after_events(p, Vec::new());
+        if !unused.is_empty() {
+            // Nothing ran on them: the captured work was recorded, never launched, or it has
+            // no reduction (or gemm).
+            let _ = self.dev.free_all_after_events(unused, Vec::new());
         }
         Ok(CudaGraph::new(
             instantiated?,
-            owned.map(GraphScratch::new),
+            GraphScratch::new(owned),
             Arc::clone(&self.dev),
         ))
     }

@@ -1,6 +1,8 @@
 //! gemm through cuBLAS: one handle per stream, created and bound to it on the stream's
 //! first gemm, and gpukit-core's row-major product as cuBLAS's column-major call
-//! ([`BlasCall`], whose arguments a unit test runs through a reference BLAS).
+//! ([`BlasCall`], whose arguments a unit test runs through a reference BLAS). A gemm queued
+//! while its stream captures uses the capture's own workspace (`cublasSetWorkspace`), which
+//! the graph keeps; eager gemms use the handle's default one.
 //!
 //! cuBLAS is loaded on the first gemm (`gpukit_cuda_sys::cublas`); without it, gemm is
 //! `Unavailable` and every other op works. See the
@@ -82,6 +84,42 @@ fn blas_handle(b: &CudaBackend, lib: &CublasLib, s: &CudaStream) -> Result<cubla
     *slot = Some(Raw(h));
     let _ = b;
     Ok(h)
+}
+
+/// Points the stream's handle at the workspace its next gemm must use: while the stream
+/// captures, the capture's own (which the graph keeps, so that replays never share the
+/// handle's default workspace with the stream's later gemms, nor outlive it); otherwise
+/// back at cuBLAS's default pool, which `cublasSetStream` restores ("this function
+/// unconditionally resets the cuBLAS library workspace back to the default workspace
+/// pool").
+fn bind_workspace(lib: &CublasLib, s: &CudaStream, h: cublasHandle_t) -> Result<()> {
+    let want = s.scratch.for_gemm();
+    let mut current = lock(&s.blas_workspace);
+    let target = want.map_or(0, |(p, _)| p);
+    if *current == target {
+        return Ok(());
+    }
+    match want {
+        Some((p, bytes)) => {
+            // SAFETY: a live handle; `p` is `bytes` of device memory of its context
+            // (cudaMalloc alignment), which the graph made from this capture owns and frees
+            // only after its last launch.
+            let st = unsafe { lib.set_workspace(h, p as *mut c_void, bytes) }.map_err(|e| {
+                Error::Unavailable {
+                    backend: "cuda",
+                    reason: format!("gemm in a stream capture needs {e}"),
+                }
+            })?;
+            blas_check(lib, "cublasSetWorkspace", st)?;
+        }
+        None => {
+            // SAFETY: a live handle and the live stream it is bound to.
+            let st = unsafe { lib.api.cublasSetStream_v2(h, s.raw.0.cast()) };
+            blas_check(lib, "cublasSetStream", st)?;
+        }
+    }
+    *current = target;
+    Ok(())
 }
 
 /// Destroys a stream's cuBLAS handle (its stream is synchronised).
@@ -185,6 +223,7 @@ pub(crate) unsafe fn gemm(
     b.dev.bind()?;
     let lib = blas_lib(b)?;
     let h = blas_handle(b, lib, s)?;
+    bind_workspace(lib, s, h)?;
     let int = |v: usize| -> Result<i32> {
         i32::try_from(v).map_err(|_| Error::Backend {
             backend: "cuda",

@@ -55,7 +55,7 @@ fn poisoned_by(first: &CudaError) -> CudaError {
 
 /// A free that waits for the streams that used the memory.
 struct PendingFree {
-    ptr: sys::CUdeviceptr,
+    ptrs: Vec<sys::CUdeviceptr>,
     events: Vec<sys::CUevent>,
 }
 
@@ -406,11 +406,27 @@ impl Device {
         ptr: sys::CUdeviceptr,
         events: Vec<sys::CUevent>,
     ) -> Result<(), CudaError> {
+        self.free_all_after_events(vec![ptr], events)
+    }
+
+    /// [`Device::free_after_events`] for several buffers that the same work used.
+    pub fn free_all_after_events(
+        &self,
+        ptrs: Vec<sys::CUdeviceptr>,
+        events: Vec<sys::CUevent>,
+    ) -> Result<(), CudaError> {
         if events.is_empty() {
-            // SAFETY: the buffer is owned by the caller, and no queued work uses it.
-            return self.check("cuMemFree", unsafe { sys::cuMemFree_v2(ptr) });
+            let mut first = Ok(());
+            for ptr in ptrs {
+                // SAFETY: the buffer is owned by the caller, and no queued work uses it.
+                let r = self.check("cuMemFree", unsafe { sys::cuMemFree_v2(ptr) });
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            return first;
         }
-        lock(&self.frees).push(Raw(PendingFree { ptr, events }));
+        lock(&self.frees).push(Raw(PendingFree { ptrs, events }));
         self.reap(false)
     }
 
@@ -460,11 +476,13 @@ impl Device {
             for e in f.events {
                 self.give_event(e, false);
             }
-            // SAFETY: every stream that used the buffer has passed the event recorded after
-            // its last use; nothing else refers to the memory.
-            let r = unsafe { sys::cuMemFree_v2(f.ptr) };
-            if first.is_ok() {
-                first = self.check("cuMemFree", r);
+            for ptr in f.ptrs {
+                // SAFETY: every stream that used the buffer has passed the event recorded
+                // after its last use; nothing else refers to the memory.
+                let r = unsafe { sys::cuMemFree_v2(ptr) };
+                if first.is_ok() {
+                    first = self.check("cuMemFree", r);
+                }
             }
         }
         first

@@ -1,14 +1,16 @@
 //! Graphs: executable graphs from stream captures, and the scratch memory they own.
 //!
 //! A whole-array reduction queues two kernels that pass partial results through a scratch
-//! buffer. Eager reductions use their stream's own buffer, which is safe because a stream
-//! runs in order. A captured reduction must not: a replay on another stream would race with
-//! the capturing stream's later reductions, and a replay after that stream was dropped would
-//! write freed memory. So each capture gets a buffer of its own, allocated before the
-//! capture begins ([`CaptureScratch`]), and the graph owns it ([`GraphScratch`]): it is
-//! freed after the graph's last launch on every stream has completed. Replays of one graph
-//! never overlap each other (the driver orders every launch of an executable graph after the
-//! previous one, on whatever stream), so one buffer serves all of them.
+//! buffer, and a gemm may use its cuBLAS handle's workspace. Eager work uses its stream's
+//! own buffer and its handle's default workspace, which is safe because a stream runs in
+//! order. Captured work must not: a replay on another stream would race with the capturing
+//! stream's later reductions and gemms, and a replay after that stream (and its handle) was
+//! dropped would write freed memory. So each capture gets a reduction buffer and a gemm
+//! workspace of its own, allocated before the capture begins ([`CaptureScratch`]), and the
+//! graph owns those its work used ([`GraphScratch`]): they are freed after the graph's last
+//! launch on every stream has completed. Replays of one graph never overlap each other (the
+//! driver orders every launch of an executable graph after the previous one, on whatever
+//! stream), so one buffer serves all of them.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,28 +20,74 @@ use gpukit_core::Result;
 
 use crate::device::{lock, Device, Raw};
 
-/// A stream's reduction scratch: its own buffer, and while it captures, the capture's.
+/// Bytes of the cuBLAS workspace a capture's gemms use: cuBLAS's recommended size for a
+/// user-provided workspace ([`cublasSetWorkspace`](https://docs.nvidia.com/cuda/cublas/#cublassetworkspace):
+/// 32 MiB on Hopper and later, 4 MiB before).
+pub(crate) fn gemm_workspace_bytes(compute_capability: Option<(u32, u32)>) -> usize {
+    match compute_capability {
+        Some((major, _)) if major >= 9 => 32 << 20,
+        _ => 4 << 20,
+    }
+}
+
+/// A capture's own memory: the reduction buffer and the gemm workspace, each with whether
+/// captured work used it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CaptureBuffers {
+    pub(crate) reduction: (sys::CUdeviceptr, bool),
+    pub(crate) workspace: (sys::CUdeviceptr, bool),
+}
+
+impl CaptureBuffers {
+    /// The buffers the graph keeps (those its work used) and those that can go at once.
+    pub(crate) fn split(self) -> (Vec<sys::CUdeviceptr>, Vec<sys::CUdeviceptr>) {
+        let (mut kept, mut unused) = (Vec::new(), Vec::new());
+        for (ptr, used) in [self.reduction, self.workspace] {
+            if used {
+                kept.push(ptr);
+            } else {
+                unused.push(ptr);
+            }
+        }
+        (kept, unused)
+    }
+}
+
+/// A stream's reduction scratch and gemm workspace: its own, and while it captures, the
+/// capture's.
 #[derive(Debug)]
 pub(crate) struct CaptureScratch {
     own: sys::CUdeviceptr,
-    /// The capture's buffer; 0 while the stream does not capture.
+    /// The capture's reduction buffer; 0 while the stream does not capture.
     capture: AtomicU64,
-    /// Whether a captured reduction took the capture's buffer.
+    /// The capture's gemm workspace (of [`CaptureScratch::workspace_bytes`]).
+    workspace: AtomicU64,
+    workspace_bytes: usize,
+    /// Whether a captured reduction took the capture's buffer, a captured gemm its workspace.
     used: AtomicBool,
+    gemm_used: AtomicBool,
 }
 
 impl CaptureScratch {
-    pub(crate) fn new(own: sys::CUdeviceptr) -> Self {
+    pub(crate) fn new(own: sys::CUdeviceptr, workspace_bytes: usize) -> Self {
         CaptureScratch {
             own,
             capture: AtomicU64::new(0),
+            workspace: AtomicU64::new(0),
+            workspace_bytes,
             used: AtomicBool::new(false),
+            gemm_used: AtomicBool::new(false),
         }
     }
 
     /// The stream's own buffer.
     pub(crate) fn own(&self) -> sys::CUdeviceptr {
         self.own
+    }
+
+    /// Bytes of a capture's gemm workspace.
+    pub(crate) fn workspace_bytes(&self) -> usize {
+        self.workspace_bytes
     }
 
     /// The buffer a reduction queued now uses: the capture's while the stream captures.
@@ -53,19 +101,37 @@ impl CaptureScratch {
         }
     }
 
-    /// Hands the stream a capture's buffer, for the reductions queued until
-    /// [`CaptureScratch::end_capture`].
-    pub(crate) fn begin_capture(&self, buffer: sys::CUdeviceptr) {
+    /// The workspace a gemm queued now uses: the capture's (address and bytes) while the
+    /// stream captures, `None` (the handle's default) otherwise.
+    pub(crate) fn for_gemm(&self) -> Option<(sys::CUdeviceptr, usize)> {
+        match self.workspace.load(Ordering::Acquire) {
+            0 => None,
+            p => {
+                self.gemm_used.store(true, Ordering::Relaxed);
+                Some((p, self.workspace_bytes))
+            }
+        }
+    }
+
+    /// Hands the stream a capture's reduction buffer and gemm workspace, for the work
+    /// queued until [`CaptureScratch::end_capture`].
+    pub(crate) fn begin_capture(&self, buffer: sys::CUdeviceptr, workspace: sys::CUdeviceptr) {
         self.used.store(false, Ordering::Relaxed);
+        self.gemm_used.store(false, Ordering::Relaxed);
+        self.workspace.store(workspace, Ordering::Release);
         self.capture.store(buffer, Ordering::Release);
     }
 
-    /// Takes the capture's buffer back (`None` if there was none), and whether a captured
-    /// reduction uses it: then the graph takes it, else it can go at once.
-    pub(crate) fn end_capture(&self) -> Option<(sys::CUdeviceptr, bool)> {
+    /// Takes the capture's buffers back (`None` if there were none), with whether captured
+    /// work used each: the graph takes those, the others can go at once.
+    pub(crate) fn end_capture(&self) -> Option<CaptureBuffers> {
+        let workspace = self.workspace.swap(0, Ordering::AcqRel);
         match self.capture.swap(0, Ordering::AcqRel) {
             0 => None,
-            p => Some((p, self.used.swap(false, Ordering::Relaxed))),
+            p => Some(CaptureBuffers {
+                reduction: (p, self.used.swap(false, Ordering::Relaxed)),
+                workspace: (workspace, self.gemm_used.swap(false, Ordering::Relaxed)),
+            }),
         }
     }
 }
@@ -101,24 +167,26 @@ impl<S: PartialEq, E> LastLaunches<S, E> {
     }
 }
 
-/// A graph's own reduction scratch and the launches that may still use it.
+/// A graph's own reduction scratch and gemm workspace (those its work uses) and the
+/// launches that may still use them.
 #[derive(Debug)]
 pub(crate) struct GraphScratch {
-    ptr: sys::CUdeviceptr,
+    ptrs: Vec<sys::CUdeviceptr>,
     launches: Mutex<LastLaunches<Raw<sys::CUstream>, Raw<sys::CUevent>>>,
 }
 
 impl GraphScratch {
-    pub(crate) fn new(ptr: sys::CUdeviceptr) -> Self {
-        GraphScratch {
-            ptr,
+    /// `None` when the graph owns no memory.
+    pub(crate) fn new(ptrs: Vec<sys::CUdeviceptr>) -> Option<Self> {
+        (!ptrs.is_empty()).then(|| GraphScratch {
+            ptrs,
             launches: Mutex::new(LastLaunches::new()),
-        }
+        })
     }
 }
 
 /// An executable CUDA graph (`CUgraphExec`), instantiated from a stream capture, with the
-/// scratch memory its reductions use.
+/// scratch memory its reductions and gemms use.
 pub struct CudaGraph {
     exec: Raw<sys::CUgraphExec>,
     scratch: Option<GraphScratch>,
@@ -203,7 +271,7 @@ impl CudaGraph {
                 .into_inner()
                 .unwrap_or_else(|p| p.into_inner());
             let events = launches.into_events().into_iter().map(|Raw(e)| e).collect();
-            let freed = self.dev.free_after_events(scratch.ptr, events);
+            let freed = self.dev.free_all_after_events(scratch.ptrs, events);
             if first.is_ok() {
                 first = freed;
             }
@@ -226,29 +294,52 @@ impl Drop for CudaGraph {
 mod tests {
     use super::*;
 
-    /// Regression test for the desk-check's "a captured reduction uses the capturing
-    /// stream's scratch buffer": while a stream captures, its reductions use the capture's
-    /// buffer, which the graph then takes; the stream's eager reductions keep their own.
+    /// Regression test for the desk-checks' "a captured reduction uses the capturing
+    /// stream's scratch buffer" and "a captured gemm uses the handle's default workspace":
+    /// while a stream captures, its reductions and gemms use the capture's buffers, which
+    /// the graph then takes; the stream's eager work keeps its own.
     #[test]
     fn a_capture_has_scratch_of_its_own_which_the_graph_takes() {
-        let stream = CaptureScratch::new(0x1000);
+        let stream = CaptureScratch::new(0x1000, 64);
         assert_eq!(stream.for_reduction(), 0x1000);
+        assert_eq!(
+            stream.for_gemm(),
+            None,
+            "eager gemms: the handle's default workspace"
+        );
         assert_eq!(stream.end_capture(), None, "no capture, nothing to take");
-        stream.begin_capture(0x2000);
+        stream.begin_capture(0x2000, 0x8000);
         assert_eq!(stream.for_reduction(), 0x2000, "captured reductions");
-        assert_eq!(stream.end_capture(), Some((0x2000, true)), "the graph's");
+        let taken = stream.end_capture();
+        assert_eq!(
+            taken,
+            Some(CaptureBuffers {
+                reduction: (0x2000, true),
+                workspace: (0x8000, false),
+            }),
+            "the graph's"
+        );
+        assert_eq!(
+            taken.map(CaptureBuffers::split),
+            Some((vec![0x2000], vec![0x8000]))
+        );
         assert_eq!(
             stream.for_reduction(),
             0x1000,
             "eager again: never the graph's"
         );
-        stream.begin_capture(0x3000);
+        assert_eq!(stream.for_gemm(), None);
+        stream.begin_capture(0x3000, 0x9000);
+        assert_eq!(stream.for_gemm(), Some((0x9000, 64)), "captured gemms");
         assert_eq!(
-            stream.end_capture(),
-            Some((0x3000, false)),
-            "each capture its own; unused by a capture without reductions"
+            stream.end_capture().map(CaptureBuffers::split),
+            Some((vec![0x9000], vec![0x3000])),
+            "each capture its own; the reduction buffer unused by a capture without reductions"
         );
         assert_eq!(stream.own(), 0x1000);
+        assert_eq!(stream.workspace_bytes(), 64);
+        assert_eq!(gemm_workspace_bytes(Some((9, 0))), 32 << 20);
+        assert_eq!(gemm_workspace_bytes(Some((8, 6))), 4 << 20);
     }
 
     /// The graph's scratch outlives every launch: its free waits for the last launch on

@@ -73,9 +73,11 @@
 //!   streams, one by one, never the device (`cuCtxSynchronize` would wait for every context
 //!   on it and invalidate captures running on them, PyTorch's included).
 //! - **Graphs** are stream captures in relaxed mode, instantiated once. A capture's
-//!   reductions use scratch memory of the graph's own, allocated before the capture and
-//!   freed after the graph's last launch, so replays on any stream never share the
-//!   capturing stream's buffer and outlive it.
+//!   reductions use scratch memory of the graph's own, and its gemms a cuBLAS workspace of
+//!   the graph's own (`cublasSetWorkspace`, cuBLAS's recommended 32 MiB on Hopper, 4 MiB
+//!   before, kept only when the capture has a gemm), allocated before the capture and freed
+//!   after the graph's last launch, so replays on any stream never share the capturing
+//!   stream's buffer or its handle's workspace, and outlive them.
 //! - **gemm** is cuBLAS (`cublasSgemm`/`cublasDgemm`, `cublasGemmEx` with f32 compute for
 //!   f16/bf16), one handle per stream, created on the stream's first gemm, with cuBLAS's
 //!   default math mode (no TF32 unless `NVIDIA_TF32_OVERRIDE` asks for it) and reductions

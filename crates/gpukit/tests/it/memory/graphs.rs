@@ -565,8 +565,12 @@ backend_tests! {
         assert_eq!(graph.len(), 7);
         drop(s1);
         // A new stream (whose own buffers may take the dropped stream's memory) reduces
-        // other data, then launches the graph.
+        // other data, then launches the graph. Writing the inputs s1 last read lets go of
+        // their uses of it: with them the stream and its own scratch are gone.
+        let (mut x, mut y) = (x, y);
         let s2 = ctx.create_stream()?;
+        s2.upload_blocking(&xv, &mut x)?;
+        s2.upload_blocking(&yv, &mut y)?;
         let (av, bv) = (wavy(REDUCED, 3), wavy(REDUCED, 4));
         let (a, b) = (ctx.alloc_upload(&av)?, ctx.alloc_upload(&bv)?);
         let mut theirs = Reductions::new(ctx)?;
@@ -699,6 +703,72 @@ backend_tests! {
         s.sync()?;
         let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(replayed.download()?), bits(eager.download()?));
+        Ok(())
+    }
+
+    fn a_captured_gemm_replays_after_its_capture_stream_is_dropped(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        // On CUDA the graph must own the workspace its gemm uses: the capture stream's
+        // cuBLAS handle, and its default workspace, go with the stream.
+        let (m, n, k) = (9, 6, 17);
+        let av: Vec<f32> = (0..m * k).map(|i| (i % 11) as f32 - 5.0).collect();
+        let bv: Vec<f32> = (0..k * n).map(|i| (i % 3) as f32 * 0.25).collect();
+        let g = gpukit::Gemm::new(m, n, k);
+        let (a, b) = (ctx.alloc_upload(&av)?, ctx.alloc_upload(&bv)?);
+        let mut want = ctx.alloc_zeros::<f32>(m * n)?;
+        ctx.gemm(g, &a, &b, &mut want)?;
+        let want = want.download()?;
+        let mut got = ctx.alloc_zeros::<f32>(m * n)?;
+        let s1 = ctx.create_stream()?;
+        s1.gemm(g, &a, &b, &mut got)?; // the handle exists before the capture
+        let graph = s1.capture(|s| s.gemm(g, &a, &b, &mut got))?;
+        drop(s1);
+        // Writing the arrays s1 last read lets go of their uses of it: with them the stream,
+        // its cuBLAS handle and that handle's workspace are gone.
+        let (mut a, mut b) = (a, b);
+        let s2 = ctx.create_stream()?;
+        s2.upload_blocking(&av, &mut a)?;
+        s2.upload_blocking(&bv, &mut b)?;
+        for round in 0..2 {
+            s2.fill(&mut got, 0.0)?;
+            graph.launch(&s2)?;
+            s2.sync()?;
+            assert_eq!(got.download()?, want, "launch {round}");
+        }
+        Ok(())
+    }
+
+    fn a_captured_gemm_replays_beside_eager_gemms_on_its_capture_stream(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        // The graph's gemm on s2 and s1's eager gemms run at the same time: they must not
+        // share a workspace.
+        let (m, n, k) = (8, 8, 8);
+        let av: Vec<f32> = (0..m * k).map(|i| (i % 5) as f32).collect();
+        let bv: Vec<f32> = (0..k * n).map(|i| (i % 4) as f32 - 1.5).collect();
+        let g = gpukit::Gemm::new(m, n, k);
+        let (a, b) = (ctx.alloc_upload(&av)?, ctx.alloc_upload(&bv)?);
+        let mut want = ctx.alloc_zeros::<f32>(m * n)?;
+        ctx.gemm(g, &a, &b, &mut want)?;
+        let want = want.download()?;
+        let (s1, s2) = (ctx.create_stream()?, ctx.create_stream()?);
+        let mut got = ctx.alloc_zeros::<f32>(m * n)?;
+        let graph = s1.capture(|s| s.gemm(g, &a, &b, &mut got))?;
+        let mut theirs: Vec<GpuArray<f32>> =
+            (0..3).map(|_| ctx.alloc_zeros::<f32>(m * n)).collect::<gpukit::Result<_>>()?;
+        for eager in &mut theirs {
+            graph.launch(&s2)?;
+            s1.gemm(g, &a, &b, eager)?;
+        }
+        s1.sync()?;
+        s2.sync()?;
+        assert_eq!(got.download()?, want);
+        for eager in &theirs {
+            assert_eq!(eager.download()?, want);
+        }
         Ok(())
     }
 }
