@@ -113,7 +113,7 @@ pub use optable::{
     cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Distribution, Domain, Gemm, MathFn, Op,
     RangeUse, ReduceOp, Rhs, RhsSlice, Scalar, Shape, UnaryOp,
 };
-pub use pool::MemoryStats;
+pub use pool::{caching as pool_caching, MemoryStats, POOL_VAR};
 pub use spec::{DeviceSet, DeviceSpec, SpecBackend, MAX_SET_DEVICES};
 pub use stream::{Event, Stream};
 pub use track::SliceRef;

@@ -4,9 +4,9 @@
 //! Every array of a context takes its memory from the context's pool. A request of `n`
 //! bytes is rounded up to a *block size* (a multiple of 512 bytes; above 4 KiB, of an
 //! eighth of the next power of two, so a block exceeds its request by less than a quarter
-//! of the request, or by less than 512 bytes) and served from a cached block of exactly that size when there is
-//! one (a *hit*), or else from a new backend allocation of the block size (a *miss*,
-//! which reserves memory). A dropped array's block goes back to the cache, not to the
+//! of the request, or by less than 512 bytes) and served from a cached block of exactly
+//! that size when there is one (a *hit*), or else from a new backend allocation of the
+//! block size (a *miss*, which reserves memory). A dropped array's block goes back to the cache, not to the
 //! device, together with the record of the streams that used it: the block's next owner
 //! inherits that record, so its first use on any stream waits for the old owner's last
 //! uses on the others (the same ordering the library gives arrays shared between streams),
@@ -16,9 +16,16 @@
 //!
 //! The pool keeps no raw stream alive: the record holds weak references to the streams and
 //! the events recorded after their uses, so a cached block does not keep its context open.
+//!
+//! `GPU_POOL=off` turns the caching off for the process ([`caching`]): every array then
+//! gets a backend allocation of exactly its size, freed (after the work queued on it) when
+//! it is dropped. Rounding up hides an overrun past an array's end inside its block, and
+//! reuse hides a use after free behind the next owner's data: a memory checker (the CUDA
+//! emulator, compute-sanitizer) sees both only without the pool. The counters keep their
+//! meaning: every allocation is a miss, and a drop releases its bytes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::backend::Backend;
 use crate::context::Shared;
@@ -72,6 +79,17 @@ impl MemoryStats {
     pub fn block_size(bytes: usize) -> Option<usize> {
         block_size(bytes)
     }
+}
+
+/// The environment variable that turns the pool's caching off (`off`).
+pub const POOL_VAR: &str = "GPU_POOL";
+
+/// Whether device memory pools cache dropped arrays' blocks (the default), or hand every
+/// array an allocation of its own (`GPU_POOL=off`; see the module docs). Read once per
+/// process.
+pub fn caching() -> bool {
+    static CACHING: OnceLock<bool> = OnceLock::new();
+    *CACHING.get_or_init(|| !std::env::var(POOL_VAR).is_ok_and(|v| v.trim() == "off"))
 }
 
 /// The block size a request of `bytes > 0` is served from: `bytes` rounded up to a multiple
@@ -212,6 +230,16 @@ impl<B: Backend> DevicePool<B> {
         s.bytes_reserved += block as u64;
         s.peak_bytes_in_use = s.peak_bytes_in_use.max(s.bytes_in_use);
         s.peak_bytes_reserved = s.peak_bytes_reserved.max(s.bytes_reserved);
+    }
+
+    /// Counts an array's own allocation of `bytes` as freed (the pool's caching is off).
+    pub(crate) fn released(&self, bytes: usize) {
+        let mut st = self.lock();
+        let s = &mut st.stats;
+        s.frees += 1;
+        s.bytes_in_use -= bytes as u64;
+        s.bytes_reserved -= bytes as u64;
+        s.bytes_released += bytes as u64;
     }
 
     /// Takes back a dropped array's block for reuse.

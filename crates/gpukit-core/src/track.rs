@@ -128,6 +128,9 @@ enum Origin {
     /// Unified memory ([`crate::Context::alloc_unified`]): outside the pool, freed by the
     /// backend after its uses.
     Unified,
+    /// An allocation of exactly this many bytes while the pool's caching is off
+    /// ([`crate::pool_caching`]): counted by the pool, freed by the backend after its uses.
+    Own(usize),
 }
 
 /// A device allocation: the backend buffer (none when empty), its context's default stream
@@ -183,6 +186,17 @@ impl<B: Backend> Alloc<B> {
             "a graph's arrays are allocated before it is captured (an allocation in a capture \
              would happen once, not at each launch)",
         )?;
+        if !pool::caching() {
+            let buf = shared.backend.alloc(bytes, zeroed)?;
+            shared.device_pool.reserved(bytes);
+            return Ok(Arc::new(Self::build(
+                home,
+                Some(buf),
+                bytes,
+                Origin::Own(bytes),
+                Vec::new(),
+            )));
+        }
         let Some(block) = pool::block_size(bytes) else {
             return Self::exact(home, bytes, zeroed).map(Arc::new);
         };
@@ -352,6 +366,9 @@ impl<B: Backend> Drop for Alloc<B> {
         // readers it was ordered after, so `raws` holds every stream with queued work on it
         // (a foreign buffer never had a previous owner).
         let freed = unsafe { shared.backend.free(buf, &raws) };
+        if let Origin::Own(bytes) = self.origin {
+            shared.device_pool.released(bytes);
+        }
         shared.defer("GpuArray drop", freed);
     }
 }
