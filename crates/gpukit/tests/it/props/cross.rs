@@ -36,6 +36,9 @@ pub(super) trait Cross: Numeric {
     /// Whether two sums (or dot products) of `n` terms whose magnitudes add up to `scale`
     /// agree: exactly for integers, within `tolerance::sums_agree` for floats.
     fn sums_agree(want: Self, got: Self, n: usize, scale: f64) -> bool;
+    /// Whether two accumulations of `n` terms made in this type, by atomic adds in any
+    /// order (see `tolerance::atomic_sums_agree`), can both be right.
+    fn atomic_sums_agree(want: Self, got: Self, n: usize, scale: f64) -> bool;
 }
 
 macro_rules! cross_int {
@@ -70,6 +73,9 @@ macro_rules! cross_int {
                 self == other
             }
             fn sums_agree(want: Self, got: Self, _n: usize, _scale: f64) -> bool {
+                want == got
+            }
+            fn atomic_sums_agree(want: Self, got: Self, _n: usize, _scale: f64) -> bool {
                 want == got
             }
         }
@@ -161,6 +167,9 @@ macro_rules! cross_float {
             fn sums_agree(want: Self, got: Self, n: usize, scale: f64) -> bool {
                 tolerance::sums_agree(Self::DTYPE, want.into(), got.into(), n, scale)
             }
+            fn atomic_sums_agree(want: Self, got: Self, n: usize, scale: f64) -> bool {
+                tolerance::atomic_sums_agree(Self::DTYPE, want.into(), got.into(), n, scale)
+            }
         }
 
         impl CrossFloat for $t {
@@ -221,6 +230,9 @@ macro_rules! cross_half {
             }
             fn sums_agree(want: Self, got: Self, n: usize, scale: f64) -> bool {
                 tolerance::sums_agree(Self::DTYPE, want.to_f64(), got.to_f64(), n, scale)
+            }
+            fn atomic_sums_agree(want: Self, got: Self, n: usize, scale: f64) -> bool {
+                tolerance::atomic_sums_agree(Self::DTYPE, want.to_f64(), got.to_f64(), n, scale)
             }
         }
 

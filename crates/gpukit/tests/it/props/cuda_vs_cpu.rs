@@ -21,11 +21,13 @@
 //!   of its compute type (both derived in `tolerance.rs`);
 //! - comparisons into masks, `select`, `arange`, column min/max (bit for bit) and sums
 //!   (within the sums' tolerance), `gather_rows`, `one_hot`, `permutation`, `count_eq_into`
-//!   (bit for bit) and `scatter_add_rows` (within the sums' tolerance: GPUs add atomically);
+//!   (bit for bit) and `scatter_add_rows` (within the atomic sums' tolerance: GPUs add
+//!   atomically, in the element type);
 //! - the random fills (uniform, normal, dropout and integers) bit for bit, at the large
 //!   lengths, from an offset where the Philox counter's low word carries;
 //! - the same at lengths around one block and above `256 * 1024` elements (up to four
-//!   million), where the element-wise grids are capped and loop, and reductions fold more
+//!   million on an H100: sized by the device's SMs), where the element-wise grids are
+//!   capped and loop, and reductions fold more
 //!   than one block of partials per thread. Those inputs hold unique large terms at the
 //!   last element and in the last block of partials, so that a reduction losing either
 //!   fails (`cross_rejects.rs` shows the comparisons catching exactly that).
@@ -487,9 +489,32 @@ fn random_gemm<T: CrossFloat>(cpu: &Context, cuda: &Context) -> gpukit::Result<(
 // ---------------------------------------------------------------------------------------
 
 /// Lengths around one block of 256 threads, around one reduction's most partials
-/// (1024 blocks of 256), and past the element-wise grid's cap (32 blocks of 256 per SM:
-/// 1.08 million threads on a 132-SM H100), where every kernel's grid-stride loop turns.
-pub(super) const LARGE: [usize; 8] = [1, 255, 256, 257, 70_001, 262_145, 1_000_003, 4_000_037];
+/// (1024 blocks of 256), and past the element-wise grid's cap on a device of
+/// `multiprocessors` SMs (32 blocks of 256 per SM), where every kernel's grid-stride loop
+/// turns: just past it, and 3.7 times it.
+pub(super) const fn large_lengths(multiprocessors: u32) -> [usize; 8] {
+    let cap = 32
+        * 256
+        * if multiprocessors == 0 {
+            1
+        } else {
+            multiprocessors as usize
+        };
+    [
+        1,
+        255,
+        256,
+        257,
+        70_001,
+        262_145,
+        cap + 3,
+        cap * 37 / 10 + 37,
+    ]
+}
+
+/// The large lengths of a 132-SM H100 (up to four million): where the CUDA device does not
+/// size them (the comparisons' own tests).
+pub(super) const LARGE: [usize; 8] = large_lengths(132);
 
 /// Deterministic values: a xorshift stream from `seed`.
 fn stream<T: Cross>(seed: u64, len: usize) -> Vec<T> {
@@ -546,8 +571,8 @@ pub(super) fn large_inputs<T: Cross>(seed: u64, len: usize) -> LargeInputs<T> {
     }
 }
 
-fn large<T: Cross>(cpu: &Context, cuda: &Context) -> Result<(), String> {
-    for (i, &len) in LARGE.iter().enumerate() {
+fn large<T: Cross>(cpu: &Context, cuda: &Context, lengths: &[usize]) -> Result<(), String> {
+    for (i, &len) in lengths.iter().enumerate() {
         let x = large_inputs::<T>(i as u64 * 4, len);
         elementwise(cpu, cuda, &x.a, &x.b, x.alpha, x.fill)?;
         if len <= 262_145 {
@@ -663,8 +688,8 @@ fn index_ops<T: Cross>(cpu: &Context, cuda: &Context, a: &[T], b: &[T]) -> Resul
         ));
     }
     if T::DTYPE.size() >= 4 && rows > 0 {
-        // Scatter-add: the same sums, within the sums' tolerance (GPUs add atomically, in
-        // any order).
+        // Scatter-add: the same sums, within the atomic sums' tolerance (GPUs add
+        // atomically, in the element type, in any order).
         let (want, got) = both(cpu, cuda, |ctx| {
             let src = ctx.alloc_upload(b)?;
             let di = ctx.alloc_upload(&idx[..n / cols])?;
@@ -672,14 +697,19 @@ fn index_ops<T: Cross>(cpu: &Context, cuda: &Context, a: &[T], b: &[T]) -> Resul
             ctx.scatter_add_rows(shape, &src.slice(..(n / cols) * cols)?, &di, &mut acc)?;
             acc.download()
         })?;
+        // Each entry's terms: how many, and the finite ones' magnitudes.
+        let (mut terms, mut scale) = (vec![1usize; rows], vec![0.0f64; rows * cols]);
+        for (r, &i) in idx[..n / cols].iter().enumerate() {
+            terms[i as usize] += 1;
+            for c in 0..cols {
+                let x = b[r * cols + c].to_f64().abs();
+                if x.is_finite() {
+                    scale[i as usize * cols + c] += x;
+                }
+            }
+        }
         for (k, (w, g)) in want.iter().zip(&got).enumerate() {
-            let scale: f64 = idx[..n / cols]
-                .iter()
-                .enumerate()
-                .filter(|&(_, &i)| i as usize == k / cols)
-                .map(|(r, _)| b[r * cols + k % cols].to_f64().abs())
-                .sum();
-            if !T::sums_agree(*w, *g, n / cols + 1, scale) {
+            if !T::atomic_sums_agree(*w, *g, terms[k / cols], scale[k]) {
                 return Err(format!(
                     "scatter_add_rows {} [{k}]: cpu {w:?}, cuda {g:?}",
                     T::DTYPE
@@ -729,8 +759,12 @@ fn random_ints<T: Cross>(cpu: &Context, cuda: &Context, len: usize) -> Result<()
     })
 }
 
-fn large_math<T: CrossFloat>(cpu: &Context, cuda: &Context) -> Result<(), String> {
-    for &len in &LARGE {
+fn large_math<T: CrossFloat>(
+    cpu: &Context,
+    cuda: &Context,
+    lengths: &[usize],
+) -> Result<(), String> {
+    for &len in lengths {
         random_floats::<T>(cpu, cuda, len)?;
         // -20..20 in steps of 1/1024.
         let x: Vec<T> = stream::<u64>(len as u64, len)
@@ -805,20 +839,24 @@ float_tests!(
 #[test]
 fn large_lengths_match_the_cpu() {
     cross(|cpu, cuda| {
-        large::<f32>(cpu, cuda).map_err(failed)?;
-        large::<f64>(cpu, cuda).map_err(failed)?;
-        large::<f16>(cpu, cuda).map_err(failed)?;
-        large::<bf16>(cpu, cuda).map_err(failed)?;
-        large::<i32>(cpu, cuda).map_err(failed)?;
-        large::<u8>(cpu, cuda).map_err(failed)?;
-        large::<i64>(cpu, cuda).map_err(failed)?;
-        large::<u32>(cpu, cuda).map_err(failed)?;
-        large::<i8>(cpu, cuda).map_err(failed)?;
-        large::<u64>(cpu, cuda).map_err(failed)?;
-        large_math::<f32>(cpu, cuda).map_err(failed)?;
-        large_math::<f64>(cpu, cuda).map_err(failed)?;
-        large_math::<f16>(cpu, cuda).map_err(failed)?;
-        large_math::<bf16>(cpu, cuda).map_err(failed)
+        // Sized by the device's grid cap: an emulated device with fewer SMs caps (and
+        // loops) at fewer elements.
+        let lengths = large_lengths(cuda.info().multiprocessors);
+        let l = &lengths[..];
+        large::<f32>(cpu, cuda, l).map_err(failed)?;
+        large::<f64>(cpu, cuda, l).map_err(failed)?;
+        large::<f16>(cpu, cuda, l).map_err(failed)?;
+        large::<bf16>(cpu, cuda, l).map_err(failed)?;
+        large::<i32>(cpu, cuda, l).map_err(failed)?;
+        large::<u8>(cpu, cuda, l).map_err(failed)?;
+        large::<i64>(cpu, cuda, l).map_err(failed)?;
+        large::<u32>(cpu, cuda, l).map_err(failed)?;
+        large::<i8>(cpu, cuda, l).map_err(failed)?;
+        large::<u64>(cpu, cuda, l).map_err(failed)?;
+        large_math::<f32>(cpu, cuda, l).map_err(failed)?;
+        large_math::<f64>(cpu, cuda, l).map_err(failed)?;
+        large_math::<f16>(cpu, cuda, l).map_err(failed)?;
+        large_math::<bf16>(cpu, cuda, l).map_err(failed)
     });
 }
 
@@ -846,9 +884,9 @@ fn comparisons_accept_two_cpu_contexts() {
         random_math::<f16>(&one, &two)?;
         random_gemm::<f32>(&one, &two)?;
         random_gemm::<bf16>(&one, &two)?;
-        large_math::<f32>(&one, &two).map_err(failed)?;
-        large::<u8>(&one, &two).map_err(failed)?;
-        large::<f16>(&one, &two).map_err(failed)
+        large_math::<f32>(&one, &two, &LARGE).map_err(failed)?;
+        large::<u8>(&one, &two, &LARGE).map_err(failed)?;
+        large::<f16>(&one, &two, &LARGE).map_err(failed)
     };
     if let Err(e) = run() {
         panic!("{e}");

@@ -15,6 +15,10 @@
 //! far smaller than any term of the data the tests drop on purpose (see `cuda_vs_cpu.rs`),
 //! so a sum that loses an element or a block's partials fails.
 //!
+//! **Atomic sums** ([`atomic_sums_agree`]): scatter-add accumulates in the element type by
+//! atomic adds, in whatever order the threads run (on a GPU, a different one each run), so
+//! the bound is the sums' with the element type's unit roundoff in place of f64's.
+//!
 //! **Gemm** ([`gemm_agree`]). Each entry is `k` products accumulated in the compute type
 //! (f32 for f32, f16 and bf16; f64 for f64), in an order and with fused multiply-adds
 //! that differ between matrixmultiply and cuBLAS, plus the `alpha` and `beta` terms: each
@@ -99,6 +103,26 @@ pub fn sums_agree(dtype: DType, want: f64, got: f64, n: usize, scale: f64) -> bo
     })
 }
 
+/// Whether two `dtype` accumulations of `n` terms (the finite ones' magnitudes adding up to
+/// `scale`) made in the element type itself, in any order, can both be right: atomic adds
+/// (scatter-add), whose order differs between backends and between runs of a GPU. Each
+/// order is within `γ(n) · scale` of the exact sum with `u` the type's unit roundoff, so two
+/// differ by at most twice that, plus 1 ulp for the last rounding. Infinities and NaN must
+/// match, unless a partial sum can overflow (`scale · (1 + γ(n))` reaches the type's
+/// largest value): then one order may reach an infinity, or meet an infinite term with an
+/// overflowed partial of the other sign, where another does not.
+pub fn atomic_sums_agree(dtype: DType, want: f64, got: f64, n: usize, scale: f64) -> bool {
+    let (bits, min_exp) = format(dtype);
+    let u = pow2(-bits);
+    let largest = (2.0 - pow2(1 - bits)) * pow2(2 - min_exp - bits);
+    match specials(want, got) {
+        Some(same) => same || scale * (1.0 + gamma(n, u)) >= largest,
+        None => {
+            (want - got).abs() <= 2.0 * gamma(n, u) * scale + ulp(dtype, want.abs().max(got.abs()))
+        }
+    }
+}
+
 /// Whether two `dtype` gemm entries with inner dimension `k` (see the module docs for
 /// `scale`) can both be right.
 pub fn gemm_agree(dtype: DType, want: f64, got: f64, k: usize, scale: f64) -> bool {
@@ -112,6 +136,43 @@ pub fn gemm_agree(dtype: DType, want: f64, got: f64, k: usize, scale: f64) -> bo
             2.0 * gamma(k + 2, compute_eps) * scale + ulp(dtype, want.abs().max(got.abs()));
         (want - got).abs() <= tolerance
     })
+}
+
+#[test]
+fn atomic_sums_tell_overflow_from_a_lost_infinity() {
+    // -inf among terms whose other magnitudes cannot overflow: every order gives -inf.
+    assert!(!atomic_sums_agree(
+        DType::F64,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        3,
+        10.0
+    ));
+    // Finite terms adding up past f64::MAX: an order that overflows first meets -inf with +inf.
+    assert!(atomic_sums_agree(
+        DType::F64,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        3,
+        f64::MAX * 1.5
+    ));
+    // f32 limits are the f32's, not the f64's.
+    assert!(atomic_sums_agree(
+        DType::F32,
+        f64::INFINITY,
+        3.0e38,
+        3,
+        4.0e38
+    ));
+    assert!(!atomic_sums_agree(
+        DType::F32,
+        f64::INFINITY,
+        3.0e38,
+        3,
+        3.0e38
+    ));
+    assert!(!atomic_sums_agree(DType::F32, 1.0, 1.5, 3, 1.0));
+    assert!(atomic_sums_agree(DType::F32, 1.0, 1.0 + 1e-7, 3, 1.0));
 }
 
 #[test]
