@@ -26,6 +26,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 /// The CUDA libraries gpukit-cuda-sys knows how to find.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -368,16 +369,18 @@ fn glob_dirs(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     out
 }
 
-/// The paths the loader's cache (`ldconfig -p`) has for `lib`.
+/// The paths the loader's cache (`ldconfig -p`) has for `lib`. The cache is listed once
+/// per process (every library's search reads it).
 fn ld_cache(lib: Lib) -> Vec<PathBuf> {
-    let names = lib.file_names();
-    let output = ["/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"]
-        .iter()
-        .find_map(|exe| Command::new(exe).arg("-p").output().ok());
-    let Some(output) = output else {
-        return Vec::new();
-    };
-    parse_ld_cache(&String::from_utf8_lossy(&output.stdout), &names)
+    static LISTING: OnceLock<String> = OnceLock::new();
+    let listing = LISTING.get_or_init(|| {
+        ["/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"]
+            .iter()
+            .find_map(|exe| Command::new(exe).arg("-p").output().ok())
+            .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+            .unwrap_or_default()
+    });
+    parse_ld_cache(listing, &lib.file_names())
 }
 
 /// Parses `ldconfig -p` lines like `\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1`.
@@ -392,8 +395,14 @@ pub(crate) fn parse_ld_cache(text: &str, names: &[String]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Python site-packages folders that may hold pip's `nvidia/*` packages.
+/// Python site-packages folders that may hold pip's `nvidia/*` packages, found once per
+/// process (starting an interpreter takes tens of milliseconds).
 fn site_packages() -> Vec<PathBuf> {
+    static FOLDERS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    FOLDERS.get_or_init(find_site_packages).clone()
+}
+
+fn find_site_packages() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     // The interpreters' own idea, which covers pyenv, virtual environments and user sites.
     for python in ["python3", "python"] {
