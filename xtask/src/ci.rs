@@ -1,7 +1,9 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
 //!
-//! fmt, clippy, tidy, test, python, no-cuda, doc, package, toolchains: cheap checks first so a
-//! formatting slip fails in seconds. Each configuration is built once: `test` builds and
+//! fmt, clippy, tidy, test, cuda-emu, python, no-cuda, doc, package, toolchains: cheap
+//! checks first so a formatting slip fails in seconds. `cuda-emu` ([`crate::cuda_emu::ci`])
+//! runs the CUDA tests against the CUDA emulator on the test step's build, one process per
+//! test, then the `data_parallel` example on two emulated devices and `cuda_doctor`. Each configuration is built once: `test` builds and
 //! tests the workspace with its default features; `no-cuda` the other configuration users
 //! can choose, the facade without its default features (`cuda`, `vulkan`, `half`). It
 //! checks that no CUDA crate is in that build's dependency tree, lints the facade and the
@@ -34,6 +36,7 @@ enum Step {
     Clippy,
     Tidy,
     Test,
+    CudaEmu,
     Python,
     NoCuda,
     Doc,
@@ -45,7 +48,8 @@ enum Step {
 const CUDA_CRATES: [&str; 3] = ["gpukit-cuda", "gpukit-cuda-sys", "cudarc"];
 
 /// The workspace members that are not published (`publish = false`), left out of `package`.
-const UNPUBLISHED: [&str; 5] = [
+const UNPUBLISHED: [&str; 6] = [
+    "gpukit-cuda-emu",
     "gpukit-examples",
     "gpukit-bench",
     "gpukit-tools",
@@ -54,11 +58,12 @@ const UNPUBLISHED: [&str; 5] = [
 ];
 
 impl Step {
-    const ALL: [Step; 9] = [
+    const ALL: [Step; 10] = [
         Step::Fmt,
         Step::Clippy,
         Step::Tidy,
         Step::Test,
+        Step::CudaEmu,
         Step::Python,
         Step::NoCuda,
         Step::Doc,
@@ -72,6 +77,7 @@ impl Step {
             Step::Clippy => "clippy",
             Step::Tidy => "tidy",
             Step::Test => "test",
+            Step::CudaEmu => "cuda-emu",
             Step::Python => "python",
             Step::NoCuda => "no-cuda",
             Step::Doc => "doc",
@@ -87,6 +93,7 @@ impl Step {
             Step::Clippy => Some(("clippy", "clippy")),
             Step::Tidy
             | Step::Test
+            | Step::CudaEmu
             | Step::Python
             | Step::NoCuda
             | Step::Doc
@@ -123,6 +130,7 @@ impl Step {
                 }
                 Ok(())
             }
+            Step::CudaEmu => crate::cuda_emu::ci(root, test_args),
             Step::Python => crate::python::test(root),
             Step::NoCuda => no_cuda(root, test_args),
             Step::Doc => {
@@ -429,6 +437,7 @@ mod tests {
     fn every_member_left_out_of_package_is_unpublished() {
         let root = util::workspace_root();
         for dir in [
+            "crates/gpukit-cuda-emu",
             "examples",
             "crates/gpukit-bench",
             "crates/gpukit-tools",
@@ -438,7 +447,7 @@ mod tests {
             let manifest = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
             assert!(manifest.contains("publish = false"), "{dir}");
         }
-        assert_eq!(UNPUBLISHED.len(), 5);
+        assert_eq!(UNPUBLISHED.len(), 6);
     }
 
     #[test]

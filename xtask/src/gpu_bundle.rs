@@ -391,15 +391,15 @@ fn pick_examples(
 
 /// One executable cargo reported building.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Artifact {
+pub(crate) struct Artifact {
     /// The target's name (`it`, `gpukit_core`, `transfer_bench`).
-    name: String,
+    pub(crate) name: String,
     /// The target's kinds (`lib`, `test`, `example`, ...).
-    kinds: Vec<String>,
+    pub(crate) kinds: Vec<String>,
     /// Whether it was built as a test harness (`profile.test`).
-    test: bool,
+    pub(crate) test: bool,
     /// The executable's path.
-    executable: PathBuf,
+    pub(crate) executable: PathBuf,
 }
 
 /// The executable artifact a cargo JSON message describes, if it is one: a
@@ -423,7 +423,7 @@ fn parse_artifact(line: &str) -> serde_json::Result<Option<Artifact>> {
 }
 
 /// Runs a cargo build command with JSON messages and returns the executables it reported.
-fn cargo_artifacts(root: &Path, args: &[&str]) -> Result<Vec<Artifact>> {
+pub(crate) fn cargo_artifacts(root: &Path, args: &[&str]) -> Result<Vec<Artifact>> {
     let mut cmd = util::cargo(root);
     cmd.args(args)
         .arg("--message-format=json-render-diagnostics");

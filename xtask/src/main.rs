@@ -10,6 +10,7 @@ mod bench;
 mod bindgen;
 mod chaos;
 mod ci;
+mod cuda_emu;
 mod fuzz;
 mod gpu_bundle;
 mod gpu_test;
@@ -34,12 +35,15 @@ pub const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-python]
-     [--skip-no-cuda] [--skip-doc] [--skip-package] [--skip-toolchains] [-- <test args>]
+  ci [--skip-fmt] [--skip-clippy] [--skip-tidy] [--skip-test] [--skip-cuda-emu]
+     [--skip-python] [--skip-no-cuda] [--skip-doc] [--skip-package] [--skip-toolchains]
+     [-- <test args>]
         run the checks CI runs, in order, stopping at the first failure:
         cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace (every
         target but the examples, which clippy checks, then the doc tests, then the CPU and
-        pipeline suites under the chaos schedule, seeds 1 and 2), python (below),
+        pipeline suites under the chaos schedule, seeds 1 and 2), cuda-emu (`cuda-emu test`
+        below on the test step's build, then the data_parallel example on two emulated
+        devices through NCCL and cuda_doctor), python (below),
         no-cuda
         (the facade without its default features: no CUDA crate in its dependency tree,
         clippy, its tests built, those about device selection run), cargo doc with
@@ -48,6 +52,16 @@ commands:
         sources and manifests name must be in the packages), toolchains (below).
         Arguments after `--` are appended to both test runs (e.g. a test filter, or
         `-- --nocapture`).
+  cuda-emu build | env | run | test [--release] [--jobs N] [-- COMMAND [ARGS] | FILTER...]
+        the CUDA emulator (crates/gpukit-cuda-emu) in place of NVIDIA's libraries: `build`
+        builds it and its folder of links (target/cuda-emu/lib-PROFILE: libcuda.so.1,
+        libnvrtc.so.12, libcublas.so.12, libnccl.so.2, ...); `env` prints the `export`
+        lines that select it (LD_LIBRARY_PATH, GPUKIT_CUDA_EMU_CACHE, GPU_KERNEL_CACHE; a
+        shell that exports them hands the fake driver to every CUDA program it starts,
+        PyTorch's included); `run -- COMMAND` runs one command with them; `test` runs the
+        CUDA tests against it, each in its own process, N at a time (default 2), those
+        whose names contain a FILTER when given, with GPU_REQUIRE_CUDA=1, GPU_POOL=off and
+        GPUKIT_CUDA_EMU_SMS=8
   tidy
         check the house rules no lint checks: `//!` module docs in every file, and the
         files `cargo xtask bindgen` generates in crates/gpukit-cuda-sys/src/ffi/ and only there.
@@ -181,6 +195,7 @@ fn dispatch() -> Result {
     };
     let result = match command.as_str() {
         "ci" => ci::run(&root, rest),
+        "cuda-emu" => cuda_emu::run(&root, rest),
         "tidy" => tidy::run_cli(&root, rest),
         "bench" => bench::run(&root, rest),
         "bindgen" => bindgen::run(&root, rest),
