@@ -137,13 +137,14 @@ not_sanitized_targets="@NOT_SANITIZED_TARGETS@"
 
 # The default order of the test units (names as --first takes them: binaries, and groups of
 # `it`): these first, the rest by name, then the last ones. First the CUDA-vs-CPU
-# properties and the behaviours, the most a cut-off run can report; then the other units
-# with CUDA variants, the unfiltered CUDA targets, the probe and device selection on a real
-# driver, and the Vulkan backend's own. Last the slowest: pipeline_props (a fresh context
+# properties and the behaviours, the most a cut-off run can report; then the features no
+# GPU has run yet (Rust kernels, awaiting streams, DLPack, the Python module, NCCL, several
+# devices), the other units with CUDA variants, the unfiltered CUDA targets, the probe and
+# device selection on a real driver, and the Vulkan backend's own. Last the slowest: pipeline_props (a fresh context
 # per random case) and the CPU-only fault-injection and training tests. A name not in the
 # bundle is passed over (xtask's tests check that each names a test target or a group of
 # the workspace).
-default_first="props behaviour memory bad_input interop alloc_free half debug bad_input_pipeline gpukit_cuda nvrtc gpukit_cuda_sys cuda_poison probe selection gpukit_wgpu kernels windows"
+default_first="props behaviour memory rust_kernels asynchronous dlpack python nccl multi_device bad_input interop alloc_free half debug bad_input_pipeline gpukit_cuda nvrtc gpukit_cuda_sys cuda_poison probe selection gpukit_wgpu kernels windows"
 default_last="pipeline_props faults digits"
 
 # Rough expectations for each step, printed when it starts. Nothing has run on a GPU yet:
@@ -361,6 +362,26 @@ else
     unset GPU_REQUIRE_VULKAN
 fi
 
+summary_name=$label.summary.txt
+archive_name=$label.logs.tar.gz
+summary=$logdir/$summary_name
+# Files this call wrote into $logdir (relative names): the archive holds exactly these.
+written=()
+# JSON reports copied to $outdir; with the summary and the archive at most 8 files.
+max_out_files=8
+out_json=()
+
+# Everything printed from here on also goes to the summary file. tee ignores INT and TERM,
+# so that after a signal to the whole process group the summary can still be finished.
+exec 3>&1 4>&2
+exec > >(
+    trap '' INT TERM
+    exec tee "$summary"
+) 2>&1
+tee_pid=$!
+
+# @include budget.sh
+
 # NCCL (the collectives on CUDA devices): cudarc opens `libnccl.so`, but the libnccl2 package
 # and pip's nvidia-nccl-cu12 wheel (torch's dependency) ship only `libnccl.so.2`. Where the
 # unversioned name is missing and a `libnccl.so.2` is found, a link to it in a folder of this
@@ -369,8 +390,22 @@ nccl_note="libnccl.so loads as it is"
 if ! { ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; }; then
     nccl_lib=$(ldconfig -p 2>/dev/null | sed -n 's/.*libnccl\.so\.2 .*=> //p' | head -n 1)
     if [ -z "$nccl_lib" ]; then
-        # pip's wheel, where a torch install puts it (globs only: no program to wait for).
-        for candidate in /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2 \
+        # pip's wheel (torch's dependency), wherever the interpreter on PATH keeps its
+        # packages (a virtual environment's site-packages on the lent machines): Python
+        # says where `nvidia.nccl` is.
+        for py in python3 python; do
+            if ! command -v "$py" >/dev/null 2>&1; then continue; fi
+            nccl_dir=$(capped "$(probe_limit 20)" "$py" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' | head -n 1) || nccl_dir=
+            if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/lib/libnccl.so.2" ]; then
+                nccl_lib=$nccl_dir/lib/libnccl.so.2
+                break
+            fi
+        done
+    fi
+    if [ -z "$nccl_lib" ]; then
+        # Else the usual places of pip's wheel.
+        for candidate in "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+            /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2 \
             /usr/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2 \
             /usr/local/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
             /opt/conda/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
@@ -391,26 +426,6 @@ if ! { ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; }; then
         expect_skips+=("NCCL unavailable")
     fi
 fi
-
-summary_name=$label.summary.txt
-archive_name=$label.logs.tar.gz
-summary=$logdir/$summary_name
-# Files this call wrote into $logdir (relative names): the archive holds exactly these.
-written=()
-# JSON reports copied to $outdir; with the summary and the archive at most 8 files.
-max_out_files=8
-out_json=()
-
-# Everything printed from here on also goes to the summary file. tee ignores INT and TERM,
-# so that after a signal to the whole process group the summary can still be finished.
-exec 3>&1 4>&2
-exec > >(
-    trap '' INT TERM
-    exec tee "$summary"
-) 2>&1
-tee_pid=$!
-
-# @include budget.sh
 
 # @include results.sh
 
@@ -440,7 +455,7 @@ if [ "$want_bench" -eq 1 ]; then
     echo "steps:  ${steps[*]}, then the torch comparator"
     bench_shape="every benchmark in full"
     if [ "$quick" -eq 1 ]; then
-        bench_shape="--quick: cuda_bench and transfer_bench to ${max_mib:-256} MiB, pipeline_bench --quick, graph_bench, kernel_bench --runs 7, allreduce_bench --quick, startup_bench; the comparator with $torch_compare_needs s left"
+        bench_shape="--quick: cuda_bench and transfer_bench to ${max_mib:-256} MiB, pipeline_bench --quick, graph_bench, kernel_bench --runs 7; the comparator with $torch_compare_needs s left; then startup_bench, and allreduce_bench --quick with two GPUs or more"
     elif [ -n "$max_mib" ]; then
         bench_shape="cuda_bench and transfer_bench to $max_mib MiB"
     fi
@@ -504,12 +519,18 @@ for step in "${steps[@]}"; do
     case $step in
         doctor) step_doctor ;;
         tests) step_tests ;;
-        bench) step_bench ;;
+        bench)
+            if [ "$quick" -eq 1 ]; then step_bench early; else step_bench all; fi
+            ;;
         *) step_sanitize "$step" ;;
     esac
 done
 if [ "$want_bench" -eq 1 ] && [ -z "$interrupted" ]; then
     step_torch_compare
+    # Under --quick the comparator comes before startup_bench and allreduce_bench.
+    if [ "$quick" -eq 1 ] && [ -z "$interrupted" ]; then
+        step_bench late
+    fi
 fi
 
 # ---- the summary

@@ -258,14 +258,39 @@ keep_report() {
 # The benchmarks that wrote a JSON report in the bench step, for the comparator.
 bench_reports=()
 
+# The benchmarks that, under --quick, run after the comparator (which reads none of their
+# reports): a one-GPU machine learns least from them.
+late_benches="startup_bench allreduce_bench"
+
+# The number of GPUs nvidia-smi lists, or nothing when it cannot say.
+gpu_count() {
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        capped "$(probe_limit 10)" nvidia-smi -L | grep -c '^GPU ' || true
+    fi
+}
+
+# $1: `all` (every benchmark), `early` (all but $late_benches) or `late` (those).
 step_bench() {
-    local prog name log skips ran=0 args
-    step_header bench
+    local prog name log skips ran=0 args part=${1:-all} gpus
+    if [ "$part" != late ]; then
+        step_header bench
+    fi
     for prog in "$bundle"/bench/*; do
         if [ ! -f "$prog" ] || [ ! -x "$prog" ]; then
             continue
         fi
         name=${prog##*/}
+        case " $late_benches " in
+            *" $name "*) if [ "$part" = early ]; then continue; fi ;;
+            *) if [ "$part" = late ]; then continue; fi ;;
+        esac
+        if [ "$part" = late ] && [ "$name" = allreduce_bench ]; then
+            gpus=$(gpu_count)
+            if [ "${gpus:-2}" -lt 2 ]; then
+                echo "bench $name: not run (--quick, one GPU: a one-rank all-reduce measures no collective)"
+                continue
+            fi
+        fi
         log=bench-$name.log
         ran=$((ran + 1))
         args=(--device cuda --json "$logdir/$name.json")
@@ -320,7 +345,7 @@ step_bench() {
         fi
         save_outputs
     done
-    if [ "$ran" -eq 0 ]; then
+    if [ "$ran" -eq 0 ] && [ "$part" != late ]; then
         echo "bench: no benchmarks in $bundle/bench"
         reasons+=("no benchmarks in the bundle")
         total_failed=$((total_failed + 1))

@@ -342,3 +342,42 @@ exit 1
     assert!(super::archive_names(&out.join("memcheck.logs.tar.gz"))
         .contains(&"mixed.memcheck.log".to_owned()));
 }
+
+#[test]
+fn nccl_from_the_pythons_site_packages_is_linked_as_libnccl_so() {
+    if !bash_available() {
+        return;
+    }
+    // The loader's cache has no NCCL on the lent machines (nor here, as a rule): pip's
+    // wheel sits in a virtual environment's site-packages, which Python names.
+    let ldconfig_has_nccl = std::process::Command::new("sh")
+        .args(["-c", "ldconfig -p 2>/dev/null | grep -q libnccl"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if ldconfig_has_nccl {
+        return;
+    }
+    let tmp = TempDir::new("ncclsite");
+    let bundle = fake_bundle(&tmp, &[]);
+    let site = tmp.path().join("venv/site-packages/nvidia/nccl");
+    fs::create_dir_all(site.join("lib")).unwrap();
+    fs::write(site.join("lib/libnccl.so.2"), "").unwrap();
+    let python = format!("echo '{}'\n", site.display());
+    let tools = fake_tools(&tmp, &[("python3", &python)]);
+    let (_, stdout) = run_sh(
+        &bundle,
+        Call {
+            args: &["--tests", "--budget", "30"],
+            path_prefix: Some(&tools),
+            ..Call::default()
+        },
+    );
+    assert_eq!(
+        line(&stdout, "nccl:"),
+        format!(
+            "nccl:   libnccl.so -> {}/lib/libnccl.so.2 (a link first on LD_LIBRARY_PATH)",
+            site.display()
+        ),
+        "{stdout}"
+    );
+}

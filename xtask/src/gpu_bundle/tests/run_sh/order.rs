@@ -433,6 +433,12 @@ fn every_name_in_the_default_order_is_a_test_target_or_group() {
     let root = util::workspace_root();
     let mut targets = test_targets(&root);
     targets.extend(grouped_modules(&root));
+    // The bundle's Python runner, a unit of its own (tests/python).
+    let python = crate::gpu_bundle::PYTHON_UNIT
+        .rsplit('/')
+        .next()
+        .unwrap_or_default();
+    targets.push(python.to_owned());
     assert!(
         targets.iter().any(|target| target == "props"),
         "{targets:?}"

@@ -184,22 +184,60 @@ fn the_benchmarks_run_before_the_sanitizers_and_the_comparator_after_them() {
         "steps:  tests bench memcheck, then the torch comparator"
     );
     assert_eq!(verdict(&stdout), "run.sh: PASSED (tests bench memcheck)");
-    // Summary, archive and six benchmark reports: all 8 files; the comparator's report,
-    // last, is only in the archive.
+    // Summary, archive, five benchmark reports and the comparator's: all 8 files. Under
+    // --quick the comparator runs before startup_bench and allreduce_bench, whose reports
+    // are only in the archive.
     assert_eq!(
         files_in(&out),
         [
-            "allreduce_bench.json",
             "cuda_bench.json",
             "graph_bench.json",
             "kernel_bench.json",
             "pipeline_bench.json",
             "tests-bench-memcheck.logs.tar.gz",
             "tests-bench-memcheck.summary.txt",
+            "torch_compare.json",
             "transfer_bench.json"
         ]
     );
+    assert!(at("comparator args:") < at("allreduce_bench args:"));
     assert!(stdout.contains(
-        "note: torch_compare.json is only in the archive (8 files at most go to the output folder)"
-    ));
+        "note: allreduce_bench.json is only in the archive (8 files at most go to the output folder)"
+    ), "{stdout}");
+}
+
+#[test]
+fn under_quick_one_gpu_runs_no_one_rank_allreduce_after_the_comparator() {
+    if !bash_available() {
+        return;
+    }
+    let tmp = TempDir::new("onegpu");
+    let bundle = bench_bundle(&tmp);
+    let fake_bin = tmp.path().join("fakebin");
+    fs::create_dir_all(&fake_bin).unwrap();
+    script(
+        &fake_bin.join("nvidia-smi"),
+        "case \"$*\" in -L) echo 'GPU 0: NVIDIA H200 (UUID: GPU-0)' ;; *) echo '0, NVIDIA H200' ;; esac\n",
+    );
+    let logs = tmp.path().join("logs");
+    let (code, stdout) = run_sh(
+        &bundle,
+        Call {
+            args: &["--bench", "--quick", "--logs", logs.to_str().unwrap()],
+            path_prefix: Some(&fake_bin),
+            env: &[("TORCH_PYTHON", "bash"), ("FAKE_TORCH", "runs")],
+            ..Call::default()
+        },
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(
+        line(&stdout, "bench allreduce_bench: "),
+        "bench allreduce_bench: not run (--quick, one GPU: a one-rank all-reduce measures no collective)"
+    );
+    let at = |text: &str| {
+        stdout
+            .find(text)
+            .unwrap_or_else(|| panic!("no {text:?}:\n{stdout}"))
+    };
+    assert!(at("comparator args:") < at("startup_bench args:"));
 }
