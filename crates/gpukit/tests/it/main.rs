@@ -20,6 +20,9 @@ mod asynchronous;
 mod bad_input;
 mod bad_input_pipeline;
 mod behaviour;
+// The CUDA emulator's fault injection against the backend's error paths.
+#[cfg(feature = "cuda")]
+mod cuda_faults;
 mod debug;
 mod dlpack;
 mod error_chain;
