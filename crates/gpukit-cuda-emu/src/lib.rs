@@ -36,7 +36,7 @@
 //!   <https://docs.nvidia.com/cuda/cuda-driver-api/api-sync-behavior.html>): which calls
 //!   return before their copy is done, pageable memory staged, the synchronous ones on the
 //!   legacy stream.
-//! - **Streams and events** ([`stream`], [`api::stream`];
+//! - **Streams and events** ([`stream`], [`mod@api::stream`];
 //!   <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html>,
 //!   <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html>,
 //!   <https://docs.nvidia.com/cuda/cuda-runtime-api/stream-sync-behavior.html>): a worker

@@ -6,7 +6,7 @@
 //! again. A kernel or a copy that reaches past an allocation's end or into freed memory so
 //! finds nothing there: copies check their ranges against this table when they run, and
 //! kernels' accesses are checked by the module runtime (byte for byte, through
-//! [`Memory::lookup`]), or fault on the unmapped page. Either is a sticky
+//! [`Memory::find`]), or fault on the unmapped page. Either is a sticky
 //! `CUDA_ERROR_ILLEGAL_ADDRESS`, as on hardware
 //! (<https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html>: "an illegal memory
 //! access ... leaves the process in an inconsistent state").

@@ -23,7 +23,7 @@
 //! - a host function (`cuLaunchHostFunc`) runs on the stream's worker thread in order, and
 //!   must not call CUDA: a call from one is `CUDA_ERROR_NOT_PERMITTED`.
 //!
-//! Every operation gets a [`Stamp`](crate::hb::Stamp) when it is queued: the stream's own
+//! Every operation gets a [`Stamp`] when it is queued: the stream's own
 //! order, the events it waited for and what the host had seen finish. The race checker
 //! ([`crate::hb`]) compares them.
 

@@ -88,7 +88,7 @@ const COMPILER_SOURCES: &[&str] = &[
 ];
 
 /// The identity of the device header, runtime and compiler driver images are built with:
-/// images built by another are compiled again when loaded ([`image`]).
+/// images built by another are compiled again when loaded (see the `image` module).
 pub fn runtime_id() -> u128 {
     static ID: OnceLock<u128> = OnceLock::new();
     *ID.get_or_init(|| {

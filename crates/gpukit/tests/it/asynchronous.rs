@@ -2,7 +2,9 @@
 //! `Event::wait_async` and `.await` on a `Pending` copy, on a current-thread tokio runtime,
 //! every backend. The proof that nothing blocks: while the future waits for a slow kernel
 //! (`delay`, 50 ms), a second task on the same (only) thread keeps ticking; had the wait
-//! blocked the thread, it could not have ticked once.
+//! blocked the thread, it could not have ticked once. A test thread descheduled for longer
+//! than the kernel finds the work done at the future's first poll, which proves nothing
+//! either way, so each such wait is tried again with a longer kernel ([`ticks_on_some_try`]).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -52,17 +54,40 @@ fn with_ticker<T>(fut: impl std::future::Future<Output = T>) -> (T, u32) {
     (out, ticks.get())
 }
 
+/// The slow kernel's delays, in µs, one per try.
+const DELAYS_US: [u32; 3] = [50_000, 200_000, 800_000];
+
+/// Runs `attempt` (which queues a `delay` of the given µs, awaits it beside the ticker and
+/// returns the ticks) with ever longer delays until the ticker has run. The ticker ticks at
+/// least once unless the awaited future was ready at its first poll: because that poll
+/// blocked until the work was done, or because the work was done already (this thread was
+/// descheduled for the whole delay). A blocking wait never ticks, whatever the delay; a
+/// descheduled thread does not miss 800 ms.
+fn ticks_on_some_try(
+    what: &str,
+    mut attempt: impl FnMut(u32) -> gpukit::Result<u32>,
+) -> gpukit::Result<()> {
+    for us in DELAYS_US {
+        if attempt(us)? > 0 {
+            return Ok(());
+        }
+    }
+    panic!("{what} blocked the runtime's only thread: the ticker never ran, with delays of 50, 200 and 800 ms");
+}
+
 crate::backend_tests! {
     fn awaiting_a_stream_leaves_the_runtime_thread_free(ctx) {
         let delay = ctx.kernel(delay_spec())?;
         let s = ctx.create_stream()?;
         let mut a = ctx.alloc_zeros::<f32>(1024)?;
-        s.launch(&delay, LaunchConfig::linear(1, 1), (50_000u32,))?;
-        s.fill(&mut a, 3.0)?;
-        let (r, ticks) = with_ticker(s.synchronize_async());
-        r?;
-        assert!(ticks > 0, "the runtime's only thread never ran the ticker: the wait blocked it");
-        assert!(s.query()?, "synchronize_async was ready before the stream's work finished");
+        ticks_on_some_try("awaiting a stream", |us| {
+            s.launch(&delay, LaunchConfig::linear(1, 1), (us,))?;
+            s.fill(&mut a, 3.0)?;
+            let (r, ticks) = with_ticker(s.synchronize_async());
+            r?;
+            assert!(s.query()?, "synchronize_async was ready before the stream's work finished");
+            Ok(ticks)
+        })?;
         assert_eq!(a.download()?, vec![3.0; 1024]);
         Ok(())
     }
@@ -71,23 +96,30 @@ crate::backend_tests! {
         let delay = ctx.kernel(delay_spec())?;
         let s = ctx.create_stream()?;
         let mut a = ctx.alloc_zeros::<f32>(4096)?;
-        s.launch(&delay, LaunchConfig::linear(1, 1), (50_000u32,))?;
-        s.fill(&mut a, 5.0)?;
-        let event = s.record_event()?;
-        let (r, ticks) = with_ticker(event.wait_async());
-        r?;
-        assert!(ticks > 0, "the event's wait blocked the runtime thread");
-        assert!(event.query()?);
+        let mut last = None;
+        ticks_on_some_try("awaiting an event", |us| {
+            s.launch(&delay, LaunchConfig::linear(1, 1), (us,))?;
+            s.fill(&mut a, 5.0)?;
+            let event = s.record_event()?;
+            let (r, ticks) = with_ticker(event.wait_async());
+            r?;
+            assert!(event.query()?, "the event's wait was ready before the event");
+            last = Some(event);
+            Ok(ticks)
+        })?;
         // A download in flight, awaited: the host buffer comes back with the data.
-        s.launch(&delay, LaunchConfig::linear(1, 1), (50_000u32,))?;
-        s.fill(&mut a, 7.0)?;
-        let host = ctx.alloc_host::<f32>(4096, HostUse::Download)?;
-        let pending = s.download(&a, host)?;
-        let (back, ticks) = with_ticker(async move { pending.await });
-        let back = back.map_err(|r| r.error)?;
-        assert!(ticks > 0, "awaiting the copy blocked the runtime thread");
-        assert!(back.iter().all(|&x| x == 7.0));
+        ticks_on_some_try("awaiting a copy", |us| {
+            s.launch(&delay, LaunchConfig::linear(1, 1), (us,))?;
+            s.fill(&mut a, 7.0)?;
+            let host = ctx.alloc_host::<f32>(4096, HostUse::Download)?;
+            let pending = s.download(&a, host)?;
+            let (back, ticks) = with_ticker(async move { pending.await });
+            let back = back.map_err(|r| r.error)?;
+            assert!(back.iter().all(|&x| x == 7.0));
+            Ok(ticks)
+        })?;
         // Already done: ready at the first poll.
+        let event = last.expect("the event's try recorded one");
         let (r, _) = with_ticker(event.wait_async());
         r
     }
