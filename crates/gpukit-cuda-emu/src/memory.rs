@@ -321,7 +321,9 @@ impl Memory {
     }
 
     /// The live allocations, read-locked: copies hold this while they move bytes, so that
-    /// nothing is unmapped under them.
+    /// nothing is unmapped under them. A thread holding it must not lock it again (no
+    /// [`Memory::find`] or [`Memory::in_region`]): a writer queued in between blocks the
+    /// second read, and the first read blocks the writer.
     pub fn read(&self) -> RwLockReadGuard<'_, BTreeMap<u64, Arc<Allocation>>> {
         self.live.read().unwrap_or_else(|e| e.into_inner())
     }

@@ -244,6 +244,14 @@ pub(crate) fn run(exec: &Exec<'_>, work: &Work) -> Outcome {
         Work::Kernel(launch) => crate::module::run_launch(exec, launch),
         Work::HtoD { dst, src, len } => {
             let mut touches = vec![exec.device(*dst, *len, Kind::Write)?];
+            // Looked up before the read lock is taken: a second read of the table on this
+            // thread would wait behind a writer queued in between (std's lock lets no new
+            // reader past a waiting writer), which waits for the first read: a deadlock.
+            if let HostSrc::Pinned(p) = src {
+                if let Some(t) = exec.host(*p, *len, Kind::Read)? {
+                    touches.push(t);
+                }
+            }
             let mem = memory::memory().map_err(|code| Fault {
                 code,
                 message: String::new(),
@@ -251,9 +259,6 @@ pub(crate) fn run(exec: &Exec<'_>, work: &Work) -> Outcome {
             let _live = mem.read();
             match src {
                 HostSrc::Pinned(p) => {
-                    if let Some(t) = exec.host(*p, *len, Kind::Read)? {
-                        touches.push(t);
-                    }
                     // SAFETY: the destination is inside a live allocation (checked above,
                     // and the read lock keeps it mapped); the source is pinned memory the
                     // caller keeps valid until the stream passes the copy (the API's

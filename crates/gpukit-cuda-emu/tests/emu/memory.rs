@@ -283,3 +283,80 @@ fn new_device_memory_is_filled_with_0xff() {
         ok(free(p), "cuMemFree_v2");
     }
 }
+
+/// Copies from pinned memory run while another thread allocates and frees pinned memory,
+/// and nothing deadlocks: a copy that read-locked the allocation table twice (its second
+/// lookup queued behind the other thread's allocation, which waited for the first) hung
+/// the stream and the allocating thread for good (within these five seconds here, and
+/// once in a CI run of the gpukit suite). Five seconds of both, then a deadline.
+#[test]
+fn pinned_copies_beside_pinned_allocations_never_deadlock() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::time::{Duration, Instant};
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<&'static str>();
+    let copier = {
+        let (stop, tx) = (Arc::clone(&stop), tx.clone());
+        std::thread::spawn(move || {
+            use_device(0);
+            let n = 64usize;
+            let dst = alloc(n);
+            let mut src: *mut std::ffi::c_void = std::ptr::null_mut();
+            // SAFETY: a writable out-pointer.
+            ok(
+                unsafe { mem::cuMemHostAlloc(&mut src, n, 0) },
+                "cuMemHostAlloc",
+            );
+            let s = stream(0);
+            let mut copies = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..64 {
+                    // SAFETY: `src` is pinned memory of `n` bytes, alive until freed below,
+                    // after the stream's last copy.
+                    ok(
+                        unsafe { mem::cuMemcpyHtoDAsync_v2(dst, src, n, s) },
+                        "cuMemcpyHtoDAsync_v2",
+                    );
+                }
+                ok(sync(s), "cuStreamSynchronize");
+                copies += 64;
+            }
+            // SAFETY: the stream is synchronised: no copy reads `src` any more.
+            ok(unsafe { mem::cuMemFreeHost(src) }, "cuMemFreeHost");
+            ok(free(dst), "cuMemFree_v2");
+            assert!(copies > 0);
+            let _ = tx.send("copier");
+        })
+    };
+    let allocator = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            use_device(0);
+            while !stop.load(Ordering::Relaxed) {
+                let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+                // SAFETY: a writable out-pointer; the memory is freed at once, unused.
+                ok(
+                    unsafe { mem::cuMemHostAlloc(&mut p, 4096, 0) },
+                    "cuMemHostAlloc",
+                );
+                // SAFETY: as above.
+                ok(unsafe { mem::cuMemFreeHost(p) }, "cuMemFreeHost");
+            }
+            let _ = tx.send("allocator");
+        })
+    };
+    std::thread::sleep(Duration::from_secs(5));
+    stop.store(true, Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for _ in 0..2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            rx.recv_timeout(left).is_ok(),
+            "a thread still runs 30 s after the stop: a pinned copy and a pinned allocation deadlocked"
+        );
+    }
+    copier.join().expect("the copier");
+    allocator.join().expect("the allocator");
+}
