@@ -18,9 +18,10 @@ use std::time::Instant;
 
 use crate::util::{self, Failure, Result};
 
-/// The seeds `cargo xtask ci` runs the suites under (about 1.5 minutes each on a 2-core
-/// machine).
-pub const CI_SEEDS: [u64; 2] = [1, 2];
+/// The seeds `cargo xtask ci` runs the suites under: one, about two minutes on a 2-core
+/// machine (the soak runs seed after seed; the CUDA emulator's step took the second seed's
+/// place in CI's time).
+pub const CI_SEEDS: [u64; 1] = [1];
 
 /// The commands that run the suites under `seed`.
 pub fn commands(root: &Path, seed: u64) -> Vec<Command> {

@@ -41,7 +41,7 @@ commands:
         run the checks CI runs, in order, stopping at the first failure:
         cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace (every
         target but the examples, which clippy checks, then the doc tests, then the CPU and
-        pipeline suites under the chaos schedule, seeds 1 and 2), cuda-emu (`cuda-emu test`
+        pipeline suites under the chaos schedule, seed 1), cuda-emu (`cuda-emu test`
         below on the test step's build, then the data_parallel example on two emulated
         devices through NCCL and cuda_doctor), python (below),
         no-cuda
@@ -123,7 +123,7 @@ commands:
         schedule (GPU_CPU_SCHEDULE=chaos:<seed>: work reordered as far as its dependencies
         allow, races reported), seed after seed from S (default: from the clock) until N
         minutes have passed; the first failure stops it and names its seed. `ci` runs the
-        same suites under seeds 1 and 2.
+        same suites under seed 1.
   no-gpu
         the no-GPU contract: `cargo test -p gpukit --test it no_gpu::` (every
         constructor that can request CUDA returns a typed error), then the no_gpu_abort
