@@ -101,7 +101,23 @@ pub struct Context {
     pub legacy: OnceLock<Arc<Stream>>,
     /// The contexts whose memory this one's kernels may access (`cuCtxEnablePeerAccess`).
     pub peers: Mutex<Vec<u64>>,
+    /// Its limits (`cuCtxGetLimit`, `cuCtxSetLimit`), by `CUlimit` value.
+    pub limits: Mutex<[usize; LIMITS]>,
+    /// Its L1/shared memory preference (`cuCtxSetCacheConfig`, a `CUfunc_cache` value): a
+    /// hint that changes nothing the emulator runs.
+    pub cache_config: std::sync::atomic::AtomicU32,
 }
+
+/// How many `CUlimit` values there are (`CU_LIMIT_STACK_SIZE` = 0 to
+/// `CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED` = 9).
+pub const LIMITS: usize = 10;
+
+/// A new context's limits: the driver's documented defaults where it documents them
+/// (<https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html>, `cuCtxSetLimit`:
+/// a device runtime synchronisation depth of 2 and 2048 pending launches), an H100's
+/// values elsewhere (1 KiB of stack, a 1 MiB printf FIFO, an 8 MiB malloc heap, a 64-byte
+/// L2 fetch granularity, no persisting L2, no CIG).
+pub const DEFAULT_LIMITS: [usize; LIMITS] = [1024, 1 << 20, 8 << 20, 2, 2048, 64, 0, 0, 0, 0];
 
 impl Context {
     fn new(handle: u64, device: usize) -> Context {
@@ -112,6 +128,8 @@ impl Context {
             streams: Mutex::new(Vec::new()),
             legacy: OnceLock::new(),
             peers: Mutex::new(Vec::new()),
+            limits: Mutex::new(DEFAULT_LIMITS),
+            cache_config: std::sync::atomic::AtomicU32::new(0),
         }
     }
 

@@ -29,6 +29,7 @@ pub mod cu {
     pub const INVALID_CONTEXT: CuResult = 201;
     pub const CONTEXT_ALREADY_CURRENT: CuResult = 202;
     pub const NO_BINARY_FOR_GPU: CuResult = 209;
+    pub const UNSUPPORTED_LIMIT: CuResult = 215;
     pub const INVALID_PTX: CuResult = 218;
     pub const JIT_COMPILER_NOT_FOUND: CuResult = 221;
     pub const INVALID_SOURCE: CuResult = 300;

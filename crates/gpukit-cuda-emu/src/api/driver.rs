@@ -15,6 +15,11 @@ use crate::errors::{cu, CuResult};
 /// The CUDA version the emulated driver reports (`cuDriverGetVersion`).
 pub const DRIVER_VERSION: c_int = 12090;
 
+/// The most L2 a context may set aside for persisting accesses
+/// (`CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE`, the ceiling of `cuCtxSetLimit`'s
+/// `CU_LIMIT_PERSISTING_L2_CACHE_SIZE`): three quarters of the L2, as on A100 and H100.
+pub const MAX_PERSISTING_L2: usize = 52428800 / 4 * 3;
+
 /// The devices' name.
 pub const DEVICE_NAME: &str = "gpukit CUDA emulator (H100-like, sm_90)";
 
@@ -69,6 +74,7 @@ pub fn attribute(attr: u32) -> Option<c_int> {
         99 => 1,      // HOST_REGISTER_SUPPORTED
         106 => 32,    // MAX_BLOCKS_PER_MULTIPROCESSOR
         111 => 1024,  // RESERVED_SHARED_MEMORY_PER_BLOCK
+        108 => MAX_PERSISTING_L2 as c_int, // MAX_PERSISTING_L2_CACHE_SIZE
         115 => 1,     // MEMORY_POOLS_SUPPORTED
         a if a < 150 => 0,
         _ => return None,
@@ -405,25 +411,65 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxGetLimit(value: *mut usize, limit: c_uint) -> CuResult {
     entry("cuCtxGetLimit", || {
-        current()?;
-        let v = match limit {
-            0 => 1024,    // STACK_SIZE
-            1 => 1 << 20, // PRINTF_FIFO_SIZE
-            2 => 8 << 20, // MALLOC_HEAP_SIZE
-            _ => return Err(crate::errors::cu::INVALID_VALUE),
-        };
+        let ctx = current()?;
+        let v = *ctx
+            .limits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(limit as usize)
+            .ok_or(cu::INVALID_VALUE)?;
         // SAFETY: a writable size_t.
         unsafe { put(value, v) }
     })
 }
 
+/// `cuCtxGetCacheConfig`: the context's preference, `CU_FUNC_CACHE_PREFER_NONE` (0) until
+/// set.
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxSetLimit(limit: c_uint, _value: usize) -> CuResult {
-    entry("cuCtxSetLimit", || {
-        current()?;
-        if limit > 6 {
+pub unsafe extern "C" fn cuCtxGetCacheConfig(config: *mut c_uint) -> CuResult {
+    entry("cuCtxGetCacheConfig", || {
+        let ctx = current()?;
+        let v = ctx.cache_config.load(std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: a writable CUfunc_cache.
+        unsafe { put(config, v) }
+    })
+}
+
+/// `cuCtxSetCacheConfig`: one of `CU_FUNC_CACHE_PREFER_NONE`, `_SHARED`, `_L1`, `_EQUAL`
+/// (0 to 3), kept; anything else is `CUDA_ERROR_INVALID_VALUE`.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSetCacheConfig(config: c_uint) -> CuResult {
+    entry("cuCtxSetCacheConfig", || {
+        let ctx = current()?;
+        if config > 3 {
             return Err(cu::INVALID_VALUE);
         }
+        ctx.cache_config
+            .store(config, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSetLimit(limit: c_uint, value: usize) -> CuResult {
+    entry("cuCtxSetLimit", || {
+        let ctx = current()?;
+        let value = match limit {
+            // The stack, FIFO, heap and pending launches take any size.
+            0..=2 | 4 => value,
+            // "Attempting to set this limit on devices of compute capability 9.0 or higher
+            // will result in the error CUDA_ERROR_UNSUPPORTED_LIMIT."
+            3 => return Err(cu::UNSUPPORTED_LIMIT),
+            // A hint of 0 to 128 bytes.
+            5 if value <= 128 => value,
+            // At most the device's persisting L2 (CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE).
+            6 if value <= MAX_PERSISTING_L2 => value,
+            5 | 6 => return Err(cu::INVALID_VALUE),
+            // The CIG limits are read-only outside a CIG context.
+            7..=9 => return Err(cu::UNSUPPORTED_LIMIT),
+            _ => return Err(cu::INVALID_VALUE),
+        };
+        ctx.limits.lock().unwrap_or_else(|e| e.into_inner())[limit as usize] = value;
         Ok(())
     })
 }

@@ -22,7 +22,7 @@ use super::{entry, put, stream};
 use crate::context::{self, current};
 use crate::errors::{cu, CuResult};
 use crate::memory::{memory, MemKind};
-use crate::stream::{Enqueued, Stream};
+use crate::stream::{Enqueued, Stream, StreamKind};
 use crate::work::{HostSrc, Work};
 
 #[no_mangle]
@@ -570,6 +570,36 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: u64, v: u8, n: usize) -> CuResult {
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD32_v2(dst: u64, v: u32, n: usize) -> CuResult {
     entry("cuMemsetD32_v2", || memset_sync(dst, v, 4, n))
+}
+
+/// `cuStreamAttachMemAsync`: checked as the documentation says
+/// (<https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html>: managed memory
+/// only; for `cuMemAllocManaged` memory a length of 0 or the whole allocation; one of
+/// `CU_MEM_ATTACH_GLOBAL`, `_HOST`, `_SINGLE`, and `_SINGLE` not on the legacy default
+/// stream) and queued in stream order. The emulator's managed memory is one host mapping
+/// that the host and every stream may use at any time, so the attachment changes nothing
+/// else.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamAttachMemAsync(
+    h: u64,
+    dptr: u64,
+    len: usize,
+    flags: c_uint,
+) -> CuResult {
+    entry("cuStreamAttachMemAsync", || {
+        let s = stream(h)?;
+        if !matches!(flags, 1 | 2 | 4) || (flags == 4 && s.kind == StreamKind::Legacy) {
+            return Err(cu::INVALID_VALUE);
+        }
+        match memory()?.find(dptr) {
+            Some(a)
+                if a.kind == MemKind::Managed
+                    && (len == 0 || (a.base == dptr && len as u64 == a.size)) => {}
+            _ => return Err(cu::INVALID_VALUE),
+        }
+        s.enqueue(Work::Nop, describe("cuStreamAttachMemAsync", &s), None)
+            .map(|_| ())
+    })
 }
 
 #[no_mangle]

@@ -31,6 +31,30 @@ pub unsafe extern "C" fn cuModuleLoadData(module: *mut u64, image: *const c_void
     })
 }
 
+/// `cuModuleLoad`: the image in file `fname`, as [`cuModuleLoadData`] takes it; a file that
+/// cannot be read is `CUDA_ERROR_FILE_NOT_FOUND`.
+#[no_mangle]
+pub unsafe extern "C" fn cuModuleLoad(module: *mut u64, fname: *const c_char) -> CuResult {
+    let mut bytes = Vec::new();
+    let read = entry("cuModuleLoad", || {
+        if fname.is_null() {
+            return Err(cu::INVALID_VALUE);
+        }
+        // SAFETY: the caller's NUL-terminated path (the API's contract).
+        let path = unsafe { CStr::from_ptr(fname) };
+        let path = std::str::from_utf8(path.to_bytes()).map_err(|_| cu::FILE_NOT_FOUND)?;
+        bytes = std::fs::read(path).map_err(|_| cu::FILE_NOT_FOUND)?;
+        // A text image (PTX) is read up to its NUL.
+        bytes.push(0);
+        Ok(())
+    });
+    if read != cu::SUCCESS {
+        return read;
+    }
+    // SAFETY: the whole file and a NUL, alive across the call; `module` is the caller's.
+    unsafe { cuModuleLoadData(module, bytes.as_ptr().cast()) }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuModuleLoadDataEx(
     module: *mut u64,

@@ -350,9 +350,19 @@ fn instantiate(pexec: *mut u64, graph: u64) -> Result<(), CuResult> {
 pub unsafe extern "C" fn cuGraphInstantiateWithFlags(
     pexec: *mut u64,
     graph: u64,
-    _flags: u64,
+    flags: u64,
 ) -> CuResult {
-    entry("cuGraphInstantiateWithFlags", || instantiate(pexec, graph))
+    entry("cuGraphInstantiateWithFlags", || {
+        // The flags this call takes: AUTO_FREE_ON_LAUNCH (1), DEVICE_LAUNCH (4) and
+        // USE_NODE_PRIORITY (8); UPLOAD (2) is cuGraphInstantiateWithParams's. A graph for
+        // device launch "cannot be used in conjunction with
+        // CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH"
+        // (<https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html>).
+        if flags & !(1 | 4 | 8) != 0 || flags & (1 | 4) == (1 | 4) {
+            return Err(cu::INVALID_VALUE);
+        }
+        instantiate(pexec, graph)
+    })
 }
 
 #[no_mangle]

@@ -22,7 +22,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::context::{Context, Driver};
@@ -137,7 +137,6 @@ pub struct Module {
     pub kernels: Vec<KernelMeta>,
     /// Whether its threads need fibers (it has barriers or warp collectives).
     pub fibers: bool,
-    unloaded: AtomicBool,
 }
 
 // SAFETY: `info` points into a shared object that is never unloaded (dlclose is never
@@ -156,9 +155,10 @@ impl std::fmt::Debug for Module {
 }
 
 impl Module {
-    /// `cuModuleUnload`: its handle and its functions' die; queued launches fail.
+    /// `cuModuleUnload`: its handle and its functions' die, so that no new launch can name
+    /// them; launches queued before still run (the code stays loaded), as programs written
+    /// for hardware expect (cudarc's examples unload a module behind its last launch).
     pub fn unload(&self, d: &Driver) {
-        self.unloaded.store(true, Ordering::Release);
         d.modules.remove(self.handle);
         for f in d.functions.all() {
             if f.module.handle == self.handle {
@@ -354,7 +354,6 @@ pub unsafe fn load(ctx: &Arc<Context>, image: *const u8) -> Result<Arc<Module>, 
         info,
         kernels,
         fibers: parsed.fibers,
-        unloaded: AtomicBool::new(false),
     });
     d.modules.insert_at(handle, Arc::clone(&m));
     Ok(m)
@@ -419,15 +418,6 @@ pub fn run_launch(exec: &Exec<'_>, launch: &Launch) -> Outcome {
     let func = &launch.func;
     let meta = func.meta();
     let name = &meta.name;
-    if func.module.unloaded.load(Ordering::Acquire) {
-        return Err(Fault {
-            code: cu::LAUNCH_FAILED,
-            message: format!(
-                "{}: its module was unloaded (cuModuleUnload) before the launch ran",
-                exec.what
-            ),
-        });
-    }
     if crate::faults::kernel_faults(name) {
         return Err(Fault {
             code: cu::ILLEGAL_ADDRESS,

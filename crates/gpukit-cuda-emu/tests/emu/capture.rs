@@ -454,3 +454,41 @@ fn graph_branches_writing_the_same_bytes_race() {
         );
     }
 }
+
+/// `cuGraphInstantiateWithFlags` takes AUTO_FREE_ON_LAUNCH (1), DEVICE_LAUNCH (4) and
+/// USE_NODE_PRIORITY (8), but not DEVICE_LAUNCH with AUTO_FREE_ON_LAUNCH ("cannot be used
+/// in conjunction", the graph API's documentation) nor UPLOAD (2, a flag of
+/// `cuGraphInstantiateWithParams`): `CUDA_ERROR_INVALID_VALUE`.
+#[test]
+fn graph_instantiate_flags_are_checked() {
+    if crate::skip_without_cxx() {
+        return;
+    }
+    use_device(0);
+    let k = kernels();
+    let s = stream(NON_BLOCKING);
+    let buf = zeros();
+    ok(begin(s, GLOBAL), "cuStreamBeginCapture_v2");
+    ok(inc(&k, s, buf), "captured inc");
+    let (r, g) = end(s);
+    ok(r, "cuStreamEndCapture");
+    let with = |flags: u64| {
+        let mut exec = 0u64;
+        // SAFETY: a writable CUgraphExec.
+        unsafe { st::cuGraphInstantiateWithFlags(&mut exec, g, flags) }
+    };
+    expect(
+        with(1 | 4),
+        INVALID_VALUE,
+        "AUTO_FREE_ON_LAUNCH | DEVICE_LAUNCH",
+    );
+    expect(with(2), INVALID_VALUE, "UPLOAD");
+    expect(with(16), INVALID_VALUE, "an unknown flag");
+    for flags in [0, 1, 8, 1 | 8] {
+        ok(
+            with(flags),
+            &format!("cuGraphInstantiateWithFlags({flags})"),
+        );
+    }
+    ok(free(buf), "cuMemFree_v2");
+}

@@ -195,3 +195,77 @@ fn init_devices_error_names_and_primary_contexts() {
         },
     );
 }
+
+/// Context limits (`cuCtxGetLimit`, `cuCtxSetLimit`): every `CUlimit` reads, at its default
+/// where the documentation gives one; a set value reads back; the device runtime's sync
+/// depth cannot be set on compute capability 9.0 (`CUDA_ERROR_UNSUPPORTED_LIMIT`); out of
+/// range values and limits are `CUDA_ERROR_INVALID_VALUE`. The L1/shared preference reads
+/// back too. Device 1's context: no other test sets either there.
+#[test]
+fn context_limits_read_defaults_and_keep_what_is_set() {
+    use_device(1);
+    let get = |limit: u32| {
+        let mut v = usize::MAX;
+        // SAFETY: a writable size_t.
+        let r = unsafe { drv::cuCtxGetLimit(&mut v, limit) };
+        (r, v)
+    };
+    let set = |limit: u32, v: usize| {
+        // SAFETY: no pointers.
+        unsafe { drv::cuCtxSetLimit(limit, v) }
+    };
+    // CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH and _PENDING_LAUNCH_COUNT: 2 and 2048 by default.
+    assert_eq!(get(3), (SUCCESS, 2));
+    assert_eq!(get(4), (SUCCESS, 2048));
+    for limit in 0..10 {
+        assert_eq!(get(limit).0, SUCCESS, "cuCtxGetLimit({limit})");
+    }
+    expect(
+        get(10).0,
+        INVALID_VALUE,
+        "cuCtxGetLimit of an unknown limit",
+    );
+    let stack = get(0).1;
+    ok(set(0, stack * 2), "cuCtxSetLimit(CU_LIMIT_STACK_SIZE)");
+    assert_eq!(get(0), (SUCCESS, stack * 2), "the stack size set");
+    ok(set(0, stack), "cuCtxSetLimit(CU_LIMIT_STACK_SIZE) back");
+    expect(set(3, 4), UNSUPPORTED_LIMIT, "the sync depth on sm_90");
+    expect(
+        set(5, 256),
+        INVALID_VALUE,
+        "an L2 fetch granularity over 128",
+    );
+    expect(
+        set(10, 1),
+        INVALID_VALUE,
+        "cuCtxSetLimit of an unknown limit",
+    );
+    // The cache preference: none until set, then what was set; 4 is no CUfunc_cache.
+    let cache = || {
+        let mut c = u32::MAX;
+        // SAFETY: a writable CUfunc_cache.
+        ok(
+            unsafe { drv::cuCtxGetCacheConfig(&mut c) },
+            "cuCtxGetCacheConfig",
+        );
+        c
+    };
+    assert_eq!(cache(), 0, "CU_FUNC_CACHE_PREFER_NONE");
+    // SAFETY: no pointers.
+    ok(
+        unsafe { drv::cuCtxSetCacheConfig(2) },
+        "cuCtxSetCacheConfig(PREFER_L1)",
+    );
+    assert_eq!(cache(), 2);
+    // SAFETY: no pointers.
+    expect(
+        unsafe { drv::cuCtxSetCacheConfig(4) },
+        INVALID_VALUE,
+        "cuCtxSetCacheConfig(4)",
+    );
+    // SAFETY: no pointers.
+    ok(
+        unsafe { drv::cuCtxSetCacheConfig(0) },
+        "cuCtxSetCacheConfig back",
+    );
+}

@@ -647,3 +647,85 @@ fn ptx_text_is_jit_compiler_not_found() {
         "cuModuleLoadData of PTX text"
     );
 }
+
+/// `cuModuleUnload` kills the module's handle and its functions' (a lookup or a new launch
+/// is `CUDA_ERROR_INVALID_HANDLE`), while a launch queued before the unload still runs:
+/// programs written for hardware (cudarc's examples) unload a module behind its last
+/// launch.
+#[test]
+fn a_launch_queued_before_its_module_is_unloaded_still_runs() {
+    if crate::skip_without_cxx() {
+        return;
+    }
+    use_device(0);
+    let m = module(SPIN_SRC, "spin");
+    let f = function(m, "spin");
+    let flag = upload(&[0i32]);
+    let s = stream(0);
+    spin(f, s, 20, flag, 7);
+    // SAFETY: a loaded module; the launch queued on it keeps nothing of the handle.
+    ok(unsafe { md::cuModuleUnload(m) }, "cuModuleUnload");
+    ok(sync(s), "cuStreamSynchronize after the unload");
+    assert_eq!(
+        dtoh::<i32>(flag, 1),
+        vec![7],
+        "the launch queued before the unload ran"
+    );
+    assert_eq!(try_function(m, "spin").err(), Some(INVALID_HANDLE));
+    let (ns, null, v) = (0u64, 0u64, 0i32);
+    // SAFETY: `spin(unsigned long long, int *, int)`'s arguments, the pointer null.
+    let r = unsafe {
+        launch(
+            f,
+            [1, 1, 1],
+            [1, 1, 1],
+            0,
+            s,
+            &[arg(&ns), arg(&null), arg(&v)],
+        )
+    };
+    expect(
+        r,
+        INVALID_HANDLE,
+        "cuLaunchKernel of an unloaded module's function",
+    );
+    // SAFETY: no pointers.
+    expect(
+        unsafe { md::cuModuleUnload(m) },
+        INVALID_HANDLE,
+        "a second cuModuleUnload",
+    );
+    ok(free(flag), "cuMemFree_v2");
+}
+
+/// `cuModuleLoad` loads the image in a file, as `cuModuleLoadData` loads it from memory; a
+/// file that is not there is `CUDA_ERROR_FILE_NOT_FOUND`.
+#[test]
+fn module_load_reads_the_image_from_a_file() {
+    if crate::skip_without_cxx() {
+        return;
+    }
+    use_device(0);
+    let image = cubin(SPIN_SRC, "spin");
+    let path = std::env::temp_dir().join(format!("gkemu-module-{}.cubin", std::process::id()));
+    std::fs::write(&path, &image[..]).expect("a temporary file");
+    let name = std::ffi::CString::new(path.to_str().expect("a UTF-8 path")).expect("no NUL");
+    let mut m = 0u64;
+    // SAFETY: a writable CUmodule and a NUL-terminated path.
+    let loaded = unsafe { md::cuModuleLoad(&mut m, name.as_ptr()) };
+    let _ = std::fs::remove_file(&path);
+    ok(loaded, "cuModuleLoad");
+    let f = function(m, "spin");
+    let flag = upload(&[0i32]);
+    let s = stream(0);
+    spin(f, s, 0, flag, 3);
+    ok(sync(s), "cuStreamSynchronize");
+    assert_eq!(dtoh::<i32>(flag, 1), vec![3], "the file's kernel ran");
+    // SAFETY: as above; the file was removed.
+    expect(
+        unsafe { md::cuModuleLoad(&mut m, name.as_ptr()) },
+        FILE_NOT_FOUND,
+        "cuModuleLoad of a file that is not there",
+    );
+    ok(free(flag), "cuMemFree_v2");
+}

@@ -360,3 +360,57 @@ fn pinned_copies_beside_pinned_allocations_never_deadlock() {
     copier.join().expect("the copier");
     allocator.join().expect("the allocator");
 }
+
+/// `cuStreamAttachMemAsync` takes managed memory with a length of 0 or the whole
+/// allocation and one of CU_MEM_ATTACH_GLOBAL, _HOST or _SINGLE (not _SINGLE on the legacy
+/// default stream); anything else is `CUDA_ERROR_INVALID_VALUE`. The attachment is queued
+/// in stream order and the memory works on.
+#[test]
+fn stream_attach_mem_takes_managed_memory_only() {
+    use gpukit_cuda_emu::api::stream as st;
+    use_device(0);
+    let n = 256usize;
+    let mut managed = 0u64;
+    // SAFETY: a writable CUdeviceptr; CU_MEM_ATTACH_GLOBAL.
+    ok(
+        unsafe { mem::cuMemAllocManaged(&mut managed, n, 1) },
+        "cuMemAllocManaged",
+    );
+    let device = alloc(n);
+    let s = stream(0);
+    let attach = |p: u64, len: usize, flags: u32, on: u64| {
+        // SAFETY: no host pointers.
+        unsafe { mem::cuStreamAttachMemAsync(on, p, len, flags) }
+    };
+    ok(attach(managed, 0, 4, s), "CU_MEM_ATTACH_SINGLE, length 0");
+    ok(
+        attach(managed, n, 2, s),
+        "CU_MEM_ATTACH_HOST, the whole allocation",
+    );
+    ok(
+        attach(managed, 0, 1, 0),
+        "CU_MEM_ATTACH_GLOBAL on the legacy stream",
+    );
+    expect(
+        attach(managed, 0, 4, 0),
+        INVALID_VALUE,
+        "_SINGLE on the legacy stream",
+    );
+    expect(
+        attach(managed, n / 2, 1, s),
+        INVALID_VALUE,
+        "part of the allocation",
+    );
+    expect(attach(managed, 0, 3, s), INVALID_VALUE, "two flags");
+    expect(attach(device, 0, 1, s), INVALID_VALUE, "device memory");
+    ok(
+        memset32(managed, 7, n / 4),
+        "cuMemsetD32 of the managed memory",
+    );
+    ok(sync(s), "cuStreamSynchronize");
+    // SAFETY: the stream is synchronised; no copy uses the stream any more.
+    ok(unsafe { st::cuStreamDestroy_v2(s) }, "cuStreamDestroy_v2");
+    assert_eq!(dtoh::<u32>(managed, n / 4), vec![7; n / 4]);
+    ok(free(managed), "cuMemFree_v2 (managed)");
+    ok(free(device), "cuMemFree_v2");
+}
