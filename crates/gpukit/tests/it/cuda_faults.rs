@@ -144,25 +144,32 @@ fn a_free_the_driver_refuses_is_kept_for_the_next_call() {
         ],
         || {
             let ctx = cuda()?;
-            let a = ctx.alloc_upload(&[1.0f32; 256])?;
-            drop(a); // the free fails inside Drop, which cannot return it
-            let e = match ctx.sync() {
-                Err(e) => e,
-                Ok(()) => panic!("the refused free was lost"),
-            };
-            // Returned by the call that freed the memory: the drop's own, deferred, or the
-            // sync's, which frees what waited for the array's work.
-            match e.root() {
-                Error::Status { call, name, .. } => {
-                    assert_eq!(
-                        (*call, name.as_str()),
-                        ("cuMemFree", "CUDA_ERROR_INVALID_VALUE")
-                    );
+            // An array with work queued on it: its free waits for the work, and fails
+            // later. One that no stream used: freed (and refused) inside Drop, which cannot
+            // return the error.
+            let queued = ctx.alloc_upload(&[1.0f32; 256])?;
+            let unused = ctx.alloc::<f32>(256)?;
+            for (what, a) in [("queued work", queued), ("no use", unused)] {
+                drop(a);
+                let e = match ctx.sync() {
+                    Err(e) => e,
+                    Ok(()) => panic!("the refused free of an array with {what} was lost"),
+                };
+                // Returned by the call after the one that freed the memory: the drop's
+                // own, deferred, or the sync's, which frees what waited for the work.
+                match e.root() {
+                    Error::Status { call, name, .. } => {
+                        assert_eq!(
+                            (*call, name.as_str()),
+                            ("cuMemFree", "CUDA_ERROR_INVALID_VALUE"),
+                            "{what}"
+                        );
+                    }
+                    other => panic!("expected cuMemFree's status ({what}), got {other:?}"),
                 }
-                other => panic!("expected cuMemFree's status, got {other:?}"),
+                // Reported once: the context goes on.
+                ctx.sync()?;
             }
-            // Reported once: the context goes on.
-            ctx.sync()?;
             Ok(())
         },
     );

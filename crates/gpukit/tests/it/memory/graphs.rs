@@ -585,6 +585,29 @@ backend_tests! {
         Ok(())
     }
 
+    // The graph's scratch (its captured reductions' partials) lives until its last launch
+    // has run: a graph dropped while that launch waits behind a slow kernel does not free
+    // the scratch under it (on CUDA, each launch records an event the free waits for).
+    fn a_graph_dropped_behind_its_queued_launch_keeps_its_scratch(ctx) {
+        if !graphs(ctx)? {
+            return Ok(());
+        }
+        let (xv, yv) = (wavy(REDUCED, 9), wavy(REDUCED, 10));
+        let want = eager_reductions(ctx, &xv, &yv)?;
+        let (x, y) = (ctx.alloc_upload(&xv)?, ctx.alloc_upload(&yv)?);
+        let mut got = Reductions::new(ctx)?;
+        let delay = ctx.kernel(delay_spec())?;
+        let s = ctx.create_stream()?;
+        let graph = s.capture(|s| got.queue(s, &x, &y))?;
+        got.clear(&s)?;
+        s.launch(&delay, LaunchConfig::linear(1, 1), (100_000u32,))?;
+        graph.launch(&s)?;
+        drop(graph);
+        s.sync()?;
+        assert_eq!(got.read()?, want, "the launch queued before the graph was dropped");
+        Ok(())
+    }
+
     fn captured_reductions_replay_beside_eager_reductions_on_their_capture_stream(ctx) {
         if !graphs(ctx)? {
             return Ok(());
