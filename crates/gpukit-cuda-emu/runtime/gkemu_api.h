@@ -2202,3 +2202,36 @@ template <class T> static inline void __stwt(T *p, typename gkemu_detail::identi
 static inline float gk_cvt_f32_f16(unsigned short h) { return gkemu_detail::f16_to_f32(h); }
 // PTX cvt.rn.f16.f32: round to nearest even, overflow to infinity, NaN to 0x7fff.
 static inline unsigned short gk_cvt_rn_f16_f32(float f) { return gkemu_detail::f32_to_f16_rn(f); }
+
+// ============================================================================================
+// 9. pow's special cases as CUDA's math library gives them (CUDA Math API, powf and pow):
+//    "returns 1 for x = +1 and any y, even a NaN" and "returns 1 for y = ±0 and any x, even a
+//    NaN". glibc gives NaN for a signaling NaN in either place (IEEE 754's rule, which a GPU
+//    does not follow), and a NaN element's bits are whatever the data held. Macros, last,
+//    so that every call a kernel writes (`pow`, `powf`, `::pow`, `std::pow`) goes through
+//    them and nothing above does.
+// ============================================================================================
+
+static inline double gkemu_pow_d(double x, double y) {
+    if (x == 1.0 || y == 0.0) return 1.0;
+    return ::pow(x, y);
+}
+static inline float gkemu_powf(float x, float y) {
+    if (x == 1.0f || y == 0.0f) return 1.0f;
+    return ::powf(x, y);
+}
+static inline float gkemu_pow(float x, float y) { return gkemu_powf(x, y); }
+static inline double gkemu_pow(double x, double y) { return gkemu_pow_d(x, y); }
+// An int exponent keeps a float base float, as CUDA's overload does.
+static inline float gkemu_pow(float x, int y) { return (float)gkemu_pow_d((double)x, (double)y); }
+static inline double gkemu_pow(double x, int y) { return gkemu_pow_d(x, (double)y); }
+// Other arithmetic mixes compute in double.
+template <class A, class B> static inline double gkemu_pow(A x, B y) {
+    return gkemu_pow_d((double)x, (double)y);
+}
+namespace std {
+using ::gkemu_pow;
+using ::gkemu_powf;
+}
+#define pow(x, y) gkemu_pow(x, y)
+#define powf(x, y) gkemu_powf(x, y)

@@ -729,3 +729,67 @@ fn module_load_reads_the_image_from_a_file() {
     );
     ok(free(flag), "cuMemFree_v2");
 }
+
+/// pow's special cases are CUDA's (CUDA Math API, `powf`, `pow`): 1 for a base of +1 and for
+/// an exponent of ±0, even when the other argument is a NaN, signaling ones included (whose
+/// bits a random array may hold; glibc, following IEEE 754, gives NaN there). Every
+/// spelling a kernel may use: `powf`, `pow` on floats and doubles, `std::pow`, mixed types.
+#[test]
+fn pow_of_one_and_to_the_zero_is_one_even_with_a_signaling_nan() {
+    if crate::skip_without_cxx() {
+        return;
+    }
+    use_device(0);
+    let src = r#"
+#include <cmath>
+extern "C" __global__ void pows(float *f, double *d, unsigned int snan_bits, float one, float zero) {
+    // The base and exponent come from arguments: a literal 1 or 0 the compiler would fold.
+    float snan = __int_as_float((int)snan_bits);
+    double dsnan = __longlong_as_double(0x7ff0000000000001LL);
+    double done = one, dzero = zero;
+    f[0] = powf(one, snan);
+    f[1] = powf(snan, zero);
+    f[2] = pow(one, snan);
+    f[3] = std::pow(one, snan);
+    f[4] = pow(snan, -zero);
+    f[5] = powf(2.0f * one, 10.0f);
+    f[6] = pow(2.0f * one, 3);
+    d[0] = pow(done, dsnan);
+    d[1] = pow(dsnan, dzero);
+    d[2] = std::pow(done, dsnan);
+    d[3] = pow(one, dsnan);
+    d[4] = pow(2.0 * done, 0.5);
+}
+"#;
+    let f = function(module(src, "pows"), "pows");
+    let s = stream(0);
+    let (fo, dout) = (alloc(7 * 4), alloc(5 * 8));
+    let (snan, one, zero) = (0x7f80_0001u32, 1.0f32, 0.0f32);
+    // SAFETY: pows(float *, double *, unsigned int, float, float): 7 floats and 5 doubles.
+    ok(
+        unsafe {
+            launch(
+                f,
+                [1, 1, 1],
+                [1, 1, 1],
+                0,
+                s,
+                &[arg(&fo), arg(&dout), arg(&snan), arg(&one), arg(&zero)],
+            )
+        },
+        "cuLaunchKernel(pows)",
+    );
+    ok(sync(s), "cuStreamSynchronize");
+    assert_eq!(
+        dtoh::<f32>(fo, 7),
+        vec![1.0, 1.0, 1.0, 1.0, 1.0, 1024.0, 8.0],
+        "float pows"
+    );
+    assert_eq!(
+        dtoh::<f64>(dout, 5),
+        vec![1.0, 1.0, 1.0, 1.0, 2f64.sqrt()],
+        "double pows"
+    );
+    ok(free(fo), "cuMemFree_v2");
+    ok(free(dout), "cuMemFree_v2");
+}
