@@ -2,7 +2,7 @@
 //! stable ABI) and runs its tests (`crates/gpukit-python/tests/test_*.py`, `unittest`)
 //! against NumPy, and PyTorch where it is installed.
 //!
-//! The module is built with the dev profile, so in CI it reuses the test step's build of
+//! The module is built with the dev profile and the test build's features ([`build_library`]), so in CI it reuses the test step's build of
 //! the library crates, and copied to `target/python/gpukit.abi3.so` (`gpukit.pyd` on
 //! Windows), which goes first on `PYTHONPATH`. The interpreter is `$PYTHON`, else `python3`.
 //! Without an interpreter, or without NumPy, the step prints `SKIPPED:` and what to install
@@ -65,8 +65,21 @@ pub const LIBTEST_RUNNER: &str = "crates/gpukit-python/tests/libtest.py";
 
 /// Builds the module with cargo's `profile` (`dev` or `release`); returns the file cargo
 /// wrote and the name Python imports it by (`gpukit.abi3.so`).
+///
+/// The `dev` build names the whole workspace and one example: cargo then resolves the
+/// dependencies' features as the test build did (an example brings in the dev-dependencies),
+/// so the module links against that build; built alone, the package resolves fewer
+/// features and compiles its whole dependency tree again (two and a half minutes of CI
+/// here). The release build (the GPU bundle's) builds the package alone.
 pub fn build_library(root: &Path, profile: &str) -> Result<(PathBuf, &'static str)> {
-    util::run(util::cargo(root).args(["build", "--profile", profile, "--package", PACKAGE]))?;
+    let mut cmd = util::cargo(root);
+    cmd.args(["build", "--profile", profile]);
+    if profile == "dev" {
+        cmd.args(["--workspace", "--lib", "--example", "data_parallel"]);
+    } else {
+        cmd.args(["--package", PACKAGE]);
+    }
+    util::run(&mut cmd)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
