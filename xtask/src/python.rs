@@ -2,9 +2,10 @@
 //! stable ABI) and runs its tests (`crates/gpukit-python/tests/test_*.py`, `unittest`)
 //! against NumPy, and PyTorch where it is installed.
 //!
-//! The module is built with the dev profile and the test build's features ([`build_library`]), so in CI it reuses the test step's build of
-//! the library crates, and copied to `target/python/gpukit.abi3.so` (`gpukit.pyd` on
-//! Windows), which goes first on `PYTHONPATH`. The interpreter is `$PYTHON`, else `python3`.
+//! The module is built with the dev profile and the test build's features
+//! ([`build_library`]), so in CI it reuses the test step's build of the library crates,
+//! and copied to `target/python/gpukit.abi3.so` (`gpukit.pyd` on Windows), which goes
+//! first on `PYTHONPATH`. The interpreter is `$PYTHON`, else `python3`.
 //! Without an interpreter, or without NumPy, the step prints `SKIPPED:` and what to install
 //! (`.ci/run` installs NumPy); `GPU_REQUIRE_PYTHON=1` makes that a failure.
 
