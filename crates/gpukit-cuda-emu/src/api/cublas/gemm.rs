@@ -68,37 +68,30 @@ pub unsafe extern "C" fn cublasSgemm_v2(
     c: *mut f32,
     ldc: c_int,
 ) -> Status {
-    guarded(|| {
-        let (m, n, k) = dims(m, n, k)?;
-        if alpha.is_null() || beta.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        // SAFETY: host scalars (host pointer mode).
-        let (alpha, beta) = unsafe { (f64::from(*alpha), f64::from(*beta)) };
-        enqueue(
-            handle,
-            Gemm {
-                ta: op(ta)?,
-                tb: op(tb)?,
-                m,
-                n,
-                k,
-                alpha,
-                beta,
-                a: a as u64,
-                lda: lda.max(0) as u64,
-                b: b as u64,
-                ldb: ldb.max(0) as u64,
-                c: c as u64,
-                ldc: ldc.max(0) as u64,
-                ab: Ty::F32,
-                c_ty: Ty::F32,
-                batch: 1,
-                stride: [0; 3],
-            },
+    // SAFETY: forwarded; one product, no strides.
+    unsafe {
+        sgemm_strided(
             "cublasSgemm",
+            handle,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            alpha,
+            a,
+            lda,
+            0,
+            b,
+            ldb,
+            0,
+            beta,
+            c,
+            ldc,
+            0,
+            1,
         )
-    })
+    }
 }
 
 #[no_mangle]
@@ -118,37 +111,30 @@ pub unsafe extern "C" fn cublasDgemm_v2(
     c: *mut f64,
     ldc: c_int,
 ) -> Status {
-    guarded(|| {
-        let (m, n, k) = dims(m, n, k)?;
-        if alpha.is_null() || beta.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        // SAFETY: host scalars.
-        let (alpha, beta) = unsafe { (*alpha, *beta) };
-        enqueue(
-            handle,
-            Gemm {
-                ta: op(ta)?,
-                tb: op(tb)?,
-                m,
-                n,
-                k,
-                alpha,
-                beta,
-                a: a as u64,
-                lda: lda.max(0) as u64,
-                b: b as u64,
-                ldb: ldb.max(0) as u64,
-                c: c as u64,
-                ldc: ldc.max(0) as u64,
-                ab: Ty::F64,
-                c_ty: Ty::F64,
-                batch: 1,
-                stride: [0; 3],
-            },
+    // SAFETY: forwarded; one product, no strides.
+    unsafe {
+        dgemm_strided(
             "cublasDgemm",
+            handle,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            alpha,
+            a,
+            lda,
+            0,
+            b,
+            ldb,
+            0,
+            beta,
+            c,
+            ldc,
+            0,
+            1,
         )
-    })
+    }
 }
 
 /// The scalars of `cublasGemmEx`: f64 for a 64-bit compute type, f32 otherwise.
@@ -195,43 +181,40 @@ pub unsafe extern "C" fn cublasGemmEx(
     compute: u32,
     _algo: c_int,
 ) -> Status {
-    guarded(|| {
-        let (m, n, k) = dims(m, n, k)?;
-        let ab = Ty::from_cuda(a_type).ok_or(NOT_SUPPORTED)?;
-        if Ty::from_cuda(b_type) != Some(ab) {
-            return Err(NOT_SUPPORTED);
-        }
-        let c_ty = Ty::from_cuda(c_type).ok_or(NOT_SUPPORTED)?;
-        // SAFETY: host scalars.
-        let (alpha, beta) = unsafe { scalars(compute, alpha, beta) }?;
-        enqueue(
-            handle,
-            Gemm {
-                ta: op(ta)?,
-                tb: op(tb)?,
-                m,
-                n,
-                k,
-                alpha,
-                beta,
-                a: a as u64,
-                lda: lda.max(0) as u64,
-                b: b as u64,
-                ldb: ldb.max(0) as u64,
-                c: c as u64,
-                ldc: ldc.max(0) as u64,
-                ab,
-                c_ty,
-                batch: 1,
-                stride: [0; 3],
-            },
+    // SAFETY: forwarded; one product, no strides.
+    unsafe {
+        gemm_ex_strided(
             "cublasGemmEx",
+            handle,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            alpha,
+            a,
+            a_type,
+            lda,
+            0,
+            b,
+            b_type,
+            ldb,
+            0,
+            beta,
+            c,
+            c_type,
+            ldc,
+            0,
+            1,
+            compute,
+            _algo,
         )
-    })
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cublasSgemmStridedBatched(
+/// `cublasSgemmStridedBatched`, and its single form (batch 1, no strides) queued as `name`.
+unsafe fn sgemm_strided(
+    name: &str,
     handle: u64,
     ta: u32,
     tb: u32,
@@ -279,13 +262,61 @@ pub unsafe extern "C" fn cublasSgemmStridedBatched(
                 batch: batch as u64,
                 stride: [sa as u64, sb as u64, sc as u64],
             },
-            "cublasSgemmStridedBatched",
+            name,
         )
     })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cublasDgemmStridedBatched(
+pub unsafe extern "C" fn cublasSgemmStridedBatched(
+    handle: u64,
+    ta: u32,
+    tb: u32,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f32,
+    a: *const f32,
+    lda: c_int,
+    sa: i64,
+    b: *const f32,
+    ldb: c_int,
+    sb: i64,
+    beta: *const f32,
+    c: *mut f32,
+    ldc: c_int,
+    sc: i64,
+    batch: c_int,
+) -> Status {
+    // SAFETY: forwarded.
+    unsafe {
+        sgemm_strided(
+            "cublasSgemmStridedBatched",
+            handle,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            alpha,
+            a,
+            lda,
+            sa,
+            b,
+            ldb,
+            sb,
+            beta,
+            c,
+            ldc,
+            sc,
+            batch,
+        )
+    }
+}
+
+/// `cublasDgemmStridedBatched`, and its single form (batch 1, no strides) queued as `name`.
+unsafe fn dgemm_strided(
+    name: &str,
     handle: u64,
     ta: u32,
     tb: u32,
@@ -333,13 +364,61 @@ pub unsafe extern "C" fn cublasDgemmStridedBatched(
                 batch: batch as u64,
                 stride: [sa as u64, sb as u64, sc as u64],
             },
-            "cublasDgemmStridedBatched",
+            name,
         )
     })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
+pub unsafe extern "C" fn cublasDgemmStridedBatched(
+    handle: u64,
+    ta: u32,
+    tb: u32,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const f64,
+    a: *const f64,
+    lda: c_int,
+    sa: i64,
+    b: *const f64,
+    ldb: c_int,
+    sb: i64,
+    beta: *const f64,
+    c: *mut f64,
+    ldc: c_int,
+    sc: i64,
+    batch: c_int,
+) -> Status {
+    // SAFETY: forwarded.
+    unsafe {
+        dgemm_strided(
+            "cublasDgemmStridedBatched",
+            handle,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            alpha,
+            a,
+            lda,
+            sa,
+            b,
+            ldb,
+            sb,
+            beta,
+            c,
+            ldc,
+            sc,
+            batch,
+        )
+    }
+}
+
+/// `cublasGemmStridedBatchedEx`, and its single form (batch 1, no strides) queued as `name`.
+unsafe fn gemm_ex_strided(
+    name: &str,
     handle: u64,
     ta: u32,
     tb: u32,
@@ -397,7 +476,64 @@ pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
                 batch: batch as u64,
                 stride: [sa as u64, sb as u64, sc as u64],
             },
-            "cublasGemmStridedBatchedEx",
+            name,
         )
     })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cublasGemmStridedBatchedEx(
+    handle: u64,
+    ta: u32,
+    tb: u32,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: *const c_void,
+    a: *const c_void,
+    a_type: u32,
+    lda: c_int,
+    sa: i64,
+    b: *const c_void,
+    b_type: u32,
+    ldb: c_int,
+    sb: i64,
+    beta: *const c_void,
+    c: *mut c_void,
+    c_type: u32,
+    ldc: c_int,
+    sc: i64,
+    batch: c_int,
+    compute: u32,
+    _algo: c_int,
+) -> Status {
+    // SAFETY: forwarded.
+    unsafe {
+        gemm_ex_strided(
+            "cublasGemmStridedBatchedEx",
+            handle,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            alpha,
+            a,
+            a_type,
+            lda,
+            sa,
+            b,
+            b_type,
+            ldb,
+            sb,
+            beta,
+            c,
+            c_type,
+            ldc,
+            sc,
+            batch,
+            compute,
+            _algo,
+        )
+    }
 }
