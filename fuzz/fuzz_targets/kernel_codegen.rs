@@ -1,6 +1,7 @@
-//! Fuzz target `kernel_codegen`: random programs through `#[kernel]`'s compiler (the
-//! `gpukit-macros` modules `lower`, `wgsl`, `cuda`, `twin` and `generic`, compiled into this
-//! target by `#[path]`: a proc-macro crate exports nothing but its macros).
+//! Fuzz target `kernel_codegen`: random programs through `#[kernel]`'s compiler (the front
+//! end, `gpukit-macros`' modules `lower` and `generic`, compiled into this target by
+//! `#[path]`: a proc-macro crate exports nothing but its macros; then the emitters of
+//! gpukit-kernel).
 //!
 //! The input is either Rust text (a first byte of `0xFF`: the hand-written seeds, the
 //! README's and `examples/kernels.rs`'s kernels) or, decoded through
@@ -30,36 +31,18 @@
 //! examples' tests compare them on lavapipe.
 #![no_main]
 
-// The compiler's own files, formatted with their crate (`rustfmt::skip`: rustfmt would look
+use gpukit_kernel::{cuda, ir, twin, wgsl};
+
+// The front end's own files, formatted with their crate (`rustfmt::skip`: rustfmt would look
 // for `lower`'s test module beside this file).
-#[allow(dead_code)]
-#[rustfmt::skip]
-#[path = "../../crates/gpukit-macros/src/cuda.rs"]
-mod cuda;
 #[allow(dead_code)]
 #[rustfmt::skip]
 #[path = "../../crates/gpukit-macros/src/generic.rs"]
 mod generic;
 #[allow(dead_code)]
 #[rustfmt::skip]
-#[path = "../../crates/gpukit-macros/src/ir.rs"]
-mod ir;
-#[allow(dead_code)]
-#[rustfmt::skip]
-#[path = "../../crates/gpukit-macros/src/lines.rs"]
-mod lines;
-#[allow(dead_code)]
-#[rustfmt::skip]
 #[path = "../../crates/gpukit-macros/src/lower.rs"]
 mod lower;
-#[allow(dead_code)]
-#[rustfmt::skip]
-#[path = "../../crates/gpukit-macros/src/twin.rs"]
-mod twin;
-#[allow(dead_code)]
-#[rustfmt::skip]
-#[path = "../../crates/gpukit-macros/src/wgsl.rs"]
-mod wgsl;
 
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -97,7 +80,11 @@ fn validate(wgsl: &str, entry: Option<&str>, src: &str, checked: bool) {
     };
     let mut v = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::IMMEDIATES,
+        // The shader features gpukit-wgpu turns on where the adapter has them.
+        naga::valid::Capabilities::IMMEDIATES
+            | naga::valid::Capabilities::FLOAT64
+            | naga::valid::Capabilities::SHADER_INT64
+            | naga::valid::Capabilities::SHADER_FLOAT16,
     );
     if let Err(e) = v.validate(&module) {
         let shown = e.emit_to_string(wgsl);

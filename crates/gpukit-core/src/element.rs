@@ -76,7 +76,7 @@ pub trait Arith: Copy + PartialOrd + Send + Sync + fmt::Debug + 'static {
     }
     /// `then` where `self > rhs`, else `otherwise` (so a NaN takes `otherwise`). The op
     /// table's bodies branch only through it: tracing a body over a symbolic value
-    /// ([`crate::optable::OpExpr`]) records the choice instead of making it.
+    /// ([`UnaryOp::body`](crate::UnaryOp::body)) records the choice instead of making it.
     fn if_gt(self, rhs: Self, then: Self, otherwise: Self) -> Self {
         if self > rhs {
             then

@@ -100,6 +100,7 @@ pub use element::{
     DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide, SUM_CHUNK, SUM_PARTIALS,
 };
 pub use error::{Error, Rejected, Result};
+pub use gpukit_kernel::cuda_ptx_helpers;
 pub use graph::Graph;
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{

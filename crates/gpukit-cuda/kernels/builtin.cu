@@ -9,10 +9,10 @@
 //            the wrapped result of the narrower type)
 //   IS_FLOAT 1 for floating-point types
 //   load(T) -> C, store(C) -> T, op_add/op_sub/op_mul/op_div(C, C) -> C, op_neg(C),
-//   op_abs(C), cmin/cmax(C, C) -> C, to_acc(C) -> ACC, from_acc(ACC) -> T,
+//   op_abs(C), gk_min<C>/gk_max<C>(C, C) -> C, to_acc(C) -> ACC, from_acc(ACC) -> T,
 //   C_LOWEST and C_HIGHEST (the identities of max and min: NaN for floats)
-// and, for every module, the 16-bit float conversions f16_load/f16_store/bf16_load/
-// bf16_store, f16_from_double/bf16_from_double and the round-to-odd helpers round_to_odd,
+// and, for every module, the 16-bit float conversions gk_f16_load/gk_f16_store/
+// gk_bf16_load/gk_bf16_store (the kernel language's), f16_from_double/bf16_from_double and the round-to-odd helpers round_to_odd,
 // odd_from_ll and odd_from_ull, which the casts use.
 //
 // The element-wise ops of gpukit-core's op table (u_*, b_*, s_*) and the casts (cast_*) are
@@ -74,7 +74,7 @@ struct AccAdd {
 };
 struct CMinMax {
     int is_max;
-    __device__ C operator()(C a, C b) const { return is_max ? cmax(a, b) : cmin(a, b); }
+    __device__ C operator()(C a, C b) const { return is_max ? gk_max<C>(a, b) : gk_min<C>(a, b); }
 };
 struct ArgP {
     C v;

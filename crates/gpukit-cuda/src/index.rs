@@ -83,7 +83,7 @@ extern \"C\" __global__ void col_reduce(const T *x, void *out, unsigned long lon
             C m = load(x[j]);
             for (unsigned long long r = 1; r < rows; r++) {{
                 C v = load(x[r * cols + j]);
-                m = op == 2 ? cmin(m, v) : cmax(m, v);
+                m = op == 2 ? gk_min<C>(m, v) : gk_max<C>(m, v);
             }}
             ((T *)out)[j] = store(m);
         }} else {{

@@ -117,6 +117,21 @@ impl Elem {
         matches!(self, Elem::F32 | Elem::F64 | Elem::F16 | Elem::BF16)
     }
 
+    /// The type it is computed in, in the kernel language (`f32` for the 16-bit floats).
+    pub(crate) const fn compute_ty(self) -> gpukit_kernel::ir::Ty {
+        use gpukit_kernel::ir::Ty;
+        match self {
+            Elem::F32 | Elem::F16 | Elem::BF16 => Ty::F32,
+            Elem::F64 => Ty::F64,
+            Elem::I8 => Ty::I8,
+            Elem::U8 => Ty::U8,
+            Elem::I32 => Ty::I32,
+            Elem::U32 => Ty::U32,
+            Elem::I64 => Ty::I64,
+            Elem::U64 => Ty::U64,
+        }
+    }
+
     /// The C types: stored, computed in, and the unsigned type of the same width (integers).
     pub(crate) const fn c_types(self) -> (&'static str, &'static str, &'static str) {
         match self {
@@ -147,29 +162,19 @@ pub fn builtin_source(elem: Elem) -> String {
     format!("{}\n{BUILTIN_TEMPLATE}\n{}", prelude(elem), casts(elem))
 }
 
-/// The 16-bit float conversions every module has (the casts need them whatever `T` is).
-/// f16 converts with PTX `cvt` (through gpukit-core's [`gpukit_core::CUDA_PTX_HELPERS`],
-/// which [`builtin_source`] puts in front); bf16 with bit arithmetic, rounding to nearest even and
-/// keeping a NaN a NaN (quiet bit set), as the `half` crate does. From f64 and from 64-bit
-/// integers (which an f64 may not hold exactly), both first round to f32 to odd (toward
-/// zero, then the last bit set when inexact), so that the second rounding gives the
-/// correctly rounded 16-bit value, as the CPU computes it (gpukit_core's `Numeric::from_wide`).
-const HALF_HELPERS: &str = r#"__device__ __forceinline__ float f16_load(unsigned short x) { return gk_cvt_f32_f16(x); }
-__device__ __forceinline__ unsigned short f16_store(float x) { return gk_cvt_rn_f16_f32(x); }
-__device__ __forceinline__ float bf16_load(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
-__device__ __forceinline__ unsigned short bf16_store(float x) {
-    unsigned int u = __float_as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (unsigned short)(u >> 16);
-}
-__device__ __forceinline__ float round_to_odd(double x) {
+/// The 16-bit float conversions from wide values every module has (the casts need them
+/// whatever `T` is), after the kernel language's (`gpukit_kernel::cuda::HALF_HELPERS`,
+/// which [`builtin_source`] puts in front): from f64 and from 64-bit integers (which an f64
+/// may not hold exactly), both first round to f32 to odd (toward zero, then the last bit set
+/// when inexact), so that the second rounding gives the correctly rounded 16-bit value, as
+/// the CPU computes it (gpukit_core's `Numeric::from_wide`).
+const HALF_HELPERS: &str = r#"__device__ __forceinline__ float round_to_odd(double x) {
     float f = __double2float_rz(x);
     if ((double)f != x) f = __uint_as_float(__float_as_uint(f) | 1u);
     return f;
 }
-__device__ __forceinline__ unsigned short f16_from_double(double x) { return f16_store(round_to_odd(x)); }
-__device__ __forceinline__ unsigned short bf16_from_double(double x) { return bf16_store(round_to_odd(x)); }
+__device__ __forceinline__ unsigned short f16_from_double(double x) { return gk_f16_store(round_to_odd(x)); }
+__device__ __forceinline__ unsigned short bf16_from_double(double x) { return gk_bf16_store(round_to_odd(x)); }
 __device__ __forceinline__ float odd_from_ull(unsigned long long m) {
     int bits = 64 - __clzll((long long)m);
     if (bits <= 24) return (float)m;
@@ -190,12 +195,13 @@ fn prelude(elem: Elem) -> String {
         "// Built-in ops for {name}.\n\
          #define REDUCE_BLOCK {REDUCE_BLOCK}\n\
          #define IS_FLOAT {float}\n\
-         {ptx}{HALF_HELPERS}\
+         {ptx}{half}{HALF_HELPERS}\
          typedef {t} T;\n\
          typedef {c} C;\n",
         name = elem.name(),
         float = u8::from(elem.is_float()),
-        ptx = gpukit_core::CUDA_PTX_HELPERS,
+        ptx = gpukit_kernel::cuda::PTX_HELPERS,
+        half = gpukit_kernel::cuda::HALF_HELPERS,
     );
     let f = "__device__ __forceinline__";
     match elem {
@@ -220,8 +226,8 @@ fn prelude(elem: Elem) -> String {
             let h = if elem == Elem::F16 { "f16" } else { "bf16" };
             p += &format!(
                 "typedef double ACC;\n\
-                 {f} C load(T x) {{ return {h}_load(x); }}\n\
-                 {f} T store(C x) {{ return {h}_store(x); }}\n\
+                 {f} C load(T x) {{ return gk_{h}_load(x); }}\n\
+                 {f} T store(C x) {{ return gk_{h}_store(x); }}\n\
                  {f} ACC to_acc(C x) {{ return (ACC)x; }}\n\
                  {f} T from_acc(ACC x) {{ return {h}_from_double(x); }}\n\
                  {f} C op_abs(C a) {{ return fabsf(a); }}\n\
@@ -281,12 +287,9 @@ fn prelude(elem: Elem) -> String {
              {f} C op_neg(C a) {{ return (C)(({u})0 - ({u})a); }}\n"
         );
     }
-    // min and max as gpukit_core::Arith defines them: a NaN loses to a number, and of two
-    // equal operands (0.0 and -0.0 included) the first wins.
-    p += &format!(
-        "{f} C cmin(C a, C b) {{ return (b < a || (a != a && b == b)) ? b : a; }}\n\
-         {f} C cmax(C a, C b) {{ return (b > a || (a != a && b == b)) ? b : a; }}\n"
-    );
+    // min and max as gpukit_core::Arith defines them (a NaN loses to a number, and of two
+    // equal operands, 0.0 and -0.0 included, the first wins): the kernel language's.
+    p += gpukit_kernel::cuda::MIN_MAX;
     p
 }
 
@@ -308,8 +311,8 @@ fn casts(from: Elem) -> String {
             match to {
                 Elem::F32 => format!("(float){v}"),
                 Elem::F64 => format!("(double){v}"),
-                Elem::F16 => format!("f16_store({odd})"),
-                _ => format!("bf16_store({odd})"),
+                Elem::F16 => format!("gk_f16_store({odd})"),
+                _ => format!("gk_bf16_store({odd})"),
             }
         } else if from.is_float() {
             // Saturating truncation; the bounds are exact doubles (MIN and MAX + 1).
@@ -385,8 +388,8 @@ mod tests {
                 "op_div(",
                 "op_neg(",
                 "op_abs(",
-                "cmin(",
-                "cmax(",
+                "gk_min(",
+                "gk_max(",
                 "C_LOWEST",
                 "C_HIGHEST",
                 "to_acc(",

@@ -2,72 +2,16 @@
 //! complete source of an element type's built-in module.
 //!
 //! An element-wise op added to the table (`gpukit_core::optable`) needs nothing here: its
-//! body is the table entry's reference body, traced into an expression
-//! ([`gpukit_core::optable::OpExpr`]) and rendered as CUDA C over the compute type `C`
-//! (operand `x`, or `a` and `b`) with the prelude's `op_*` functions, in the same order of
-//! operations as the reference, so that ops without transcendental functions give the same
-//! bits as the CPU backend (the module is compiled without fused multiply-add); its kernels
-//! and entry points follow from the table ([`entries`]).
+//! body is the table entry's reference body, traced into a kernel-language expression over
+//! the compute type (`UnaryOp::body`) and rendered by the kernel language's CUDA C emitter
+//! (operand `v_x`, or `v_a` and `v_b`), in the same order of operations as the reference, so
+//! that ops without transcendental functions give the same bits as the CPU backend (the
+//! module is compiled without fused multiply-add); its kernels and entry points follow from
+//! the table ([`entries`]).
 
 use crate::kernels::{builtin_source, Elem, COMMON_KERNELS, FLOAT_KERNELS};
-use gpukit_core::optable::{Fn1, Fn2, OpExpr};
 use gpukit_core::{BinaryOp, UnaryOp};
-
-/// The CUDA C body of a unary op over `x`: its table entry's expression, rendered.
-pub(crate) fn unary_body(op: UnaryOp) -> String {
-    render(&op.expr())
-}
-
-/// The CUDA C body of a binary op over `a` and `b`: its table entry's expression, rendered.
-pub(crate) fn binary_body(op: BinaryOp) -> String {
-    render(&op.expr())
-}
-
-/// An op's expression as CUDA C over the compute type `C`, through the prelude's `op_*`,
-/// `cmin` and `cmax` (integer wrapping, division by zero and NaN rules as the reference's)
-/// and CUDA's math functions, in the expression's order of operations.
-fn render(e: &OpExpr) -> String {
-    match e {
-        OpExpr::Operand(name) => (*name).to_owned(),
-        OpExpr::Const(v) => format!("(C){v:?}"),
-        OpExpr::Call1(f, a) => {
-            let name = match f {
-                Fn1::Neg => "op_neg",
-                Fn1::Abs => "op_abs",
-                Fn1::Sqrt => "sqrt",
-                Fn1::Exp => "exp",
-                Fn1::Ln => "log",
-                Fn1::Ln1p => "log1p",
-                Fn1::Tanh => "tanh",
-            };
-            format!("{name}({})", render(a))
-        }
-        OpExpr::Call2(f, a, b) => {
-            let name = match f {
-                Fn2::Add => "op_add",
-                Fn2::Sub => "op_sub",
-                Fn2::Mul => "op_mul",
-                Fn2::Div => "op_div",
-                Fn2::Min => "cmin",
-                Fn2::Max => "cmax",
-                Fn2::Powf => "pow",
-            };
-            format!("{name}({}, {})", render(a), render(b))
-        }
-        OpExpr::IfGt {
-            lhs,
-            rhs,
-            then,
-            otherwise,
-        } => format!(
-            "({} > {} ? {} : {})",
-            render(lhs),
-            render(rhs),
-            render(then),
-            render(otherwise)
-        ),
-    }
-}
+use gpukit_kernel::cuda;
 
 /// An entry point of a built-in module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,14 +72,16 @@ pub(crate) fn module_source(elem: Elem) -> String {
     s += &crate::random::random_source(elem);
     s += &crate::index::index_source(elem);
     s += "\n// The op table's element-wise ops (gpukit-cuda, source.rs).\n";
+    let c = elem.compute_ty();
+    s += &cuda::body_helpers(c);
     for e in entries(elem) {
         match e {
             Entry::Unary(op) => {
                 s += &format!(
                     "extern \"C\" __global__ void {}(const T *in, T *out, unsigned long long n) {{\n    \
-                     GRID_STRIDE(i, n) {{ C x = load(in[i]); out[i] = store({}); }}\n}}\n",
+                     GRID_STRIDE(i, n) {{ C v_x = load(in[i]); out[i] = store({}); }}\n}}\n",
                     e.c_name(),
-                    unary_body(op)
+                    cuda::body(&op.body(c))
                 );
             }
             Entry::Binary(op) => {
@@ -143,20 +89,20 @@ pub(crate) fn module_source(elem: Elem) -> String {
                     "extern \"C\" __global__ void {}(const T *in, const T *rhs, T *out, unsigned long long n,\n    \
                      unsigned long long cols, int mode) {{\n    \
                      GRID_STRIDE(i, n) {{\n        \
-                     C a = load(in[i]);\n        \
-                     C b = load(rhs[mode == 0 ? i : (mode == 1 ? i % cols : i / cols)]);\n        \
+                     C v_a = load(in[i]);\n        \
+                     C v_b = load(rhs[mode == 0 ? i : (mode == 1 ? i % cols : i / cols)]);\n        \
                      out[i] = store({});\n    }}\n}}\n",
                     e.c_name(),
-                    binary_body(op)
+                    cuda::body(&op.body(c))
                 );
             }
             Entry::Scalar(op) => {
                 s += &format!(
                     "extern \"C\" __global__ void {}(const T *in, T s, T *out, unsigned long long n) {{\n    \
-                     C b = load(s);\n    \
-                     GRID_STRIDE(i, n) {{ C a = load(in[i]); out[i] = store({}); }}\n}}\n",
+                     C v_b = load(s);\n    \
+                     GRID_STRIDE(i, n) {{ C v_a = load(in[i]); out[i] = store({}); }}\n}}\n",
                     e.c_name(),
-                    binary_body(op)
+                    cuda::body(&op.body(c))
                 );
             }
             Entry::Named(_) | Entry::Cast(_) => {}

@@ -1,10 +1,10 @@
 //! `#[kernel]`: a GPU kernel written once, as a plain Rust function, compiled to CUDA C,
 //! WGSL and a CPU twin with the same semantics, every access bounds-checked.
 //!
-//! Use it through the facade, `gpukit::kernel`; its documentation (and the README's
-//! chapter "Kernels written in Rust") describes the language, the intrinsics and the
-//! bounds-check contract. This crate holds the compiler: `lower` checks the function and
-//! types it, `cuda`, `wgsl` and `twin` generate the three targets.
+//! Use it through the facade, `gpukit::kernel`; the facade's chapter "Kernels written in
+//! Rust" describes the language, the intrinsics and the bounds-check contract. This crate
+//! is the compiler's front end: `lower` checks the function and types it into the IR of
+//! gpukit-kernel, whose emitters (`cuda`, `wgsl`, `twin`) generate the three targets.
 //!
 //! The expansion of `#[kernel] fn name(params) { body }` is a function `name()` returning
 //! the kernel's `KernelSpec`, whose signature is the parameters' types (`&[T]` is `In<T>`,
@@ -13,13 +13,12 @@
 use proc_macro::TokenStream;
 use quote::{format_ident, quote, ToTokens};
 
-mod cuda;
+use gpukit_kernel::{cuda, ir, twin, wgsl};
+
 mod generic;
-mod ir;
-mod lines;
 mod lower;
-mod twin;
-mod wgsl;
+#[cfg(test)]
+mod wgsl_tests;
 
 /// Compiles a Rust function to a GPU kernel: CUDA C, WGSL and a CPU twin with the same
 /// semantics, every array access bounds-checked, so launching it is safe.
@@ -78,7 +77,7 @@ mod wgsl;
 /// `shared::<T, N>()`; `atomic_add`/`min`/`max`/`exchange`/`cas`), the bounds-check contract
 /// (an access outside an array is not made and becomes `Error::KernelFailed` at the next
 /// sync, on every backend), what it cannot rule out (data races inside a launch) and what
-/// runs where are described in the README's chapter "Kernels written in Rust".
+/// runs where are described in the facade's chapter "Kernels written in Rust".
 ///
 /// Anything outside the language is a compile error at its span:
 ///
@@ -199,16 +198,19 @@ pub(crate) struct Sources {
     pub cuda_unchecked: String,
     pub wgsl_unchecked: Option<String>,
     pub twin: String,
+    /// Where each device function is first called.
+    pub call_spans: Vec<proc_macro2::Span>,
 }
 
 pub(crate) fn sources(f: &syn::ItemFn, generic: bool) -> syn::Result<(ir::Kernel, Sources)> {
-    let k = lower::lower_as(f, generic, false)?;
+    let (k, call_spans) = lower::lower_spanned(f, generic, false)?;
     let s = Sources {
         cuda: cuda::generate(&k, true),
         wgsl: wgsl::generate(&k, true),
         cuda_unchecked: cuda::generate(&k, false),
         wgsl_unchecked: wgsl::generate(&k, false).ok(),
         twin: twin::generate(&k),
+        call_spans,
     };
     Ok((k, s))
 }
@@ -299,7 +301,7 @@ fn expand(
 /// A device function: the function itself (what it is on the host and in CPU twins), and
 /// beside it, in a module of the same name, its generated code for the kernels that call it.
 fn device(f: &syn::ItemFn) -> syn::Result<proc_macro2::TokenStream> {
-    let k = lower::lower_as(f, false, true)?;
+    let (k, spans) = lower::lower_spanned(f, false, true)?;
     let body: proc_macro2::TokenStream = twin::device_body(&k).parse().map_err(|e| {
         syn::Error::new_spanned(
             &f.sig.ident,
@@ -312,7 +314,7 @@ fn device(f: &syn::ItemFn) -> syn::Result<proc_macro2::TokenStream> {
         Err(_) => quote!(::core::option::Option::None),
     };
     let deps = k.calls.iter().map(|c| callee_path(c, true));
-    let calls = callee_checks(&k);
+    let calls = callee_checks(&k, &spans);
     let (attrs, vis, sig, name) = (&f.attrs, &f.vis, &f.sig, &f.sig.ident);
     let name_str = name.to_string();
     Ok(quote! {
@@ -354,14 +356,14 @@ fn callee_path(c: &ir::Callee, from_module: bool) -> proc_macro2::TokenStream {
 
 /// For each device function called: that it has the signature the calls assume, checked by
 /// the compiler at the first call.
-fn callee_checks(k: &ir::Kernel) -> Vec<proc_macro2::TokenStream> {
+fn callee_checks(k: &ir::Kernel, spans: &[proc_macro2::Span]) -> Vec<proc_macro2::TokenStream> {
     k.calls
         .iter()
-        .map(|c| {
+        .zip(spans)
+        .map(|(c, &span)| {
             let path = callee_path(c, false);
             let args = c.args.iter().map(|t| format_ident!("{}", t.rust()));
             let ret = format_ident!("{}", c.ret.rust());
-            let span = c.span;
             quote::quote_spanned! {span=>
                 let _: fn(#(#args),*) -> #ret = #path;
             }
@@ -431,7 +433,7 @@ fn instantiation(
         }
     } else {
         let calls = k.calls.iter().map(|c| callee_path(c, false));
-        let checks = callee_checks(k);
+        let checks = callee_checks(k, &src.call_spans);
         quote! {
             #(#checks)*
             let calls: &[&'static ::gpukit::core::DeviceFn] = &[#(&#calls::DEVICE),*];
@@ -454,7 +456,7 @@ fn instantiation(
         let no_wgsl: ::core::option::Option<&'static str> = #no_wgsl;
         let no_wgsl = match (wgsl, no_wgsl) {
             (::core::option::Option::None, ::core::option::Option::None) => ::core::option::Option::Some(
-                "a device function the kernel calls uses a type WGSL lacks: run it on the CPU or CUDA backends",
+                "a device function the kernel calls has no WGSL (a math function of an f64 that Vulkan lacks): run it on the CPU or CUDA backends",
             ),
             (_, why) => why,
         };

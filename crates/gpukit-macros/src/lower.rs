@@ -8,7 +8,7 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Error, Result};
 
-use crate::ir::*;
+use gpukit_kernel::ir::*;
 
 /// The most parameters a kernel has (gpukit's `MAX_KERNEL_ARGS`).
 const MAX_PARAMS: usize = 8;
@@ -68,12 +68,22 @@ struct Lowerer {
     device: bool,
     ret: Option<Ty>,
     calls: Vec<Callee>,
+    /// Each callee's first call, where a mismatch with the function's signature is reported.
+    call_spans: Vec<Span>,
 }
 
 /// Lowers a `#[kernel]` function; `generic`: it is an instantiation of a generic kernel, in
 /// which an unsuffixed integer literal may take a float type; `device`: it is a device
 /// function (`#[kernel(device)]`: scalars in, one scalar out, no thread context).
+// The entry of the tests and of the `kernel_codegen` fuzz target (the expansion needs spans).
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn lower_as(f: &syn::ItemFn, generic: bool, device: bool) -> Result<Kernel> {
+    lower_spanned(f, generic, device).map(|(k, _)| k)
+}
+
+/// [`lower_as`], with the span of each device function's first call ([`Kernel::calls`]'s
+/// order).
+pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Kernel, Vec<Span>)> {
     let sig = &f.sig;
     if let Some(t) = &sig.asyncness {
         return err(t, "a #[kernel] cannot be `async`");
@@ -127,6 +137,7 @@ pub fn lower_as(f: &syn::ItemFn, generic: bool, device: bool) -> Result<Kernel> 
         device,
         ret,
         calls: Vec::new(),
+        call_spans: Vec::new(),
     };
     if sig.inputs.len() > MAX_PARAMS {
         return err(
@@ -173,8 +184,8 @@ pub fn lower_as(f: &syn::ItemFn, generic: bool, device: bool) -> Result<Kernel> 
         ret,
         calls: l.calls,
     };
-    assign_storage(&mut k);
-    Ok(k)
+    k.assign_storage();
+    Ok((k, l.call_spans))
 }
 
 fn check_name(id: &syn::Ident) -> Result<()> {
@@ -1464,10 +1475,10 @@ impl Lowerer {
                 self.calls.push(Callee {
                     path,
                     name: last.ident.to_string(),
-                    span: c.span(),
                     args: types,
                     ret,
                 });
+                self.call_spans.push(c.span());
                 self.calls.len() - 1
             }
         };
@@ -1754,34 +1765,6 @@ fn const_text(e: &Expr) -> String {
         ExprKind::Lit(t) => t.clone(),
         _ => const_int(e).map(|v| v.to_string()).unwrap_or_default(),
     }
-}
-
-/// Marks the locals a barrier splits: those declared directly in a statement list that
-/// contains a barrier live per thread in the CPU twin, the variables of loops that contain
-/// one are the block's.
-fn assign_storage(k: &mut Kernel) {
-    fn walk(stmts: &[Stmt], locals: &mut [Local]) {
-        let split = stmts.iter().any(Stmt::has_barrier);
-        for s in stmts {
-            match s {
-                Stmt::Let { local, .. } if split => locals[*local].storage = Storage::PerThread,
-                Stmt::Block(b) | Stmt::Loop(b) => walk(b, locals),
-                Stmt::If { then, els, .. } => {
-                    walk(then, locals);
-                    walk(els, locals);
-                }
-                Stmt::For { var, body, .. } => {
-                    if body.iter().any(Stmt::has_barrier) {
-                        locals[*var].storage = Storage::Uniform;
-                    }
-                    walk(body, locals);
-                }
-                Stmt::While { body, .. } => walk(body, locals),
-                _ => {}
-            }
-        }
-    }
-    walk(&k.body, &mut k.locals);
 }
 
 #[cfg(test)]

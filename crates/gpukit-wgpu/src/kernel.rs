@@ -54,6 +54,13 @@ pub(crate) fn load(shared: &Shared, desc: &KernelDesc) -> Result<WgpuKernel> {
         kernel: desc.name.clone(),
         log: e.emit_to_string(src),
     })?;
+    if let Some(hint) = missing_feature(shared, &module) {
+        return Err(Error::KernelUnavailable {
+            kernel: desc.name.clone(),
+            backend: NAME,
+            hint,
+        });
+    }
     let entry = module
         .entry_points
         .iter()
@@ -89,6 +96,42 @@ pub(crate) fn load(shared: &Shared, desc: &KernelDesc) -> Result<WgpuKernel> {
         overrides,
         pipes: Mutex::new(HashMap::new()),
     })
+}
+
+/// Why the adapter cannot run `module`, if it cannot: a 64-bit or 16-bit type it lacks the
+/// feature for.
+fn missing_feature(shared: &Shared, module: &wgpu::naga::Module) -> Option<&'static str> {
+    use wgpu::naga::{ScalarKind, TypeInner};
+    let has = |f| shared.features.contains(f);
+    for (_, ty) in module.types.iter() {
+        let scalar = match ty.inner {
+            TypeInner::Scalar(s) | TypeInner::Atomic(s) => s,
+            TypeInner::Vector { scalar, .. } | TypeInner::Matrix { scalar, .. } => scalar,
+            _ => continue,
+        };
+        match (scalar.kind, scalar.width) {
+            (ScalarKind::Float, 8) if !has(wgpu::Features::SHADER_F64) => {
+                return Some(
+                    "the kernel uses f64, which this adapter lacks (wgpu's SHADER_F64): run it \
+                     on the CPU or CUDA backends",
+                )
+            }
+            (ScalarKind::Float, 2) if !has(wgpu::Features::SHADER_F16) => {
+                return Some(
+                    "the kernel uses f16, which this adapter lacks (wgpu's SHADER_F16): run it \
+                     on the CPU or CUDA backends",
+                )
+            }
+            (ScalarKind::Sint | ScalarKind::Uint, 8) if !has(wgpu::Features::SHADER_INT64) => {
+                return Some(
+                    "the kernel uses i64 or u64, which this adapter lacks (wgpu's \
+                     SHADER_INT64): run it on the CPU or CUDA backends",
+                )
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Launches a kernel: binds the array arguments in order, packs the scalars into the

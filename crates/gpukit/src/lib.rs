@@ -44,6 +44,102 @@
 //! instead. CUDA devices are numbered as the driver numbers them after
 //! `CUDA_VISIBLE_DEVICES`; Vulkan adapters in `gpukit_wgpu::probe`'s stable order.
 //!
+//! ## Kernels written in Rust
+//!
+//! [`#[kernel]`](macro@kernel) (from `gpukit-macros`) compiles one plain Rust function to
+//! three targets: CUDA C (compiled by NVRTC like the built-in ops), WGSL (for the Vulkan
+//! backend) and a CPU twin with the same semantics. The expansion of `#[kernel] fn name(..)`
+//! is a function `name()` returning the kernel's [`KernelSpec`], typed by the parameters:
+//! `&[T]` is an [`In<T>`](In) (read), `&mut [T]` an [`Out<T>`](Out) (written), a scalar is
+//! itself; `ctx.kernel(name())?` loads it and `s.launch(&k, cfg, args)` checks the
+//! arguments' types at compile time, as for any kernel. The workspace's
+//! `examples/kernels.rs` has four worked examples (saxpy, a tiled matrix multiply with
+//! shared tiles and barriers, a block reduction with an atomic add per block, a 2-D
+//! stencil), each tested on the CPU and on lavapipe against plain Rust and compiled with
+//! NVRTC in CI.
+//!
+//! **The language.** Parameters (at most 8): slices and scalars of `f32`, `f64`, `i32`,
+//! `u32`, `i64`, `u64`, `u8`, `i8`, and slices of `f16` and `bf16`. `f16` and `bf16` are
+//! storage types, as in the built-in ops: an element read from such an array is an `f32`,
+//! and an `f32` written to one is rounded to it (with the `half` feature). Statements:
+//! `let`/`let mut` (also of a tuple), `const`, assignments and `+=` etc. to locals and array
+//! elements, `if`/`else`, `for i in a..b` and `for i in (a..b).step_by(s)`, `while`, `loop`,
+//! `break`, `continue`, `return`. Expressions: literals, arithmetic, comparisons,
+//! `&&`/`||`/`!`, bit operations and shifts, `as` casts, indexing, `a.len()`,
+//! `T::MIN`/`T::MAX` of integer types, an `if`/`else` as the whole value of a `let` or an
+//! assignment, the math methods `abs`, `min`, `max`, `sqrt`, `exp`, `exp2`, `ln`, `log2`,
+//! `ln_1p`, `sin`, `cos`, `tanh`, `powf`, `floor`, `ceil`, `mul_add` (`min` and `max` as the
+//! built-in `minimum` and `maximum`: a NaN loses to a number, and of two equal values, `0.0`
+//! and `-0.0` included, the receiver wins). Intrinsics: `global_x()`
+//! (`blockIdx.x * blockDim.x + threadIdx.x`), `thread_x()`, `block_x()`, `block_dim_x()`,
+//! `grid_dim_x()` and their `_y`, `_z` (all `usize`); `barrier()` (`__syncthreads`,
+//! `workgroupBarrier`); `shared::<T, N>()` (a block-shared array, `N` a constant
+//! expression); `atomic_add`, `atomic_min`, `atomic_max`, `atomic_exchange`, `atomic_cas` on
+//! `&mut a[i]` of `i32`/`u32` arrays (add and exchange also `f32`), returning the old value.
+//! Types are Rust's, with no implicit conversion; an unsuffixed literal takes its type from
+//! the other operand (two literal bounds of a `for` make a `usize` loop). Anything else
+//! (method calls, closures, references, macros) is a compile error at its span that says
+//! what is supported.
+//!
+//! Kernels call device functions: `#[kernel(device)] fn hypot(a: f32, b: f32) -> f32 {
+//! (a * a + b * b).sqrt() }` takes and returns scalars (no thread coordinates, arrays,
+//! barriers or atomics), stays an ordinary Rust function on the host and in CPU twins, and
+//! its CUDA C and WGSL are linked into every kernel that calls it (device functions may call
+//! each other); the compiler checks each call against its signature. A kernel may be generic
+//! over its element type: `fn axpy<T: Float>(a: T, x: &[T], y: &mut [T])` is compiled for
+//! `f32` and `f64` (`T: Numeric`: for all eight types; the body must compile for each, and
+//! an unsuffixed integer literal takes the type `T` there), and `axpy::<f64>()` is that
+//! instantiation's spec.
+//!
+//! Integer arithmetic wraps on every target; `x / 0 == x` and `x % 0 == 0` (WGSL's rule,
+//! which CUDA and the twin follow); shifts take the amount modulo the width; float-to-integer
+//! casts saturate on the CPU and CUDA. An expression of constants (`1.0f32 / 0.0`, `7 / z`
+//! with `let z = 0`) is computed when it runs, as Rust computes it, on every backend. (WGSL
+//! lets a Vulkan driver assume floats are never NaN: `nan != nan` can be false there.)
+//!
+//! **The bounds-check contract.** Every read and write of a slice or shared array, atomics
+//! included, is checked against the length passed with the array (for a view, the view's
+//! length) or the shared array's size. An access outside is not made: a read gives zero, a
+//! write is dropped, and the first such access of the context is reported as
+//! [`Error::KernelFailed`] (`{ kernel, message }`, naming the array, the index and the
+//! length) at the next `Stream::sync` (or `query` that finds the stream idle) or
+//! `Context::sync`; the launch's other threads run to their end, so its outputs are
+//! undefined, and the context stays usable. This holds on every backend (the CPU twin checks
+//! in Rust, the GPU code before each access, reporting through a small fault record the
+//! context owns), so constructing and launching a `#[kernel]` needs no `unsafe`. What the
+//! macro cannot rule out: data races between threads of one launch (two threads writing one
+//! element, or one reading what another writes without a barrier or an atomic between them)
+//! give unspecified values, as in CUDA; and a barrier must be reached by every thread of a
+//! block (the language refuses `return` and `break` where they could skip one, and the CPU
+//! twin fails the launch when a condition around a barrier differs between threads; on a GPU
+//! that would hang or corrupt the block).
+//!
+//! **What runs where.** CUDA: every type; compiled with `--fmad=false`, so `a * b + c` gives
+//! the CPU's bits. Vulkan: every type too (`usize` is 32 bits there): `u8` and `i8` arrays
+//! are packed four to a 32-bit word and `bf16` two (written with atomic bit operations, so
+//! threads writing neighbours do not race), 8-bit values are computed in 32 bits and wrapped
+//! back after each operation, and `f64`, `i64`, `u64` and `f16` arrays need the adapter's
+//! `SHADER_F64`, `SHADER_INT64` and `SHADER_F16` (loading a kernel that uses one the adapter
+//! lacks is [`Error::KernelUnavailable`] saying which); Vulkan has no math functions of an
+//! `f64` but `abs`, `min`, `max`, `sqrt`, `floor`, `ceil` and `mul_add`, so a kernel calling
+//! another has no WGSL (the same error). CPU: the twin runs a launch block by block
+//! on the stream's worker; a kernel with barriers is split at them, so the threads really
+//! meet there. Math functions are each device's own (as for the built-in ops): results agree
+//! within a few ulps, arithmetic bit for bit.
+//!
+//! **Doing without the checks.** For a hot kernel whose every access is known to be in
+//! bounds, `unsafe { name().unchecked() }` is the same kernel without the checks in its GPU
+//! code (atomics keep theirs, and the CPU twin, safe Rust, all of its); `kernel_bench`
+//! measures what the checks cost against hand-written kernels.
+//!
+//! **Seeing the generated code.** `name().cuda_source()` and `name().wgsl_source()` return
+//! it; `cargo run --example rust_kernels -- --print tiled_gemm --target wgsl` prints an
+//! example's.
+//!
+//! **The escape hatch.** Hand-written kernels stay: [`KernelSpec::cuda`] (or `ptx`),
+//! `.wgsl(src)` and a safe CPU closure `.cpu(|t, args| ..)`. GPU code written by hand is
+//! `unsafe` to construct: you vouch that it matches the signature and stays in bounds.
+//!
 //! ## Several devices
 //!
 //! [`DeviceGroup`] opens one context per device of a [`DeviceSet`] (`cuda:0,1`, `cuda:*`,
@@ -61,7 +157,28 @@
 //! [`Stream::synchronize_async`](gpukit_core::Stream::synchronize_async),
 //! [`Event::wait_async`](gpukit_core::Event::wait_async) and `.await` on a
 //! [`Pending`](gpukit_core::Pending) copy complete without blocking a thread, on any async
-//! runtime (the library depends on none; the README has a tokio example).
+//! runtime (the library depends on none). The backend wakes the task when the work is done
+//! (no thread per await), so a thousand awaits cost no thousand threads. With tokio:
+//!
+//! ```
+//! use gpukit::{Context, DeviceSpec, HostUse};
+//!
+//! let ctx = Context::new(DeviceSpec::Cpu(None))?;
+//! let rt = tokio::runtime::Builder::new_current_thread().build()?;
+//! rt.block_on(async {
+//!     let mut x = ctx.alloc_zeros::<f32>(1 << 20)?;
+//!     ctx.fill(&mut x, 1.0)?;
+//!     ctx.synchronize_async().await?;              // the work so far; the thread stays free
+//!     let host = ctx.alloc_host::<f32>(1 << 20, HostUse::Download)?;
+//!     let host = ctx.download(&x, host).map_err(|r| r.error)?.await.map_err(|r| r.error)?;
+//!     assert_eq!(host[0], 1.0);
+//!     Ok::<(), gpukit::Error>(())
+//! })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/async_service.rs` serves 64 requests (upload, softmax, download, each awaited)
+//! on one thread and checks them against the host.
 //!
 //! ## Cargo features
 //!
@@ -70,11 +187,13 @@
 //!   `default-features = false` none of those crates is compiled, the facade has the CPU
 //!   backend alone, and a CUDA request is [`Error::Unavailable`] whose reason begins
 //!   "not compiled in" (`auto` records it in [`Context::selection`] and uses the CPU).
-//! - `vulkan` (on by default): the Vulkan (Metal, DX12) backend (`gpukit-wgpu` on `wgpu`).
+//! - `vulkan` (on by default): the Vulkan (Metal, DX12) backend (`gpukit-wgpu` on `wgpu`,
+//!   about 60 crates).
 //!   It opens the Vulkan loader at run time, so building it needs no Vulkan SDK; without it a
 //!   Vulkan request is [`Error::Unavailable`] whose reason begins "not compiled in".
 //! - `half` (on by default): f16 and bf16 elements ([`half::f16`], [`half::bf16`]), stored
-//!   in 16 bits, computed in f32 and rounded once, identically on every backend.
+//!   in 16 bits, computed in f32 and rounded once, identically on every backend (gemm
+//!   accumulates in f32 too).
 //!
 //! Elements without a feature: `f32`, `f64`, `i32`, `u32`, `i64`, `u64`, `i8`, `u8`.
 //!

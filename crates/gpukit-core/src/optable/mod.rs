@@ -40,8 +40,9 @@
 //!    - `domain D`: `all`, or `from[lo]` where results below `lo` are NaN ([`Domain`]); the
 //!      property tests draw the op's inputs from it.
 //! 2. Nothing else: the backends that compile GPU source render the entry's body, traced
-//!    into an expression ([`OpExpr`], [`UnaryOp::expr`]), as CUDA C (`gpukit-cuda`) and
-//!    WGSL (`gpukit-wgpu`), in the same order of operations. A body may use what [`Arith`]
+//!    into a kernel-language expression ([`UnaryOp::body`], [`BinaryOp::body`]), with the
+//!    kernel language's emitters (gpukit-kernel) as CUDA C (`gpukit-cuda`) and WGSL
+//!    (`gpukit-wgpu`), in the same order of operations. A body may use what [`Arith`]
 //!    and [`Real`] offer and branches only through [`Arith::if_gt`] (the tracer refuses a
 //!    direct comparison, and a unit test traces every entry).
 //!
@@ -132,7 +133,6 @@ pub use reduce::{reduce_cols, ReduceOp};
 pub use rows::{cross_entropy_rows, softmax_rows};
 pub use scalar::Scalar;
 pub use shape::Shape;
-pub use symbolic::{Fn1, Fn2, OpExpr};
 
 /// GELU's `sqrt(2 / pi)`, the scale of its tanh's argument.
 pub const GELU_SCALE: f64 = 0.797_884_560_802_865_4;

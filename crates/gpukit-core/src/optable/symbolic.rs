@@ -1,107 +1,119 @@
-//! The op table's bodies as expressions, for the backends that compile GPU source: each
-//! reference body is run once over a symbolic value, which records the operations it is
-//! given instead of computing them ([`UnaryOp::expr`], [`BinaryOp::expr`]). The CUDA and
-//! WGSL backends render the recorded [`OpExpr`] in their language, in the same order of
-//! operations as the reference, so that an element-wise op is written once, in the table.
+//! The op table's bodies as kernel-language expressions, for the backends that compile GPU
+//! source: each reference body is run once over a symbolic value, which records the
+//! operations it is given instead of computing them ([`UnaryOp::body`],
+//! [`BinaryOp::body`]), as an expression of gpukit-kernel's IR over the compute type asked
+//! for. The CUDA and WGSL backends render it with the kernel language's emitters, in the same
+//! order of operations as the reference, so that an element-wise op is written once, in the
+//! table.
 //!
 //! A body may use what [`Arith`] and [`Real`] offer; it branches only through
 //! [`Arith::if_gt`] (a comparison of symbolic values has no answer to give: the tracer
-//! refuses it, and the unit tests trace every entry).
+//! refuses it, and the unit tests trace every entry). The reference's integer rules become
+//! expressions where the kernel language's differ: a division by zero is 0 (the language's
+//! is the dividend), the negation of an unsigned value wraps and its absolute value is
+//! itself.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+
+use gpukit_kernel::ir::{BinOp, Body, Expr, ExprKind, Local, Math, Storage, Ty, UnOp};
 
 use crate::element::{Arith, Real};
 
 use super::{BinaryOp, UnaryOp};
 
-/// A function of one value in an op's body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fn1 {
-    /// `-x` (wrapping for integers).
-    Neg,
-    /// `|x|` (wrapping for integers).
-    Abs,
-    /// Square root.
-    Sqrt,
-    /// `e^x`.
-    Exp,
-    /// `ln(x)`.
-    Ln,
-    /// `ln(1 + x)`.
-    Ln1p,
-    /// `tanh(x)`.
-    Tanh,
-}
-
-/// A function of two values in an op's body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fn2 {
-    /// `a + b` (wrapping for integers).
-    Add,
-    /// `a - b` (wrapping for integers).
-    Sub,
-    /// `a * b` (wrapping for integers).
-    Mul,
-    /// `a / b` (integers: 0 for a division by zero, `MIN / -1 == MIN`).
-    Div,
-    /// The smaller; a NaN loses to a number.
-    Min,
-    /// The larger; a NaN loses to a number.
-    Max,
-    /// `a^b` (C's `pow`).
-    Powf,
-}
-
-/// An element-wise op's body as an expression over its operands, in the compute type.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OpExpr {
-    /// An operand: `x` of a unary op, `a` or `b` of a binary one.
-    Operand(&'static str),
-    /// A constant, as the body wrote it (rounded to the compute type where it is used).
-    Const(f64),
-    /// A function of one value.
-    Call1(Fn1, Box<OpExpr>),
-    /// A function of two values.
-    Call2(Fn2, Box<OpExpr>, Box<OpExpr>),
-    /// `then` where `lhs > rhs`, else `otherwise` (a NaN takes `otherwise`).
-    IfGt {
-        /// Compared ...
-        lhs: Box<OpExpr>,
-        /// ... with this.
-        rhs: Box<OpExpr>,
-        /// The value where `lhs > rhs`.
-        then: Box<OpExpr>,
-        /// The value otherwise.
-        otherwise: Box<OpExpr>,
-    },
-}
-
 impl UnaryOp {
-    /// The op's body as an expression over the operand `x`, traced from its reference.
-    pub fn expr(self) -> OpExpr {
-        trace(|| self.apply_real(Sym::operand("x")))
+    /// The op's body over the operand `x` of the compute type `ty`, traced from its
+    /// reference.
+    pub fn body(self, ty: Ty) -> Body {
+        trace(ty, &["x"], || self.apply_real(Sym::operand(0)))
     }
 }
 
 impl BinaryOp {
-    /// The op's body as an expression over the operands `a` and `b`, traced from its
+    /// The op's body over the operands `a` and `b` of the compute type `ty`, traced from its
     /// reference.
-    pub fn expr(self) -> OpExpr {
-        trace(|| self.apply_real(Sym::operand("a"), Sym::operand("b")))
+    pub fn body(self, ty: Ty) -> Body {
+        trace(ty, &["a", "b"], || {
+            self.apply_real(Sym::operand(0), Sym::operand(1))
+        })
     }
 }
 
 thread_local! {
     /// The expressions recorded by the trace in progress on this thread.
-    static NODES: RefCell<Vec<OpExpr>> = const { RefCell::new(Vec::new()) };
+    static NODES: RefCell<Vec<Expr>> = const { RefCell::new(Vec::new()) };
+    /// The compute type of the trace in progress.
+    static TY: Cell<Ty> = const { Cell::new(Ty::F32) };
 }
 
-/// Runs `body` over symbolic values and returns the expression it built.
-fn trace(body: impl FnOnce() -> Sym) -> OpExpr {
+/// Runs `body` over symbolic operands named `operands`, of type `ty`, and returns the
+/// expression it built.
+fn trace(ty: Ty, operands: &[&str], body: impl FnOnce() -> Sym) -> Body {
     let previous = NODES.with(|n| std::mem::take(&mut *n.borrow_mut()));
-    let result = body().get();
+    let previous_ty = TY.with(|t| t.replace(ty));
+    let value = body().get();
     NODES.with(|n| *n.borrow_mut() = previous);
-    result
+    TY.with(|t| t.set(previous_ty));
+    Body {
+        operands: operands
+            .iter()
+            .map(|name| Local {
+                name: (*name).to_owned(),
+                ty,
+                mutable: false,
+                storage: Storage::Plain,
+            })
+            .collect(),
+        value,
+    }
+}
+
+/// The compute type of the trace in progress.
+fn ty() -> Ty {
+    TY.with(Cell::get)
+}
+
+/// `v` as a literal of type `ty`, converted as the reference's `from_f64` converts it (to
+/// `f32` through `f64`; integers saturate).
+fn literal(v: f64, ty: Ty) -> Expr {
+    let text = match ty {
+        Ty::F32 => format!("{:?}", v as f32),
+        Ty::F64 => format!("{v:?}"),
+        Ty::I8 => (v as i8).to_string(),
+        Ty::U8 => (v as u8).to_string(),
+        Ty::I32 => (v as i32).to_string(),
+        Ty::U32 => (v as u32).to_string(),
+        Ty::I64 => (v as i64).to_string(),
+        _ => (v as u64).to_string(),
+    };
+    Expr {
+        kind: ExprKind::Lit(text),
+        ty,
+    }
+}
+
+fn binary(op: BinOp, a: Expr, b: Expr) -> Expr {
+    let ty = if op.is_comparison() { Ty::Bool } else { a.ty };
+    Expr {
+        kind: ExprKind::Binary(op, Box::new(a), Box::new(b)),
+        ty,
+    }
+}
+
+fn if_else(cond: Expr, then: Expr, otherwise: Expr) -> Expr {
+    let ty = then.ty;
+    Expr {
+        kind: ExprKind::IfElse(Box::new(cond), Box::new(then), Box::new(otherwise)),
+        ty,
+    }
+}
+
+fn math(m: Math, args: Vec<Expr>) -> Expr {
+    let ty = args[0].ty;
+    Expr {
+        kind: ExprKind::Math(m, args),
+        ty,
+    }
 }
 
 /// A value of a traced body: a constant, or an expression recorded on this thread.
@@ -112,11 +124,14 @@ enum Sym {
 }
 
 impl Sym {
-    fn operand(name: &'static str) -> Sym {
-        Sym::push(OpExpr::Operand(name))
+    fn operand(i: usize) -> Sym {
+        Sym::push(Expr {
+            kind: ExprKind::Local(i),
+            ty: ty(),
+        })
     }
 
-    fn push(e: OpExpr) -> Sym {
+    fn push(e: Expr) -> Sym {
         NODES.with(|n| {
             let mut n = n.borrow_mut();
             n.push(e);
@@ -124,19 +139,21 @@ impl Sym {
         })
     }
 
-    fn get(self) -> OpExpr {
+    fn get(self) -> Expr {
         match self {
-            Sym::Const(v) => OpExpr::Const(v),
+            Sym::Const(v) => literal(v, ty()),
             Sym::Node(i) => NODES.with(|n| n.borrow()[i].clone()),
         }
     }
 
-    fn call1(self, f: Fn1) -> Sym {
-        Sym::push(OpExpr::Call1(f, Box::new(self.get())))
+    fn binary(self, op: BinOp, rhs: Sym) -> Sym {
+        Sym::push(binary(op, self.get(), rhs.get()))
     }
 
-    fn call2(self, f: Fn2, rhs: Sym) -> Sym {
-        Sym::push(OpExpr::Call2(f, Box::new(self.get()), Box::new(rhs.get())))
+    fn math(self, m: Math, rest: &[Sym]) -> Sym {
+        let mut args = vec![self.get()];
+        args.extend(rest.iter().map(|s| s.get()));
+        Sym::push(math(m, args))
     }
 }
 
@@ -160,39 +177,54 @@ impl Arith for Sym {
     const ZERO: Sym = Sym::Const(0.0);
     const ONE: Sym = Sym::Const(1.0);
     fn add(self, rhs: Sym) -> Sym {
-        self.call2(Fn2::Add, rhs)
+        self.binary(BinOp::Add, rhs)
     }
     fn sub(self, rhs: Sym) -> Sym {
-        self.call2(Fn2::Sub, rhs)
+        self.binary(BinOp::Sub, rhs)
     }
     fn mul(self, rhs: Sym) -> Sym {
-        self.call2(Fn2::Mul, rhs)
+        self.binary(BinOp::Mul, rhs)
     }
     fn div(self, rhs: Sym) -> Sym {
-        self.call2(Fn2::Div, rhs)
+        let t = ty();
+        if t.is_float() {
+            return self.binary(BinOp::Div, rhs);
+        }
+        // The reference's integer division by zero is 0.
+        let (a, b) = (self.get(), rhs.get());
+        let zero = binary(BinOp::Eq, b.clone(), literal(0.0, t));
+        Sym::push(if_else(zero, literal(0.0, t), binary(BinOp::Div, a, b)))
     }
     fn neg(self) -> Sym {
-        self.call1(Fn1::Neg)
+        let t = ty();
+        if t.is_int() && !t.is_signed() {
+            return Sym::ZERO.binary(BinOp::Sub, self);
+        }
+        let a = self.get();
+        Sym::push(Expr {
+            kind: ExprKind::Unary(UnOp::Neg, Box::new(a)),
+            ty: t,
+        })
     }
     fn abs(self) -> Sym {
-        self.call1(Fn1::Abs)
+        let t = ty();
+        if t.is_int() && !t.is_signed() {
+            return self;
+        }
+        self.math(Math::Abs, &[])
     }
     fn is_nan(self) -> bool {
         panic!("{NO_COMPARISON}")
     }
     fn min(self, rhs: Sym) -> Sym {
-        self.call2(Fn2::Min, rhs)
+        self.math(Math::Min, &[rhs])
     }
     fn max(self, rhs: Sym) -> Sym {
-        self.call2(Fn2::Max, rhs)
+        self.math(Math::Max, &[rhs])
     }
     fn if_gt(self, rhs: Sym, then: Sym, otherwise: Sym) -> Sym {
-        Sym::push(OpExpr::IfGt {
-            lhs: Box::new(self.get()),
-            rhs: Box::new(rhs.get()),
-            then: Box::new(then.get()),
-            otherwise: Box::new(otherwise.get()),
-        })
+        let cond = binary(BinOp::Gt, self.get(), rhs.get());
+        Sym::push(if_else(cond, then.get(), otherwise.get()))
     }
 }
 
@@ -204,67 +236,22 @@ impl Real for Sym {
         panic!("an op table body converts a traced value to f64; it cannot be traced")
     }
     fn sqrt(self) -> Sym {
-        self.call1(Fn1::Sqrt)
+        self.math(Math::Sqrt, &[])
     }
     fn exp(self) -> Sym {
-        self.call1(Fn1::Exp)
+        self.math(Math::Exp, &[])
     }
     fn ln(self) -> Sym {
-        self.call1(Fn1::Ln)
+        self.math(Math::Ln, &[])
     }
     fn ln_1p(self) -> Sym {
-        self.call1(Fn1::Ln1p)
+        self.math(Math::Ln1p, &[])
     }
     fn tanh(self) -> Sym {
-        self.call1(Fn1::Tanh)
+        self.math(Math::Tanh, &[])
     }
     fn powf(self, e: Sym) -> Sym {
-        self.call2(Fn2::Powf, e)
-    }
-}
-
-impl OpExpr {
-    /// Evaluates the expression in `C` with the reference's functions (what the traced body
-    /// computes), `operand` giving each operand's value.
-    pub fn eval<C: Real>(&self, operand: &impl Fn(&str) -> C) -> C {
-        match self {
-            OpExpr::Operand(name) => operand(name),
-            OpExpr::Const(v) => C::from_f64(*v),
-            OpExpr::Call1(f, a) => {
-                let a = a.eval(operand);
-                match f {
-                    Fn1::Neg => a.neg(),
-                    Fn1::Abs => a.abs(),
-                    Fn1::Sqrt => a.sqrt(),
-                    Fn1::Exp => a.exp(),
-                    Fn1::Ln => a.ln(),
-                    Fn1::Ln1p => a.ln_1p(),
-                    Fn1::Tanh => a.tanh(),
-                }
-            }
-            OpExpr::Call2(f, a, b) => {
-                let (a, b) = (a.eval(operand), b.eval(operand));
-                match f {
-                    Fn2::Add => a.add(b),
-                    Fn2::Sub => a.sub(b),
-                    Fn2::Mul => a.mul(b),
-                    Fn2::Div => a.div(b),
-                    Fn2::Min => a.min(b),
-                    Fn2::Max => a.max(b),
-                    Fn2::Powf => a.powf(b),
-                }
-            }
-            OpExpr::IfGt {
-                lhs,
-                rhs,
-                then,
-                otherwise,
-            } => lhs.eval(operand).if_gt(
-                rhs.eval(operand),
-                then.eval(operand),
-                otherwise.eval(operand),
-            ),
-        }
+        self.math(Math::Powf, &[e])
     }
 }
 
@@ -276,49 +263,74 @@ mod tests {
     /// bit, over values of every kind (so the GPU code rendered from it is the reference's).
     /// A body that compares or converts traced values cannot be traced: the tracer stops
     /// with a message saying what to use instead, rather than tracing one branch.
+    /// What the expression computes in `C` with the reference's functions, `operands`
+    /// giving each operand's value: what the emitters' code computes.
+    fn eval<C: Real>(e: &Expr, operands: &[C]) -> C {
+        match &e.kind {
+            ExprKind::Lit(text) => C::from_f64(text.parse().expect("a number")),
+            ExprKind::Local(i) => operands[*i],
+            ExprKind::Unary(UnOp::Neg, a) => eval(a, operands).neg(),
+            ExprKind::Binary(op, a, b) => {
+                let (a, b) = (eval(a, operands), eval(b, operands));
+                match op {
+                    BinOp::Add => a.add(b),
+                    BinOp::Sub => a.sub(b),
+                    BinOp::Mul => a.mul(b),
+                    BinOp::Div => a.div(b),
+                    other => panic!("{other:?} is not a value"),
+                }
+            }
+            ExprKind::IfElse(c, a, b) => {
+                let ExprKind::Binary(BinOp::Gt, l, r) = &c.kind else {
+                    panic!("a float body branches on `>` only: {c:?}")
+                };
+                eval(l, operands).if_gt(eval(r, operands), eval(a, operands), eval(b, operands))
+            }
+            ExprKind::Math(m, args) => {
+                let v: Vec<C> = args.iter().map(|a| eval(a, operands)).collect();
+                match m {
+                    Math::Abs => v[0].abs(),
+                    Math::Min => v[0].min(v[1]),
+                    Math::Max => v[0].max(v[1]),
+                    Math::Sqrt => v[0].sqrt(),
+                    Math::Exp => v[0].exp(),
+                    Math::Ln => v[0].ln(),
+                    Math::Ln1p => v[0].ln_1p(),
+                    Math::Tanh => v[0].tanh(),
+                    Math::Powf => v[0].powf(v[1]),
+                    other => panic!("the tracer records no {other:?}"),
+                }
+            }
+            other => panic!("the tracer records no {other:?}"),
+        }
+    }
+
+    fn trace_x(body: impl FnOnce(Sym) -> Sym) -> Body {
+        trace(Ty::F32, &["x"], || body(Sym::operand(0)))
+    }
+
     #[test]
     #[should_panic(expected = "compares values directly")]
     fn a_body_that_tests_equality_is_refused() {
-        trace(|| {
-            let x = Sym::operand("x");
-            if x == Sym::ONE {
-                x
-            } else {
-                Sym::ONE
-            }
-        });
+        trace_x(|x| if x == Sym::ONE { x } else { Sym::ONE });
     }
 
     #[test]
     #[should_panic(expected = "compares values directly")]
     fn a_body_that_orders_values_is_refused() {
-        trace(|| {
-            let x = Sym::operand("x");
-            if x < Sym::ONE {
-                x
-            } else {
-                Sym::ONE
-            }
-        });
+        trace_x(|x| if x < Sym::ONE { x } else { Sym::ONE });
     }
 
     #[test]
     #[should_panic(expected = "compares values directly")]
     fn a_body_that_tests_for_nan_is_refused() {
-        trace(|| {
-            let x = Sym::operand("x");
-            if x.is_nan() {
-                x
-            } else {
-                Sym::ONE
-            }
-        });
+        trace_x(|x| if x.is_nan() { x } else { Sym::ONE });
     }
 
     #[test]
     #[should_panic(expected = "converts a traced value to f64")]
     fn a_body_that_leaves_the_trace_is_refused() {
-        trace(|| Sym::from_f64(Sym::operand("x").to_f64() + 1.0));
+        trace_x(|x| Sym::from_f64(x.to_f64() + 1.0));
     }
 
     #[test]
@@ -346,21 +358,21 @@ mod tests {
         .to_vec();
         let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
         for &op in UnaryOp::ALL {
-            let e = op.expr();
+            let (e64, e32) = (op.body(Ty::F64).value, op.body(Ty::F32).value);
             for &x in &values {
                 let want = op.apply_real(x);
-                let got = e.eval(&|_| x);
-                assert!(same(got, want), "{op:?}({x}): {got} vs {want}: {e:?}");
-                let (want, got) = (op.apply_real(x as f32), e.eval(&|_| x as f32));
+                let got = eval(&e64, &[x]);
+                assert!(same(got, want), "{op:?}({x}): {got} vs {want}: {e64:?}");
+                let (want, got) = (op.apply_real(x as f32), eval(&e32, &[x as f32]));
                 assert!(same(got.into(), want.into()), "{op:?}({x}) in f32");
             }
         }
         for &op in BinaryOp::ALL {
-            let e = op.expr();
+            let e = op.body(Ty::F64).value;
             for &a in &values {
                 for &b in &values {
                     let want = op.apply_real(a, b);
-                    let got = e.eval(&|n| if n == "a" { a } else { b });
+                    let got = eval(&e, &[a, b]);
                     assert!(same(got, want), "{op:?}({a}, {b}): {got} vs {want}");
                 }
             }
@@ -369,24 +381,45 @@ mod tests {
 
     #[test]
     fn bodies_trace_to_the_operations_they_call() {
-        let x = || Box::new(OpExpr::Operand("x"));
-        assert_eq!(UnaryOp::Square.expr(), OpExpr::Call2(Fn2::Mul, x(), x()));
+        let text = |e: &Expr| format!("{:?}", e.kind);
+        let x = Expr {
+            kind: ExprKind::Local(0),
+            ty: Ty::F32,
+        };
+        let square = UnaryOp::Square.body(Ty::F32).value;
         assert_eq!(
-            UnaryOp::Relu.expr(),
-            OpExpr::IfGt {
-                lhs: x(),
-                rhs: Box::new(OpExpr::Const(0.0)),
-                then: x(),
-                otherwise: Box::new(OpExpr::Const(0.0)),
-            }
+            text(&square),
+            text(&binary(BinOp::Mul, x.clone(), x.clone()))
         );
-        assert_eq!(
-            BinaryOp::Pow.expr(),
-            OpExpr::Call2(
-                Fn2::Powf,
-                Box::new(OpExpr::Operand("a")),
-                Box::new(OpExpr::Operand("b"))
-            )
+        let zero = literal(0.0, Ty::F32);
+        let relu = UnaryOp::Relu.body(Ty::F32).value;
+        let want = if_else(binary(BinOp::Gt, x.clone(), zero.clone()), x, zero);
+        assert_eq!(text(&relu), text(&want));
+        let pow = BinaryOp::Pow.body(Ty::F64);
+        assert!(matches!(pow.value.kind, ExprKind::Math(Math::Powf, _)));
+        assert_eq!(pow.value.ty, Ty::F64);
+        assert_eq!(pow.operands.len(), 2);
+    }
+
+    /// The integer rules of the reference that the kernel language does not share become
+    /// expressions: a division by zero is 0, an unsigned value's negation wraps and its
+    /// absolute value is itself.
+    #[test]
+    fn integer_bodies_spell_out_the_references_rules() {
+        let text = |e: &Expr| format!("{:?}", e.kind);
+        let div = BinaryOp::Div.body(Ty::I32).value;
+        assert!(
+            matches!(&div.kind, ExprKind::IfElse(c, z, _) if matches!(c.kind, ExprKind::Binary(BinOp::Eq, ..)) && text(z) == text(&literal(0.0, Ty::I32))),
+            "{div:?}"
         );
+        let neg = UnaryOp::Neg.body(Ty::U32).value;
+        assert!(
+            matches!(neg.kind, ExprKind::Binary(BinOp::Sub, ..)),
+            "{neg:?}"
+        );
+        let abs = UnaryOp::Abs.body(Ty::U8).value;
+        assert!(matches!(abs.kind, ExprKind::Local(0)), "{abs:?}");
+        let abs = UnaryOp::Abs.body(Ty::I8).value;
+        assert!(matches!(abs.kind, ExprKind::Math(Math::Abs, _)), "{abs:?}");
     }
 }

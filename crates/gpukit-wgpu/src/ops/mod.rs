@@ -5,7 +5,7 @@
 //! library, as their table entry's `math` column says, on f64), then dispatches one function
 //! per op family (`elementwise`, `reduce`, `rows`, `gemm`). An element-wise op added to the
 //! table needs nothing here: its WGSL body is rendered from the entry (`crate::wgsl`'s
-//! `unary_body`/`binary_body`).
+//! `unary`/`binary`, through the kernel language's emitter).
 
 mod copy;
 mod elementwise;

@@ -24,7 +24,7 @@ fn conversion(from: WgslType, to: WgslType) -> String {
         let nan = if from == WgslType::F64 {
             format!("!({v} == {v})")
         } else {
-            format!("nan32({v})")
+            format!("gk_nan32({v})")
         };
         let (lo, hi, min, max) = match to {
             WgslType::I8 => ("-128.0", "128.0", "-128", "127"),

@@ -4,8 +4,8 @@
 //!
 //! Every kernel shares one immediate block (`struct P`, [`field`]): element offsets into the
 //! bound windows, lengths, and two scalars of the compute type. The element-wise table's
-//! bodies are rendered from its entries in [`elementwise`]
-//! ([`unary_body`](elementwise::unary_body), [`binary_body`](elementwise::binary_body)).
+//! bodies are traced from its entries and rendered by the kernel language's WGSL emitter in
+//! [`elementwise`] ([`unary`], [`binary`]).
 
 mod cast;
 mod copy;
@@ -90,87 +90,16 @@ pub(crate) fn set_scalar(imm: &mut [u32; field::WORDS], t: WgslType, which: usiz
     }
 }
 
-/// Helpers every kernel may use: NaN tests, `log1p`, C's `pow`.
-pub(super) const HELPERS: &str = "
-fn nan32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-fn inf32() -> f32 { return bitcast<f32>(0x7f800000u); }
-fn to_bf16(x: f32) -> u32 {
-    let b = bitcast<u32>(x);
-    if (nan32(x)) { return (b >> 16u) | 0x40u; }
-    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
-}
-// ln(1 + x) without the cancellation of `1 + x` (shaders may not keep `(1 + x) - 1` exact):
-// for |x| < 0.5 as 2 atanh(x / (2 + x)) by its series, else ln(1 + x).
-fn log1p32(x: f32) -> f32 {
-    if (!(abs(x) < 0.5)) { return log(1.0 + x); }
-    let s = x / (2.0 + x);
-    let s2 = s * s;
-    var t = 1.0 / 17.0;
-    t = t * s2 + 1.0 / 15.0;
-    t = t * s2 + 1.0 / 13.0;
-    t = t * s2 + 1.0 / 11.0;
-    t = t * s2 + 1.0 / 9.0;
-    t = t * s2 + 1.0 / 7.0;
-    t = t * s2 + 1.0 / 5.0;
-    t = t * s2 + 1.0 / 3.0;
-    return 2.0 * s * (t * s2 + 1.0);
-}
-// tanh without the cancellation of (e^2x - 1) near 0: the odd series for |x| < 0.55, else
-// 1 - 2 / (e^2|x| + 1) with the sign of x.
-fn tanh32(x: f32) -> f32 {
-    let a = abs(x);
-    if (nan32(x)) { return x; }
-    if (a < 0.55) {
-        // Taylor to x^19: the next term is below 1e-9 of the result for |x| < 0.55.
-        let x2 = x * x;
-        var t = -443861162.0 / 1856156927625.0;
-        t = t * x2 + 6404582.0 / 10854718875.0;
-        t = t * x2 - 929569.0 / 638512875.0;
-        t = t * x2 + 21844.0 / 6081075.0;
-        t = t * x2 - 1382.0 / 155925.0;
-        t = t * x2 + 62.0 / 2835.0;
-        t = t * x2 - 17.0 / 315.0;
-        t = t * x2 + 2.0 / 15.0;
-        t = t * x2 - 1.0 / 3.0;
-        return x + x * x2 * t;
-    }
-    if (a > 20.0) { return sign(x); }
-    return sign(x) * (1.0 - 2.0 / (exp(2.0 * a) + 1.0));
-}
-fn odd_int32(b: f32) -> bool {
-    let h = b * 0.5;
-    return abs(b) < 16777216.0 && trunc(b) == b && trunc(h) != h;
-}
-// C's pow, special cases included (the shader's pow is undefined for a <= 0).
-fn pow32(a: f32, b: f32) -> f32 {
-    if (b == 0.0 || a == 1.0) { return 1.0; }
-    if (nan32(a) || nan32(b)) { return a + b; }
-    let inf = inf32();
-    let neg = a < 0.0 || (a == 0.0 && bitcast<u32>(a) != 0u);
-    let odd = odd_int32(b);
-    if (abs(b) == inf) {
-        if (abs(a) == 1.0) { return 1.0; }
-        return select(0.0, inf, (abs(a) < 1.0) == (b < 0.0));
-    }
-    if (a == 0.0 || abs(a) == inf) {
-        let big = (a == 0.0) == (b < 0.0);
-        var r = select(0.0, inf, big);
-        if (neg && odd) { r = -r; }
-        return r;
-    }
-    if (a < 0.0 && trunc(b) != b) { return bitcast<f32>(0x7fc00000u); }
-    let r = pow(abs(a), b);
-    if (a < 0.0 && odd) { return -r; }
-    return r;
-}
-";
+/// Helpers every kernel may use: the kernel language's math in WGSL (NaN tests, `log1p`,
+/// `tanh`, C's `pow`, min and max) and the bf16 rounding.
+pub(super) const HELPERS: &str = gpukit_kernel::wgsl::MATH;
 
 /// The element-type prelude: `C` (the compute type), `isnan_`, the helpers and the
 /// immediate block. Bindings come from [`binding`].
 pub(crate) fn prelude(t: WgslType) -> String {
     let c = t.compute();
     let isnan = match t {
-        WgslType::F32 | WgslType::F16 | WgslType::BF16 => "nan32(x)",
+        WgslType::F32 | WgslType::F16 | WgslType::BF16 => "gk_nan32(x)",
         WgslType::F64 => "!(x == x)",
         _ => "false",
     };
@@ -210,7 +139,7 @@ pub(crate) fn binding(b: u32, name: &str, t: WgslType) -> String {
     let (unpack, pack) = match t {
         WgslType::U8 => ("x", "v"),
         WgslType::I8 => ("i32(x << 24u) >> 24u", "u32(v)"),
-        _ => ("bitcast<f32>(x << 16u)", "to_bf16(v)"),
+        _ => ("bitcast<f32>(x << 16u)", "gk_to_bf16(v)"),
     };
     format!(
         "{}fn get_{name}(i: u32) -> {c} {{

@@ -22,11 +22,15 @@ fn kernels_compile_with_nvrtc() {
         gpukit::cuda::compile_check(&language::axpy1::<u8>(), (9, 0)),
         gpukit::cuda::compile_check(&language::axpy1::<i64>(), (9, 0)),
         gpukit::cuda::compile_check(&language::lerp_sqrt::<f64>(), (9, 0)),
+        gpukit::cuda::compile_check(&language::min_max_ln_1p(), (9, 0)),
+        gpukit::cuda::compile_check(&language::every_type::<u8>(), (9, 0)),
+        gpukit::cuda::compile_check(&language::every_type::<i8>(), (9, 0)),
+        gpukit::cuda::compile_check(&language::every_type::<f64>(), (9, 0)),
         gpukit::cuda::compile_check(&faults::gather(), (9, 0)),
         gpukit::cuda::compile_check(&faults::shifted(), (9, 0)),
         gpukit::cuda::compile_check(&faults::shared_over(), (9, 0)),
         gpukit::cuda::compile_check(&faults::divergent(), (9, 0)),
-        gpukit::cuda::compile_check(&faults::halve64(), (9, 0)),
+        gpukit::cuda::compile_check(&faults::exp64(), (9, 0)),
     ];
     #[cfg(feature = "half")]
     let checks: Vec<_> = checks

@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 use crate::ir::*;
 
+/// The kernel's CPU twin: Rust source of a function that runs a whole launch.
 pub fn generate(k: &Kernel) -> String {
     let mut g = Gen {
         k,
@@ -416,6 +417,17 @@ impl Gen<'_> {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 if *m == Math::Abs && e.ty.is_int() {
                     return format!("({}).wrapping_abs()", vs[0]);
+                }
+                if matches!(m, Math::Min | Math::Max) && e.ty.is_float() {
+                    // Not `f32::min`: of two equal values (0.0 and -0.0) the receiver wins, as
+                    // on every target.
+                    let cmp = if *m == Math::Min { "<" } else { ">" };
+                    return format!(
+                        "{{ let (__ma, __mb): ({t}, {t}) = ({}, {}); if __mb {cmp} __ma || (__ma.is_nan() && !__mb.is_nan()) {{ __mb }} else {{ __ma }} }}",
+                        vs[0],
+                        vs[1],
+                        t = e.ty.rust()
+                    );
                 }
                 format!("({}).{}({})", vs[0], m.rust(), vs[1..].join(", "))
             }

@@ -145,14 +145,23 @@ pub fn device(k: &Kernel) -> String {
     )
 }
 
-/// Integer division and remainder as WGSL defines them (and the CPU twin computes them):
-/// by zero, `a / 0 == a` and `a % 0 == 0`; `MIN / -1 == MIN`, `MIN % -1 == 0`.
+/// The helpers a kernel's arithmetic calls: integer division and remainder for each type
+/// it divides, and min, max and integer abs.
 fn int_helpers(k: &Kernel) -> String {
-    let mut out = String::new();
-    let mut seen = Vec::new();
     let mut tys = Vec::new();
     collect_div_tys(&k.body, &mut tys);
-    for t in tys {
+    arith_helpers(tys)
+}
+
+/// Min, max and integer abs (a NaN loses to a number, the first of two equal values wins;
+/// abs wraps), then, for each type of `div_tys`, integer division and remainder as WGSL
+/// defines them (and the CPU twin computes them): by zero, `a / 0 == a` and `a % 0 == 0`;
+/// `MIN / -1 == MIN`, `MIN % -1 == 0`. Each is guarded: a kernel and the device functions
+/// it calls may each bring them.
+fn arith_helpers(div_tys: impl IntoIterator<Item = Ty>) -> String {
+    let mut out = String::from(MIN_MAX);
+    let mut seen = Vec::new();
+    for t in div_tys {
         if seen.contains(&t) {
             continue;
         }
@@ -169,7 +178,6 @@ fn int_helpers(k: &Kernel) -> String {
         } else {
             (String::new(), String::new())
         };
-        // Guarded: a kernel and the device functions it calls may each bring them.
         let _ = writeln!(
             out,
             "#ifndef GK_DIV_{n}\n#define GK_DIV_{n}\n\
@@ -181,6 +189,36 @@ fn int_helpers(k: &Kernel) -> String {
         );
     }
     out
+}
+
+/// `gk_min<T>` and `gk_max<T>` (a NaN loses to a number, of two equal values the first wins,
+/// as on the CPU) and wrapping integer `gk_iabs<T, U>`, guarded so that a module may take
+/// them twice.
+pub const MIN_MAX: &str = "#ifndef GK_MIN_MAX
+#define GK_MIN_MAX
+template <typename T> __device__ __forceinline__ T gk_min(T a, T b) { return (b < a || (a != a && b == b)) ? b : a; }
+template <typename T> __device__ __forceinline__ T gk_max(T a, T b) { return (b > a || (a != a && b == b)) ? b : a; }
+template <typename T, typename U> __device__ __forceinline__ T gk_iabs(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; }
+#endif
+";
+
+/// A built-in op's body as a CUDA C expression over its operands (variables `v_<name>` of
+/// the operands' type, which the caller declares); its module needs [`body_helpers`] of the
+/// type once.
+pub fn body(b: &Body) -> String {
+    let k = b.context();
+    let mut g = Gen {
+        k: &k,
+        w: Lines::new(),
+        checked: true,
+    };
+    g.expr(&b.value)
+}
+
+/// The helpers a [`body`] over values of type `t` may call, guarded: a module may take them
+/// more than once.
+pub fn body_helpers(t: Ty) -> String {
+    arith_helpers(t.is_int().then_some(t))
 }
 
 fn collect_div_tys(stmts: &[Stmt], out: &mut Vec<Ty>) {
@@ -433,22 +471,25 @@ impl Gen<'_> {
     }
 }
 
-/// The helpers CUDA C calls instead of inline PTX: the text of gpukit-core's
-/// `cuda_ptx_helpers!` (where they are defined; this crate cannot depend on gpukit-core,
-/// whose facade names it), which a test of the facade keeps identical. An emulated device
-/// header defines them itself and `GK_PTX_HELPERS_DEFINED`, and these step aside.
-const PTX_HELPERS: &str = "#ifndef GK_PTX_HELPERS_DEFINED
-#define GK_PTX_HELPERS_DEFINED 1
-__device__ __forceinline__ float gk_cvt_f32_f16(unsigned short x) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(x)); return f; }
-__device__ __forceinline__ unsigned short gk_cvt_rn_f16_f32(float x) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x)); return h; }
-__device__ __forceinline__ unsigned long long gk_globaltimer() { unsigned long long t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t; }
-#endif
-";
+/// The helpers CUDA C calls instead of inline PTX or hardware registers, defined once: the
+/// built-in modules, the generated code and hand-written test kernels convert 16-bit floats
+/// and read the global timer through these functions, each defined with inline PTX for
+/// NVRTC. An emulated device header (gpukit-cuda-emu's) defines the same functions in C++
+/// and `GK_PTX_HELPERS_DEFINED`, so these definitions step aside: CUDA C that uses PTX only
+/// through them also runs where PTX cannot.
+///
+/// - `float gk_cvt_f32_f16(unsigned short)`: PTX `cvt.f32.f16` (exact);
+/// - `unsigned short gk_cvt_rn_f16_f32(float)`: PTX `cvt.rn.f16.f32` (to nearest even);
+/// - `unsigned long long gk_globaltimer()`: the `%globaltimer` register, in nanoseconds.
+pub const PTX_HELPERS: &str = crate::cuda_ptx_helpers!();
 
-/// The 16-bit float conversions, as the built-in modules have them (f16 with PTX `cvt`
-/// through [`PTX_HELPERS`], bf16 with bit arithmetic, to nearest even, a NaN kept a NaN),
-/// for kernels with f16 or bf16 arrays.
-const HALF_HELPERS: &str = r#"__device__ __forceinline__ float gk_f16_load(unsigned short x) { return gk_cvt_f32_f16(x); }
+/// The 16-bit float conversions of kernels with f16 or bf16 arrays and of the built-in
+/// modules: `gk_f16_load`, `gk_f16_store` (PTX `cvt` through [`PTX_HELPERS`], which must come
+/// first), `gk_bf16_load` and `gk_bf16_store` (bit arithmetic, to nearest even, a NaN kept a
+/// NaN, as the `half` crate rounds), guarded so that a module may take them twice.
+pub const HALF_HELPERS: &str = r#"#ifndef GK_HALF_HELPERS
+#define GK_HALF_HELPERS
+__device__ __forceinline__ float gk_f16_load(unsigned short x) { return gk_cvt_f32_f16(x); }
 __device__ __forceinline__ unsigned short gk_f16_store(float x) { return gk_cvt_rn_f16_f32(x); }
 __device__ __forceinline__ float gk_bf16_load(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
 __device__ __forceinline__ unsigned short gk_bf16_store(float x) {
@@ -457,6 +498,7 @@ __device__ __forceinline__ unsigned short gk_bf16_store(float x) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (unsigned short)(u >> 16);
 }
+#endif
 "#;
 
 /// `raw` (the bits of an element of type `t`) as a value: widened for f16 and bf16.
@@ -551,22 +593,22 @@ fn math(m: Math, t: Ty, a: &[String]) -> String {
     let c = t.c();
     if t.is_int() {
         return match m {
-            Math::Abs if t == Ty::I64 => format!("llabs({})", a[0]),
-            Math::Abs => format!("(({c})abs((int){}))", a[0]),
-            Math::Min => format!("(({c})min({}, {}))", a[0], a[1]),
-            _ => format!("(({c})max({}, {}))", a[0], a[1]),
+            Math::Abs => format!("gk_iabs<{c}, {}>({})", unsigned(t), a[0]),
+            Math::Min => format!("gk_min<{c}>({}, {})", a[0], a[1]),
+            _ => format!("gk_max<{c}>({}, {})", a[0], a[1]),
         };
     }
     let f = if t == Ty::F32 { "f" } else { "" };
     let name = match m {
+        Math::Min => return format!("gk_min<{c}>({}, {})", a[0], a[1]),
+        Math::Max => return format!("gk_max<{c}>({}, {})", a[0], a[1]),
         Math::Abs => "fabs",
-        Math::Min => "fmin",
-        Math::Max => "fmax",
         Math::Sqrt => "sqrt",
         Math::Exp => "exp",
         Math::Exp2 => "exp2",
         Math::Ln => "log",
         Math::Log2 => "log2",
+        Math::Ln1p => "log1p",
         Math::Sin => "sin",
         Math::Cos => "cos",
         Math::Tanh => "tanh",

@@ -3,15 +3,25 @@
 /// A value type of the kernel language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Ty {
+    /// Rust's `bool`.
     Bool,
+    /// IEEE single precision.
     F32,
+    /// IEEE double precision.
     F64,
+    /// A signed byte.
     I8,
+    /// An unsigned byte.
     U8,
+    /// A 32-bit signed integer.
     I32,
+    /// A 32-bit unsigned integer.
     U32,
+    /// A 64-bit signed integer.
     I64,
+    /// A 64-bit unsigned integer.
     U64,
+    /// An index: 64 bits on the CPU and in CUDA, 32 in WGSL.
     Usize,
     /// IEEE half, a storage type: loads give an `f32`, stores round from one.
     F16,
@@ -39,6 +49,7 @@ impl Ty {
         })
     }
 
+    /// The type's Rust name.
     pub fn rust(self) -> &'static str {
         match self {
             Ty::Bool => "bool",
@@ -79,6 +90,7 @@ impl Ty {
         }
     }
 
+    /// The type in CUDA C (the 16-bit floats as their bits).
     pub fn c(self) -> &'static str {
         match self {
             Ty::Bool => "bool",
@@ -94,21 +106,12 @@ impl Ty {
         }
     }
 
-    /// The WGSL type, where WGSL has one (`usize` is `u32` there).
-    pub fn wgsl(self) -> Option<&'static str> {
-        match self {
-            Ty::Bool => Some("bool"),
-            Ty::F32 => Some("f32"),
-            Ty::I32 => Some("i32"),
-            Ty::U32 | Ty::Usize => Some("u32"),
-            Ty::F64 | Ty::I8 | Ty::U8 | Ty::I64 | Ty::U64 | Ty::F16 | Ty::BF16 => None,
-        }
-    }
-
+    /// Whether the type is `f32` or `f64` (the 16-bit floats are storage types).
     pub fn is_float(self) -> bool {
         matches!(self, Ty::F32 | Ty::F64)
     }
 
+    /// Whether the type is an integer (`usize` included).
     pub fn is_int(self) -> bool {
         matches!(
             self,
@@ -116,10 +119,12 @@ impl Ty {
         )
     }
 
+    /// Whether the type is a signed integer.
     pub fn is_signed(self) -> bool {
         matches!(self, Ty::I8 | Ty::I32 | Ty::I64)
     }
 
+    /// Whether the type is a number (not `bool`).
     pub fn is_numeric(self) -> bool {
         self != Ty::Bool
     }
@@ -143,34 +148,47 @@ impl Ty {
 /// A kernel parameter.
 #[derive(Debug, Clone)]
 pub struct Param {
+    /// Its name in the source.
     pub name: String,
+    /// Its element type (a slice) or its type (a scalar).
     pub ty: Ty,
+    /// A slice or a scalar.
     pub kind: ParamKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a parameter is passed.
 pub enum ParamKind {
     /// `&[T]` (read) or `&mut [T]` (written); `array` is its number among the kernel's arrays.
     Slice {
+        /// Whether the kernel writes it (`&mut [T]`).
         mutable: bool,
+        /// Its number among the kernel's arrays (slices and shared arrays), as fault reports give it.
         array: u32,
     },
+    /// A value of its type.
     Scalar,
 }
 
 /// A block-shared array.
 #[derive(Debug, Clone)]
 pub struct Shared {
+    /// Its name in the source.
     pub name: String,
+    /// Its element type.
     pub ty: Ty,
+    /// Its number of elements, a constant.
     pub len: u64,
+    /// Its number among the kernel's arrays, as fault reports give it.
     pub array: u32,
 }
 
 /// An array a kernel indexes: a slice parameter or a shared array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Arr {
+    /// The parameter of this number.
     Param(usize),
+    /// The shared array of this number.
     Shared(usize),
 }
 
@@ -186,20 +204,30 @@ pub enum Storage {
 }
 
 #[derive(Debug, Clone)]
+/// A local variable.
 pub struct Local {
     /// The name emitted (unique in the kernel).
     pub name: String,
+    /// Its type.
     pub ty: Ty,
+    /// Whether it is assigned after its declaration.
     pub mutable: bool,
+    /// Where the CPU twin keeps it.
     pub storage: Storage,
 }
 
 #[derive(Debug, Clone)]
+/// A kernel, or a device function (`ret` is its result type), as the emitters take it.
 pub struct Kernel {
+    /// Its name, the entry point's (unprefixed) in every target.
     pub name: String,
+    /// Its parameters, in order.
     pub params: Vec<Param>,
+    /// Its block-shared arrays.
     pub shared: Vec<Shared>,
+    /// Every local of the body, by number (names are unique).
     pub locals: Vec<Local>,
+    /// Its statements.
     pub body: Vec<Stmt>,
     /// Arrays that atomics touch (WGSL declares them atomic, and accesses them so).
     pub atomic: Vec<Arr>,
@@ -216,14 +244,14 @@ pub struct Callee {
     pub path: String,
     /// Its last segment: the function's name in the generated code.
     pub name: String,
-    /// The first call's span, where a mismatch with the function's signature is reported.
-    pub span: proc_macro2::Span,
     /// The argument types and result type the kernel calls it with.
     pub args: Vec<Ty>,
+    /// The result type.
     pub ret: Ty,
 }
 
 impl Kernel {
+    /// The element type of an array.
     pub fn arr_ty(&self, a: Arr) -> Ty {
         match a {
             Arr::Param(i) => self.params[i].ty,
@@ -231,6 +259,7 @@ impl Kernel {
         }
     }
 
+    /// The name of an array in the source.
     pub fn arr_name(&self, a: Arr) -> &str {
         match a {
             Arr::Param(i) => &self.params[i].name,
@@ -249,8 +278,37 @@ impl Kernel {
         }
     }
 
+    /// Whether atomics touch the array.
     pub fn is_atomic(&self, a: Arr) -> bool {
         self.atomic.contains(&a)
+    }
+
+    /// Marks the locals a barrier splits: those declared directly in a statement list that
+    /// contains a barrier live per thread in the CPU twin, the variables of loops that contain
+    /// one are the block's.
+    pub fn assign_storage(&mut self) {
+        fn walk(stmts: &[Stmt], locals: &mut [Local]) {
+            let split = stmts.iter().any(Stmt::has_barrier);
+            for s in stmts {
+                match s {
+                    Stmt::Let { local, .. } if split => locals[*local].storage = Storage::PerThread,
+                    Stmt::Block(b) | Stmt::Loop(b) => walk(b, locals),
+                    Stmt::If { then, els, .. } => {
+                        walk(then, locals);
+                        walk(els, locals);
+                    }
+                    Stmt::For { var, body, .. } => {
+                        if body.iter().any(Stmt::has_barrier) {
+                            locals[*var].storage = Storage::Uniform;
+                        }
+                        walk(body, locals);
+                    }
+                    Stmt::While { body, .. } => walk(body, locals),
+                    _ => {}
+                }
+            }
+        }
+        walk(&self.body, &mut self.locals);
     }
 
     /// The slice parameters, in order.
@@ -263,45 +321,71 @@ impl Kernel {
 }
 
 #[derive(Debug, Clone)]
+/// A statement.
 pub enum Stmt {
+    /// `let name = init;`: declares local `local`.
     Let {
+        /// The local's number.
         local: usize,
+        /// Its value.
         init: Expr,
     },
+    /// `place = value` or, with `op`, `place op= value`.
     Assign {
+        /// What is assigned.
         place: Place,
+        /// The operator of a compound assignment.
         op: Option<BinOp>,
+        /// The value assigned.
         value: Expr,
     },
     /// An expression evaluated for its effect (an atomic).
     Expr(Expr),
+    /// `{ ... }`.
     Block(Vec<Stmt>),
+    /// `if cond { then } else { els }`.
     If {
+        /// A `bool`.
         cond: Expr,
+        /// Run where `cond` holds.
         then: Vec<Stmt>,
+        /// Run where it does not (empty without `else`).
         els: Vec<Stmt>,
     },
+    /// `for var in (start..end).step_by(step) { body }`.
     For {
+        /// The loop variable's local.
         var: usize,
+        /// The first value.
         start: Expr,
+        /// The end, excluded.
         end: Expr,
         /// A `usize`.
         step: Option<Expr>,
+        /// Run for each value.
         body: Vec<Stmt>,
     },
+    /// `while cond { body }`.
     While {
+        /// A `bool`, evaluated before each turn.
         cond: Expr,
+        /// Run while `cond` holds.
         body: Vec<Stmt>,
     },
+    /// `loop { ... }`.
     Loop(Vec<Stmt>),
+    /// `break` out of the innermost loop.
     Break,
+    /// `continue` with its next turn.
     Continue,
     /// `return;` in a kernel, `return v;` (or the tail expression) in a device function.
     Return(Option<Expr>),
+    /// `barrier()`: every thread of the block waits for the others, and sees their writes to shared and global memory.
     Barrier,
 }
 
 impl Stmt {
+    /// Whether the statement is or contains a barrier.
     pub fn has_barrier(&self) -> bool {
         match self {
             Stmt::Barrier => true,
@@ -316,55 +400,95 @@ impl Stmt {
 }
 
 #[derive(Debug, Clone)]
+/// What an assignment writes.
 pub enum Place {
+    /// A local, by number.
     Local(usize),
-    Index { arr: Arr, idx: Expr },
+    /// An element of an array.
+    Index {
+        /// The array.
+        arr: Arr,
+        /// The index, a `usize`.
+        idx: Expr,
+    },
 }
 
 #[derive(Debug, Clone)]
+/// A typed expression.
 pub struct Expr {
+    /// What it computes.
     pub kind: ExprKind,
+    /// The type of its value.
     pub ty: Ty,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A thread coordinate, per axis (`_x`, `_y`, `_z`).
 pub enum Coord {
+    /// The thread's index in the grid (`global_x()`).
     Global,
+    /// The thread's index in its block (`thread_x()`).
     Thread,
+    /// The block's index in the grid (`block_x()`).
     Block,
+    /// Threads per block (`block_dim_x()`).
     BlockDim,
+    /// Blocks in the grid (`grid_dim_x()`).
     GridDim,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A unary operator.
 pub enum UnOp {
+    /// `-a` (wrapping for integers).
     Neg,
+    /// `!a` (bitwise for integers).
     Not,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A binary operator, as Rust writes it; integers wrap.
 pub enum BinOp {
+    /// `+`.
     Add,
+    /// `-`.
     Sub,
+    /// `*`.
     Mul,
+    /// `/` (integers: `a / 0 == a`, `MIN / -1 == MIN`, as WGSL defines it).
     Div,
+    /// `%` (integers: `a % 0 == 0`).
     Rem,
+    /// `&`.
     BitAnd,
+    /// `|`.
     BitOr,
+    /// `^`.
     BitXor,
+    /// `<<` (the shift taken modulo the width).
     Shl,
+    /// `>>` (arithmetic for signed types; the shift modulo the width).
     Shr,
+    /// `&&`.
     And,
+    /// `||`.
     Or,
+    /// `==`.
     Eq,
+    /// `!=`.
     Ne,
+    /// `<`.
     Lt,
+    /// `<=`.
     Le,
+    /// `>`.
     Gt,
+    /// `>=`.
     Ge,
 }
 
 impl BinOp {
+    /// The operator as Rust (and C, and WGSL) spell it.
     pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",
@@ -388,6 +512,7 @@ impl BinOp {
         }
     }
 
+    /// Whether the operator compares (its value is a `bool`).
     pub fn is_comparison(self) -> bool {
         matches!(
             self,
@@ -399,25 +524,44 @@ impl BinOp {
 /// The math methods, by their Rust names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Math {
+    /// `abs()`.
     Abs,
+    /// `min(b)`: a NaN loses to a number, and of two equal values (`0.0` and `-0.0`
+    /// included) the receiver wins.
     Min,
+    /// `max(b)`: a NaN loses to a number, and of two equal values the receiver wins.
     Max,
+    /// `sqrt()`.
     Sqrt,
+    /// `exp()`.
     Exp,
+    /// `exp2()`.
     Exp2,
+    /// `ln()`.
     Ln,
+    /// `log2()`.
     Log2,
+    /// `ln_1p()`: `ln(1 + self)`, accurate near 0.
+    Ln1p,
+    /// `sin()`.
     Sin,
+    /// `cos()`.
     Cos,
+    /// `tanh()`.
     Tanh,
+    /// `powf(b)`.
     Powf,
+    /// `floor()`.
     Floor,
+    /// `ceil()`.
     Ceil,
+    /// `mul_add(b, c)`: `self * b + c`, rounded once.
     MulAdd,
 }
 
 impl Math {
-    pub const ALL: [(&'static str, Math, usize); 15] = [
+    /// Each method: its Rust name, itself, and how many arguments it takes besides `self`.
+    pub const ALL: [(&'static str, Math, usize); 16] = [
         ("abs", Math::Abs, 0),
         ("min", Math::Min, 1),
         ("max", Math::Max, 1),
@@ -426,6 +570,7 @@ impl Math {
         ("exp2", Math::Exp2, 0),
         ("ln", Math::Ln, 0),
         ("log2", Math::Log2, 0),
+        ("ln_1p", Math::Ln1p, 0),
         ("sin", Math::Sin, 0),
         ("cos", Math::Cos, 0),
         ("tanh", Math::Tanh, 0),
@@ -435,6 +580,7 @@ impl Math {
         ("mul_add", Math::MulAdd, 2),
     ];
 
+    /// The method's Rust name.
     pub fn rust(self) -> &'static str {
         Math::ALL
             .iter()
@@ -450,47 +596,101 @@ impl Math {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An atomic read-modify-write of an array element (`atomic_add(&mut a[i], v)`, ...); each returns the old value.
 pub enum AtomicOp {
+    /// `atomic_add`.
     Add,
+    /// `atomic_min`.
     Min,
+    /// `atomic_max`.
     Max,
+    /// `atomic_exchange`: stores the value.
     Exchange,
+    /// `atomic_cas`: stores the second value where the element equals the first.
     Cas,
 }
 
 #[derive(Debug, Clone)]
+/// What an expression computes.
 pub enum ExprKind {
     /// A literal: its Rust text, typed (`1.5`, `3`, `true`).
     Lit(String),
+    /// A local, by number.
     Local(usize),
     /// A scalar parameter.
     Param(usize),
+    /// An element of an array, bounds-checked.
     Index {
+        /// The array.
         arr: Arr,
+        /// The index, a `usize`.
         idx: Box<Expr>,
     },
+    /// `a.len()`.
     Len(Arr),
+    /// A unary operator on a value.
     Unary(UnOp, Box<Expr>),
+    /// A binary operator on two values (of one type; a shift's right side is a `u32`).
     Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `a as T`, Rust's conversion, to the expression's type.
     Cast(Box<Expr>),
+    /// A math method on its receiver and arguments.
     Math(Math, Vec<Expr>),
+    /// A thread coordinate on an axis (0, 1, 2).
     Coord(Coord, usize),
     /// `if c { a } else { b }`, only as the whole value of a `let` or an assignment.
     IfElse(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// An atomic on an array element; its value is the old element.
     Atomic {
+        /// The operation.
         op: AtomicOp,
+        /// The array.
         arr: Arr,
+        /// The element's index, a `usize`.
         idx: Box<Expr>,
+        /// The operand(s): one, or the expected and new values of a compare-and-swap.
         args: Vec<Expr>,
     },
     /// A call of a device function: its number in [`Kernel::calls`] and its arguments.
     Call(usize, Vec<Expr>),
 }
 
+/// A function of operands of one type, outside any kernel: a built-in op's body, which a
+/// backend evaluates element by element in its own kernels. Operand `i` is
+/// `ExprKind::Local(i)`; the emitters name it as they name a local (`v_` and its name), the
+/// variable the backend's kernel declares.
+#[derive(Debug, Clone)]
+pub struct Body {
+    /// The operands, in order.
+    pub operands: Vec<Local>,
+    /// The body's value, over the operands.
+    pub value: Expr,
+}
+
+impl Body {
+    /// The kernel the emitters see the body in: no parameters, the operands as its locals.
+    pub(crate) fn context(&self) -> Kernel {
+        Kernel {
+            name: String::new(),
+            params: Vec::new(),
+            shared: Vec::new(),
+            locals: self.operands.clone(),
+            body: Vec::new(),
+            atomic: Vec::new(),
+            ret: None,
+            calls: Vec::new(),
+        }
+    }
+}
+
 /// What [`walk`] shows its visitor: each statement, then each expression in it (outer
 /// before inner).
+/// One step of [`walk`].
+#[derive(Debug)]
 pub enum Visit<'a> {
+    /// A statement.
     Stmt(&'a Stmt),
+    /// An expression.
     Expr(&'a Expr),
 }
 

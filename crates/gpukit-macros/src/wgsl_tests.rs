@@ -1,0 +1,171 @@
+//! The generated WGSL of kernels lowered from Rust, checked as wgpu's shader creation checks it.
+
+use gpukit_kernel::ir::*;
+use gpukit_kernel::wgsl::*;
+
+fn kernel(src: &str) -> Kernel {
+    let f: syn::ItemFn = syn::parse_str(src).expect("parses as a function");
+    crate::lower::lower_as(&f, false, false).expect("lowers")
+}
+
+/// naga's parse and validation, as wgpu's shader creation runs them.
+fn naga_accepts(wgsl: &str) -> Result<(), String> {
+    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::IMMEDIATES,
+    )
+    .validate(&module)
+    .map(drop)
+    .map_err(|e| e.emit_to_string(wgsl))
+}
+
+/// naga's validation with the shader features gpukit-wgpu turns on where the adapter has
+/// them: 64-bit floats and integers, and f16.
+fn naga_accepts_wide(wgsl: &str) -> Result<(), String> {
+    use naga::valid::Capabilities;
+    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        Capabilities::IMMEDIATES
+            | Capabilities::FLOAT64
+            | Capabilities::SHADER_INT64
+            | Capabilities::SHADER_FLOAT16,
+    )
+    .validate(&module)
+    .map(drop)
+    .map_err(|e| e.emit_to_string(wgsl))
+}
+
+/// Every element type has WGSL that validates, checked and unchecked: 8-bit integers packed
+/// four to a word (read-only, written, and in a shared array), bf16 two to a word, f16 as
+/// `f16`, the 64-bit types as themselves, with the operations whose results must wrap back
+/// to 8 bits, shifts, casts to and from every type, and compound assignments to elements.
+#[test]
+fn every_element_type_has_wgsl_that_validates() {
+    for t in ["u8", "i8", "i32", "u32", "i64", "u64", "f32", "f64"] {
+        let neg = if t.starts_with('u') { "a[0]" } else { "-a[0]" };
+        let ints = if t.starts_with('f') {
+            String::new()
+        } else {
+            format!(
+                "y[i] = (x << 3u32) >> 1u32; y[i] |= !x; for j in (0 as {t})..s {{ y[i] += j; }}"
+            )
+        };
+        let src = format!(
+            "fn k(a: &[{t}], y: &mut [{t}], s: {t}, f: &mut [f32]) {{
+                let tile = shared::<{t}, 64>();
+                let i = global_x();
+                let x = a[i] * s + a[i] / s - {neg};
+                tile[thread_x()] = x;
+                barrier();
+                y[i] = tile[63 - thread_x()].min(x).max(s);
+                y[i] += x;
+                y[i] *= s;
+                {ints}
+                f[i] = x as f32 + (f[i] as {t}) as f32 + (i as {t}) as f32 + (s as u8) as f32 + (s as i8) as f32;
+            }}"
+        );
+        let k = kernel(&src);
+        for checked in [true, false] {
+            let w = generate(&k, checked).unwrap_or_else(|e| panic!("{t}: {e}"));
+            if let Err(e) = naga_accepts_wide(&w) {
+                panic!("{t} (checked: {checked}):\n{e}\n{w}");
+            }
+        }
+    }
+    let k = kernel(
+        "fn k(x: &[f16], y: &mut [bf16], z: &mut [f16], s: f32) {
+            let i = global_x();
+            y[i] = x[i] * s;
+            y[i] += 1.0;
+            z[i] = y[i] - x[i];
+        }",
+    );
+    for checked in [true, false] {
+        let w = generate(&k, checked).expect("WGSL");
+        assert!(
+            w.starts_with("// Generated") && w.contains("enable f16;"),
+            "{w}"
+        );
+        if let Err(e) = naga_accepts_wide(&w) {
+            panic!("f16/bf16 (checked: {checked}):\n{e}\n{w}");
+        }
+    }
+}
+
+/// A math function of an f64 other than those Vulkan has in 64 bits leaves the kernel
+/// without WGSL, saying why; `sqrt`, `floor`, `min` and the others it has compile.
+#[test]
+fn f64_math_wgsl_has_and_lacks() {
+    let k = kernel("fn k(x: &mut [f64]) { let i = global_x(); x[i] = x[i].sqrt().floor().min(2.0).mul_add(3.0, 1.0); }");
+    naga_accepts_wide(&generate(&k, true).expect("WGSL")).expect("validates");
+    let k = kernel("fn k(x: &mut [f64]) { let i = global_x(); x[i] = x[i].exp(); }");
+    let why = generate(&k, true).expect_err("no WGSL");
+    assert!(why.contains("math function of an f64"), "{why}");
+}
+
+/// Regression (found by the `kernel_codegen` fuzz target): WGSL evaluates an expression
+/// of constants when the shader is created, and refuses one that divides an integer by
+/// zero, overflows, shifts too far, makes a float infinite or NaN, or leaves a built-in's
+/// domain, so such a kernel did not compile on Vulkan at all, while Rust (and CUDA) only
+/// give the value at run time; so was an integer division by a constant zero and a
+/// checked store to a shared array at a constant index past its end. Each constant of
+/// such an expression (and a constant divisor) now reaches it through a function, and
+/// locals are variables, so nothing is evaluated early; the
+/// values are WGSL's run-time ones (an integer divided by zero is itself, as CUDA's
+/// helpers give).
+#[test]
+fn constant_expressions_wgsl_would_refuse_compile() {
+    let bodies = [
+        "x[0] = 1.0f32 / 0.0;",
+        "x[0] = 0.0f32 / 0.0;",
+        "x[0] = (-1e-7f32).powf(0.5);",
+        "x[0] = (-4.0f32).sqrt() + (0.0f32).ln();",
+        "x[0] = 3.0e38f32 * 10.0;",
+        "let z = 0i32; x[0] = (5 / z) as f32;",
+        "let z = 0i32; x[0] = (5 % z) as f32;",
+        "let m = 2147483647i32; x[0] = (m + 1) as f32;",
+        "let s = 40u32; x[0] = (1u32 << s) as f32;",
+        "let z = 0.0f32; let q = 1.0 / z; x[0] = q;",
+        "let a = -2147483648i32; let b = -1i32; x[0] = (a / b) as f32;",
+        "let i = global_x() as i32; x[0] = (i / 0) as f32; x[1] = (i % (1 - 1)) as f32;",
+        "let t = shared::<f32, 8>(); t[100] = 1.0; x[0] = t[200];",
+    ];
+    for body in bodies {
+        let k = kernel(&format!("fn k(x: &mut [f32]) {{ {body} }}"));
+        // Without bounds checks a constant index past a shared array is the kernel's
+        // fault (`KernelSpec::unchecked`'s contract), and naga's refusal of it right.
+        let modes: &[bool] = if body.contains("t[100]") {
+            &[true]
+        } else {
+            &[true, false]
+        };
+        for &checked in modes {
+            let w = generate(&k, checked).expect("WGSL");
+            if let Err(e) = naga_accepts(&w) {
+                panic!("{body} (checked: {checked}):\n{e}\n{w}");
+            }
+        }
+    }
+}
+
+/// Regression (found by the `kernel_codegen` fuzz target): a `usize` literal above
+/// `u32::MAX`, `usize::MAX` say, went into the WGSL as it is (`18446744073709551615u`),
+/// which naga refuses, so the kernel did not compile on Vulkan. `usize::MAX` is
+/// `u32::MAX` there; another such constant leaves the kernel without WGSL, saying why.
+#[test]
+fn usize_constants_fit_wgsls_32_bit_usize() {
+    let k = kernel(
+        "fn k(x: &mut [u32]) { let mut best = usize::MAX; let i = global_x(); \
+         if i < best { best = i; } x[0] = best as u32; }",
+    );
+    for checked in [true, false] {
+        let w = generate(&k, checked).expect("WGSL");
+        assert!(w.contains("4294967295u"), "{w}");
+        assert!(!w.contains("18446744073709551615"), "{w}");
+    }
+    let k = kernel("fn k(x: &mut [u32]) { x[0] = (global_x() + 5000000000) as u32; }");
+    let why = generate(&k, true).expect_err("no WGSL");
+    assert!(why.contains("u32::MAX"), "{why}");
+}
