@@ -89,7 +89,16 @@
 //!   ready queues are listed in random order and each task is preceded by a pause drawn from
 //!   the seed, so streams' work overlaps and reorders as far as its waits allow; a race
 //!   checker reports two tasks on the same bytes, one writing, with no ordering between them,
-//!   naming both calls (see [`chaos`]).
+//!   naming both calls (see [`chaos`]). The later task fails, and its stream's next sync
+//!   returns a report such as:
+//!
+//!   ```text
+//!   race on 16384 bytes at 0x7fdc2c0d0500: written by task 1 of stream queue 62, queued at
+//!   ./tests/chaos.rs:58, in fill_then_copy (calling fill<gpukit_cpu::CpuBackend, f32, ...>); and
+//!   read by task 1 of stream queue 63, queued at ./tests/chaos.rs:60, in fill_then_copy (calling
+//!   copy<gpukit_cpu::CpuBackend, f32, ...>), with no ordering between them (chaos schedule, seed
+//!   0: GPU_CPU_SCHEDULE=chaos:0 replays it)
+//!   ```
 //! - **Launch limits** are CUDA's common ones ([`gpukit_core::LaunchLimits::CUDA_COMMON`]), so
 //!   a launch the CPU accepts is accepted by any recent GPU.
 //!

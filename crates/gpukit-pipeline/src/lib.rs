@@ -38,7 +38,25 @@
 //! A failing stage (the loader, the compute function, a copy, the sink; a panic in a user
 //! function included) stops the run: the loader is told to stop, queued work is waited for,
 //! every batch before the failing one is delivered, every buffer goes back, and the
-//! [`PipelineError`] names the batch and stage.
+//! [`PipelineError`] names the batch and stage. A loader that reports more rows than
+//! `max_rows` is [`PipelineError::TooManyRows`]. Besides [`Pipeline::run`] and
+//! [`Pipeline::run_with`], [`Pipeline::run_iter`] takes batches from an iterator of owned
+//! vectors. Staging memory for uploads is write-combined on CUDA: fast to upload from, slow
+//! for the host to read; a loader that reads back what it wrote (checksums, parsing in place)
+//! sets [`Pipeline::loader_reads_back`] to stage through plainly pinned memory instead.
+//!
+//! ## What bounds the CPU backend's figures
+//!
+//! On the CPU backend, upload and download are `memcpy`s on worker threads and compute runs
+//! on the same cores, so on a small machine a pipeline is bound by the cores as much as by
+//! any stage (with two cores, compute and both copies of each batch share them), and a batch
+//! whose buffers, times the pattern's depth, no longer fit the last-level cache copies at
+//! one core's memory bandwidth; small batches add the hand-off between threads. The report's
+//! bound counts all stages' CPU work over the cores for this reason. The `pipeline_bench`
+//! program measures the machine's own bound in the same run (each stage alone, the copies as
+//! plain `memcpy`s with the pattern's footprint, alone and overlapped, and all the work over
+//! the cores) and reports each pattern as a fraction of it; the workspace's
+//! `docs/BENCHMARKS.md` has the figures.
 //!
 //! The crate depends on gpukit-core only (the layering is `gpukit-core <- gpukit-pipeline`):
 //! it runs on the CPU backend, the CUDA backend, or the facade's `AnyBackend`. `libc` gives
