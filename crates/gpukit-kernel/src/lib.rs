@@ -17,6 +17,9 @@ mod lines;
 pub mod twin;
 pub mod wgsl;
 
+#[cfg(test)]
+mod tests;
+
 /// The helpers' CUDA C (see [`cuda::PTX_HELPERS`]), as a string literal, so that `concat!` can put
 /// it in front of a kernel's source at compile time.
 ///
