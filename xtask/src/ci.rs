@@ -16,7 +16,8 @@
 //! Python or NumPy). `package` ([`crate::package`]) packs every library crate without building it
 //! and checks that every file its sources and manifest name is in the package.
 //! `toolchains` ([`crate::toolchains`]) checks the workspace with the declared minimum Rust
-//! and the current nightly, last because it builds everything twice more (check only).
+//! and the library crates with the current nightly, last because it builds them twice more
+//! (check only).
 //! `.ci/run` calls this on a fresh clone; where rustfmt or clippy is not installed (and
 //! could not be added) their steps are reported as skipped rather than failing the build,
 //! since the tests are what a machine without those components can still verify.

@@ -148,7 +148,8 @@ commands:
         stopped after N minutes (default 40)
   toolchains
         `cargo check --workspace --all-targets --locked` with the declared minimum Rust
-        (rust-version, e.g. 1.90.0) and with the current nightly, each installed with
+        (rust-version, e.g. 1.90.0), `-p gpukit --lib` (the library crates) with the
+        current nightly, each installed with
         rustup (--profile minimal) where missing, in target/toolchains/NAME; fails only
         when the minimum fails (a failing nightly is reported), and reports a toolchain
         rustup cannot install as not run. Also the last step of `ci`.
