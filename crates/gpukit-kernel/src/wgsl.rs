@@ -260,7 +260,8 @@ fn used_types(k: &Kernel) -> Vec<Ty> {
 }
 
 /// The run-time identity, min and max of a 64-bit type, for modules that use it (a function
-/// of a 64-bit type needs the adapter's feature even when nothing calls it).
+/// of a 64-bit type needs the adapter's feature even when nothing calls it). The f64 NaN test
+/// is `!(a == a)`: a shader's `!=` may be ordered, false for a NaN.
 fn wide_helpers(t: Ty) -> String {
     let w = wty(t);
     let mut s = format!("fn gk_rt_{w}(x: {w}) -> {w} {{ return x; }}\n");
@@ -844,17 +845,11 @@ pub fn body(b: &Body) -> (String, String) {
 }
 
 /// What a [`body`] over values of type `t` may call besides [`MATH`]: the run-time identities
-/// of its constants, and min and max of a 64-bit float (its NaN test `!(a == a)`: a shader's
-/// `!=` may be ordered, false for a NaN).
+/// of its constants, and those of a 64-bit type with its min and max (`wide_helpers`).
 pub fn body_helpers(t: Ty) -> String {
     let mut s = String::from(RUNTIME);
-    let w = wty(t);
-    if t.bits() == 64 {
-        s += &format!("fn gk_rt_{w}(x: {w}) -> {w} {{ return x; }}\n");
-    }
-    if t == Ty::F64 {
-        s += "fn gk_min_f64(a: f64, b: f64) -> f64 { return select(a, b, b < a || (!(a == a) && b == b)); }\n\
-              fn gk_max_f64(a: f64, b: f64) -> f64 { return select(a, b, b > a || (!(a == a) && b == b)); }\n";
+    if matches!(t, Ty::F64 | Ty::I64 | Ty::U64) {
+        s += &wide_helpers(t);
     }
     s
 }
