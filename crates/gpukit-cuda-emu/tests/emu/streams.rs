@@ -50,16 +50,18 @@ fn query_is_not_ready_until_the_spinning_kernel_is_done() {
 /// into it, before any synchronisation, sees the old bytes; after `cuStreamSynchronize`,
 /// the copied ones. On a GPU that holds because the copy has not run yet; here it holds
 /// because of the emulator's documented delay (`src/stream.rs`: "Queued work waits
-/// `GPUKIT_CUDA_EMU_DELAY_US` [default 200 µs] before it starts unless something waits for
-/// it ..., so that a host that reads results before synchronising sees stale data"): the
-/// read below happens well within 200 µs of the call's return, and nothing waits for the
-/// copy before it. (Copies to pinned memory are fully asynchronous: api-sync-behavior.)
+/// `GPUKIT_CUDA_EMU_DELAY_US` before it starts unless something waits for it ..., so that
+/// a host that reads results before synchronising sees stale data"), set to 2 s for this
+/// child: the read below happens within that of the call's return even on a loaded
+/// 2-core machine that preempts the test (the default 200 µs did not always hold there),
+/// and nothing waits for the copy before it. (Copies to pinned memory are fully
+/// asynchronous: api-sync-behavior.)
 #[test]
 fn pinned_memory_holds_old_bytes_until_the_async_copy_is_synchronised() {
     crate::in_child(
         module_path!(),
         "pinned_memory_holds_old_bytes_until_the_async_copy_is_synchronised",
-        &[],
+        &[("GPUKIT_CUDA_EMU_DELAY_US", "2000000")],
         || {
             use_device(0);
             let n = 4096usize;
