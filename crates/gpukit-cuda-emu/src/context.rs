@@ -59,22 +59,21 @@ impl Device {
 
     /// Breaks the device with `code` (the first call wins) and says why.
     pub fn fail(&self, code: CuResult, message: &str) {
-        let mut first = false;
         self.sticky.get_or_init(|| {
-            first = true;
-            Sticky {
-                code,
-                message: message.to_owned(),
-            }
-        });
-        if first {
+            // Said before the error is published: a host thread that sees it (a sync
+            // returning it) may end the process at once, and the line that explains the
+            // failure must already be out.
             crate::errors::diagnose(&format!(
                 "device {}: {} ({}); the device is unusable from now on, as after a sticky error on hardware",
                 self.ordinal,
                 message,
                 crate::errors::name(code)
             ));
-        }
+            Sticky {
+                code,
+                message: message.to_owned(),
+            }
+        });
     }
 
     /// `Err` with the sticky error's code once there is one.
