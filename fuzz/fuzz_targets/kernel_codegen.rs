@@ -84,7 +84,8 @@ fn validate(wgsl: &str, entry: Option<&str>, src: &str, checked: bool) {
         naga::valid::Capabilities::IMMEDIATES
             | naga::valid::Capabilities::FLOAT64
             | naga::valid::Capabilities::SHADER_INT64
-            | naga::valid::Capabilities::SHADER_FLOAT16,
+            | naga::valid::Capabilities::SHADER_FLOAT16
+            | naga::valid::Capabilities::SUBGROUP,
     );
     if let Err(e) = v.validate(&module) {
         let shown = e.emit_to_string(wgsl);
@@ -582,6 +583,8 @@ impl<'a, 'b> Gen<'a, 'b> {
                     "block_x()",
                     "block_dim_x()",
                     "grid_dim_y()",
+                    "subgroup_lane()",
+                    "num_subgroups()",
                 ])?;
                 Ok(c.to_string())
             }
@@ -876,8 +879,36 @@ impl<'a, 'b> Gen<'a, 'b> {
                 let s = *self.u.choose(&["break;", "continue;"])?;
                 self.line(s);
             }
-            14 if !self.device => match self.u.int_in_range(0..=5u8)? {
+            14 if !self.device => match self.u.int_in_range(0..=6u8)? {
                 0 if depth >= 2 => self.line("barrier();"),
+                6 if depth >= 2 => {
+                    let t = self.some_ty(&[T::F32, T::I32, T::U32, T::F64, T::I64], 3)?;
+                    let (op, lane) = *self.u.choose(&[
+                        ("subgroup_add", false),
+                        ("subgroup_min", false),
+                        ("subgroup_max", false),
+                        ("subgroup_inclusive_add", false),
+                        ("subgroup_exclusive_add", false),
+                        ("subgroup_shuffle", true),
+                        ("subgroup_shuffle_xor", true),
+                        ("subgroup_shuffle_up", true),
+                        ("subgroup_shuffle_down", true),
+                    ])?;
+                    let v = self.expr(t, 2)?;
+                    let call = if lane {
+                        let l = self.expr(T::Usize, 2)?;
+                        format!("{op}({v}, {l})")
+                    } else {
+                        format!("{op}({v})")
+                    };
+                    let name = self.fresh("sg");
+                    self.line(&format!("let {name}: {} = {call};", self.ty_name(t)));
+                    self.bind(Var {
+                        name,
+                        ty: t,
+                        mutable: false,
+                    });
+                }
                 1 if !self.device && self.u.ratio(1, 4)? => self.line("return;"),
                 2 | 3 => {
                     let targets: Vec<Array> = self

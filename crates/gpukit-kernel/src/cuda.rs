@@ -70,6 +70,7 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
         src.push_str(HALF_HELPERS);
     }
     src.push_str(&int_helpers(k));
+    src.push_str(&subgroup_helpers(k));
     let mut params: Vec<String> = k
         .params
         .iter()
@@ -143,6 +144,104 @@ pub fn device(k: &Kernel) -> String {
         params = params.join(", "),
         body = g.w.out,
     )
+}
+
+/// The warp's lanes: a thread's linear index in its block, its lane, the lanes of its warp
+/// (32, fewer in a block's last warp) and their mask. Guarded.
+const SUBGROUP: &str = "#ifndef GK_SUBGROUP
+#define GK_SUBGROUP
+__device__ __forceinline__ unsigned int gk_ltid() { return (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ gk_u64 gk_sg_lane() { return (gk_u64)(gk_ltid() & 31u); }
+__device__ __forceinline__ unsigned int gk_sg_lanes() { unsigned int n = blockDim.x * blockDim.y * blockDim.z - (gk_ltid() & ~31u); return n < 32u ? n : 32u; }
+__device__ __forceinline__ unsigned int gk_sg_mask() { unsigned int n = gk_sg_lanes(); return n == 32u ? 0xffffffffu : ((1u << n) - 1u); }
+#endif
+";
+
+/// The helper name part of a collective that has one per type.
+fn sg_fn(op: Collective) -> &'static str {
+    match op {
+        Collective::Add => "add",
+        Collective::Min => "min",
+        Collective::Max => "max",
+        Collective::InclusiveAdd => "iadd",
+        Collective::ExclusiveAdd => "xadd",
+        _ => "shfl",
+    }
+}
+
+/// The warp helpers of the collectives a kernel uses, each once per type: reductions as a
+/// tree of `__shfl_down_sync` that skips lanes past the warp's last, scans as
+/// `__shfl_up_sync` steps, shuffles through `__shfl_sync` that keep the own value where the
+/// source lane is not there.
+fn subgroup_helpers(k: &Kernel) -> String {
+    let mut used: Vec<(Collective, Ty)> = Vec::new();
+    let mut lanes = false;
+    walk(&k.body, &mut |v| match v {
+        Visit::Stmt(Stmt::Collective { op, value, .. }) => {
+            lanes = true;
+            let op = match op {
+                Collective::ShuffleXor | Collective::ShuffleUp | Collective::ShuffleDown => {
+                    Collective::Shuffle
+                }
+                Collective::ExclusiveAdd => {
+                    used.push((Collective::InclusiveAdd, value.ty));
+                    *op
+                }
+                op => *op,
+            };
+            used.push((op, value.ty));
+        }
+        Visit::Expr(Expr {
+            kind: ExprKind::Lane(_),
+            ..
+        }) => lanes = true,
+        _ => {}
+    });
+    if !lanes {
+        return String::new();
+    }
+    let mut out = String::from(SUBGROUP);
+    let mut seen = Vec::new();
+    for (op, t) in used {
+        if op.votes() || seen.contains(&(op, t)) {
+            continue;
+        }
+        seen.push((op, t));
+        let (c, n, f) = (t.c(), t.rust(), sg_fn(op));
+        let body = match op {
+            Collective::Add | Collective::Min | Collective::Max => {
+                let combine = match op {
+                    Collective::Add => binary(BinOp::Add, t, "v", "t"),
+                    Collective::Min => format!("gk_min<{c}>(v, t)"),
+                    _ => format!("gk_max<{c}>(v, t)"),
+                };
+                format!(
+                    "{c} v) {{ unsigned int m = gk_sg_mask(), n = gk_sg_lanes(), l = gk_ltid() & 31u; \
+                     for (unsigned int o = 16u; o > 0u; o >>= 1) {{ {c} t = __shfl_down_sync(m, v, o); if (l + o < n) v = {combine}; }} \
+                     return __shfl_sync(m, v, 0); }}"
+                )
+            }
+            Collective::InclusiveAdd => format!(
+                "{c} v) {{ unsigned int m = gk_sg_mask(), l = gk_ltid() & 31u; \
+                 for (unsigned int o = 1u; o < 32u; o <<= 1) {{ {c} t = __shfl_up_sync(m, v, o); if (l >= o) v = {}; }} \
+                 return v; }}",
+                binary(BinOp::Add, t, "t", "v")
+            ),
+            Collective::ExclusiveAdd => format!(
+                "{c} v) {{ {c} i = gk_sg_iadd_{n}(v); {c} e = __shfl_up_sync(gk_sg_mask(), i, 1); \
+                 return (gk_ltid() & 31u) == 0u ? ({c})0 : e; }}"
+            ),
+            _ => format!(
+                "{c} v, gk_u64 s) {{ {c} r = __shfl_sync(gk_sg_mask(), v, (int)(s & 31ull)); \
+                 return s < gk_sg_lanes() ? r : v; }}"
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "#ifndef GK_SG_{f}_{n}\n#define GK_SG_{f}_{n}\n__device__ __forceinline__ {c} gk_sg_{f}_{n}({body}\n#endif"
+        );
+    }
+    out
 }
 
 /// The helpers a kernel's arithmetic calls: integer division and remainder for each type
@@ -372,6 +471,36 @@ impl Gen<'_> {
                 self.w.line(&format!("return {v};"));
             }
             Stmt::Barrier => self.w.line("__syncthreads();"),
+            Stmt::Collective {
+                local,
+                op,
+                value,
+                lane,
+            } => {
+                let l = &self.k.locals[*local];
+                let (t, name) = (l.ty, var(&l.name));
+                let v = self.expr(value);
+                let call = match (op, lane) {
+                    (Collective::Any, _) => format!("(__any_sync(gk_sg_mask(), {v}) != 0)"),
+                    (Collective::All, _) => format!("(__all_sync(gk_sg_mask(), {v}) != 0)"),
+                    (op, Some(lane)) => {
+                        // The source lane, 32 (no lane) where there is none.
+                        let (d, lv) = (self.w.fresh(), self.expr(lane));
+                        let src = match op {
+                            Collective::Shuffle => d.clone(),
+                            Collective::ShuffleXor => format!("(gk_sg_lane() ^ {d})"),
+                            Collective::ShuffleUp => {
+                                format!("({d} <= gk_sg_lane() ? gk_sg_lane() - {d} : 32ull)")
+                            }
+                            _ => format!("({d} < 32ull ? gk_sg_lane() + {d} : 32ull)"),
+                        };
+                        self.w.line(&format!("gk_u64 {d} = {lv};"));
+                        format!("gk_sg_shfl_{}({v}, {src})", t.rust())
+                    }
+                    (op, None) => format!("gk_sg_{}_{}({v})", sg_fn(*op), t.rust()),
+                };
+                self.w.line(&format!("{} {name} = {call};", t.c()));
+            }
         }
     }
 
@@ -436,6 +565,14 @@ impl Gen<'_> {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
                 format!("({c} ? {a} : {b})")
             }
+            ExprKind::Lane(q) => match q {
+                Lane::Size => "32ull".into(),
+                Lane::Lane => "gk_sg_lane()".into(),
+                Lane::Id => "((gk_u64)(gk_ltid() >> 5))".into(),
+                Lane::Count => {
+                    "((gk_u64)((blockDim.x * blockDim.y * blockDim.z + 31u) >> 5))".into()
+                }
+            },
             ExprKind::Call(callee, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 format!("{}({})", var(&self.k.calls[*callee].name), vs.join(", "))

@@ -292,6 +292,7 @@ impl Kernel {
             for s in stmts {
                 match s {
                     Stmt::Let { local, .. } if split => locals[*local].storage = Storage::PerThread,
+                    Stmt::Collective { local, .. } => locals[*local].storage = Storage::PerThread,
                     Stmt::Block(b) | Stmt::Loop(b) => walk(b, locals),
                     Stmt::If { then, els, .. } => {
                         walk(then, locals);
@@ -382,13 +383,109 @@ pub enum Stmt {
     Return(Option<Expr>),
     /// `barrier()`: every thread of the block waits for the others, and sees their writes to shared and global memory.
     Barrier,
+    /// `let local = subgroup_op(value[, lane]);`: a collective over the lanes of the
+    /// thread's subgroup. Like a barrier, every thread of the block reaches it (the CPU
+    /// twin splits the block's code there).
+    Collective {
+        /// The local the result is bound to (one value per thread).
+        local: usize,
+        /// The operation.
+        op: Collective,
+        /// Each lane's value.
+        value: Expr,
+        /// The lane, offset or mask of a shuffle (a `usize`).
+        lane: Option<Expr>,
+    },
+}
+
+/// A subgroup collective. The lanes of a subgroup are the threads of one warp on CUDA
+/// (32, by linear index in the block), the invocations of one subgroup on Vulkan (the
+/// adapter's size) and groups of [`TWIN_SUBGROUP`] threads by linear index on the CPU twin;
+/// the last subgroup of a block may have fewer lanes. A shuffle from a lane that is not
+/// there gives the caller's own value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collective {
+    /// `subgroup_add(v)`: the sum over the lanes (integers wrap; a float sum's order is the
+    /// target's).
+    Add,
+    /// `subgroup_min(v)`: the least value (a NaN loses to a number).
+    Min,
+    /// `subgroup_max(v)`: the greatest value (a NaN loses to a number).
+    Max,
+    /// `subgroup_inclusive_add(v)`: the sum over the lanes up to and including this one.
+    InclusiveAdd,
+    /// `subgroup_exclusive_add(v)`: the sum over the lanes before this one (0 on lane 0).
+    ExclusiveAdd,
+    /// `subgroup_shuffle(v, lane)`: lane `lane`'s value.
+    Shuffle,
+    /// `subgroup_shuffle_xor(v, mask)`: the value of lane `this ^ mask`.
+    ShuffleXor,
+    /// `subgroup_shuffle_up(v, delta)`: the value of lane `this - delta` (the own value
+    /// where there is none).
+    ShuffleUp,
+    /// `subgroup_shuffle_down(v, delta)`: the value of lane `this + delta`.
+    ShuffleDown,
+    /// `subgroup_any(c)`: whether `c` holds on any lane.
+    Any,
+    /// `subgroup_all(c)`: whether `c` holds on every lane.
+    All,
+}
+
+/// The subgroup size of the CPU twin (the CUDA warp's, so that a kernel's twin and its CUDA
+/// run group threads alike).
+pub const TWIN_SUBGROUP: usize = 32;
+
+impl Collective {
+    /// Each collective: its name in the kernel language, itself, and whether it takes a lane.
+    pub const ALL: [(&'static str, Collective, bool); 11] = [
+        ("subgroup_add", Collective::Add, false),
+        ("subgroup_min", Collective::Min, false),
+        ("subgroup_max", Collective::Max, false),
+        ("subgroup_inclusive_add", Collective::InclusiveAdd, false),
+        ("subgroup_exclusive_add", Collective::ExclusiveAdd, false),
+        ("subgroup_shuffle", Collective::Shuffle, true),
+        ("subgroup_shuffle_xor", Collective::ShuffleXor, true),
+        ("subgroup_shuffle_up", Collective::ShuffleUp, true),
+        ("subgroup_shuffle_down", Collective::ShuffleDown, true),
+        ("subgroup_any", Collective::Any, false),
+        ("subgroup_all", Collective::All, false),
+    ];
+
+    /// The collective of a name in the kernel language.
+    pub fn from_name(name: &str) -> Option<Collective> {
+        Collective::ALL.iter().find(|c| c.0 == name).map(|c| c.1)
+    }
+
+    /// Its name in the kernel language.
+    pub fn name(self) -> &'static str {
+        Collective::ALL
+            .iter()
+            .find(|c| c.1 == self)
+            .map_or("subgroup_add", |c| c.0)
+    }
+
+    /// Whether it takes a lane, offset or mask besides the value.
+    pub fn takes_lane(self) -> bool {
+        matches!(
+            self,
+            Collective::Shuffle
+                | Collective::ShuffleXor
+                | Collective::ShuffleUp
+                | Collective::ShuffleDown
+        )
+    }
+
+    /// Whether it votes on a `bool` (else it takes a 32- or 64-bit number).
+    pub fn votes(self) -> bool {
+        matches!(self, Collective::Any | Collective::All)
+    }
 }
 
 impl Stmt {
     /// Whether the statement is or contains a barrier.
     pub fn has_barrier(&self) -> bool {
         match self {
-            Stmt::Barrier => true,
+            Stmt::Barrier | Stmt::Collective { .. } => true,
             Stmt::Block(b) | Stmt::Loop(b) => b.iter().any(Stmt::has_barrier),
             Stmt::If { then, els, .. } => {
                 then.iter().any(Stmt::has_barrier) || els.iter().any(Stmt::has_barrier)
@@ -435,6 +532,35 @@ pub enum Coord {
     BlockDim,
     /// Blocks in the grid (`grid_dim_x()`).
     GridDim,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a thread is among the subgroups of its block (each a `usize`).
+pub enum Lane {
+    /// `subgroup_size()`: the lanes of a full subgroup (32 on CUDA, the adapter's on
+    /// Vulkan, [`TWIN_SUBGROUP`] on the CPU twin).
+    Size,
+    /// `subgroup_lane()`: this thread's lane in its subgroup.
+    Lane,
+    /// `subgroup_id()`: this thread's subgroup in its block.
+    Id,
+    /// `num_subgroups()`: the subgroups of the block.
+    Count,
+}
+
+impl Lane {
+    /// Each query: its name in the kernel language and itself.
+    pub const ALL: [(&'static str, Lane); 4] = [
+        ("subgroup_size", Lane::Size),
+        ("subgroup_lane", Lane::Lane),
+        ("subgroup_id", Lane::Id),
+        ("num_subgroups", Lane::Count),
+    ];
+
+    /// The query of a name in the kernel language.
+    pub fn from_name(name: &str) -> Option<Lane> {
+        Lane::ALL.iter().find(|c| c.0 == name).map(|c| c.1)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -638,6 +764,8 @@ pub enum ExprKind {
     Math(Math, Vec<Expr>),
     /// A thread coordinate on an axis (0, 1, 2).
     Coord(Coord, usize),
+    /// Where the thread is among its block's subgroups.
+    Lane(Lane),
     /// `if c { a } else { b }`, only as the whole value of a `let` or an assignment.
     IfElse(Box<Expr>, Box<Expr>, Box<Expr>),
     /// An atomic on an array element; its value is the old element.
@@ -732,6 +860,12 @@ pub fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(Visit<'a>)) {
                 walk_expr(cond, f);
                 walk(body, f);
             }
+            Stmt::Collective { value, lane, .. } => {
+                walk_expr(value, f);
+                if let Some(l) = lane {
+                    walk_expr(l, f);
+                }
+            }
             Stmt::Return(None) | Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
         }
     }
@@ -763,6 +897,7 @@ pub fn walk_expr<'a>(e: &'a Expr, f: &mut dyn FnMut(Visit<'a>)) {
         | ExprKind::Local(_)
         | ExprKind::Param(_)
         | ExprKind::Len(_)
-        | ExprKind::Coord(..) => {}
+        | ExprKind::Coord(..)
+        | ExprKind::Lane(_) => {}
     }
 }

@@ -144,3 +144,89 @@ fn twin_min_of_floats_is_the_languages() {
     let src = twin::generate(&k);
     assert!(src.contains("is_nan()") && !src.contains(".min("), "{src}");
 }
+
+/// A kernel of one collective: `let s = op(a[0]);` over `ty`, then `a[0] = s`.
+fn one_collective(op: Collective, ty: Ty) -> Kernel {
+    let read = Expr {
+        kind: ExprKind::Index {
+            arr: Arr::Param(0),
+            idx: Box::new(lit("0", Ty::Usize)),
+        },
+        ty,
+    };
+    let mut k = Kernel {
+        name: "k".into(),
+        params: vec![Param {
+            name: "a".into(),
+            ty,
+            kind: ParamKind::Slice {
+                mutable: true,
+                array: 0,
+            },
+        }],
+        shared: Vec::new(),
+        locals: vec![Local {
+            name: "s".into(),
+            ty,
+            mutable: false,
+            storage: Storage::Plain,
+        }],
+        body: vec![
+            Stmt::Collective {
+                local: 0,
+                op,
+                value: read,
+                lane: op.takes_lane().then(|| lit("1", Ty::Usize)),
+            },
+            Stmt::Assign {
+                place: Place::Index {
+                    arr: Arr::Param(0),
+                    idx: lit("0", Ty::Usize),
+                },
+                op: None,
+                value: local(0, ty),
+            },
+        ],
+        atomic: Vec::new(),
+        ret: None,
+        calls: Vec::new(),
+    };
+    k.assign_storage();
+    k
+}
+
+/// Reductions are warp-shuffle trees on CUDA and subgroup built-ins in WGSL; the twin keeps
+/// a collective's result per thread; a kernel without collectives brings no warp helpers.
+#[test]
+fn collectives_are_warp_shuffles_and_subgroup_builtins() {
+    let k = one_collective(Collective::Add, Ty::F32);
+    assert_eq!(k.locals[0].storage, Storage::PerThread);
+    let c = cuda::generate(&k, true);
+    assert!(
+        c.contains("__shfl_down_sync") && c.contains("gk_sg_add_f32"),
+        "{c}"
+    );
+    let w = wgsl::generate(&k, true).unwrap();
+    // A reduction reads no lane built-in, so it runs in blocks of any shape.
+    assert!(
+        w.contains("subgroupAdd(") && !w.contains("@builtin(subgroup_invocation_id)"),
+        "{w}"
+    );
+    assert!(twin::generate(&k).contains("__pt_s[__w0 + __l]"));
+    let c = cuda::generate(&one_collective(Collective::ExclusiveAdd, Ty::I64), true);
+    assert!(
+        c.contains("gk_sg_iadd_i64") && c.contains("__shfl_up_sync"),
+        "{c}"
+    );
+    let w = wgsl::generate(&one_collective(Collective::ShuffleXor, Ty::U32), true).unwrap();
+    assert!(
+        w.contains("subgroupShuffle(") && w.contains("subgroupBallot(true)"),
+        "{w}"
+    );
+    assert!(
+        w.contains("@builtin(subgroup_invocation_id)") && w.contains("@builtin(subgroup_size)"),
+        "{w}"
+    );
+    let plain = relu_or_min(Ty::F32);
+    assert!(!cuda::body(&plain).contains("shfl"));
+}

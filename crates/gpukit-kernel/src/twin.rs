@@ -170,6 +170,12 @@ impl Gen<'_> {
                     self.block_level(body);
                     self.out.push_str("}\n");
                 }
+                Stmt::Collective {
+                    local,
+                    op,
+                    value,
+                    lane,
+                } => self.collective(*local, *op, value, lane.as_ref()),
                 // The lowering refuses barriers anywhere else.
                 _ => {}
             }
@@ -218,16 +224,7 @@ impl Gen<'_> {
         let v = self.expr(e);
         let mut used = Vec::new();
         expr_locals(self.k, e, &mut used);
-        let loads: String = used
-            .iter()
-            .map(|&l| {
-                let n = &self.k.locals[l].name;
-                format!(
-                    "let {n}: {} = __pt_{n}[__tid];\n",
-                    self.k.locals[l].ty.rust()
-                )
-            })
-            .collect();
+        let loads = self.loads(&used);
         let _ = writeln!(
             self.out,
             "let {name}: {t} = {{\nlet mut __seen: ::core::option::Option<{t}> = ::core::option::Option::None;\n{THREADS}{loads}\
@@ -236,6 +233,102 @@ impl Gen<'_> {
              }}}}}}\n__seen.unwrap_or_default()\n}};"
         );
         name
+    }
+
+    /// A collective: every thread of the block evaluates its value (and lane), then each
+    /// subgroup's lanes get their results.
+    fn collective(&mut self, local: usize, op: Collective, value: &Expr, lane: Option<&Expr>) {
+        let t = value.ty.rust();
+        let name = self.k.locals[local].name.clone();
+        let v = self.expr(value);
+        let lv = lane.map(|l| self.expr(l));
+        let mut used = Vec::new();
+        expr_locals(self.k, value, &mut used);
+        if let Some(l) = lane {
+            expr_locals(self.k, l, &mut used);
+        }
+        let loads = self.loads(&used);
+        let _ = writeln!(
+            self.out,
+            "{{\nlet mut __cv: ::std::vec::Vec<{t}> = ::std::vec![<{t}>::default(); __nthreads];\n\
+             let mut __cl: ::std::vec::Vec<usize> = ::std::vec![0usize; __nthreads];\n\
+             {THREADS}{loads}__cv[__tid] = {v};\n__cl[__tid] = {};\n}}}}}}",
+            lv.as_deref().unwrap_or("0usize")
+        );
+        let fold = |f: &str| {
+            format!(
+                "let mut __a: {t} = __cv[__w0];\nfor __j in 1..__n {{ let (__x, __y): ({t}, {t}) = (__a, __cv[__w0 + __j]); __a = {f}; }}\n"
+            )
+        };
+        let (pre, each) = match op {
+            Collective::Add => (
+                fold(&binary(BinOp::Add, value.ty, "__x", "__y")),
+                "__a".to_string(),
+            ),
+            Collective::Min | Collective::Max if value.ty.is_float() => {
+                let cmp = if op == Collective::Min { "<" } else { ">" };
+                (
+                    fold(&format!(
+                        "if __y {cmp} __x || (__x.is_nan() && !__y.is_nan()) {{ __y }} else {{ __x }}"
+                    )),
+                    "__a".to_string(),
+                )
+            }
+            Collective::Min => (fold("__x.min(__y)"), "__a".to_string()),
+            Collective::Max => (fold("__x.max(__y)"), "__a".to_string()),
+            Collective::Any => (
+                String::new(),
+                "__cv[__w0..__w0 + __n].iter().any(|&__b| __b)".to_string(),
+            ),
+            Collective::All => (
+                String::new(),
+                "__cv[__w0..__w0 + __n].iter().all(|&__b| __b)".to_string(),
+            ),
+            Collective::InclusiveAdd | Collective::ExclusiveAdd => {
+                let add = binary(BinOp::Add, value.ty, "__s", "__cv[__w0 + __j]");
+                let upto = if op == Collective::InclusiveAdd {
+                    "=__l"
+                } else {
+                    "__l"
+                };
+                (
+                    String::new(),
+                    format!("{{ let mut __s: {t} = <{t}>::default(); for __j in 0..{upto} {{ __s = {add}; }} __s }}"),
+                )
+            }
+            _ => {
+                let src = match op {
+                    Collective::Shuffle => "__cl[__w0 + __l]",
+                    Collective::ShuffleXor => "__l ^ __cl[__w0 + __l]",
+                    Collective::ShuffleUp => {
+                        "if __cl[__w0 + __l] <= __l { __l - __cl[__w0 + __l] } else { __n }"
+                    }
+                    _ => "__l.checked_add(__cl[__w0 + __l]).unwrap_or(__n)",
+                };
+                (
+                    String::new(),
+                    format!("{{ let __s: usize = {src}; if __s < __n {{ __cv[__w0 + __s] }} else {{ __cv[__w0 + __l] }} }}"),
+                )
+            }
+        };
+        let _ = writeln!(
+            self.out,
+            "let mut __w0 = 0usize;\nwhile __w0 < __nthreads {{\nlet __n = (__nthreads - __w0).min({TWIN_SUBGROUP});\n{pre}\
+             for __l in 0..__n {{ __pt_{name}[__w0 + __l] = {each}; }}\n__w0 += {TWIN_SUBGROUP};\n}}\n}}"
+        );
+    }
+
+    /// The current thread's values of the per-thread locals `used`, bound to their names.
+    fn loads(&self, used: &[usize]) -> String {
+        used.iter()
+            .map(|&l| {
+                let n = &self.k.locals[l].name;
+                format!(
+                    "let {n}: {} = __pt_{n}[__tid];\n",
+                    self.k.locals[l].ty.rust()
+                )
+            })
+            .collect()
     }
 
     /// A local by name: per-thread ones are loaded at the start of each run (`flush`).
@@ -377,6 +470,8 @@ impl Gen<'_> {
                 let _ = writeln!(self.out, "return {v};");
             }
             Stmt::Barrier => {}
+            // Split out by `block_level`: a collective is never part of one thread's code.
+            Stmt::Collective { .. } => {}
         }
     }
 
@@ -452,6 +547,12 @@ impl Gen<'_> {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
                 format!("(if {c} {{ {a} }} else {{ {b} }})")
             }
+            ExprKind::Lane(q) => match q {
+                Lane::Size => format!("{TWIN_SUBGROUP}usize"),
+                Lane::Lane => format!("(__tid % {TWIN_SUBGROUP})"),
+                Lane::Id => format!("(__tid / {TWIN_SUBGROUP})"),
+                Lane::Count => format!("__nthreads.div_ceil({TWIN_SUBGROUP})"),
+            },
             ExprKind::Call(callee, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 format!("{}({})", self.k.calls[*callee].path, vs.join(", "))

@@ -92,9 +92,23 @@ pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
     for i in 0..k.shared.len() {
         helpers(k, Arr::Shared(i), &mut src);
     }
+    // Only the built-ins the kernel reads: naga refuses `subgroup_invocation_id` and
+    // `subgroup_id` in a pipeline whose workgroup has more than one dimension, which a
+    // kernel that only reduces or scans may well have.
+    let mut subgroups = String::new();
+    let (lane, id, size) = subgroup_builtins(k);
+    if lane {
+        subgroups += ", @builtin(subgroup_invocation_id) gk_sg_lane: u32";
+    }
+    if size {
+        subgroups += ", @builtin(subgroup_size) gk_sg_size: u32";
+    }
+    if id {
+        subgroups += ", @builtin(subgroup_id) gk_sg_id: u32";
+    }
     let _ = writeln!(
         src,
-        "@compute @workgroup_size(block_x, block_y, block_z)\nfn {}(@builtin(workgroup_id) gk_wid: vec3<u32>, @builtin(local_invocation_id) gk_lid: vec3<u32>, @builtin(num_workgroups) gk_nwg: vec3<u32>) {{",
+        "@compute @workgroup_size(block_x, block_y, block_z)\nfn {}(@builtin(workgroup_id) gk_wid: vec3<u32>, @builtin(local_invocation_id) gk_lid: vec3<u32>, @builtin(num_workgroups) gk_nwg: vec3<u32>{subgroups}) {{",
         k.name
     );
     src.push_str(&g.w.out);
@@ -238,6 +252,44 @@ const FAULT: &str = "fn gk_fault(arr: u32, i: u32, n: u32) {
     }
 }
 ";
+
+/// Whether the kernel uses subgroup collectives or lane queries (its module then needs the
+/// adapter's subgroups, wgpu's `Features::SUBGROUP`).
+pub fn uses_subgroups(k: &Kernel) -> bool {
+    let mut uses = false;
+    walk(&k.body, &mut |v| {
+        uses |= matches!(
+            v,
+            Visit::Stmt(Stmt::Collective { .. })
+                | Visit::Expr(Expr {
+                    kind: ExprKind::Lane(_),
+                    ..
+                })
+        )
+    });
+    uses
+}
+
+/// Which subgroup built-ins the kernel reads: the lane, the subgroup's number, the size.
+fn subgroup_builtins(k: &Kernel) -> (bool, bool, bool) {
+    let (mut lane, mut id, mut size) = (false, false, false);
+    walk(&k.body, &mut |v| match v {
+        Visit::Stmt(Stmt::Collective { op, .. }) if op.takes_lane() => {
+            lane = true;
+            size = true;
+        }
+        Visit::Expr(Expr {
+            kind: ExprKind::Lane(q),
+            ..
+        }) => match q {
+            Lane::Lane => lane = true,
+            Lane::Id => id = true,
+            Lane::Size | Lane::Count => size = true,
+        },
+        _ => {}
+    });
+    (lane, id, size)
+}
 
 /// Every type the kernel's values, parameters and arrays have.
 fn used_types(k: &Kernel) -> Vec<Ty> {
@@ -701,6 +753,72 @@ impl Gen<'_> {
                 self.w.line("storageBarrier();");
                 self.w.line("workgroupBarrier();");
             }
+            Stmt::Collective {
+                local,
+                op,
+                value,
+                lane,
+            } => {
+                let l = &self.k.locals[*local];
+                let (t, name) = (l.ty, var(&l.name));
+                let w = wty(t);
+                let v = self.w.fresh();
+                let x = self.value(value);
+                self.w.line(&format!("let {v} = {x};"));
+                let r = match op {
+                    Collective::Add => format!("subgroupAdd({v})"),
+                    Collective::InclusiveAdd => format!("subgroupInclusiveAdd({v})"),
+                    Collective::ExclusiveAdd => format!("subgroupExclusiveAdd({v})"),
+                    Collective::Any => format!("subgroupAny({v})"),
+                    Collective::All => format!("subgroupAll({v})"),
+                    Collective::Min | Collective::Max if t.is_float() => {
+                        // A NaN loses to a number: it takes part as the infinity that cannot
+                        // win, and only where every lane has one is the result a NaN.
+                        let (f, inf) = if *op == Collective::Min {
+                            ("subgroupMin", "")
+                        } else {
+                            ("subgroupMax", "-")
+                        };
+                        let (nan, inf) = if t == Ty::F32 {
+                            (format!("gk_nan32({v})"), format!("{inf}gk_inf32()"))
+                        } else {
+                            (format!("!({v} == {v})"), format!("{inf}f64(gk_inf32())"))
+                        };
+                        let m = self.w.fresh();
+                        self.w
+                            .line(&format!("let {m} = {f}(select({v}, {inf}, {nan}));"));
+                        format!("select({m}, {v}, subgroupAll({nan}))")
+                    }
+                    Collective::Min => format!("subgroupMin({v})"),
+                    Collective::Max => format!("subgroupMax({v})"),
+                    op => {
+                        // The source lane (128, no lane, where there is none), and whether
+                        // it is there: a shuffle from an absent lane is the own value.
+                        let lane = lane.as_ref().expect("a shuffle has a lane");
+                        let d = self.w.fresh();
+                        let lv = self.expr(lane);
+                        self.w.line(&format!("let {d}: u32 = {lv};"));
+                        let src = match op {
+                            Collective::Shuffle => d.clone(),
+                            Collective::ShuffleXor => format!("(gk_sg_lane ^ {d})"),
+                            Collective::ShuffleUp => {
+                                format!("select(128u, gk_sg_lane - {d}, {d} <= gk_sg_lane)")
+                            }
+                            _ => format!("select(128u, gk_sg_lane + {d}, {d} < 128u)"),
+                        };
+                        let (sv, b, got) = (self.w.fresh(), self.w.fresh(), self.w.fresh());
+                        self.w.line(&format!("let {sv}: u32 = {src};"));
+                        self.w.line(&format!("let {b} = subgroupBallot(true);"));
+                        self.w.line(&format!(
+                            "let {got} = subgroupShuffle({v}, min({sv}, gk_sg_size - 1u));"
+                        ));
+                        format!(
+                            "select({v}, {got}, {sv} < 128u && (({b}[min({sv}, 127u) >> 5u] >> ({sv} & 31u)) & 1u) != 0u)"
+                        )
+                    }
+                };
+                self.w.line(&format!("var {name}: {w} = {r};"));
+            }
         }
     }
 
@@ -805,6 +923,16 @@ impl Gen<'_> {
                 }
             }
             ExprKind::IfElse(..) => self.value(e),
+            ExprKind::Lane(q) => match q {
+                Lane::Size => "gk_sg_size".into(),
+                Lane::Lane => "gk_sg_lane".into(),
+                Lane::Id => "gk_sg_id".into(),
+                // Not the `num_subgroups` built-in: lavapipe gives the block's size divided
+                // by the subgroup's rounded down (12 for 100 threads in subgroups of 8).
+                Lane::Count => {
+                    "((block_x * block_y * block_z + gk_sg_size - 1u) / gk_sg_size)".into()
+                }
+            },
             ExprKind::Call(callee, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 format!("{}({})", var(&self.k.calls[*callee].name), vs.join(", "))

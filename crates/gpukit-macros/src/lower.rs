@@ -15,14 +15,16 @@ const MAX_PARAMS: usize = 8;
 
 const SUPPORTED_STMTS: &str = "a kernel's body may use `let`/`let mut`, `const`, assignments \
      (also `+=` etc.), `if`/`else`, `for i in a..b` (also `(a..b).step_by(s)`), `while`, \
-     `loop`, `break`, `continue`, `return`, `barrier()`, `shared::<T, N>()` and the atomics";
+     `loop`, `break`, `continue`, `return`, `barrier()`, `shared::<T, N>()`, the atomics and \
+     the subgroup collectives (`let s = subgroup_add(v);`)";
 
 const SUPPORTED_EXPRS: &str = "expressions may use literals, locals, parameters, `a[i]`, \
      `a.len()`, arithmetic, comparisons, `&&`/`||`/`!`, bit operations, `as` casts, the math \
      methods (abs, min, max, sqrt, exp, exp2, ln, log2, sin, cos, tanh, powf, floor, ceil, \
      mul_add), `T::MIN`/`T::MAX` of integer types, the thread coordinates (`global_x()`, \
-     `thread_x()`, `block_x()`, `block_dim_x()`, `grid_dim_x()` and their `_y`, `_z`) and \
-     `atomic_add`/`atomic_min`/`atomic_max`/`atomic_exchange`/`atomic_cas`";
+     `thread_x()`, `block_x()`, `block_dim_x()`, `grid_dim_x()` and their `_y`, `_z`), the \
+     subgroup queries (`subgroup_size()`, `subgroup_lane()`, `subgroup_id()`, \
+     `num_subgroups()`) and `atomic_add`/`atomic_min`/`atomic_max`/`atomic_exchange`/`atomic_cas`";
 
 /// What a kernel does with f16 and bf16.
 const HALF_VALUES: &str = "f16 and bf16 are storage types in a kernel: an element read from an \
@@ -240,12 +242,16 @@ fn value_ty(t: &syn::Type) -> Result<Ty> {
     )
 }
 
-/// Whether `tokens` call `barrier()` anywhere.
+/// Whether `tokens` call `barrier()` or a subgroup collective anywhere (every thread of a
+/// block reaches both alike).
 fn mentions_barrier(tokens: TokenStream) -> bool {
     let mut prev_barrier = false;
     for t in tokens {
         match t {
-            TokenTree::Ident(id) => prev_barrier = id == "barrier",
+            TokenTree::Ident(id) => {
+                let name = id.to_string();
+                prev_barrier = name == "barrier" || Collective::from_name(&name).is_some();
+            }
             TokenTree::Group(g) => {
                 if prev_barrier && g.delimiter() == proc_macro2::Delimiter::Parenthesis {
                     return true;
@@ -547,6 +553,12 @@ impl Lowerer {
             return Ok(());
         }
         let declared = declared.map(value_ty).transpose()?;
+        // `let s = subgroup_add(v);`
+        if let syn::Expr::Call(c) = &*init.expr {
+            if let Some(op) = call_name(c).as_deref().and_then(Collective::from_name) {
+                return self.collective(c, op, ident, mutable, declared, out);
+            }
+        }
         let value = self.value(&init.expr, declared)?;
         if let Some(d) = declared {
             if d != value.ty {
@@ -562,6 +574,84 @@ impl Lowerer {
             }
         }
         self.bind_local(ident, mutable, value, out);
+        Ok(())
+    }
+
+    /// `let name = subgroup_op(value[, lane]);`: a collective, which every thread of the
+    /// block reaches, as it reaches a barrier.
+    fn collective(
+        &mut self,
+        c: &syn::ExprCall,
+        op: Collective,
+        ident: &syn::Ident,
+        mutable: bool,
+        declared: Option<Ty>,
+        out: &mut Vec<Stmt>,
+    ) -> Result<()> {
+        let name = op.name();
+        if self.device {
+            return err(
+                &c.func,
+                format!("`{name}` needs a thread: a #[kernel(device)] function has none"),
+            );
+        }
+        let (want, usage) = if op.takes_lane() {
+            (
+                2,
+                format!("`let r = {name}(value, lane);` (the lane a usize)"),
+            )
+        } else {
+            (1, format!("`let r = {name}(value);`"))
+        };
+        if c.args.len() != want {
+            return err(c, format!("`{name}` takes {want} argument(s): {usage}"));
+        }
+        let value = if op.votes() {
+            let v = self.expr(&c.args[0], Some(Ty::Bool))?;
+            expect_ty(&c.args[0], Ty::Bool, v.ty)?;
+            v
+        } else {
+            let v = self.expr(&c.args[0], declared)?;
+            if !matches!(
+                v.ty,
+                Ty::F32 | Ty::F64 | Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64
+            ) {
+                return err(
+                    &c.args[0],
+                    format!(
+                        "`{name}` takes an f32, f64, i32, u32, i64 or u64 (found {}; cast it with `as`)",
+                        v.ty.rust()
+                    ),
+                );
+            }
+            v
+        };
+        if let Some(d) = declared {
+            expect_ty(c, d, value.ty)?;
+        }
+        let lane = if op.takes_lane() {
+            let l = self.expr(&c.args[1], Some(Ty::Usize))?;
+            expect_ty(&c.args[1], Ty::Usize, l.ty)?;
+            Some(l)
+        } else {
+            None
+        };
+        self.uses_barrier = true;
+        let local_name = self.fresh_name(&ident.to_string());
+        let local = self.locals.len();
+        self.locals.push(Local {
+            name: local_name,
+            ty: value.ty,
+            mutable,
+            storage: Storage::PerThread,
+        });
+        self.bind(ident.to_string(), Binding::Local(local));
+        out.push(Stmt::Collective {
+            local,
+            op,
+            value,
+            lane,
+        });
         Ok(())
     }
 
@@ -1301,6 +1391,8 @@ impl Lowerer {
             return self.device_call(c, want);
         };
         let intrinsic = coord(&name).is_some()
+            || Lane::from_name(&name).is_some()
+            || Collective::from_name(&name).is_some()
             || atomic_op(&name).is_some()
             || name == "barrier"
             || name == "shared";
@@ -1324,6 +1416,24 @@ impl Lowerer {
                 kind: ExprKind::Coord(coord, axis),
                 ty: Ty::Usize,
             });
+        }
+        if let Some(q) = Lane::from_name(&name) {
+            if !c.args.is_empty() {
+                return err(&c.args, format!("`{name}()` takes no arguments"));
+            }
+            return Ok(Expr {
+                kind: ExprKind::Lane(q),
+                ty: Ty::Usize,
+            });
+        }
+        if Collective::from_name(&name).is_some() {
+            return err(
+                c,
+                format!(
+                    "`{name}(..)` is the whole value of a `let` of its own (`let r = {name}(..);`): \
+                     every thread of the block reaches it, as it reaches `barrier()`"
+                ),
+            );
         }
         if let Some(op) = atomic_op(&name) {
             let want_args = if op == AtomicOp::Cas { 3 } else { 2 };

@@ -21,7 +21,7 @@ fn naga_accepts(wgsl: &str) -> Result<(), String> {
 }
 
 /// naga's validation with the shader features gpukit-wgpu turns on where the adapter has
-/// them: 64-bit floats and integers, and f16.
+/// them: 64-bit floats and integers, f16 and subgroups.
 fn naga_accepts_wide(wgsl: &str) -> Result<(), String> {
     use naga::valid::Capabilities;
     let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
@@ -30,7 +30,8 @@ fn naga_accepts_wide(wgsl: &str) -> Result<(), String> {
         Capabilities::IMMEDIATES
             | Capabilities::FLOAT64
             | Capabilities::SHADER_INT64
-            | Capabilities::SHADER_FLOAT16,
+            | Capabilities::SHADER_FLOAT16
+            | Capabilities::SUBGROUP,
     )
     .validate(&module)
     .map(drop)
@@ -168,4 +169,39 @@ fn usize_constants_fit_wgsls_32_bit_usize() {
     let k = kernel("fn k(x: &mut [u32]) { x[0] = (global_x() + 5000000000) as u32; }");
     let why = generate(&k, true).expect_err("no WGSL");
     assert!(why.contains("u32::MAX"), "{why}");
+}
+
+/// Every collective and lane query on every type it takes validates with subgroups, and
+/// only with them: a kernel without subgroup operations needs no subgroup capability.
+#[test]
+fn subgroup_operations_have_wgsl_that_validates() {
+    for t in ["i32", "u32", "f32", "i64", "u64", "f64"] {
+        let src = format!(
+            "fn k(a: &[{t}], y: &mut [{t}], c: &mut [u32]) {{
+                let i = global_x();
+                let x = a[i];
+                let s = subgroup_add(x);
+                let lo = subgroup_min(x);
+                let hi = subgroup_max(x);
+                let inc = subgroup_inclusive_add(x);
+                let exc = subgroup_exclusive_add(x);
+                let b = subgroup_shuffle(x, 0);
+                let r = subgroup_shuffle_xor(x, 1);
+                let u = subgroup_shuffle_up(x, 1);
+                let d = subgroup_shuffle_down(x, 2);
+                let any = subgroup_any(x > lo);
+                let all = subgroup_all(x >= lo);
+                y[i] = s + lo + hi + inc + exc + b + r + u + d;
+                if any && all {{ c[i] = (subgroup_size() + subgroup_lane() + subgroup_id() + num_subgroups()) as u32; }}
+            }}"
+        );
+        let w = generate(&kernel(&src), true).unwrap_or_else(|e| panic!("{t}: {e}"));
+        if let Err(e) = naga_accepts_wide(&w) {
+            panic!("{t}:\n{e}\n{w}");
+        }
+        assert!(
+            naga_accepts(&w).is_err(),
+            "{t}: needs the SUBGROUP capability"
+        );
+    }
 }

@@ -34,6 +34,7 @@ pub(crate) fn optional_features() -> wgpu::Features {
     wgpu::Features::SHADER_F16
         | wgpu::Features::SHADER_F64
         | wgpu::Features::SHADER_INT64
+        | wgpu::Features::SUBGROUP
         | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
 }
 

@@ -98,11 +98,40 @@ pub(crate) fn load(shared: &Shared, desc: &KernelDesc) -> Result<WgpuKernel> {
     })
 }
 
-/// Why the adapter cannot run `module`, if it cannot: a 64-bit or 16-bit type it lacks the
-/// feature for.
+/// Why the adapter cannot run `module`, if it cannot: a 64-bit or 16-bit type or subgroup
+/// operations it lacks the feature for.
 fn missing_feature(shared: &Shared, module: &wgpu::naga::Module) -> Option<&'static str> {
-    use wgpu::naga::{ScalarKind, TypeInner};
+    use wgpu::naga::{Expression, ScalarKind, TypeInner};
     let has = |f| shared.features.contains(f);
+    let subgroups = module
+        .functions
+        .iter()
+        .map(|(_, f)| f)
+        .chain(module.entry_points.iter().map(|e| &e.function))
+        .any(|f| {
+            f.expressions.iter().any(|(_, e)| {
+                matches!(
+                    e,
+                    Expression::SubgroupOperationResult { .. } | Expression::SubgroupBallotResult
+                )
+            }) || f.arguments.iter().any(|a| {
+                matches!(
+                    a.binding,
+                    Some(wgpu::naga::Binding::BuiltIn(
+                        wgpu::naga::BuiltIn::SubgroupSize
+                            | wgpu::naga::BuiltIn::SubgroupInvocationId
+                            | wgpu::naga::BuiltIn::SubgroupId
+                            | wgpu::naga::BuiltIn::NumSubgroups
+                    ))
+                )
+            })
+        });
+    if subgroups && !has(wgpu::Features::SUBGROUP) {
+        return Some(
+            "the kernel uses subgroup operations, which this adapter lacks (wgpu's SUBGROUP): \
+             run it on the CPU or CUDA backends",
+        );
+    }
     for (_, ty) in module.types.iter() {
         let scalar = match ty.inner {
             TypeInner::Scalar(s) | TypeInner::Atomic(s) => s,

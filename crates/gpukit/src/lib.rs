@@ -81,6 +81,32 @@
 //! (method calls, closures, references, macros) is a compile error at its span that says
 //! what is supported.
 //!
+//! **Subgroups** (warps on CUDA). `subgroup_size()`, `subgroup_lane()`, `subgroup_id()` (the
+//! thread's subgroup in its block) and `num_subgroups()` (all `usize`) say where a thread is;
+//! the size is the target's own: 32 on CUDA, the adapter's on Vulkan (8 on lavapipe, 32 to 64
+//! on GPUs), 32 on the CPU twin, so write kernels that read it rather than assume it. A
+//! subgroup's lanes are consecutive threads by linear index in the block (on Vulkan, where
+//! the driver places them; there `subgroup_lane()`, `subgroup_id()` and the shuffles need a
+//! 1-D block, as naga allows their built-ins in no other); a block's last subgroup may have
+//! fewer.
+//! Collectives, each the whole value of a `let` (`let s = subgroup_add(x);`):
+//! `subgroup_add`, `subgroup_min`, `subgroup_max` (over the subgroup's lanes; a NaN loses
+//! to a number), `subgroup_inclusive_add`, `subgroup_exclusive_add` (prefix sums; 0 on lane
+//! 0) of an `f32`, `f64`, `i32`, `u32`, `i64` or `u64`; `subgroup_shuffle(x, lane)`,
+//! `subgroup_shuffle_xor(x, mask)`, `subgroup_shuffle_up(x, delta)`,
+//! `subgroup_shuffle_down(x, delta)` (a source lane that is not there gives the thread's own
+//! `x`); `subgroup_any(c)`, `subgroup_all(c)` of a `bool`. A ballot as a bit mask is not in
+//! the language (a Vulkan subgroup has up to 128 lanes): `subgroup_add(c as u32)` counts the
+//! lanes where `c` holds and `subgroup_exclusive_add(c as u32)` is a lane's place among them.
+//! Integer sums wrap; a float sum's order is the target's (a tree of warp shuffles on CUDA,
+//! the driver's on Vulkan, lane order on the twin), so its last bits may differ between
+//! backends. Like `barrier()`, a collective is reached by every thread of the block (the
+//! same rules, and the twin's check, apply). CUDA: warp shuffles (`__shfl_down_sync` trees,
+//! `__shfl_up_sync` scans, `__any_sync`); Vulkan: WGSL's subgroup built-ins, which need the
+//! adapter's `SUBGROUP` (loading a kernel that uses them without it is
+//! [`Error::KernelUnavailable`]); CPU: the twin splits the block at the collective, as at a
+//! barrier, and computes each subgroup's result from its lanes' values.
+//!
 //! Kernels call device functions: `#[kernel(device)] fn hypot(a: f32, b: f32) -> f32 {
 //! (a * a + b * b).sqrt() }` takes and returns scalars (no thread coordinates, arrays,
 //! barriers or atomics), stays an ordinary Rust function on the host and in CPU twins, and

@@ -242,3 +242,57 @@ fn a_negated_negative_literal_is_its_value() {
         .collect();
     assert_eq!(lits, ["2", "-3", "1.5"]);
 }
+
+#[test]
+fn subgroup_collectives_follow_the_rules_of_barriers() {
+    let k = lower_src(
+        "fn k(x: &mut [f32]) { let i = global_x(); let s = subgroup_add(x[i]); let t = subgroup_shuffle(s, subgroup_lane() ^ 1); x[i] = t; }",
+    )
+    .unwrap();
+    assert!(
+        k.body.iter().any(Stmt::has_barrier),
+        "a collective splits the twin"
+    );
+    refused(
+        "fn k(x: &mut [f32]) { x[0] = 1.0 + subgroup_add(x[0]); }",
+        "the whole value of a `let`",
+    );
+    refused(
+        "fn k(x: &mut [u8]) { let s = subgroup_add(x[0]); }",
+        "takes an f32, f64, i32, u32, i64 or u64 (found u8",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let s = subgroup_any(x[0]); }",
+        "expected bool",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let s = subgroup_shuffle(x[0]); }",
+        "takes 2 argument(s)",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let s: f64 = subgroup_add(x[0]); }",
+        "expected f64",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { if x[0] > 0.0 { return; } let s = subgroup_max(x[0]); }",
+        "`return` in a kernel that calls `barrier()`",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { for i in 0..4 { if x[i] > 0.0 { break; } let s = subgroup_min(x[i]); } }",
+        "`break` in a loop",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let n = subgroup_size(1); }",
+        "takes no arguments",
+    );
+    let device = |src: &str| {
+        let f: syn::ItemFn = syn::parse_str(src).expect("parses as a function");
+        lower_as(&f, false, true)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let e = device("fn d(a: f32) -> f32 { let s = subgroup_add(a); s }");
+    assert!(e.contains("needs a thread"), "{e}");
+    assert!(device("fn d(a: f32) -> f32 { a + subgroup_lane() as f32 }").contains("needs a thread"));
+}

@@ -431,6 +431,105 @@ pub(super) fn constants(x: &[i32], out: &mut [f32], ints: &mut [i32]) {
     }
 }
 
+/// Every subgroup collective and lane query, in blocks of 100 threads (a partial last
+/// subgroup at every size that divides 32), with shuffles from lanes that are and are not
+/// there; `info` records where each thread is.
+#[kernel]
+pub(super) fn subgroups(a: &[i32], f: &[f32], out: &mut [i32], fout: &mut [f32], info: &mut [u32]) {
+    let i = global_x();
+    let t = thread_x();
+    let x = if i < a.len() { a[i] } else { 0 };
+    let v = f[i];
+    let sum = subgroup_add(x);
+    let lo = subgroup_min(x);
+    let hi = subgroup_max(x);
+    let inc = subgroup_inclusive_add(x);
+    let exc = subgroup_exclusive_add(x);
+    let sh = subgroup_shuffle(x, (t * 7 + 3) % 40);
+    let sx = subgroup_shuffle_xor(x, 5);
+    let su = subgroup_shuffle_up(x, 3);
+    let sd = subgroup_shuffle_down(x, 2);
+    let any = subgroup_any(x > 900);
+    let all = subgroup_all(x > -990);
+    let fsum = subgroup_add(v);
+    let fmin = subgroup_min(v);
+    let fmax = subgroup_max(v);
+    let fscan = subgroup_inclusive_add(v);
+    let o = i * 11;
+    out[o] = sum;
+    out[o + 1] = lo;
+    out[o + 2] = hi;
+    out[o + 3] = inc;
+    out[o + 4] = exc;
+    out[o + 5] = sh;
+    out[o + 6] = sx;
+    out[o + 7] = su;
+    out[o + 8] = sd;
+    out[o + 9] = any as i32;
+    out[o + 10] = all as i32;
+    fout[i * 4] = fsum;
+    fout[i * 4 + 1] = fmin;
+    fout[i * 4 + 2] = fmax;
+    fout[i * 4 + 3] = fscan;
+    info[i * 4] = subgroup_size() as u32;
+    info[i * 4 + 1] = subgroup_lane() as u32;
+    info[i * 4 + 2] = subgroup_id() as u32;
+    info[i * 4 + 3] = num_subgroups() as u32;
+}
+
+/// What [`subgroups`] computes with subgroups of `size` lanes, blocks of `block` threads.
+pub(super) fn subgroups_ref(
+    a: &[i32],
+    f: &[f32],
+    size: usize,
+    block: usize,
+) -> (Vec<i32>, Vec<f32>, Vec<u32>) {
+    let n = f.len();
+    let (mut out, mut fout, mut info) = (vec![0i32; n * 11], vec![0f32; n * 4], vec![0u32; n * 4]);
+    let x = |i: usize| a.get(i).copied().unwrap_or(0);
+    for i in 0..n {
+        let t = i % block;
+        let (lane, w) = (t % size, t / size);
+        let base = i - lane;
+        let lanes = size.min(block - w * size);
+        let xs: Vec<i32> = (0..lanes).map(|l| x(base + l)).collect();
+        let vs = &f[base..base + lanes];
+        let pick = |src: Option<usize>| match src {
+            Some(s) if s < lanes => xs[s],
+            _ => xs[lane],
+        };
+        let min_nan = |m: &dyn Fn(f32, f32) -> bool| {
+            vs.iter().copied().fold(
+                f32::NAN,
+                |acc, v| if acc.is_nan() || m(v, acc) { v } else { acc },
+            )
+        };
+        let o = &mut out[i * 11..i * 11 + 11];
+        o[0] = xs.iter().fold(0i32, |s, v| s.wrapping_add(*v));
+        o[1] = *xs.iter().min().unwrap();
+        o[2] = *xs.iter().max().unwrap();
+        o[3] = xs[..=lane].iter().fold(0i32, |s, v| s.wrapping_add(*v));
+        o[4] = xs[..lane].iter().fold(0i32, |s, v| s.wrapping_add(*v));
+        o[5] = pick(Some((t * 7 + 3) % 40));
+        o[6] = pick(Some(lane ^ 5));
+        o[7] = pick(lane.checked_sub(3));
+        o[8] = pick(Some(lane + 2));
+        o[9] = xs.iter().any(|&v| v > 900) as i32;
+        o[10] = xs.iter().all(|&v| v > -990) as i32;
+        fout[i * 4] = vs.iter().sum();
+        fout[i * 4 + 1] = min_nan(&|v, acc| v < acc);
+        fout[i * 4 + 2] = min_nan(&|v, acc| v > acc);
+        fout[i * 4 + 3] = vs[..=lane].iter().sum();
+        info[i * 4..i * 4 + 4].copy_from_slice(&[
+            size as u32,
+            lane as u32,
+            w as u32,
+            block.div_ceil(size) as u32,
+        ]);
+    }
+    (out, fout, info)
+}
+
 crate::backend_tests! {
     fn kernel_constant_expressions_compile_and_give_run_time_values(ctx) {
         let x: Vec<i32> = vec![9, -4, i32::MIN];
@@ -700,6 +799,47 @@ crate::backend_tests! {
             .map(|i| ((i % w) + 10 * (i / w % h) + 100 * (i / (w * h))) as u32)
             .collect();
         assert_eq!(out.download()?, want);
+        Ok(())
+    }
+    fn kernel_subgroup_collectives_match_the_lanes_computed_on_the_host(ctx) {
+        // 3 blocks of 100 threads; the last 10 threads read no `a` (their x is 0).
+        let a: Vec<i32> = (0..290i32).map(|i| (i.wrapping_mul(7919) % 2001) - 1000).collect();
+        // Multiples of 0.25 (sums exact in any order) with NaNs here and there; the third
+        // block's values are all NaN (every subgroup's min and max is NaN there).
+        let f: Vec<f32> = (0..300usize)
+            .map(|i| if i >= 200 || i % 13 == 5 { f32::NAN } else { (i as f32 % 17.0 - 8.0) * 0.25 })
+            .collect();
+        let k = match ctx.kernel(subgroups()) {
+            // A Vulkan adapter without subgroups says so.
+            Err(gpukit::Error::KernelUnavailable { hint, .. }) if ctx.backend_name() == "vulkan" => {
+                assert!(hint.contains("SUBGROUP"), "{hint}");
+                return Ok(());
+            }
+            k => k?,
+        };
+        let (da, df) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&f)?);
+        let mut out = ctx.alloc_zeros::<i32>(f.len() * 11)?;
+        let mut fout = ctx.alloc_zeros::<f32>(f.len() * 4)?;
+        let mut info = ctx.alloc_zeros::<u32>(f.len() * 4)?;
+        let cfg = LaunchConfig { grid: [3, 1, 1], block: [100, 1, 1], shared_mem_bytes: 0 };
+        ctx.launch(&k, cfg, (&da, &df, &mut out, &mut fout, &mut info))?;
+        let info = info.download()?;
+        let size = info[0] as usize;
+        match ctx.backend_name() {
+            "cpu" | "cuda" => assert_eq!(size, 32, "the twin's and a warp's size"),
+            _ => assert!(size.is_power_of_two() && (4..=128).contains(&size), "{size}"),
+        }
+        let (want, fwant, iwant) = subgroups_ref(&a, &f, size, 100);
+        assert_eq!(info, iwant, "lanes and subgroups by linear index");
+        let got = out.download()?;
+        for (i, (g, w)) in got.chunks(11).zip(want.chunks(11)).enumerate() {
+            assert_eq!(g, w, "thread {i}: add, min, max, inclusive, exclusive, shuffle, xor, up, down, any, all");
+        }
+        let fgot = fout.download()?;
+        for (i, (g, w)) in fgot.chunks(4).zip(fwant.chunks(4)).enumerate() {
+            let same = g.iter().zip(w).all(|(g, w)| g == w || (g.is_nan() && w.is_nan()));
+            assert!(same, "thread {i}: f32 add, min, max, inclusive add: {g:?} vs {w:?}");
+        }
         Ok(())
     }
 }
