@@ -1,4 +1,4 @@
-//! Four kernels written in Rust with `#[kernel]` (the `rust_kernels` tutorial runs them,
+//! Five kernels written in Rust with `#[kernel]` (the `rust_kernels` tutorial runs them,
 //! `examples/tests/kernel_examples.rs` tests them on every backend): each with the plain Rust it
 //! must agree with and the launch it is meant for.
 
@@ -78,6 +78,44 @@ pub fn block_sum(x: &[f32], out: &mut [f32]) {
     if tid == 0 {
         atomic_add(&mut out[0], partial[0]);
     }
+}
+
+/// Adds `x` into `out[0]` as [`block_sum`] does, with subgroup sums instead of a tree in
+/// shared memory: each subgroup adds its lanes' values (warp shuffles on CUDA), its first
+/// lane stores the subgroup's sum, and thread 0 adds those and the block's sum atomically.
+/// Written for the target's subgroup size, whatever it is from 4 lanes up; launched in 1-D
+/// blocks of [`SUM_BLOCK`] threads.
+#[kernel]
+pub fn warp_sum(x: &[f32], out: &mut [f32]) {
+    let partial = shared::<f32, 64>();
+    let i = global_x();
+    let v = if i < x.len() { x[i] } else { 0.0 };
+    let s = subgroup_add(v);
+    if subgroup_lane() == 0 {
+        partial[subgroup_id()] = s;
+    }
+    barrier();
+    if thread_x() == 0 {
+        let mut total = 0.0f32;
+        for j in 0..num_subgroups() {
+            total += partial[j];
+        }
+        atomic_add(&mut out[0], total);
+    }
+}
+
+/// Sums `x` with [`warp_sum`] (into a fresh one-element array).
+pub fn warp_sum_of(ctx: &Context, x: &GpuArray<f32>) -> Result<f32> {
+    let k = ctx.kernel(warp_sum())?;
+    let mut out = ctx.alloc_zeros::<f32>(1)?;
+    let blocks = u32::try_from(x.len().div_ceil(SUM_BLOCK as usize)).unwrap_or(u32::MAX);
+    ctx.launch(
+        &k,
+        LaunchConfig::linear(blocks.max(1), SUM_BLOCK),
+        (x, &mut out),
+    )?;
+    ctx.sync()?;
+    Ok(out.download()?[0])
 }
 
 /// One Jacobi step of the 2-D Laplace equation on a `rows x cols` grid: each interior

@@ -24,7 +24,7 @@ Runs the #[kernel] examples on the device that gpu.toml, GPU_DEVICE or detection
 (GPU_DEVICE=cpu forces the CPU backend), verifying every result against plain Rust.
 
   --print NAME     print the code generated for NAME (saxpy, tiled_gemm, block_sum,
-                   stencil) instead of running anything
+                   warp_sum, stencil) instead of running anything
   --target T       which code: cuda or wgsl (default: both)";
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
@@ -42,8 +42,10 @@ fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
     while let Some(arg) = cli.next_arg()? {
         match arg {
             Long("print") => {
-                args.print =
-                    Some(cli.choice("--print", &["saxpy", "tiled_gemm", "block_sum", "stencil"])?)
+                args.print = Some(cli.choice(
+                    "--print",
+                    &["saxpy", "tiled_gemm", "block_sum", "warp_sum", "stencil"],
+                )?)
             }
             Long("target") => args.target = Some(cli.choice("--target", &["cuda", "wgsl"])?),
             other => return Err(other.unexpected().into()),
@@ -94,6 +96,7 @@ fn run() -> Res {
             "saxpy" => print(&saxpy(), args.target),
             "tiled_gemm" => print(&tiled_gemm(), args.target),
             "block_sum" => print(&block_sum(), args.target),
+            "warp_sum" => print(&warp_sum(), args.target),
             _ => print(&stencil(), args.target),
         }
         return Ok(());
@@ -147,6 +150,13 @@ fn run() -> Res {
     verify(
         (f64::from(got) - exact).abs() <= exact * 1e-5,
         &format!("block sum of 1000000 elements: {got} (exact {exact})"),
+    )?;
+
+    // The same sum with subgroup (warp) sums.
+    let got = warp_sum_of(&ctx, &ctx.alloc_upload(&v)?)?;
+    verify(
+        (f64::from(got) - exact).abs() <= exact * 1e-5,
+        &format!("subgroup sum of 1000000 elements: {got} (exact {exact})"),
     )?;
 
     // One Jacobi step on a 500 x 400 grid.

@@ -165,6 +165,28 @@ fn block_sum_agrees_with_a_float64_sum() {
 }
 
 #[test]
+fn warp_sum_agrees_with_a_float64_sum() {
+    check(16, |ctx, c, seed| {
+        let x = {
+            let n = c.size(5000);
+            c.floats(n, 100.0)
+        };
+        let want: f64 = x.iter().map(|&v| f64::from(v)).sum();
+        let scale: f64 = x.iter().map(|&v| f64::from(v).abs()).sum();
+        let dx = ctx.alloc_upload(&x).unwrap();
+        let got = f64::from(warp_sum_of(ctx, &dx).unwrap());
+        // Within subgroups in the target's order, then up to 64 partials in order, then
+        // one addition per block in any order.
+        let bound = scale * f64::from(f32::EPSILON) * (100.0 + x.len() as f64 / 256.0) + 1e-30;
+        assert!(
+            (got - want).abs() <= bound,
+            "warp_sum on {}, seed {seed}: {got} vs {want} (bound {bound})",
+            ctx.backend_name()
+        );
+    });
+}
+
+#[test]
 fn stencil_agrees_with_plain_rust() {
     check(16, |ctx, c, seed| {
         let (rows, cols) = (c.size(50).max(1), c.size(50).max(1));
@@ -198,6 +220,7 @@ fn every_example_compiles_with_nvrtc() {
             "block_sum",
             gpukit::cuda::compile_check(&block_sum(), (9, 0)),
         ),
+        ("warp_sum", gpukit::cuda::compile_check(&warp_sum(), (9, 0))),
         ("stencil", gpukit::cuda::compile_check(&stencil(), (9, 0))),
     ];
     for (name, r) in specs {

@@ -284,17 +284,18 @@ impl Gen<'_> {
                 String::new(),
                 "__cv[__w0..__w0 + __n].iter().all(|&__b| __b)".to_string(),
             ),
+            // From lane 0's value on, in lane order (0 on lane 0 for the exclusive sum).
             Collective::InclusiveAdd | Collective::ExclusiveAdd => {
                 let add = binary(BinOp::Add, value.ty, "__s", "__cv[__w0 + __j]");
-                let upto = if op == Collective::InclusiveAdd {
-                    "=__l"
-                } else {
-                    "__l"
+                let sum = |upto: &str| {
+                    format!("{{ let mut __s: {t} = __cv[__w0]; for __j in 1..{upto} {{ __s = {add}; }} __s }}")
                 };
-                (
-                    String::new(),
-                    format!("{{ let mut __s: {t} = <{t}>::default(); for __j in 0..{upto} {{ __s = {add}; }} __s }}"),
-                )
+                let each = if op == Collective::InclusiveAdd {
+                    sum("=__l")
+                } else {
+                    format!("if __l == 0 {{ <{t}>::default() }} else {}", sum("__l"))
+                };
+                (String::new(), each)
             }
             _ => {
                 let src = match op {

@@ -17,12 +17,33 @@ use crate::lines::Lines;
 /// the bounds checks of plain reads and writes (for `KernelSpec::unchecked`; WGSL's own
 /// clamping to the bound window stays).
 pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
+    module(k, checked, false)
+}
+
+/// The lanes of a subgroup where [`generate_without_subgroups`] computes subgroups through
+/// workgroup memory (a CUDA warp's, and the CPU twin's, number).
+const EMULATED_SUBGROUP: u32 = 32;
+
+/// For a kernel that uses subgroup operations, its WGSL for an adapter without them
+/// (wgpu's `SUBGROUP`): subgroups of 32 consecutive threads by linear index, each
+/// collective a barrier, a store of every thread's value to a workgroup array and a read of
+/// its subgroup's lanes (float sums in lane order, as on the CPU twin). `None` for a
+/// kernel without subgroup operations, whose [`generate`] needs no such adapter feature.
+pub fn generate_without_subgroups(
+    k: &Kernel,
+    checked: bool,
+) -> Option<Result<String, &'static str>> {
+    uses_subgroups(k).then(|| module(k, checked, true))
+}
+
+fn module(k: &Kernel, checked: bool, emulated: bool) -> Result<String, &'static str> {
     check_types(k)?;
     let mut g = Gen {
         k,
         w: Lines::new(),
         checked,
         opaque: false,
+        emulated,
     };
     g.stmts(&k.body);
     let mut src = String::new();
@@ -78,6 +99,16 @@ pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
             stored_ty(k, Arr::Shared(i)),
         );
     }
+    if emulated {
+        for t in collective_types(k) {
+            let _ = writeln!(
+                src,
+                "var<workgroup> gk_sgx_{}: array<{}, block_x * block_y * block_z>;",
+                t.rust(),
+                if t == Ty::Bool { "u32" } else { wty(t) }
+            );
+        }
+    }
     src.push_str(FAULT);
     src.push_str(RUNTIME);
     src.push_str(MATH);
@@ -97,13 +128,15 @@ pub fn generate(k: &Kernel, checked: bool) -> Result<String, &'static str> {
     // kernel that only reduces or scans may well have.
     let mut subgroups = String::new();
     let (lane, id, size) = subgroup_builtins(k);
-    if lane {
+    if emulated {
+        subgroups += ", @builtin(local_invocation_index) gk_tid: u32";
+    } else if lane {
         subgroups += ", @builtin(subgroup_invocation_id) gk_sg_lane: u32";
     }
-    if size {
+    if size && !emulated {
         subgroups += ", @builtin(subgroup_size) gk_sg_size: u32";
     }
-    if id {
+    if id && !emulated {
         subgroups += ", @builtin(subgroup_id) gk_sg_id: u32";
     }
     let _ = writeln!(
@@ -124,6 +157,7 @@ pub fn device(k: &Kernel) -> Result<String, &'static str> {
         w: Lines::new(),
         checked: true,
         opaque: false,
+        emulated: false,
     };
     g.stmts(&k.body);
     let params: Vec<String> = k
@@ -268,6 +302,19 @@ pub fn uses_subgroups(k: &Kernel) -> bool {
         )
     });
     uses
+}
+
+/// The types of the values the kernel's collectives take, each once.
+fn collective_types(k: &Kernel) -> Vec<Ty> {
+    let mut tys = Vec::new();
+    walk(&k.body, &mut |v| {
+        if let Visit::Stmt(Stmt::Collective { value, .. }) = v {
+            if !tys.contains(&value.ty) {
+                tys.push(value.ty);
+            }
+        }
+    });
+    tys
 }
 
 /// Which subgroup built-ins the kernel reads: the lane, the subgroup's number, the size.
@@ -577,6 +624,9 @@ struct Gen<'k> {
     /// Whether literals are being written inside an expression of constants: each then goes
     /// through `gk_rt_*` (see [`RUNTIME`]).
     opaque: bool,
+    /// Whether subgroups are computed through workgroup memory (see
+    /// [`generate_without_subgroups`]).
+    emulated: bool,
 }
 
 impl Gen<'_> {
@@ -765,6 +815,11 @@ impl Gen<'_> {
                 let v = self.w.fresh();
                 let x = self.value(value);
                 self.w.line(&format!("let {v} = {x};"));
+                if self.emulated {
+                    let r = self.emulated_collective(*op, t, &v, lane.as_ref());
+                    self.w.line(&format!("var {name}: {w} = {r};"));
+                    return;
+                }
                 let r = match op {
                     Collective::Add => format!("subgroupAdd({v})"),
                     Collective::InclusiveAdd => format!("subgroupInclusiveAdd({v})"),
@@ -818,6 +873,85 @@ impl Gen<'_> {
                     }
                 };
                 self.w.line(&format!("var {name}: {w} = {r};"));
+            }
+        }
+    }
+
+    /// A collective through workgroup memory: after a barrier (the previous collective's
+    /// reads are done) every thread stores its value, and after a second one reads its
+    /// subgroup's lanes. Returns the result's expression.
+    fn emulated_collective(
+        &mut self,
+        op: Collective,
+        t: Ty,
+        v: &str,
+        lane: Option<&Expr>,
+    ) -> String {
+        let n = EMULATED_SUBGROUP;
+        let arr = format!("gk_sgx_{}", t.rust());
+        let stored = if t == Ty::Bool {
+            format!("select(0u, 1u, {v})")
+        } else {
+            v.to_owned()
+        };
+        let (base, lanes, me) = (self.w.fresh(), self.w.fresh(), self.w.fresh());
+        self.w.line("workgroupBarrier();");
+        self.w.line(&format!("{arr}[gk_tid] = {stored};"));
+        self.w.line("workgroupBarrier();");
+        self.w.line(&format!("let {me}: u32 = gk_tid % {n}u;"));
+        self.w.line(&format!("let {base}: u32 = gk_tid - {me};"));
+        self.w.line(&format!(
+            "let {lanes}: u32 = min({n}u, block_x * block_y * block_z - {base});"
+        ));
+        let acc = self.w.fresh();
+        // Lane 0's value folded with those of lanes 1..to by `acc = f(acc, x)` (`x` the
+        // lane's value), in lane order.
+        let fold = |g: &mut Self, to: &str, f: &str| {
+            let j = g.w.fresh();
+            let ty = if t == Ty::Bool { "u32" } else { wty(t) };
+            g.w.line(&format!("var {acc}: {ty} = {arr}[{base}];"));
+            g.w.line(&format!(
+                "for (var {j}: u32 = 1u; {j} < {to}; {j} = {j} + 1u) {{ let x = {arr}[{base} + {j}]; {acc} = {f}; }}"
+            ));
+            acc.clone()
+        };
+        let sum = format!("{acc} + x");
+        match op {
+            Collective::Add => fold(self, &lanes, &sum),
+            Collective::InclusiveAdd => fold(self, &format!("{me} + 1u"), &sum),
+            Collective::ExclusiveAdd => {
+                let s = fold(self, &me, &sum);
+                let zero = if t.is_float() { "0.0" } else { "0" };
+                format!("select({s}, {}({zero}), {me} == 0u)", wty(t))
+            }
+            Collective::Min | Collective::Max => {
+                // From lane 0 on, in order: a NaN loses to a number, the first of equals wins.
+                let f = match (op, t) {
+                    (Collective::Min, Ty::F32) => format!("gk_min_f32({acc}, x)"),
+                    (Collective::Max, Ty::F32) => format!("gk_max_f32({acc}, x)"),
+                    (Collective::Min, Ty::F64) => format!("gk_min_f64({acc}, x)"),
+                    (Collective::Max, Ty::F64) => format!("gk_max_f64({acc}, x)"),
+                    (Collective::Min, _) => format!("min({acc}, x)"),
+                    _ => format!("max({acc}, x)"),
+                };
+                fold(self, &lanes, &f)
+            }
+            Collective::Any => format!("({} != 0u)", fold(self, &lanes, &format!("{acc} | x"))),
+            Collective::All => format!("({} != 0u)", fold(self, &lanes, &format!("{acc} & x"))),
+            op => {
+                let lane = lane.expect("a shuffle has a lane");
+                let d = self.w.fresh();
+                let lv = self.expr(lane);
+                self.w.line(&format!("let {d}: u32 = {lv};"));
+                let src = match op {
+                    Collective::Shuffle => d.clone(),
+                    Collective::ShuffleXor => format!("({me} ^ {d})"),
+                    Collective::ShuffleUp => format!("select({n}u, {me} - {d}, {d} <= {me})"),
+                    _ => format!("select({n}u, {me} + {d}, {d} < {n}u)"),
+                };
+                let sv = self.w.fresh();
+                self.w.line(&format!("let {sv}: u32 = {src};"));
+                format!("select({v}, {arr}[{base} + min({sv}, {lanes} - 1u)], {sv} < {lanes})")
             }
         }
     }
@@ -923,6 +1057,15 @@ impl Gen<'_> {
                 }
             }
             ExprKind::IfElse(..) => self.value(e),
+            ExprKind::Lane(q) if self.emulated => {
+                let n = EMULATED_SUBGROUP;
+                match q {
+                    Lane::Size => format!("{n}u"),
+                    Lane::Lane => format!("(gk_tid % {n}u)"),
+                    Lane::Id => format!("(gk_tid / {n}u)"),
+                    Lane::Count => format!("((block_x * block_y * block_z + {}u) / {n}u)", n - 1),
+                }
+            }
             ExprKind::Lane(q) => match q {
                 Lane::Size => "gk_sg_size".into(),
                 Lane::Lane => "gk_sg_lane".into(),
@@ -967,6 +1110,7 @@ pub fn body(b: &Body) -> (String, String) {
         w: Lines::new(),
         checked: true,
         opaque: false,
+        emulated: false,
     };
     let v = g.value(&b.value);
     (g.w.out, v)

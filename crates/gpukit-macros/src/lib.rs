@@ -197,6 +197,9 @@ pub(crate) struct Sources {
     /// Without the bounds checks, for `KernelSpec::unchecked`.
     pub cuda_unchecked: String,
     pub wgsl_unchecked: Option<String>,
+    /// The WGSL for adapters without subgroups, checked and unchecked (`None` for a kernel
+    /// without subgroup operations).
+    pub wgsl_without_subgroups: (Option<String>, Option<String>),
     pub twin: String,
     /// Where each device function is first called.
     pub call_spans: Vec<proc_macro2::Span>,
@@ -209,6 +212,10 @@ pub(crate) fn sources(f: &syn::ItemFn, generic: bool) -> syn::Result<(ir::Kernel
         wgsl: wgsl::generate(&k, true),
         cuda_unchecked: cuda::generate(&k, false),
         wgsl_unchecked: wgsl::generate(&k, false).ok(),
+        wgsl_without_subgroups: (
+            wgsl::generate_without_subgroups(&k, true).and_then(Result::ok),
+            wgsl::generate_without_subgroups(&k, false).and_then(Result::ok),
+        ),
         twin: twin::generate(&k),
         call_spans,
     };
@@ -415,10 +422,15 @@ fn instantiation(
         ),
     };
     let cuda_unchecked = &src.cuda_unchecked;
-    let wgsl_unchecked = match &src.wgsl_unchecked {
+    let opt = |w: &Option<String>| match w {
         Some(w) => quote!(::core::option::Option::Some(#w)),
         None => quote!(::core::option::Option::None),
     };
+    let wgsl_unchecked = opt(&src.wgsl_unchecked);
+    let (plain, plain_unchecked) = (
+        opt(&src.wgsl_without_subgroups.0),
+        opt(&src.wgsl_without_subgroups.1),
+    );
     let arrays: Vec<String> = k
         .slices()
         .map(|(_, p)| p.name.clone())
@@ -430,6 +442,8 @@ fn instantiation(
             let (cuda, wgsl): (&str, ::core::option::Option<&str>) = (#cuda, #wgsl);
             let (cuda_unchecked, wgsl_unchecked): (&str, ::core::option::Option<&str>) =
                 (#cuda_unchecked, #wgsl_unchecked);
+            let without_subgroups: (::core::option::Option<&str>, ::core::option::Option<&str>) =
+                (#plain, #plain_unchecked);
         }
     } else {
         let calls = k.calls.iter().map(|c| callee_path(c, false));
@@ -441,6 +455,9 @@ fn instantiation(
             let unlinked = ::gpukit::core::DeviceFn::link(#cuda_unchecked, #wgsl_unchecked, calls);
             let (cuda, wgsl) = (linked.0.as_str(), linked.1.as_deref());
             let (cuda_unchecked, wgsl_unchecked) = (unlinked.0.as_str(), unlinked.1.as_deref());
+            let plain = ::gpukit::core::DeviceFn::link(#cuda, #plain, calls).1;
+            let plain_unchecked = ::gpukit::core::DeviceFn::link(#cuda_unchecked, #plain_unchecked, calls).1;
+            let without_subgroups = (plain.as_deref(), plain_unchecked.as_deref());
         }
     };
     let constructor = match as_generic {
@@ -478,6 +495,7 @@ fn instantiation(
                     arity: 0,
                 },
                 (cuda_unchecked, wgsl_unchecked),
+                without_subgroups,
                 __twin,
             )
         }

@@ -203,5 +203,30 @@ fn subgroup_operations_have_wgsl_that_validates() {
             naga_accepts(&w).is_err(),
             "{t}: needs the SUBGROUP capability"
         );
+        // The emulation through workgroup memory needs no subgroups.
+        let plain = generate_without_subgroups(&kernel(&src), true)
+            .expect("a kernel with collectives has it")
+            .unwrap_or_else(|e| panic!("{t}: {e}"));
+        if let Err(e) = naga_accepts_wide_without_subgroups(&plain) {
+            panic!("{t} without subgroups:\n{e}\n{plain}");
+        }
     }
+    let none = kernel("fn k(y: &mut [f32]) { y[0] = 1.0; }");
+    assert!(generate_without_subgroups(&none, true).is_none());
+}
+
+/// [`naga_accepts_wide`] without the SUBGROUP capability.
+fn naga_accepts_wide_without_subgroups(wgsl: &str) -> Result<(), String> {
+    use naga::valid::Capabilities;
+    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        Capabilities::IMMEDIATES
+            | Capabilities::FLOAT64
+            | Capabilities::SHADER_INT64
+            | Capabilities::SHADER_FLOAT16,
+    )
+    .validate(&module)
+    .map(drop)
+    .map_err(|e| e.emit_to_string(wgsl))
 }

@@ -39,7 +39,13 @@ impl std::fmt::Debug for WgpuKernel {
 /// launch, when the argument layout is known).
 pub(crate) fn load(shared: &Shared, desc: &KernelDesc) -> Result<WgpuKernel> {
     shared.check()?;
-    let Some(src) = &desc.wgsl else {
+    // A `#[kernel]` with subgroup operations brings WGSL without them for adapters that
+    // lack them.
+    let src = match &desc.wgsl_without_subgroups {
+        Some(plain) if !shared.features.contains(wgpu::Features::SUBGROUP) => Some(plain),
+        _ => desc.wgsl.as_ref(),
+    };
+    let Some(src) = src else {
         return Err(Error::KernelUnavailable {
             kernel: desc.name.clone(),
             backend: NAME,

@@ -53,10 +53,10 @@
 //! `&[T]` is an [`In<T>`](In) (read), `&mut [T]` an [`Out<T>`](Out) (written), a scalar is
 //! itself; `ctx.kernel(name())?` loads it and `s.launch(&k, cfg, args)` checks the
 //! arguments' types at compile time, as for any kernel. The workspace's
-//! `examples/kernels.rs` has four worked examples (saxpy, a tiled matrix multiply with
-//! shared tiles and barriers, a block reduction with an atomic add per block, a 2-D
-//! stencil), each tested on the CPU and on lavapipe against plain Rust and compiled with
-//! NVRTC in CI.
+//! `examples/kernels.rs` has five worked examples (saxpy, a tiled matrix multiply with
+//! shared tiles and barriers, a block reduction with an atomic add per block, the same
+//! reduction with subgroup sums, a 2-D stencil), each tested on the CPU, on lavapipe and
+//! under the CUDA emulator against plain Rust and compiled with NVRTC in CI.
 //!
 //! **The language.** Parameters (at most 8): slices and scalars of `f32`, `f64`, `i32`,
 //! `u32`, `i64`, `u64`, `u8`, `i8`, and slices of `f16` and `bf16`. `f16` and `bf16` are
@@ -102,10 +102,12 @@
 //! the driver's on Vulkan, lane order on the twin), so its last bits may differ between
 //! backends. Like `barrier()`, a collective is reached by every thread of the block (the
 //! same rules, and the twin's check, apply). CUDA: warp shuffles (`__shfl_down_sync` trees,
-//! `__shfl_up_sync` scans, `__any_sync`); Vulkan: WGSL's subgroup built-ins, which need the
-//! adapter's `SUBGROUP` (loading a kernel that uses them without it is
-//! [`Error::KernelUnavailable`]); CPU: the twin splits the block at the collective, as at a
-//! barrier, and computes each subgroup's result from its lanes' values.
+//! `__shfl_up_sync` scans, `__any_sync`); Vulkan: WGSL's subgroup built-ins where the
+//! adapter has them (wgpu's `SUBGROUP`), else the kernel's second WGSL, which computes each
+//! collective through workgroup memory in subgroups of 32 (two barriers and a read of the
+//! subgroup's lanes: correct, slower); [`KernelSpec::without_subgroups`] chooses the second
+//! on any adapter. CPU: the twin splits the block at the collective, as at a barrier, and
+//! computes each subgroup's result from its lanes' values.
 //!
 //! Kernels call device functions: `#[kernel(device)] fn hypot(a: f32, b: f32) -> f32 {
 //! (a * a + b * b).sqrt() }` takes and returns scalars (no thread coordinates, arrays,

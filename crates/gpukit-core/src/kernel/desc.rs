@@ -43,6 +43,9 @@ pub struct KernelDesc {
     pub source: Option<KernelSource>,
     /// WGSL code for the wgpu backend, if any (the entry point is `name`).
     pub wgsl: Option<String>,
+    /// For a `#[kernel]` with subgroup operations, its WGSL that computes them through
+    /// workgroup memory, which the wgpu backend loads where the adapter lacks subgroups.
+    pub wgsl_without_subgroups: Option<String>,
     /// The CPU implementation, if any.
     pub cpu: Option<CpuKernelFn>,
     /// Set for a bounds-checked kernel (one `#[kernel]` generated): it takes the extra

@@ -10,10 +10,14 @@ use super::*;
 /// A kernel before it is loaded: its name, GPU code and CPU closure, typed by signature `S`.
 pub struct KernelSpec<S: KernelSig> {
     pub(super) desc: KernelDesc,
-    /// A `#[kernel]`'s CUDA C and WGSL without bounds checks, for [`KernelSpec::unchecked`].
-    unchecked: Option<Box<(String, Option<String>)>>,
+    /// A `#[kernel]`'s CUDA C, WGSL and WGSL without subgroups, all without bounds checks,
+    /// for [`KernelSpec::unchecked`].
+    unchecked: Option<Box<Unchecked>>,
     _s: PhantomData<fn(S)>,
 }
+
+/// A `#[kernel]`'s code without bounds checks: CUDA C, WGSL, WGSL without subgroups.
+type Unchecked = (String, Option<String>, Option<String>);
 
 impl<S: KernelSig> std::fmt::Debug for KernelSpec<S> {
     /// `KernelSpec { name: "vector_add", params: 4, source: Some("cuda"), wgsl: true, cpu: true }`:
@@ -41,6 +45,7 @@ impl<S: KernelSig> KernelSpec<S> {
                 name: name.into(),
                 source: None,
                 wgsl: None,
+                wgsl_without_subgroups: None,
                 cpu: None,
                 checked: None,
             },
@@ -209,10 +214,28 @@ impl<S: KernelSig> KernelSpec<S> {
     /// write whatever memory lies there.
     pub unsafe fn unchecked(mut self) -> Self {
         if let (Some(variant), Some(abi)) = (self.unchecked.take(), self.desc.checked.as_mut()) {
-            let (cuda, wgsl) = *variant;
+            let (cuda, wgsl, plain) = *variant;
             self.desc.source = Some(KernelSource::CudaC(cuda));
             self.desc.wgsl = wgsl;
+            self.desc.wgsl_without_subgroups = plain;
             abi.checks = false;
+        }
+        self
+    }
+
+    /// The `#[kernel]` with its subgroup operations computed through workgroup memory on
+    /// every Vulkan adapter (subgroups of 32 lanes, float sums in lane order, as on the CPU
+    /// twin), not only on those without subgroups, where the backend chooses that code by
+    /// itself: to compare the two, or to step around a driver's subgroup bug. A kernel
+    /// without subgroup operations, and the CUDA and CPU backends, are unaffected.
+    pub fn without_subgroups(mut self) -> Self {
+        if let Some(plain) = self.desc.wgsl_without_subgroups.take() {
+            self.desc.wgsl = Some(plain);
+        }
+        if let Some(variant) = self.unchecked.as_mut() {
+            if let Some(plain) = variant.2.take() {
+                variant.1 = Some(plain);
+            }
         }
         self
     }
@@ -230,6 +253,7 @@ impl<S: KernelSig> KernelSpec<S> {
         wgsl: Option<&str>,
         abi: CheckedAbi,
         unchecked: (&str, Option<&str>),
+        without_subgroups: (Option<&str>, Option<&str>),
         twin: F,
     ) -> Option<Self>
     where
@@ -246,7 +270,9 @@ impl<S: KernelSig> KernelSpec<S> {
             return None;
         }
         // SAFETY: forwarded from the caller.
-        let spec = unsafe { KernelSpec::<S2>::__generated(name, cuda, wgsl, abi, unchecked, twin) };
+        let spec = unsafe {
+            KernelSpec::<S2>::__generated(name, cuda, wgsl, abi, unchecked, without_subgroups, twin)
+        };
         // The description is untyped, and `S2` is `S`: the same spec, typed `S`.
         Some(KernelSpec {
             desc: spec.desc,
@@ -265,7 +291,9 @@ impl<S: KernelSig> KernelSpec<S> {
     /// given, reporting the first that falls outside through the fault record, and
     /// writes only through [`Out`] parameters; `abi.arrays` names its arrays in the order
     /// of its fault codes. `unchecked` is the same code without the checks (the caller of
-    /// [`KernelSpec::unchecked`] vouches for its accesses).
+    /// [`KernelSpec::unchecked`] vouches for its accesses); `without_subgroups`, the WGSL
+    /// (checked, unchecked) that computes subgroup operations through workgroup memory,
+    /// under the same contract.
     #[doc(hidden)]
     pub unsafe fn __generated<F>(
         name: &str,
@@ -273,6 +301,7 @@ impl<S: KernelSig> KernelSpec<S> {
         wgsl: Option<&str>,
         abi: CheckedAbi,
         unchecked: (&str, Option<&str>),
+        without_subgroups: (Option<&str>, Option<&str>),
         twin: F,
     ) -> Self
     where
@@ -292,9 +321,11 @@ impl<S: KernelSig> KernelSpec<S> {
             arity: S::ARITY,
             ..abi
         });
+        s.desc.wgsl_without_subgroups = without_subgroups.0.map(str::to_owned);
         s.unchecked = Some(Box::new((
             unchecked.0.to_owned(),
             unchecked.1.map(str::to_owned),
+            without_subgroups.1.map(str::to_owned),
         )));
         let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
             // The signature's arguments, a length per array, the tag, the fault record.

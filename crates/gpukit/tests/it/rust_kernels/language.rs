@@ -809,36 +809,41 @@ crate::backend_tests! {
         let f: Vec<f32> = (0..300usize)
             .map(|i| if i >= 200 || i % 13 == 5 { f32::NAN } else { (i as f32 % 17.0 - 8.0) * 0.25 })
             .collect();
-        let k = match ctx.kernel(subgroups()) {
-            // A Vulkan adapter without subgroups says so.
-            Err(gpukit::Error::KernelUnavailable { hint, .. }) if ctx.backend_name() == "vulkan" => {
-                assert!(hint.contains("SUBGROUP"), "{hint}");
-                return Ok(());
+        // The subgroup built-ins where the adapter has them, then workgroup memory (what an
+        // adapter without them runs); the CPU and CUDA backends run the same code twice.
+        for emulated in [false, true] {
+            let spec = if emulated { subgroups().without_subgroups() } else { subgroups() };
+            let k = match ctx.kernel(spec) {
+                // A Vulkan adapter without subgroups says so.
+                Err(gpukit::Error::KernelUnavailable { hint, .. }) if ctx.backend_name() == "vulkan" && !emulated => {
+                    assert!(hint.contains("SUBGROUP"), "{hint}");
+                    continue;
+                }
+                k => k?,
+            };
+            let (da, df) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&f)?);
+            let mut out = ctx.alloc_zeros::<i32>(f.len() * 11)?;
+            let mut fout = ctx.alloc_zeros::<f32>(f.len() * 4)?;
+            let mut info = ctx.alloc_zeros::<u32>(f.len() * 4)?;
+            let cfg = LaunchConfig { grid: [3, 1, 1], block: [100, 1, 1], shared_mem_bytes: 0 };
+            ctx.launch(&k, cfg, (&da, &df, &mut out, &mut fout, &mut info))?;
+            let info = info.download()?;
+            let size = info[0] as usize;
+            match ctx.backend_name() {
+                "vulkan" if !emulated => assert!(size.is_power_of_two() && (4..=128).contains(&size), "{size}"),
+                _ => assert_eq!(size, 32, "a warp's, the twin's and the emulation's size"),
             }
-            k => k?,
-        };
-        let (da, df) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&f)?);
-        let mut out = ctx.alloc_zeros::<i32>(f.len() * 11)?;
-        let mut fout = ctx.alloc_zeros::<f32>(f.len() * 4)?;
-        let mut info = ctx.alloc_zeros::<u32>(f.len() * 4)?;
-        let cfg = LaunchConfig { grid: [3, 1, 1], block: [100, 1, 1], shared_mem_bytes: 0 };
-        ctx.launch(&k, cfg, (&da, &df, &mut out, &mut fout, &mut info))?;
-        let info = info.download()?;
-        let size = info[0] as usize;
-        match ctx.backend_name() {
-            "cpu" | "cuda" => assert_eq!(size, 32, "the twin's and a warp's size"),
-            _ => assert!(size.is_power_of_two() && (4..=128).contains(&size), "{size}"),
-        }
-        let (want, fwant, iwant) = subgroups_ref(&a, &f, size, 100);
-        assert_eq!(info, iwant, "lanes and subgroups by linear index");
-        let got = out.download()?;
-        for (i, (g, w)) in got.chunks(11).zip(want.chunks(11)).enumerate() {
-            assert_eq!(g, w, "thread {i}: add, min, max, inclusive, exclusive, shuffle, xor, up, down, any, all");
-        }
-        let fgot = fout.download()?;
-        for (i, (g, w)) in fgot.chunks(4).zip(fwant.chunks(4)).enumerate() {
-            let same = g.iter().zip(w).all(|(g, w)| g == w || (g.is_nan() && w.is_nan()));
-            assert!(same, "thread {i}: f32 add, min, max, inclusive add: {g:?} vs {w:?}");
+            let (want, fwant, iwant) = subgroups_ref(&a, &f, size, 100);
+            assert_eq!(info, iwant, "lanes and subgroups by linear index (emulated: {emulated})");
+            let got = out.download()?;
+            for (i, (g, w)) in got.chunks(11).zip(want.chunks(11)).enumerate() {
+                assert_eq!(g, w, "thread {i} (emulated: {emulated}): add, min, max, inclusive, exclusive, shuffle, xor, up, down, any, all");
+            }
+            let fgot = fout.download()?;
+            for (i, (g, w)) in fgot.chunks(4).zip(fwant.chunks(4)).enumerate() {
+                let same = g.iter().zip(w).all(|(g, w)| g == w || (g.is_nan() && w.is_nan()));
+                assert!(same, "thread {i} (emulated: {emulated}): f32 add, min, max, inclusive add: {g:?} vs {w:?}");
+            }
         }
         Ok(())
     }
