@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::kernels::SCRATCH_BYTES;
-use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::sys;
 use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
     Location, Op, RawPtr, RawStream, Result, Wake,
@@ -11,6 +11,7 @@ use gpukit_core::{
 use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
 
 use crate::device::{lock, Device, Raw};
+use crate::driver::{self, DriverError};
 use crate::error::CudaError;
 use crate::graph::{CaptureScratch, CudaGraph, GraphScratch};
 use crate::memory::{CudaBuffer, CudaHostMem, CudaRegistration};
@@ -114,14 +115,10 @@ impl CudaBackend {
             .map_err(|e| CudaError::Unavailable(e.to_string()))?;
         let dev = Device::shared(ordinal, &found.name, found.total_memory, nvrtc)?;
         dev.bind()?;
-        let mut util: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: the context is current (bound above); live out-pointer.
-        dev.check("cuStreamCreate", unsafe {
-            sys::cuStreamCreate(
-                &mut util,
-                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-            )
-        })?;
+        // The context is current (bound above).
+        let util = dev.check(driver::stream_create(
+            sys::CUstream_flags::CU_STREAM_NON_BLOCKING,
+        ))?;
         Ok(CudaBackend {
             streams: Arc::new(ContextStreams::new()),
             dev,
@@ -143,8 +140,9 @@ impl CudaBackend {
         )
     }
 
-    pub(crate) fn check(&self, call: &'static str, r: CUresult) -> Result<()> {
-        Ok(self.dev.check(call, r)?)
+    /// [`Device::check`], into gpukit-core's error.
+    pub(crate) fn check<T>(&self, r: std::result::Result<T, DriverError>) -> Result<T> {
+        Ok(self.dev.check(r)?)
     }
 
     pub(crate) fn bind(&self) -> Result<()> {
@@ -189,11 +187,10 @@ impl CudaBackend {
         if let Some(s) = n.as_ref() {
             return Ok(s.0);
         }
-        let mut s: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: the context is current (bound above); live out-pointer.
-        self.check("cuStreamCreate", unsafe {
-            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-        })?;
+        // The context is current (bound above).
+        let s = self.check(driver::stream_create(
+            sys::CUstream_flags::CU_STREAM_NON_BLOCKING,
+        ))?;
         *n = Some(Raw(s));
         Ok(s)
     }
@@ -203,11 +200,11 @@ impl Drop for CudaBackend {
     fn drop(&mut self) {
         if self.dev.bind().is_ok() {
             // SAFETY: the internal stream only ever ran memsets that were synchronised.
-            let _ = unsafe { sys::cuStreamDestroy_v2(self.util.0) };
+            let _ = unsafe { driver::stream_destroy(self.util.0) };
             if let Some(n) = lock(&self.notifier).take() {
                 // SAFETY: a stream of this context; the driver runs its queued host
                 // functions before releasing it (each frees its own closure).
-                let _ = unsafe { sys::cuStreamDestroy_v2(n.0) };
+                let _ = unsafe { driver::stream_destroy(n.0) };
             }
         }
     }
@@ -268,27 +265,21 @@ impl Backend for CudaBackend {
 
     fn create_stream(&self, priority: i32) -> Result<CudaStream> {
         self.bind()?;
-        let mut s: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: the context is current; live out-pointer; the priority was range-checked.
-        self.check("cuStreamCreateWithPriority", unsafe {
-            sys::cuStreamCreateWithPriority(
-                &mut s,
-                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-                priority,
-            )
-        })?;
+        // The context is current; the priority was range-checked.
+        let s = self.check(driver::stream_create_with_priority(
+            sys::CUstream_flags::CU_STREAM_NON_BLOCKING,
+            priority,
+        ))?;
         self.stream_over(s, true).inspect_err(|_| {
             // SAFETY: the new stream has no work and nothing else holds it.
-            let _ = unsafe { sys::cuStreamDestroy_v2(s) };
+            let _ = unsafe { driver::stream_destroy(s) };
         })
     }
 
     fn destroy_stream(&self, stream: CudaStream) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream of this context.
-        let synced = self.check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(stream.raw.0)
-        });
+        let synced = self.check(unsafe { driver::stream_synchronize(stream.raw.0) });
         self.streams.remove(stream.raw.0);
         if let Some(handle) = lock(&stream.blas).take() {
             blas::destroy_blas(handle);
@@ -297,9 +288,9 @@ impl Backend for CudaBackend {
         // own scratch buffer (a graph captured from it has a buffer of its own); a stream
         // this backend created is destroyed once (a wrapped one belongs to its creator).
         unsafe {
-            sys::cuMemFree_v2(stream.scratch.own());
+            let _ = driver::mem_free(stream.scratch.own());
             if stream.owned {
-                sys::cuStreamDestroy_v2(stream.raw.0);
+                let _ = driver::stream_destroy(stream.raw.0);
             }
         }
         synced
@@ -308,20 +299,14 @@ impl Backend for CudaBackend {
     fn stream_sync(&self, stream: &CudaStream) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream of this context.
-        self.check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(stream.raw.0)
-        })?;
+        self.check(unsafe { driver::stream_synchronize(stream.raw.0) })?;
         Ok(self.dev.reap(false)?)
     }
 
     fn stream_query(&self, stream: &CudaStream) -> Result<bool> {
         self.bind()?;
         // SAFETY: a live stream of this context.
-        match unsafe { sys::cuStreamQuery(stream.raw.0) } {
-            CUresult::CUDA_SUCCESS => Ok(true),
-            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            r => Err(self.dev.error("cuStreamQuery", r).into()),
-        }
+        self.check(unsafe { driver::stream_query(stream.raw.0) })
     }
 
     fn record_event(&self, stream: &CudaStream, timing: bool) -> Result<CudaEvent> {
@@ -333,18 +318,14 @@ impl Backend for CudaBackend {
             dev: Arc::clone(&self.dev),
         };
         // SAFETY: an idle event and a live stream, both of this context.
-        self.check("cuEventRecord", unsafe {
-            sys::cuEventRecord(e, stream.raw.0)
-        })?;
+        self.check(unsafe { driver::event_record(e, stream.raw.0) })?;
         Ok(event)
     }
 
     fn stream_wait(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream and a recorded event of this context.
-        self.check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(stream.raw.0, event.raw.0, 0)
-        })
+        self.check(unsafe { driver::stream_wait_event(stream.raw.0, event.raw.0) })
     }
 
     fn stream_wait_peer(
@@ -364,9 +345,7 @@ impl Backend for CudaBackend {
         self.bind()?;
         // SAFETY: `s` is a live CUDA stream (the `RawStream` contract of its giver) and the
         // event a recorded event of this context; waiting changes nothing else.
-        self.check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(s.cast(), event.raw.0, 0)
-        })
+        self.check(unsafe { driver::stream_wait_event(s.cast(), event.raw.0) })
     }
 
     fn notify(&self, event: &CudaEvent, wake: Wake) -> Option<Wake> {
@@ -374,15 +353,15 @@ impl Backend for CudaBackend {
             return Some(wake);
         };
         // SAFETY: a live stream and a recorded event of this context (bound above).
-        let waited = unsafe { sys::cuStreamWaitEvent(stream, event.raw.0, 0) };
-        if waited != CUresult::CUDA_SUCCESS {
+        let waited = unsafe { driver::stream_wait_event(stream, event.raw.0) };
+        if waited.is_err() {
             return Some(wake);
         }
         let data = Box::into_raw(Box::new(wake)).cast::<std::ffi::c_void>();
         // SAFETY: `wake_host_fn` takes back exactly this box, once, when the driver runs it
         // after the event (it calls no CUDA function: a host function must not).
-        let queued = unsafe { sys::cuLaunchHostFunc(stream, Some(wake_host_fn), data) };
-        if queued == CUresult::CUDA_SUCCESS {
+        let queued = unsafe { driver::launch_host_func(stream, wake_host_fn, data) };
+        if queued.is_ok() {
             return None;
         }
         // SAFETY: not queued, so the driver will not run it: the box is still ours.
@@ -392,19 +371,13 @@ impl Backend for CudaBackend {
     fn event_sync(&self, event: &CudaEvent) -> Result<()> {
         self.bind()?;
         // SAFETY: a recorded event of this context.
-        self.check("cuEventSynchronize", unsafe {
-            sys::cuEventSynchronize(event.raw.0)
-        })
+        self.check(unsafe { driver::event_synchronize(event.raw.0) })
     }
 
     fn event_query(&self, event: &CudaEvent) -> Result<bool> {
         self.bind()?;
         // SAFETY: a recorded event of this context.
-        match unsafe { sys::cuEventQuery(event.raw.0) } {
-            CUresult::CUDA_SUCCESS => Ok(true),
-            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            r => Err(self.dev.error("cuEventQuery", r).into()),
-        }
+        self.check(unsafe { driver::event_query(event.raw.0) })
     }
 
     fn event_elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f64> {
@@ -416,11 +389,8 @@ impl Backend for CudaBackend {
                 message: "an event recorded without timing has no time".into(),
             });
         }
-        let mut ms = 0f32;
-        // SAFETY: two recorded timing events of this context; live out-pointer.
-        self.check("cuEventElapsedTime", unsafe {
-            sys::cuEventElapsedTime(&mut ms, start.raw.0, end.raw.0)
-        })?;
+        // SAFETY: two recorded timing events of this context.
+        let ms = self.check(unsafe { driver::event_elapsed_time(start.raw.0, end.raw.0) })?;
         Ok(f64::from(ms))
     }
 
@@ -431,9 +401,7 @@ impl Backend for CudaBackend {
         self.bind()?;
         self.streams.sync_all(&self.dev)?;
         // SAFETY: the internal stream is live.
-        self.check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(self.util.0)
-        })?;
+        self.check(unsafe { driver::stream_synchronize(self.util.0) })?;
         Ok(self.dev.reap(false)?)
     }
 
@@ -447,8 +415,8 @@ impl Backend for CudaBackend {
         self.bind()?;
         // SAFETY: `dst` lies inside its buffer (gpukit-core checked it); the caller keeps `src`
         // readable and unmodified until the stream passes the copy.
-        self.check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(dst.buf.at(dst.offset), src.cast(), bytes, stream.raw.0)
+        self.check(unsafe {
+            driver::memcpy_htod_async(dst.buf.at(dst.offset), src.cast(), bytes, stream.raw.0)
         })
     }
 
@@ -462,8 +430,8 @@ impl Backend for CudaBackend {
         self.bind()?;
         // SAFETY: `src` lies inside its buffer; the caller keeps `dst` writable and otherwise
         // unaccessed until the stream passes the copy.
-        self.check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(dst.cast(), src.buf.at(src.offset), bytes, stream.raw.0)
+        self.check(unsafe {
+            driver::memcpy_dtoh_async(dst.cast(), src.buf.at(src.offset), bytes, stream.raw.0)
         })
     }
 
@@ -477,8 +445,8 @@ impl Backend for CudaBackend {
         self.bind()?;
         // SAFETY: both ranges lie inside their buffers and do not overlap (gpukit-core checked);
         // buffers outlive queued work (freed after their users' events).
-        self.check("cuMemcpyDtoDAsync", unsafe {
-            sys::cuMemcpyDtoDAsync_v2(
+        self.check(unsafe {
+            driver::memcpy_dtod_async(
                 dst.buf.at(dst.offset),
                 src.buf.at(src.offset),
                 bytes,
@@ -500,8 +468,8 @@ impl Backend for CudaBackend {
         // SAFETY: `src` lies inside a live buffer of `peer`'s context and `dst` inside one
         // of this context, with `bytes` to copy (gpukit-core checked both); the stream was
         // made to wait for the source's writers and the buffers outlive the queued copy.
-        self.check("cuMemcpyPeerAsync", unsafe {
-            sys::cuMemcpyPeerAsync(
+        self.check(unsafe {
+            driver::memcpy_peer_async(
                 dst.buf.at(dst.offset),
                 self.dev.ctx.0,
                 src.buf.at(src.offset),
@@ -555,12 +523,8 @@ impl Backend for CudaBackend {
         self.bind()?;
         let s: sys::CUstream = handle.cast();
         // A stream of another context would order nothing against this one's work.
-        let mut ctx: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: the caller vouches that `s` is a live stream (stream_from_raw's contract);
-        // live out-pointer.
-        self.check("cuStreamGetCtx", unsafe {
-            sys::cuStreamGetCtx(s, &mut ctx)
-        })?;
+        // SAFETY: the caller vouches that `s` is a live stream (stream_from_raw's contract).
+        let ctx = self.check(unsafe { driver::stream_get_ctx(s) })?;
         if ctx != self.dev.ctx.0 {
             return Err(Error::Unsupported {
                 backend: "cuda",
@@ -619,12 +583,12 @@ impl Backend for CudaBackend {
             // would break it on this stream.
             // SAFETY: a live stream of this context, not capturing (gpukit-core checks).
             let r = unsafe {
-                sys::cuStreamBeginCapture_v2(
+                driver::stream_begin_capture(
                     stream.raw.0,
                     sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
                 )
             };
-            self.dev.check("cuStreamBeginCapture", r)
+            self.dev.check(r)
         });
         match begun {
             Ok(()) => {
@@ -645,19 +609,17 @@ impl Backend for CudaBackend {
         let scratch = stream.scratch.end_capture();
         let ended = self.streams.end_capture(|| {
             self.dev.bind()?;
-            let mut graph: sys::CUgraph = std::ptr::null_mut();
-            // SAFETY: the stream is capturing (begun by `begin_capture`); live out-pointer.
-            let r = unsafe { sys::cuStreamEndCapture(stream.raw.0, &mut graph) };
-            self.dev.check("cuStreamEndCapture", r).map(|()| graph)
+            // SAFETY: the stream is capturing (begun by `begin_capture`).
+            self.dev
+                .check(unsafe { driver::stream_end_capture(stream.raw.0) })
         });
         let instantiated = ended.map_err(Error::from).and_then(|graph| {
-            let mut exec: sys::CUgraphExec = std::ptr::null_mut();
-            // SAFETY: `graph` is the graph the capture made; live out-pointer.
-            let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) };
+            // SAFETY: `graph` is the graph the capture made.
+            let exec = unsafe { driver::graph_instantiate(graph) };
             // SAFETY: the executable graph (if any) no longer needs the template.
-            let destroyed = unsafe { sys::cuGraphDestroy(graph) };
-            self.check("cuGraphInstantiateWithFlags", r)?;
-            self.check("cuGraphDestroy", destroyed)?;
+            let destroyed = unsafe { driver::graph_destroy(graph) };
+            let exec = self.check(exec)?;
+            self.check(destroyed)?;
             Ok(exec)
         });
         // A capture without reductions (or gemms) leaves its buffer (or workspace) unused:

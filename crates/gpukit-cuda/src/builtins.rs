@@ -9,6 +9,7 @@
 //! unloaded with the device (`Device`'s drop), when no context, kernel, event or graph of it
 //! is left.
 
+use std::ffi::CString;
 use std::sync::{Mutex, OnceLock};
 
 use crate::kernels::{Elem, BUILTIN_OPTIONS};
@@ -18,6 +19,7 @@ use gpukit_cuda_sys::nvrtc::{Compiled, NvrtcLib, Target};
 
 use crate::cache::{self, Origin};
 use crate::device::{lock, Device, Raw};
+use crate::driver;
 use crate::error::CudaError;
 use crate::source::{entries, module_source, Entry};
 
@@ -152,23 +154,23 @@ impl Builtins {
         if let Some(m) = slot.get() {
             return Ok(m);
         }
-        let mut module: sys::CUmodule = std::ptr::null_mut();
         // SAFETY: the context is current (callers bind); the image is a cubin or NUL-terminated
         // PTX that lives across the call.
-        dev.check("cuModuleLoadData", unsafe {
-            sys::cuModuleLoadData(&mut module, compiled.image.as_ptr().cast())
-        })?;
+        let module = dev.check(unsafe { driver::module_load_data(&compiled.image) })?;
         let mut fns = Vec::new();
         for entry in entries(elem) {
-            let mut f: sys::CUfunction = std::ptr::null_mut();
-            let c_name = format!("{}\0", entry.c_name());
-            // SAFETY: a live module; NUL-terminated name; live out-pointer.
-            let r = unsafe { sys::cuModuleGetFunction(&mut f, module, c_name.as_ptr().cast()) };
-            if let Err(e) = dev.check("cuModuleGetFunction", r) {
-                // SAFETY: the module was just loaded and nothing refers to it.
-                unsafe { sys::cuModuleUnload(module) };
-                return Err(e.into());
-            }
+            // Entry points are C identifiers, without NUL; were one not, the empty name
+            // would find no function, and the lookup fail below with the driver's error.
+            let c_name = CString::new(entry.c_name()).unwrap_or_default();
+            // SAFETY: a live module.
+            let f = match dev.check(unsafe { driver::module_get_function(module, &c_name) }) {
+                Ok(f) => f,
+                Err(e) => {
+                    // SAFETY: the module was just loaded and nothing refers to it.
+                    let _ = unsafe { driver::module_unload(module) };
+                    return Err(e.into());
+                }
+            };
             fns.push((entry, Raw(f)));
         }
         let _ = slot.set(Module {
@@ -190,7 +192,7 @@ impl Builtins {
                 // SAFETY: the device is being dropped: every stream of every context on it was
                 // destroyed (synchronised) and every graph destroyed, so no launch of the
                 // module is pending and none can be queued.
-                unsafe { sys::cuModuleUnload(m.raw.0) };
+                let _ = unsafe { driver::module_unload(m.raw.0) };
             }
         }
     }

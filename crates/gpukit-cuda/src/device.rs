@@ -20,6 +20,7 @@ use gpukit_core::{DeviceInfo, LaunchLimits};
 use gpukit_cuda_sys::nvrtc::{NvrtcLib, Target};
 
 use crate::builtins::Builtins;
+use crate::driver::{self, DriverError};
 use crate::error::{describe, is_sticky, CudaError};
 
 /// Most idle non-timing events kept for reuse.
@@ -114,31 +115,21 @@ impl Device {
         if let Some(first) = poison.get() {
             return Err(poisoned_by(first));
         }
-        let call = |call: &'static str, r: CUresult| -> Result<(), CudaError> {
-            if r == CUresult::CUDA_SUCCESS {
-                Ok(())
-            } else {
-                let (name, message) = describe(r);
-                Err(CudaError::Driver {
-                    call,
-                    result: r,
-                    name,
-                    message,
-                })
+        // Until the device is open its errors are plain driver errors: nothing to poison yet.
+        let to_driver_error = |e: DriverError| -> CudaError {
+            let (name, message) = describe(e.code);
+            CudaError::Driver {
+                call: e.call,
+                result: e.code,
+                name,
+                message,
             }
         };
-        let mut dev: sys::CUdevice = 0;
-        let mut ctx: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: the driver is loaded and initialised (the probe ran cuInit); the ordinal is
-        // below the probe's device count; the out-pointers are live locals.
-        unsafe {
-            call("cuInit", sys::cuInit(0))?;
-            call("cuDeviceGet", sys::cuDeviceGet(&mut dev, ordinal as c_int))?;
-            call(
-                "cuDevicePrimaryCtxRetain",
-                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
-            )?;
-        }
+        // The driver is loaded and initialised (the probe ran cuInit); the ordinal is below
+        // the probe's device count.
+        driver::init().map_err(to_driver_error)?;
+        let dev = driver::device_get(ordinal as c_int).map_err(to_driver_error)?;
+        let ctx = driver::device_primary_ctx_retain(dev).map_err(to_driver_error)?;
         let mut device = Device {
             ordinal,
             dev,
@@ -165,18 +156,11 @@ impl Device {
         // From here on `device` releases the context when dropped.
         device.bind()?;
         let attr = |a: Attr| -> Result<u32, CudaError> {
-            let mut v: c_int = 0;
-            // SAFETY: live out-pointer; `dev` is a valid device.
-            call("cuDeviceGetAttribute", unsafe {
-                sys::cuDeviceGetAttribute(&mut v, a, dev)
-            })?;
+            let v = driver::device_get_attribute(a, dev).map_err(to_driver_error)?;
             Ok(u32::try_from(v).unwrap_or(0))
         };
-        let (mut least, mut greatest): (c_int, c_int) = (0, 0);
-        // SAFETY: the context is current; live out-pointers.
-        call("cuCtxGetStreamPriorityRange", unsafe {
-            sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
-        })?;
+        // The context is current (bound above).
+        let (least, greatest) = driver::ctx_get_stream_priority_range().map_err(to_driver_error)?;
         device.info.compute_capability = Some((
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
@@ -219,16 +203,11 @@ impl Device {
     #[inline]
     pub fn bind(&self) -> Result<(), CudaError> {
         self.alive()?;
-        let mut current: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: live out-pointer; reading the current context has no other effect.
-        let r = unsafe { sys::cuCtxGetCurrent(&mut current) };
-        if r == CUresult::CUDA_SUCCESS && current == self.ctx.0 {
+        if driver::ctx_get_current().is_ok_and(|current| current == self.ctx.0) {
             return Ok(());
         }
         // SAFETY: `ctx` is the primary context this device retained and has not released.
-        self.check("cuCtxSetCurrent", unsafe {
-            sys::cuCtxSetCurrent(self.ctx.0)
-        })
+        self.check(unsafe { driver::ctx_set_current(self.ctx.0) })
     }
 
     /// Enables this device's context to access `peer`'s memory directly (NVLink or PCIe
@@ -243,23 +222,19 @@ impl Device {
         if let Some(&(_, can)) = peers.iter().find(|(o, _)| *o == peer.ordinal) {
             return Ok(can);
         }
-        let mut can: c_int = 0;
-        // SAFETY: live out-pointer; both are valid devices.
-        self.check("cuDeviceCanAccessPeer", unsafe {
-            sys::cuDeviceCanAccessPeer(&mut can, self.dev, peer.dev)
-        })?;
-        let mut enabled = can != 0;
+        let mut enabled = self.check(driver::device_can_access_peer(self.dev, peer.dev))?;
         if enabled {
             // SAFETY: this device's context is current (the caller's contract) and `peer`'s
             // primary context is retained while `peer` lives.
-            match unsafe { sys::cuCtxEnablePeerAccess(peer.ctx.0, 0) } {
-                CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
-                r => {
+            match unsafe { driver::ctx_enable_peer_access(peer.ctx.0) } {
+                Ok(()) => {}
+                Err(e) if e.code == CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                Err(e) => {
                     // Not fatal: the copy goes through host memory instead.
                     tracing::warn!(
                         device = self.ordinal,
                         peer = peer.ordinal,
-                        error = %self.error("cuCtxEnablePeerAccess", r),
+                        error = %self.error(e.call, e.code),
                         "peer access could not be enabled; copies are staged by the driver"
                     );
                     enabled = false;
@@ -270,13 +245,11 @@ impl Device {
         Ok(enabled)
     }
 
-    /// Turns a `CUresult` into a result naming `call`; sticky errors poison the device.
+    /// Turns a driver wrapper's result into the crate's, naming the failed call; sticky
+    /// errors poison the device.
     #[inline]
-    pub fn check(&self, call: &'static str, r: CUresult) -> Result<(), CudaError> {
-        if r == CUresult::CUDA_SUCCESS {
-            return Ok(());
-        }
-        Err(self.error(call, r))
+    pub fn check<T>(&self, r: Result<T, DriverError>) -> Result<T, CudaError> {
+        r.map_err(|e| self.error(e.call, e.code))
     }
 
     /// The error for a failed call (cold path of [`Device::check`]).
@@ -311,10 +284,8 @@ impl Device {
 
     /// `(free, total)` device memory, or zeros when the driver will not say.
     pub fn mem_info(&self) -> (usize, usize) {
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: live out-pointers; the context is current (every caller bound it).
-        let _ = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
-        (free, total)
+        // The context is current (every caller bound it).
+        driver::mem_get_info().unwrap_or((0, 0))
     }
 
     // ----- events ------------------------------------------------------------------------
@@ -327,16 +298,12 @@ impl Device {
             }
         }
         let flags = if timing {
-            sys::CUevent_flags::CU_EVENT_DEFAULT as u32
+            sys::CUevent_flags::CU_EVENT_DEFAULT
         } else {
-            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING
         };
-        let mut e: sys::CUevent = std::ptr::null_mut();
-        // SAFETY: live out-pointer; the context is current.
-        self.check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut e, flags)
-        })?;
-        Ok(e)
+        // The context is current.
+        self.check(driver::event_create(flags))
     }
 
     /// Returns an event to the pool (non-timing ones) or destroys it.
@@ -351,7 +318,7 @@ impl Device {
         if self.bind().is_ok() {
             // SAFETY: `e` is an event of this context that nothing else refers to any more.
             // Destroying it only fails for an invalid handle, which it is not.
-            let _ = unsafe { sys::cuEventDestroy_v2(e) };
+            let _ = unsafe { driver::event_destroy(e) };
         }
     }
 
@@ -372,8 +339,8 @@ impl Device {
         for &s in streams {
             let recorded = self.take_event(false).and_then(|e| {
                 // SAFETY: `e` is an idle event of this context and `s` a live stream of it.
-                let r = unsafe { sys::cuEventRecord(e, s) };
-                match self.check("cuEventRecord", r) {
+                let r = unsafe { driver::event_record(e, s) };
+                match self.check(r) {
                     Ok(()) => Ok(e),
                     Err(err) => {
                         self.give_event(e, false);
@@ -389,9 +356,9 @@ impl Device {
                         self.give_event(e, false);
                     }
                     // SAFETY: `s` is a live stream of this context.
-                    let _ = unsafe { sys::cuStreamSynchronize(s) };
+                    let _ = unsafe { driver::stream_synchronize(s) };
                     // SAFETY: see above: the streams have passed their uses.
-                    let _ = unsafe { sys::cuMemFree_v2(ptr) };
+                    let _ = unsafe { driver::mem_free(ptr) };
                     return Err(err);
                 }
             }
@@ -419,7 +386,7 @@ impl Device {
             let mut first = Ok(());
             for ptr in ptrs {
                 // SAFETY: the buffer is owned by the caller, and no queued work uses it.
-                let r = self.check("cuMemFree", unsafe { sys::cuMemFree_v2(ptr) });
+                let r = self.check(unsafe { driver::mem_free(ptr) });
                 if first.is_ok() {
                     first = r;
                 }
@@ -446,19 +413,19 @@ impl Device {
                     // SAFETY: `e` is a live recorded event of this context.
                     let r = unsafe {
                         if wait {
-                            sys::cuEventSynchronize(e)
+                            driver::event_synchronize(e).map(|()| true)
                         } else {
-                            sys::cuEventQuery(e)
+                            driver::event_query(e)
                         }
                     };
                     match r {
-                        CUresult::CUDA_SUCCESS => true,
-                        CUresult::CUDA_ERROR_NOT_READY => false,
+                        Ok(done) => done,
                         // An error in the stream's work: the work will never touch the buffer
-                        // again, so it can go; the error is reported.
-                        other => {
+                        // again, so it can go; the error is reported (as the query's, also
+                        // when it came from waiting).
+                        Err(err) => {
                             if first.is_ok() {
-                                first = Err(self.error("cuEventQuery", other));
+                                first = Err(self.error("cuEventQuery", err.code));
                             }
                             true
                         }
@@ -479,9 +446,9 @@ impl Device {
             for ptr in f.ptrs {
                 // SAFETY: every stream that used the buffer has passed the event recorded
                 // after its last use; nothing else refers to the memory.
-                let r = unsafe { sys::cuMemFree_v2(ptr) };
+                let r = unsafe { driver::mem_free(ptr) };
                 if first.is_ok() {
-                    first = self.check("cuMemFree", r);
+                    first = self.check(r);
                 }
             }
         }
@@ -501,11 +468,12 @@ impl Drop for Device {
             let _ = self.reap(true);
             for Raw(e) in lock(&self.events).drain(..) {
                 // SAFETY: an idle pooled event of this context.
-                let _ = unsafe { sys::cuEventDestroy_v2(e) };
+                let _ = unsafe { driver::event_destroy(e) };
             }
         }
-        // SAFETY: the device retained the primary context once, in `open`.
-        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+        // SAFETY: the device retained the primary context once, in `open`, and everything
+        // that used it through the device is gone (see above).
+        let _ = unsafe { driver::device_primary_ctx_release(self.dev) };
     }
 }
 

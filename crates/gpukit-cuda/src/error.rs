@@ -1,7 +1,8 @@
 //! The CUDA backend's own errors, and how every `CUresult` becomes a `gpukit_core::Error`.
 //!
-//! Every driver call goes through [`Device::check`](crate::device::Device::check), which
-//! names the call in the error. A failed call keeps the driver's code as data:
+//! Every driver call is a wrapper in [`crate::driver`] that fails with the call's name and
+//! its `CUresult`; [`Device::check`](crate::device::Device::check) turns that into the error
+//! naming the call. A failed call keeps the driver's code as data:
 //! [`gpukit_core::Error::Status`] with `api: "cuda-driver"` and the `CUresult`'s value, name and
 //! description ([`driver_result`] matches it against a `CUresult`; cuBLAS statuses likewise
 //! with `api: "cublas"`). Errors that leave the context unusable (an illegal address, a

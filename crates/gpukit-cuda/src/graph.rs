@@ -19,6 +19,7 @@ use cudarc::driver::sys;
 use gpukit_core::Result;
 
 use crate::device::{lock, Device, Raw};
+use crate::driver;
 
 /// Bytes of the cuBLAS workspace a capture's gemms use: cuBLAS's recommended size for a
 /// user-provided workspace ([`cublasSetWorkspace`](https://docs.nvidia.com/cuda/cublas/#cublassetworkspace):
@@ -225,21 +226,19 @@ impl CudaGraph {
         // SAFETY: a live executable graph and stream of this context; the caller keeps the
         // buffers the work uses alive and ordered, and the scratch lives until the event
         // recorded below has passed.
-        let r = unsafe { sys::cuGraphLaunch(self.exec.0, stream) };
-        self.dev.check("cuGraphLaunch", r)?;
+        let r = unsafe { driver::graph_launch(self.exec.0, stream) };
+        self.dev.check(r)?;
         let Some(scratch) = &self.scratch else {
             return Ok(());
         };
         let e = self.dev.take_event(false)?;
         // SAFETY: an idle event and a live stream, both of this context.
-        let recorded = self
-            .dev
-            .check("cuEventRecord", unsafe { sys::cuEventRecord(e, stream) });
+        let recorded = self.dev.check(unsafe { driver::event_record(e, stream) });
         if let Err(err) = recorded {
             self.dev.give_event(e, false);
             // Without the mark the memory could be freed under this launch: wait for it.
             // SAFETY: a live stream of this context.
-            let _ = unsafe { sys::cuStreamSynchronize(stream) };
+            let _ = unsafe { driver::stream_synchronize(stream) };
             return Err(err.into());
         }
         if let Some(Raw(old)) = lock(&scratch.launches).mark(Raw(stream), Raw(e)) {
@@ -261,9 +260,7 @@ impl CudaGraph {
         if !exec.is_null() {
             // SAFETY: the executable graph is not used again; launches still running finish
             // first (the driver frees it when they complete).
-            first = self.dev.check("cuGraphExecDestroy", unsafe {
-                sys::cuGraphExecDestroy(exec)
-            });
+            first = self.dev.check(unsafe { driver::graph_exec_destroy(exec) });
         }
         if let Some(scratch) = self.scratch.take() {
             let launches = scratch

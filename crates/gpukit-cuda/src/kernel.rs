@@ -1,7 +1,7 @@
 //! Custom kernels: CUDA C through NVRTC or PTX as given, loaded as modules, launched with
 //! arguments packed from gpukit-core's [`KernelArg`]s.
 
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUresult};
@@ -13,6 +13,7 @@ use gpukit_core::{
 use crate::backend::{CudaBackend, CudaStream};
 use crate::cache;
 use crate::device::{Device, Raw};
+use crate::driver;
 use crate::error::{is_bad_image, CudaError};
 use crate::streams::ContextStreams;
 
@@ -189,42 +190,41 @@ pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
             .map_err(|_| compile_err("the PTX contains a NUL byte".into()))?
             .into_bytes_with_nul(),
     };
-    let mut module: sys::CUmodule = std::ptr::null_mut();
     // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX that lives
-    // across the call; live out-pointer.
-    let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
-    if is_bad_image(r) {
-        let (name, message) = crate::error::describe(r);
-        return Err(compile_err(format!(
-            "cuModuleLoadData: {name} ({message}); the driver's compiler refuses a kernel over the device's limits, such as more than {} bytes of static shared memory",
-            b.dev.info.limits.max_shared_mem_per_block
-        )));
+    // across the call.
+    let r = unsafe { driver::module_load_data(&image) };
+    match r {
+        Err(e) if is_bad_image(e.code) => {
+            let (name, message) = crate::error::describe(e.code);
+            return Err(compile_err(format!(
+                "cuModuleLoadData: {name} ({message}); the driver's compiler refuses a kernel over the device's limits, such as more than {} bytes of static shared memory",
+                b.dev.info.limits.max_shared_mem_per_block
+            )));
+        }
+        _ => {}
     }
-    b.dev.check("cuModuleLoadData", r)?;
+    let module = b.dev.check(r)?;
     let unload = |e: Error| -> Error {
         // SAFETY: the module was just loaded and nothing else refers to it.
-        unsafe { sys::cuModuleUnload(module) };
+        let _ = unsafe { driver::module_unload(module) };
         e
     };
     let c_name = CString::new(desc.name.as_str())
         .map_err(|_| unload(compile_err("the kernel name contains a NUL byte".into())))?;
-    let mut func: sys::CUfunction = std::ptr::null_mut();
-    // SAFETY: a live module; NUL-terminated name; live out-pointer.
-    let r = unsafe { sys::cuModuleGetFunction(&mut func, module, c_name.as_ptr()) };
-    if r == CUresult::CUDA_ERROR_NOT_FOUND {
+    // SAFETY: a live module.
+    let r = unsafe { driver::module_get_function(module, &c_name) };
+    if matches!(r, Err(e) if e.code == CUresult::CUDA_ERROR_NOT_FOUND) {
         return Err(unload(compile_err(format!(
             "the module has no entry point named `{}` (declare it `extern \"C\" __global__` so its name is not mangled)",
             desc.name
         ))));
     }
-    b.dev
-        .check("cuModuleGetFunction", r)
-        .map_err(|e| unload(e.into()))?;
+    let func = b.dev.check(r).map_err(|e| unload(e.into()))?;
     let attribute = |a: sys::CUfunction_attribute| -> Result<u32> {
-        let mut v: c_int = 0;
-        // SAFETY: a live function; live out-pointer.
-        let r = unsafe { sys::cuFuncGetAttribute(&mut v, a, func) };
-        b.dev.check("cuFuncGetAttribute", r)?;
+        // SAFETY: a live function.
+        let v = b
+            .dev
+            .check(unsafe { driver::func_get_attribute(a, func) })?;
         Ok(u32::try_from(v).unwrap_or(0))
     };
     let max_threads = attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
@@ -314,37 +314,35 @@ pub(crate) unsafe fn launch(
     for (p, s) in params.iter_mut().zip(slots.iter_mut()) {
         *p = s.0.as_mut_ptr().cast();
     }
-    let [gx, gy, gz] = cfg.grid;
-    let [bx, by, bz] = cfg.block;
     // SAFETY: `func` is a kernel of this context; `params` points at one slot per argument
     // holding its value (device addresses of valid ranges, scalars' bytes); the code takes
     // these arguments and stays inside them (this function's contract, vouched for by the
     // caller of the unsafe `KernelSpec::cuda`/`ptx`); the configuration was checked against
     // the device's and the kernel's limits.
     let r = unsafe {
-        sys::cuLaunchKernel(
+        driver::launch_kernel(
             k.func.0,
-            gx,
-            gy,
-            gz,
-            bx,
-            by,
-            bz,
+            cfg.grid,
+            cfg.block,
             cfg.shared_mem_bytes,
             stream.raw.0,
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
+            &mut params,
         )
     };
     match r {
-        CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES | CUresult::CUDA_ERROR_INVALID_VALUE => {
-            let (name, message) = crate::error::describe(r);
+        Err(e)
+            if matches!(
+                e.code,
+                CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES | CUresult::CUDA_ERROR_INVALID_VALUE
+            ) =>
+        {
+            let (name, message) = crate::error::describe(e.code);
             Err(Error::InvalidLaunch {
                 kernel: k.name.clone(),
                 reason: format!("cuLaunchKernel: {name} ({message})"),
             })
         }
-        r => Ok(b.dev.check("cuLaunchKernel", r)?),
+        r => Ok(b.dev.check(r)?),
     }
 }
 

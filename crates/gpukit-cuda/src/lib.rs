@@ -23,6 +23,11 @@
 //!   called through cudarc's raw `driver::sys`, the workspace's one binding of it. The
 //!   device's primary context is used, so memory can be shared with the CUDA runtime and
 //!   other libraries.
+//! - **Raw driver calls** all live in one module, `driver` (`src/driver.rs`): one wrapper per
+//!   entry point, each returning `Result` with the call's name and `CUresult` on failure and
+//!   its outputs as values; `unsafe` where a handle or pointer must be valid, with the
+//!   contract in its `# Safety` section. The rest of the backend calls these wrappers, never
+//!   `driver::sys` (cuBLAS, NVRTC, NCCL and NVTX have their own bindings).
 //! - **Device memory** is `cuMemAlloc` (zeroed on an internal stream when asked). A buffer
 //!   freed while streams still use it is freed later: the backend records an event on each
 //!   of those streams and frees the memory once all have completed, checking on later calls,
@@ -123,6 +128,7 @@ mod blas;
 mod builtins;
 pub mod cache;
 mod device;
+mod driver;
 mod error;
 mod graph;
 mod index;

@@ -5,7 +5,11 @@
 //! `gpukit_cuda_sys::probe::driver` has made sure cudarc reaches the driver the probe
 //! loaded, and here every driver symbol the backend calls ([`DRIVER_SYMBOLS`], which a unit
 //! test derives from the backend's source, so that a new call cannot be left out) must be
-//! in it.
+//! in it. The calls themselves are the wrappers of [`crate::driver`], one per symbol, which
+//! the unit tests also check.
+//!
+//! This module calls no driver function itself: it hands the names to the probe's own
+//! loader, which looks each symbol up without calling it.
 
 use std::sync::OnceLock;
 
@@ -90,6 +94,7 @@ mod tests {
         ("builtins.rs", include_str!("builtins.rs")),
         ("cache.rs", include_str!("cache.rs")),
         ("device.rs", include_str!("device.rs")),
+        ("driver.rs", include_str!("driver.rs")),
         ("error.rs", include_str!("error.rs")),
         ("graph.rs", include_str!("graph.rs")),
         ("index.rs", include_str!("index.rs")),
@@ -108,27 +113,61 @@ mod tests {
         ("streams.rs", include_str!("streams.rs")),
     ];
 
-    /// The driver functions the source calls: `sys::cuName(`, outside comments.
-    fn driver_calls() -> Vec<String> {
+    /// The driver functions `text` calls, once per call: `cuName(` after `sys::`, outside
+    /// comments.
+    fn calls_in(text: &str) -> Vec<String> {
         let mut calls = Vec::new();
-        for (_, text) in SOURCES {
-            for line in text.lines() {
-                let code = line.split("//").next().unwrap_or_default();
-                for (at, _) in code.match_indices("sys::cu") {
-                    let name: String = code[at + "sys::".len()..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    let called = code[at + "sys::".len() + name.len()..].starts_with('(');
-                    // `culib` is cudarc's loader itself, not a driver symbol.
-                    if called && name != "culib" && !calls.contains(&name) {
-                        calls.push(name);
-                    }
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or_default();
+            for (at, _) in code.match_indices("sys::cu") {
+                let name: String = code[at + "sys::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let called = code[at + "sys::".len() + name.len()..].starts_with('(');
+                // `culib` is cudarc's loader itself, not a driver symbol.
+                if called && name != "culib" {
+                    calls.push(name);
                 }
             }
         }
-        calls.sort();
         calls
+    }
+
+    /// The driver functions the source calls, each once, sorted.
+    fn driver_calls() -> Vec<String> {
+        let mut calls: Vec<String> = SOURCES.iter().flat_map(|(_, t)| calls_in(t)).collect();
+        calls.sort();
+        calls.dedup();
+        calls
+    }
+
+    /// Every raw driver call is a wrapper of `driver.rs`, one per entry point, so that the
+    /// error path (`Device::check`) and the safety contracts have one place.
+    #[test]
+    fn every_driver_call_is_one_wrapper_in_the_driver_module() {
+        for (name, text) in SOURCES {
+            if *name != "driver.rs" {
+                assert_eq!(
+                    calls_in(text),
+                    Vec::<String>::new(),
+                    "raw driver calls in {name}"
+                );
+            }
+        }
+        let (_, driver) = SOURCES
+            .iter()
+            .find(|(name, _)| *name == "driver.rs")
+            .expect("driver.rs is scanned");
+        let mut calls = calls_in(driver);
+        let all = calls.len();
+        calls.sort();
+        calls.dedup();
+        assert_eq!(
+            calls.len(),
+            all,
+            "an entry point is called twice in driver.rs"
+        );
     }
 
     /// Regression test for the desk-check's "the loader pre-check misses 9 driver symbols

@@ -3,13 +3,12 @@
 //! registrations (`cuMemHostRegister`), managed memory (`cuMemAllocManaged`) and its
 //! prefetch, and foreign device addresses wrapped without ownership.
 
-use std::ffi::c_void;
-
 use cudarc::driver::sys::{self, CUresult};
 use gpukit_core::{BufAt, Error, HostUse, Location, RawPtr, Result};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::device::Raw;
+use crate::driver::{self, DriverError};
 use crate::error::CudaError;
 
 /// Device memory: `cuMemAlloc`'d bytes.
@@ -70,19 +69,25 @@ impl std::fmt::Debug for CudaRegistration {
 /// The device ordinal that means the host in `cuMemPrefetchAsync` (`CU_DEVICE_CPU`).
 const CU_DEVICE_CPU: sys::CUdevice = -1;
 
+/// Whether a driver call failed for want of memory.
+fn out_of_memory<T>(r: &std::result::Result<T, DriverError>) -> bool {
+    matches!(r, Err(e) if e.code == CUresult::CUDA_ERROR_OUT_OF_MEMORY)
+}
+
 impl CudaBackend {
     /// Zeroes a new buffer on the internal stream and waits for it; frees the buffer if
     /// that fails.
     pub(crate) fn zeroed(&self, buf: CudaBuffer) -> Result<CudaBuffer> {
         // SAFETY: the buffer is new and used by nothing else; the internal stream is live.
-        let r = unsafe { sys::cuMemsetD8Async(buf.ptr, 0, buf.bytes, self.util.0) };
-        let r = if r == CUresult::CUDA_SUCCESS {
+        let r = unsafe { driver::memset_d8_async(buf.ptr, 0, buf.bytes, self.util.0) }
             // SAFETY: the internal stream is live.
-            unsafe { sys::cuStreamSynchronize(self.util.0) }
-        } else {
-            r
-        };
-        if let Err(e) = self.check("cuMemsetD8Async", r) {
+            .and_then(|()| unsafe { driver::stream_synchronize(self.util.0) })
+            // The wait is part of zeroing: its failure is reported as the memset's.
+            .map_err(|e| DriverError {
+                call: "cuMemsetD8Async",
+                ..e
+            });
+        if let Err(e) = self.check(r) {
             // SAFETY: the memset is the buffer's only use, and it either was not queued or
             // has ended (the synchronize returned), so no stream needs waiting for. Its
             // error is secondary to the memset's, which is returned.
@@ -94,15 +99,13 @@ impl CudaBackend {
 
     /// `cuMemAlloc`, retried once after waiting for deferred frees.
     pub(crate) fn mem_alloc(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
-        let mut ptr: sys::CUdeviceptr = 0;
-        // SAFETY: the context is current; live out-pointer.
-        let mut r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) };
-        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        // The context is current.
+        let mut r = driver::mem_alloc(bytes);
+        if out_of_memory(&r) {
             self.dev.reap(true)?;
-            // SAFETY: as above.
-            r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) };
+            r = driver::mem_alloc(bytes);
         }
-        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        if out_of_memory(&r) {
             let (free, total) = self.dev.mem_info();
             return Err(CudaError::OutOfMemory {
                 call: "cuMemAlloc",
@@ -112,8 +115,7 @@ impl CudaBackend {
             }
             .into());
         }
-        self.check("cuMemAlloc", r)?;
-        Ok(ptr)
+        self.check(r)
     }
 
     /// Device memory of `bytes` bytes, zeroed on the internal stream when asked
@@ -164,18 +166,16 @@ impl CudaBackend {
             HostUse::Upload => sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_WRITECOMBINED,
             HostUse::Download | HostUse::Both => sys::CU_MEMHOSTALLOC_PORTABLE,
         };
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: the context is current; live out-pointer.
-        let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) };
-        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        // The context is current.
+        let r = driver::mem_host_alloc(bytes, flags);
+        if out_of_memory(&r) {
             return Err(Error::OutOfMemory {
                 backend: "cuda",
                 requested: bytes,
                 detail: "cuMemHostAlloc: the host could not pin that much memory".into(),
             });
         }
-        self.check("cuMemHostAlloc", r)?;
-        let p = p.cast::<u8>();
+        let p = self.check(r)?.cast::<u8>();
         // SAFETY: `p` is a fresh allocation of `bytes` bytes that nothing else uses yet.
         unsafe { std::ptr::write_bytes(p, 0, bytes) };
         Ok(CudaHostMem { ptr: Raw(p), bytes })
@@ -190,9 +190,7 @@ impl CudaBackend {
         self.bind()?;
         let _ = mem.bytes;
         // SAFETY: the memory came from cuMemHostAlloc and no queued work uses it (contract).
-        self.check("cuMemFreeHost", unsafe {
-            sys::cuMemFreeHost(mem.ptr.0.cast())
-        })
+        self.check(unsafe { driver::mem_free_host(mem.ptr.0.cast()) })
     }
 
     /// [`gpukit_core::Backend::register_host`].
@@ -205,9 +203,9 @@ impl CudaBackend {
         // SAFETY: the caller promises `ptr..ptr + bytes` is one live allocation that stays
         // allocated until it is unregistered.
         let r = unsafe {
-            sys::cuMemHostRegister_v2(ptr.cast(), bytes, sys::CU_MEMHOSTREGISTER_PORTABLE)
+            driver::mem_host_register(ptr.cast(), bytes, sys::CU_MEMHOSTREGISTER_PORTABLE)
         };
-        self.check("cuMemHostRegister", r)?;
+        self.check(r)?;
         Ok(CudaRegistration { ptr: Raw(ptr) })
     }
 
@@ -219,9 +217,7 @@ impl CudaBackend {
     pub(crate) unsafe fn unregister(&self, reg: CudaRegistration) -> Result<()> {
         self.bind()?;
         // SAFETY: `reg` is a live registration and no queued work uses the memory (contract).
-        self.check("cuMemHostUnregister", unsafe {
-            sys::cuMemHostUnregister(reg.ptr.0.cast())
-        })
+        self.check(unsafe { driver::mem_host_unregister(reg.ptr.0.cast()) })
     }
 
     /// Managed memory, refused beyond the device's free memory
@@ -240,7 +236,7 @@ impl CudaBackend {
         // Asking for more managed memory than the device has free can stall the GPU
         // (oversubscription pages it in and out): refuse it up front.
         let (free, total) = self.dev.mem_info();
-        let out_of_memory = || -> Error {
+        let refused = || -> Error {
             CudaError::OutOfMemory {
                 call: "cuMemAllocManaged",
                 requested: bytes,
@@ -250,21 +246,14 @@ impl CudaBackend {
             .into()
         };
         if bytes > free {
-            return Err(out_of_memory());
+            return Err(refused());
         }
-        let mut ptr: sys::CUdeviceptr = 0;
-        // SAFETY: the context is current; live out-pointer.
-        let r = unsafe {
-            sys::cuMemAllocManaged(
-                &mut ptr,
-                bytes,
-                sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
-            )
-        };
-        if r == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(out_of_memory());
+        // The context is current.
+        let r = driver::mem_alloc_managed(bytes, sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL);
+        if out_of_memory(&r) {
+            return Err(refused());
         }
-        self.check("cuMemAllocManaged", r)?;
+        let ptr = self.check(r)?;
         let buf = CudaBuffer {
             ptr,
             bytes,
@@ -298,8 +287,9 @@ impl CudaBackend {
         };
         // SAFETY: the caller's contract: the range lies in a live managed buffer that
         // outlives the prefetch; the stream is live.
-        let r = unsafe { sys::cuMemPrefetchAsync(at.buf.at(at.offset), bytes, dst, stream.raw.0) };
-        self.check("cuMemPrefetchAsync", r)
+        let r =
+            unsafe { driver::mem_prefetch_async(at.buf.at(at.offset), bytes, dst, stream.raw.0) };
+        self.check(r)
     }
 
     /// A foreign device address as a buffer this backend never frees

@@ -18,6 +18,7 @@ use gpukit_core::{
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::blas;
+use crate::driver;
 use crate::index;
 use crate::source::Entry;
 
@@ -75,21 +76,9 @@ impl Launcher<'_> {
         // the pointers in `params` point to, and every device range among them is valid for
         // the launch (this function's contract).
         let r = unsafe {
-            sys::cuLaunchKernel(
-                f,
-                grid,
-                1,
-                1,
-                block,
-                1,
-                1,
-                0,
-                self.s.raw.0,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
+            driver::launch_kernel(f, [grid, 1, 1], [block, 1, 1], 0, self.s.raw.0, params)
         };
-        Ok(b.dev.check("cuLaunchKernel", r)?)
+        Ok(b.dev.check(r)?)
     }
 
     /// The grid for an element-wise launch over `n` elements.

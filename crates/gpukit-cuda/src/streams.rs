@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use cudarc::driver::sys;
 
 use crate::device::{lock, Device, Raw};
+use crate::driver;
 use crate::error::CudaError;
 
 /// Most retired modules kept before they are unloaded at the cost of a synchronisation.
@@ -174,9 +175,7 @@ impl Drop for ContextStreams {
 fn sync_stream(dev: &Device, s: Raw<sys::CUstream>) -> Result<(), CudaError> {
     // SAFETY: a live stream of this context (streams leave the set before they are
     // destroyed, under the set's lock).
-    dev.check("cuStreamSynchronize", unsafe {
-        sys::cuStreamSynchronize(s.0)
-    })
+    dev.check(unsafe { driver::stream_synchronize(s.0) })
 }
 
 fn unload_module(m: Raw<sys::CUmodule>) {
@@ -184,7 +183,7 @@ fn unload_module(m: Raw<sys::CUmodule>) {
     // stream that could have run one has just been synchronised (or destroyed).
     // Unloading a loaded module fails only for a context that is gone, and then the
     // module went with it.
-    let _ = unsafe { sys::cuModuleUnload(m.0) };
+    let _ = unsafe { driver::module_unload(m.0) };
 }
 
 #[cfg(test)]
