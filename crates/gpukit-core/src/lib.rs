@@ -104,9 +104,9 @@ pub use gpukit_kernel::cuda_ptx_helpers;
 pub use graph::Graph;
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
 pub use kernel::{
-    ArgRef, CheckedAbi, CpuKernelFn, DeviceFn, Dim3, In, Kernel, KernelDesc, KernelFaults,
-    KernelFloat, KernelNumeric, KernelParam, KernelSig, KernelSource, KernelSpec, LaunchArg,
-    LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, CUDA_PTX_HELPERS, FAULT_WORDS,
+    __comptime, ArgRef, CheckedAbi, CpuKernelFn, DeviceFn, Dim3, In, Kernel, KernelDesc,
+    KernelFaults, KernelFloat, KernelNumeric, KernelParam, KernelSig, KernelSource, KernelSpec,
+    LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, CUDA_PTX_HELPERS, FAULT_WORDS,
     MAX_KERNEL_ARGS, MAX_LAUNCH_ARGS,
 };
 pub use ops::Rng;

@@ -177,10 +177,83 @@ pub struct Shared {
     pub name: String,
     /// Its element type.
     pub ty: Ty,
-    /// Its number of elements, a constant.
-    pub len: u64,
+    /// Its number of elements.
+    pub len: Extent,
     /// Its number among the kernel's arrays, as fault reports give it.
     pub array: u32,
+}
+
+/// A shared array's number of elements: a constant, or a compile-time parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// A constant.
+    Fixed(u64),
+    /// The compile-time parameter of this number ([`Kernel::comptime`]), a `usize`.
+    Comptime(usize),
+}
+
+/// A compile-time parameter: a const generic of the kernel (`fn k<const B: usize>`), whose
+/// value each instantiation (`k::<256>()`) writes into the generated code.
+#[derive(Debug, Clone)]
+pub struct ComptimeParam {
+    /// Its name in the source.
+    pub name: String,
+    /// Its type (an integer type or `bool`).
+    pub ty: Ty,
+}
+
+/// Where the emitters leave room for the compile-time parameters' definitions, which an
+/// instantiation writes in ([`comptime_definitions`]).
+pub const COMPTIME_MARK: &str = "// gk-comptime\n";
+
+/// The definitions of the compile-time parameters `params` with `values` (each its Rust
+/// literal text, unsuffixed) for the CUDA C (`cuda: true`) or WGSL of a kernel: what
+/// replaces [`COMPTIME_MARK`] in its source. Also checks each shared array's length,
+/// which a compile-time parameter may set: the CUDA C fails to compile where one is
+/// outside 1..=65536, the WGSL fails to validate.
+pub fn comptime_definitions(params: &[(&str, &str, &str)], cuda: bool) -> String {
+    let mut out = String::new();
+    for (name, ty, value) in params {
+        let t = Ty::from_name(ty).unwrap_or(Ty::Usize);
+        if cuda {
+            let v = match t {
+                Ty::Bool => (*value).to_owned(),
+                // The least value's literal does not fit its type before the minus.
+                Ty::I32 if *value == i32::MIN.to_string() => "(-2147483647 - 1)".into(),
+                Ty::I64 if *value == i64::MIN.to_string() => "(-9223372036854775807ll - 1)".into(),
+                Ty::I64 => format!("{value}ll"),
+                Ty::U64 | Ty::Usize => format!("{value}ull"),
+                Ty::U32 => format!("{value}u"),
+                _ => (*value).to_owned(),
+            };
+            out += &format!("static constexpr {} v_{name} = {v};\n", t.c());
+        } else {
+            let (w, suffix) = match t {
+                Ty::Bool => ("bool", ""),
+                Ty::I32 => ("i32", "i"),
+                Ty::I64 => ("i64", "li"),
+                Ty::U64 => ("u64", "lu"),
+                _ => ("u32", "u"),
+            };
+            match t {
+                Ty::I32 if *value == i32::MIN.to_string() => {
+                    out += &format!("const v_{name}: i32 = (-2147483647i - 1i);\n");
+                }
+                // A function: WGSL's constant expressions have no 64-bit arithmetic (naga's
+                // do not), and `i64::MIN` has no literal.
+                Ty::I64 => {
+                    let v = if *value == i64::MIN.to_string() {
+                        "-9223372036854775807li - 1li".to_owned()
+                    } else {
+                        format!("{value}li")
+                    };
+                    out += &format!("fn v_{name}() -> i64 {{ return {v}; }}\n");
+                }
+                _ => out += &format!("const v_{name}: {w} = {value}{suffix};\n"),
+            }
+        }
+    }
+    out
 }
 
 /// An array a kernel indexes: a slice parameter or a shared array.
@@ -235,6 +308,8 @@ pub struct Kernel {
     pub ret: Option<Ty>,
     /// The device functions called (distinct, in order of first call).
     pub calls: Vec<Callee>,
+    /// Its compile-time parameters, in order.
+    pub comptime: Vec<ComptimeParam>,
 }
 
 /// A device function a kernel calls.
@@ -766,6 +841,8 @@ pub enum ExprKind {
     Coord(Coord, usize),
     /// Where the thread is among its block's subgroups.
     Lane(Lane),
+    /// A compile-time parameter, by number ([`Kernel::comptime`]).
+    Comptime(usize),
     /// `if c { a } else { b }`, only as the whole value of a `let` or an assignment.
     IfElse(Box<Expr>, Box<Expr>, Box<Expr>),
     /// An atomic on an array element; its value is the old element.
@@ -807,6 +884,7 @@ impl Body {
             atomic: Vec::new(),
             ret: None,
             calls: Vec::new(),
+            comptime: Vec::new(),
         }
     }
 }
@@ -898,6 +976,7 @@ pub fn walk_expr<'a>(e: &'a Expr, f: &mut dyn FnMut(Visit<'a>)) {
         | ExprKind::Param(_)
         | ExprKind::Len(_)
         | ExprKind::Coord(..)
-        | ExprKind::Lane(_) => {}
+        | ExprKind::Lane(_)
+        | ExprKind::Comptime(_) => {}
     }
 }

@@ -140,6 +140,7 @@ fn twin_min_of_floats_is_the_languages() {
         atomic: Vec::new(),
         ret: None,
         calls: Vec::new(),
+        comptime: Vec::new(),
     };
     let src = twin::generate(&k);
     assert!(src.contains("is_nan()") && !src.contains(".min("), "{src}");
@@ -190,6 +191,7 @@ fn one_collective(op: Collective, ty: Ty) -> Kernel {
         atomic: Vec::new(),
         ret: None,
         calls: Vec::new(),
+        comptime: Vec::new(),
     };
     k.assign_storage();
     k

@@ -32,7 +32,12 @@ pub fn generate(k: &Kernel) -> String {
     let _ = writeln!(
         g.out,
         "#[allow(unused, unused_mut, unused_variables, unused_labels, unused_parens, unused_braces, clippy::all)]\n\
-         fn __twin(__cfg: &::gpukit::core::LaunchConfig, __args: &mut ({},), __f: &::gpukit::core::KernelFaults<'_>) -> ::core::result::Result<(), ::std::string::String> {{",
+         fn __twin<{}>(__cfg: &::gpukit::core::LaunchConfig, __args: &mut ({},), __f: &::gpukit::core::KernelFaults<'_>) -> ::core::result::Result<(), ::std::string::String> {{",
+        k.comptime
+            .iter()
+            .map(|c| format!("const {}: {}", c.name, c.ty.rust()))
+            .collect::<Vec<_>>()
+            .join(", "),
         tuple.join(", ")
     );
     let binds: Vec<String> = (0..k.params.len()).map(|i| format!("__p{i}")).collect();
@@ -55,11 +60,23 @@ pub fn generate(k: &Kernel) -> String {
          let __nthreads = __bdx * __bdy * __bdz;\n",
     );
     for s in &k.shared {
+        let len = match s.len {
+            Extent::Fixed(n) => n.to_string(),
+            Extent::Comptime(i) => {
+                // Checked before it is allocated: the GPU targets refuse to compile it.
+                let name = &k.comptime[i].name;
+                let _ = writeln!(
+                    g.out,
+                    "if !(1..=65536).contains(&({name} as u64)) {{ return ::core::result::Result::Err(::std::format!(\"the shared array `{}` holds 1 to 65536 elements, not {name} = {{}}\", {name})); }}",
+                    s.name
+                );
+                format!("({name} as usize)")
+            }
+        };
         let _ = writeln!(
             g.out,
-            "let mut {}: ::std::vec::Vec<{t}> = ::std::vec![<{t}>::default(); {}];",
+            "let mut {}: ::std::vec::Vec<{t}> = ::std::vec![<{t}>::default(); {len}];",
             s.name,
-            s.len,
             t = s.ty.rust()
         );
     }
@@ -548,6 +565,7 @@ impl Gen<'_> {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
                 format!("(if {c} {{ {a} }} else {{ {b} }})")
             }
+            ExprKind::Comptime(i) => self.k.comptime[*i].name.clone(),
             ExprKind::Lane(q) => match q {
                 Lane::Size => format!("{TWIN_SUBGROUP}usize"),
                 Lane::Lane => format!("(__tid % {TWIN_SUBGROUP})"),

@@ -56,6 +56,15 @@ fn module(k: &Kernel, checked: bool, emulated: bool) -> Result<String, &'static 
     if tys.contains(&Ty::F16) {
         src.push_str("enable f16;\n");
     }
+    if !k.comptime.is_empty() {
+        src.push_str(COMPTIME_MARK);
+        for sh in &k.shared {
+            if let Extent::Comptime(i) = sh.len {
+                let n = format!("v_{}", k.comptime[i].name);
+                let _ = writeln!(src, "const_assert {n} >= 1u && {n} <= 65536u;");
+            }
+        }
+    }
     src.push_str(
         "override block_x: u32 = 1u;\noverride block_y: u32 = 1u;\noverride block_z: u32 = 1u;\n",
     );
@@ -88,9 +97,15 @@ fn module(k: &Kernel, checked: bool, emulated: bool) -> Result<String, &'static 
         "@group(0) @binding({binding}) var<storage, read_write> gk_faults: array<atomic<u32>>;"
     );
     for (i, s) in k.shared.iter().enumerate() {
-        let len = match layout(k, Arr::Shared(i)) {
-            Layout::Packed { per, .. } => s.len.div_ceil(u64::from(per)),
-            _ => s.len,
+        let len = match (layout(k, Arr::Shared(i)), s.len) {
+            (Layout::Packed { per, .. }, Extent::Fixed(n)) => {
+                n.div_ceil(u64::from(per)).to_string()
+            }
+            (_, Extent::Fixed(n)) => n.to_string(),
+            (Layout::Packed { per, .. }, Extent::Comptime(c)) => {
+                format!("((v_{} + {}u) / {per}u)", k.comptime[c].name, per - 1)
+            }
+            (_, Extent::Comptime(c)) => format!("v_{}", k.comptime[c].name),
         };
         let _ = writeln!(
             src,
@@ -533,8 +548,11 @@ fn helpers(k: &Kernel, a: Arr, src: &mut String) {
         Arr::Shared(i) => {
             let _ = writeln!(
                 src,
-                "fn gk_n_{id}() -> u32 {{ return {}u; }}",
-                k.shared[i].len
+                "fn gk_n_{id}() -> u32 {{ return {}; }}",
+                match k.shared[i].len {
+                    Extent::Fixed(n) => format!("{n}u"),
+                    Extent::Comptime(c) => format!("v_{}", k.comptime[c].name),
+                }
             );
         }
     }
@@ -1057,6 +1075,12 @@ impl Gen<'_> {
                 }
             }
             ExprKind::IfElse(..) => self.value(e),
+            // Through the run-time identity: an expression of it is not one of constants
+            // that WGSL would evaluate when the shader is created (see [`RUNTIME`]).
+            ExprKind::Comptime(i) if e.ty == Ty::I64 => format!("v_{}()", self.k.comptime[*i].name),
+            ExprKind::Comptime(i) => {
+                format!("gk_rt_{}(v_{})", wty(e.ty), self.k.comptime[*i].name)
+            }
             ExprKind::Lane(q) if self.emulated => {
                 let n = EMULATED_SUBGROUP;
                 match q {

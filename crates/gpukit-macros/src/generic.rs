@@ -18,23 +18,29 @@ pub struct Generic {
 const FLOATS: &[&str] = &["f32", "f64"];
 const NUMERIC: &[&str] = &["f32", "f64", "i32", "u32", "i64", "u64", "u8", "i8"];
 
-pub const USAGE: &str = "a generic #[kernel] has one type parameter bounded by `Float` (f32, f64) \
-                     or `Numeric` (f32, f64, i32, u32, i64, u64, u8, i8): `fn k<T: Float>(..)`";
+pub const USAGE: &str = "a generic #[kernel] has at most one type parameter, bounded by `Float` \
+                     (f32, f64) or `Numeric` (f32, f64, i32, u32, i64, u64, u8, i8), and any \
+                     compile-time parameters (`const B: usize`, also u32, i32, u64, i64, bool): \
+                     `fn k<T: Float, const B: usize>(..)`, no lifetimes or `where`";
 
-/// The kernel's type parameter, if it has one.
+/// The kernel's type parameter, if it has one (its const parameters are the lowering's).
 pub fn param(sig: &syn::Signature) -> Result<Option<Generic>> {
     let g = &sig.generics;
-    if g.params.is_empty() {
-        if let Some(w) = &g.where_clause {
-            return Err(Error::new_spanned(w, USAGE));
+    if let Some(w) = &g.where_clause {
+        return Err(Error::new_spanned(w, USAGE));
+    }
+    let mut types = Vec::new();
+    for p in &g.params {
+        match p {
+            syn::GenericParam::Type(tp) => types.push(tp),
+            syn::GenericParam::Const(_) => {}
+            syn::GenericParam::Lifetime(l) => return Err(Error::new_spanned(l, USAGE)),
         }
-        return Ok(None);
     }
-    if g.params.len() != 1 || g.where_clause.is_some() {
-        return Err(Error::new_spanned(g, USAGE));
-    }
-    let syn::GenericParam::Type(tp) = &g.params[0] else {
-        return Err(Error::new_spanned(g, USAGE));
+    let tp = match types[..] {
+        [] => return Ok(None),
+        [tp] => tp,
+        _ => return Err(Error::new_spanned(g, USAGE)),
     };
     if tp.default.is_some() || tp.bounds.len() != 1 {
         return Err(Error::new_spanned(tp, USAGE));
@@ -60,11 +66,20 @@ pub fn param(sig: &syn::Signature) -> Result<Option<Generic>> {
     }))
 }
 
-/// The function with `tp` replaced by `ty` everywhere and without its generics.
+/// The function with `tp` replaced by `ty` everywhere and without its type parameter (its
+/// const parameters stay).
 pub fn substitute(f: &syn::ItemFn, tp: &syn::Ident, ty: &str) -> Result<syn::ItemFn> {
     let mut sub: syn::ItemFn = syn::parse2(replace(f.to_token_stream(), tp, ty))?;
-    sub.sig.generics = syn::Generics::default();
+    sub.sig.generics.params = consts(&f.sig.generics).into_iter().cloned().collect();
     Ok(sub)
+}
+
+/// The const parameters of `g`, as generic parameters.
+pub fn consts(g: &syn::Generics) -> Vec<&syn::GenericParam> {
+    g.params
+        .iter()
+        .filter(|p| matches!(p, syn::GenericParam::Const(_)))
+        .collect()
 }
 
 fn replace(tokens: TokenStream, tp: &syn::Ident, ty: &str) -> TokenStream {

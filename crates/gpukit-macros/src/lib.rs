@@ -246,6 +246,7 @@ fn expand(
             format!(" The `#[kernel]` `{name}`: its `KernelSpec`, to load with `Context::kernel`.");
         quote!(#[doc = #d])
     });
+    let consts = generic::consts(&f.sig.generics);
     let Some(generic) = generic::param(&f.sig)? else {
         let (k, src) = sources(&f, false)?;
         let sig = signature(&k, None);
@@ -253,7 +254,7 @@ fn expand(
         return Ok(quote! {
             #(#attrs)*
             #doc
-            #vis fn #name() -> ::gpukit::core::KernelSpec<#sig> {
+            #vis fn #name<#(#consts),*>() -> ::gpukit::core::KernelSpec<#sig> {
                 #body
             }
         });
@@ -293,7 +294,7 @@ fn expand(
     Ok(quote! {
         #(#attrs)*
         #doc
-        #vis fn #name<#tp: ::gpukit::core::#bound>() -> ::gpukit::core::KernelSpec<#sig> {
+        #vis fn #name<#tp: ::gpukit::core::#bound, #(#consts),*>() -> ::gpukit::core::KernelSpec<#sig> {
             #(
                 if let ::core::option::Option::Some(spec) = { #arms } {
                     return spec;
@@ -460,6 +461,44 @@ fn instantiation(
             let without_subgroups = (plain.as_deref(), plain_unchecked.as_deref());
         }
     };
+    // Each compile-time parameter's value written into the GPU code; the twin is generic
+    // over them.
+    let (comptime, twin_fn) = if k.comptime.is_empty() {
+        (quote!(), quote!(__twin))
+    } else {
+        let names: Vec<_> = k
+            .comptime
+            .iter()
+            .map(|c| format_ident!("{}", c.name))
+            .collect();
+        let (name_strs, tys): (Vec<_>, Vec<_>) = k
+            .comptime
+            .iter()
+            .map(|c| (c.name.clone(), c.ty.rust()))
+            .unzip();
+        (
+            quote! {
+                let __values = [#(::std::string::ToString::to_string(&#names)),*];
+                let __params: ::std::vec::Vec<(&str, &str, &str)> = [#((#name_strs, #tys)),*]
+                    .iter()
+                    .zip(&__values)
+                    .map(|(&(n, t), v)| (n, t, v.as_str()))
+                    .collect();
+                let __with = |src: &str, cuda: bool| ::gpukit::core::__comptime(src, &__params, cuda);
+                let __cuda = __with(cuda, true);
+                let __cuda_unchecked = __with(cuda_unchecked, true);
+                let __wgsl = wgsl.map(|w| __with(w, false));
+                let __wgsl_unchecked = wgsl_unchecked.map(|w| __with(w, false));
+                let __plain = without_subgroups.0.map(|w| __with(w, false));
+                let __plain_unchecked = without_subgroups.1.map(|w| __with(w, false));
+                let (cuda, wgsl) = (__cuda.as_str(), __wgsl.as_deref());
+                let (cuda_unchecked, wgsl_unchecked) =
+                    (__cuda_unchecked.as_str(), __wgsl_unchecked.as_deref());
+                let without_subgroups = (__plain.as_deref(), __plain_unchecked.as_deref());
+            },
+            quote!(__twin::<#(#names),*>),
+        )
+    };
     let constructor = match as_generic {
         None => quote!(::gpukit::core::KernelSpec::__generated),
         Some(generic) => {
@@ -470,6 +509,7 @@ fn instantiation(
     Ok(quote! {
         #twin
         #link
+        #comptime
         let no_wgsl: ::core::option::Option<&'static str> = #no_wgsl;
         let no_wgsl = match (wgsl, no_wgsl) {
             (::core::option::Option::None, ::core::option::Option::None) => ::core::option::Option::Some(
@@ -496,7 +536,7 @@ fn instantiation(
                 },
                 (cuda_unchecked, wgsl_unchecked),
                 without_subgroups,
-                __twin,
+                #twin_fn,
             )
         }
     })

@@ -48,6 +48,7 @@ enum Binding {
     Param(usize),
     Shared(usize),
     Const(String, Ty),
+    Comptime(usize, Ty),
 }
 
 struct Lowerer {
@@ -99,8 +100,37 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
     if let Some(t) = &sig.constness {
         return err(t, "a #[kernel] cannot be `const`");
     }
-    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+    if sig.generics.where_clause.is_some() {
         return err(&sig.generics, crate::generic::USAGE);
+    }
+    // Compile-time parameters: the const generics (a type parameter has been substituted
+    // by the time the function is lowered).
+    let mut comptime = Vec::new();
+    for g in &sig.generics.params {
+        let syn::GenericParam::Const(c) = g else {
+            return err(g, crate::generic::USAGE);
+        };
+        if device {
+            return err(
+                c,
+                "a #[kernel(device)] function has no compile-time parameters",
+            );
+        }
+        if c.default.is_some() {
+            return err(c, "a kernel's compile-time parameter has no default");
+        }
+        let ty = value_ty(&c.ty)?;
+        if !(ty.is_int() || ty == Ty::Bool) || matches!(ty, Ty::U8 | Ty::I8) {
+            return err(
+                &c.ty,
+                "a kernel's compile-time parameter is a usize, u32, i32, u64, i64 or bool",
+            );
+        }
+        check_name(&c.ident)?;
+        comptime.push(ComptimeParam {
+            name: c.ident.to_string(),
+            ty,
+        });
     }
     let ret = match (&sig.output, device) {
         (syn::ReturnType::Type(_, t), false) => {
@@ -141,6 +171,10 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         calls: Vec::new(),
         call_spans: Vec::new(),
     };
+    for (i, c) in comptime.iter().enumerate() {
+        l.used_names.insert(c.name.clone());
+        l.bind(c.name.clone(), Binding::Comptime(i, c.ty));
+    }
     if sig.inputs.len() > MAX_PARAMS {
         return err(
             &sig.inputs,
@@ -185,6 +219,7 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         atomic: l.atomic,
         ret,
         calls: l.calls,
+        comptime,
     };
     k.assign_storage();
     Ok((k, l.call_spans))
@@ -672,7 +707,7 @@ impl Lowerer {
     }
 
     /// `shared::<T, N>()`: the element type and length.
-    fn shared_decl(&mut self, e: &syn::Expr) -> Result<Option<(Ty, u64)>> {
+    fn shared_decl(&mut self, e: &syn::Expr) -> Result<Option<(Ty, Extent)>> {
         let syn::Expr::Call(c) = e else {
             return Ok(None);
         };
@@ -686,7 +721,8 @@ impl Lowerer {
             return Ok(None);
         }
         let usage = "a shared array is `let tile = shared::<f32, 256>();` (the length a \
-                     constant: a literal, a `const`, or `{ A * B }` of them)";
+                     constant: a literal, a `const`, or `{ A * B }` of them, or a usize \
+                     compile-time parameter: `shared::<f32, B>()` in `fn k<const B: usize>`)";
         if !c.args.is_empty() {
             return err(&c.args, usage);
         }
@@ -718,6 +754,9 @@ impl Lowerer {
             e => e.clone(),
         };
         let v = self.expr(&inner, Some(Ty::Usize))?;
+        if let (ExprKind::Comptime(i), Ty::Usize) = (&v.kind, v.ty) {
+            return Ok(Some((ty, Extent::Comptime(*i))));
+        }
         if !is_const(&v) || v.ty != Ty::Usize {
             return err(len, usage);
         }
@@ -728,7 +767,7 @@ impl Lowerer {
         if n == 0 || n > (1 << 16) {
             return err(len, "a shared array holds 1 to 65536 elements");
         }
-        Ok(Some((ty, n)))
+        Ok(Some((ty, Extent::Fixed(n))))
     }
 
     fn expr_stmt(&mut self, e: &syn::Expr, out: &mut Vec<Stmt>) -> Result<()> {
@@ -1295,6 +1334,7 @@ impl Lowerer {
                 },
                 Some(Binding::Shared(_)) => err(id, format!("`{id}` is a shared array: index it")),
                 Some(Binding::Const(text, ty)) => Ok(Expr { kind: ExprKind::Lit(text), ty }),
+                Some(Binding::Comptime(i, ty)) => Ok(Expr { kind: ExprKind::Comptime(i), ty }),
                 None => err(id, format!("no local, parameter or const named `{id}` in this kernel")),
             };
         }

@@ -230,3 +230,41 @@ fn naga_accepts_wide_without_subgroups(wgsl: &str) -> Result<(), String> {
     .map(drop)
     .map_err(|e| e.emit_to_string(wgsl))
 }
+
+/// A kernel's compile-time parameters become constants written into its WGSL at each
+/// instantiation: the module validates with each value, and one that makes a shared array
+/// empty fails validation (`const_assert`).
+#[test]
+fn compile_time_parameters_have_wgsl_that_validates() {
+    let k = kernel(
+        "fn k<const B: usize, const K: i64, const F: bool>(x: &mut [u8], y: &mut [i64]) {
+            let t = shared::<u8, B>();
+            let i = global_x();
+            t[thread_x()] = x[i];
+            barrier();
+            if F { x[i] = t[B - 1 - thread_x()]; }
+            y[i] = y[i] * K + B as i64;
+        }",
+    );
+    let w = generate(&k, true).unwrap();
+    let with = |b: &str, kk: &str| {
+        w.replacen(
+            COMPTIME_MARK,
+            &comptime_definitions(
+                &[("B", "usize", b), ("K", "i64", kk), ("F", "bool", "true")],
+                false,
+            ),
+            1,
+        )
+    };
+    for (b, kk) in [("1", "0"), ("64", "-9223372036854775808"), ("65536", "7")] {
+        let src = with(b, kk);
+        if let Err(e) = naga_accepts_wide(&src) {
+            panic!("B = {b}, K = {kk}:\n{e}\n{src}");
+        }
+    }
+    assert!(
+        naga_accepts_wide(&with("0", "1")).is_err(),
+        "an empty shared array"
+    );
+}

@@ -119,6 +119,15 @@
 //! an unsuffixed integer literal takes the type `T` there), and `axpy::<f64>()` is that
 //! instantiation's spec.
 //!
+//! **Compile-time parameters** specialise a kernel as cubecl's `comptime` does: the const
+//! generics of `fn reduce<const B: usize, const SQUARE: bool>(..)` (`usize`, `u32`, `i32`,
+//! `u64`, `i64` or `bool`) are constants of its body, and `reduce::<256, true>()` is the spec
+//! with those values written into its CUDA C and WGSL (each instantiation compiled apart, so
+//! `if SQUARE` and loops over `0..B` are resolved by the GPU compiler) and its CPU twin
+//! generic over them. A `usize` one may size a shared array: `shared::<f32, B>()`, a tile as
+//! large as the block; a length outside 1..=65536 is an error when the kernel is loaded
+//! (CUDA, Vulkan) or launched (CPU), never an allocation of it.
+//!
 //! Integer arithmetic wraps on every target; `x / 0 == x` and `x % 0 == 0` (WGSL's rule,
 //! which CUDA and the twin follow); shifts take the amount modulo the width; float-to-integer
 //! casts saturate on the CPU and CUDA. An expression of constants (`1.0f32 / 0.0`, `7 / z`

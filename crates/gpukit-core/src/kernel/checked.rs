@@ -334,3 +334,15 @@ impl DeviceFn {
         (c, w)
     }
 }
+
+/// `src` (a `#[kernel]`'s CUDA C, `cuda: true`, or its WGSL) with the definitions of its
+/// compile-time parameters written in: `params` holds each one's name, type and value (its
+/// Rust literal). What a const-generic kernel's expansion calls for each instantiation.
+#[doc(hidden)]
+pub fn __comptime(src: &str, params: &[(&str, &str, &str)], cuda: bool) -> String {
+    src.replacen(
+        gpukit_kernel::ir::COMPTIME_MARK,
+        &gpukit_kernel::ir::comptime_definitions(params, cuda),
+        1,
+    )
+}

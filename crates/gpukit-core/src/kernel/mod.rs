@@ -95,7 +95,9 @@ pub use args::{
     MAX_LAUNCH_ARGS,
 };
 pub(crate) use checked::FaultLog;
-pub use checked::{CheckedAbi, DeviceFn, KernelFaults, KernelFloat, KernelNumeric, FAULT_WORDS};
+pub use checked::{
+    __comptime, CheckedAbi, DeviceFn, KernelFaults, KernelFloat, KernelNumeric, FAULT_WORDS,
+};
 pub use desc::{CpuKernelFn, KernelDesc, KernelSource, RawArg};
 pub use geometry::{Dim3, LaunchConfig, ThreadIndex};
 pub use launch::Kernel;

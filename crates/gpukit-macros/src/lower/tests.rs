@@ -185,7 +185,7 @@ fn shared_arrays_and_atomics_are_checked() {
         "fn k(x: &mut [u32]) { const N: usize = 4 * 8; let t = shared::<u32, { N * 2 }>(); t[0] = 1; let old = atomic_add(&mut x[0], t[0]); }",
     )
     .unwrap();
-    assert_eq!(k.shared[0].len, 64);
+    assert_eq!(k.shared[0].len, Extent::Fixed(64));
     assert_eq!(k.atomic, vec![Arr::Param(0)]);
 }
 
@@ -295,4 +295,29 @@ fn subgroup_collectives_follow_the_rules_of_barriers() {
     let e = device("fn d(a: f32) -> f32 { let s = subgroup_add(a); s }");
     assert!(e.contains("needs a thread"), "{e}");
     assert!(device("fn d(a: f32) -> f32 { a + subgroup_lane() as f32 }").contains("needs a thread"));
+}
+
+#[test]
+fn compile_time_parameters_are_checked() {
+    let k = lower_src(
+        "fn k<const B: usize, const F: bool>(x: &mut [f32]) { let t = shared::<f32, B>(); t[0] = 1.0; if F { x[0] = t[B - 1]; } }",
+    )
+    .unwrap();
+    assert_eq!(k.comptime.len(), 2);
+    assert_eq!(k.shared[0].len, Extent::Comptime(0));
+    refused(
+        "fn k<const B: u8>(x: &mut [f32]) { }",
+        "usize, u32, i32, u64, i64 or bool",
+    );
+    refused(
+        "fn k<const B: u32>(x: &mut [f32]) { let t = shared::<f32, B>(); }",
+        "a shared array is",
+    );
+    refused("fn k<'a>(x: &mut [f32]) { }", "at most one type parameter");
+    let f: syn::ItemFn = syn::parse_str("fn d<const B: u32>(a: f32) -> f32 { a }").expect("parses");
+    let e = lower_as(&f, false, true)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("no compile-time parameters"), "{e}");
 }

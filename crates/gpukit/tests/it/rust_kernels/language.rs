@@ -530,6 +530,50 @@ pub(super) fn subgroups_ref(
     (out, fout, info)
 }
 
+/// A block's elements reversed through a shared tile of `B` elements (the block size) and
+/// scaled by `K`, or negated too with `NEG`: three compile-time parameters.
+#[kernel]
+pub(super) fn tile_reverse<const B: usize, const K: i32, const NEG: bool>(
+    x: &[i32],
+    out: &mut [i32],
+) {
+    let tile = shared::<i32, B>();
+    let t = thread_x();
+    let i = global_x();
+    tile[t] = if i < x.len() { x[i] * K } else { 0 };
+    barrier();
+    if i < out.len() {
+        let v = tile[B - 1 - t] + B as i32;
+        out[i] = if NEG { -v } else { v };
+    }
+}
+
+pub(super) fn tile_reverse_ref(x: &[i32], b: usize, k: i32, neg: bool) -> Vec<i32> {
+    (0..x.len())
+        .map(|i| {
+            let j = i - i % b + (b - 1 - i % b);
+            let v = x
+                .get(j)
+                .map_or(0, |v| v.wrapping_mul(k))
+                .wrapping_add(b as i32);
+            if neg {
+                v.wrapping_neg()
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+/// Generic over its element type and a compile-time constant.
+#[kernel]
+pub(super) fn scale_by<T: Float, const N: u32>(x: &mut [T]) {
+    let i = global_x();
+    if i < x.len() {
+        x[i] = x[i] * (N as T) + (N / 2) as T;
+    }
+}
+
 crate::backend_tests! {
     fn kernel_constant_expressions_compile_and_give_run_time_values(ctx) {
         let x: Vec<i32> = vec![9, -4, i32::MIN];
@@ -845,6 +889,35 @@ crate::backend_tests! {
                 assert!(same, "thread {i} (emulated: {emulated}): f32 add, min, max, inclusive add: {g:?} vs {w:?}");
             }
         }
+        Ok(())
+    }
+    fn kernel_compile_time_parameters_specialise_each_instantiation(ctx) {
+        let x: Vec<i32> = (0..1000).map(|i| i * 7 - 3000).collect();
+        let dx = ctx.alloc_upload(&x)?;
+        let mut out = ctx.alloc_zeros::<i32>(x.len())?;
+        // Two instantiations of one kernel, each in blocks of its own tile's size.
+        let k = ctx.kernel(tile_reverse::<64, 3, false>())?;
+        ctx.launch(&k, LaunchConfig::linear(16, 64), (&dx, &mut out))?;
+        assert_eq!(out.download()?, tile_reverse_ref(&x, 64, 3, false));
+        let k = ctx.kernel(tile_reverse::<128, -2, true>())?;
+        ctx.launch(&k, LaunchConfig::linear(8, 128), (&dx, &mut out))?;
+        assert_eq!(out.download()?, tile_reverse_ref(&x, 128, -2, true));
+        // With a type parameter.
+        let v: Vec<f64> = (0..100).map(|i| i as f64 * 0.5).collect();
+        let mut dv = ctx.alloc_upload(&v)?;
+        let k = ctx.kernel(scale_by::<f64, 5>())?;
+        ctx.launch(&k, LaunchConfig::for_elems(v.len()), (&mut dv,))?;
+        let want: Vec<f64> = v.iter().map(|x| x * 5.0 + 2.0).collect();
+        assert_eq!(dv.download()?, want);
+        // A shared array's length outside 1..=65536 from a parameter: an error, never a
+        // tile of no elements or of gigabytes (the GPU code fails to compile, the twin to run).
+        let r = ctx.kernel(tile_reverse::<0, 1, false>()).and_then(|k| {
+            ctx.launch(&k, LaunchConfig::linear(1, 1), (&dx, &mut out))?;
+            ctx.sync()
+        });
+        let e = r.expect_err("a tile of 0 elements");
+        assert!(format!("{e}").contains("65536"), "{e}");
+        ctx.sync()?;
         Ok(())
     }
 }

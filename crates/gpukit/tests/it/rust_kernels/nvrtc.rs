@@ -24,6 +24,8 @@ fn kernels_compile_with_nvrtc() {
         gpukit::cuda::compile_check(&language::lerp_sqrt::<f64>(), (9, 0)),
         gpukit::cuda::compile_check(&language::min_max_ln_1p(), (9, 0)),
         gpukit::cuda::compile_check(&language::subgroups(), (9, 0)),
+        gpukit::cuda::compile_check(&language::tile_reverse::<256, -7, true>(), (9, 0)),
+        gpukit::cuda::compile_check(&language::scale_by::<f32, 3>(), (9, 0)),
         gpukit::cuda::compile_check(&language::every_type::<u8>(), (9, 0)),
         gpukit::cuda::compile_check(&language::every_type::<i8>(), (9, 0)),
         gpukit::cuda::compile_check(&language::every_type::<f64>(), (9, 0)),
