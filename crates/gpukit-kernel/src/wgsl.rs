@@ -373,6 +373,36 @@ fn used_types(k: &Kernel) -> Vec<Ty> {
     tys
 }
 
+/// A kernel's WGSL module with the WGSL of the device functions it calls (`device`, already
+/// in dependency order) linked in: after the module's leading comments and `enable`
+/// directives (WGSL allows no declaration before a directive), and with the 64-bit helpers
+/// a device function calls that the kernel's module lacks (the kernel does not use that
+/// type itself).
+pub fn link(module: &str, device: &str) -> String {
+    let mut head = 0;
+    for line in module.split_inclusive('\n') {
+        let t = line.trim_start();
+        if t.starts_with("//") || t.starts_with("enable ") || t.trim().is_empty() {
+            head += line.len();
+        } else {
+            break;
+        }
+    }
+    let mut out = String::with_capacity(module.len() + device.len());
+    out.push_str(&module[..head]);
+    for t in [Ty::F64, Ty::I64, Ty::U64] {
+        let w = wty(t);
+        let (call, def) = (format!("gk_rt_{w}("), format!("fn gk_rt_{w}("));
+        let min = format!("gk_min_{w}(");
+        if (device.contains(&call) || device.contains(&min)) && !module.contains(&def) {
+            out.push_str(&wide_helpers(t));
+        }
+    }
+    out.push_str(device);
+    out.push_str(&module[head..]);
+    out
+}
+
 /// The run-time identity, min and max of a 64-bit type, for modules that use it (a function
 /// of a 64-bit type needs the adapter's feature even when nothing calls it). The f64 NaN test
 /// is `!(a == a)`: a shader's `!=` may be ordered, false for a NaN.

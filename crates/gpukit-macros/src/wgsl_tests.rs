@@ -268,3 +268,39 @@ fn compile_time_parameters_have_wgsl_that_validates() {
         "an empty shared array"
     );
 }
+
+/// A kernel's module with a device function linked in validates: after the kernel's
+/// `enable f16;` (a directive must come first), and with the 64-bit helper a device function
+/// uses that the kernel, which has no 64-bit type, lacks.
+#[test]
+fn device_functions_link_after_directives_and_bring_their_helpers() {
+    let device = |src: &str| {
+        let f: syn::ItemFn = syn::parse_str(src).expect("parses as a function");
+        let k = crate::lower::lower_as(&f, false, true).expect("lowers");
+        gpukit_kernel::wgsl::device(&k).expect("has WGSL")
+    };
+    let d = device("fn wide(a: f32) -> f32 { a + ((3i64 * 5) / 2) as f32 }");
+    assert!(d.contains("gk_rt_i64("), "{d}");
+    let k = kernel("fn k(x: &[f16], y: &mut [f32]) { let i = global_x(); y[i] = wide(x[i]); }");
+    let w = generate(&k, true).unwrap();
+    assert!(
+        w.starts_with("// Generated") && w.contains("enable f16;"),
+        "{w}"
+    );
+    // Put in front, as the linker once did, the directive comes too late.
+    assert!(naga_accepts_wide(&format!("{d}{w}")).is_err());
+    let linked = link(&w, &d);
+    if let Err(e) = naga_accepts_wide(&linked) {
+        panic!("{e}\n{linked}");
+    }
+    let plain = kernel("fn k(y: &mut [f32]) { y[0] = wide(1.0); }");
+    let w = generate(&plain, true).unwrap();
+    assert!(
+        naga_accepts_wide(&format!("{d}{w}")).is_err(),
+        "gk_rt_i64 is missing"
+    );
+    let linked = link(&w, &d);
+    if let Err(e) = naga_accepts_wide(&linked) {
+        panic!("{e}\n{linked}");
+    }
+}

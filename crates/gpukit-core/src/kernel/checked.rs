@@ -300,8 +300,9 @@ pub struct DeviceFn {
 }
 
 impl DeviceFn {
-    /// A kernel's code with the device functions it calls (and theirs) before it, each once;
-    /// no WGSL where one of them has none.
+    /// A kernel's code with the device functions it calls (and theirs) before it, each once
+    /// (in WGSL after the module's directives, with any 64-bit helper they need); no WGSL
+    /// where one of them has none.
     #[doc(hidden)]
     pub fn link(
         cuda: &str,
@@ -324,12 +325,11 @@ impl DeviceFn {
         let mut c: String = order.iter().map(|f| f.cuda).collect();
         c.push_str(cuda);
         let w = wgsl.and_then(|w| {
-            let mut all = String::new();
+            let mut device = String::new();
             for f in &order {
-                all.push_str(f.wgsl?);
+                device.push_str(f.wgsl?);
             }
-            all.push_str(w);
-            Some(all)
+            Some(gpukit_kernel::wgsl::link(w, &device))
         });
         (c, w)
     }

@@ -399,6 +399,23 @@ pub(super) fn halves(x: &[f16], y: &mut [bf16], s: f32) {
     }
 }
 
+/// A device function whose constant expression is 64-bit: its WGSL calls a helper that a
+/// kernel without 64-bit types does not define itself.
+#[kernel(device)]
+pub(super) fn plus_seven(a: f32) -> f32 {
+    a + ((3i64 * 5) / 2) as f32
+}
+
+/// f16 arrays (the module starts with `enable f16;`) and device functions linked in.
+#[cfg(feature = "half")]
+#[kernel]
+pub(super) fn half_shaped(x: &[f16], y: &mut [f32]) {
+    let i = global_x();
+    if i < x.len() && i < y.len() {
+        y[i] = plus_seven(shaped(x[i]));
+    }
+}
+
 /// Thread coordinates in three dimensions.
 #[kernel]
 pub(super) fn coords(out: &mut [u32]) {
@@ -805,6 +822,31 @@ crate::backend_tests! {
         let mut out = ctx.alloc_zeros::<u32>(n.len())?;
         ctx.launch(&k, LaunchConfig::for_elems(n.len()), (&dn, &mut out))?;
         assert_eq!(out.download()?, [0, 0, 1, 45, 499_500]);
+        Ok(())
+    }
+
+    #[cfg(feature = "half")]
+    fn kernel_with_f16_arrays_links_device_functions(ctx) {
+        use gpukit::half::f16;
+        let k = match (ctx.backend_name(), ctx.kernel(half_shaped())) {
+            ("vulkan", Err(gpukit::Error::KernelUnavailable { hint, .. }))
+                if !ctx.info().op_dtypes.contains(&gpukit::DType::F16)
+                    || !ctx.info().op_dtypes.contains(&gpukit::DType::I64) =>
+            {
+                assert!(hint.contains("SHADER_"), "{hint}");
+                return Ok(());
+            }
+            (_, k) => k?,
+        };
+        let x: Vec<f16> = (0..300).map(|i| f16::from_f32(i as f32 / 299.0)).collect();
+        let dx = ctx.alloc_upload(&x)?;
+        let mut dy = ctx.alloc_zeros::<f32>(x.len())?;
+        ctx.launch(&k, LaunchConfig::for_elems(x.len()), (&dx, &mut dy))?;
+        // The device functions run on the host too; powf is each device's own (a few ulps).
+        for (g, x) in dy.download()?.iter().zip(&x) {
+            let w = plus_seven(shaped(x.to_f32()));
+            assert!((g - w).abs() <= 1e-5, "{x}: {g} vs {w}");
+        }
         Ok(())
     }
 
