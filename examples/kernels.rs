@@ -2,7 +2,7 @@
 //! `examples/tests/kernel_examples.rs` tests them on every backend): each with the plain Rust it
 //! must agree with and the launch it is meant for.
 
-use gpukit::{kernel, Context, GpuArray, LaunchConfig, Result};
+use gpukit::{kernel, Context, GpuArray, In, KernelSpec, LaunchConfig, Out, Result};
 
 /// `y = a * x + y`, one thread per element.
 #[kernel]
@@ -106,16 +106,7 @@ pub fn warp_sum(x: &[f32], out: &mut [f32]) {
 
 /// Sums `x` with [`warp_sum`] (into a fresh one-element array).
 pub fn warp_sum_of(ctx: &Context, x: &GpuArray<f32>) -> Result<f32> {
-    let k = ctx.kernel(warp_sum())?;
-    let mut out = ctx.alloc_zeros::<f32>(1)?;
-    let blocks = u32::try_from(x.len().div_ceil(SUM_BLOCK as usize)).unwrap_or(u32::MAX);
-    ctx.launch(
-        &k,
-        LaunchConfig::linear(blocks.max(1), SUM_BLOCK),
-        (x, &mut out),
-    )?;
-    ctx.sync()?;
-    Ok(out.download()?[0])
+    sum_with(ctx, warp_sum(), x)
 }
 
 /// One Jacobi step of the 2-D Laplace equation on a `rows x cols` grid: each interior
@@ -191,7 +182,16 @@ pub fn stencil_config(rows: usize, cols: usize) -> LaunchConfig {
 
 /// Sums `x` with [`block_sum`] (into a fresh one-element array).
 pub fn sum(ctx: &Context, x: &GpuArray<f32>) -> Result<f32> {
-    let k = ctx.kernel(block_sum())?;
+    sum_with(ctx, block_sum(), x)
+}
+
+/// Sums `x` with a kernel that adds its blocks of [`SUM_BLOCK`] elements into `out[0]`.
+fn sum_with(
+    ctx: &Context,
+    spec: KernelSpec<(In<f32>, Out<f32>)>,
+    x: &GpuArray<f32>,
+) -> Result<f32> {
+    let k = ctx.kernel(spec)?;
     let mut out = ctx.alloc_zeros::<f32>(1)?;
     let blocks = u32::try_from(x.len().div_ceil(SUM_BLOCK as usize)).unwrap_or(u32::MAX);
     ctx.launch(

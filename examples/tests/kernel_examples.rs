@@ -143,8 +143,14 @@ fn tiled_gemm_agrees_with_plain_rust() {
     });
 }
 
-#[test]
-fn block_sum_agrees_with_a_float64_sum() {
+/// `sum` of random floats against their float64 sum, within `f32::EPSILON` times the sum of
+/// magnitudes times `ordered` (the additions in a fixed order within a block) plus one per
+/// block (added in any order).
+fn agrees_with_a_float64_sum(
+    name: &str,
+    sum: fn(&Context, &gpukit::GpuArray<f32>) -> gpukit::Result<f32>,
+    ordered: f64,
+) {
     check(16, |ctx, c, seed| {
         let x = {
             let n = c.size(5000);
@@ -154,36 +160,25 @@ fn block_sum_agrees_with_a_float64_sum() {
         let scale: f64 = x.iter().map(|&v| f64::from(v).abs()).sum();
         let dx = ctx.alloc_upload(&x).unwrap();
         let got = f64::from(sum(ctx, &dx).unwrap());
-        // Pairwise within blocks, then one addition per block in any order.
-        let bound = scale * f64::from(f32::EPSILON) * (8.0 + x.len() as f64 / 256.0) + 1e-30;
+        let bound = scale * f64::from(f32::EPSILON) * (ordered + x.len() as f64 / 256.0) + 1e-30;
         assert!(
             (got - want).abs() <= bound,
-            "block_sum on {}, seed {seed}: {got} vs {want} (bound {bound})",
+            "{name} on {}, seed {seed}: {got} vs {want} (bound {bound})",
             ctx.backend_name()
         );
     });
 }
 
 #[test]
+fn block_sum_agrees_with_a_float64_sum() {
+    // Pairwise within blocks.
+    agrees_with_a_float64_sum("block_sum", sum, 8.0);
+}
+
+#[test]
 fn warp_sum_agrees_with_a_float64_sum() {
-    check(16, |ctx, c, seed| {
-        let x = {
-            let n = c.size(5000);
-            c.floats(n, 100.0)
-        };
-        let want: f64 = x.iter().map(|&v| f64::from(v)).sum();
-        let scale: f64 = x.iter().map(|&v| f64::from(v).abs()).sum();
-        let dx = ctx.alloc_upload(&x).unwrap();
-        let got = f64::from(warp_sum_of(ctx, &dx).unwrap());
-        // Within subgroups in the target's order, then up to 64 partials in order, then
-        // one addition per block in any order.
-        let bound = scale * f64::from(f32::EPSILON) * (100.0 + x.len() as f64 / 256.0) + 1e-30;
-        assert!(
-            (got - want).abs() <= bound,
-            "warp_sum on {}, seed {seed}: {got} vs {want} (bound {bound})",
-            ctx.backend_name()
-        );
-    });
+    // Within subgroups in the target's order, then up to 64 partials in order.
+    agrees_with_a_float64_sum("warp_sum", warp_sum_of, 100.0);
 }
 
 #[test]

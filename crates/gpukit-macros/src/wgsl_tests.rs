@@ -10,32 +10,28 @@ fn kernel(src: &str) -> Kernel {
 
 /// naga's parse and validation, as wgpu's shader creation runs them.
 fn naga_accepts(wgsl: &str) -> Result<(), String> {
-    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::IMMEDIATES,
-    )
-    .validate(&module)
-    .map(drop)
-    .map_err(|e| e.emit_to_string(wgsl))
+    naga_accepts_with(wgsl, naga::valid::Capabilities::IMMEDIATES)
 }
 
 /// naga's validation with the shader features gpukit-wgpu turns on where the adapter has
 /// them: 64-bit floats and integers, f16 and subgroups.
 fn naga_accepts_wide(wgsl: &str) -> Result<(), String> {
-    use naga::valid::Capabilities;
+    naga_accepts_with(wgsl, WIDE | naga::valid::Capabilities::SUBGROUP)
+}
+
+/// The capabilities of 64-bit floats and integers and of f16, beside the immediates.
+const WIDE: naga::valid::Capabilities = naga::valid::Capabilities::IMMEDIATES
+    .union(naga::valid::Capabilities::FLOAT64)
+    .union(naga::valid::Capabilities::SHADER_INT64)
+    .union(naga::valid::Capabilities::SHADER_FLOAT16);
+
+/// naga's parse, and its validation with `caps`.
+fn naga_accepts_with(wgsl: &str, caps: naga::valid::Capabilities) -> Result<(), String> {
     let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        Capabilities::IMMEDIATES
-            | Capabilities::FLOAT64
-            | Capabilities::SHADER_INT64
-            | Capabilities::SHADER_FLOAT16
-            | Capabilities::SUBGROUP,
-    )
-    .validate(&module)
-    .map(drop)
-    .map_err(|e| e.emit_to_string(wgsl))
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(&module)
+        .map(drop)
+        .map_err(|e| e.emit_to_string(wgsl))
 }
 
 /// Every element type has WGSL that validates, checked and unchecked: 8-bit integers packed
@@ -217,18 +213,7 @@ fn subgroup_operations_have_wgsl_that_validates() {
 
 /// [`naga_accepts_wide`] without the SUBGROUP capability.
 fn naga_accepts_wide_without_subgroups(wgsl: &str) -> Result<(), String> {
-    use naga::valid::Capabilities;
-    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        Capabilities::IMMEDIATES
-            | Capabilities::FLOAT64
-            | Capabilities::SHADER_INT64
-            | Capabilities::SHADER_FLOAT16,
-    )
-    .validate(&module)
-    .map(drop)
-    .map_err(|e| e.emit_to_string(wgsl))
+    naga_accepts_with(wgsl, WIDE)
 }
 
 /// A kernel's compile-time parameters become constants written into its WGSL at each
