@@ -649,20 +649,39 @@ impl Lowerer {
             let v = self.expr(&c.args[0], declared)?;
             if !matches!(
                 v.ty,
-                Ty::F32 | Ty::F64 | Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64
+                Ty::F32 | Ty::F64 | Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64 | Ty::U8 | Ty::I8
             ) {
                 return err(
                     &c.args[0],
                     format!(
-                        "`{name}` takes an f32, f64, i32, u32, i64 or u64 (found {}; cast it with `as`)",
+                        "`{name}` takes an f32, f64, i32, u32, i64, u64, u8 or i8 (found {}; cast it with `as`)",
                         v.ty.rust()
                     ),
                 );
             }
             v
         };
+        // A u8 or i8 takes part widened to 32 bits and comes back truncated: the same
+        // wrapping sums, order and lanes, with no 8-bit collective in any target.
+        let narrow = match value.ty {
+            Ty::U8 => Some(Ty::U32),
+            Ty::I8 => Some(Ty::I32),
+            _ => None,
+        };
+        let value = match narrow {
+            Some(wide) => Expr {
+                kind: ExprKind::Cast(Box::new(value)),
+                ty: wide,
+            },
+            None => value,
+        };
         if let Some(d) = declared {
-            expect_ty(c, d, value.ty)?;
+            let ty = match (narrow, value.ty) {
+                (Some(_), Ty::U32) => Ty::U8,
+                (Some(_), Ty::I32) => Ty::I8,
+                (_, t) => t,
+            };
+            expect_ty(c, d, ty)?;
         }
         let lane = if op.takes_lane() {
             let l = self.expr(&c.args[1], Some(Ty::Usize))?;
@@ -677,16 +696,31 @@ impl Lowerer {
         self.locals.push(Local {
             name: local_name,
             ty: value.ty,
-            mutable,
+            mutable: mutable && narrow.is_none(),
             storage: Storage::PerThread,
         });
-        self.bind(ident.to_string(), Binding::Local(local));
+        let wide_ty = value.ty;
         out.push(Stmt::Collective {
             local,
             op,
             value,
             lane,
         });
+        match narrow {
+            None => self.bind(ident.to_string(), Binding::Local(local)),
+            Some(_) => {
+                let narrow_ty = if wide_ty == Ty::U32 { Ty::U8 } else { Ty::I8 };
+                let wide = Expr {
+                    kind: ExprKind::Local(local),
+                    ty: wide_ty,
+                };
+                let value = Expr {
+                    kind: ExprKind::Cast(Box::new(wide)),
+                    ty: narrow_ty,
+                };
+                self.bind_local(ident, mutable, value, out);
+            }
+        }
         Ok(())
     }
 

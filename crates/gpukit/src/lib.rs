@@ -92,7 +92,8 @@
 //! Collectives, each the whole value of a `let` (`let s = subgroup_add(x);`):
 //! `subgroup_add`, `subgroup_min`, `subgroup_max` (over the subgroup's lanes; a NaN loses
 //! to a number), `subgroup_inclusive_add`, `subgroup_exclusive_add` (prefix sums; 0 on lane
-//! 0) of an `f32`, `f64`, `i32`, `u32`, `i64` or `u64`; `subgroup_shuffle(x, lane)`,
+//! 0) of an `f32`, `f64`, `i32`, `u32`, `i64`, `u64`, `u8` or `i8` (the 8-bit types take part
+//! widened to 32 bits and come back wrapped); `subgroup_shuffle(x, lane)`,
 //! `subgroup_shuffle_xor(x, mask)`, `subgroup_shuffle_up(x, delta)`,
 //! `subgroup_shuffle_down(x, delta)` (a source lane that is not there gives the thread's own
 //! `x`); `subgroup_any(c)`, `subgroup_all(c)` of a `bool`. A ballot as a bit mask is not in

@@ -258,8 +258,8 @@ fn subgroup_collectives_follow_the_rules_of_barriers() {
         "the whole value of a `let`",
     );
     refused(
-        "fn k(x: &mut [u8]) { let s = subgroup_add(x[0]); }",
-        "takes an f32, f64, i32, u32, i64 or u64 (found u8",
+        "fn k(x: &mut [f32]) { let s = subgroup_add(x[0] > 0.0); }",
+        "takes an f32, f64, i32, u32, i64, u64, u8 or i8 (found bool",
     );
     refused(
         "fn k(x: &mut [f32]) { let s = subgroup_any(x[0]); }",
