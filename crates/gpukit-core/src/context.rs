@@ -18,6 +18,8 @@ static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// State shared by everything a context made: arrays, streams, events, host buffers.
 pub(crate) struct Shared<B: Backend> {
+    /// The built-in ops' kernels loaded so far; first, so that they go before the backend.
+    pub(crate) builtins: crate::kernel::Builtins,
     pub(crate) backend: B,
     pub(crate) id: u64,
     pub(crate) info: DeviceInfo,
@@ -178,6 +180,7 @@ impl<B: Backend> Context<B> {
             captures: AtomicUsize::new(0),
             multi_stream: AtomicBool::new(false),
             faults: FaultLog::new(),
+            builtins: Default::default(),
             backend,
         });
         let least = shared.info.priority_range.0;

@@ -181,6 +181,10 @@ mod wgsl_tests;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `#[kernel(core = "path")]` names gpukit-core by `path` instead of `::gpukit::core`, for
+/// kernels defined where the facade is not a dependency (gpukit-core's built-in ops say
+/// `core = "crate"`).
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(attr.into(), item.into()) {
@@ -222,20 +226,111 @@ pub(crate) fn sources(f: &syn::ItemFn, generic: bool) -> syn::Result<(ir::Kernel
     Ok((k, s))
 }
 
+/// What `#[kernel(..)]` was given: `device`, and `core = "path"`, the path its expansion
+/// names gpukit-core by (`::gpukit::core` unless given: gpukit-core's own built-in kernels
+/// say `core = "crate"`).
+struct Options {
+    device: bool,
+    core: Option<syn::Path>,
+}
+
+const OPTIONS_USAGE: &str = "#[kernel] takes no arguments, or `device` (#[kernel(device)]: a      function kernels call), or `core = \"path\"` (the path of gpukit-core, for kernels      defined where `::gpukit` is not a dependency)";
+
+fn options(attr: proc_macro2::TokenStream) -> syn::Result<Options> {
+    use syn::punctuated::Punctuated;
+    let mut o = Options {
+        device: false,
+        core: None,
+    };
+    let metas = syn::parse::Parser::parse2(
+        Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+        attr.clone(),
+    )
+    .map_err(|_| syn::Error::new_spanned(&attr, OPTIONS_USAGE))?;
+    for m in metas {
+        match &m {
+            syn::Meta::Path(p) if p.is_ident("device") && !o.device => o.device = true,
+            syn::Meta::NameValue(nv) if nv.path.is_ident("core") && o.core.is_none() => {
+                let syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) = &nv.value
+                else {
+                    return Err(syn::Error::new_spanned(&nv.value, OPTIONS_USAGE));
+                };
+                o.core = Some(
+                    s.parse()
+                        .map_err(|_| syn::Error::new_spanned(s, OPTIONS_USAGE))?,
+                );
+            }
+            _ => return Err(syn::Error::new_spanned(&m, OPTIONS_USAGE)),
+        }
+    }
+    Ok(o)
+}
+
+/// The expansion with `::gpukit::core` replaced by `core` and `::gpukit::half` by
+/// `core::half` (gpukit-core's re-export).
+fn rooted_at(ts: proc_macro2::TokenStream, core: &syn::Path) -> proc_macro2::TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    let toks: Vec<TokenTree> = ts.into_iter().collect();
+    let mut out = proc_macro2::TokenStream::new();
+    let mut i = 0;
+    let is_colons = |t: &[TokenTree]| match t {
+        [TokenTree::Punct(a), TokenTree::Punct(b), ..] => a.as_char() == ':' && b.as_char() == ':',
+        _ => false,
+    };
+    let is_ident =
+        |t: Option<&TokenTree>, name: &str| matches!(t, Some(TokenTree::Ident(x)) if x == name);
+    while i < toks.len() {
+        // `:: gpukit :: core` is four tokens of punctuation and two identifiers.
+        if is_colons(&toks[i..])
+            && is_ident(toks.get(i + 2), "gpukit")
+            && is_colons(&toks[(i + 3).min(toks.len())..])
+        {
+            if is_ident(toks.get(i + 5), "core") {
+                out.extend(core.to_token_stream());
+                i += 6;
+                continue;
+            }
+            if is_ident(toks.get(i + 5), "half") {
+                out.extend(quote!(#core::half));
+                i += 6;
+                continue;
+            }
+        }
+        match &toks[i] {
+            TokenTree::Group(g) => {
+                let mut ng = Group::new(g.delimiter(), rooted_at(g.stream(), core));
+                ng.set_span(g.span());
+                out.extend([TokenTree::Group(ng)]);
+            }
+            t => out.extend([t.clone()]),
+        }
+        i += 1;
+    }
+    out
+}
+
 fn expand(
     attr: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
+    let o = options(attr)?;
+    let out = expand_with(o.device, item)?;
+    Ok(match &o.core {
+        Some(core) => rooted_at(out, core),
+        None => out,
+    })
+}
+
+fn expand_with(
+    is_device: bool,
+    item: proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
     let f: syn::ItemFn = syn::parse2(item)?;
-    match attr.to_string().as_str() {
-        "" => {}
-        "device" => return device(&f),
-        _ => {
-            return Err(syn::Error::new_spanned(
-                attr,
-                "#[kernel] takes no arguments, or `device` (#[kernel(device)]: a function kernels call)",
-            ))
-        }
+    if is_device {
+        return device(&f);
     }
     let name = &f.sig.ident;
     let vis = &f.vis;
@@ -564,6 +659,38 @@ mod tests {
             .expect("expands")
             .to_string();
         assert_eq!(out.matches("__generated_as").count(), 8);
+    }
+
+    #[test]
+    fn a_kernel_can_name_gpukit_core_by_another_path() {
+        let attr: proc_macro2::TokenStream = r#"core = "crate""#.parse().expect("tokens");
+        let src = "fn k<T: Numeric>(x: &mut [T]) { let s = subgroup_add(x[0]); x[0] = s; }";
+        let out = expand(attr, src.parse().expect("tokens"))
+            .expect("expands")
+            .to_string();
+        assert!(!out.contains("gpukit"), "{out}");
+        assert!(out.contains("crate :: KernelSpec"), "{out}");
+        assert!(out.contains("crate :: KernelNumeric"), "{out}");
+        let out = expand(
+            r#"device, core = "my::core""#.parse().expect("tokens"),
+            "fn sq(x: f32) -> f32 { x * x }".parse().expect("tokens"),
+        )
+        .expect("expands")
+        .to_string();
+        assert!(out.contains("my :: core :: DeviceFn"), "{out}");
+        for bad in [
+            r#"core = crate"#,
+            "device, device",
+            "fast",
+            r#"core = "1 +""#,
+        ] {
+            let e = expand(
+                bad.parse().expect("tokens"),
+                "fn f(x: &mut [f32]) {}".parse().expect("tokens"),
+            )
+            .expect_err(bad);
+            assert!(e.to_string().contains("`device`"), "{bad}: {e}");
+        }
     }
 
     #[test]

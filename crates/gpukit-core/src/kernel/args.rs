@@ -217,6 +217,62 @@ impl<T: Element, B: Backend> LaunchArg<B> for &mut GpuViewMut<'_, T, B> {
     }
 }
 
+/// A range a built-in op reads, as a launch argument of element type `T` (taken from any
+/// `DeviceRead<T>`, which typed it).
+pub(crate) struct Reads<'a, T, B: Backend>(pub(crate) SliceRef<'a, B>, PhantomData<fn(T)>);
+
+/// A range a built-in op writes, as a launch argument of element type `T` (taken from a
+/// `DeviceWrite<T>`, borrowed mutably for the call).
+pub(crate) struct Writes<'a, T, B: Backend>(pub(crate) SliceRef<'a, B>, PhantomData<fn(T)>);
+
+impl<'a, T: Element, B: Backend> Reads<'a, T, B> {
+    pub(crate) fn of(x: &'a impl DeviceRead<T, B>) -> Self {
+        Reads(x.slice_ref(), PhantomData)
+    }
+}
+
+impl<'a, T: Element, B: Backend> Writes<'a, T, B> {
+    pub(crate) fn of<W: crate::array::DeviceWrite<T, B>>(x: &'a mut W) -> Self {
+        let x: &'a W = x;
+        Writes(x.slice_ref(), PhantomData)
+    }
+}
+
+impl<T, B: Backend> Clone for Reads<'_, T, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T, B: Backend> Copy for Reads<'_, T, B> {}
+
+// Copied only within one op, which launches its kernels on it one after another.
+impl<T, B: Backend> Clone for Writes<'_, T, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T, B: Backend> Copy for Writes<'_, T, B> {}
+
+impl<T: Element, B: Backend> sealed::Sealed for Reads<'_, T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for Reads<'_, T, B> {
+    type Param = In<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Read(self.0)
+    }
+}
+
+impl<T: Element, B: Backend> sealed::Sealed for Writes<'_, T, B> {}
+
+impl<T: Element, B: Backend> LaunchArg<B> for Writes<'_, T, B> {
+    type Param = Out<T>;
+    fn arg(&self) -> ArgRef<'_, B> {
+        ArgRef::Write(self.0)
+    }
+}
+
 /// The most parameters a kernel signature has: signatures are tuples of 1 to 8 parameters.
 pub const MAX_KERNEL_ARGS: usize = 8;
 

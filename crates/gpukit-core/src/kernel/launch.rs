@@ -77,8 +77,20 @@ impl<B: Backend> Stream<B> {
         cfg: LaunchConfig,
         args: A,
     ) -> Result<()> {
+        self.launch_as("launch", kernel, cfg, args)
+    }
+
+    /// [`Stream::launch`] on behalf of the call `call` (a built-in op), which its errors
+    /// name.
+    pub(crate) fn launch_as<A: LaunchArgs<B>>(
+        &self,
+        call: &'static str,
+        kernel: &Kernel<A::Sig, B>,
+        cfg: LaunchConfig,
+        args: A,
+    ) -> Result<()> {
         self.shared_arc()
-            .same_context("launch", "kernel", kernel.context)?;
+            .same_context(call, "kernel", kernel.context)?;
         cfg.validate(&kernel.name, &kernel.limits)?;
         // Everything on the stack: a launch allocates nothing.
         let mut resolved = ArgList::<B>::new();
@@ -92,7 +104,7 @@ impl<B: Backend> Stream<B> {
             }
         }
         let shared = self.shared_arc();
-        self.enqueue("launch", &accesses, || {
+        self.enqueue(call, &accesses, || {
             let mut raw: SmallVec<[KernelArg<'_, B>; MAX_LAUNCH_ARGS]> = resolved
                 .iter()
                 .map(|a| match a {

@@ -82,6 +82,7 @@
 //! launch ([`Kernel`], `Stream::launch`).
 
 mod args;
+mod builtin;
 mod checked;
 mod desc;
 mod geometry;
@@ -89,11 +90,12 @@ mod launch;
 mod ptx;
 mod spec;
 
-pub(crate) use args::ArgList;
+pub(crate) use args::{ArgList, Reads, Writes};
 pub use args::{
     ArgRef, In, KernelParam, KernelSig, LaunchArg, LaunchArgs, Out, MAX_KERNEL_ARGS,
     MAX_LAUNCH_ARGS,
 };
+pub(crate) use builtin::Builtins;
 pub(crate) use checked::FaultLog;
 pub use checked::{
     __comptime, CheckedAbi, DeviceFn, KernelFaults, KernelFloat, KernelNumeric, FAULT_WORDS,
