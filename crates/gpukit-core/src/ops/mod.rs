@@ -9,7 +9,8 @@
 //! `add_row_inplace`, ...) are generated in `optable/`; this module has what they share
 //! (`run_op`, the one place the safe layer calls [`Backend::op`]) and one file per family:
 //! element-wise ([`elementwise`]), reductions ([`reduce`]), softmax and cross-entropy
-//! ([`rows`]), gemm ([`gemm`]).
+//! ([`rows`]), gemm ([`gemm`]), prefix sums ([`scan`], whose kernels are `#[kernel]`s launched
+//! through `Stream::launch_builtin`, the way every op is to be written).
 
 mod elementwise;
 mod gemm;
@@ -17,6 +18,7 @@ mod index;
 mod random;
 mod reduce;
 mod rows;
+mod scan;
 
 pub use random::Rng;
 

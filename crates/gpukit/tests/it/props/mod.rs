@@ -25,6 +25,7 @@ mod cross_rejects;
 mod cuda_vs_cpu;
 mod ops;
 mod programs;
+mod scan;
 mod table;
 mod tolerance;
 mod views;
