@@ -94,7 +94,8 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
             ParamKind::Slice { mutable: false, .. } => {
                 format!("const {}* __restrict__ {}", p.ty.c(), var(&p.name))
             }
-            ParamKind::Scalar => format!("{} {}", p.ty.c(), var(&p.name)),
+            // An f16 or bf16 scalar arrives as its f32 value.
+            ParamKind::Scalar => format!("{} {}", p.ty.compute().c(), var(&p.name)),
         })
         .collect();
     for (_, p) in k.slices() {

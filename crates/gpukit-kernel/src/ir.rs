@@ -70,8 +70,8 @@ impl Ty {
     /// The type in the expansion's Rust (the 16-bit floats through the facade's `half`).
     pub fn rust_path(self) -> &'static str {
         match self {
-            Ty::F16 => "::gpukit::half::f16",
-            Ty::BF16 => "::gpukit::half::bf16",
+            Ty::F16 => "::gpukit::core::half::f16",
+            Ty::BF16 => "::gpukit::core::half::bf16",
             t => t.rust(),
         }
     }

@@ -26,7 +26,7 @@ pub fn generate(k: &Kernel) -> String {
         .map(|p| match p.kind {
             ParamKind::Slice { mutable: true, .. } => format!("&mut [{}]", p.ty.rust_path()),
             ParamKind::Slice { mutable: false, .. } => format!("&[{}]", p.ty.rust_path()),
-            ParamKind::Scalar => p.ty.rust().to_owned(),
+            ParamKind::Scalar => p.ty.rust_path().to_owned(),
         })
         .collect();
     let _ = writeln!(
@@ -50,6 +50,9 @@ pub fn generate(k: &Kernel) -> String {
             }
             ParamKind::Slice { mutable: false, .. } => {
                 writeln!(g.out, "let {}: &[{t}] = *__p{i};", p.name)
+            }
+            ParamKind::Scalar if p.ty.is_half() => {
+                writeln!(g.out, "let {}: f32 = (*__p{i}).to_f32();", p.name)
             }
             ParamKind::Scalar => writeln!(g.out, "let {}: {t} = *__p{i};", p.name),
         };

@@ -71,7 +71,7 @@ fn module(k: &Kernel, checked: bool, emulated: bool) -> Result<String, &'static 
     src.push_str("struct Args {\n");
     for p in &k.params {
         if p.kind == ParamKind::Scalar {
-            let _ = writeln!(src, "    {}: {},", var(&p.name), wty(p.ty));
+            let _ = writeln!(src, "    {}: {},", var(&p.name), wty(p.ty.compute()));
         }
     }
     for (_, p) in k.slices() {
@@ -358,7 +358,11 @@ fn used_types(k: &Kernel) -> Vec<Ty> {
     let mut tys: Vec<Ty> = k
         .params
         .iter()
-        .map(|p| p.ty)
+        // A scalar f16 or bf16 arrives as an f32.
+        .map(|p| match p.kind {
+            ParamKind::Scalar => p.ty.compute(),
+            ParamKind::Slice { .. } => p.ty,
+        })
         .chain(k.shared.iter().map(|s| s.ty))
         .chain(k.locals.iter().map(|l| l.ty))
         .chain(k.ret)

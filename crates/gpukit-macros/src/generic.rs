@@ -15,11 +15,19 @@ pub struct Generic {
     pub types: &'static [&'static str],
 }
 
-const FLOATS: &[&str] = &["f32", "f64"];
-const NUMERIC: &[&str] = &["f32", "f64", "i32", "u32", "i64", "u64", "u8", "i8"];
+const FLOATS: &[&str] = &["f32", "f64", "f16", "bf16"];
+const NUMERIC: &[&str] = &[
+    "f32", "f64", "i32", "u32", "i64", "u64", "u8", "i8", "f16", "bf16",
+];
+
+/// Whether `ty` is a 16-bit float: an instantiation for it computes in f32.
+pub fn is_half(ty: &str) -> bool {
+    matches!(ty, "f16" | "bf16")
+}
 
 pub const USAGE: &str = "a generic #[kernel] has at most one type parameter, bounded by `Float` \
-                     (f32, f64) or `Numeric` (f32, f64, i32, u32, i64, u64, u8, i8), and any \
+                     (f32, f64, f16, bf16) or `Numeric` (f32, f64, i32, u32, i64, u64, u8, i8, \
+                     f16, bf16), and any \
                      compile-time parameters (`const B: usize`, also u32, i32, u64, i64, bool): \
                      `fn k<T: Float, const B: usize>(..)`, no lifetimes or `where`";
 
@@ -67,9 +75,16 @@ pub fn param(sig: &syn::Signature) -> Result<Option<Generic>> {
 }
 
 /// The function with `tp` replaced by `ty` everywhere and without its type parameter (its
-/// const parameters stay).
+/// const parameters stay). For f16 and bf16, `tp` is the 16-bit type in the parameters
+/// (arrays of it, and scalars) and `f32`, the type they are computed in, in the body.
 pub fn substitute(f: &syn::ItemFn, tp: &syn::Ident, ty: &str) -> Result<syn::ItemFn> {
-    let mut sub: syn::ItemFn = syn::parse2(replace(f.to_token_stream(), tp, ty))?;
+    let compute = if is_half(ty) { "f32" } else { ty };
+    let mut sub: syn::ItemFn = syn::parse2(replace(f.to_token_stream(), tp, compute))?;
+    if compute != ty {
+        let inputs = replace(f.sig.inputs.to_token_stream(), tp, ty);
+        sub.sig.inputs =
+            syn::parse::Parser::parse2(syn::punctuated::Punctuated::parse_terminated, inputs)?;
+    }
     sub.sig.generics.params = consts(&f.sig.generics).into_iter().cloned().collect();
     Ok(sub)
 }

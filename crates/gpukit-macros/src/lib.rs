@@ -317,7 +317,9 @@ fn expand(
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let o = options(attr)?;
-    let out = expand_with(o.device, item)?;
+    // Where gpukit-core is named by another path, the kernel is inside gpukit-core, whose
+    // f16 and bf16 exist with its feature `half` (the facade always turns it on).
+    let out = expand_with(o.device, o.core.is_some(), item)?;
     Ok(match &o.core {
         Some(core) => rooted_at(out, core),
         None => out,
@@ -326,6 +328,7 @@ fn expand(
 
 fn expand_with(
     is_device: bool,
+    halves_need_cfg: bool,
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let f: syn::ItemFn = syn::parse2(item)?;
@@ -382,7 +385,17 @@ fn expand_with(
             generic_sig = Some(signature(&k, Some((tp, &uses))));
         }
         let sig = generic_sig.as_ref().expect("set above");
-        arms.push(instantiation(&fi, &k, &src, Some(sig))?);
+        let arm = instantiation(&fi, &k, &src, Some(sig))?;
+        let cfg =
+            (halves_need_cfg && generic::is_half(ty)).then(|| quote!(#[cfg(feature = "half")]));
+        arms.push(quote! {
+            #cfg
+            {
+                if let ::core::option::Option::Some(spec) = { #arm } {
+                    return spec;
+                }
+            }
+        });
     }
     let sig = generic_sig.unwrap_or_default();
     let name_str = name.to_string();
@@ -390,11 +403,7 @@ fn expand_with(
         #(#attrs)*
         #doc
         #vis fn #name<#tp: ::gpukit::core::#bound, #(#consts),*>() -> ::gpukit::core::KernelSpec<#sig> {
-            #(
-                if let ::core::option::Option::Some(spec) = { #arms } {
-                    return spec;
-                }
-            )*
+            #(#arms)*
             // Unreachable: the bound is sealed to the types above.
             ::gpukit::core::KernelSpec::named(#name_str)
         }
@@ -654,11 +663,17 @@ mod tests {
             .expect("expands")
             .to_string();
         assert!(out.contains("KernelFloat"), "{out}");
-        assert_eq!(out.matches("__generated_as").count(), 2, "f32 and f64");
+        assert_eq!(
+            out.matches("__generated_as").count(),
+            4,
+            "f32, f64, f16, bf16"
+        );
+        // A 16-bit instantiation computes in f32: its scalar is an f16 in the signature.
+        assert!(out.contains("half :: f16 ,"), "{out}");
         let out = expand_src("fn add1<T: Numeric>(x: &mut [T]) { x[0] += 1; }")
             .expect("expands")
             .to_string();
-        assert_eq!(out.matches("__generated_as").count(), 8);
+        assert_eq!(out.matches("__generated_as").count(), 10);
     }
 
     #[test]

@@ -28,8 +28,9 @@ const SUPPORTED_EXPRS: &str = "expressions may use literals, locals, parameters,
 
 /// What a kernel does with f16 and bf16.
 const HALF_VALUES: &str = "f16 and bf16 are storage types in a kernel: an element read from an \
-     array of them is an f32, and an f32 written to one is rounded to it (as the built-in ops \
-     compute them); arrays of them are parameters, not scalars, locals or shared arrays";
+     array of them (or a scalar parameter of them) is an f32, and an f32 written to one is \
+     rounded to it (as the built-in ops compute them); they are parameters, not locals or \
+     shared arrays";
 
 /// Names the generated code keeps for itself (or that a target reserves).
 const RESERVED: &[&str] = &["barrier", "shared", "args", "block_x", "block_y", "block_z"];
@@ -407,10 +408,8 @@ impl Lowerer {
                 )
             }
             t => {
+                // An f16 or bf16 scalar is an f32 in the body, as an element read is.
                 let ty = elem_ty(t, "a scalar parameter (or a slice `&[T]`, `&mut [T]`)")?;
-                if ty.is_half() {
-                    return err(t, HALF_VALUES);
-                }
                 (ty, ParamKind::Scalar)
             }
         };
@@ -1360,7 +1359,7 @@ impl Lowerer {
             return match self.lookup(&id.to_string()) {
                 Some(Binding::Local(l)) => Ok(Expr { kind: ExprKind::Local(l), ty: self.locals[l].ty }),
                 Some(Binding::Param(i)) => match self.params[i].kind {
-                    ParamKind::Scalar => Ok(Expr { kind: ExprKind::Param(i), ty: self.params[i].ty }),
+                    ParamKind::Scalar => Ok(Expr { kind: ExprKind::Param(i), ty: self.params[i].ty.compute() }),
                     ParamKind::Slice { .. } => err(
                         id,
                         format!("`{id}` is an array: index it (`{id}[i]`) or ask its length (`{id}.len()`)"),

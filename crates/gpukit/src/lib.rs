@@ -59,9 +59,10 @@
 //! under the CUDA emulator against plain Rust and compiled with NVRTC in CI.
 //!
 //! **The language.** Parameters (at most 8): slices and scalars of `f32`, `f64`, `i32`,
-//! `u32`, `i64`, `u64`, `u8`, `i8`, and slices of `f16` and `bf16`. `f16` and `bf16` are
-//! storage types, as in the built-in ops: an element read from such an array is an `f32`,
-//! and an `f32` written to one is rounded to it (with the `half` feature). Statements:
+//! `u32`, `i64`, `u64`, `u8`, `i8`, `f16` and `bf16`. `f16` and `bf16` are storage types, as
+//! in the built-in ops (with the `half` feature): an element read from such an array, or
+//! such a scalar, is an `f32` (a scalar reaches GPU code as its `f32` value), and an `f32`
+//! written to such an array is rounded to it. Statements:
 //! `let`/`let mut` (also of a tuple), `const`, assignments and `+=` etc. to locals and array
 //! elements, `if`/`else`, `for i in a..b` and `for i in (a..b).step_by(s)`, `while`, `loop`,
 //! `break`, `continue`, `return`. Expressions: literals, arithmetic, comparisons,
@@ -116,9 +117,11 @@
 //! its CUDA C and WGSL are linked into every kernel that calls it (device functions may call
 //! each other); the compiler checks each call against its signature. A kernel may be generic
 //! over its element type: `fn axpy<T: Float>(a: T, x: &[T], y: &mut [T])` is compiled for
-//! `f32` and `f64` (`T: Numeric`: for all eight types; the body must compile for each, and
-//! an unsuffixed integer literal takes the type `T` there), and `axpy::<f64>()` is that
-//! instantiation's spec.
+//! `f32`, `f64`, `f16` and `bf16` (`T: Numeric`: for all ten types; the body must compile for
+//! each, and an unsuffixed integer literal takes the type `T` there), and `axpy::<f64>()` is
+//! that instantiation's spec. In the `f16` and `bf16` instantiations `T` is the 16-bit type in
+//! the parameters and `f32` in the body (a `let v: T` is an `f32`), as the built-in ops
+//! compute them.
 //!
 //! **Compile-time parameters** specialise a kernel as cubecl's `comptime` does: the const
 //! generics of `fn reduce<const B: usize, const SQUARE: bool>(..)` (`usize`, `u32`, `i32`,

@@ -104,6 +104,42 @@ macro_rules! scalar_params {
 
 scalar_params!(f32, f64, i32, u32, i64, u64, u8, i8);
 
+/// f16 and bf16 scalars travel as their `f32` value (exact), what a `#[kernel]` computes
+/// them in: CUDA C and WGSL receive a `float`/`f32`, a CPU closure the 16-bit value again.
+#[cfg(feature = "half")]
+macro_rules! half_params {
+    ($($t:ty),*) => {$(
+        impl KernelParam for $t {
+            type Cpu<'a> = $t;
+
+            unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
+                match raw {
+                    // The value was written as the f32 of a `$t`, so it converts back exactly.
+                    RawArg::Scalar(bytes) => <$t>::from_f32(f32::from_ne_bytes([
+                        bytes[0], bytes[1], bytes[2], bytes[3],
+                    ])),
+                    RawArg::Slice { .. } => <$t>::default(),
+                }
+            }
+        }
+
+        impl sealed::Sealed for $t {}
+
+        impl<B: Backend> LaunchArg<B> for $t {
+            type Param = $t;
+
+            fn arg(&self) -> ArgRef<'_, B> {
+                let mut bytes = [0u8; 16];
+                bytes[..4].copy_from_slice(&self.to_f32().to_ne_bytes());
+                ArgRef::Scalar { bytes, len: 4 }
+            }
+        }
+    )*};
+}
+
+#[cfg(feature = "half")]
+half_params!(half::f16, half::bf16);
+
 /// A kernel's signature: a tuple of [`In`], [`Out`] and scalar types.
 pub trait KernelSig: 'static {
     /// What the CPU closure receives: the tuple of the parameters' CPU values.

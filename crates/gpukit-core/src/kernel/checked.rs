@@ -268,11 +268,13 @@ mod sealed {
 }
 
 /// The element types a generic `#[kernel]` with `T: Numeric` (or `T: KernelNumeric`) is
-/// compiled for: `f32`, `f64`, `i32`, `u32`, `i64`, `u64`, `u8`, `i8`. Sealed.
+/// compiled for: `f32`, `f64`, `i32`, `u32`, `i64`, `u64`, `u8`, `i8`, and with the `half`
+/// feature `f16` and `bf16` (computed in `f32`). Sealed.
 pub trait KernelNumeric: crate::Element + super::KernelParam + sealed::Sealed {}
 
 /// The element types a generic `#[kernel]` with `T: Float` (or `T: KernelFloat`) is
-/// compiled for: `f32` and `f64`. Sealed.
+/// compiled for: `f32` and `f64`, and with the `half` feature `f16` and `bf16` (computed in
+/// `f32`). Sealed.
 pub trait KernelFloat: KernelNumeric {}
 
 macro_rules! kernel_types {
@@ -284,6 +286,12 @@ macro_rules! kernel_types {
 kernel_types!(f32, f64, i32, u32, i64, u64, u8, i8);
 impl KernelFloat for f32 {}
 impl KernelFloat for f64 {}
+#[cfg(feature = "half")]
+kernel_types!(half::f16, half::bf16);
+#[cfg(feature = "half")]
+impl KernelFloat for half::f16 {}
+#[cfg(feature = "half")]
+impl KernelFloat for half::bf16 {}
 
 /// A device function (`#[kernel(device)]`): its generated CUDA C and WGSL, and the device
 /// functions it calls, for the kernels that call it to link in.

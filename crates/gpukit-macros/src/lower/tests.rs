@@ -80,7 +80,6 @@ fn signatures_outside_the_language_are_refused() {
     refused("fn k(x: &mut Vec<f32>) {}", "a slice");
     refused("fn k(x: &mut [String]) {}", "element type must be one of");
     refused("fn k(x: bool) {}", "a scalar parameter");
-    refused("fn k(x: &mut [f32], h: f16) {}", "storage types");
     refused(
         "fn k(x: &mut [f16]) { let v: f16 = x[0]; }",
         "storage types",

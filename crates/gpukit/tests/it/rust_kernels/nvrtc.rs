@@ -38,7 +38,11 @@ fn kernels_compile_with_nvrtc() {
     #[cfg(feature = "half")]
     let checks: Vec<_> = checks
         .into_iter()
-        .chain([gpukit::cuda::compile_check(&language::halves(), (9, 0))])
+        .chain([
+            gpukit::cuda::compile_check(&language::halves(), (9, 0)),
+            gpukit::cuda::compile_check(&language::axpy1::<gpukit::half::f16>(), (9, 0)),
+            gpukit::cuda::compile_check(&language::every_type::<gpukit::half::bf16>(), (9, 0)),
+        ])
         .collect();
     for (i, r) in checks.into_iter().enumerate() {
         match r {
