@@ -76,7 +76,9 @@ impl<B: Backend> Stream<B> {
     /// wrap. A float sum is added in tiles of 256 and across tiles (not left to right), so
     /// each `out[i]` is within `258·L·ε·(|x[0]| + ... + |x[i]|)` of the exact sum, `L` the
     /// levels of tiles (`⌈log₂₅₆ n⌉`: 1 up to 256 elements, 4 up to 2³²), `ε` the type's
-    /// machine epsilon; in practice a few ulps. Empty `x` does nothing.
+    /// machine epsilon; in practice a few ulps. f16 and bf16 are added in f32, and each
+    /// output and each tile's total rounded to the type: within `(L·ε + 258·L·ε₃₂)·(|x[0]| +
+    /// ... + |x[i]|)`. Empty `x` does nothing.
     ///
     /// ```
     /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;

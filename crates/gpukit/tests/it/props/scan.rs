@@ -52,27 +52,26 @@ impl ExactSum {
     }
 }
 
+/// The levels of 256-element tiles of `n` elements.
+fn levels(n: usize) -> f64 {
+    let mut levels = 1.0;
+    let mut tiles = n.div_ceil(256);
+    while tiles > 1 {
+        levels += 1.0;
+        tiles = tiles.div_ceil(256);
+    }
+    levels
+}
+
 macro_rules! float_scan {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $from:expr, $strategy:expr, $k:expr;)*) => {$(
         impl ScanRef for $t {
             fn strategy() -> BoxedStrategy<Self> {
-                prop_oneof![
-                    4 => -1e3 as $t..1e3,
-                    2 => -1.0 as $t..1.0,
-                    1 => Just(0.0),
-                    1 => (-20i32..20).prop_map(|v| v as $t),
-                ]
-                .boxed()
+                $strategy.prop_map($from).boxed()
             }
             fn check(x: &[Self], got: &[Self]) -> Result<(), TestCaseError> {
-                // The documented bound: 258 additions per level of 256-element tiles.
-                let mut levels = 1.0;
-                let mut tiles = x.len().div_ceil(256);
-                while tiles > 1 {
-                    levels += 1.0;
-                    tiles = tiles.div_ceil(256);
-                }
-                let k = 258.0 * levels * f64::from(<$t>::EPSILON);
+                // The documented bound, relative to the sum of magnitudes.
+                let k: f64 = $k(levels(x.len()));
                 let (mut exact, mut scale) = (ExactSum { sum: 0.0, carry: 0.0 }, 0.0f64);
                 for (i, (&v, &g)) in x.iter().zip(got).enumerate() {
                     exact.add(f64::from(v));
@@ -94,7 +93,36 @@ macro_rules! float_scan {
     )*};
 }
 
-float_scan!(f32, f64);
+fn wide_values() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        4 => -1e3..1e3f64,
+        2 => -1.0..1.0f64,
+        1 => Just(0.0),
+        1 => (-20i32..20).prop_map(f64::from),
+    ]
+}
+
+/// Values whose sums stay well inside f16's range over 70 000 elements.
+fn half_values() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        4 => -1.0..1.0f64,
+        1 => Just(0.0),
+        1 => (-4i32..4).prop_map(f64::from),
+    ]
+}
+
+use gpukit::core::half::{bf16, f16};
+
+float_scan!(
+    // 258 additions per level of 256-element tiles, in the type.
+    f32: |v| v as f32, wide_values(), |l: f64| 258.0 * l * f64::from(f32::EPSILON);
+    f64: |v| v, wide_values(), |l: f64| 258.0 * l * f64::EPSILON;
+    // Computed in f32; each output and each tile's total rounded to the type.
+    f16: f16::from_f64, half_values(),
+        |l: f64| l * f64::from(f16::EPSILON) + 258.0 * l * f64::from(f32::EPSILON);
+    bf16: bf16::from_f64, half_values(),
+        |l: f64| l * f64::from(bf16::EPSILON) + 258.0 * l * f64::from(f32::EPSILON);
+);
 
 /// Lengths over one level of tiles (up to 256), two (up to 65536) and three.
 fn scan_length() -> impl Strategy<Value = usize> {
@@ -144,6 +172,11 @@ backend_tests! {
     fn cumsum_i64_u64_wrap_exactly(ctx) {
         cumsum_matches_the_host::<i64>(ctx)?;
         cumsum_matches_the_host::<u64>(ctx)
+    }
+
+    fn cumsum_f16_bf16_are_within_their_bound(ctx) {
+        cumsum_matches_the_host::<f16>(ctx)?;
+        cumsum_matches_the_host::<bf16>(ctx)
     }
 
     fn cumsum_u8_i8_wrap_exactly(ctx) {
