@@ -6,11 +6,10 @@
 //! tasks' `get`s sound.
 
 use gpukit_core::{BufAt, Numeric, ReduceOp, Shape, SUM_CHUNK};
-use rayon::prelude::*;
 
 use super::kind::Kind;
 use super::ranges::{done, Ranges};
-use super::split::SPLIT_FROM;
+use super::split::{each_piece, map_chunks, PIECE, SPLIT_FROM};
 use crate::queue::Task;
 use crate::sum::{self, add_chunk_sums, block_dots, block_sums, ChunkSums, SUM_BLOCK, SUM_LANES};
 use crate::CpuBackend;
@@ -118,9 +117,13 @@ fn by_rows<T: Sync, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(&[T
     // Empty rows: `chunks` would yield none; every output is `f(&[])`.
     let row = |r: usize| &x[(r * cols).min(x.len())..((r + 1) * cols).min(x.len())];
     if out.len() > 1 && x.len() >= SPLIT_FROM {
-        out.par_iter_mut()
-            .enumerate()
-            .for_each(|(r, o)| *o = f(row(r)));
+        // Pieces of whole rows, about PIECE elements each.
+        let per = (PIECE / cols.max(1)).max(1);
+        each_piece(out, per, |k, o| {
+            for (j, o) in o.iter_mut().enumerate() {
+                *o = f(row(k * per + j));
+            }
+        });
     } else {
         for (r, o) in out.iter_mut().enumerate() {
             *o = f(row(r));
@@ -140,8 +143,13 @@ fn sum_rows<T: Numeric, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn
         }
     };
     if out.len() > SUM_LANES && x.len() >= SPLIT_FROM {
-        let groups = out.par_chunks_mut(SUM_LANES).enumerate();
-        groups.for_each(|(g, o)| group(g, o));
+        // Pieces of whole groups, about PIECE elements each.
+        let groups = (PIECE / (cols.max(1) * SUM_LANES)).max(1);
+        each_piece(out, groups * SUM_LANES, |k, o| {
+            for (j, o) in o.chunks_mut(SUM_LANES).enumerate() {
+                group(k * groups + j, o);
+            }
+        });
     } else {
         for (g, o) in out.chunks_mut(SUM_LANES).enumerate() {
             group(g, o);
@@ -158,15 +166,20 @@ fn value_reduce<T: Numeric>(op: ReduceOp, float: bool, x: &[T]) -> Option<T> {
     if x.len() < SPLIT_FROM {
         return op.value(x);
     }
-    let chunks = x.par_chunks(SUM_CHUNK);
     Some(match op {
-        ReduceOp::Sum if !float => chunks.map(T::sum).reduce(|| T::ZERO, T::add),
+        // Wrapping sums: any grouping gives the same bits.
+        ReduceOp::Sum if !float => map_chunks(x, SUM_CHUNK, |_, c| T::sum(c))
+            .into_iter()
+            .fold(T::ZERO, T::add),
         ReduceOp::Sum | ReduceOp::Mean => {
-            let blocks: Vec<ChunkSums> = x.par_chunks(SUM_BLOCK).map(block_sums).collect();
+            let blocks: Vec<ChunkSums> = map_chunks(x, SUM_BLOCK, |_, c| block_sums(c));
             return op.of_sum(add_chunk_sums(blocks.into_iter().flatten()), x.len());
         }
         ReduceOp::Min | ReduceOp::Max => {
-            let each: Vec<T> = chunks.filter_map(|c| op.value(c)).collect();
+            let each: Vec<T> = map_chunks(x, SUM_CHUNK, |_, c| op.value(c))
+                .into_iter()
+                .flatten()
+                .collect();
             return op.value(&each);
         }
         ReduceOp::ArgMin | ReduceOp::ArgMax => return None,
@@ -181,14 +194,13 @@ fn arg_reduce<T: Numeric>(op: ReduceOp, x: &[T]) -> Option<u32> {
     if x.len() < SPLIT_FROM {
         return op.index(x);
     }
-    let winners: Vec<(usize, T)> = x
-        .par_chunks(SUM_CHUNK)
-        .enumerate()
-        .filter_map(|(k, c)| {
-            let i = op.index(c)? as usize;
-            Some((k * SUM_CHUNK + i, c[i]))
-        })
-        .collect();
+    let winners: Vec<(usize, T)> = map_chunks(x, SUM_CHUNK, |k, c| {
+        let i = op.index(c)? as usize;
+        Some((k * SUM_CHUNK + i, c[i]))
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     let values: Vec<T> = winners.iter().map(|&(_, v)| v).collect();
     let best = op.index(&values)? as usize;
     u32::try_from(winners[best].0).ok()
@@ -200,14 +212,16 @@ fn arg_reduce<T: Numeric>(op: ReduceOp, x: &[T]) -> Option<u32> {
 fn dot_of<T: Numeric>(float: bool, x: &[T], y: &[T]) -> T {
     match (float, x.len() < SPLIT_FROM) {
         (false, true) => T::dot(x, y),
-        (false, false) => {
-            let pairs = x.par_chunks(SUM_CHUNK).zip(y.par_chunks(SUM_CHUNK));
-            pairs.map(|(a, b)| T::dot(a, b)).reduce(|| T::ZERO, T::add)
-        }
+        (false, false) => map_chunks(x, SUM_CHUNK, |k, a| {
+            T::dot(a, &y[k * SUM_CHUNK..k * SUM_CHUNK + a.len()])
+        })
+        .into_iter()
+        .fold(T::ZERO, T::add),
         (true, true) => T::from_f64(sum::ordered_dot(x, y)),
         (true, false) => {
-            let blocks = x.par_chunks(SUM_BLOCK).zip(y.par_chunks(SUM_BLOCK));
-            let sums: Vec<ChunkSums> = blocks.map(|(a, b)| block_dots(a, b)).collect();
+            let sums: Vec<ChunkSums> = map_chunks(x, SUM_BLOCK, |k, a| {
+                block_dots(a, &y[k * SUM_BLOCK..k * SUM_BLOCK + a.len()])
+            });
             T::from_f64(add_chunk_sums(sums.into_iter().flatten()))
         }
     }

@@ -6,11 +6,10 @@
 //! tasks' `get`s sound.
 
 use gpukit_core::{BufAt, Float, Numeric, Shape};
-use rayon::prelude::*;
 
 use super::kind::Kind;
 use super::ranges::{done, Ranges};
-use super::split::{part, pieces, MATH, PIECE, SPLIT_FROM, VMATH};
+use super::split::{each_piece, part, pieces, run_all, Job, MATH, PIECE, SPLIT_FROM, VMATH};
 use crate::queue::Task;
 use crate::CpuBackend;
 
@@ -100,17 +99,22 @@ pub(super) fn split_cross_entropy<T: Float>(
     // Rows are independent: split in whole rows, the same bits.
     let per = (PIECE / cost / cols).max(1);
     let rows_of = |k: usize, l: &[T]| (k * per, k * per + l.len());
+    let rows_of = &rows_of;
     match grad {
-        Some(grad) => loss
-            .par_chunks_mut(per)
-            .zip(grad.par_chunks_mut(per * cols))
-            .enumerate()
-            .for_each(|(k, (l, g))| {
-                let (a, b) = rows_of(k, l);
-                let x = &logits[a * cols..b * cols];
-                cross_entropy_rows(x, &labels[a..b], cols, l, Some(g));
-            }),
-        None => loss.par_chunks_mut(per).enumerate().for_each(|(k, l)| {
+        Some(grad) => run_all(
+            loss.chunks_mut(per)
+                .zip(grad.chunks_mut(per * cols))
+                .enumerate()
+                .map(|(k, (l, g))| {
+                    Box::new(move || {
+                        let (a, b) = rows_of(k, l);
+                        let x = &logits[a * cols..b * cols];
+                        cross_entropy_rows(x, &labels[a..b], cols, l, Some(g));
+                    }) as Job<'_>
+                })
+                .collect(),
+        ),
+        None => each_piece(loss, per, |k, l| {
             let (a, b) = rows_of(k, l);
             let x = &logits[a * cols..b * cols];
             cross_entropy_rows(x, &labels[a..b], cols, l, None);

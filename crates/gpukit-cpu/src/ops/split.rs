@@ -1,9 +1,54 @@
 //! Spreading an op over the machine's cores: large element-wise work in pieces of whole rows
 //! across rayon's pool (shared by every stream), sized by the op's cost class, so that the
 //! result is the same bits however it is split.
+//!
+//! Every split goes through [`run_all`], a list of boxed jobs run by one instantiation of
+//! rayon's machinery: written generically per op and element type, rayon's join and job
+//! code was instantiated for each, most of this crate's machine code and build time.
 
 use gpukit_core::{MathFn, Numeric, RhsSlice};
 use rayon::prelude::*;
+
+/// One piece of a split op.
+pub(crate) type Job<'a> = Box<dyn FnOnce() + Send + 'a>;
+
+/// Runs `jobs` across rayon's pool; returns once every one has run.
+pub(crate) fn run_all(jobs: Vec<Job<'_>>) {
+    jobs.into_par_iter().for_each(|job| job());
+}
+
+/// `f(k, chunk)` for each `chunk`-sized piece of `x` (the last may be shorter), run across
+/// the cores, the results in order.
+pub(crate) fn map_chunks<T: Sync, R: Send>(
+    x: &[T],
+    chunk: usize,
+    f: impl Fn(usize, &[T]) -> R + Sync,
+) -> Vec<R> {
+    let mut out: Vec<Option<R>> = std::iter::repeat_with(|| None)
+        .take(x.len().div_ceil(chunk))
+        .collect();
+    let f = &f;
+    run_all(
+        out.iter_mut()
+            .zip(x.chunks(chunk))
+            .enumerate()
+            .map(|(k, (slot, c))| Box::new(move || *slot = Some(f(k, c))) as Job<'_>)
+            .collect(),
+    );
+    out.into_iter().flatten().collect()
+}
+
+/// `f(k, piece)` for each `per`-sized piece of `out` (the last may be shorter), run across
+/// the cores.
+pub(crate) fn each_piece<T: Send>(out: &mut [T], per: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let f = &f;
+    run_all(
+        out.chunks_mut(per)
+            .enumerate()
+            .map(|(k, o)| Box::new(move || f(k, o)) as Job<'_>)
+            .collect(),
+    );
+}
 
 /// Elements from which an element-wise op is split across the machine's cores (rayon's
 /// pool, shared by every stream); smaller ones run whole on the stream's worker.
@@ -45,9 +90,7 @@ pub(crate) fn pieces<T: Send>(
         return f(0, out);
     }
     let piece = (PIECE / work / row.max(1)).max(1) * row.max(1);
-    out.par_chunks_mut(piece)
-        .enumerate()
-        .for_each(|(i, o)| f(i * piece, o));
+    each_piece(out, piece, |i, o| f(i * piece, o));
 }
 
 /// `src[start..start + len]`, for the piece of a split op.
