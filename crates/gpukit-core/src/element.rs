@@ -117,7 +117,7 @@ pub enum Wide {
 }
 
 /// An element with arithmetic: the scalar semantics of every built-in op.
-pub trait Numeric: Element + PartialOrd {
+pub trait Numeric: Element + PartialOrd + crate::kernel::KernelNumeric {
     /// The additive identity.
     const ZERO: Self;
     /// The type arithmetic runs in ([`Arith`]).
@@ -274,7 +274,7 @@ fn add_in_order(sums: impl Iterator<Item = f64>) -> f64 {
 }
 
 /// A floating-point element: one whose compute type has the math functions ([`Real`]).
-pub trait Float: Numeric<Compute: Real> {}
+pub trait Float: Numeric<Compute: Real> + crate::kernel::KernelFloat {}
 
 macro_rules! element {
     ($($t:ty => $d:ident),* $(,)?) => {$(

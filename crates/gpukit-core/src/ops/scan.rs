@@ -6,8 +6,9 @@ use gpukit_macros::kernel;
 
 use crate::array::{DeviceRead, DeviceWrite, GpuArray};
 use crate::backend::Backend;
+use crate::element::Numeric;
 use crate::error::{same_len, Result};
-use crate::kernel::{KernelNumeric, LaunchConfig, Reads, Writes};
+use crate::kernel::{LaunchConfig, Reads, Writes};
 use crate::stream::Stream;
 
 /// The elements of a tile, and the threads of a block of the scan.
@@ -88,7 +89,7 @@ impl<B: Backend> Stream<B> {
     /// assert_eq!(out.download()?, [1, 3, 6, 10]);
     /// # Ok::<(), gpukit::Error>(())
     /// ```
-    pub fn cumsum<T: KernelNumeric>(
+    pub fn cumsum<T: Numeric>(
         &self,
         x: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<T, B>,
@@ -109,7 +110,7 @@ impl<B: Backend> Stream<B> {
     }
 
     /// Scans `n` elements of `x` into `out`, a level of tiles at a time.
-    fn scan_into<T: KernelNumeric>(
+    fn scan_into<T: Numeric>(
         &self,
         call: &'static str,
         x: Reads<'_, T, B>,

@@ -5,10 +5,8 @@
 
 use super::*;
 
-use gpukit::core::KernelNumeric;
-
 /// An element type `cumsum` takes, with the reference it is held to.
-trait ScanRef: KernelNumeric + std::fmt::Debug {
+trait ScanRef: Numeric + std::fmt::Debug {
     fn strategy() -> BoxedStrategy<Self>;
     /// `Ok` if every `got[i]` is the prefix sum of `x[..=i]` (within the documented bound).
     fn check(x: &[Self], got: &[Self]) -> Result<(), TestCaseError>;
