@@ -8,7 +8,6 @@
 //! - `col_reduce(const T *x, void *out, ull rows, ull cols, int op)`: op 0 sum, 1 mean,
 //!   2 min, 3 max, 4 argmin, 5 argmax (`out` holds `u32` indices for the last two);
 //! - `compare(const T *a, const T *b, T s, unsigned char *out, ull n, int op, int scalar)`;
-//! - `count_eq(const T *a, const T *b, unsigned int *out, ull n)` (adds to `*out`);
 //! - `select_op(const unsigned char *mask, const T *a, const T *b, T s, T *out, ull n, int
 //!   scalar)`;
 //! - `gather_rows(const T *src, const unsigned int *idx, T *out, ull rows, ull cols, ull n,
@@ -39,7 +38,6 @@ pub(crate) fn entries(elem: Elem) -> Vec<&'static str> {
     let mut v = vec![
         "col_reduce",
         "compare",
-        "count_eq",
         "select_op",
         "gather_rows",
         "one_hot",
@@ -106,12 +104,6 @@ extern \"C\" __global__ void compare(const T *a, const T *b, T s, unsigned char 
         switch (op) {{ {cmp}}}
         out[i] = r ? 1 : 0;
     }}
-}}
-extern \"C\" __global__ void count_eq(const T *a, const T *b, unsigned int *out, unsigned long long n) {{
-    unsigned int c = 0u;
-    GRID_STRIDE(i, n) {{ if (load(a[i]) == load(b[i])) c++; }}
-    for (int o = 16; o > 0; o >>= 1) c += __shfl_down_sync(0xffffffffu, c, o);
-    if ((threadIdx.x & 31u) == 0u && c != 0u) atomicAdd(out, c);
 }}
 extern \"C\" __global__ void select_op(const unsigned char *mask, const T *a, const T *b, T s, T *out, unsigned long long n, int scalar) {{
     GRID_STRIDE(i, n) {{ out[i] = mask[i] ? a[i] : (scalar ? s : b[i]); }}
@@ -273,33 +265,6 @@ pub(crate) unsafe fn compare(
     // SAFETY: the parameters of `compare`, in order and type; the ranges meet this
     // function's contract (`out` holds `len` bytes; `b` is only read when `scalar` is 0).
     unsafe { l.launch(Entry::Named("compare"), l.grid_for(len), BLOCK, &mut params) }
-}
-
-/// `count_eq`: each warp adds its count to `out` atomically (`out` zeroed before, by the
-/// caller).
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-pub(crate) unsafe fn count_eq(
-    l: Launcher<'_>,
-    (a, b): (BufAt<'_, CudaBackend>, BufAt<'_, CudaBackend>),
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (ap, bp, o, n) = (ptr(a), ptr(b), ptr(out), len as u64);
-    let mut params = [param(&ap), param(&bp), param(&o), param(&n)];
-    // SAFETY: the parameters of `count_eq`, in order and type; the ranges meet this
-    // function's contract (`out` one `u32`). The block size is a multiple of 32, so every
-    // warp is whole for `__shfl_down_sync`'s full mask.
-    unsafe {
-        l.launch(
-            Entry::Named("count_eq"),
-            l.grid_for(len),
-            BLOCK,
-            &mut params,
-        )
-    }
 }
 
 /// `select_op`.

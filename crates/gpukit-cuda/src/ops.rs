@@ -190,7 +190,6 @@ pub(crate) unsafe fn op(
                 out,
                 len,
             } => index::compare(l, op, (a, rhs), out, len),
-            Op::CountEq { a, b: pb, out, len } => index::count_eq(l, (a, pb), out, len),
             Op::Where {
                 mask,
                 a,

@@ -177,6 +177,34 @@ impl<S: KernelSig> KernelSpec<S> {
         self
     }
 
+    /// The spec with `body` as its CPU implementation in place of the `#[kernel]`'s twin: a
+    /// built-in op's native Rust body (a whole launch at once, over the arguments), where
+    /// the twin, which runs thread by thread, is slower. The CPU backend passes a checked
+    /// kernel its signature's arguments followed by the convention's; the body takes the
+    /// signature's.
+    pub(crate) fn native(
+        mut self,
+        body: impl for<'a, 'b> Fn(&'b mut S::Cpu<'a>) + Send + Sync + 'static,
+    ) -> Self {
+        let erased: CpuKernelFn = Arc::new(move |_: &LaunchConfig, raw: &[RawArg]| {
+            let Some(args) = raw.get(..S::ARITY) else {
+                return Err(format!(
+                    "{} arguments given, the signature has {}",
+                    raw.len(),
+                    S::ARITY
+                ));
+            };
+            // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
+            // from arguments whose types match `S`, live and ordered for this call, with no
+            // written range aliasing another.
+            let mut args = unsafe { S::from_raw(args) };
+            body(&mut args);
+            Ok(())
+        });
+        self.desc.cpu = Some(erased);
+        self
+    }
+
     /// The untyped description.
     pub fn desc(&self) -> &KernelDesc {
         &self.desc

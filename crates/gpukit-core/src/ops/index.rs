@@ -8,15 +8,42 @@
 //! [`Error::KernelFailed`] at the stream's next `sync` (or `query` that finds it idle), or
 //! the context's. No op reads or writes outside its arrays, whatever the indices.
 
+use gpukit_macros::kernel;
+
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::{DType, Numeric};
 use crate::error::{same_len, Error, Result};
-use crate::optable::{CmpOp, Faults, Op, Rhs, Scalar, Shape};
+use crate::kernel::{LaunchConfig, Reads, Writes};
+use crate::optable::{self, CmpOp, Faults, Op, Rhs, Scalar, Shape};
 use crate::stream::Stream;
 use crate::track::{Access, SliceRef};
 
 use super::shape_len;
+
+/// Adds to `out[0]` the number of positions where `a` and `b` are equal (compared in the
+/// compute type, so a NaN equals nothing), wrapping: each thread counts its elements of a
+/// grid-stride loop, each subgroup adds its threads' counts and one lane adds that to
+/// `out[0]` atomically.
+#[kernel(core = "crate")]
+fn count_eq<T: Numeric>(a: &[T], b: &[T], out: &mut [u32]) {
+    let stride = grid_dim_x() * block_dim_x();
+    let mut c: u32 = 0;
+    let mut i = global_x();
+    while i < a.len() {
+        if a[i] == b[i] {
+            c += 1;
+        }
+        i += stride;
+    }
+    let n = subgroup_add(c);
+    if subgroup_lane() == 0 && n > 0 {
+        atomic_add(&mut out[0], n);
+    }
+}
+
+/// The most blocks a grid-stride kernel is launched with.
+const STRIDE_BLOCKS: usize = 4096;
 
 /// The comparison methods: array and scalar forms.
 macro_rules! comparisons {
@@ -226,16 +253,25 @@ impl<B: Backend> Stream<B> {
         same_len(name, "b", a.len(), b.len())?;
         same_len(name, "out", 1, out.len())?;
         self.fill(out, 0)?;
-        let (sa, sb, so, len) = (a.slice_ref(), b.slice_ref(), out.slice_ref(), a.len());
-        self.run_op(
+        if a.is_empty() {
+            return Ok(());
+        }
+        let blocks = a.len().div_ceil(256).min(STRIDE_BLOCKS) as u32;
+        let cfg = LaunchConfig {
+            grid: [blocks, 1, 1],
+            block: [256, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        let spec = || {
+            count_eq::<T>().native(|(a, b, out)| {
+                out[0] = out[0].wrapping_add(optable::count_eq(a, b));
+            })
+        };
+        self.launch_builtin(
             name,
-            T::DTYPE,
-            [
-                ("a", &sa, Access::Read),
-                ("b", &sb, Access::Read),
-                ("out", &so, Access::Write),
-            ],
-            |[a, b, out]| Op::CountEq { a, b, out, len },
+            spec,
+            cfg,
+            (Reads::of(a), Reads::of(b), Writes::of(out)),
         )
     }
 

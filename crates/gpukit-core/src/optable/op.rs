@@ -296,19 +296,6 @@ pub enum Op<'a, B: Backend> {
         /// Elements.
         len: usize,
     },
-    /// Adds to the one `u32` `out[0]` the number of the `len` positions where `a` and `b`
-    /// hold equal elements (compared in the compute type: a NaN equals nothing); the count
-    /// wraps past `u32::MAX`.
-    CountEq {
-        /// First operand.
-        a: BufAt<'a, B>,
-        /// Second operand.
-        b: BufAt<'a, B>,
-        /// One `u32`, added to.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-    },
     /// `out[i] = mask[i] != 0 ? a[i] : b` over `len` elements, `b` the array `rhs` or a
     /// scalar; `mask` holds `u8`s.
     Where {
@@ -552,11 +539,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 }
                 add(Some(o), len, Write);
             }
-            Op::CountEq { a, b, out: o, len } => {
-                add(Some(a), elems(len), Read);
-                add(Some(b), elems(len), Read);
-                add(Some(o), 4, Write);
-            }
             Op::Where {
                 mask,
                 a,
@@ -638,7 +620,6 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Random { dist, .. } => dist.name(),
             Op::Compare { op, .. } => op.name(),
             Op::Where { .. } => "where_",
-            Op::CountEq { .. } => "count_eq_into",
             Op::Gather { .. } => "gather",
             Op::ScatterAdd { .. } => "scatter_add",
             Op::OneHot { .. } => "one_hot",
@@ -663,7 +644,6 @@ impl<'a, B: Backend> Op<'a, B> {
             | Op::Dot { .. }
             | Op::Cast { .. }
             | Op::Compare { .. }
-            | Op::CountEq { .. }
             | Op::Where { .. }
             | Op::Gather { .. }
             | Op::ScatterAdd { .. }
@@ -692,7 +672,6 @@ impl<'a, B: Backend> Op<'a, B> {
             | Op::Cast { .. }
             | Op::Random { .. }
             | Op::Compare { .. }
-            | Op::CountEq { .. }
             | Op::Where { .. }
             | Op::Gather { .. }
             | Op::ScatterAdd { .. }
@@ -845,12 +824,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 op,
                 a: f(a)?,
                 rhs: map_rhs(rhs, &f)?,
-                out: f(out)?,
-                len,
-            },
-            Op::CountEq { a, b, out, len } => Op::CountEq {
-                a: f(a)?,
-                b: f(b)?,
                 out: f(out)?,
                 len,
             },

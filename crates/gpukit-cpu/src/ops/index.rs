@@ -81,26 +81,6 @@ pub(super) unsafe fn compare<T: Numeric>(
     }))
 }
 
-/// `out[0] += count(a[i] == b[i])`.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn count_eq<T: Numeric>(
-    a: BufAt<'_, CpuBackend>,
-    b: BufAt<'_, CpuBackend>,
-    out: BufAt<'_, CpuBackend>,
-    len: usize,
-) -> Task {
-    let mut r = Ranges::default();
-    let (a, b, o) = (r.src::<T>(a, len), r.src::<T>(b, len), r.dst::<u32>(out, 1));
-    done(r, move || {
-        // SAFETY: as above.
-        let (a, b, o) = unsafe { (a.get(), b.get(), o.get()) };
-        o[0] = o[0].wrapping_add(optable::count_eq(a, b));
-    })
-}
-
 /// `out[i] = mask[i] != 0 ? a[i] : b`.
 ///
 /// # Safety

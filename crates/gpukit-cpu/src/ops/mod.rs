@@ -74,7 +74,6 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         | Op::Dot { len, .. }
         | Op::Cast { len, .. } => Some(len),
         Op::Compare { len, .. }
-        | Op::CountEq { len, .. }
         | Op::Where { len, .. }
         | Op::Arange { len, .. }
         | Op::CheckIndices { len, .. } => Some(len),
@@ -187,7 +186,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 out,
                 len,
             } => index::compare::<T>(op, a, rhs, out, len)?,
-            Op::CountEq { a, b, out, len } => index::count_eq::<T>(a, b, out, len),
             Op::Where {
                 mask,
                 a,

@@ -55,36 +55,6 @@ pub(super) fn compare(
     )
 }
 
-/// `out[0] += count(a[i] == b[i])`, every operand bound whole.
-pub(super) fn count_eq(
-    at: Target<'_>,
-    (a, b): (BufAt<'_, WgpuBackend>, BufAt<'_, WgpuBackend>),
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let p = pipe(shared, format!("count_eq_{}", t.name()), 3, || {
-        wgsl::count_eq(t)
-    })?;
-    let n = len as u64;
-    let (ba, oa) = Operand::of(a, t.size()).whole(shared, n, "a count_eq operand")?;
-    let (bb, ob) = Operand::of(b, t.size()).whole(shared, n, "a count_eq operand")?;
-    let (bo, oo) = Operand::of(out, 4).whole(shared, 1, "a count")?;
-    let mut imm = [0u32; field::WORDS];
-    imm[field::N] = u32_of(n, "a count_eq's length")?;
-    imm[field::OFF_IN0] = oa;
-    imm[field::OFF_IN1] = ob;
-    imm[field::OFF_OUT0] = oo;
-    dispatch(
-        shared,
-        stream,
-        &p,
-        &[ba, bb, bo],
-        &imm,
-        [groups_for(shared, n), 1, 1],
-    )
-}
-
 /// `out[i] = start + i * step`.
 pub(super) fn arange(
     at: Target<'_>,

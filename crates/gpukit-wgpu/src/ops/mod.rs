@@ -140,7 +140,6 @@ pub(crate) fn op(
             out,
             len,
         } => index::compare(at, op, (a, rhs), out, len),
-        Op::CountEq { a, b, out, len } => index::count_eq(at, (a, b), out, len),
         Op::Where {
             mask,
             a,

@@ -39,27 +39,6 @@ pub(crate) fn compare(t: WgslType) -> String {
     map_kernel(&prelude(t), t, WgslType::U8, &body)
 }
 
-/// `cnt[p.off_out0] += count(in0[i] == in1[i])` over `p.n` elements, each invocation adding
-/// its count atomically.
-pub(crate) fn count_eq(t: WgslType) -> String {
-    format!(
-        "{}{}{}@group(0) @binding(2) var<storage, read_write> cnt: array<atomic<u32>>;
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-    let stride = nwg.x * 256u;
-    var c = 0u;
-    for (var i = gid.x; i < p.n; i += stride) {{
-        if (get_in0(p.off_in0 + i) == get_in1(p.off_in1 + i)) {{ c += 1u; }}
-    }}
-    if (c != 0u) {{ atomicAdd(&cnt[p.off_out0], c); }}
-}}
-",
-        prelude(t),
-        binding(0, "in0", t),
-        binding(1, "in1", t),
-    )
-}
-
 /// `out0[i] = start + (base + i) * step` in the compute type (`x0`, `x1`).
 pub(crate) fn arange(t: WgslType) -> String {
     map_kernel(
@@ -338,7 +317,6 @@ mod tests {
         validates("check_indices", &check_indices());
         for t in all {
             validates(&format!("compare {t:?}"), &compare(t));
-            validates(&format!("count_eq {t:?}"), &count_eq(t));
             validates(&format!("arange {t:?}"), &arange(t));
             validates(&format!("select {t:?}"), &select(t));
             validates(&format!("gather {t:?}"), &rows_by_index(t, false));

@@ -22,8 +22,7 @@ pub(crate) use copy::copy_bytes;
 pub(crate) use elementwise::{axpy, binary, clamp, fill, unary};
 pub(crate) use gemm::gemm;
 pub(crate) use index::{
-    arange, check_indices, col_reduce, compare, count_eq, one_hot, permutation, rows_by_index,
-    select,
+    arange, check_indices, col_reduce, compare, one_hot, permutation, rows_by_index, select,
 };
 pub(crate) use random::{dist_mode, random};
 pub(crate) use reduce::{acc_type, part_bytes, reduce, ReduceKind};
