@@ -1219,6 +1219,9 @@ fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
         BinOp::Shl => wrap8(t, format!("({a} << ({b} & {}u))", bits - 1)),
         BinOp::Shr => format!("({a} >> ({b} & {}u))", bits - 1),
         BinOp::BitXor if t == Ty::Bool => format!("({a} != {b})"),
+        // Drivers compile WGSL's float `!=` to an ordered comparison, false for a NaN
+        // (lavapipe does), where IEEE's is true.
+        BinOp::Ne if t.is_float() => format!("(!({a} == {b}))"),
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => wrap8(t, format!("({a} {sym} {b})")),
         _ => format!("({a} {sym} {b})"),
     }

@@ -35,6 +35,85 @@ const HALF_VALUES: &str = "f16 and bf16 are storage types in a kernel: an elemen
 /// Names the generated code keeps for itself (or that a target reserves).
 const RESERVED: &[&str] = &["barrier", "shared", "args", "block_x", "block_y", "block_z"];
 
+/// WGSL's built-in functions, types and keywords that are Rust identifiers: a kernel's name
+/// is its WGSL entry point's, which must not be one of them.
+const WGSL_NAMES: &[&str] = &[
+    "abs",
+    "acos",
+    "acosh",
+    "alias",
+    "all",
+    "any",
+    "array",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "atomic",
+    "bitcast",
+    "bool",
+    "case",
+    "ceil",
+    "clamp",
+    "cos",
+    "cosh",
+    "cross",
+    "default",
+    "degrees",
+    "determinant",
+    "diagnostic",
+    "discard",
+    "distance",
+    "dot",
+    "enable",
+    "exp",
+    "exp2",
+    "f16",
+    "f32",
+    "floor",
+    "fma",
+    "fract",
+    "frexp",
+    "i32",
+    "ldexp",
+    "length",
+    "log",
+    "log2",
+    "max",
+    "min",
+    "mix",
+    "modf",
+    "normalize",
+    "override",
+    "pow",
+    "ptr",
+    "radians",
+    "reflect",
+    "refract",
+    "requires",
+    "round",
+    "sampler",
+    "saturate",
+    "select",
+    "sign",
+    "sin",
+    "sinh",
+    "smoothstep",
+    "sqrt",
+    "step",
+    "switch",
+    "tan",
+    "tanh",
+    "transpose",
+    "trunc",
+    "u32",
+    "var",
+    "vec2",
+    "vec3",
+    "vec4",
+];
+
 fn err<T>(node: impl ToTokens, msg: impl std::fmt::Display) -> Result<T> {
     Err(Error::new_spanned(node, msg))
 }
@@ -155,6 +234,15 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
     }
     let name = sig.ident.to_string();
     check_name(&sig.ident)?;
+    // (A device function's WGSL name is prefixed.)
+    if !device && WGSL_NAMES.contains(&name.as_str()) {
+        return err(
+            &sig.ident,
+            format!(
+                "`{name}` is a WGSL built-in or keyword, and a kernel's name is its WGSL function's; choose another name"
+            ),
+        );
+    }
     let mut l = Lowerer {
         params: Vec::new(),
         shared: Vec::new(),

@@ -136,7 +136,8 @@
 //! which CUDA and the twin follow); shifts take the amount modulo the width; float-to-integer
 //! casts saturate on the CPU and CUDA. An expression of constants (`1.0f32 / 0.0`, `7 / z`
 //! with `let z = 0`) is computed when it runs, as Rust computes it, on every backend. (WGSL
-//! lets a Vulkan driver assume floats are never NaN: `nan != nan` can be false there.)
+//! lets a Vulkan driver assume floats are never NaN; a float `!=` is written `!(a == b)`,
+//! which keeps IEEE's answer, true for a NaN, on the drivers tested.)
 //!
 //! **The bounds-check contract.** Every read and write of a slice or shared array, atomics
 //! included, is checked against the length passed with the array (for a view, the view's

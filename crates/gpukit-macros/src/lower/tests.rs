@@ -93,6 +93,7 @@ fn signatures_outside_the_language_are_refused() {
         "works on i32, u32 and f32",
     );
     refused("fn k() {}", "at least one parameter");
+    refused("fn select(x: &mut [f32]) {}", "WGSL built-in");
     refused(
         "fn k(a: &[f32], b: &[f32], c: &[f32], d: &[f32], e: &[f32], f: &[f32], g: &[f32], h: &[f32], i: &[f32]) {}",
         "at most 8 parameters",
