@@ -123,3 +123,21 @@ pub use wait::{EventFuture, PendingFuture};
 #[cfg(feature = "half")]
 #[doc(no_inline)]
 pub use half;
+
+/// Its input where gpukit-core has f16 and bf16 (the feature `half`), else nothing:
+/// `#[kernel]` wraps a generic kernel's f16 and bf16 instantiations in it, so that they
+/// are compiled exactly where those types exist.
+#[cfg(feature = "half")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_half {
+    ($($t:tt)*) => { $($t)* };
+}
+
+/// Its input where gpukit-core has f16 and bf16 (the feature `half`), else nothing.
+#[cfg(not(feature = "half"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_half {
+    ($($t:tt)*) => {};
+}

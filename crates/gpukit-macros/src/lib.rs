@@ -317,9 +317,7 @@ fn expand(
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let o = options(attr)?;
-    // Where gpukit-core is named by another path, the kernel is inside gpukit-core, whose
-    // f16 and bf16 exist with its feature `half` (the facade always turns it on).
-    let out = expand_with(o.device, o.core.is_some(), item)?;
+    let out = expand_with(o.device, item)?;
     Ok(match &o.core {
         Some(core) => rooted_at(out, core),
         None => out,
@@ -328,7 +326,6 @@ fn expand(
 
 fn expand_with(
     is_device: bool,
-    halves_need_cfg: bool,
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let f: syn::ItemFn = syn::parse2(item)?;
@@ -386,15 +383,17 @@ fn expand_with(
         }
         let sig = generic_sig.as_ref().expect("set above");
         let arm = instantiation(&fi, &k, &src, Some(sig))?;
-        let cfg =
-            (halves_need_cfg && generic::is_half(ty)).then(|| quote!(#[cfg(feature = "half")]));
-        arms.push(quote! {
-            #cfg
+        let arm = quote! {
             {
                 if let ::core::option::Option::Some(spec) = { #arm } {
                     return spec;
                 }
             }
+        };
+        // f16 and bf16 exist where gpukit-core has its feature `half`.
+        arms.push(match generic::is_half(ty) {
+            true => quote!(::gpukit::core::__if_half! { #arm }),
+            false => arm,
         });
     }
     let sig = generic_sig.unwrap_or_default();

@@ -698,8 +698,11 @@ crate::backend_tests! {
         case!(i8);
         // Computed in f32 and rounded to 16 bits on every backend (large values overflow to
         // infinities, and their differences to NaN, alike).
-        case!(gpukit::half::f16, |v: i64| gpukit::half::f16::from_f32(v as f32));
-        case!(gpukit::half::bf16, |v: i64| gpukit::half::bf16::from_f32(v as f32));
+        #[cfg(feature = "half")]
+        {
+            case!(gpukit::half::f16, |v: i64| gpukit::half::f16::from_f32(v as f32));
+            case!(gpukit::half::bf16, |v: i64| gpukit::half::bf16::from_f32(v as f32));
+        }
         Ok(())
     }
 
@@ -793,25 +796,28 @@ crate::backend_tests! {
         let want: Vec<f32> = a.iter().zip(&b).map(|(&a, &b)| (a + (b - a) * 0.3).abs().sqrt()).collect();
         assert_eq!(out.download()?, want);
         // f16 and bf16: arrays and the scalar `a` of the 16-bit type, computed in f32.
-        use gpukit::half::{bf16, f16};
-        let k = ctx.kernel(axpy1::<f16>())?;
-        let xs: Vec<f16> = (0..300).map(|i| f16::from_f32(i as f32 * 0.125 - 20.0)).collect();
-        let dx = ctx.alloc_upload(&xs)?;
-        let mut dy = ctx.alloc_upload(&vec![f16::from_f32(0.5); 300])?;
-        ctx.launch(&k, LaunchConfig::for_elems(300), (f16::from_f32(-1.5), &dx, &mut dy))?;
-        let want: Vec<f16> = xs.iter().map(|v| f16::from_f32(0.5 + (-1.5 * v.to_f32() + 1.0))).collect();
-        assert_eq!(dy.download()?, want);
-        let k = ctx.kernel(lerp_sqrt::<bf16>())?;
-        let (ha, hb): (Vec<bf16>, Vec<bf16>) = a.iter().zip(&b).map(|(&a, &b)| (bf16::from_f32(a), bf16::from_f32(b))).unzip();
-        let (da, db) = (ctx.alloc_upload(&ha)?, ctx.alloc_upload(&hb)?);
-        let mut out = ctx.alloc_zeros::<bf16>(100)?;
-        let t = bf16::from_f32(0.3);
-        ctx.launch(&k, LaunchConfig::for_elems(100), (&da, &db, t, &mut out))?;
-        let want: Vec<bf16> = ha.iter().zip(&hb).map(|(a, b)| {
-            let (a, b, t) = (a.to_f32(), b.to_f32(), t.to_f32());
-            bf16::from_f32((a + (b - a) * t).abs().sqrt())
-        }).collect();
-        assert_eq!(out.download()?, want);
+        #[cfg(feature = "half")]
+        {
+            use gpukit::half::{bf16, f16};
+            let k = ctx.kernel(axpy1::<f16>())?;
+            let xs: Vec<f16> = (0..300).map(|i| f16::from_f32(i as f32 * 0.125 - 20.0)).collect();
+            let dx = ctx.alloc_upload(&xs)?;
+            let mut dy = ctx.alloc_upload(&vec![f16::from_f32(0.5); 300])?;
+            ctx.launch(&k, LaunchConfig::for_elems(300), (f16::from_f32(-1.5), &dx, &mut dy))?;
+            let want: Vec<f16> = xs.iter().map(|v| f16::from_f32(0.5 + (-1.5 * v.to_f32() + 1.0))).collect();
+            assert_eq!(dy.download()?, want);
+            let k = ctx.kernel(lerp_sqrt::<bf16>())?;
+            let (ha, hb): (Vec<bf16>, Vec<bf16>) = a.iter().zip(&b).map(|(&a, &b)| (bf16::from_f32(a), bf16::from_f32(b))).unzip();
+            let (da, db) = (ctx.alloc_upload(&ha)?, ctx.alloc_upload(&hb)?);
+            let mut out = ctx.alloc_zeros::<bf16>(100)?;
+            let t = bf16::from_f32(0.3);
+            ctx.launch(&k, LaunchConfig::for_elems(100), (&da, &db, t, &mut out))?;
+            let want: Vec<bf16> = ha.iter().zip(&hb).map(|(a, b)| {
+                let (a, b, t) = (a.to_f32(), b.to_f32(), t.to_f32());
+                bf16::from_f32((a + (b - a) * t).abs().sqrt())
+            }).collect();
+            assert_eq!(out.download()?, want);
+        }
         if f64s {
             let a64: Vec<f64> = a.iter().map(|&v| f64::from(v)).collect();
             let k = ctx.kernel(lerp_sqrt::<f64>())?;
