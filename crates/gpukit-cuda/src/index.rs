@@ -1,4 +1,4 @@
-//! The ops that reduce columns, compare, select and index, in CUDA C (appended to every
+//! The ops that reduce columns and index, in CUDA C (appended to every
 //! element type's module after the random fills, whose `rng_philox` the permutation uses)
 //! and their launches. Each kernel is gpukit-core's reference (`optable::index`,
 //! `optable::reduce_cols`) in the same order of operations; a bad index claims the
@@ -7,25 +7,21 @@
 //! Entry points (`T` the module's element type):
 //! - `col_reduce(const T *x, void *out, ull rows, ull cols, int op)`: op 0 sum, 1 mean,
 //!   2 min, 3 max, 4 argmin, 5 argmax (`out` holds `u32` indices for the last two);
-//! - `compare(const T *a, const T *b, T s, unsigned char *out, ull n, int op, int scalar)`;
-//! - `select_op(const unsigned char *mask, const T *a, const T *b, T s, T *out, ull n, int
-//!   scalar)`;
 //! - `gather_rows(const T *src, const unsigned int *idx, T *out, ull rows, ull cols, ull n,
 //!   unsigned int *rec, unsigned int tag)`;
 //! - `scatter_add_rows(..)` with the same parameters (4- and 8-byte types);
 //! - `one_hot(const unsigned int *idx, T *out, ull rows, ull cols, unsigned int *rec,
 //!   unsigned int tag)`;
-//! - `arange(T *out, ull n, T start, T step)`;
 //! - `permutation(unsigned int *out, ull n, ull seed, unsigned int h)` and
 //!   `check_indices(const unsigned int *idx, ull n, ull bound, unsigned int *rec, unsigned
 //!   int tag)` (the `u32` module).
 
-use gpukit_core::optable::{feistel_half_bits, CmpOp, Faults, FEISTEL_ROUNDS};
-use gpukit_core::{BufAt, DType, ReduceOp, Result, Rhs, Scalar, Shape};
+use gpukit_core::optable::{feistel_half_bits, Faults, FEISTEL_ROUNDS};
+use gpukit_core::{BufAt, ReduceOp, Result, Shape};
 
 use crate::backend::CudaBackend;
 use crate::kernels::Elem;
-use crate::ops::{param, ptr, scalar_param, Launcher, BLOCK};
+use crate::ops::{param, ptr, Launcher, BLOCK};
 use crate::source::Entry;
 
 /// Whether `elem`'s module has a native atomic add (4- and 8-byte types).
@@ -35,14 +31,7 @@ pub(crate) fn has_atomic_add(elem: Elem) -> bool {
 
 /// The entry points of `elem`'s module that this file adds.
 pub(crate) fn entries(elem: Elem) -> Vec<&'static str> {
-    let mut v = vec![
-        "col_reduce",
-        "compare",
-        "select_op",
-        "gather_rows",
-        "one_hot",
-        "arange",
-    ];
+    let mut v = vec!["col_reduce", "gather_rows", "one_hot"];
     if has_atomic_add(elem) {
         v.push("scatter_add_rows");
     }
@@ -55,83 +44,61 @@ pub(crate) fn entries(elem: Elem) -> Vec<&'static str> {
 
 /// The CUDA C of `elem`'s entry points (after the template and `random.rs`'s source).
 pub(crate) fn index_source(elem: Elem) -> String {
-    let cmp: String = CmpOp::ALL
-        .iter()
-        .enumerate()
-        .map(|(k, op)| format!("case {k}: r = x {} y; break; ", op.symbol()))
-        .collect();
-    let mut s = format!(
+    let mut s = String::from(
         "
-// Column reductions, comparisons, select, gather, scatter, one-hot, arange (index.rs).
-__device__ __forceinline__ void gk_op_fault(unsigned int *rec, unsigned int tag, unsigned long long index, unsigned long long len) {{
-    if (atomicCAS(rec, 0u, 1u) == 0u) {{
+// Column reductions, gather, scatter, one-hot (index.rs).
+__device__ __forceinline__ void gk_op_fault(unsigned int *rec, unsigned int tag, unsigned long long index, unsigned long long len) {
+    if (atomicCAS(rec, 0u, 1u) == 0u) {
         rec[1] = tag; rec[2] = 0u;
         rec[3] = (unsigned int)index; rec[4] = (unsigned int)(index >> 32);
         rec[5] = (unsigned int)len; rec[6] = (unsigned int)(len >> 32);
         __threadfence();
-    }}
-}}
-extern \"C\" __global__ void col_reduce(const T *x, void *out, unsigned long long rows, unsigned long long cols, int op) {{
-    GRID_STRIDE(j, cols) {{
-        if (op <= 1) {{
+    }
+}
+extern \"C\" __global__ void col_reduce(const T *x, void *out, unsigned long long rows, unsigned long long cols, int op) {
+    GRID_STRIDE(j, cols) {
+        if (op <= 1) {
             ACC acc = to_acc(load(x[j]));
             for (unsigned long long r = 1; r < rows; r++) acc += to_acc(load(x[r * cols + j]));
             ((T *)out)[j] = op == 1 ? from_acc(acc / (ACC)rows) : from_acc(acc);
-        }} else if (op <= 3) {{
+        } else if (op <= 3) {
             C m = load(x[j]);
-            for (unsigned long long r = 1; r < rows; r++) {{
+            for (unsigned long long r = 1; r < rows; r++) {
                 C v = load(x[r * cols + j]);
                 m = op == 2 ? gk_min<C>(m, v) : gk_max<C>(m, v);
-            }}
+            }
             ((T *)out)[j] = store(m);
-        }} else {{
+        } else {
             C b = load(x[j]);
             unsigned int bi = 0u;
-            for (unsigned long long r = 1; r < rows; r++) {{
+            for (unsigned long long r = 1; r < rows; r++) {
                 C v = load(x[r * cols + j]);
-                if (v == v && (b != b || (op == 5 ? v > b : v < b))) {{ b = v; bi = (unsigned int)r; }}
-            }}
+                if (v == v && (b != b || (op == 5 ? v > b : v < b))) { b = v; bi = (unsigned int)r; }
+            }
             ((unsigned int *)out)[j] = bi;
-        }}
-    }}
-}}
-extern \"C\" __global__ void compare(const T *a, const T *b, T s, unsigned char *out, unsigned long long n, int op, int scalar) {{
-    C sv = load(s);
-    GRID_STRIDE(i, n) {{
-        C x = load(a[i]);
-        C y = scalar ? sv : load(b[i]);
-        bool r = false;
-        switch (op) {{ {cmp}}}
-        out[i] = r ? 1 : 0;
-    }}
-}}
-extern \"C\" __global__ void select_op(const unsigned char *mask, const T *a, const T *b, T s, T *out, unsigned long long n, int scalar) {{
-    GRID_STRIDE(i, n) {{ out[i] = mask[i] ? a[i] : (scalar ? s : b[i]); }}
-}}
-extern \"C\" __global__ void gather_rows(const T *src, const unsigned int *idx, T *out, unsigned long long rows, unsigned long long cols, unsigned long long n, unsigned int *rec, unsigned int tag) {{
-    GRID_STRIDE(e, n * cols) {{
+        }
+    }
+}
+extern \"C\" __global__ void gather_rows(const T *src, const unsigned int *idx, T *out, unsigned long long rows, unsigned long long cols, unsigned long long n, unsigned int *rec, unsigned int tag) {
+    GRID_STRIDE(e, n * cols) {
         unsigned long long r = e / cols, j = e % cols;
         unsigned int i = idx[r];
-        if (i < rows) {{
+        if (i < rows) {
             out[e] = src[(unsigned long long)i * cols + j];
-        }} else {{
+        } else {
             out[e] = store((C)0);
             if (j == 0) gk_op_fault(rec, tag, i, rows);
-        }}
-    }}
-}}
-extern \"C\" __global__ void one_hot(const unsigned int *idx, T *out, unsigned long long rows, unsigned long long cols, unsigned int *rec, unsigned int tag) {{
-    GRID_STRIDE(e, rows * cols) {{
+        }
+    }
+}
+extern \"C\" __global__ void one_hot(const unsigned int *idx, T *out, unsigned long long rows, unsigned long long cols, unsigned int *rec, unsigned int tag) {
+    GRID_STRIDE(e, rows * cols) {
         unsigned long long r = e / cols, j = e % cols;
         unsigned int i = idx[r];
         out[e] = store((C)(i == j ? 1 : 0));
         if (i >= cols && j == 0) gk_op_fault(rec, tag, i, cols);
-    }}
-}}
-extern \"C\" __global__ void arange(T *out, unsigned long long n, T start, T step) {{
-    C a = load(start), d = load(step);
-    GRID_STRIDE(i, n) {{ out[i] = store(op_add(a, op_mul((C)i, d))); }}
-}}
+    }
+}
 "
     );
     if has_atomic_add(elem) {
@@ -228,84 +195,6 @@ pub(crate) unsafe fn col_reduce(
     }
 }
 
-/// The second operand's pointer (the first operand's for a scalar, never read) and scalar
-/// (zero bytes of the element type for an array), and whether it is the scalar.
-fn second(rhs: &Rhs<'_, CudaBackend>, first: u64, dtype: DType) -> Result<(u64, Scalar, i32)> {
-    Ok(match *rhs {
-        Rhs::Scalar(s) => (first, s, 1),
-        Rhs::Array(b) | Rhs::Row(b) | Rhs::Col(b) => (ptr(b), Scalar::zero(dtype), 0),
-    })
-}
-
-/// `compare`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-pub(crate) unsafe fn compare(
-    l: Launcher<'_>,
-    op: CmpOp,
-    (a, rhs): (BufAt<'_, CudaBackend>, &Rhs<'_, CudaBackend>),
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let ap = ptr(a);
-    let (bp, s, scalar) = second(rhs, ap, l.dtype)?;
-    let (o, n) = (ptr(out), len as u64);
-    let code = CmpOp::ALL.iter().position(|&c| c == op).unwrap_or(0) as i32;
-    let mut params = [
-        param(&ap),
-        param(&bp),
-        scalar_param(&s),
-        param(&o),
-        param(&n),
-        param(&code),
-        param(&scalar),
-    ];
-    // SAFETY: the parameters of `compare`, in order and type; the ranges meet this
-    // function's contract (`out` holds `len` bytes; `b` is only read when `scalar` is 0).
-    unsafe { l.launch(Entry::Named("compare"), l.grid_for(len), BLOCK, &mut params) }
-}
-
-/// `select_op`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-pub(crate) unsafe fn select(
-    l: Launcher<'_>,
-    (mask, a, rhs): (
-        BufAt<'_, CudaBackend>,
-        BufAt<'_, CudaBackend>,
-        &Rhs<'_, CudaBackend>,
-    ),
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (mp, ap) = (ptr(mask), ptr(a));
-    let (bp, s, scalar) = second(rhs, ap, l.dtype)?;
-    let (o, n) = (ptr(out), len as u64);
-    let mut params = [
-        param(&mp),
-        param(&ap),
-        param(&bp),
-        scalar_param(&s),
-        param(&o),
-        param(&n),
-        param(&scalar),
-    ];
-    // SAFETY: the parameters of `select_op`, in order and type; the ranges meet this
-    // function's contract.
-    unsafe {
-        l.launch(
-            Entry::Named("select_op"),
-            l.grid_for(len),
-            BLOCK,
-            &mut params,
-        )
-    }
-}
-
 /// `gather_rows` or `scatter_add_rows` (`scatter`).
 ///
 /// # Safety
@@ -384,29 +273,6 @@ pub(crate) unsafe fn one_hot(
             &mut params,
         )
     }
-}
-
-/// `arange`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-pub(crate) unsafe fn arange(
-    l: Launcher<'_>,
-    (start, step): (Scalar, Scalar),
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (o, n) = (ptr(out), len as u64);
-    let mut params = [
-        param(&o),
-        param(&n),
-        scalar_param(&start),
-        scalar_param(&step),
-    ];
-    // SAFETY: the parameters of `arange`, in order and type; the range meets this
-    // function's contract.
-    unsafe { l.launch(Entry::Named("arange"), l.grid_for(len), BLOCK, &mut params) }
 }
 
 /// `check_indices` (the `u32` module).

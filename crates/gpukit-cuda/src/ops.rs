@@ -183,20 +183,6 @@ pub(crate) unsafe fn op(
                 len,
             } => random(l, (dist, seed, offset), (a, pb, range), src, out, len),
             Op::ReduceCols { op, x, shape, out } => index::col_reduce(l, op, x, shape, out),
-            Op::Compare {
-                op,
-                a,
-                ref rhs,
-                out,
-                len,
-            } => index::compare(l, op, (a, rhs), out, len),
-            Op::Where {
-                mask,
-                a,
-                ref rhs,
-                out,
-                len,
-            } => index::select(l, (mask, a, rhs), out, len),
             Op::Gather {
                 src,
                 idx,
@@ -236,12 +222,6 @@ pub(crate) unsafe fn op(
                 bound,
                 faults,
             } => index::check_indices(l, idx, len, bound, faults),
-            Op::Arange {
-                start,
-                step,
-                out,
-                len,
-            } => index::arange(l, (start, step), out, len),
             Op::Gemm { g, a, b: bm, c } => gemm(l, &g, a, bm, c),
         }
     }

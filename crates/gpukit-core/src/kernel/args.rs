@@ -291,6 +291,19 @@ impl<T, B: Backend> Clone for Writes<'_, T, B> {
 
 impl<T, B: Backend> Copy for Writes<'_, T, B> {}
 
+/// A scalar of any `#[kernel]` element type, as a built-in op's launch argument.
+pub(crate) struct Value<T>(pub(crate) T);
+
+impl<T: KernelNumeric> sealed::Sealed for Value<T> {}
+
+impl<T: KernelNumeric, B: Backend> LaunchArg<B> for Value<T> {
+    type Param = T;
+    fn arg(&self) -> ArgRef<'_, B> {
+        let (bytes, len) = self.0.__scalar_arg();
+        ArgRef::Scalar { bytes, len }
+    }
+}
+
 impl<T: Element, B: Backend> sealed::Sealed for Reads<'_, T, B> {}
 
 impl<T: Element, B: Backend> LaunchArg<B> for Reads<'_, T, B> {

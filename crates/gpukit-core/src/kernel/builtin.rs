@@ -17,6 +17,20 @@ use crate::stream::Stream;
 
 use super::{Kernel, KernelSig, KernelSpec, LaunchArgs, LaunchConfig};
 
+/// The most blocks of a built-in kernel that walks its elements in a grid-stride loop.
+const STRIDE_BLOCKS: usize = 4096;
+
+/// The launch of a grid-stride kernel over `n` elements (not zero): blocks of 256 threads,
+/// one element each up to [`STRIDE_BLOCKS`] blocks, more per thread past that (a grid that
+/// fits every backend's limits).
+pub(crate) fn grid_stride(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid: [n.div_ceil(256).clamp(1, STRIDE_BLOCKS) as u32, 1, 1],
+        block: [256, 1, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
 /// A context's loaded built-in kernels, by the type of the function that makes each spec
 /// (a generic kernel's instantiations are different functions).
 #[derive(Default)]

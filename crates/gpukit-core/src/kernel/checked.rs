@@ -270,7 +270,15 @@ mod sealed {
 /// The element types a generic `#[kernel]` with `T: Numeric` (or `T: KernelNumeric`) is
 /// compiled for: `f32`, `f64`, `i32`, `u32`, `i64`, `u64`, `u8`, `i8`, and with the `half`
 /// feature `f16` and `bf16` (computed in `f32`). Sealed.
-pub trait KernelNumeric: crate::Element + super::KernelParam + sealed::Sealed {}
+pub trait KernelNumeric: crate::Element + super::KernelParam + sealed::Sealed {
+    /// The value as a scalar launch argument (an f16 or bf16 as its f32), for built-in ops
+    /// generic over the type.
+    #[doc(hidden)]
+    fn __scalar_arg(&self) -> ([u8; 16], usize);
+    /// The value a CPU closure receives for a scalar of this type, back as the type.
+    #[doc(hidden)]
+    fn __from_cpu(v: &<Self as super::KernelParam>::Cpu<'_>) -> Self;
+}
 
 /// The element types a generic `#[kernel]` with `T: Float` (or `T: KernelFloat`) is
 /// compiled for: `f32` and `f64`, and with the `half` feature `f16` and `bf16` (computed in
@@ -278,16 +286,27 @@ pub trait KernelNumeric: crate::Element + super::KernelParam + sealed::Sealed {}
 pub trait KernelFloat: KernelNumeric {}
 
 macro_rules! kernel_types {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $wire:ty),*) => {$(
         impl sealed::Sealed for $t {}
-        impl KernelNumeric for $t {}
+        impl KernelNumeric for $t {
+            fn __scalar_arg(&self) -> ([u8; 16], usize) {
+                let wire = <$wire>::from(*self);
+                let mut bytes = [0u8; 16];
+                bytes[..std::mem::size_of::<$wire>()].copy_from_slice(&wire.to_ne_bytes());
+                (bytes, std::mem::size_of::<$wire>())
+            }
+            fn __from_cpu(v: &$t) -> $t {
+                *v
+            }
+        }
     )*};
 }
-kernel_types!(f32, f64, i32, u32, i64, u64, u8, i8);
+kernel_types!(f32 => f32, f64 => f64, i32 => i32, u32 => u32, i64 => i64, u64 => u64, u8 => u8, i8 => i8);
 impl KernelFloat for f32 {}
 impl KernelFloat for f64 {}
+// As their f32 value, as `KernelParam` says.
 #[cfg(feature = "half")]
-kernel_types!(half::f16, half::bf16);
+kernel_types!(half::f16 => f32, half::bf16 => f32);
 #[cfg(feature = "half")]
 impl KernelFloat for half::f16 {}
 #[cfg(feature = "half")]

@@ -14,8 +14,8 @@ use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::{DType, Numeric};
 use crate::error::{same_len, Error, Result};
-use crate::kernel::{LaunchConfig, Reads, Writes};
-use crate::optable::{self, CmpOp, Faults, Op, Rhs, Scalar, Shape};
+use crate::kernel::{grid_stride, Reads, Value, Writes};
+use crate::optable::{self, CmpOp, Faults, Op, Shape};
 use crate::stream::Stream;
 use crate::track::{Access, SliceRef};
 
@@ -42,8 +42,62 @@ fn count_eq<T: Numeric>(a: &[T], b: &[T], out: &mut [u32]) {
     }
 }
 
-/// The most blocks a grid-stride kernel is launched with.
-const STRIDE_BLOCKS: usize = 4096;
+/// `out[i] = (a[i] op b[i]) as u8`, `b[i]` the scalar `s` where `scalar` is not 0, `op`
+/// [`CmpOp`]'s position in [`CmpOp::ALL`]; compared in the compute type (IEEE).
+#[kernel(core = "crate")]
+fn compare<T: Numeric>(a: &[T], b: &[T], s: T, op: u32, scalar: u32, out: &mut [u8]) {
+    let stride = grid_dim_x() * block_dim_x();
+    let mut i = global_x();
+    while i < out.len() {
+        let x = a[i];
+        let y = if scalar != 0 { s } else { b[i] };
+        let mut r = false;
+        if op == 0 {
+            r = x == y;
+        } else if op == 1 {
+            r = x != y;
+        } else if op == 2 {
+            r = x < y;
+        } else if op == 3 {
+            r = x <= y;
+        } else if op == 4 {
+            r = x > y;
+        } else {
+            r = x >= y;
+        }
+        out[i] = r as u8;
+        i += stride;
+    }
+}
+
+/// `out[i] = if mask[i] != 0 { a[i] } else { b[i] }`, `b[i]` the scalar `s` where `scalar`
+/// is not 0.
+#[kernel(core = "crate")]
+fn select_elements<T: Numeric>(mask: &[u8], a: &[T], b: &[T], s: T, scalar: u32, out: &mut [T]) {
+    let stride = grid_dim_x() * block_dim_x();
+    let mut i = global_x();
+    while i < out.len() {
+        if mask[i] != 0 {
+            out[i] = a[i];
+        } else if scalar != 0 {
+            out[i] = s;
+        } else {
+            out[i] = b[i];
+        }
+        i += stride;
+    }
+}
+
+/// `out[i] = start + i * step` in the compute type.
+#[kernel(core = "crate")]
+fn arange<T: Numeric>(out: &mut [T], start: T, step: T) {
+    let stride = grid_dim_x() * block_dim_x();
+    let mut i = global_x();
+    while i < out.len() {
+        out[i] = start + (i as T) * step;
+        i += stride;
+    }
+}
 
 /// The comparison methods: array and scalar forms.
 macro_rules! comparisons {
@@ -103,23 +157,50 @@ impl<B: Backend> Stream<B> {
         let name = op.name();
         same_len(name, "b", a.len(), b.len())?;
         same_len(name, "mask", a.len(), mask.len())?;
-        let (sa, sb, so, len) = (a.slice_ref(), b.slice_ref(), mask.slice_ref(), a.len());
-        self.run_op(
+        self.compare_with(name, op, a, (Reads::of(b), None), mask)
+    }
+
+    /// The comparison `op` of `a` with the array `b` or, where `s` is given, the scalar
+    /// (`b` is then `a` itself, unread); errors name `name`.
+    fn compare_with<T: Numeric>(
+        &self,
+        name: &'static str,
+        op: CmpOp,
+        a: &impl DeviceRead<T, B>,
+        (b, s): (Reads<'_, T, B>, Option<T>),
+        mask: &mut impl DeviceWrite<u8, B>,
+    ) -> Result<()> {
+        self.same_contexts(
             name,
-            T::DTYPE,
             [
-                ("a", &sa, Access::Read),
-                ("b", &sb, Access::Read),
-                ("mask", &so, Access::Write),
+                ("a", a.slice_ref().context_id()),
+                ("b", b.0.context_id()),
+                ("mask", mask.slice_ref().context_id()),
             ],
-            |[a, b, out]| Op::Compare {
-                op,
-                a,
-                rhs: Rhs::Array(b),
-                out,
-                len,
-            },
-        )
+        )?;
+        if a.is_empty() {
+            return Ok(());
+        }
+        let code = CmpOp::ALL.iter().position(|&c| c == op).unwrap_or(0) as u32;
+        let args = (
+            Reads::of(a),
+            b,
+            Value(s.unwrap_or(T::ZERO)),
+            code,
+            u32::from(s.is_some()),
+            Writes::of(mask),
+        );
+        let spec = || {
+            compare::<T>().native(|(a, b, s, op, scalar, out)| {
+                let op = CmpOp::ALL[*op as usize % CmpOp::ALL.len()];
+                let (b, s) = (*b, T::__from_cpu(s));
+                match *scalar != 0 {
+                    true => optable::compare_slice(op, a, |_| s, out),
+                    false => optable::compare_slice(op, a, |i| b[i], out),
+                }
+            })
+        };
+        self.launch_builtin(name, spec, grid_stride(a.len()), args)
     }
 
     /// `mask[i] = (a[i] op s) as u8` (see [`Stream::compare`]).
@@ -132,19 +213,7 @@ impl<B: Backend> Stream<B> {
     ) -> Result<()> {
         let name = op.name();
         same_len(name, "mask", a.len(), mask.len())?;
-        let (sa, so, len) = (a.slice_ref(), mask.slice_ref(), a.len());
-        self.run_op(
-            name,
-            T::DTYPE,
-            [("a", &sa, Access::Read), ("mask", &so, Access::Write)],
-            |[a, out]| Op::Compare {
-                op,
-                a,
-                rhs: Rhs::Scalar(Scalar::new(s)),
-                out,
-                len,
-            },
-        )
+        self.compare_with(name, op, a, (Reads::of(a), Some(s)), mask)
     }
 
     /// `out[i] = if mask[i] != 0 { a[i] } else { b[i] }`: NumPy's and PyTorch's `where`.
@@ -171,30 +240,49 @@ impl<B: Backend> Stream<B> {
         same_len(name, "a", mask.len(), a.len())?;
         same_len(name, "b", mask.len(), b.len())?;
         same_len(name, "out", mask.len(), out.len())?;
-        let (sm, sa, sb, so) = (
-            mask.slice_ref(),
-            a.slice_ref(),
-            b.slice_ref(),
-            out.slice_ref(),
-        );
-        let len = mask.len();
-        self.run_op(
+        self.select_with(name, mask, a, (Reads::of(b), None), out)
+    }
+
+    /// `select` from the array `b` or, where `s` is given, the scalar (`b` is then `a`
+    /// itself, unread); errors name `name`.
+    fn select_with<T: Numeric>(
+        &self,
+        name: &'static str,
+        mask: &impl DeviceRead<u8, B>,
+        a: &impl DeviceRead<T, B>,
+        (b, s): (Reads<'_, T, B>, Option<T>),
+        out: &mut impl DeviceWrite<T, B>,
+    ) -> Result<()> {
+        self.same_contexts(
             name,
-            T::DTYPE,
             [
-                ("mask", &sm, Access::Read),
-                ("a", &sa, Access::Read),
-                ("b", &sb, Access::Read),
-                ("out", &so, Access::Write),
+                ("mask", mask.slice_ref().context_id()),
+                ("a", a.slice_ref().context_id()),
+                ("b", b.0.context_id()),
+                ("out", out.slice_ref().context_id()),
             ],
-            |[mask, a, b, out]| Op::Where {
-                mask,
-                a,
-                rhs: Rhs::Array(b),
-                out,
-                len,
-            },
-        )
+        )?;
+        if a.is_empty() {
+            return Ok(());
+        }
+        let args = (
+            Reads::of(mask),
+            Reads::of(a),
+            b,
+            Value(s.unwrap_or(T::ZERO)),
+            u32::from(s.is_some()),
+            Writes::of(out),
+        );
+        let spec = || {
+            select_elements::<T>().native(|(mask, a, b, s, scalar, out)| {
+                let (b, s) = (*b, T::__from_cpu(s));
+                match *scalar != 0 {
+                    true => optable::where_slice(mask, a, |_| s, out),
+                    false => optable::where_slice(mask, a, |i| b[i], out),
+                }
+            })
+        };
+        self.launch_builtin(name, spec, grid_stride(a.len()), args)
     }
 
     /// `out[i] = if mask[i] != 0 { a[i] } else { s }` (see [`Stream::select`]).
@@ -209,23 +297,7 @@ impl<B: Backend> Stream<B> {
         let name = "select_scalar";
         same_len(name, "a", mask.len(), a.len())?;
         same_len(name, "out", mask.len(), out.len())?;
-        let (sm, sa, so, len) = (mask.slice_ref(), a.slice_ref(), out.slice_ref(), a.len());
-        self.run_op(
-            name,
-            T::DTYPE,
-            [
-                ("mask", &sm, Access::Read),
-                ("a", &sa, Access::Read),
-                ("out", &so, Access::Write),
-            ],
-            |[mask, a, out]| Op::Where {
-                mask,
-                a,
-                rhs: Rhs::Scalar(Scalar::new(s)),
-                out,
-                len,
-            },
-        )
+        self.select_with(name, mask, a, (Reads::of(a), Some(s)), out)
     }
 
     /// Writes the number of positions where `a` and `b` hold equal elements into the
@@ -256,12 +328,7 @@ impl<B: Backend> Stream<B> {
         if a.is_empty() {
             return Ok(());
         }
-        let blocks = a.len().div_ceil(256).min(STRIDE_BLOCKS) as u32;
-        let cfg = LaunchConfig {
-            grid: [blocks, 1, 1],
-            block: [256, 1, 1],
-            shared_mem_bytes: 0,
-        };
+        let cfg = grid_stride(a.len());
         let spec = || {
             count_eq::<T>().native(|(a, b, out)| {
                 out[0] = out[0].wrapping_add(optable::count_eq(a, b));
@@ -423,15 +490,23 @@ impl<B: Backend> Stream<B> {
         start: T,
         step: T,
     ) -> Result<()> {
-        let (so, len) = (out.slice_ref(), out.len());
-        self.run_op("arange", T::DTYPE, [("out", &so, Access::Write)], |[out]| {
-            Op::Arange {
-                start: Scalar::new(start),
-                step: Scalar::new(step),
-                out,
-                len,
-            }
-        })
+        let name = "arange";
+        self.same_contexts(name, [("out", out.slice_ref().context_id())])?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let cfg = grid_stride(out.len());
+        let spec = || {
+            arange::<T>().native(|(out, start, step)| {
+                optable::arange_slice(T::__from_cpu(start), T::__from_cpu(step), 0, out);
+            })
+        };
+        self.launch_builtin(
+            name,
+            spec,
+            cfg,
+            (Writes::of(out), Value(start), Value(step)),
+        )
     }
 
     /// A random permutation of `0..out.len()` keyed by `seed` (a keyed Feistel network with

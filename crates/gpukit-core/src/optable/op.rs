@@ -55,7 +55,7 @@ impl<B: Backend> std::fmt::Debug for Faults<'_, B> {
     }
 }
 
-/// A comparison of two elements into a `u8` mask ([`Op::Compare`]): IEEE's, so every
+/// A comparison of two elements into a `u8` mask (`Stream::compare`): IEEE's, so every
 /// comparison with a NaN is false but `Ne`, which is true.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CmpOp {
@@ -282,34 +282,6 @@ pub enum Op<'a, B: Backend> {
         /// Elements.
         len: usize,
     },
-    /// `out[i] = (a[i] op b) as u8` (1 or 0) over `len` elements, `b` the array `rhs` or a
-    /// scalar ([`Rhs::Array`] or [`Rhs::Scalar`]); `out` holds `u8`s.
-    Compare {
-        /// The comparison.
-        op: CmpOp,
-        /// The first operand.
-        a: BufAt<'a, B>,
-        /// The second operand.
-        rhs: Rhs<'a, B>,
-        /// `len` `u8`s.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-    },
-    /// `out[i] = mask[i] != 0 ? a[i] : b` over `len` elements, `b` the array `rhs` or a
-    /// scalar; `mask` holds `u8`s.
-    Where {
-        /// `len` `u8`s.
-        mask: BufAt<'a, B>,
-        /// Where the mask is set.
-        a: BufAt<'a, B>,
-        /// Elsewhere.
-        rhs: Rhs<'a, B>,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-    },
     /// Rows of the `shape` matrix `src` picked by `n` `u32` indices: `out` row `r` is `src`
     /// row `idx[r]` (`n x shape.cols`). An index of `shape.rows` or more leaves its row
     /// zero and is reported through `faults`.
@@ -378,18 +350,6 @@ pub enum Op<'a, B: Backend> {
         /// Elements.
         len: usize,
     },
-    /// `out[i] = start + i * step` in the compute type (`i` converted to it) over `len`
-    /// elements.
-    Arange {
-        /// The first value.
-        start: Scalar,
-        /// The step.
-        step: Scalar,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-    },
     /// A matrix product or a batch of them ([`Gemm`]; `m`, `n`, `k` and `batch` non-zero).
     Gemm {
         /// The shapes, strides and scalars (`alpha` and `beta` exact in f64).
@@ -439,9 +399,8 @@ impl<'a, B: Backend> Op<'a, B> {
             Rhs::Col(at) => Some((at, elems(shape.rows))),
             Rhs::Scalar(_) => None,
         };
-        let flat = |len: usize| Shape { rows: 1, cols: len };
         match *self {
-            Op::Fill { out: o, len, .. } | Op::Arange { out: o, len, .. } => {
+            Op::Fill { out: o, len, .. } => {
                 add(Some(o), elems(len), Write);
             }
             Op::Axpy { x, y, len, .. } => {
@@ -526,33 +485,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 add(Some(src), elems(len), Read);
                 add(Some(o), len.saturating_mul(to.size()), Write);
             }
-            Op::Compare {
-                a,
-                ref rhs,
-                out: o,
-                len,
-                ..
-            } => {
-                add(Some(a), elems(len), Read);
-                if let Some((at, bytes)) = rhs_range(rhs, flat(len)) {
-                    add(Some(at), bytes, Read);
-                }
-                add(Some(o), len, Write);
-            }
-            Op::Where {
-                mask,
-                a,
-                ref rhs,
-                out: o,
-                len,
-            } => {
-                add(Some(mask), len, Read);
-                add(Some(a), elems(len), Read);
-                if let Some((at, bytes)) = rhs_range(rhs, flat(len)) {
-                    add(Some(at), bytes, Read);
-                }
-                add(Some(o), elems(len), Write);
-            }
             Op::Gather {
                 src,
                 idx,
@@ -618,14 +550,11 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::CrossEntropy { .. } => "cross_entropy",
             Op::Cast { .. } => "cast",
             Op::Random { dist, .. } => dist.name(),
-            Op::Compare { op, .. } => op.name(),
-            Op::Where { .. } => "where_",
             Op::Gather { .. } => "gather",
             Op::ScatterAdd { .. } => "scatter_add",
             Op::OneHot { .. } => "one_hot",
             Op::Permutation { .. } => "permutation",
             Op::CheckIndices { .. } => "check_indices",
-            Op::Arange { .. } => "arange",
             Op::Gemm { .. } => "gemm",
         }
     }
@@ -643,14 +572,11 @@ impl<'a, B: Backend> Op<'a, B> {
             | Op::Clamp { .. }
             | Op::Dot { .. }
             | Op::Cast { .. }
-            | Op::Compare { .. }
-            | Op::Where { .. }
             | Op::Gather { .. }
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
             | Op::Permutation { .. }
-            | Op::CheckIndices { .. }
-            | Op::Arange { .. } => false,
+            | Op::CheckIndices { .. } => false,
         }
     }
 
@@ -671,14 +597,11 @@ impl<'a, B: Backend> Op<'a, B> {
             | Op::Dot { .. }
             | Op::Cast { .. }
             | Op::Random { .. }
-            | Op::Compare { .. }
-            | Op::Where { .. }
             | Op::Gather { .. }
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
             | Op::Permutation { .. }
             | Op::CheckIndices { .. }
-            | Op::Arange { .. }
             | Op::Gemm { .. } => false,
         }
     }
@@ -814,32 +737,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 out: f(out)?,
                 len,
             },
-            Op::Compare {
-                op,
-                a,
-                ref rhs,
-                out,
-                len,
-            } => Op::Compare {
-                op,
-                a: f(a)?,
-                rhs: map_rhs(rhs, &f)?,
-                out: f(out)?,
-                len,
-            },
-            Op::Where {
-                mask,
-                a,
-                ref rhs,
-                out,
-                len,
-            } => Op::Where {
-                mask: f(mask)?,
-                a: f(a)?,
-                rhs: map_rhs(rhs, &f)?,
-                out: f(out)?,
-                len,
-            },
             Op::Gather {
                 src,
                 idx,
@@ -908,17 +805,6 @@ impl<'a, B: Backend> Op<'a, B> {
                     record: f(faults.record)?,
                     tag: faults.tag,
                 },
-            },
-            Op::Arange {
-                start,
-                step,
-                out,
-                len,
-            } => Op::Arange {
-                start,
-                step,
-                out: f(out)?,
-                len,
             },
             Op::Gemm { g, a, b, c } => Op::Gemm {
                 g,

@@ -6,43 +6,13 @@
 //! The family functions are `unsafe` with the contract of [`super::task`], which makes the
 //! tasks' `get`s sound.
 
-use gpukit_core::optable::{self, CmpOp, Faults};
-use gpukit_core::{BufAt, KernelFaults, Numeric, Rhs, Scalar, Shape};
+use gpukit_core::optable::{self, Faults};
+use gpukit_core::{BufAt, KernelFaults, Numeric, Shape};
 
-use super::ranges::{done, Ranges, Src};
-use super::scalar;
+use super::ranges::{done, Ranges};
 use crate::mem::SendPtr;
 use crate::queue::Task;
 use crate::CpuBackend;
-
-/// A second operand as a task captures it: an array or a scalar.
-#[derive(Clone, Copy)]
-enum Second<T> {
-    Array(Src<T>),
-    Scalar(T),
-}
-
-impl<T: Numeric> Second<T> {
-    fn of(r: &mut Ranges, rhs: &Rhs<'_, CpuBackend>, len: usize) -> gpukit_core::Result<Self> {
-        Ok(match *rhs {
-            Rhs::Scalar(s) => Second::Scalar(scalar(s)?),
-            Rhs::Array(b) | Rhs::Row(b) | Rhs::Col(b) => Second::Array(r.src::<T>(b, len)),
-        })
-    }
-
-    /// The slice, or `None` for a scalar.
-    ///
-    /// # Safety
-    ///
-    /// As [`Src::get`].
-    unsafe fn slice<'a>(self) -> (Option<&'a [T]>, T) {
-        match self {
-            // SAFETY: this function's contract.
-            Second::Array(s) => (Some(unsafe { s.get() }), T::ZERO),
-            Second::Scalar(v) => (None, v),
-        }
-    }
-}
 
 /// The fault record at `p`, for the op tagged `tag`.
 ///
@@ -53,55 +23,6 @@ impl<T: Numeric> Second<T> {
 unsafe fn record_at<'a>(p: SendPtr, tag: u32) -> KernelFaults<'a> {
     // SAFETY: this function's contract.
     unsafe { KernelFaults::from_raw(p.get(), tag) }
-}
-
-/// `out[i] = (a[i] op b) as u8`.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn compare<T: Numeric>(
-    op: CmpOp,
-    a: BufAt<'_, CpuBackend>,
-    rhs: &Rhs<'_, CpuBackend>,
-    out: BufAt<'_, CpuBackend>,
-    len: usize,
-) -> gpukit_core::Result<Task> {
-    let mut r = Ranges::default();
-    let (a, b, o) = (
-        r.src::<T>(a, len),
-        Second::<T>::of(&mut r, rhs, len)?,
-        r.dst::<u8>(out, len),
-    );
-    Ok(done(r, move || {
-        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
-        // written one overlapping nothing else).
-        let (a, (b, s), o) = unsafe { (a.get(), b.slice(), o.get()) };
-        optable::compare_slice(op, a, |i| b.map_or(s, |b| b[i]), o);
-    }))
-}
-
-/// `out[i] = mask[i] != 0 ? a[i] : b`.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn where_<T: Numeric>(
-    mask: BufAt<'_, CpuBackend>,
-    a: BufAt<'_, CpuBackend>,
-    rhs: &Rhs<'_, CpuBackend>,
-    out: BufAt<'_, CpuBackend>,
-    len: usize,
-) -> gpukit_core::Result<Task> {
-    let mut r = Ranges::default();
-    let (m, a) = (r.src::<u8>(mask, len), r.src::<T>(a, len));
-    let b = Second::<T>::of(&mut r, rhs, len)?;
-    let o = r.dst::<T>(out, len);
-    Ok(done(r, move || {
-        // SAFETY: as above.
-        let (m, a, (b, s), o) = unsafe { (m.get(), a.get(), b.slice(), o.get()) };
-        optable::where_slice(m, a, |i| b.map_or(s, |b| b[i]), o);
-    }))
 }
 
 /// Rows of `src` picked by `idx`.
@@ -224,24 +145,4 @@ pub(super) unsafe fn permutation(seed: u64, out: BufAt<'_, CpuBackend>, len: usi
             optable::permutation(seed, len as u64, start as u64, piece);
         });
     })
-}
-
-/// `out[i] = start + i * step`.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn arange<T: Numeric>(
-    (start, step): (Scalar, Scalar),
-    out: BufAt<'_, CpuBackend>,
-    len: usize,
-) -> gpukit_core::Result<Task> {
-    let (start, step) = (scalar::<T>(start)?, scalar::<T>(step)?);
-    let mut r = Ranges::default();
-    let o = r.dst::<T>(out, len);
-    Ok(done(r, move || {
-        // SAFETY: as above.
-        let o = unsafe { o.get() };
-        optable::arange_slice(start, step, 0, o);
-    }))
 }

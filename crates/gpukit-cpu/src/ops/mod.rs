@@ -73,10 +73,7 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         | Op::Clamp { len, .. }
         | Op::Dot { len, .. }
         | Op::Cast { len, .. } => Some(len),
-        Op::Compare { len, .. }
-        | Op::Where { len, .. }
-        | Op::Arange { len, .. }
-        | Op::CheckIndices { len, .. } => Some(len),
+        Op::CheckIndices { len, .. } => Some(len),
         Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
         Op::OneHot { shape, .. } => shape.len(),
         // Philox costs about as much per element as a math function.
@@ -179,20 +176,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 out,
                 len,
             ),
-            Op::Compare {
-                op,
-                a,
-                ref rhs,
-                out,
-                len,
-            } => index::compare::<T>(op, a, rhs, out, len)?,
-            Op::Where {
-                mask,
-                a,
-                ref rhs,
-                out,
-                len,
-            } => index::where_::<T>(mask, a, rhs, out, len)?,
             Op::Gather {
                 src,
                 idx,
@@ -222,12 +205,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 bound,
                 faults,
             } => index::check_indices(idx, len, bound, faults),
-            Op::Arange {
-                start,
-                step,
-                out,
-                len,
-            } => index::arange::<T>((start, step), out, len)?,
             Op::Gemm { g, a, b, c } => gemm::gemm::<T, K>(g, a, b, c),
         })
     }

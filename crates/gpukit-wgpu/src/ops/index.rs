@@ -3,83 +3,14 @@
 //! and the indexing ops bind each operand whole (an index may name any row), as the row-wise
 //! families do.
 
-use gpukit_core::optable::{feistel_half_bits, CmpOp, Faults};
-use gpukit_core::{BufAt, ReduceOp, Result, Rhs, Scalar, Shape, FAULT_WORDS};
+use gpukit_core::optable::{feistel_half_bits, Faults};
+use gpukit_core::{BufAt, ReduceOp, Result, Shape, FAULT_WORDS};
 
-use super::elementwise::{elementwise, groups_for, scalar_bits, Operand};
+use super::elementwise::{elementwise, groups_for, Operand};
 use super::pipeline::{dispatch, pipe, Bind};
 use super::{caps, u32_of, unsupported, Target};
-use crate::wgsl::{self, field, set_scalar, WgslType};
+use crate::wgsl::{self, field, WgslType};
 use crate::WgpuBackend;
-
-/// The second operand: an operand (the first one for a scalar, never read), the immediate
-/// `mode` (0 array, 1 scalar) and the scalar's bits.
-fn second<'a>(
-    rhs: &Rhs<'a, WgpuBackend>,
-    first: Operand<'a>,
-    t: WgslType,
-) -> (Operand<'a>, u32, u64) {
-    match *rhs {
-        Rhs::Scalar(s) => (first, 1, scalar_bits(s, t)),
-        Rhs::Array(b) | Rhs::Row(b) | Rhs::Col(b) => (Operand::of(b, t.size()), 0, 0),
-    }
-}
-
-/// `out[i] = (a[i] op b) as u8`.
-pub(super) fn compare(
-    at: Target<'_>,
-    op: CmpOp,
-    (a, rhs): (BufAt<'_, WgpuBackend>, &Rhs<'_, WgpuBackend>),
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let p = pipe(shared, format!("compare_{}", t.name()), 3, || {
-        wgsl::compare(t)
-    })?;
-    let a = Operand::of(a, t.size());
-    let (b, mode, bits) = second(rhs, a, t);
-    let mut imm = [0u32; field::WORDS];
-    imm[field::MODE] = mode;
-    imm[field::K] = CmpOp::ALL.iter().position(|&c| c == op).unwrap_or(0) as u32;
-    set_scalar(&mut imm, t, 0, bits);
-    let out = Operand::of(out, 1);
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [Some(a), Some(b), Some(out)],
-        None,
-        len as u64,
-        imm,
-    )
-}
-
-/// `out[i] = start + i * step`.
-pub(super) fn arange(
-    at: Target<'_>,
-    (start, step): (Scalar, Scalar),
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let p = pipe(shared, format!("arange_{}", t.name()), 3, || {
-        wgsl::arange(t)
-    })?;
-    let mut imm = [0u32; field::WORDS];
-    set_scalar(&mut imm, t, 0, scalar_bits(start, t));
-    set_scalar(&mut imm, t, 1, scalar_bits(step, t));
-    let out = Operand::of(out, t.size());
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [None, None, Some(out)],
-        None,
-        len as u64,
-        imm,
-    )
-}
 
 /// The permutation of `0..len` keyed by `seed`.
 pub(super) fn permutation(
@@ -104,46 +35,6 @@ pub(super) fn permutation(
         None,
         len as u64,
         imm,
-    )
-}
-
-/// `out[i] = mask[i] != 0 ? a[i] : b`, every operand bound whole.
-pub(super) fn select(
-    at: Target<'_>,
-    (mask, a, rhs): (
-        BufAt<'_, WgpuBackend>,
-        BufAt<'_, WgpuBackend>,
-        &Rhs<'_, WgpuBackend>,
-    ),
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let p = pipe(shared, format!("select_{}", t.name()), 4, || {
-        wgsl::select(t)
-    })?;
-    let n = len as u64;
-    let a = Operand::of(a, t.size());
-    let (b, mode, bits) = second(rhs, a, t);
-    let (ba, oa) = a.whole(shared, n, "a select operand")?;
-    let (bb, ob) = b.whole(shared, n, "a select operand")?;
-    let (bo, oo) = Operand::of(out, t.size()).whole(shared, n, "a select output")?;
-    let (bm, om) = Operand::of(mask, 1).whole(shared, n, "a select mask")?;
-    let mut imm = [0u32; field::WORDS];
-    imm[field::MODE] = mode;
-    imm[field::N] = u32_of(n, "a select's length")?;
-    imm[field::OFF_IN0] = oa;
-    imm[field::OFF_IN1] = ob;
-    imm[field::OFF_OUT0] = oo;
-    imm[field::OFF_OUT1] = om;
-    set_scalar(&mut imm, t, 0, bits);
-    dispatch(
-        shared,
-        stream,
-        &p,
-        &[ba, bb, bo, bm],
-        &imm,
-        [groups_for(shared, n), 1, 1],
     )
 }
 

@@ -133,20 +133,6 @@ pub(crate) fn op(
             len,
         } => elementwise::random(at, (dist, seed, offset), (a, b, range), src, out, len),
         Op::ReduceCols { op, x, shape, out } => index::col_reduce(at, op, x, shape, out),
-        Op::Compare {
-            op,
-            a,
-            ref rhs,
-            out,
-            len,
-        } => index::compare(at, op, (a, rhs), out, len),
-        Op::Where {
-            mask,
-            a,
-            ref rhs,
-            out,
-            len,
-        } => index::select(at, (mask, a, rhs), out, len),
         Op::Gather {
             src,
             idx,
@@ -194,12 +180,6 @@ pub(crate) fn op(
             bound,
             faults,
         } => index::check_indices(at, idx, len, bound, faults),
-        Op::Arange {
-            start,
-            step,
-            out,
-            len,
-        } => index::arange(at, (start, step), out, len),
         Op::Gemm { g, a, b, c } => gemm::gemm(at, g, a, b, c),
     }
 }

@@ -1,53 +1,14 @@
-//! The ops that reduce columns, compare, select and index, in WGSL: each gpukit-core's
+//! The ops that reduce columns and index, in WGSL: each gpukit-core's
 //! reference (`optable::index`, `optable::reduce_cols`) in the same order of operations.
 //! A bad index claims the context's fault record (binding 3 of the indexing kernels) as a
 //! checked kernel does; `p.flags` carries the op's tag.
 
-use gpukit_core::optable::{CmpOp, FEISTEL_ROUNDS};
+use gpukit_core::optable::FEISTEL_ROUNDS;
 use gpukit_core::ReduceOp;
 
 use super::elementwise::map_kernel;
 use super::reduce::{acc_type, ReduceKind};
 use super::{binding, prelude, WgslType};
-
-/// `out0[i] = u8(in0[i] op (mode 0: in1[i], 1: x0))`, `p.k` the comparison's number in
-/// [`CmpOp::ALL`].
-pub(crate) fn compare(t: WgslType) -> String {
-    // `!=` as `!(x == y)`: drivers may compile WGSL's `!=` to an ordered comparison, false
-    // for a NaN (lavapipe does), where IEEE's is true.
-    let cases: String = CmpOp::ALL
-        .iter()
-        .enumerate()
-        .map(|(k, op)| {
-            let test = match op {
-                CmpOp::Ne => "!(x == y)".to_string(),
-                _ => format!("x {} y", op.symbol()),
-            };
-            format!("case {k}u: {{ r = {test}; }}\n            ")
-        })
-        .collect();
-    let body = format!(
-        "let x = get_in0(p.off_in0 + i);
-        var y = p.x0;
-        if (p.mode == 0u) {{ y = get_in1(p.off_in1 + i); }}
-        var r = false;
-        switch p.k {{
-            {cases}default: {{}}
-        }}
-        put_out0(p.off_out0 + i, select(0u, 1u, r));"
-    );
-    map_kernel(&prelude(t), t, WgslType::U8, &body)
-}
-
-/// `out0[i] = start + (base + i) * step` in the compute type (`x0`, `x1`).
-pub(crate) fn arange(t: WgslType) -> String {
-    map_kernel(
-        &prelude(t),
-        t,
-        t,
-        "put_out0(p.off_out0 + i, p.x0 + C(p.base + i) * p.x1);",
-    )
-}
 
 /// The permutation of `0..p.rows` (`p.rows` elements in all, this dispatch's from
 /// `p.base`), keyed by `p.k`, `p.batch` with half width `p.cols` (`crate::wgsl::random`'s
@@ -198,21 +159,6 @@ pub(crate) fn check_indices() -> String {
     )
 }
 
-/// `out0[i] = mask[i] != 0 ? in0[i] : (mode 0: in1[i], 1: x0)`: `mask` at binding 3.
-pub(crate) fn select(t: WgslType) -> String {
-    let mut pre = prelude(t);
-    pre += &binding(3, "mask", WgslType::U8);
-    map_kernel(
-        &pre,
-        t,
-        t,
-        "var v = p.x0;
-        if (p.mode == 0u) { v = get_in1(p.off_in1 + i); }
-        if (get_mask(p.off_out1 + i) != 0u) { v = get_in0(p.off_in0 + i); }
-        put_out0(p.off_out0 + i, v);",
-    )
-}
-
 /// A column reduction: one invocation per column of the `p.rows x p.cols` matrix `in0`,
 /// folding its rows in order (sums in f64 where the device has it, as the row reductions);
 /// `out0` holds elements, or `u32` row indices for the index reductions.
@@ -316,9 +262,6 @@ mod tests {
         validates("permutation", &permutation());
         validates("check_indices", &check_indices());
         for t in all {
-            validates(&format!("compare {t:?}"), &compare(t));
-            validates(&format!("arange {t:?}"), &arange(t));
-            validates(&format!("select {t:?}"), &select(t));
             validates(&format!("gather {t:?}"), &rows_by_index(t, false));
             validates(&format!("one_hot {t:?}"), &one_hot(t));
             if matches!(t, WgslType::F32 | WgslType::I32 | WgslType::U32) {

@@ -21,9 +21,7 @@ pub(crate) use cast::cast;
 pub(crate) use copy::copy_bytes;
 pub(crate) use elementwise::{axpy, binary, clamp, fill, unary};
 pub(crate) use gemm::gemm;
-pub(crate) use index::{
-    arange, check_indices, col_reduce, compare, one_hot, permutation, rows_by_index, select,
-};
+pub(crate) use index::{check_indices, col_reduce, one_hot, permutation, rows_by_index};
 pub(crate) use random::{dist_mode, random};
 pub(crate) use reduce::{acc_type, part_bytes, reduce, ReduceKind};
 pub(crate) use rows::softmax;
