@@ -156,6 +156,17 @@ impl<T: Element, B: Backend> GpuArray<T, B> {
         })
     }
 
+    /// A built-in op's scratch array of `len` uninitialised elements, also while `home`
+    /// captures a graph ([`Alloc::scratch`]); errors name `call`.
+    pub(crate) fn scratch(home: &Stream<B>, call: &'static str, len: usize) -> Result<Self> {
+        let bytes = byte_len::<T>(call, len)?;
+        Ok(GpuArray {
+            alloc: Alloc::scratch(home, bytes)?,
+            len,
+            _t: PhantomData,
+        })
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len

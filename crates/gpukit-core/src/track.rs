@@ -176,6 +176,25 @@ impl<B: Backend> Alloc<B> {
     }
 
     /// An allocation of `bytes` from the context's pool; zeroed (on `home`) when `zeroed`.
+    /// A built-in op's scratch memory: allocated as any array's, but also while the stream
+    /// captures a graph, fresh from the backend (not from the pool, whose blocks wait on
+    /// work outside the capture): the graph keeps it, and each launch reuses it.
+    pub(crate) fn scratch(home: &Stream<B>, bytes: usize) -> Result<Arc<Self>> {
+        let shared = home.shared_arc();
+        if bytes == 0 || shared.captures.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            return Self::new(home, bytes, false);
+        }
+        let buf = shared.backend.alloc(bytes, false)?;
+        shared.device_pool.reserved(bytes);
+        Ok(Arc::new(Self::build(
+            home,
+            Some(buf),
+            bytes,
+            Origin::Own(bytes),
+            Vec::new(),
+        )))
+    }
+
     pub(crate) fn new(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Arc<Self>> {
         if bytes == 0 {
             return Ok(Arc::new(Self::with_buffer(home, None, 0)));

@@ -79,7 +79,9 @@ impl<B: Backend> Stream<B> {
     /// levels of tiles (`⌈log₂₅₆ n⌉`: 1 up to 256 elements, 4 up to 2³²), `ε` the type's
     /// machine epsilon; in practice a few ulps. f16 and bf16 are added in f32, and each
     /// output and each tile's total rounded to the type: within `(L·ε + 258·L·ε₃₂)·(|x[0]| +
-    /// ... + |x[i]|)`. Empty `x` does nothing.
+    /// ... + |x[i]|)`. Empty `x` does nothing. Past 256 elements it takes scratch memory for
+    /// the tiles' totals (`n / 256` elements, and so on per level), also inside a graph
+    /// capture, where the graph keeps it and each launch reuses it.
     ///
     /// ```
     /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
@@ -118,10 +120,10 @@ impl<B: Backend> Stream<B> {
         n: usize,
     ) -> Result<()> {
         let (count, cfg) = tiles(n);
-        let mut totals = GpuArray::<T, B>::alloc(self, count, false)?;
+        let mut totals = GpuArray::<T, B>::scratch(self, call, count)?;
         self.launch_builtin(call, cumsum_tiles::<T>, cfg, (x, out, &mut totals))?;
         if count > 1 {
-            let mut offsets = GpuArray::<T, B>::alloc(self, count, false)?;
+            let mut offsets = GpuArray::<T, B>::scratch(self, call, count)?;
             self.scan_into(call, Reads::of(&totals), Writes::of(&mut offsets), count)?;
             self.launch_builtin(call, cumsum_offsets::<T>, cfg, (out, &offsets))?;
         }

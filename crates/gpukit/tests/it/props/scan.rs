@@ -198,6 +198,26 @@ backend_tests! {
         Ok(())
     }
 
+    fn cumsum_in_a_captured_graph_replays_with_new_input(ctx) {
+        // Three levels of tiles: the scratch totals the capture allocates live as long as
+        // the graph.
+        let n = 70_000;
+        let mut x = ctx.alloc_upload(&vec![1u32; n])?;
+        let mut out = ctx.alloc::<u32>(n)?;
+        let graph = match ctx.capture(|s| s.cumsum(&x, &mut out)) {
+            // Vulkan has no graphs.
+            Err(gpukit::Error::Unsupported { .. }) if ctx.backend_name() == "vulkan" => return Ok(()),
+            other => other?,
+        };
+        for k in 1..=3u32 {
+            x.upload(&vec![k; n])?;
+            graph.launch(ctx)?;
+            let want: Vec<u32> = (1..=n as u32).map(|i| i * k).collect();
+            assert_eq!(out.download()?, want, "replay {k}");
+        }
+        Ok(())
+    }
+
     fn cumsum_rejects_bad_input_and_changes_nothing(ctx) {
         let x = ctx.alloc_upload(&[1u32, 2, 3])?;
         let mut out = ctx.alloc_upload(&[7u32, 7])?;
