@@ -249,7 +249,7 @@ impl Gen<'_> {
             self.out,
             "let {name}: {t} = {{\nlet mut __seen: ::core::option::Option<{t}> = ::core::option::Option::None;\n{THREADS}{loads}\
              let __x: {t} = {v};\n\
-             match __seen {{ ::core::option::Option::None => __seen = ::core::option::Option::Some(__x), ::core::option::Option::Some(__p) if __p == __x => {{}}, ::core::option::Option::Some(__p) => return ::core::result::Result::Err(::std::format!(\"the threads of block ({{__bx}}, {{__by}}, {{__bz}}) disagree on the condition or bound of an `if` or loop that contains `barrier()` ({{:?}} and {{:?}}): every thread of a block must reach the same barriers\", __p, __x)), }}\n\
+             match __seen {{ ::core::option::Option::None => __seen = ::core::option::Option::Some(__x), ::core::option::Option::Some(__p) if __p == __x => {{}}, ::core::option::Option::Some(__p) => return ::core::result::Result::Err(::std::format!(\"the threads of block ({{__bx}}, {{__by}}, {{__bz}}) disagree on the condition or bound of an `if` or loop that contains `barrier()` or a subgroup collective ({{:?}} and {{:?}}): every thread of a block must reach the same barriers and collectives\", __p, __x)), }}\n\
              }}}}}}\n__seen.unwrap_or_default()\n}};"
         );
         name

@@ -295,8 +295,9 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
     if let (true, Some(at)) = (l.uses_barrier, l.returns.first()) {
         return err_at(
             *at,
-            "`return` in a kernel that calls `barrier()`: every thread of a block must reach \
-             every barrier, so put the rest of the work under an `if` instead",
+            "`return` in a kernel that calls `barrier()` or a subgroup collective: every \
+             thread of a block must reach every barrier and collective, so put the rest of the \
+             work under an `if` instead",
         );
     }
     let mut k = Kernel {
@@ -943,8 +944,9 @@ impl Lowerer {
                 if mentions_barrier(lp.body.to_token_stream()) {
                     return err(
                         lp,
-                        "a `loop` that contains `barrier()` could never end (it cannot `break`): \
-                         use `while` on a condition the same for the whole block",
+                        "a `loop` that contains `barrier()` or a subgroup collective could never \
+                         end (it cannot `break`): use `while` on a condition the same for the \
+                         whole block",
                     );
                 }
                 let body = self.loop_body(&lp.body)?;
@@ -1025,9 +1027,10 @@ impl Lowerer {
             Some(true) => err(
                 node,
                 format!(
-                    "`{what}` in a loop that contains `barrier()`: every thread of a block must \
-                     reach the same barriers, so such a loop runs to its end (a `for` over a \
-                     range, or a `while` on a condition the same for the whole block)"
+                    "`{what}` in a loop that contains `barrier()` or a subgroup collective: every \
+                     thread of a block must reach the same barriers and collectives, so such a \
+                     loop runs to its end (a `for` over a range, or a `while` on a condition the \
+                     same for the whole block)"
                 ),
             ),
             Some(false) => Ok(()),

@@ -275,11 +275,11 @@ fn subgroup_collectives_follow_the_rules_of_barriers() {
     );
     refused(
         "fn k(x: &mut [f32]) { if x[0] > 0.0 { return; } let s = subgroup_max(x[0]); }",
-        "`return` in a kernel that calls `barrier()`",
+        "`return` in a kernel that calls `barrier()` or a subgroup collective",
     );
     refused(
         "fn k(x: &mut [f32]) { for i in 0..4 { if x[i] > 0.0 { break; } let s = subgroup_min(x[i]); } }",
-        "`break` in a loop",
+        "`break` in a loop that contains `barrier()` or a subgroup collective",
     );
     refused(
         "fn k(x: &mut [f32]) { let n = subgroup_size(1); }",
