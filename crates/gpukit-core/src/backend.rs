@@ -66,6 +66,10 @@ pub struct LaunchLimits {
     pub max_grid_dim: [u32; 3],
     /// Most dynamic shared memory per block, in bytes.
     pub max_shared_mem_per_block: u32,
+    /// Most bytes of one array argument of a kernel (a Vulkan storage binding's limit;
+    /// `u64::MAX` where an array may be as large as memory). Built-in ops over larger
+    /// arrays launch their kernels over windows of them.
+    pub max_array_bytes: u64,
 }
 
 impl LaunchLimits {
@@ -77,6 +81,7 @@ impl LaunchLimits {
         max_block_dim: [1024, 1024, 64],
         max_grid_dim: [i32::MAX as u32, 65535, 65535],
         max_shared_mem_per_block: 48 * 1024,
+        max_array_bytes: u64::MAX,
     };
 }
 

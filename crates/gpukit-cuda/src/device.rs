@@ -180,6 +180,7 @@ impl Device {
                 attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ],
             max_shared_mem_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            max_array_bytes: u64::MAX,
         };
         device.info.priority_range = (least, greatest);
         device.managed_memory = attr(Attr::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? != 0;

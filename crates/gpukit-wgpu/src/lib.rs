@@ -435,6 +435,7 @@ impl Backend for WgpuBackend {
                 max_grid_dim: [l.max_compute_workgroups_per_dimension; 3],
                 // WGSL has no dynamic shared memory (workgroup arrays have fixed sizes).
                 max_shared_mem_per_block: 0,
+                max_array_bytes: self.shared.max_binding,
             },
             priority_range: (0, 0),
             op_dtypes: wgsl::WgslType::dtypes(ops::caps(&self.shared)),

@@ -148,3 +148,46 @@ fn ops_needing_a_whole_operand_say_so() -> gpukit_core::Result<()> {
     assert_eq!(ctx.sum(&small)?, 6.5);
     Ok(())
 }
+
+#[test]
+fn mask_ops_count_and_arange_span_windows() -> gpukit_core::Result<()> {
+    use gpukit_core::optable::CmpOp;
+    let Some(ctx) = open() else { return Ok(()) };
+    let n = 5_003; // about 20 windows of f32, and 5 of the u8 mask
+    let a: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let (da, db) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&b)?);
+    let mut mask = ctx.alloc::<u8>(n)?;
+    ctx.compare(CmpOp::Lt, &da, &db, &mut mask)?;
+    let want: Vec<u8> = a.iter().zip(&b).map(|(x, y)| u8::from(x < y)).collect();
+    assert_eq!(mask.download()?, want);
+    let mut out = ctx.alloc::<f32>(n)?;
+    ctx.select(&mask, &da, &db, &mut out)?;
+    let picked: Vec<f32> = (0..n)
+        .map(|i| if want[i] != 0 { a[i] } else { b[i] })
+        .collect();
+    assert_eq!(out.download()?, picked);
+    ctx.ge_scalar(&da, 0.0, &mut mask)?;
+    ctx.select_scalar(&mask, &da, -9.0, &mut out)?;
+    let kept: Vec<f32> = a.iter().map(|&x| if x >= 0.0 { x } else { -9.0 }).collect();
+    assert_eq!(out.download()?, kept);
+    let mut count = ctx.alloc::<u32>(1)?;
+    ctx.count_eq_into(&da, &db, &mut count)?;
+    let same = a.iter().zip(&b).filter(|(x, y)| x == y).count() as u32;
+    assert_eq!(count.download()?, [same]);
+    ctx.arange(&mut out, 0.5f32, 0.25)?;
+    let steps: Vec<f32> = (0..n).map(|i| 0.5 + i as f32 * 0.25).collect();
+    assert_eq!(out.download()?, steps);
+    // cumsum needs its arrays whole: a typed refusal, the context usable after.
+    let mut sums = ctx.alloc::<f32>(n)?;
+    let r = ctx.cumsum(&da, &mut sums);
+    assert!(
+        matches!(&r, Err(Error::Unsupported { what, .. }) if what.contains("binding")),
+        "{r:?}"
+    );
+    let small = ctx.alloc_upload(&[1.0f32, 2.0, 3.5])?;
+    let mut s3 = ctx.alloc::<f32>(3)?;
+    ctx.cumsum(&small, &mut s3)?;
+    assert_eq!(s3.download()?, [1.0, 3.0, 6.5]);
+    Ok(())
+}

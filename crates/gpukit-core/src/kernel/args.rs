@@ -267,6 +267,22 @@ impl<'a, T: Element, B: Backend> Reads<'a, T, B> {
     }
 }
 
+impl<'a, T: Element, B: Backend> Reads<'a, T, B> {
+    /// Elements `start..start + len` (in range: the caller's window of the array).
+    pub(crate) fn window(self, start: usize, len: usize) -> Self {
+        let size = std::mem::size_of::<T>();
+        Reads(self.0.sub(start * size, len * size), PhantomData)
+    }
+}
+
+impl<'a, T: Element, B: Backend> Writes<'a, T, B> {
+    /// Elements `start..start + len` (in range: the caller's window of the array).
+    pub(crate) fn window(self, start: usize, len: usize) -> Self {
+        let size = std::mem::size_of::<T>();
+        Writes(self.0.sub(start * size, len * size), PhantomData)
+    }
+}
+
 impl<'a, T: Element, B: Backend> Writes<'a, T, B> {
     pub(crate) fn of<W: crate::array::DeviceWrite<T, B>>(x: &'a mut W) -> Self {
         let x: &'a W = x;
@@ -292,6 +308,7 @@ impl<T, B: Backend> Clone for Writes<'_, T, B> {
 impl<T, B: Backend> Copy for Writes<'_, T, B> {}
 
 /// A scalar of any `#[kernel]` element type, as a built-in op's launch argument.
+#[derive(Clone, Copy)]
 pub(crate) struct Value<T>(pub(crate) T);
 
 impl<T: KernelNumeric> sealed::Sealed for Value<T> {}

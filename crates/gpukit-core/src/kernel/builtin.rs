@@ -76,6 +76,22 @@ impl<B: Backend> Stream<B> {
         Ok(k)
     }
 
+    /// The windows `(start, len)` over `n` elements in which an element-wise built-in op
+    /// launches its kernel, so that no array argument, of elements of at most `elem_bytes`
+    /// bytes, is over the device's [`max_array_bytes`](crate::LaunchLimits::max_array_bytes)
+    /// (one window, all of it, on the CPU and CUDA).
+    pub(crate) fn windows(
+        &self,
+        n: usize,
+        elem_bytes: usize,
+    ) -> impl Iterator<Item = (usize, usize)> {
+        let max = self.shared_arc().info.limits.max_array_bytes / elem_bytes.max(1) as u64;
+        let per = usize::try_from(max).unwrap_or(usize::MAX).max(1);
+        (0..n)
+            .step_by(per)
+            .map(move |start| (start, per.min(n - start)))
+    }
+
     /// Launches the built-in kernel `spec` makes, as the op `call`: ordered over its array
     /// arguments like any op, and any error naming `call`.
     pub(crate) fn launch_builtin<A, F>(

@@ -88,13 +88,14 @@ fn select_elements<T: Numeric>(mask: &[u8], a: &[T], b: &[T], s: T, scalar: u32,
     }
 }
 
-/// `out[i] = start + i * step` in the compute type.
+/// `out[i] = start + (base + i) * step` in the compute type (`out` a window of the array
+/// from element `base`).
 #[kernel(core = "crate")]
-fn arange<T: Numeric>(out: &mut [T], start: T, step: T) {
+fn arange<T: Numeric>(out: &mut [T], start: T, step: T, base: u32) {
     let stride = grid_dim_x() * block_dim_x();
     let mut i = global_x();
     while i < out.len() {
-        out[i] = start + (i as T) * step;
+        out[i] = start + ((base as usize + i) as T) * step;
         i += stride;
     }
 }
@@ -182,14 +183,8 @@ impl<B: Backend> Stream<B> {
             return Ok(());
         }
         let code = CmpOp::ALL.iter().position(|&c| c == op).unwrap_or(0) as u32;
-        let args = (
-            Reads::of(a),
-            b,
-            Value(s.unwrap_or(T::ZERO)),
-            code,
-            u32::from(s.is_some()),
-            Writes::of(mask),
-        );
+        let (ra, rm) = (Reads::of(a), Writes::of(mask));
+        let (sv, scalar) = (Value(s.unwrap_or(T::ZERO)), u32::from(s.is_some()));
         let spec = || {
             compare::<T>().native(|(a, b, s, op, scalar, out)| {
                 let op = CmpOp::ALL[*op as usize % CmpOp::ALL.len()];
@@ -200,7 +195,12 @@ impl<B: Backend> Stream<B> {
                 }
             })
         };
-        self.launch_builtin(name, spec, grid_stride(a.len()), args)
+        for (start, len) in self.windows(a.len(), std::mem::size_of::<T>()) {
+            let (wa, wb) = (ra.window(start, len), b.window(start, len));
+            let args = (wa, wb, sv, code, scalar, rm.window(start, len));
+            self.launch_builtin(name, spec, grid_stride(len), args)?;
+        }
+        Ok(())
     }
 
     /// `mask[i] = (a[i] op s) as u8` (see [`Stream::compare`]).
@@ -265,14 +265,8 @@ impl<B: Backend> Stream<B> {
         if a.is_empty() {
             return Ok(());
         }
-        let args = (
-            Reads::of(mask),
-            Reads::of(a),
-            b,
-            Value(s.unwrap_or(T::ZERO)),
-            u32::from(s.is_some()),
-            Writes::of(out),
-        );
+        let (rm, ra, ro) = (Reads::of(mask), Reads::of(a), Writes::of(out));
+        let (sv, scalar) = (Value(s.unwrap_or(T::ZERO)), u32::from(s.is_some()));
         let spec = || {
             select_elements::<T>().native(|(mask, a, b, s, scalar, out)| {
                 let (b, s) = (*b, T::__from_cpu(s));
@@ -282,7 +276,19 @@ impl<B: Backend> Stream<B> {
                 }
             })
         };
-        self.launch_builtin(name, spec, grid_stride(a.len()), args)
+        for (start, len) in self.windows(a.len(), std::mem::size_of::<T>()) {
+            let (wa, wb) = (ra.window(start, len), b.window(start, len));
+            let args = (
+                rm.window(start, len),
+                wa,
+                wb,
+                sv,
+                scalar,
+                ro.window(start, len),
+            );
+            self.launch_builtin(name, spec, grid_stride(len), args)?;
+        }
+        Ok(())
     }
 
     /// `out[i] = if mask[i] != 0 { a[i] } else { s }` (see [`Stream::select`]).
@@ -328,18 +334,18 @@ impl<B: Backend> Stream<B> {
         if a.is_empty() {
             return Ok(());
         }
-        let cfg = grid_stride(a.len());
         let spec = || {
             count_eq::<T>().native(|(a, b, out)| {
                 out[0] = out[0].wrapping_add(optable::count_eq(a, b));
             })
         };
-        self.launch_builtin(
-            name,
-            spec,
-            cfg,
-            (Reads::of(a), Reads::of(b), Writes::of(out)),
-        )
+        let (ra, rb, ro) = (Reads::of(a), Reads::of(b), Writes::of(out));
+        // Each window's count is added to `out[0]`.
+        for (start, len) in self.windows(a.len(), std::mem::size_of::<T>()) {
+            let args = (ra.window(start, len), rb.window(start, len), ro);
+            self.launch_builtin(name, spec, grid_stride(len), args)?;
+        }
+        Ok(())
     }
 
     /// Rows of the `shape` matrix `src` picked by the `u32` indices `idx`: row `r` of `out`
@@ -495,18 +501,24 @@ impl<B: Backend> Stream<B> {
         if out.is_empty() {
             return Ok(());
         }
-        let cfg = grid_stride(out.len());
         let spec = || {
-            arange::<T>().native(|(out, start, step)| {
-                optable::arange_slice(T::__from_cpu(start), T::__from_cpu(step), 0, out);
+            arange::<T>().native(|(out, start, step, base)| {
+                let (start, step) = (T::__from_cpu(start), T::__from_cpu(step));
+                optable::arange_slice(start, step, *base as usize, out);
             })
         };
-        self.launch_builtin(
-            name,
-            spec,
-            cfg,
-            (Writes::of(out), Value(start), Value(step)),
-        )
+        let (n, ro) = (out.len(), Writes::of(out));
+        for (first, len) in self.windows(n, std::mem::size_of::<T>()) {
+            // Windows exist on the wgpu backend alone, whose arrays have u32 indices.
+            let base = u32::try_from(first).map_err(|_| Error::InvalidShape {
+                op: name,
+                arg: "out",
+                message: format!("{n} elements in windows: a window past element 2^32"),
+            })?;
+            let args = (ro.window(first, len), Value(start), Value(step), base);
+            self.launch_builtin(name, spec, grid_stride(len), args)?;
+        }
+        Ok(())
     }
 
     /// A random permutation of `0..out.len()` keyed by `seed` (a keyed Feistel network with
