@@ -81,7 +81,11 @@ impl<B: Backend> Stream<B> {
     /// output and each tile's total rounded to the type: within `(L·ε + 258·L·ε₃₂)·(|x[0]| +
     /// ... + |x[i]|)`. Empty `x` does nothing. Past 256 elements it takes scratch memory for
     /// the tiles' totals (`n / 256` elements, and so on per level), also inside a graph
-    /// capture, where the graph keeps it and each launch reuses it.
+    /// capture, where the graph keeps it and each launch reuses it. On Vulkan `x` and `out`
+    /// must each fit one storage binding ([`LaunchLimits::max_array_bytes`]); a larger array
+    /// is [`Error::Unsupported`](crate::Error::Unsupported).
+    ///
+    /// [`LaunchLimits::max_array_bytes`]: crate::LaunchLimits::max_array_bytes
     ///
     /// ```
     /// # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
