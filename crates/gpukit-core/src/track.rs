@@ -175,7 +175,6 @@ impl<B: Backend> Alloc<B> {
         self.keeper = Some(keeper);
     }
 
-    /// An allocation of `bytes` from the context's pool; zeroed (on `home`) when `zeroed`.
     /// A built-in op's scratch memory: allocated as any array's, but also while the stream
     /// captures a graph, fresh from the backend (not from the pool, whose blocks wait on
     /// work outside the capture): the graph keeps it, and each launch reuses it.
@@ -184,7 +183,13 @@ impl<B: Backend> Alloc<B> {
         if bytes == 0 || shared.captures.load(std::sync::atomic::Ordering::Acquire) == 0 {
             return Self::new(home, bytes, false);
         }
-        let buf = shared.backend.alloc(bytes, false)?;
+        Self::fresh(home, bytes, false)
+    }
+
+    /// `bytes` fresh from the backend, outside the pool.
+    fn fresh(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Arc<Self>> {
+        let shared = home.shared_arc();
+        let buf = shared.backend.alloc(bytes, zeroed)?;
         shared.device_pool.reserved(bytes);
         Ok(Arc::new(Self::build(
             home,
@@ -195,6 +200,7 @@ impl<B: Backend> Alloc<B> {
         )))
     }
 
+    /// An allocation of `bytes` from the context's pool; zeroed (on `home`) when `zeroed`.
     pub(crate) fn new(home: &Stream<B>, bytes: usize, zeroed: bool) -> Result<Arc<Self>> {
         if bytes == 0 {
             return Ok(Arc::new(Self::with_buffer(home, None, 0)));
@@ -206,15 +212,7 @@ impl<B: Backend> Alloc<B> {
              would happen once, not at each launch)",
         )?;
         if !pool::caching() {
-            let buf = shared.backend.alloc(bytes, zeroed)?;
-            shared.device_pool.reserved(bytes);
-            return Ok(Arc::new(Self::build(
-                home,
-                Some(buf),
-                bytes,
-                Origin::Own(bytes),
-                Vec::new(),
-            )));
+            return Self::fresh(home, bytes, zeroed);
         }
         let Some(block) = pool::block_size(bytes) else {
             return Self::exact(home, bytes, zeroed).map(Arc::new);

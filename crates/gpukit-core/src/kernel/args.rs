@@ -73,16 +73,23 @@ impl<T: Element> KernelParam for Out<T> {
     }
 }
 
+/// The scalar parameters: each travels as its `$wire` value (its own, but f16 and bf16 as
+/// their exact `f32`, what a `#[kernel]` computes them in: CUDA C and WGSL receive a
+/// `float`/`f32`, a CPU closure the 16-bit value again), written by
+/// [`KernelNumeric`]'s encoding and read back with `$from`.
 macro_rules! scalar_params {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $wire:ty, $from:expr;)*) => {$(
         impl KernelParam for $t {
             type Cpu<'a> = $t;
 
             unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
                 match raw {
-                    // SAFETY: the scalar's bytes were written from a `$t` (16 >= its size);
-                    // any bit pattern is a valid `$t`.
-                    RawArg::Scalar(bytes) => unsafe { bytes.as_ptr().cast::<$t>().read_unaligned() },
+                    RawArg::Scalar(bytes) => {
+                        // SAFETY: the scalar's bytes were written from a `$wire` (16 >= its
+                        // size); any bit pattern is a valid `$wire`.
+                        let wire = unsafe { bytes.as_ptr().cast::<$wire>().read_unaligned() };
+                        $from(wire)
+                    }
                     RawArg::Slice { .. } => <$t>::default(),
                 }
             }
@@ -94,51 +101,29 @@ macro_rules! scalar_params {
             type Param = $t;
 
             fn arg(&self) -> ArgRef<'_, B> {
-                let mut bytes = [0u8; 16];
-                bytes[..std::mem::size_of::<$t>()].copy_from_slice(&self.to_ne_bytes());
-                ArgRef::Scalar { bytes, len: std::mem::size_of::<$t>() }
+                let (bytes, len) = self.__scalar_arg();
+                ArgRef::Scalar { bytes, len }
             }
         }
     )*};
 }
 
-scalar_params!(f32, f64, i32, u32, i64, u64, u8, i8);
-
-/// f16 and bf16 scalars travel as their `f32` value (exact), what a `#[kernel]` computes
-/// them in: CUDA C and WGSL receive a `float`/`f32`, a CPU closure the 16-bit value again.
-#[cfg(feature = "half")]
-macro_rules! half_params {
-    ($($t:ty),*) => {$(
-        impl KernelParam for $t {
-            type Cpu<'a> = $t;
-
-            unsafe fn from_raw<'a>(raw: &RawArg) -> Self::Cpu<'a> {
-                match raw {
-                    // The value was written as the f32 of a `$t`, so it converts back exactly.
-                    RawArg::Scalar(bytes) => <$t>::from_f32(f32::from_ne_bytes([
-                        bytes[0], bytes[1], bytes[2], bytes[3],
-                    ])),
-                    RawArg::Slice { .. } => <$t>::default(),
-                }
-            }
-        }
-
-        impl sealed::Sealed for $t {}
-
-        impl<B: Backend> LaunchArg<B> for $t {
-            type Param = $t;
-
-            fn arg(&self) -> ArgRef<'_, B> {
-                let mut bytes = [0u8; 16];
-                bytes[..4].copy_from_slice(&self.to_f32().to_ne_bytes());
-                ArgRef::Scalar { bytes, len: 4 }
-            }
-        }
-    )*};
-}
+scalar_params!(
+    f32 => f32, f32::from;
+    f64 => f64, f64::from;
+    i32 => i32, i32::from;
+    u32 => u32, u32::from;
+    i64 => i64, i64::from;
+    u64 => u64, u64::from;
+    u8 => u8, u8::from;
+    i8 => i8, i8::from;
+);
 
 #[cfg(feature = "half")]
-half_params!(half::f16, half::bf16);
+scalar_params!(
+    half::f16 => f32, half::f16::from_f32;
+    half::bf16 => f32, half::bf16::from_f32;
+);
 
 /// A kernel's signature: a tuple of [`In`], [`Out`] and scalar types.
 pub trait KernelSig: 'static {
