@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use gpukit::core::{
     Backend, BinaryOp, BufAt, Context as CoreContext, DType, GpuArray, Kernel, KernelArg, Op, Rhs,
-    Scalar, Stream,
+    Stream,
 };
 use gpukit::cpu::CpuBackend;
 use gpukit::{Context, DeviceSpec, KernelSpec, LaunchConfig, Shape};
@@ -287,16 +287,6 @@ fn run() -> Res {
     );
     let bgate = backend.load_kernel(gate_spec().desc())?;
     let at = |buf| BufAt { buf, offset: 0 };
-    for (buf, value) in [(&ba, 1f32), (&bb, 2f32)] {
-        let fill = Op::Fill {
-            out: at(buf),
-            len: n,
-            value: Scalar::new(value),
-        };
-        // SAFETY: the buffer holds `n` aligned f32 and only this stream uses it.
-        unsafe { backend.op(&bs, DType::F32, &fill)? };
-    }
-
     let (mut facade_ns, mut multi_ns, mut core_ns, mut raw) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     pin_to_current_core();

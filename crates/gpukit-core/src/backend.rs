@@ -29,12 +29,9 @@
 //! let b = gpukit::cpu::CpuBackend::new()?;
 //! let (s, buf) = (b.create_stream(0)?, b.alloc(4, true)?);
 //! // A terabyte past a 4-byte buffer: refused at compile time outside `unsafe`.
-//! let op = gpukit::core::Op::Fill {
-//!     out: BufAt { buf: &buf, offset: 1 << 40 },
-//!     len: 1,
-//!     value: gpukit::core::Scalar::new(1.0f32),
-//! };
-//! b.op(&s, gpukit::DType::F32, &op)?;
+//! let one = 1.0f32;
+//! let past = BufAt { buf: &buf, offset: 1 << 40 };
+//! b.copy_h2d(&s, (&one as *const f32).cast(), past, 4)?;
 //! # Ok::<(), gpukit::Error>(())
 //! ```
 

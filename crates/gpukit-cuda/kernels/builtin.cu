@@ -22,30 +22,11 @@
 // integers wrap and divide by zero to 0, float min/max ignore NaN (fmin/fmax) and keep the
 // first operand of two equal ones, relu(NaN) is 0.
 // Every kernel is a grid-stride loop with 64-bit indices, so any length and any grid work.
-// Built with --fmad=false so that axpy rounds the product and the sum separately, as the
-// CPU does.
+// Built with --fmad=false so that products and sums round separately, as the CPU does.
 
 #define GRID_STRIDE(i, n)                                                              \
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; \
          i < (n); i += (unsigned long long)blockDim.x * gridDim.x)
-
-extern "C" __global__ void fill(T *out, T value, unsigned long long n) {
-    GRID_STRIDE(i, n) { out[i] = value; }
-}
-
-extern "C" __global__ void axpy(T alpha, const T *x, T *y, unsigned long long n) {
-    C a = load(alpha);
-    GRID_STRIDE(i, n) { y[i] = store(op_add(op_mul(a, load(x[i])), load(y[i]))); }
-}
-
-extern "C" __global__ void clamp_op(const T *in, T lo, T hi, T *out, unsigned long long n) {
-    C l = load(lo), h = load(hi);
-    GRID_STRIDE(i, n) {
-        T v = in[i];
-        C x = load(v);
-        out[i] = x < l ? lo : (x > h ? hi : v);
-    }
-}
 
 // Reductions of a whole array run in two launches: REDUCE_BLOCK threads per block each fold
 // a grid-stride share, the block folds its threads in shared memory and writes one partial;

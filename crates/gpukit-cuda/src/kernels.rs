@@ -24,9 +24,6 @@ pub const BUILTIN_OPTIONS: &[&str] = &["--fmad=false"];
 
 /// Entry points of the template that every built-in module has.
 pub const COMMON_KERNELS: &[&str] = &[
-    "fill",
-    "axpy",
-    "clamp_op",
     "sum_partial",
     "dot_partial",
     "sum_final",

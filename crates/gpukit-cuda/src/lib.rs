@@ -52,7 +52,7 @@
 //!   synchronise with the legacy default stream). **Events** are `CUevent`s; ordering events
 //!   (without timing) come from a pool. Copies are `cuMemcpy*Async`.
 //! - **Built-in ops** are one module of CUDA C per element type: the template
-//!   `kernels/builtin.cu` ([`kernels`]) (fill, axpy, clamp, reductions, softmax,
+//!   `kernels/builtin.cu` ([`kernels`]) (reductions, softmax,
 //!   cross-entropy) with the casts, then one kernel per element-wise op of gpukit-core's op
 //!   table, generated from its body in `src/source.rs` (`u_<op>`, `b_<op>` with a mode for
 //!   row and column vectors, `s_<op>` for a scalar; in place is the same kernel with the

@@ -138,8 +138,6 @@ pub(crate) unsafe fn op(
     // this function's caller holds.
     unsafe {
         match *op {
-            Op::Fill { out, len, value } => fill(l, out, len, value),
-            Op::Axpy { alpha, x, y, len } => axpy(l, alpha, x, y, len),
             Op::Unary { op, src, out, len } => unary(l, op, src, out, len),
             Op::Binary {
                 op,
@@ -148,13 +146,6 @@ pub(crate) unsafe fn op(
                 out,
                 shape,
             } => binary(l, op, src, rhs, out, shape),
-            Op::Clamp {
-                lo,
-                hi,
-                src,
-                out,
-                len,
-            } => clamp(l, (lo, hi), src, out, len),
             Op::Reduce { op, x, shape, out } => reduce(l, op, x, shape, out),
             Op::Dot { x, y, len, out } => dot(l, x, y, len, out),
             Op::Softmax {
@@ -227,24 +218,6 @@ pub(crate) unsafe fn op(
     }
 }
 
-/// `fill(T *out, T value, unsigned long long n)`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn fill(
-    l: Launcher<'_>,
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-    value: Scalar,
-) -> Result<()> {
-    let (o, n) = (ptr(out), len as u64);
-    let mut params = [param(&o), scalar_param(&value), param(&n)];
-    // SAFETY: the parameters of `fill`, in order and type (`value` a `Scalar` of the element
-    // type); the range meets this function's contract.
-    unsafe { l.launch(Entry::Named("fill"), l.grid_for(len), BLOCK, &mut params) }
-}
-
 /// `random(const T *src, T *out, unsigned long long n, unsigned long long seed, unsigned
 /// long long offset, int dist, T a, T b, unsigned int range)`, `src == out` without a source.
 ///
@@ -277,25 +250,6 @@ unsafe fn random(
     // type); the ranges meet this function's contract (each element's input is read before
     // its output is written, by the same thread).
     unsafe { l.launch(Entry::Named("random"), l.grid_for(len), BLOCK, &mut params) }
-}
-
-/// `axpy(T alpha, const T *x, T *y, unsigned long long n)`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn axpy(
-    l: Launcher<'_>,
-    alpha: Scalar,
-    x: BufAt<'_, CudaBackend>,
-    y: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (xp, yp, n) = (ptr(x), ptr(y), len as u64);
-    let mut params = [scalar_param(&alpha), param(&xp), param(&yp), param(&n)];
-    // SAFETY: the parameters of `axpy`, in order and type; the ranges meet this function's
-    // contract.
-    unsafe { l.launch(Entry::Named("axpy"), l.grid_for(len), BLOCK, &mut params) }
 }
 
 /// `u_<op>(const T *in, T *out, unsigned long long n)`, in place with `in == out`.
@@ -358,39 +312,6 @@ unsafe fn binary(
     // SAFETY: the parameters of `b_<op>`, in order and type; the ranges meet this function's
     // contract.
     unsafe { l.launch(Entry::Binary(op), l.grid_for(len), BLOCK, &mut params) }
-}
-
-/// `clamp_op(const T *in, T lo, T hi, T *out, unsigned long long n)`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn clamp(
-    l: Launcher<'_>,
-    (lo, hi): (Scalar, Scalar),
-    src: Option<BufAt<'_, CudaBackend>>,
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (o, n) = (ptr(out), len as u64);
-    let i = src.map_or(o, ptr);
-    let mut params = [
-        param(&i),
-        scalar_param(&lo),
-        scalar_param(&hi),
-        param(&o),
-        param(&n),
-    ];
-    // SAFETY: the parameters of `clamp_op`, in order and type; the ranges meet this
-    // function's contract.
-    unsafe {
-        l.launch(
-            Entry::Named("clamp_op"),
-            l.grid_for(len),
-            BLOCK,
-            &mut params,
-        )
-    }
 }
 
 /// A reduction: per row (`row_sum`, `row_minmax`, `row_arg`: `(const T *x, unsigned long

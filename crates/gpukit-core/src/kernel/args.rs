@@ -273,6 +273,12 @@ impl<'a, T: Element, B: Backend> Writes<'a, T, B> {
         let x: &'a W = x;
         Writes(x.slice_ref(), PhantomData)
     }
+
+    /// The range `r` as elements of `T`: one the caller owns for writing and knows to hold
+    /// `T`s (the bytes of an allocation being zeroed, a `T` result typed as `R == T`).
+    pub(crate) fn raw(r: SliceRef<'a, B>) -> Self {
+        Writes(r, PhantomData)
+    }
 }
 
 impl<T, B: Backend> Clone for Reads<'_, T, B> {

@@ -1,27 +1,116 @@
 //! Element-wise ops: fill, axpy, the table's unary and binary ops (with scalars and row
 //! and column broadcasts, each also in place), clamp and casts.
 
+use gpukit_macros::kernel;
+
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::Numeric;
 use crate::error::{same_len, Result};
+use crate::kernel::{grid_stride, Reads, Value, Writes};
 use crate::optable::{Bcast, BinaryOp, Op, Rhs, Scalar, Shape, UnaryOp};
 use crate::stream::Stream;
-use crate::track::Access;
+use crate::track::{Access, SliceRef};
 
 use super::shape_len;
+
+/// `out[i] = value`.
+#[kernel(core = "crate")]
+fn fill<T: Numeric>(out: &mut [T], value: T) {
+    let stride = grid_dim_x() * block_dim_x();
+    let mut i = global_x();
+    while i < out.len() {
+        out[i] = value;
+        i += stride;
+    }
+}
+
+/// `y[i] = alpha * x[i] + y[i]`, the product and the sum each rounded in the compute type
+/// (generated CUDA C is compiled without fused multiply-add) and f16 and bf16 rounded once,
+/// by the store ([`Numeric::axpy`]).
+#[kernel(core = "crate")]
+fn axpy<T: Numeric>(alpha: T, x: &[T], y: &mut [T]) {
+    let stride = grid_dim_x() * block_dim_x();
+    let mut i = global_x();
+    while i < y.len() {
+        y[i] = alpha * x[i] + y[i];
+        i += stride;
+    }
+}
+
+/// `out[i] = x[i]` clamped to `lo..=hi`: `lo` where `x[i] < lo`, else `hi` where
+/// `x[i] > hi` (a NaN stays NaN).
+#[kernel(core = "crate")]
+fn clamp_elements<T: Numeric>(x: &[T], lo: T, hi: T, out: &mut [T]) {
+    let stride = grid_dim_x() * block_dim_x();
+    let mut i = global_x();
+    while i < out.len() {
+        let v = x[i];
+        if v < lo {
+            out[i] = lo;
+        } else if v > hi {
+            out[i] = hi;
+        } else {
+            out[i] = v;
+        }
+        i += stride;
+    }
+}
+
+/// [`clamp_elements`] in place.
+#[kernel(core = "crate")]
+fn clamp_in_place<T: Numeric>(x: &mut [T], lo: T, hi: T) {
+    let stride = grid_dim_x() * block_dim_x();
+    let mut i = global_x();
+    while i < x.len() {
+        let v = x[i];
+        if v < lo {
+            x[i] = lo;
+        } else if v > hi {
+            x[i] = hi;
+        }
+        i += stride;
+    }
+}
+
+/// The reference of [`clamp_elements`] for one element.
+fn clamp_one<T: Numeric>(x: T, lo: T, hi: T) -> T {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
+    } else {
+        x
+    }
+}
 
 impl<B: Backend> Stream<B> {
     /// Sets every element of `dst` to `value`.
     pub fn fill<T: Numeric>(&self, dst: &mut impl DeviceWrite<T, B>, value: T) -> Result<()> {
-        let (d, len) = (dst.slice_ref(), dst.len());
-        self.run_op("fill", T::DTYPE, [("dst", &d, Access::Write)], |[out]| {
-            Op::Fill {
-                out,
-                len,
-                value: Scalar::new(value),
-            }
-        })
+        let len = dst.len();
+        self.fill_range("fill", Writes::of(dst), len, value)
+    }
+
+    /// `len` elements of `out` set to `value`, as the op `call`.
+    pub(crate) fn fill_range<T: Numeric>(
+        &self,
+        call: &'static str,
+        out: Writes<'_, T, B>,
+        len: usize,
+        value: T,
+    ) -> Result<()> {
+        self.same_contexts(call, [("dst", out.0.context_id())])?;
+        let spec = || fill::<T>().native(|(out, value)| out.fill(T::__from_cpu(value)));
+        for (start, n) in self.windows(len, std::mem::size_of::<T>()) {
+            let args = (out.window(start, n), Value(value));
+            self.launch_builtin(call, spec, grid_stride(n), args)?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes a range of an allocation (a block reused for `alloc_zeros`).
+    pub(crate) fn zero_bytes(&self, range: &SliceRef<'_, B>) -> Result<()> {
+        self.fill_range("alloc_zeros", Writes::raw(*range), range.bytes(), 0u8)
     }
 
     /// `y = alpha * x + y` ([`Numeric::axpy`]: no fused multiply-add).
@@ -31,19 +120,29 @@ impl<B: Backend> Stream<B> {
         x: &impl DeviceRead<T, B>,
         y: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        same_len("axpy", "y", x.len(), y.len())?;
-        let (xs, ys, len) = (x.slice_ref(), y.slice_ref(), x.len());
-        self.run_op(
-            "axpy",
-            T::DTYPE,
-            [("x", &xs, Access::Read), ("y", &ys, Access::Write)],
-            |[x, y]| Op::Axpy {
-                alpha: Scalar::new(alpha),
-                x,
-                y,
-                len,
-            },
-        )
+        let name = "axpy";
+        same_len(name, "y", x.len(), y.len())?;
+        self.same_contexts(
+            name,
+            [
+                ("x", x.slice_ref().context_id()),
+                ("y", y.slice_ref().context_id()),
+            ],
+        )?;
+        let (rx, wy) = (Reads::of(x), Writes::of(y));
+        let spec = || {
+            axpy::<T>().native(|(alpha, x, y)| {
+                let alpha = T::__from_cpu(alpha);
+                for (y, &x) in y.iter_mut().zip(x.iter()) {
+                    *y = alpha.axpy(x, *y);
+                }
+            })
+        };
+        for (start, n) in self.windows(x.len(), std::mem::size_of::<T>()) {
+            let args = (Value(alpha), rx.window(start, n), wy.window(start, n));
+            self.launch_builtin(name, spec, grid_stride(n), args)?;
+        }
+        Ok(())
     }
 
     /// `x = alpha * x` (the same as [`Stream::mul_scalar_inplace`]).
@@ -415,20 +514,34 @@ impl<B: Backend> Stream<B> {
         hi: T,
         out: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
-        same_len("clamp", "out", x.len(), out.len())?;
-        let (sx, so, len) = (x.slice_ref(), out.slice_ref(), x.len());
-        self.run_op(
-            "clamp",
-            T::DTYPE,
-            [("x", &sx, Access::Read), ("out", &so, Access::Write)],
-            |[src, out]| Op::Clamp {
-                lo: Scalar::new(lo),
-                hi: Scalar::new(hi),
-                src: Some(src),
-                out,
-                len,
-            },
-        )
+        let name = "clamp";
+        same_len(name, "out", x.len(), out.len())?;
+        self.same_contexts(
+            name,
+            [
+                ("x", x.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        let (rx, wo) = (Reads::of(x), Writes::of(out));
+        let spec = || {
+            clamp_elements::<T>().native(|(x, lo, hi, out)| {
+                let (lo, hi) = (T::__from_cpu(lo), T::__from_cpu(hi));
+                for (o, &x) in out.iter_mut().zip(x.iter()) {
+                    *o = clamp_one(x, lo, hi);
+                }
+            })
+        };
+        for (start, n) in self.windows(x.len(), std::mem::size_of::<T>()) {
+            let args = (
+                rx.window(start, n),
+                Value(lo),
+                Value(hi),
+                wo.window(start, n),
+            );
+            self.launch_builtin(name, spec, grid_stride(n), args)?;
+        }
+        Ok(())
     }
 
     /// In place: `x = clamp(x, lo, hi)` (see [`Stream::clamp`]).
@@ -438,16 +551,21 @@ impl<B: Backend> Stream<B> {
         lo: T,
         hi: T,
     ) -> Result<()> {
-        let (sx, len) = (x.slice_ref(), x.len());
-        self.run_op("clamp", T::DTYPE, [("x", &sx, Access::Write)], |[out]| {
-            Op::Clamp {
-                lo: Scalar::new(lo),
-                hi: Scalar::new(hi),
-                src: None,
-                out,
-                len,
-            }
-        })
+        let name = "clamp";
+        self.same_contexts(name, [("x", x.slice_ref().context_id())])?;
+        let len = x.len();
+        let wx = Writes::of(x);
+        let spec = || {
+            clamp_in_place::<T>().native(|(x, lo, hi)| {
+                let (lo, hi) = (T::__from_cpu(lo), T::__from_cpu(hi));
+                x.iter_mut().for_each(|x| *x = clamp_one(*x, lo, hi));
+            })
+        };
+        for (start, n) in self.windows(len, std::mem::size_of::<T>()) {
+            let args = (wx.window(start, n), Value(lo), Value(hi));
+            self.launch_builtin(name, spec, grid_stride(n), args)?;
+        }
+        Ok(())
     }
 
     /// Converts every element of `x` to `U` into `out` ([`Numeric::from_wide`]: integers

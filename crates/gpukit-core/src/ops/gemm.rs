@@ -4,6 +4,7 @@ use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::{Backend, BufAt};
 use crate::element::Float;
 use crate::error::{same_len, Error, Result};
+use crate::kernel::Writes;
 use crate::optable::{BinaryOp, Gemm, Op, Rhs, Scalar, Shape};
 use crate::stream::Stream;
 use crate::track::Access;
@@ -79,10 +80,18 @@ impl<B: Backend> Stream<B> {
         if g.m == 0 || g.n == 0 || g.batch == 0 {
             return Ok(());
         }
+        if g.k == 0 && g.beta == T::ZERO {
+            // An empty product with beta = 0: C = 0, clearing NaNs as BLAS does, matrix by
+            // matrix (a strided batch leaves the gaps alone).
+            let wc = Writes::of(c);
+            for i in 0..g.batch {
+                self.fill_range("gemm", wc.window(i * g.stride_c, c_size), c_size, T::ZERO)?;
+            }
+            return Ok(());
+        }
         let (sa, sb, sc) = (a.slice_ref(), b.slice_ref(), c.slice_ref());
         if g.k == 0 {
-            // An empty product: C = beta * C, with beta = 0 clearing NaNs as BLAS does,
-            // matrix by matrix (a strided batch leaves the gaps alone).
+            // An empty product: C = beta * C, matrix by matrix.
             let elem = std::mem::size_of::<T>();
             return self.enqueue("gemm", &[("c", &sc, Access::Write)], || {
                 let Some(c) = sc.at() else { return Ok(()) };
@@ -91,20 +100,12 @@ impl<B: Backend> Stream<B> {
                         buf: c.buf,
                         offset: c.offset + i * g.stride_c * elem,
                     };
-                    let op = if g.beta == T::ZERO {
-                        Op::Fill {
-                            out,
-                            len: c_size,
-                            value: Scalar::new(T::ZERO),
-                        }
-                    } else {
-                        Op::Binary {
-                            op: BinaryOp::Mul,
-                            src: None,
-                            rhs: Rhs::Scalar(Scalar::new(g.beta)),
-                            out,
-                            shape: Shape::new(1, c_size),
-                        }
+                    let op = Op::Binary {
+                        op: BinaryOp::Mul,
+                        src: None,
+                        rhs: Rhs::Scalar(Scalar::new(g.beta)),
+                        out,
+                        shape: Shape::new(1, c_size),
                     };
                     // SAFETY: matrix `i` starts at `i * stride_c` elements and holds `c_size`,
                     // inside the span `(batch - 1) * stride_c + c_size` that `c`'s checked length

@@ -25,7 +25,7 @@ pub use random::Rng;
 use crate::backend::{Backend, BufAt};
 use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::optable::{Op, Scalar, Shape};
+use crate::optable::{Op, Shape};
 use crate::stream::Stream;
 use crate::track::{Access, SliceRef};
 
@@ -98,20 +98,5 @@ impl<B: Backend> Stream<B> {
             // other argument (in-place ops pass it once, as `out`).
             unsafe { self.backend().op(self.raw(), dtype, &op) }
         })
-    }
-
-    /// Zeroes a range of an allocation (a block reused for `alloc_zeros`).
-    pub(crate) fn zero_bytes(&self, range: &SliceRef<'_, B>) -> Result<()> {
-        let len = range.bytes();
-        self.run_op(
-            "alloc_zeros",
-            DType::U8,
-            [("dst", range, Access::Write)],
-            |[out]| Op::Fill {
-                out,
-                len,
-                value: Scalar::new(0u8),
-            },
-        )
     }
 }

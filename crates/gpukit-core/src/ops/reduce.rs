@@ -5,7 +5,8 @@ use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::{Element, Float, Numeric};
 use crate::error::{same_len, Error, Result};
-use crate::optable::{Op, ReduceOp, Scalar, Shape};
+use crate::kernel::Writes;
+use crate::optable::{Op, ReduceOp, Shape};
 use crate::stream::Stream;
 use crate::track::Access;
 
@@ -110,9 +111,12 @@ impl<B: Backend> Stream<B> {
             ],
         )?;
         if results > 0 && folded == 0 {
-            return match (op, Scalar::new(T::ZERO).get::<R>()) {
-                (ReduceOp::Sum, Some(zero)) => self.fill_any(out, zero),
-                _ => Err(Error::EmptyInput { op: name }),
+            return match op == ReduceOp::Sum && R::DTYPE == T::DTYPE {
+                // A sum's result is an element of `x`'s type.
+                true => {
+                    self.fill_range(name, Writes::<T, B>::raw(out.slice_ref()), results, T::ZERO)
+                }
+                false => Err(Error::EmptyInput { op: name }),
             };
         }
         let (sx, so) = (x.slice_ref(), out.slice_ref());
@@ -128,18 +132,6 @@ impl<B: Backend> Stream<B> {
                 }
             },
         )
-    }
-
-    /// `fill` for an element type known only as `Element` (the zero of an empty sum).
-    fn fill_any<R: Element>(&self, dst: &mut impl DeviceWrite<R, B>, value: R) -> Result<()> {
-        let (d, len) = (dst.slice_ref(), dst.len());
-        self.run_op("fill", R::DTYPE, [("dst", &d, Access::Write)], |[out]| {
-            Op::Fill {
-                out,
-                len,
-                value: Scalar::new(value),
-            }
-        })
     }
 
     reductions! {

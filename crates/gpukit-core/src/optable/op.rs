@@ -128,26 +128,6 @@ impl CmpOp {
 /// [`Op::Cast`]. Element-wise ops whose `src` is `None` run in place: `out` is read and
 /// written. Lengths and shapes are never zero.
 pub enum Op<'a, B: Backend> {
-    /// `out[i] = value` over `len` elements.
-    Fill {
-        /// The output.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-        /// The value.
-        value: Scalar,
-    },
-    /// `y[i] = alpha * x[i] + y[i]` over `len` elements ([`Numeric::axpy`](crate::Numeric::axpy)).
-    Axpy {
-        /// The scale.
-        alpha: Scalar,
-        /// The input.
-        x: BufAt<'a, B>,
-        /// The input and output.
-        y: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-    },
     /// `out[i] = op(src[i])` over `len` elements.
     Unary {
         /// The function.
@@ -172,19 +152,6 @@ pub enum Op<'a, B: Backend> {
         out: BufAt<'a, B>,
         /// The matrix.
         shape: Shape,
-    },
-    /// `out[i] = src[i] < lo ? lo : src[i] > hi ? hi : src[i]` (a NaN stays NaN).
-    Clamp {
-        /// Lower bound.
-        lo: Scalar,
-        /// Upper bound.
-        hi: Scalar,
-        /// The input; `None`: in place.
-        src: Option<BufAt<'a, B>>,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
     },
     /// A reduction of each row of the `shape` matrix `x` into `out[row]` (an element, or a
     /// `u32` index for the index reductions); a whole array is one row.
@@ -376,7 +343,7 @@ impl<'a, B: Backend> Op<'a, B> {
     /// Every range the op reads or writes, with its length in bytes when run on elements of
     /// `dtype` (the type the backend is given with it), in operand order: what a backend
     /// that checks accesses declares for the op (the CPU backend's chaos schedule). A range
-    /// both read and written (`Axpy`'s `y`, an in-place op's `out`, `ScatterAdd`'s and
+    /// both read and written (an in-place op's `out`, `ScatterAdd`'s and
     /// `CountEq`'s accumulators, gemm's `C`) is listed once, as written. Left out: the fault
     /// record of the indexing ops, which is claimed atomically and never ordered. A gemm's
     /// ranges span from each matrix's start to the end of the last one of its batch.
@@ -400,17 +367,7 @@ impl<'a, B: Backend> Op<'a, B> {
             Rhs::Scalar(_) => None,
         };
         match *self {
-            Op::Fill { out: o, len, .. } => {
-                add(Some(o), elems(len), Write);
-            }
-            Op::Axpy { x, y, len, .. } => {
-                add(Some(x), elems(len), Read);
-                add(Some(y), elems(len), Write);
-            }
             Op::Unary {
-                src, out: o, len, ..
-            }
-            | Op::Clamp {
                 src, out: o, len, ..
             }
             | Op::Random {
@@ -537,11 +494,8 @@ impl<'a, B: Backend> Op<'a, B> {
     /// The op's name, for errors and fault injection.
     pub fn name(&self) -> &'static str {
         match self {
-            Op::Fill { .. } => "fill",
-            Op::Axpy { .. } => "axpy",
             Op::Unary { op, .. } => op.name(),
             Op::Binary { op, .. } => op.name(),
-            Op::Clamp { .. } => "clamp",
             Op::Reduce { op, .. } => op.name(),
             Op::ReduceCols { op, .. } => op.col_name(),
             Op::Dot { .. } => "dot",
@@ -567,10 +521,7 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Reduce { op, .. } | Op::ReduceCols { op, .. } => *op == ReduceOp::Mean,
             Op::Random { dist, .. } => *dist != Distribution::Integers,
             Op::Softmax { .. } | Op::CrossEntropy { .. } | Op::Gemm { .. } => true,
-            Op::Fill { .. }
-            | Op::Axpy { .. }
-            | Op::Clamp { .. }
-            | Op::Dot { .. }
+            Op::Dot { .. }
             | Op::Cast { .. }
             | Op::Gather { .. }
             | Op::ScatterAdd { .. }
@@ -589,10 +540,7 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Unary { op, .. } => op.math().is_some(),
             Op::Binary { op, .. } => op.math().is_some(),
             Op::Softmax { .. } | Op::CrossEntropy { .. } => true,
-            Op::Fill { .. }
-            | Op::Axpy { .. }
-            | Op::Clamp { .. }
-            | Op::Reduce { .. }
+            Op::Reduce { .. }
             | Op::ReduceCols { .. }
             | Op::Dot { .. }
             | Op::Cast { .. }
@@ -625,17 +573,6 @@ impl<'a, B: Backend> Op<'a, B> {
     ) -> Result<Op<'b, C>> {
         let opt = |x: Option<BufAt<'a, B>>| x.map(&f).transpose();
         Ok(match *self {
-            Op::Fill { out, len, value } => Op::Fill {
-                out: f(out)?,
-                len,
-                value,
-            },
-            Op::Axpy { alpha, x, y, len } => Op::Axpy {
-                alpha,
-                x: f(x)?,
-                y: f(y)?,
-                len,
-            },
             Op::Unary { op, src, out, len } => Op::Unary {
                 op,
                 src: opt(src)?,
@@ -654,19 +591,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 rhs: map_rhs(rhs, &f)?,
                 out: f(out)?,
                 shape,
-            },
-            Op::Clamp {
-                lo,
-                hi,
-                src,
-                out,
-                len,
-            } => Op::Clamp {
-                lo,
-                hi,
-                src: opt(src)?,
-                out: f(out)?,
-                len,
             },
             Op::Reduce { op, x, shape, out } => Op::Reduce {
                 op,

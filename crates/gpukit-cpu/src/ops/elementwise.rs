@@ -1,4 +1,4 @@
-//! The element-wise families as tasks: fill, axpy, the table's unary and binary ops, clamp
+//! The element-wise families as tasks: the table's unary and binary ops, random fills
 //! and casts.
 //!
 //! Every function here is `unsafe` with the contract of [`super::task`] (`Backend::op`'s):
@@ -17,44 +17,6 @@ use super::ranges::{done, Dst, Ranges, Src};
 use crate::mem::SendPtr;
 use crate::queue::Task;
 use crate::CpuBackend;
-
-/// `out[i] = value` over `len` elements.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn fill<T: Numeric>(out: BufAt<'_, CpuBackend>, len: usize, value: T) -> Task {
-    let mut r = Ranges::default();
-    let o = r.dst::<T>(out, len);
-    done(r, move || {
-        // SAFETY: the range meets this function's contract (live, aligned, ordered).
-        let o = unsafe { o.get() };
-        o.fill(value);
-    })
-}
-
-/// `y[i] = alpha * x[i] + y[i]` over `len` elements.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn axpy<T: Numeric>(
-    alpha: T,
-    x: BufAt<'_, CpuBackend>,
-    y: BufAt<'_, CpuBackend>,
-    len: usize,
-) -> Task {
-    let mut r = Ranges::default();
-    let (x, y) = (r.src::<T>(x, len), r.dst::<T>(y, len));
-    done(r, move || {
-        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
-        // written one overlapping nothing else).
-        let (x, y) = unsafe { (x.get(), y.get()) };
-        for (y, &x) in y.iter_mut().zip(x) {
-            *y = alpha.axpy(x, *y);
-        }
-    })
-}
 
 /// `out[i] = op(src[i])` over `len` elements (in place when `src` is `None`).
 ///
@@ -151,40 +113,6 @@ pub(super) unsafe fn binary<T: Numeric, K: Kind<T>>(
         };
         K::binary(op, s, rhs, shape.cols, o);
     }))
-}
-
-/// `out[i] = src[i]` clamped to `lo..=hi` (a NaN stays NaN), in place when `src` is `None`.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn clamp<T: Numeric>(
-    lo: T,
-    hi: T,
-    src: Option<BufAt<'_, CpuBackend>>,
-    out: BufAt<'_, CpuBackend>,
-    len: usize,
-) -> Task {
-    let mut r = Ranges::default();
-    let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
-    done(r, move || {
-        let clamp = |x: T| {
-            if x < lo {
-                lo
-            } else if x > hi {
-                hi
-            } else {
-                x
-            }
-        };
-        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
-        // written one overlapping nothing else).
-        let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
-        match s {
-            Some(s) => o.iter_mut().zip(s).for_each(|(o, &x)| *o = clamp(x)),
-            None => o.iter_mut().for_each(|o| *o = clamp(*o)),
-        }
-    })
 }
 
 /// `out[i] = src[i]` converted to `to` (`gpukit_core::cast_slice`); `None` when this build

@@ -67,12 +67,7 @@ const SHORT_ELEMENTS: usize = 16 << 10;
 /// multiply-adds.
 pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
     let elements = match *op {
-        Op::Fill { len, .. }
-        | Op::Axpy { len, .. }
-        | Op::Unary { len, .. }
-        | Op::Clamp { len, .. }
-        | Op::Dot { len, .. }
-        | Op::Cast { len, .. } => Some(len),
+        Op::Unary { len, .. } | Op::Dot { len, .. } | Op::Cast { len, .. } => Some(len),
         Op::CheckIndices { len, .. } => Some(len),
         Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
         Op::OneHot { shape, .. } => shape.len(),
@@ -121,8 +116,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
     // holds for all of `op`'s ranges.
     unsafe {
         Ok(match *op {
-            Op::Fill { out, len, value } => elementwise::fill::<T>(out, len, scalar(value)?),
-            Op::Axpy { alpha, x, y, len } => elementwise::axpy::<T>(scalar(alpha)?, x, y, len),
             Op::Unary { op, src, out, len } => elementwise::unary::<T, K>(op, src, out, len),
             Op::Binary {
                 op,
@@ -131,13 +124,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 out,
                 shape,
             } => elementwise::binary::<T, K>(op, src, rhs, out, shape)?,
-            Op::Clamp {
-                lo,
-                hi,
-                src,
-                out,
-                len,
-            } => elementwise::clamp::<T>(scalar(lo)?, scalar(hi)?, src, out, len),
             Op::Reduce { op, x, shape, out } => reduce::reduce::<T, K>(op, x, shape, out),
             Op::ReduceCols { op, x, shape, out } => reduce::reduce_cols::<T>(op, x, shape, out),
             Op::Dot { x, y, len, out } => reduce::dot::<T, K>(x, y, len, out),

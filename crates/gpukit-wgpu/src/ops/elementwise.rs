@@ -1,5 +1,5 @@
-//! The element-wise families: fill, axpy, the table's unary and binary ops (with scalar, row
-//! and column operands), clamp and casts, each one kernel run over windows of its operands
+//! The element-wise families: the table's unary and binary ops (with scalar, row
+//! and column operands), random fills and casts, each one kernel run over windows of its operands
 //! so that an array larger than one binding still works.
 
 use gpukit_core::{BinaryOp, BufAt, DType, Distribution, Result, Rhs, Scalar, Shape, UnaryOp};
@@ -154,29 +154,6 @@ fn f16_to_f32_bits(h: u16) -> u64 {
     u64::from(bits)
 }
 
-/// `out[i] = value` over `len` elements.
-pub(super) fn fill(
-    at: Target<'_>,
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-    value: Scalar,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let p = pipe(shared, format!("fill_{}", t.name()), 3, || wgsl::fill(t))?;
-    let mut imm = [0u32; field::WORDS];
-    set_scalar(&mut imm, t, 0, scalar_bits(value, t));
-    let out = Operand::of(out, t.size());
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [None, None, Some(out)],
-        None,
-        len as u64,
-        imm,
-    )
-}
-
 /// A random fill of `len` elements (`crate::wgsl::random`), from `src` for dropout (in
 /// place when `None`).
 pub(super) fn random(
@@ -213,30 +190,6 @@ pub(super) fn random(
     )
 }
 
-/// `y[i] = alpha * x[i] + y[i]` over `len` elements.
-pub(super) fn axpy(
-    at: Target<'_>,
-    alpha: Scalar,
-    x: BufAt<'_, WgpuBackend>,
-    y: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let p = pipe(shared, format!("axpy_{}", t.name()), 3, || wgsl::axpy(t))?;
-    let mut imm = [0u32; field::WORDS];
-    set_scalar(&mut imm, t, 0, scalar_bits(alpha, t));
-    let (x, y) = (Operand::of(x, t.size()), Operand::of(y, t.size()));
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [Some(x), None, Some(y)],
-        None,
-        len as u64,
-        imm,
-    )
-}
-
 /// `out[i] = op(src[i])` over `len` elements (in place when `src` is `None`).
 pub(super) fn unary(
     at: Target<'_>,
@@ -252,32 +205,6 @@ pub(super) fn unary(
     let out = Operand::of(out, t.size());
     let src = src.map(|s| Operand::of(s, t.size())).unwrap_or(out);
     let imm = [0u32; field::WORDS];
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [Some(src), None, Some(out)],
-        None,
-        len as u64,
-        imm,
-    )
-}
-
-/// `out[i] = src[i]` clamped to `lo..=hi`, NaN kept (in place when `src` is `None`).
-pub(super) fn clamp(
-    at: Target<'_>,
-    (lo, hi): (Scalar, Scalar),
-    src: Option<BufAt<'_, WgpuBackend>>,
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let p = pipe(shared, format!("clamp_{}", t.name()), 3, || wgsl::clamp(t))?;
-    let mut imm = [0u32; field::WORDS];
-    set_scalar(&mut imm, t, 0, scalar_bits(lo, t));
-    set_scalar(&mut imm, t, 1, scalar_bits(hi, t));
-    let out = Operand::of(out, t.size());
-    let src = src.map(|s| Operand::of(s, t.size())).unwrap_or(out);
     elementwise(
         shared,
         stream,

@@ -88,16 +88,7 @@ pub(crate) fn op(
     }
     let at = Target { shared, stream, t };
     match *op {
-        Op::Fill { out, len, value } => elementwise::fill(at, out, len, value),
-        Op::Axpy { alpha, x, y, len } => elementwise::axpy(at, alpha, x, y, len),
         Op::Unary { op, src, out, len } => elementwise::unary(at, op, src, out, len),
-        Op::Clamp {
-            lo,
-            hi,
-            src,
-            out,
-            len,
-        } => elementwise::clamp(at, (lo, hi), src, out, len),
         Op::Binary {
             op,
             src,

@@ -1,4 +1,4 @@
-//! The element-wise kernels in WGSL (fill, axpy, the table's unary and binary ops, clamp)
+//! The element-wise kernels in WGSL (the table's unary and binary ops)
 //! as grid-stride loops over windows of their operands.
 //!
 //! An element-wise op added to the table (`gpukit_core::optable`) needs nothing here: its
@@ -70,30 +70,4 @@ pub(crate) fn binary(op: BinaryOp, t: WgslType) -> String {
 {lines}        put_out0(p.off_out0 + i, {value});"
     );
     map_kernel(&pre, t, t, &body)
-}
-
-/// `out0[i] = x0`.
-pub(crate) fn fill(t: WgslType) -> String {
-    map_kernel(&prelude(t), t, t, "put_out0(p.off_out0 + i, p.x0);")
-}
-
-/// `out0[i] = x0 * in0[i] + out0[i]`.
-pub(crate) fn axpy(t: WgslType) -> String {
-    map_kernel(
-        &prelude(t),
-        t,
-        t,
-        "put_out0(p.off_out0 + i, p.x0 * get_in0(p.off_in0 + i) + get_out0(p.off_out0 + i));",
-    )
-}
-
-/// `out0[i] = clamp(in0[i], x0, x1)`, NaN kept.
-pub(crate) fn clamp(t: WgslType) -> String {
-    map_kernel(
-        &prelude(t),
-        t,
-        t,
-        "let x = get_in0(p.off_in0 + i); let lo = p.x0; let hi = p.x1;
-        put_out0(p.off_out0 + i, select(select(x, hi, x > hi), lo, x < lo));",
-    )
 }
