@@ -360,22 +360,22 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     ctx.add(&a, &b, &mut out)?; // compiles and loads the f32 module
     ctx.sync()?;
 
-    // The same kernel, raw: the built-in f32 module (the op table's `b_add` among its
-    // kernels) compiled by the same NVRTC.
+    // The same kernel, raw: gpukit-core's `add` kernel for f32, as a release build
+    // launches it, compiled by the same NVRTC with the same options.
     let cc = ctx.info().compute_capability.unwrap_or((0, 0));
     let nvrtc = gpukit_cuda_sys::nvrtc::nvrtc(None)?;
-    let src = gpukit::cuda::builtin_module_source(gpukit::DType::F32);
+    let (name, src) = gpukit::core::__binary_kernel_cuda(gpukit::BinaryOp::Add, gpukit::DType::F32);
     let (image, _) = gpukit::cuda::cache::compile(
         nvrtc,
         &src,
-        "builtin_f32",
+        &name,
         nvrtc.target_for(cc),
         gpukit::cuda::kernels::BUILTIN_OPTIONS,
     )?;
     // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX.
     let module = unsafe { result::module::load_data(image.image.as_ptr().cast())? };
     // SAFETY: a live module.
-    let func = unsafe { result::module::get_function(module, CString::new("b_add")?)? };
+    let func = unsafe { result::module::get_function(module, CString::new(name)?)? };
     let raw = Raw::new()?;
     // SAFETY: the context is current.
     let bufs = unsafe {
@@ -383,6 +383,7 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
             result::malloc_sync(n * 4)?,
             result::malloc_sync(n * 4)?,
             result::malloc_sync(n * 4)?,
+            result::malloc_sync(64)?,
         ]
     };
     let bufs = bufs.map(RawBuf);
@@ -398,20 +399,26 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
         let t_ours = t.elapsed().as_secs_f64();
         ctx.sync()?;
 
-        let (pa, pb, po, nn, cols, mode) = (bufs[0].0, bufs[1].0, bufs[2].0, n as u64, 1u64, 0i32);
+        let (pa, pb, po, faults) = (bufs[0].0, bufs[1].0, bufs[2].0, bufs[3].0);
+        let (mode, cols, bytes, tag) = (0u32, 1u32, (n * 4) as u64, 0u32);
         let t = Instant::now();
         for _ in 0..LAUNCHES {
-            let mut params: [*mut c_void; 6] = [
+            let mut params: [*mut c_void; 10] = [
                 (&pa as *const u64).cast_mut().cast(),
                 (&pb as *const u64).cast_mut().cast(),
+                (&mode as *const u32).cast_mut().cast(),
+                (&cols as *const u32).cast_mut().cast(),
                 (&po as *const u64).cast_mut().cast(),
-                (&nn as *const u64).cast_mut().cast(),
-                (&cols as *const u64).cast_mut().cast(),
-                (&mode as *const i32).cast_mut().cast(),
+                (&bytes as *const u64).cast_mut().cast(),
+                (&bytes as *const u64).cast_mut().cast(),
+                (&bytes as *const u64).cast_mut().cast(),
+                (&tag as *const u32).cast_mut().cast(),
+                (&faults as *const u64).cast_mut().cast(),
             ];
-            // SAFETY: `b_add(const float*, const float*, float*, unsigned long long n,
-            // unsigned long long cols, int mode)` with three live buffers of n floats and
-            // mode 0 (element-wise: `cols` unused); the parameters outlive the call.
+            // SAFETY: `binary_add(const float*, const float*, unsigned mode, unsigned cols,
+            // float*, three byte lengths, unsigned tag, unsigned *faults)` with three live
+            // buffers of n floats, mode 0 (element-wise: `cols` unused) and a live fault
+            // record the unchecked code never writes; the parameters outlive the call.
             unsafe {
                 result::launch_kernel(func, (grid, 1, 1), (256, 1, 1), 0, raw.stream, &mut params)?
             };

@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+use crate::optable::{BinaryOp, RhsSlice, UnaryOp};
+
 pub use crate::dtype::{DType, DTypeVisitor, ParseDTypeError};
 
 /// Plain data that can live in device memory.
@@ -171,6 +173,19 @@ pub trait Numeric: Element + PartialOrd + crate::kernel::KernelNumeric {
     /// truncation) and saturate from floats (NaN to 0, truncation toward zero); floats round
     /// to nearest even (once, from the exact value).
     fn from_wide(w: Wide) -> Self;
+    /// The CPU body of the table's unary op `op` over `out` (in place where `src` is
+    /// `None`): the reference's bits, on vectors and across cores where that is faster.
+    #[doc(hidden)]
+    fn __unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]);
+    /// The CPU body of the table's binary op `op` (see [`Numeric::__unary`]).
+    #[doc(hidden)]
+    fn __binary(
+        op: BinaryOp,
+        src: Option<&[Self]>,
+        rhs: RhsSlice<'_, Self>,
+        cols: usize,
+        out: &mut [Self],
+    );
 }
 
 /// Elements per partial sum of a float `sum`, `mean` or `dot` (and of any type's `mean`):
@@ -319,6 +334,12 @@ macro_rules! integer {
             fn from_wide(w: Wide) -> Self {
                 match w { Wide::Int(v) => v as Self, Wide::Float(v) => v as Self }
             }
+            fn __unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]) {
+                crate::native::unary_ints(op, src, out)
+            }
+            fn __binary(op: BinaryOp, src: Option<&[Self]>, rhs: RhsSlice<'_, Self>, cols: usize, out: &mut [Self]) {
+                crate::native::binary_ints(op, src, rhs, cols, out)
+            }
         }
     )*};
 }
@@ -372,6 +393,12 @@ macro_rules! float {
             fn from_wide(w: Wide) -> Self {
                 match w { Wide::Int(v) => v as Self, Wide::Float(v) => v as Self }
             }
+            fn __unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]) {
+                crate::native::unary_floats(op, src, out)
+            }
+            fn __binary(op: BinaryOp, src: Option<&[Self]>, rhs: RhsSlice<'_, Self>, cols: usize, out: &mut [Self]) {
+                crate::native::binary_floats(op, src, rhs, cols, out)
+            }
         }
 
         impl Float for $t {}
@@ -409,6 +436,12 @@ mod half_types {
                         Wide::Int(v) => <$t>::from_f32(odd_f32_int(v)),
                         Wide::Float(v) => <$t>::from_f32(odd_f32(v)),
                     }
+                }
+                fn __unary(op: UnaryOp, src: Option<&[Self]>, out: &mut [Self]) {
+                    crate::native::unary_floats(op, src, out)
+                }
+                fn __binary(op: BinaryOp, src: Option<&[Self]>, rhs: RhsSlice<'_, Self>, cols: usize, out: &mut [Self]) {
+                    crate::native::binary_floats(op, src, rhs, cols, out)
                 }
             }
 

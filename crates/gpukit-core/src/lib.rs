@@ -76,6 +76,8 @@ mod error;
 mod graph;
 mod host;
 mod kernel;
+#[doc(hidden)]
+pub mod native;
 mod ops;
 pub mod optable;
 mod peer;
@@ -109,10 +111,12 @@ pub use kernel::{
     LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, CUDA_PTX_HELPERS, FAULT_WORDS,
     MAX_KERNEL_ARGS, MAX_LAUNCH_ARGS,
 };
+#[doc(hidden)]
+pub use ops::map::__binary_kernel_cuda;
 pub use ops::Rng;
 pub use optable::{
     cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Distribution, Domain, Gemm, MathFn, Op,
-    RangeUse, ReduceOp, Rhs, RhsSlice, Scalar, Shape, UnaryOp,
+    RangeUse, ReduceOp, RhsSlice, Scalar, Shape, UnaryOp,
 };
 pub use pool::{caching as pool_caching, MemoryStats, POOL_VAR};
 pub use spec::{DeviceSet, DeviceSpec, SpecBackend, MAX_SET_DEVICES};

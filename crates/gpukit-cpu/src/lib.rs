@@ -46,11 +46,14 @@
 //!   the element's compute type; `sum`, `mean` and `dot` accumulate floats in f64 in the
 //!   order `gpukit_core::SUM_CHUNK` defines (`gpukit_core::ordered_sum`); softmax and
 //!   cross-entropy as `gpukit_core::softmax_rows` and `gpukit_core::cross_entropy_rows`;
-//!   gemm (batched by a loop) uses `matrixmultiply` (f16/bf16 widened to f32). One backend
-//!   method, `op`, runs them all, one function per op family; an element-wise op added to
-//!   the table needs nothing here. The f32 math ops (`exp`, `log`, `log1p`, `tanh`,
-//!   `sigmoid`, `silu`, `gelu`, `softplus`, `pow`, softmax, log-softmax and cross-entropy)
-//!   run vectorised code instead of one libm call per element (`ops::vmath`: SSE2, AVX2 or
+//!   gemm (batched by a loop) uses `matrixmultiply` (f16/bf16 widened to f32). The ops
+//!   written as kernels (the element-wise table, fill, axpy, clamp, comparisons, `select`,
+//!   `cumsum`, ...) run their native body, gpukit-core's (`gpukit_core::native`), when
+//!   launched; the others go through one backend method, `op`, one function per op family.
+//!   An element-wise op added to the table needs nothing here. The f32 math ops (`exp`,
+//!   `log`, `log1p`, `tanh`, `sigmoid`, `silu`, `gelu`, `softplus`, `pow`, softmax,
+//!   log-softmax and cross-entropy) run vectorised code instead of one libm call per
+//!   element (gpukit-core's `native::vmath`: SSE2, AVX2 or
 //!   AVX-512 chosen at run time, NEON on AArch64; the same bits on every path and core
 //!   count), each within its table budget with room (`exp`, `log`, `log1p` 2 ulp of budget
 //!   3; `tanh`, `sigmoid`, `silu`, `softplus` 3 of 4; `gelu` its budget; `pow` 1 of 8; the
@@ -119,7 +122,6 @@ mod mem;
 mod ops;
 mod queue;
 pub mod reference;
-mod sum;
 mod task;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -114,21 +114,6 @@ impl Elem {
         matches!(self, Elem::F32 | Elem::F64 | Elem::F16 | Elem::BF16)
     }
 
-    /// The type it is computed in, in the kernel language (`f32` for the 16-bit floats).
-    pub(crate) const fn compute_ty(self) -> gpukit_kernel::ir::Ty {
-        use gpukit_kernel::ir::Ty;
-        match self {
-            Elem::F32 | Elem::F16 | Elem::BF16 => Ty::F32,
-            Elem::F64 => Ty::F64,
-            Elem::I8 => Ty::I8,
-            Elem::U8 => Ty::U8,
-            Elem::I32 => Ty::I32,
-            Elem::U32 => Ty::U32,
-            Elem::I64 => Ty::I64,
-            Elem::U64 => Ty::U64,
-        }
-    }
-
     /// The C types: stored, computed in, and the unsigned type of the same width (integers).
     pub(crate) const fn c_types(self) -> (&'static str, &'static str, &'static str) {
         match self {

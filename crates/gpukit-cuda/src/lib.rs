@@ -51,19 +51,19 @@
 //! - **Streams** are `CU_STREAM_NON_BLOCKING` streams with the requested priority (they never
 //!   synchronise with the legacy default stream). **Events** are `CUevent`s; ordering events
 //!   (without timing) come from a pool. Copies are `cuMemcpy*Async`.
-//! - **Built-in ops** are one module of CUDA C per element type: the template
-//!   `kernels/builtin.cu` ([`kernels`]) (reductions, softmax,
-//!   cross-entropy) with the casts, then one kernel per element-wise op of gpukit-core's op
-//!   table, generated from its body in `src/source.rs` (`u_<op>`, `b_<op>` with a mode for
-//!   row and column vectors, `s_<op>` for a scalar; in place is the same kernel with the
-//!   input as the output). NVRTC compiles them with `--fmad=false`, so results equal the CPU
-//!   backend's bit for bit for the element-wise ops without transcendental functions. A
+//! - **Built-in ops** written as kernels (the element-wise table, fill, axpy, clamp,
+//!   comparisons, `select`, `cumsum`, ...) are gpukit-core's: their CUDA C comes from the
+//!   kernel language's emitter, and they load and launch as any kernel does (`src/kernel.rs`).
+//!   NVRTC compiles generated code with `--fmad=false`, so results equal the CPU backend's
+//!   bit for bit for the element-wise ops without transcendental functions. The others are
+//!   one module of CUDA C per element type: the template `kernels/builtin.cu` ([`kernels`])
+//!   (reductions, softmax, cross-entropy) with the casts, the random fills and the
+//!   indexing ops. A
 //!   module is loaded once per device (every context on a device shares its primary context,
 //!   and so the modules) on the first op of its element type, and all of them before a
 //!   capture begins, so that no capture is the first to need one. One function (`ops::op`)
 //!   turns any `gpukit_core::Op` into its launches, dispatching to one function per op
-//!   family; an element-wise op added to the table needs only its body in `src/source.rs`.
-//!   Every element-wise kernel is
+//!   family. Every element-wise kernel is
 //!   a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM, and any
 //!   length works. Whole-array reductions run two launches (per-block partials into a
 //!   scratch buffer, then one block), accumulating floats in f64; per-row
@@ -157,8 +157,8 @@ pub use memory::{CudaBuffer, CudaHostMem, CudaRegistration};
 
 /// The complete CUDA C of the built-in module for `dtype`, exactly as the backend compiles it
 /// (with `crate::kernels::BUILTIN_OPTIONS`; [`builtin_program`] adds its program
-/// name): for benchmarks that launch the same kernels raw (`b_add(in, rhs, out, n, cols,
-/// mode)`, ...), and for inspection.
+/// name): the ops not written as kernels yet (reductions, softmax, casts, ...), for
+/// inspection.
 pub fn builtin_module_source(dtype: gpukit_core::DType) -> String {
     source::module_source(ops::elem(dtype))
 }

@@ -12,9 +12,7 @@ use std::ffi::c_void;
 
 use crate::kernels::{Elem, MAX_PARTIALS, REDUCE_BLOCK};
 use cudarc::driver::sys;
-use gpukit_core::{
-    BinaryOp, BufAt, DType, Error, Gemm, Op, ReduceOp, Result, Rhs, Scalar, Shape, UnaryOp,
-};
+use gpukit_core::{BufAt, DType, Error, Gemm, Op, ReduceOp, Result, Scalar, Shape};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::blas;
@@ -138,14 +136,6 @@ pub(crate) unsafe fn op(
     // this function's caller holds.
     unsafe {
         match *op {
-            Op::Unary { op, src, out, len } => unary(l, op, src, out, len),
-            Op::Binary {
-                op,
-                src,
-                ref rhs,
-                out,
-                shape,
-            } => binary(l, op, src, rhs, out, shape),
             Op::Reduce { op, x, shape, out } => reduce(l, op, x, shape, out),
             Op::Dot { x, y, len, out } => dot(l, x, y, len, out),
             Op::Softmax {
@@ -250,68 +240,6 @@ unsafe fn random(
     // type); the ranges meet this function's contract (each element's input is read before
     // its output is written, by the same thread).
     unsafe { l.launch(Entry::Named("random"), l.grid_for(len), BLOCK, &mut params) }
-}
-
-/// `u_<op>(const T *in, T *out, unsigned long long n)`, in place with `in == out`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn unary(
-    l: Launcher<'_>,
-    op: UnaryOp,
-    src: Option<BufAt<'_, CudaBackend>>,
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (o, n) = (ptr(out), len as u64);
-    let i = src.map_or(o, ptr);
-    let mut params = [param(&i), param(&o), param(&n)];
-    // SAFETY: the parameters of `u_<op>`, in order and type; the ranges meet this function's
-    // contract (an element-wise kernel reads each input before writing its output).
-    unsafe { l.launch(Entry::Unary(op), l.grid_for(len), BLOCK, &mut params) }
-}
-
-/// `s_<op>(const T *in, T s, T *out, unsigned long long n)` for a scalar operand, else
-/// `b_<op>(const T *in, const T *rhs, T *out, unsigned long long n, unsigned long long cols,
-/// int mode)`, mode 0 element-wise, 1 row vector, 2 column vector.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn binary(
-    l: Launcher<'_>,
-    op: BinaryOp,
-    src: Option<BufAt<'_, CudaBackend>>,
-    rhs: &Rhs<'_, CudaBackend>,
-    out: BufAt<'_, CudaBackend>,
-    shape: Shape,
-) -> Result<()> {
-    let len = shape.rows * shape.cols;
-    let (o, n, cols) = (ptr(out), len as u64, shape.cols as u64);
-    let i = src.map_or(o, ptr);
-    let (v, mode) = match *rhs {
-        Rhs::Scalar(v) => {
-            let mut params = [param(&i), scalar_param(&v), param(&o), param(&n)];
-            // SAFETY: the parameters of `s_<op>`, in order and type; the ranges meet this
-            // function's contract.
-            return unsafe { l.launch(Entry::Scalar(op), l.grid_for(len), BLOCK, &mut params) };
-        }
-        Rhs::Array(v) => (ptr(v), 0i32),
-        Rhs::Row(v) => (ptr(v), 1),
-        Rhs::Col(v) => (ptr(v), 2),
-    };
-    let mut params = [
-        param(&i),
-        param(&v),
-        param(&o),
-        param(&n),
-        param(&cols),
-        param(&mode),
-    ];
-    // SAFETY: the parameters of `b_<op>`, in order and type; the ranges meet this function's
-    // contract.
-    unsafe { l.launch(Entry::Binary(op), l.grid_for(len), BLOCK, &mut params) }
 }
 
 /// A reduction: per row (`row_sum`, `row_minmax`, `row_arg`: `(const T *x, unsigned long

@@ -52,10 +52,11 @@
 //!   keeps working (an event is a stream position; waiting for it submits the work up to
 //!   it, and the queue runs submissions in order). **Events** are positions; timing events
 //!   also write a GPU timestamp (a timestamp query), so `elapsed_ms` measures device time.
-//! - **Built-in ops** are WGSL, generated per op and element type from the op table
-//!   (`src/wgsl/`; the element-wise bodies in `src/wgsl/elementwise.rs`, an exhaustive
-//!   `match` per op, so a table entry without a WGSL body does not compile) and compiled
-//!   once per device. An op whose table entry calls the math library (its `math` column) is
+//! - **Built-in ops** written as kernels (the element-wise table, fill, axpy, clamp,
+//!   comparisons, `select`, `cumsum`, ...) are gpukit-core's, in the WGSL of the kernel
+//!   language's emitter, loaded and launched as any kernel (`src/kernel.rs`); the others are
+//!   WGSL generated per op and element type here (`src/wgsl/`) and compiled once per
+//!   device. An op whose table entry calls the math library (its `math` column) is
 //!   `Unsupported` on f64, which WGSL on Vulkan has no `exp`, `log`, `tanh` or `pow` for.
 //!   Element types: f32, i32, u32, u8, i8 and bf16 on every adapter (the 8- and 16-bit ones
 //!   packed in 32-bit words, stored with atomics so that neighbouring elements never race),

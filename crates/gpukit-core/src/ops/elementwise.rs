@@ -8,7 +8,9 @@ use crate::backend::Backend;
 use crate::element::Numeric;
 use crate::error::{same_len, Result};
 use crate::kernel::{grid_stride, Reads, Value, Writes};
-use crate::optable::{Bcast, BinaryOp, Op, Rhs, Scalar, Shape, UnaryOp};
+use crate::optable::{Bcast, BinaryOp, Op, Shape, UnaryOp};
+
+use super::map::Rhs2;
 use crate::stream::Stream;
 use crate::track::{Access, SliceRef};
 
@@ -172,18 +174,14 @@ impl<B: Backend> Stream<B> {
         let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "out", x.len(), out.len())?;
-        let (sx, so, len) = (x.slice_ref(), out.slice_ref(), x.len());
-        self.run_op(
+        self.same_contexts(
             name,
-            T::DTYPE,
-            [("x", &sx, Access::Read), ("out", &so, Access::Write)],
-            |[src, out]| Op::Unary {
-                op,
-                src: Some(src),
-                out,
-                len,
-            },
-        )
+            [
+                ("x", x.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        self.map_unary(name, op, Some(Reads::of(x)), Writes::of(out), x.len())
     }
 
     /// `x = op(x)` element-wise (see [`Stream::unary`]).
@@ -204,15 +202,9 @@ impl<B: Backend> Stream<B> {
     ) -> Result<()> {
         let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
-        let (sx, len) = (x.slice_ref(), x.len());
-        self.run_op(name, T::DTYPE, [("x", &sx, Access::Write)], |[out]| {
-            Op::Unary {
-                op,
-                src: None,
-                out,
-                len,
-            }
-        })
+        self.same_contexts(name, [("x", x.slice_ref().context_id())])?;
+        let len = x.len();
+        self.map_unary(name, op, None, Writes::of(x), len)
     }
 
     /// `out = a op b` element-wise; a float-only op on an integer type is
@@ -240,24 +232,16 @@ impl<B: Backend> Stream<B> {
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "b", a.len(), b.len())?;
         same_len(name, "out", a.len(), out.len())?;
-        let (sa, sb, so) = (a.slice_ref(), b.slice_ref(), out.slice_ref());
-        let shape = Shape::new(1, a.len());
-        self.run_op(
+        self.same_contexts(
             name,
-            T::DTYPE,
             [
-                ("a", &sa, Access::Read),
-                ("b", &sb, Access::Read),
-                ("out", &so, Access::Write),
+                ("a", a.slice_ref().context_id()),
+                ("b", b.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
             ],
-            |[a, b, out]| Op::Binary {
-                op,
-                src: Some(a),
-                rhs: Rhs::Array(b),
-                out,
-                shape,
-            },
-        )
+        )?;
+        let (rhs, shape) = (Rhs2::Array(Reads::of(b)), Shape::new(1, a.len()));
+        self.map_binary(name, op, Some(Reads::of(a)), rhs, shape, Writes::of(out))
     }
 
     /// `a = a op b` element-wise (see [`Stream::binary`]).
@@ -281,20 +265,15 @@ impl<B: Backend> Stream<B> {
         let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "b", a.len(), b.len())?;
-        let (sa, sb) = (a.slice_ref(), b.slice_ref());
-        let shape = Shape::new(1, a.len());
-        self.run_op(
+        self.same_contexts(
             name,
-            T::DTYPE,
-            [("a", &sa, Access::Write), ("b", &sb, Access::Read)],
-            |[out, b]| Op::Binary {
-                op,
-                src: None,
-                rhs: Rhs::Array(b),
-                out,
-                shape,
-            },
-        )
+            [
+                ("a", a.slice_ref().context_id()),
+                ("b", b.slice_ref().context_id()),
+            ],
+        )?;
+        let (rhs, shape) = (Rhs2::Array(Reads::of(b)), Shape::new(1, a.len()));
+        self.map_binary(name, op, None, rhs, shape, Writes::of(a))
     }
 
     /// `out = a op s` for one scalar `s` (see [`Stream::binary`]).
@@ -320,19 +299,21 @@ impl<B: Backend> Stream<B> {
         let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
         same_len(name, "out", a.len(), out.len())?;
-        let (sa, so) = (a.slice_ref(), out.slice_ref());
-        let shape = Shape::new(1, a.len());
-        self.run_op(
+        self.same_contexts(
             name,
-            T::DTYPE,
-            [("a", &sa, Access::Read), ("out", &so, Access::Write)],
-            |[a, out]| Op::Binary {
-                op,
-                src: Some(a),
-                rhs: Rhs::Scalar(Scalar::new(s)),
-                out,
-                shape,
-            },
+            [
+                ("a", a.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        let shape = Shape::new(1, a.len());
+        self.map_binary(
+            name,
+            op,
+            Some(Reads::of(a)),
+            Rhs2::Scalar(s),
+            shape,
+            Writes::of(out),
         )
     }
 
@@ -356,17 +337,9 @@ impl<B: Backend> Stream<B> {
     ) -> Result<()> {
         let name = call;
         self.floats_only(name, op.floats_only(), T::DTYPE)?;
-        let sa = a.slice_ref();
+        self.same_contexts(name, [("a", a.slice_ref().context_id())])?;
         let shape = Shape::new(1, a.len());
-        self.run_op(name, T::DTYPE, [("a", &sa, Access::Write)], |[out]| {
-            Op::Binary {
-                op,
-                src: None,
-                rhs: Rhs::Scalar(Scalar::new(s)),
-                out,
-                shape,
-            }
-        })
+        self.map_binary(name, op, None, Rhs2::Scalar(s), shape, Writes::of(a))
     }
 
     /// `out[r][j] = a[r][j] op v[j]`: the row vector `v` (`shape.cols` elements) over every
@@ -452,26 +425,19 @@ impl<B: Backend> Stream<B> {
         let name = call;
         self.check_bcast::<T>(call, op, shape, how, a.len(), v.len())?;
         same_len(name, "out", a.len(), out.len())?;
-        let (sa, sv, so) = (a.slice_ref(), v.slice_ref(), out.slice_ref());
-        self.run_op(
+        self.same_contexts(
             name,
-            T::DTYPE,
             [
-                ("a", &sa, Access::Read),
-                ("v", &sv, Access::Read),
-                ("out", &so, Access::Write),
+                ("a", a.slice_ref().context_id()),
+                ("v", v.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
             ],
-            |[a, v, out]| Op::Binary {
-                op,
-                src: Some(a),
-                rhs: match how {
-                    Bcast::Row => Rhs::Row(v),
-                    Bcast::Col => Rhs::Col(v),
-                },
-                out,
-                shape,
-            },
-        )
+        )?;
+        let rhs = match how {
+            Bcast::Row => Rhs2::Row(Reads::of(v)),
+            Bcast::Col => Rhs2::Col(Reads::of(v)),
+        };
+        self.map_binary(name, op, Some(Reads::of(a)), rhs, shape, Writes::of(out))
     }
 
     /// `a = a op v` with the vector `v` broadcast over the rows or columns of `a`.
@@ -486,22 +452,18 @@ impl<B: Backend> Stream<B> {
     ) -> Result<()> {
         let name = call;
         self.check_bcast::<T>(call, op, shape, how, a.len(), v.len())?;
-        let (sa, sv) = (a.slice_ref(), v.slice_ref());
-        self.run_op(
+        self.same_contexts(
             name,
-            T::DTYPE,
-            [("a", &sa, Access::Write), ("v", &sv, Access::Read)],
-            |[out, v]| Op::Binary {
-                op,
-                src: None,
-                rhs: match how {
-                    Bcast::Row => Rhs::Row(v),
-                    Bcast::Col => Rhs::Col(v),
-                },
-                out,
-                shape,
-            },
-        )
+            [
+                ("a", a.slice_ref().context_id()),
+                ("v", v.slice_ref().context_id()),
+            ],
+        )?;
+        let rhs = match how {
+            Bcast::Row => Rhs2::Row(Reads::of(v)),
+            Bcast::Col => Rhs2::Col(Reads::of(v)),
+        };
+        self.map_binary(name, op, None, rhs, shape, Writes::of(a))
     }
 
     /// `out = clamp(x, lo, hi)`: `lo` below `lo`, `hi` above `hi`, `x` otherwise (a NaN

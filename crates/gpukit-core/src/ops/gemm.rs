@@ -1,14 +1,15 @@
 //! Gemm: row-major matrix products, plain, batched and strided.
 
 use crate::array::{DeviceRead, DeviceWrite};
-use crate::backend::{Backend, BufAt};
+use crate::backend::Backend;
 use crate::element::Float;
 use crate::error::{same_len, Error, Result};
 use crate::kernel::Writes;
-use crate::optable::{BinaryOp, Gemm, Op, Rhs, Scalar, Shape};
+use crate::optable::{BinaryOp, Gemm, Op, Shape};
 use crate::stream::Stream;
 use crate::track::Access;
 
+use super::map::Rhs2;
 use super::product;
 
 impl<B: Backend> Stream<B> {
@@ -80,42 +81,22 @@ impl<B: Backend> Stream<B> {
         if g.m == 0 || g.n == 0 || g.batch == 0 {
             return Ok(());
         }
-        if g.k == 0 && g.beta == T::ZERO {
-            // An empty product with beta = 0: C = 0, clearing NaNs as BLAS does, matrix by
-            // matrix (a strided batch leaves the gaps alone).
+        if g.k == 0 {
+            // An empty product: C = beta * C, matrix by matrix (a strided batch leaves the
+            // gaps alone), with beta = 0 clearing NaNs as BLAS does.
             let wc = Writes::of(c);
             for i in 0..g.batch {
-                self.fill_range("gemm", wc.window(i * g.stride_c, c_size), c_size, T::ZERO)?;
+                let m = wc.window(i * g.stride_c, c_size);
+                if g.beta == T::ZERO {
+                    self.fill_range("gemm", m, c_size, T::ZERO)?;
+                } else {
+                    let (beta, shape) = (Rhs2::Scalar(g.beta), Shape::new(1, c_size));
+                    self.map_binary("gemm", BinaryOp::Mul, None, beta, shape, m)?;
+                }
             }
             return Ok(());
         }
         let (sa, sb, sc) = (a.slice_ref(), b.slice_ref(), c.slice_ref());
-        if g.k == 0 {
-            // An empty product: C = beta * C, matrix by matrix.
-            let elem = std::mem::size_of::<T>();
-            return self.enqueue("gemm", &[("c", &sc, Access::Write)], || {
-                let Some(c) = sc.at() else { return Ok(()) };
-                for i in 0..g.batch {
-                    let out = BufAt {
-                        buf: c.buf,
-                        offset: c.offset + i * g.stride_c * elem,
-                    };
-                    let op = Op::Binary {
-                        op: BinaryOp::Mul,
-                        src: None,
-                        rhs: Rhs::Scalar(Scalar::new(g.beta)),
-                        out,
-                        shape: Shape::new(1, c_size),
-                    };
-                    // SAFETY: matrix `i` starts at `i * stride_c` elements and holds `c_size`,
-                    // inside the span `(batch - 1) * stride_c + c_size` that `c`'s checked length
-                    // equals; the rest is `run_op`'s argument: `c` is ordered and recorded by
-                    // this `enqueue`, and written by nothing else.
-                    unsafe { self.backend().op(self.raw(), T::DTYPE, &op) }?;
-                }
-                Ok(())
-            });
-        }
         let ge = g.erased();
         self.run_op(
             "gemm",

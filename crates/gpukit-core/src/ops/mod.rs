@@ -15,6 +15,7 @@
 mod elementwise;
 mod gemm;
 mod index;
+pub(crate) mod map;
 mod random;
 mod reduce;
 mod rows;

@@ -50,7 +50,7 @@ fn zip2<T: Numeric>(
     }
 }
 
-/// The second operand of a binary op on slices (see [`Rhs`](super::Rhs)).
+/// The second operand of a binary op on slices.
 #[derive(Debug, Clone, Copy)]
 pub enum RhsSlice<'a, T> {
     /// An array of the output's length.

@@ -1,8 +1,8 @@
 //! The op table: every built-in op described once.
 //!
-//! A backend runs built-in ops through one method, [`Backend::op`],
-//! which receives an [`Op`] (what to compute, on which ranges, with which scalars) and the
-//! element type. The element-wise ops are listed once below, in the `unary_table!` and
+//! The element-wise ops are kernels that gpukit-core builds from this table (the other
+//! built-in ops are `#[kernel]`s, or still an [`Op`] that a backend runs through
+//! [`Backend::op`]). The element-wise ops are listed once below, in the `unary_table!` and
 //! `binary_table!` invocations: each entry gives the op's variant, its name, the names of
 //! its typed methods on [`Stream`], which element types have it (`numeric`:
 //! every [`Numeric`]; `float`: [`Float`] only) and its reference semantics, written over the
@@ -14,8 +14,8 @@
 //! safe, typed methods (`relu`, `relu_inplace`, `add`, `add_inplace`, `add_scalar`,
 //! `add_row`, ...).
 //!
-//! The other ops ([`Op`]: fill, axpy, clamp, reductions, softmax, cross-entropy, casts,
-//! random fills, gemm) have their reference semantics beside the table: [`ReduceOp`],
+//! The other ops (fill, axpy, clamp, reductions, softmax, cross-entropy, casts, random
+//! fills, gemm, ...) have their reference semantics beside the table: [`ReduceOp`],
 //! [`softmax_rows`], [`cross_entropy_rows`], [`cast_slice`], [`random_floats`] and
 //! [`random_integers`] (Philox 4x32-10, the same bits on every backend), [`Gemm`].
 //!
@@ -39,16 +39,18 @@
 //!      f64, and its accuracy on a looser driver;
 //!    - `domain D`: `all`, or `from[lo]` where results below `lo` are NaN ([`Domain`]); the
 //!      property tests draw the op's inputs from it.
-//! 2. Nothing else: the backends that compile GPU source render the entry's body, traced
-//!    into a kernel-language expression ([`UnaryOp::body`], [`BinaryOp::body`]), with the
-//!    kernel language's emitters (gpukit-kernel) as CUDA C (`gpukit-cuda`) and WGSL
-//!    (`gpukit-wgpu`), in the same order of operations. A body may use what [`Arith`]
+//! 2. Nothing else: gpukit-core traces the entry's body into a kernel-language expression
+//!    ([`UnaryOp::body`], [`BinaryOp::body`]) and builds the op's kernels around it
+//!    (`ops/map.rs`: a grid-stride loop per form of operands, as gpukit-kernel's IR), which
+//!    the kernel language's emitters turn into CUDA C and WGSL, in the same order of
+//!    operations; the CPU backend runs the reference body (on vectors where
+//!    `native::vmath` has the op). A body may use what [`Arith`]
 //!    and [`Real`] offer and branches only through [`Arith::if_gt`] (the tracer refuses a
 //!    direct comparison, and a unit test traces every entry).
 //!
 //! The rest follows from the entry: the variant and [`UnaryOp::ALL`], the typed methods on
-//! [`Stream`] (and so on [`crate::Context`]), the CPU backend's code (it runs the reference
-//! body) and cost class, the GPU backends' bodies, the wgpu backend's refusals, and the
+//! [`Stream`] (and so on [`crate::Context`]), the CPU body (the reference) and its cost
+//! class, the GPU kernels, the refusals where a target lacks a math function, and the
 //! property tests, which iterate over [`UnaryOp::ALL`] and [`BinaryOp::ALL`] and take each
 //! op's tolerance and inputs from its columns. A `numeric` entry also needs its exact integer result in the property
 //! tests' independent integer reference (`int_table!` in the facade's
@@ -124,7 +126,7 @@ pub use index::{
     permutation, scatter_add_rows, where_slice, FEISTEL_ROUNDS,
 };
 pub(crate) use op::Bcast;
-pub use op::{CmpOp, Faults, Op, RangeUse, Rhs};
+pub use op::{CmpOp, Faults, Op, RangeUse};
 pub use random::{
     bounded, element_words, philox4x32_10, random_floats, random_integers, seed_key, series,
     Distribution, Series, PHILOX_M, PHILOX_ROUNDS, PHILOX_W,

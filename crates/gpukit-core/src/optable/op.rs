@@ -1,29 +1,17 @@
 //! [`Op`]: one built-in op as a backend receives it, untyped (byte ranges of buffers, the
-//! element type beside it), and the second operand of a binary op ([`Rhs`]).
+//! element type beside it).
 
 use crate::backend::{Backend, BufAt};
 use crate::element::DType;
 use crate::error::Result;
 
-use super::{BinaryOp, Distribution, Gemm, ReduceOp, Scalar, Shape, UnaryOp};
+use super::{Distribution, Gemm, ReduceOp, Scalar, Shape};
 
 /// How a binary op's second operand is laid out against a matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Bcast {
     Row,
     Col,
-}
-
-/// The second operand of a binary [`Op`].
-pub enum Rhs<'a, B: Backend> {
-    /// An array of the output's length.
-    Array(BufAt<'a, B>),
-    /// A row vector of `shape.cols` elements, applied to every row.
-    Row(BufAt<'a, B>),
-    /// A column vector of `shape.rows` elements: row `r` uses element `r`.
-    Col(BufAt<'a, B>),
-    /// One value.
-    Scalar(Scalar),
 }
 
 /// Where an op that indexes with a device array reports an index out of range: the
@@ -128,31 +116,6 @@ impl CmpOp {
 /// [`Op::Cast`]. Element-wise ops whose `src` is `None` run in place: `out` is read and
 /// written. Lengths and shapes are never zero.
 pub enum Op<'a, B: Backend> {
-    /// `out[i] = op(src[i])` over `len` elements.
-    Unary {
-        /// The function.
-        op: UnaryOp,
-        /// The input; `None`: in place.
-        src: Option<BufAt<'a, B>>,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-    },
-    /// `out = op(src, rhs)` over a `shape` matrix (`1 x len` unless `rhs` is a row or column
-    /// vector).
-    Binary {
-        /// The function.
-        op: BinaryOp,
-        /// The first operand; `None`: in place.
-        src: Option<BufAt<'a, B>>,
-        /// The second operand.
-        rhs: Rhs<'a, B>,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// The matrix.
-        shape: Shape,
-    },
     /// A reduction of each row of the `shape` matrix `x` into `out[row]` (an element, or a
     /// `u32` index for the index reductions); a whole array is one row.
     Reduce {
@@ -359,35 +322,12 @@ impl<'a, B: Backend> Op<'a, B> {
                 out.push((at, bytes, use_));
             }
         };
-        // The second operand of an element-wise op on a `shape` matrix.
-        let rhs_range = |rhs: &Rhs<'a, B>, shape: Shape| match *rhs {
-            Rhs::Array(at) => Some((at, area(shape))),
-            Rhs::Row(at) => Some((at, elems(shape.cols))),
-            Rhs::Col(at) => Some((at, elems(shape.rows))),
-            Rhs::Scalar(_) => None,
-        };
         match *self {
-            Op::Unary {
-                src, out: o, len, ..
-            }
-            | Op::Random {
+            Op::Random {
                 src, out: o, len, ..
             } => {
                 add(src, elems(len), Read);
                 add(Some(o), elems(len), Write);
-            }
-            Op::Binary {
-                src,
-                ref rhs,
-                out: o,
-                shape,
-                ..
-            } => {
-                add(src, area(shape), Read);
-                if let Some((at, bytes)) = rhs_range(rhs, shape) {
-                    add(Some(at), bytes, Read);
-                }
-                add(Some(o), area(shape), Write);
             }
             Op::Reduce {
                 op,
@@ -494,8 +434,6 @@ impl<'a, B: Backend> Op<'a, B> {
     /// The op's name, for errors and fault injection.
     pub fn name(&self) -> &'static str {
         match self {
-            Op::Unary { op, .. } => op.name(),
-            Op::Binary { op, .. } => op.name(),
             Op::Reduce { op, .. } => op.name(),
             Op::ReduceCols { op, .. } => op.col_name(),
             Op::Dot { .. } => "dot",
@@ -516,8 +454,6 @@ impl<'a, B: Backend> Op<'a, B> {
     /// Whether only float element types have the op (a backend refuses it on integers).
     pub fn floats_only(&self) -> bool {
         match self {
-            Op::Unary { op, .. } => op.floats_only(),
-            Op::Binary { op, .. } => op.floats_only(),
             Op::Reduce { op, .. } | Op::ReduceCols { op, .. } => *op == ReduceOp::Mean,
             Op::Random { dist, .. } => *dist != Distribution::Integers,
             Op::Softmax { .. } | Op::CrossEntropy { .. } | Op::Gemm { .. } => true,
@@ -537,8 +473,6 @@ impl<'a, B: Backend> Op<'a, B> {
     /// it exists, follow from it (see [`super::MathFn`]).
     pub fn calls_math(&self) -> bool {
         match self {
-            Op::Unary { op, .. } => op.math().is_some(),
-            Op::Binary { op, .. } => op.math().is_some(),
             Op::Softmax { .. } | Op::CrossEntropy { .. } => true,
             Op::Reduce { .. }
             | Op::ReduceCols { .. }
@@ -573,25 +507,6 @@ impl<'a, B: Backend> Op<'a, B> {
     ) -> Result<Op<'b, C>> {
         let opt = |x: Option<BufAt<'a, B>>| x.map(&f).transpose();
         Ok(match *self {
-            Op::Unary { op, src, out, len } => Op::Unary {
-                op,
-                src: opt(src)?,
-                out: f(out)?,
-                len,
-            },
-            Op::Binary {
-                op,
-                src,
-                ref rhs,
-                out,
-                shape,
-            } => Op::Binary {
-                op,
-                src: opt(src)?,
-                rhs: map_rhs(rhs, &f)?,
-                out: f(out)?,
-                shape,
-            },
             Op::Reduce { op, x, shape, out } => Op::Reduce {
                 op,
                 x: f(x)?,
@@ -740,36 +655,12 @@ impl<'a, B: Backend> Op<'a, B> {
     }
 }
 
-/// A second operand on another backend's ranges.
-fn map_rhs<'a, 'b, B: Backend, C: Backend>(
-    rhs: &Rhs<'a, B>,
-    f: &impl Fn(BufAt<'a, B>) -> Result<BufAt<'b, C>>,
-) -> Result<Rhs<'b, C>> {
-    Ok(match *rhs {
-        Rhs::Array(x) => Rhs::Array(f(x)?),
-        Rhs::Row(x) => Rhs::Row(f(x)?),
-        Rhs::Col(x) => Rhs::Col(f(x)?),
-        Rhs::Scalar(s) => Rhs::Scalar(s),
-    })
-}
-
 impl<B: Backend> std::fmt::Debug for Op<'_, B> {
     /// The op's name; ranges are opaque backend handles.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Op")
             .field("name", &self.name())
             .finish_non_exhaustive()
-    }
-}
-
-impl<B: Backend> std::fmt::Debug for Rhs<'_, B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Rhs::Array(_) => f.write_str("Rhs::Array"),
-            Rhs::Row(_) => f.write_str("Rhs::Row"),
-            Rhs::Col(_) => f.write_str("Rhs::Col"),
-            Rhs::Scalar(s) => write!(f, "Rhs::Scalar({s:?})"),
-        }
     }
 }
 

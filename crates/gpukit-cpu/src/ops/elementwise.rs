@@ -7,37 +7,13 @@
 //! [`Src::get`](super::ranges::Src::get) and [`Dst::get`](super::ranges::Dst::get) in the
 //! tasks sound.
 
-use gpukit_core::{
-    BinaryOp, BufAt, DType, DTypeVisitor, Distribution, Float, Numeric, Result, Rhs, RhsSlice,
-    Scalar, Shape, UnaryOp,
-};
+use gpukit_core::{BufAt, DType, DTypeVisitor, Distribution, Float, Numeric, Result, Scalar};
 
 use super::kind::Kind;
 use super::ranges::{done, Dst, Ranges, Src};
 use crate::mem::SendPtr;
 use crate::queue::Task;
 use crate::CpuBackend;
-
-/// `out[i] = op(src[i])` over `len` elements (in place when `src` is `None`).
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn unary<T: Numeric, K: Kind<T>>(
-    op: UnaryOp,
-    src: Option<BufAt<'_, CpuBackend>>,
-    out: BufAt<'_, CpuBackend>,
-    len: usize,
-) -> Task {
-    let mut r = Ranges::default();
-    let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
-    done(r, move || {
-        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
-        // written one overlapping nothing else).
-        let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
-        K::unary(op, s, o);
-    })
-}
 
 /// A random fill of `len` elements into `out`, from `src` for dropout (in place when
 /// `None`).
@@ -63,56 +39,6 @@ pub(super) unsafe fn random<T: Numeric, K: Kind<T>>(
         let (s, o) = unsafe { (s.map(|s| s.get()), o.get()) };
         K::random(dist, key, ab, range, s, o);
     })
-}
-
-/// The second operand of a binary op as a task captures it.
-#[derive(Clone, Copy)]
-enum RhsRange<T> {
-    /// An array of the output's length.
-    Array(Src<T>),
-    /// A row vector of `shape.cols` elements.
-    Row(Src<T>),
-    /// A column vector of `shape.rows` elements.
-    Col(Src<T>),
-    /// One value.
-    Scalar(T),
-}
-
-/// `out = op(src, rhs)` over a `shape` matrix (in place when `src` is `None`).
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn binary<T: Numeric, K: Kind<T>>(
-    op: BinaryOp,
-    src: Option<BufAt<'_, CpuBackend>>,
-    rhs: &Rhs<'_, CpuBackend>,
-    out: BufAt<'_, CpuBackend>,
-    shape: Shape,
-) -> Result<Task> {
-    let len = shape.rows * shape.cols;
-    let mut r = Ranges::default();
-    let (s, o) = (src.map(|s| r.src::<T>(s, len)), r.dst::<T>(out, len));
-    let rhs = match *rhs {
-        Rhs::Array(b) => RhsRange::Array(r.src::<T>(b, len)),
-        Rhs::Row(v) => RhsRange::Row(r.src::<T>(v, shape.cols)),
-        Rhs::Col(v) => RhsRange::Col(r.src::<T>(v, shape.rows)),
-        Rhs::Scalar(v) => RhsRange::Scalar(scalar(v)?),
-    };
-    Ok(done(r, move || {
-        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
-        // written one overlapping nothing else).
-        let (s, o, rhs) = unsafe {
-            let rhs = match rhs {
-                RhsRange::Array(b) => RhsSlice::Array(b.get()),
-                RhsRange::Row(v) => RhsSlice::Row(v.get()),
-                RhsRange::Col(v) => RhsSlice::Col(v.get()),
-                RhsRange::Scalar(v) => RhsSlice::Scalar(v),
-            };
-            (s.map(|s| s.get()), o.get(), rhs)
-        };
-        K::binary(op, s, rhs, shape.cols, o);
-    }))
 }
 
 /// `out[i] = src[i]` converted to `to` (`gpukit_core::cast_slice`); `None` when this build

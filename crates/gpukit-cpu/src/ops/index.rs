@@ -141,8 +141,13 @@ pub(super) unsafe fn permutation(seed: u64, out: BufAt<'_, CpuBackend>, len: usi
     done(r, move || {
         // SAFETY: as above.
         let o = unsafe { o.get() };
-        super::split::pieces(o, 1, super::split::MATH, |start, piece| {
-            optable::permutation(seed, len as u64, start as u64, piece);
-        });
+        gpukit_core::native::split::pieces(
+            o,
+            1,
+            gpukit_core::native::split::MATH,
+            |start, piece| {
+                optable::permutation(seed, len as u64, start as u64, piece);
+            },
+        );
     })
 }

@@ -14,8 +14,6 @@ mod kind;
 mod ranges;
 mod reduce;
 mod rows;
-mod split;
-mod vmath;
 
 use gpukit_core::{DType, DTypeVisitor, Float, Numeric, Op, Result};
 
@@ -67,16 +65,15 @@ const SHORT_ELEMENTS: usize = 16 << 10;
 /// multiply-adds.
 pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
     let elements = match *op {
-        Op::Unary { len, .. } | Op::Dot { len, .. } | Op::Cast { len, .. } => Some(len),
+        Op::Dot { len, .. } | Op::Cast { len, .. } => Some(len),
         Op::CheckIndices { len, .. } => Some(len),
         Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
         Op::OneHot { shape, .. } => shape.len(),
         // Philox costs about as much per element as a math function.
         Op::Random { len, .. } | Op::Permutation { len, .. } => {
-            Some(len.saturating_mul(split::MATH))
+            Some(len.saturating_mul(gpukit_core::native::split::MATH))
         }
-        Op::Binary { shape, .. }
-        | Op::Reduce { shape, .. }
+        Op::Reduce { shape, .. }
         | Op::ReduceCols { shape, .. }
         | Op::Softmax { shape, .. }
         | Op::CrossEntropy { shape, .. } => shape.len(),
@@ -116,14 +113,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
     // holds for all of `op`'s ranges.
     unsafe {
         Ok(match *op {
-            Op::Unary { op, src, out, len } => elementwise::unary::<T, K>(op, src, out, len),
-            Op::Binary {
-                op,
-                src,
-                ref rhs,
-                out,
-                shape,
-            } => elementwise::binary::<T, K>(op, src, rhs, out, shape)?,
             Op::Reduce { op, x, shape, out } => reduce::reduce::<T, K>(op, x, shape, out),
             Op::ReduceCols { op, x, shape, out } => reduce::reduce_cols::<T>(op, x, shape, out),
             Op::Dot { x, y, len, out } => reduce::dot::<T, K>(x, y, len, out),
@@ -199,7 +188,7 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpukit_core::{BufAt, UnaryOp};
+    use gpukit_core::BufAt;
 
     /// The backend runs every element type gpukit-core has: f16 and bf16 exactly when
     /// gpukit-core's `half` feature is on; without it, ops on them and casts to them are
@@ -237,11 +226,11 @@ mod tests {
             ),
             (
                 DType::BF16,
-                Op::Unary {
-                    op: UnaryOp::Exp,
-                    src: None,
-                    out: at,
-                    len: 2,
+                Op::Reduce {
+                    op: gpukit_core::ReduceOp::Sum,
+                    x: at,
+                    shape: gpukit_core::Shape::new(1, 2),
+                    out: hi,
                 },
             ),
         ];

@@ -9,10 +9,12 @@ use gpukit_core::{BufAt, Numeric, ReduceOp, Shape, SUM_CHUNK};
 
 use super::kind::Kind;
 use super::ranges::{done, Ranges};
-use super::split::{each_piece, map_chunks, PIECE, SPLIT_FROM};
 use crate::queue::Task;
-use crate::sum::{self, add_chunk_sums, block_dots, block_sums, ChunkSums, SUM_BLOCK, SUM_LANES};
 use crate::CpuBackend;
+use gpukit_core::native::split::{each_piece, map_chunks, PIECE, SPLIT_FROM};
+use gpukit_core::native::sum::{
+    self, add_chunk_sums, block_dots, block_sums, ChunkSums, SUM_BLOCK, SUM_LANES,
+};
 
 /// A reduction of each row of the `shape` matrix `x` into `out[row]` (a `u32` index for the
 /// index reductions).

@@ -9,9 +9,11 @@ use gpukit_core::{BufAt, Float, Numeric, Shape};
 
 use super::kind::Kind;
 use super::ranges::{done, Ranges};
-use super::split::{each_piece, part, pieces, run_all, Job, MATH, PIECE, SPLIT_FROM, VMATH};
 use crate::queue::Task;
 use crate::CpuBackend;
+use gpukit_core::native::split::{
+    each_piece, part, pieces, run_all, Job, MATH, PIECE, SPLIT_FROM, VMATH,
+};
 
 /// Row-wise softmax or log-softmax of the `shape` matrix (in place when `src` is `None`).
 ///
@@ -77,7 +79,7 @@ pub(super) fn split_softmax<T: Float>(log: bool, src: Option<&[T]>, cols: usize,
     // Rows are independent: split in whole rows, the same bits.
     pieces(out, cols, row_cost::<T>(), |start, o| {
         let s = part(src, start, o.len());
-        if !super::vmath::softmax(log, s, cols, o) {
+        if !gpukit_core::native::vmath::softmax(log, s, cols, o) {
             gpukit_core::softmax_rows(log, s, cols, o)
         }
     });
@@ -130,7 +132,7 @@ fn cross_entropy_rows<T: Float>(
     loss: &mut [T],
     mut grad: Option<&mut [T]>,
 ) {
-    if !super::vmath::cross_entropy(logits, labels, cols, loss, grad.as_deref_mut()) {
+    if !gpukit_core::native::vmath::cross_entropy(logits, labels, cols, loss, grad.as_deref_mut()) {
         gpukit_core::cross_entropy_rows(logits, labels, cols, loss, grad);
     }
 }
@@ -156,7 +158,12 @@ mod tests {
         let m = &y[..rows * cols];
         let (mut split, mut whole) = (vec![0f32; m.len()], vec![0f32; m.len()]);
         split_softmax(true, Some(m), cols, &mut split);
-        assert!(crate::ops::vmath::softmax(true, Some(m), cols, &mut whole));
+        assert!(gpukit_core::native::vmath::softmax(
+            true,
+            Some(m),
+            cols,
+            &mut whole
+        ));
         assert!(split
             .iter()
             .zip(&whole)

@@ -2,7 +2,7 @@
 //! and column operands), random fills and casts, each one kernel run over windows of its operands
 //! so that an array larger than one binding still works.
 
-use gpukit_core::{BinaryOp, BufAt, DType, Distribution, Result, Rhs, Scalar, Shape, UnaryOp};
+use gpukit_core::{BufAt, DType, Distribution, Result, Scalar};
 
 use super::pipeline::{dispatch, pipe, Bind, Pipe};
 use super::{u32_of, unsupported, wt, Target};
@@ -186,72 +186,6 @@ pub(super) fn random(
         [Some(src), None, Some(out)],
         None,
         len as u64,
-        imm,
-    )
-}
-
-/// `out[i] = op(src[i])` over `len` elements (in place when `src` is `None`).
-pub(super) fn unary(
-    at: Target<'_>,
-    op: UnaryOp,
-    src: Option<BufAt<'_, WgpuBackend>>,
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let p = pipe(shared, format!("u_{}_{}", op.name(), t.name()), 3, || {
-        wgsl::unary(op, t)
-    })?;
-    let out = Operand::of(out, t.size());
-    let src = src.map(|s| Operand::of(s, t.size())).unwrap_or(out);
-    let imm = [0u32; field::WORDS];
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [Some(src), None, Some(out)],
-        None,
-        len as u64,
-        imm,
-    )
-}
-
-/// `out = op(src, rhs)` over a `shape` matrix (in place when `src` is `None`).
-pub(super) fn binary(
-    at: Target<'_>,
-    op: BinaryOp,
-    src: Option<BufAt<'_, WgpuBackend>>,
-    rhs: &Rhs<'_, WgpuBackend>,
-    out: BufAt<'_, WgpuBackend>,
-    shape: Shape,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let es = t.size();
-    let p = pipe(shared, format!("b_{}_{}", op.name(), t.name()), 3, || {
-        wgsl::binary(op, t)
-    })?;
-    let out = Operand::of(out, es);
-    let src = src.map(|s| Operand::of(s, es)).unwrap_or(out);
-    let len = (shape.rows as u64) * (shape.cols as u64);
-    let mut imm = [0u32; field::WORDS];
-    imm[field::COLS] = u32_of(shape.cols.max(1) as u64, "a row length")?;
-    let (mode, other, vector) = match *rhs {
-        Rhs::Array(r) => (0, Some(Operand::of(r, es)), None),
-        Rhs::Row(r) => (1, None, Some((Operand::of(r, es), shape.cols as u64))),
-        Rhs::Col(r) => (2, None, Some((Operand::of(r, es), shape.rows as u64))),
-        Rhs::Scalar(s) => {
-            set_scalar(&mut imm, t, 0, scalar_bits(s, t));
-            (3, None, None)
-        }
-    };
-    imm[field::MODE] = mode;
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [Some(src), other, Some(out)],
-        vector,
-        len,
         imm,
     )
 }

@@ -88,14 +88,6 @@ pub(crate) fn op(
     }
     let at = Target { shared, stream, t };
     match *op {
-        Op::Unary { op, src, out, len } => elementwise::unary(at, op, src, out, len),
-        Op::Binary {
-            op,
-            src,
-            ref rhs,
-            out,
-            shape,
-        } => elementwise::binary(at, op, src, rhs, out, shape),
         Op::Cast { to, src, out, len } => elementwise::cast(at, to, src, out, len),
         Op::Reduce { op, x, shape, out } => reduce::reduce(at, op, x, shape, out),
         Op::Dot { x, y, len, out } => reduce::dot(at, x, y, len, out),

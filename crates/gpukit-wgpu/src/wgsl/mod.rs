@@ -19,7 +19,7 @@ mod types;
 
 pub(crate) use cast::cast;
 pub(crate) use copy::copy_bytes;
-pub(crate) use elementwise::{binary, unary};
+
 pub(crate) use gemm::gemm;
 pub(crate) use index::{check_indices, col_reduce, one_hot, permutation, rows_by_index};
 pub(crate) use random::{dist_mode, random};

@@ -112,19 +112,6 @@ impl WgslType {
         matches!(self, WgslType::F32 | WgslType::F16 | WgslType::BF16)
     }
 
-    /// The compute type, in the kernel language.
-    pub(super) fn compute_ty(self) -> gpukit_kernel::ir::Ty {
-        use gpukit_kernel::ir::Ty;
-        match self {
-            WgslType::F32 | WgslType::F16 | WgslType::BF16 => Ty::F32,
-            WgslType::U8 | WgslType::U32 => Ty::U32,
-            WgslType::I8 | WgslType::I32 => Ty::I32,
-            WgslType::F64 => Ty::F64,
-            WgslType::I64 => Ty::I64,
-            WgslType::U64 => Ty::U64,
-        }
-    }
-
     /// The compute type.
     pub(super) fn compute(self) -> &'static str {
         match self {

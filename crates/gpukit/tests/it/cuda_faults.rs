@@ -81,7 +81,7 @@ fn allocations_the_driver_refuses_are_typed_errors() {
 fn a_faulting_kernel_poisons_the_context_and_says_why() {
     with_faults(
         "a_faulting_kernel_poisons_the_context_and_says_why",
-        &[("GPUKIT_CUDA_EMU_FAULT_KERNEL", "b_add")],
+        &[("GPUKIT_CUDA_EMU_FAULT_KERNEL", "binary_add")],
         || {
             let ctx = cuda()?;
             let a = ctx.alloc_upload(&[1.0f32; 64])?;

@@ -6,20 +6,20 @@
 //! rayon's machinery: written generically per op and element type, rayon's join and job
 //! code was instantiated for each, most of this crate's machine code and build time.
 
-use gpukit_core::{MathFn, Numeric, RhsSlice};
+use crate::{MathFn, Numeric, RhsSlice};
 use rayon::prelude::*;
 
 /// One piece of a split op.
-pub(crate) type Job<'a> = Box<dyn FnOnce() + Send + 'a>;
+pub type Job<'a> = Box<dyn FnOnce() + Send + 'a>;
 
 /// Runs `jobs` across rayon's pool; returns once every one has run.
-pub(crate) fn run_all(jobs: Vec<Job<'_>>) {
+pub fn run_all(jobs: Vec<Job<'_>>) {
     jobs.into_par_iter().for_each(|job| job());
 }
 
 /// `f(k, chunk)` for each `chunk`-sized piece of `x` (the last may be shorter), run across
 /// the cores, the results in order.
-pub(crate) fn map_chunks<T: Sync, R: Send>(
+pub fn map_chunks<T: Sync, R: Send>(
     x: &[T],
     chunk: usize,
     f: impl Fn(usize, &[T]) -> R + Sync,
@@ -40,7 +40,7 @@ pub(crate) fn map_chunks<T: Sync, R: Send>(
 
 /// `f(k, piece)` for each `per`-sized piece of `out` (the last may be shorter), run across
 /// the cores.
-pub(crate) fn each_piece<T: Send>(out: &mut [T], per: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+pub fn each_piece<T: Send>(out: &mut [T], per: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     let f = &f;
     run_all(
         out.chunks_mut(per)
@@ -52,22 +52,22 @@ pub(crate) fn each_piece<T: Send>(out: &mut [T], per: usize, f: impl Fn(usize, &
 
 /// Elements from which an element-wise op is split across the machine's cores (rayon's
 /// pool, shared by every stream); smaller ones run whole on the stream's worker.
-pub(crate) const SPLIT_FROM: usize = 1 << 20;
+pub const SPLIT_FROM: usize = 1 << 20;
 /// Elements per piece of a split op (rounded down to whole rows).
-pub(crate) const PIECE: usize = 1 << 16;
+pub const PIECE: usize = 1 << 16;
 /// The work of an element-wise op per element, in units of a memory-bound one (`add`): an
 /// op calling the math library per element (`exp`, `tanh`, `pow`, softmax, ...) takes
 /// about 3-4 ns per element here against a fraction of a nanosecond, so it is split from
 /// [`SPLIT_FROM`] / `MATH` elements, in pieces of [`PIECE`] / `MATH`.
-pub(crate) const MATH: usize = 16;
+pub const MATH: usize = 16;
 /// The work per element of an f32 op run through the vectorised math (`ops::vmath`: `exp`,
 /// `tanh`, ..., softmax), in the same units: 0.4-0.8 ns an element on one core here, about
 /// four times `add`'s (the exceptions, `softplus` and `pow`, keep [`MATH`]).
-pub(crate) const VMATH: usize = 4;
+pub const VMATH: usize = 4;
 
 /// The work per element of an op whose `math` column is `math`: [`MATH`] when it calls the
 /// math library, else 1.
-pub(crate) fn work(math: Option<MathFn>) -> usize {
+pub fn work(math: Option<MathFn>) -> usize {
     if math.is_some() {
         MATH
     } else {
@@ -80,12 +80,7 @@ pub(crate) fn work(math: Option<MathFn>) -> usize {
 /// once over all of it. For element-wise work, whose every output depends only on inputs at
 /// its own index (and its row's broadcast vector), the result is the same bits however it
 /// is split.
-pub(crate) fn pieces<T: Send>(
-    out: &mut [T],
-    row: usize,
-    work: usize,
-    f: impl Fn(usize, &mut [T]) + Sync,
-) {
+pub fn pieces<T: Send>(out: &mut [T], row: usize, work: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     if out.len().saturating_mul(work) < SPLIT_FROM {
         return f(0, out);
     }
@@ -94,14 +89,14 @@ pub(crate) fn pieces<T: Send>(
 }
 
 /// `src[start..start + len]`, for the piece of a split op.
-pub(crate) fn part<T>(src: Option<&[T]>, start: usize, len: usize) -> Option<&[T]> {
+pub fn part<T>(src: Option<&[T]>, start: usize, len: usize) -> Option<&[T]> {
     src.map(|s| &s[start..start + len])
 }
 
 /// A binary op over `out` (`rows x cols`), split by [`pieces`] into whole rows for a row or
 /// column vector (anywhere for an array or a scalar), each piece given its part of the
 /// operands.
-pub(crate) fn binary_pieces<T: Numeric>(
+pub fn binary_pieces<T: Numeric>(
     src: Option<&[T]>,
     rhs: RhsSlice<'_, T>,
     cols: usize,

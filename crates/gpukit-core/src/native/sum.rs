@@ -1,7 +1,7 @@
-//! Float sums in gpukit-core's order, fast: [`gpukit_core::SUM_CHUNK`] and
-//! [`gpukit_core::SUM_PARTIALS`] define the order (each chunk of that many elements added in
+//! Float sums in gpukit-core's order, fast: [`crate::SUM_CHUNK`] and
+//! [`crate::SUM_PARTIALS`] define the order (each chunk of that many elements added in
 //! 32 interleaved partial sums, then the chunks' sums in order) and
-//! [`gpukit_core::ordered_sum`] writes it out; this module computes the same bits on the
+//! [`crate::ordered_sum`] writes it out; this module computes the same bits on the
 //! widest vectors the CPU has.
 //!
 //! A chunk's partials are independent chains, which [`chunk_sum`] and [`chunk_dot`] run as
@@ -11,20 +11,18 @@
 //! ([`block_sums`], [`add_chunk_sums`]). None of it changes a bit of the result, which the
 //! tests check against gpukit-core's definition.
 
-use gpukit_core::{
-    add_to_partials, chunk_dot_of, combine_partials, Numeric, SUM_CHUNK, SUM_PARTIALS,
-};
+use crate::{add_to_partials, chunk_dot_of, combine_partials, Numeric, SUM_CHUNK, SUM_PARTIALS};
 
 /// Chunks per block of [`block_sums`] (and rows per group of the row-wise sums on several
 /// cores).
-pub(crate) const SUM_LANES: usize = 4;
+pub const SUM_LANES: usize = 4;
 
 /// Elements per block of [`block_sums`] and [`block_dots`]: [`SUM_LANES`] chunks.
-pub(crate) const SUM_BLOCK: usize = SUM_LANES * SUM_CHUNK;
+pub const SUM_BLOCK: usize = SUM_LANES * SUM_CHUNK;
 
-/// [`gpukit_core::ordered_sum`]: the f64 sum of `xs` in the order [`SUM_CHUNK`] defines
+/// [`crate::ordered_sum`]: the f64 sum of `xs` in the order [`SUM_CHUNK`] defines
 /// (`-0.0` when empty).
-pub(crate) fn ordered_sum<T: Numeric>(xs: &[T]) -> f64 {
+pub fn ordered_sum<T: Numeric>(xs: &[T]) -> f64 {
     if xs.is_empty() {
         return -0.0;
     }
@@ -33,7 +31,7 @@ pub(crate) fn ordered_sum<T: Numeric>(xs: &[T]) -> f64 {
 
 /// The f64 sum of the products of `xs` and `ys` (their common length) in the order
 /// [`SUM_CHUNK`] defines (`-0.0` when empty): the value `Numeric::dot` rounds.
-pub(crate) fn ordered_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
+pub fn ordered_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
     let n = xs.len().min(ys.len());
     if n == 0 {
         return -0.0;
@@ -45,13 +43,13 @@ pub(crate) fn ordered_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
 /// The sums of the (at most [`SUM_LANES`]) chunks of one block, the block being the `k`th
 /// [`SUM_BLOCK`] elements of an input: so the chunks' sums of a whole input are its blocks'
 /// sums in order, which several cores can compute at once.
-pub(crate) fn block_sums<T: Numeric>(block: &[T]) -> ChunkSums {
+pub fn block_sums<T: Numeric>(block: &[T]) -> ChunkSums {
     debug_assert!(block.len() <= SUM_BLOCK);
     ChunkSums::each(block.chunks(SUM_CHUNK).map(chunk_sum))
 }
 
 /// [`block_sums`] of the products of two blocks of equal length.
-pub(crate) fn block_dots<T: Numeric>(xs: &[T], ys: &[T]) -> ChunkSums {
+pub fn block_dots<T: Numeric>(xs: &[T], ys: &[T]) -> ChunkSums {
     debug_assert!(xs.len() == ys.len() && xs.len() <= SUM_BLOCK);
     ChunkSums::each(
         xs.chunks(SUM_CHUNK)
@@ -62,7 +60,7 @@ pub(crate) fn block_dots<T: Numeric>(xs: &[T], ys: &[T]) -> ChunkSums {
 
 /// The sums of one block's chunks, in order (an iterator over at most [`SUM_LANES`] f64s).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ChunkSums {
+pub struct ChunkSums {
     sums: [f64; SUM_LANES],
     len: usize,
 }
@@ -91,20 +89,20 @@ impl IntoIterator for ChunkSums {
 }
 
 /// Adds up the sums of consecutive chunks in order (`0.0` when there are none).
-pub(crate) fn add_chunk_sums(sums: impl IntoIterator<Item = f64>) -> f64 {
+pub fn add_chunk_sums(sums: impl IntoIterator<Item = f64>) -> f64 {
     sums.into_iter().reduce(|a, b| a + b).unwrap_or(0.0)
 }
 
-/// `gpukit_core::chunk_sum_of` on the widest vectors the CPU has ([`add_partials`]).
-pub(crate) fn chunk_sum<T: Numeric>(xs: &[T]) -> f64 {
+/// `crate::chunk_sum_of` on the widest vectors the CPU has ([`add_partials`]).
+pub fn chunk_sum<T: Numeric>(xs: &[T]) -> f64 {
     let mut p = [-0.0f64; SUM_PARTIALS];
     add_partials(&mut p, xs);
     combine_partials(p)
 }
 
-/// `gpukit_core::add_to_partials` on the widest vectors the CPU has (SSE2, AVX2 or
+/// `crate::add_to_partials` on the widest vectors the CPU has (SSE2, AVX2 or
 /// AVX-512, chosen at run time: the same additions in the same order on every path).
-pub(crate) fn add_partials<T: Numeric>(p: &mut [f64; SUM_PARTIALS], xs: &[T]) {
+pub fn add_partials<T: Numeric>(p: &mut [f64; SUM_PARTIALS], xs: &[T]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
@@ -119,8 +117,8 @@ pub(crate) fn add_partials<T: Numeric>(p: &mut [f64; SUM_PARTIALS], xs: &[T]) {
     add_to_partials(p, xs)
 }
 
-/// `gpukit_core::chunk_dot_of`, dispatched as [`chunk_sum`].
-pub(crate) fn chunk_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
+/// `crate::chunk_dot_of`, dispatched as [`chunk_sum`].
+pub fn chunk_dot<T: Numeric>(xs: &[T], ys: &[T]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
@@ -202,8 +200,8 @@ mod tests {
                 -mag * (x >> 13) as f64 / (1u64 << 51) as f64
             }
         };
-        let defined = |terms: &[f64]| gpukit_core::ordered_sum(terms);
-        let defined_f32 = |terms: &[f32]| gpukit_core::ordered_sum(terms);
+        let defined = |terms: &[f64]| crate::ordered_sum(terms);
+        let defined_f32 = |terms: &[f32]| crate::ordered_sum(terms);
         let (c, b) = (SUM_CHUNK, SUM_BLOCK);
         let longest = if cfg!(miri) { 200 } else { 2 * b + 3 * c + 5 };
         // A full block (a short input under Miri).

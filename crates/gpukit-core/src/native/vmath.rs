@@ -22,7 +22,7 @@
 //! - `log1p x`: `ln(u) - ((u - 1) - x) / u` with `u = 1 + x`, which corrects the rounding of
 //!   `u` (and `x` itself where `u` rounds to 1).
 //! - `tanh x`: an odd polynomial below `|x| = 0.625`, `1 - 2 / (e^2|x| + 1)` above.
-//! - the activations and the row-wise ops: the table's formulas (`gpukit_core::optable`)
+//! - the activations and the row-wise ops: the table's formulas (`crate::optable`)
 //!   on these.
 //!
 //! No fused multiply-add is used (Rust never contracts `a * b + c`), so the bits are the
@@ -37,11 +37,11 @@
 //! one of their values); `pow` and the row-wise ops on them, and everything on f64, keep
 //! the table's bodies.
 
-use gpukit_core::{BinaryOp, DType, Float, RhsSlice, UnaryOp};
+use crate::{BinaryOp, DType, Float, RhsSlice, UnaryOp};
 
 /// Runs `op` on f32 with the vectorised code where there is one; returns whether it did
 /// (else the caller runs the table's scalar body).
-pub(crate) fn unary<T: Float>(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) -> bool {
+pub fn unary<T: Float>(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) -> bool {
     let Some(map) = unary_body(op) else {
         return false;
     };
@@ -73,7 +73,7 @@ fn sixteen_bits<T: Float>(map: Map, src: Option<&[T]>, out: &mut [T]) {
         DType::BF16 => blocks16(map, src, out, bf16_to_f32, f32_to_bf16),
         #[cfg(feature = "half")]
         DType::F16 => {
-            use gpukit_core::half::f16;
+            use crate::half::f16;
             blocks16(
                 map,
                 src,
@@ -135,7 +135,7 @@ fn f32_to_bf16(v: f32) -> u16 {
 /// Whether [`unary`] runs `op` on `T` at a few times `add`'s cost per element (f32 through
 /// a vectorised body; not `softplus`, two math functions, nor the 16-bit types, whose
 /// conversions cost as much again): the split weight `VMATH` rather than `MATH`.
-pub(crate) fn cheap<T: Float>(op: UnaryOp) -> bool {
+pub fn cheap<T: Float>(op: UnaryOp) -> bool {
     T::DTYPE == DType::F32 && op != UnaryOp::Softplus && unary_body(op).is_some()
 }
 
@@ -183,11 +183,11 @@ fn f32s_mut<T: Float>(s: &mut [T]) -> Option<&mut [f32]> {
 }
 
 /// Softmax or log-softmax over rows of `cols` on f32 with the vectorised `exp`, the table's
-/// semantics otherwise (`gpukit_core::softmax_rows`: the row's maximum `m` ignoring NaNs,
+/// semantics otherwise (`crate::softmax_rows`: the row's maximum `m` ignoring NaNs,
 /// `d_j = x_j - m` in f32, `e_j = exp(d_j)`, their sum `s` in f64 ([`sum`]'s order);
 /// softmax `e_j (1 / s)` and log-softmax `d_j - ln(s)` in f64, rounded once); returns whether it
 /// ran (f32 only).
-pub(crate) fn softmax<T: Float>(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) -> bool {
+pub fn softmax<T: Float>(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) -> bool {
     let Some((src, out)) = as_f32(src, out) else {
         return false;
     };
@@ -215,10 +215,10 @@ pub(crate) fn softmax<T: Float>(log: bool, src: Option<&[T]>, cols: usize, out: 
 }
 
 /// Cross-entropy over rows of `cols` f32 logits with the vectorised `exp`, the table's
-/// semantics otherwise (`gpukit_core::cross_entropy_rows`: `loss = ln(s) - (x_l - m)` and
+/// semantics otherwise (`crate::cross_entropy_rows`: `loss = ln(s) - (x_l - m)` and
 /// `grad_j = e_j (1 / s) - [j == l]` in f64, rounded once; a label `>= cols` gives NaNs); returns
 /// whether it ran (f32 only).
-pub(crate) fn cross_entropy<T: Float>(
+pub fn cross_entropy<T: Float>(
     logits: &[T],
     labels: &[u32],
     cols: usize,
@@ -287,24 +287,24 @@ fn shift(src: Option<&[f32]>, m: f32, out: &mut [f32]) {
 }
 
 /// The f64 sum of a row's values in gpukit-core's order of a chunk's sum (32 interleaved
-/// partials, `gpukit_core::chunk_sum_of`), whatever the row's length: the same order whether
+/// partials, `crate::chunk_sum_of`), whatever the row's length: the same order whether
 /// the values are stored ([`sum`]) or made a buffer at a time ([`exp_sum`]).
 fn sum(v: &[f32]) -> f64 {
-    crate::sum::chunk_sum(v)
+    super::sum::chunk_sum(v)
 }
 
 /// `sum(exp(x_j - m))` in [`sum`]'s order, the exps made a stack buffer at a time (a
 /// multiple of the partials' count, so each exp meets the partial it would whole).
 fn exp_sum(x: &[f32], m: f32) -> f64 {
-    let mut buf = [0.0f32; 8 * gpukit_core::SUM_PARTIALS];
-    let mut p = [-0.0f64; gpukit_core::SUM_PARTIALS];
+    let mut buf = [0.0f32; 8 * crate::SUM_PARTIALS];
+    let mut p = [-0.0f64; crate::SUM_PARTIALS];
     for c in x.chunks(buf.len()) {
         let b = &mut buf[..c.len()];
         shift(Some(c), m, b);
         exp_f32(None, b);
-        crate::sum::add_partials(&mut p, b);
+        super::sum::add_partials(&mut p, b);
     }
-    gpukit_core::combine_partials(p)
+    crate::combine_partials(p)
 }
 
 /// An element-wise f32 body the loops below vectorise.
@@ -379,8 +379,8 @@ impl Body for Silu {
 impl Body for Gelu {
     #[inline(always)]
     fn f(x: f32) -> f32 {
-        const SCALE: f32 = gpukit_core::optable::GELU_SCALE as f32;
-        const CUBIC: f32 = gpukit_core::optable::GELU_CUBIC as f32;
+        const SCALE: f32 = crate::optable::GELU_SCALE as f32;
+        const CUBIC: f32 = crate::optable::GELU_CUBIC as f32;
         // The table's rounding of `u`, step by step.
         let u = SCALE * (x + CUBIC * x * x * x);
         gate(x, -(u.abs() + u.abs()))
@@ -412,7 +412,7 @@ fn gate(x: f32, a: f32) -> f32 {
 }
 
 /// `map_f32` for `e^x`, also used by the row-wise ops.
-pub(crate) fn exp_f32(src: Option<&[f32]>, out: &mut [f32]) {
+pub fn exp_f32(src: Option<&[f32]>, out: &mut [f32]) {
     map_f32::<Exp>(src, out);
 }
 
@@ -594,7 +594,7 @@ fn tanh1(x: f32) -> f32 {
 /// Runs `op` on f32 with the vectorised code where there is one (`pow`); returns whether
 /// it did (else the caller runs the table's scalar body). The operands as the table's
 /// `map_float` takes them.
-pub(crate) fn binary<T: Float>(
+pub fn binary<T: Float>(
     op: BinaryOp,
     src: Option<&[T]>,
     rhs: RhsSlice<'_, T>,
@@ -1001,7 +1001,7 @@ mod tests {
         };
         for log in [false, true] {
             let mut want = vec![0.0f32; x.len()];
-            gpukit_core::softmax_rows(log, Some(&x), cols, &mut want);
+            crate::softmax_rows(log, Some(&x), cols, &mut want);
             let mut got = vec![0.0f32; x.len()];
             assert!(softmax(log, Some(&x), cols, &mut got));
             let mut inplace = x.clone();
@@ -1019,7 +1019,7 @@ mod tests {
         let rows = x.len() / cols;
         let labels: Vec<u32> = (0..rows as u32).map(|r| (r * 11) % 40).collect();
         let (mut lw, mut gw) = (vec![0.0f32; rows], vec![0.0f32; x.len()]);
-        gpukit_core::cross_entropy_rows(&x, &labels, cols, &mut lw, Some(&mut gw));
+        crate::cross_entropy_rows(&x, &labels, cols, &mut lw, Some(&mut gw));
         let (mut l, mut g, mut l2) = (vec![0.0f32; rows], vec![0.0f32; x.len()], vec![0.0; rows]);
         assert!(cross_entropy(&x, &labels, cols, &mut l, Some(&mut g)));
         assert!(cross_entropy(&x, &labels, cols, &mut l2, None));
@@ -1176,7 +1176,7 @@ mod tests {
     #[cfg(feature = "half")]
     #[test]
     fn sixteen_bit_floats_follow_the_table() {
-        use gpukit_core::half::{bf16, f16};
+        use crate::half::{bf16, f16};
         fn check<T: Float>(from_bits: impl Fn(u16) -> T, bits: impl Fn(T) -> u16) {
             let xs: Vec<T> = (0..=u16::MAX).map(&from_bits).collect();
             for op in VECTORISED {
