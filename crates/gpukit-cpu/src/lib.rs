@@ -188,6 +188,8 @@ pub struct CpuKernel {
     /// A bounds-checked kernel's arity: its launches pass it the signature's arguments, the
     /// tag and the fault record, not the arrays' lengths (the slices carry them).
     checked_arity: Option<usize>,
+    /// A built-in op's native body (`KernelDesc::native`): short on small arrays.
+    native: bool,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -324,7 +326,8 @@ impl CpuBackend {
     }
 
     /// [`CpuBackend::push`] for a short task (a copy of at most [`SHORT_COPY`] bytes, an op
-    /// that [`ops::is_short`]): run in place on the calling thread when the stream is idle.
+    /// that [`ops::is_short`], a native body on arrays of at most [`SHORT_LAUNCH`] bytes):
+    /// run in place on the calling thread when the stream is idle.
     fn push_short(
         &self,
         stream: &CpuStream,
@@ -347,6 +350,10 @@ impl CpuBackend {
 /// most a few tens of microseconds of `memcpy`, about what handing it to a parked worker
 /// costs, and the copy then runs on the core whose caches hold the source.
 const SHORT_COPY: usize = 1 << 20;
+
+/// Bytes of its largest array up to which a built-in op's native body is short (see
+/// [`CpuBackend::push_short`]): the 16 Ki f32 elements of a short op.
+const SHORT_LAUNCH: usize = 64 << 10;
 
 /// A launch's arguments as its CPU closure receives them, carried to the stream's worker.
 struct LaunchArgs([RawArg; MAX_KERNEL_ARGS + 2]);
@@ -642,6 +649,7 @@ impl Backend for CpuBackend {
                 name: desc.name.as_str().into(),
                 f: f.clone(),
                 checked_arity: desc.checked.as_ref().map(|c| c.arity),
+                native: desc.native,
             }),
             None => Err(CpuError::NoCpuKernel {
                 kernel: desc.name.clone(),
@@ -709,9 +717,13 @@ impl Backend for CpuBackend {
                 KernelArg::Scalar { bytes, .. } => RawArg::Scalar(*bytes),
             };
         }
-        // The buffers as the signature marks them (the checker's declaration).
+        // The buffers as the signature marks them (the checker's declaration), without a
+        // checked launch's fault record, which every launch claims atomically and nothing
+        // orders.
+        let record = usize::from(matches!(kernel.checked_arity, Some(a) if args.len() >= a + 2));
         let accesses = || {
-            args.iter()
+            args[..args.len() - record]
+                .iter()
                 .filter_map(|a| match a {
                     KernelArg::Buffer {
                         at: Some(at),
@@ -726,9 +738,16 @@ impl Backend for CpuBackend {
                 })
                 .collect()
         };
+        // A built-in op's native body on small arrays runs in place when the stream is idle,
+        // as a short op does.
+        let short = kernel.native
+            && args.iter().all(|a| match a {
+                KernelArg::Buffer { bytes, .. } => *bytes <= SHORT_LAUNCH,
+                KernelArg::Scalar { .. } => true,
+            });
         // A `u8` count (at most 10): the task's closure fits its inline storage.
         let (f, name, cfg, n) = (kernel.f.clone(), kernel.name.clone(), *cfg, n as u8);
-        self.push(
+        self.push_short(
             stream,
             Task::new(move || {
                 let _keep = &keep;
@@ -746,6 +765,7 @@ impl Backend for CpuBackend {
                     .into()),
                 }
             }),
+            short,
             accesses,
         )
     }

@@ -52,6 +52,11 @@ pub struct KernelDesc {
     /// arguments of the checked convention ([`CheckedAbi`]), and its code (GPU and CPU) checks
     /// every access against the lengths given.
     pub checked: Option<CheckedAbi>,
+    /// Set when `cpu` is a built-in op's native body: one call over the whole launch whose
+    /// work grows with its arrays' sizes, so that a backend running it may treat a launch on
+    /// small arrays as a short task (the CPU backend runs it on the calling thread when the
+    /// stream is idle).
+    pub native: bool,
 }
 
 impl std::fmt::Debug for KernelDesc {
@@ -62,6 +67,7 @@ impl std::fmt::Debug for KernelDesc {
             .field("wgsl", &self.wgsl.is_some())
             .field("cpu", &self.cpu.is_some())
             .field("checked", &self.checked.is_some())
+            .field("native", &self.native)
             .finish()
     }
 }

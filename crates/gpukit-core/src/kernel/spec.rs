@@ -48,6 +48,7 @@ impl<S: KernelSig> KernelSpec<S> {
                 wgsl_without_subgroups: None,
                 cpu: None,
                 checked: None,
+                native: false,
             },
             unchecked: None,
             _s: PhantomData,
@@ -202,6 +203,7 @@ impl<S: KernelSig> KernelSpec<S> {
             Ok(())
         });
         self.desc.cpu = Some(erased);
+        self.desc.native = true;
         self
     }
 
