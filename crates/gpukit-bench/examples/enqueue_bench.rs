@@ -365,7 +365,7 @@ fn run() -> Res {
     .into_iter()
     .map(|(way, ns)| Record {
         backend: "cpu",
-        name: format!("add_f32_{n} via {way} vs Backend::op"),
+        name: format!("add_f32_{n} via {way} vs Backend::launch"),
         ratio: median_or_nan(ns.iter().zip(&raw).map(|(o, b)| o / b).collect()),
         ours_ns: median_or_nan(ns),
         baseline_ns: baseline,
@@ -375,7 +375,7 @@ fn run() -> Res {
         "enqueue_bench: cpu backend, {} ops of add over {n} f32 queued behind a gate, medians of {} rounds",
         args.ops, args.rounds
     );
-    println!("  Backend::op (baseline)  {baseline:8.0} ns per op");
+    println!("  Backend::launch (base) {baseline:8.0} ns per op");
     for r in &records {
         let verdict = if r.ratio <= 1.3 { "holds" } else { "MISSED" };
         println!(
@@ -383,7 +383,7 @@ fn run() -> Res {
             r.name
                 .split(" via ")
                 .nth(1)
-                .and_then(|w| w.strip_suffix(" vs Backend::op"))
+                .and_then(|w| w.strip_suffix(" vs Backend::launch"))
                 .unwrap_or(&r.name),
             r.ours_ns,
             r.ratio

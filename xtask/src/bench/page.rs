@@ -531,9 +531,9 @@ const SECTIONS: &[Section] = &[
         about: "The host's nanoseconds to queue a built-in op on the CPU backend behind a \
                 gate (so only the enqueue is timed): through the facade (one stream, and \
                 two, where each op also records the event that orders other streams), \
-                through gpukit-core without the facade, and, as the baseline, `Backend::op` \
-                called directly, which builds the same task and pushes it onto the same \
-                kind of queue. The ratio is the median of each round's ratio to the \
+                through gpukit-core without the facade, and, as the baseline, `Backend::launch` \
+                of an add kernel called directly, which builds a task and pushes it onto \
+                the same kind of queue. The ratio is the median of each round's ratio to the \
                 baseline's round beside it.",
         reports: &[("enqueue_bench", "CPU backend")],
         corner: "way",

@@ -184,7 +184,7 @@ fn f32s_mut<T: Float>(s: &mut [T]) -> Option<&mut [f32]> {
 
 /// Softmax or log-softmax over rows of `cols` on f32 with the vectorised `exp`, the table's
 /// semantics otherwise (`crate::softmax_rows`: the row's maximum `m` ignoring NaNs,
-/// `d_j = x_j - m` in f32, `e_j = exp(d_j)`, their sum `s` in f64 ([`sum`]'s order);
+/// `d_j = x_j - m` in f32, `e_j = exp(d_j)`, their sum `s` in f64 (the order of a chunk's sum);
 /// softmax `e_j (1 / s)` and log-softmax `d_j - ln(s)` in f64, rounded once); returns whether it
 /// ran (f32 only).
 pub fn softmax<T: Float>(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) -> bool {

@@ -422,12 +422,15 @@ impl<B: Backend> Stream<B> {
         // Windows of whole rows for a vector operand (the kernel indexes it by the
         // element's position in its window).
         let row = if mode == 0 { 1 } else { shape.cols };
-        let cols = u32::try_from(shape.cols).map_err(|_| Error::Unsupported {
-            backend: self.backend().name(),
-            what: format!(
-                "`{call}` broadcasting over rows of {} elements (at most 2^32 - 1)",
-                shape.cols
-            ),
+        // The kernel reads `cols` for a vector operand only.
+        let cols = u32::try_from(if mode == 0 { 1 } else { shape.cols }).map_err(|_| {
+            Error::Unsupported {
+                backend: self.backend().name(),
+                what: format!(
+                    "`{call}` broadcasting over rows of {} elements (at most 2^32 - 1)",
+                    shape.cols
+                ),
+            }
         })?;
         let per = self.windows(len, size).next().map_or(len, |(_, n)| n);
         if per < row {

@@ -468,9 +468,9 @@ impl<'a, B: Backend> Op<'a, B> {
     }
 
     /// Whether the op calls the platform's math functions (`exp`, `log`, `tanh`, `pow`) per
-    /// element: the table's `math` column for the element-wise ops ([`UnaryOp::math`],
-    /// [`BinaryOp::math`]); softmax and cross-entropy always. What such an op costs, and where
-    /// it exists, follow from it (see [`super::MathFn`]).
+    /// element: softmax and cross-entropy (the element-wise ops, kernels now, have the
+    /// table's `math` column, [`super::UnaryOp::math`]). What such an op costs, and where it
+    /// exists, follow from it (see [`super::MathFn`]).
     pub fn calls_math(&self) -> bool {
         match self {
             Op::Softmax { .. } | Op::CrossEntropy { .. } => true,
