@@ -52,12 +52,14 @@ fn counters_count_each_kind_and_live_objects() {
     let mut b = ctx.alloc_zeros::<f32>(2).unwrap();
     ctx.add(&a, &a, &mut b).unwrap();
     let st = probe.stats();
-    assert_eq!(st.allocs, 2);
+    // The two arrays and the context's fault record, allocated when it loaded its first
+    // kernel (the add's).
+    assert_eq!(st.allocs, 3);
     assert_eq!(st.copies, 1, "alloc_upload copies once");
     assert_eq!(st.ops, 1);
     assert_eq!(st.any, st.allocs + st.copies + st.ops + st.events);
-    assert_eq!(st.live_buffers, 2);
-    assert_eq!(ctx.backend().fault_stats().live_buffers, 2);
+    assert_eq!(st.live_buffers, 3);
+    assert_eq!(ctx.backend().fault_stats().live_buffers, 3);
     let h = ctx.alloc_host::<f32>(8, HostUse::Download).unwrap();
     assert_eq!(probe.stats().live_host, 1);
     drop(h);
@@ -71,14 +73,17 @@ fn counters_count_each_kind_and_live_objects() {
     let st = probe.stats();
     assert_eq!(
         (st.live_buffers, st.live_streams),
-        (2, 1),
-        "the device pool keeps both"
+        (3, 1),
+        "the device pool keeps both arrays' blocks, the context its fault record"
     );
     ctx.trim().unwrap();
     let st = probe.stats();
-    assert_eq!((st.live_buffers, st.live_streams, st.injected), (0, 1, 0));
+    assert_eq!((st.live_buffers, st.live_streams, st.injected), (1, 1, 0));
     drop(ctx);
-    assert_eq!(probe.stats().live_streams, 0);
+    assert_eq!(
+        (probe.stats().live_buffers, probe.stats().live_streams),
+        (0, 0)
+    );
 }
 
 #[test]
@@ -134,7 +139,8 @@ fn an_alloc_fault_is_out_of_memory_and_only_the_nth_fails() {
 fn copy_op_and_event_faults_fail_synchronously_and_leave_outputs_untouched() {
     for (kind, nth, call) in [
         (FaultKind::Copy, 2, "copy_h2d"),
-        (FaultKind::Op, 1, "add"),
+        // `add` is a kernel: the backend call that fails is its launch.
+        (FaultKind::Op, 1, "launch"),
         (FaultKind::Event, 1, "record_event"),
     ] {
         let (ctx, probe) = faulty_context(None);
@@ -579,14 +585,19 @@ fn run_program(plan: Option<FaultPlan>) -> Outcome {
             outcome.failed.as_ref().map(|f| f.0)
         );
     }
+    // The context's fault record lives from its first kernel to its end: make sure it
+    // exists (a built-in op is a kernel), whatever the program ran before its fault.
+    probe.disarm();
+    p.ctx.fill(&mut p.ctx.alloc::<u8>(4).unwrap(), 0).unwrap();
+    p.ctx.sync().unwrap();
     // Blocks of the dropped arrays are cached by the device pool: trim them first.
     p.ctx
         .trim()
         .unwrap_or_else(|e| panic!("{plan:?}: trim: {e:?}"));
     assert_eq!(
         probe.stats().live_buffers as usize,
-        p.arrays.len(),
-        "{plan:?}: device buffers beyond the program's arrays are live"
+        p.arrays.len() + 1,
+        "{plan:?}: device buffers beyond the program's arrays and the fault record are live"
     );
     drop(p);
     let st = probe.stats();
