@@ -413,24 +413,20 @@ impl<B: Backend> Stream<B> {
             return Ok(());
         }
         let size = std::mem::size_of::<T>();
-        let (mode, vector) = match rhs {
-            Rhs2::Array(r) => (0u32, Some(r)),
-            Rhs2::Row(r) => (1, Some(r)),
-            Rhs2::Col(r) => (2, Some(r)),
-            Rhs2::Scalar(_) => (0, None),
+        // The kernel's `mode`, and the elements of a window's whole rows: a vector operand
+        // is indexed by the element's position in its window.
+        let (mode, row) = match rhs {
+            Rhs2::Row(_) => (1u32, shape.cols),
+            Rhs2::Col(_) => (2, shape.cols),
+            Rhs2::Array(_) | Rhs2::Scalar(_) => (0, 1),
         };
-        // Windows of whole rows for a vector operand (the kernel indexes it by the
-        // element's position in its window).
-        let row = if mode == 0 { 1 } else { shape.cols };
         // The kernel reads `cols` for a vector operand only.
-        let cols = u32::try_from(if mode == 0 { 1 } else { shape.cols }).map_err(|_| {
-            Error::Unsupported {
-                backend: self.backend().name(),
-                what: format!(
-                    "`{call}` broadcasting over rows of {} elements (at most 2^32 - 1)",
-                    shape.cols
-                ),
-            }
+        let cols = u32::try_from(row).map_err(|_| Error::Unsupported {
+            backend: self.backend().name(),
+            what: format!(
+                "`{call}` broadcasting over rows of {} elements (at most 2^32 - 1)",
+                shape.cols
+            ),
         })?;
         let per = self.windows(len, size).next().map_or(len, |(_, n)| n);
         if per < row {
@@ -449,37 +445,36 @@ impl<B: Backend> Stream<B> {
             let o = out.window(start, n);
             let cfg = grid_stride(n);
             let s = src.map(|x| x.window(start, n));
-            match (rhs, vector) {
-                (Rhs2::Scalar(v), _) => match s {
-                    Some(x) => {
-                        let spec = move || scalar_spec::<T>(op);
-                        self.launch_builtin_keyed(call, key, spec, cfg, (x, Value(v), o))?
-                    }
-                    None => {
-                        let spec = move || scalar_in_place_spec::<T>(op);
-                        self.launch_builtin_keyed(call, key, spec, cfg, (o, Value(v)))?
-                    }
-                },
-                (_, Some(r)) => {
-                    let r = match mode {
-                        0 => r.window(start, n),
-                        1 => r,
-                        _ => r.window(start / shape.cols, n / shape.cols),
-                    };
+            let r = match rhs {
+                Rhs2::Scalar(v) => {
                     match s {
                         Some(x) => {
-                            let spec = move || binary_spec::<T>(op);
-                            let args = (x, r, mode, cols, o);
-                            self.launch_builtin_keyed(call, key, spec, cfg, args)?
+                            let spec = move || scalar_spec::<T>(op);
+                            self.launch_builtin_keyed(call, key, spec, cfg, (x, Value(v), o))?
                         }
                         None => {
-                            let spec = move || binary_in_place_spec::<T>(op);
-                            let args = (o, r, mode, cols);
-                            self.launch_builtin_keyed(call, key, spec, cfg, args)?
+                            let spec = move || scalar_in_place_spec::<T>(op);
+                            self.launch_builtin_keyed(call, key, spec, cfg, (o, Value(v)))?
                         }
                     }
+                    start += n;
+                    continue;
                 }
-                (_, None) => {}
+                Rhs2::Array(r) => r.window(start, n),
+                Rhs2::Row(r) => r,
+                Rhs2::Col(r) => r.window(start / row, n / row),
+            };
+            match s {
+                Some(x) => {
+                    let spec = move || binary_spec::<T>(op);
+                    let args = (x, r, mode, cols, o);
+                    self.launch_builtin_keyed(call, key, spec, cfg, args)?
+                }
+                None => {
+                    let spec = move || binary_in_place_spec::<T>(op);
+                    let args = (o, r, mode, cols);
+                    self.launch_builtin_keyed(call, key, spec, cfg, args)?
+                }
             }
             start += n;
         }
