@@ -408,7 +408,7 @@ macro_rules! float {
 float!(f32, f64);
 
 #[cfg(feature = "half")]
-mod half_types {
+pub(crate) mod half_types {
     //! f16 and bf16: stored as 16 bits, computed in f32 (as CUDA's `__half` math does).
     use super::*;
     use half::{bf16, f16};
@@ -456,11 +456,12 @@ mod half_types {
     // then to 16 bits. f32 keeps more than two bits beyond either 16-bit precision, so the
     // odd bit stands for everything below it and the second rounding cannot be fooled by a
     // tie the first created. (`half`'s own `from_f64` is not correctly rounded: it drops
-    // the f64's low 32 bits, or goes through `as f32`, depending on the CPU.) CUDA's
-    // `builtin.cu` and the WGSL casts compute the same steps.
+    // the f64's low 32 bits, or goes through `as f32`, depending on the CPU.) The
+    // kernel language's `RoundOdd`, which the casts' kernels use, computes the same steps.
 
-    /// `v` rounded to f32 to odd.
-    pub(crate) fn odd_f32(v: f64) -> f32 {
+    /// `v` rounded to f32 to odd (the kernel language's `RoundOdd` on the CPU).
+    #[doc(hidden)]
+    pub fn odd_f32(v: f64) -> f32 {
         let f = v as f32; // to nearest; beyond f32's range: infinity
         if v.is_nan() || f as f64 == v {
             return f;
@@ -475,7 +476,8 @@ mod half_types {
     }
 
     /// The integer `v` (at most 2^127 in size) rounded to f32 to odd.
-    pub(crate) fn odd_f32_int(v: i128) -> f32 {
+    #[doc(hidden)]
+    pub fn odd_f32_int(v: i128) -> f32 {
         let m = v.unsigned_abs();
         let bits = 128 - m.leading_zeros();
         let f = if bits <= 24 {

@@ -97,6 +97,9 @@ pub use backend::{
 pub use collective::CollectiveOp;
 pub use context::{Context, Range};
 pub use dlpack::{DlpackArray, DlpackLegacy, DlpackTensor};
+#[cfg(feature = "half")]
+#[doc(hidden)]
+pub use element::half_types::{odd_f32 as __odd_f32, odd_f32_int as __odd_f32_int};
 pub use element::{
     add_to_partials, chunk_dot_of, chunk_sum_of, combine_partials, ordered_sum, Arith, DType,
     DTypeVisitor, Element, Float, Numeric, ParseDTypeError, Real, Wide, SUM_CHUNK, SUM_PARTIALS,

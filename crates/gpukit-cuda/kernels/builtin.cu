@@ -12,11 +12,11 @@
 //   op_abs(C), gk_min<C>/gk_max<C>(C, C) -> C, to_acc(C) -> ACC, from_acc(ACC) -> T,
 //   C_LOWEST and C_HIGHEST (the identities of max and min: NaN for floats)
 // and, for every module, the 16-bit float conversions gk_f16_load/gk_f16_store/
-// gk_bf16_load/gk_bf16_store (the kernel language's), f16_from_double/bf16_from_double and the round-to-odd helpers round_to_odd,
-// odd_from_ll and odd_from_ull, which the casts use.
+// gk_bf16_load/gk_bf16_store and gk_odd_f64 (the kernel language's) and
+// f16_from_double/bf16_from_double (to 16 bits from an accumulator, rounding once).
 //
-// The element-wise ops of gpukit-core's op table (u_*, b_*, s_*) and the casts (cast_*) are
-// generated after this file (gpukit-cuda's source.rs and gpukit-cuda-sys's kernels.rs).
+// The random fills and the indexing ops are generated after this file (gpukit-cuda's
+// random.rs and index.rs).
 //
 // The semantics are gpukit_core::Numeric's and Float's, which the CPU backend implements:
 // integers wrap and divide by zero to 0, float min/max ignore NaN (fmin/fmax) and keep the

@@ -138,36 +138,18 @@ impl Elem {
     }
 }
 
-/// The CUDA C source of `elem`'s built-in module: the prelude, the template and the casts
-/// to every element type. (The CUDA backend appends the op table's element-wise kernels.)
+/// The CUDA C source of `elem`'s built-in module: the prelude and the template. (The CUDA
+/// backend appends the random fills and the indexing ops.)
 pub fn builtin_source(elem: Elem) -> String {
-    format!("{}\n{BUILTIN_TEMPLATE}\n{}", prelude(elem), casts(elem))
+    format!("{}\n{BUILTIN_TEMPLATE}\n", prelude(elem))
 }
 
-/// The 16-bit float conversions from wide values every module has (the casts need them
-/// whatever `T` is), after the kernel language's (`gpukit_kernel::cuda::HALF_HELPERS`,
-/// which [`builtin_source`] puts in front): from f64 and from 64-bit integers (which an f64
-/// may not hold exactly), both first round to f32 to odd (toward zero, then the last bit set
-/// when inexact), so that the second rounding gives the correctly rounded 16-bit value, as
-/// the CPU computes it (gpukit_core's `Numeric::from_wide`).
-const HALF_HELPERS: &str = r#"__device__ __forceinline__ float round_to_odd(double x) {
-    float f = __double2float_rz(x);
-    if ((double)f != x) f = __uint_as_float(__float_as_uint(f) | 1u);
-    return f;
-}
-__device__ __forceinline__ unsigned short f16_from_double(double x) { return gk_f16_store(round_to_odd(x)); }
-__device__ __forceinline__ unsigned short bf16_from_double(double x) { return gk_bf16_store(round_to_odd(x)); }
-__device__ __forceinline__ float odd_from_ull(unsigned long long m) {
-    int bits = 64 - __clzll((long long)m);
-    if (bits <= 24) return (float)m;
-    int shift = bits - 24;
-    unsigned int t = (unsigned int)(m >> shift) | (unsigned int)((m & ((1ull << shift) - 1ull)) != 0ull);
-    return ldexpf((float)t, shift);
-}
-__device__ __forceinline__ float odd_from_ll(long long v) {
-    float f = odd_from_ull(v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v);
-    return v < 0 ? -f : f;
-}
+/// The 16-bit float results of reductions, from their f64 accumulator: through f32 rounded
+/// to odd (the kernel language's `gk_odd_f64`, which [`prelude`] puts in front), so that
+/// the second rounding gives the correctly rounded 16-bit value, as the CPU computes it
+/// (gpukit_core's `Numeric::from_f64`).
+const HALF_HELPERS: &str = r#"__device__ __forceinline__ unsigned short f16_from_double(double x) { return gk_f16_store(gk_odd_f64(x)); }
+__device__ __forceinline__ unsigned short bf16_from_double(double x) { return gk_bf16_store(gk_odd_f64(x)); }
 "#;
 
 /// The type-specific definitions the template expects.
@@ -177,13 +159,14 @@ fn prelude(elem: Elem) -> String {
         "// Built-in ops for {name}.\n\
          #define REDUCE_BLOCK {REDUCE_BLOCK}\n\
          #define IS_FLOAT {float}\n\
-         {ptx}{half}{HALF_HELPERS}\
+         {ptx}{half}{odd}{HALF_HELPERS}\
          typedef {t} T;\n\
          typedef {c} C;\n",
         name = elem.name(),
         float = u8::from(elem.is_float()),
         ptx = gpukit_kernel::cuda::PTX_HELPERS,
         half = gpukit_kernel::cuda::HALF_HELPERS,
+        odd = gpukit_kernel::cuda::ROUND_ODD,
     );
     let f = "__device__ __forceinline__";
     match elem {
@@ -275,72 +258,12 @@ fn prelude(elem: Elem) -> String {
     p
 }
 
-/// `cast_<to>(const T *x, <to> *out, n)` for every element type `to`: integers wrap from
-/// integers and saturate from floats (NaN to 0); floats round to nearest even, once, from
-/// the exact value (gpukit_core::Numeric::from_wide).
-fn casts(from: Elem) -> String {
-    let mut s = String::new();
-    for to in Elem::ALL {
-        let (stored, _, to_u) = to.c_types();
-        let v = "load(x[i])";
-        let body = if to.is_float() {
-            // Every value but a 64-bit integer is exact as a double.
-            let odd = match from {
-                Elem::I64 => format!("odd_from_ll((long long){v})"),
-                Elem::U64 => format!("odd_from_ull((unsigned long long){v})"),
-                _ => format!("round_to_odd((double){v})"),
-            };
-            match to {
-                Elem::F32 => format!("(float){v}"),
-                Elem::F64 => format!("(double){v}"),
-                Elem::F16 => format!("gk_f16_store({odd})"),
-                _ => format!("gk_bf16_store({odd})"),
-            }
-        } else if from.is_float() {
-            // Saturating truncation; the bounds are exact doubles (MIN and MAX + 1).
-            let bits = 8 * to.size();
-            let (lo, hi) = if to.is_signed_int() {
-                (-(2f64.powi(bits as i32 - 1)), 2f64.powi(bits as i32 - 1))
-            } else {
-                (0.0, 2f64.powi(bits as i32))
-            };
-            let (lo_v, hi_v) = if to.is_signed_int() {
-                (
-                    format!("(({stored})(({to_u})1 << {})) ", bits - 1),
-                    format!("(({stored})((({to_u})1 << {}) - 1))", bits - 1),
-                )
-            } else {
-                ("0".to_string(), format!("(({stored})~({to_u})0)"))
-            };
-            format!(
-                "({v} != {v}) ? ({stored})0 : ((double){v} <= {lo:?} ? {lo_v} : ((double){v} >= {hi:?} ? {hi_v} : ({stored}){v}))"
-            )
-        } else {
-            // Integer to integer: through the 64-bit value (sign- or zero-extended), then
-            // truncated modulo 2^bits.
-            let wide = if from.is_signed_int() {
-                "long long"
-            } else {
-                "unsigned long long"
-            };
-            format!("({stored})({to_u})({wide}){v}")
-        };
-        s += &format!(
-            "extern \"C\" __global__ void cast_{name}(const T *x, {stored} *out, unsigned long long n) {{\n    \
-             GRID_STRIDE(i, n) {{ out[i] = {body}; }}\n}}\n",
-            name = to.name()
-        );
-    }
-    s
-}
-
-/// The entry points of the template and the casts that `elem`'s module has.
+/// The entry points of the template that `elem`'s module has.
 pub fn kernel_names(elem: Elem) -> Vec<String> {
     let mut names: Vec<String> = COMMON_KERNELS.iter().map(|s| s.to_string()).collect();
     if elem.is_float() {
         names.extend(FLOAT_KERNELS.iter().map(|s| s.to_string()));
     }
-    names.extend(Elem::ALL.iter().map(|to| format!("cast_{}", to.name())));
     names
 }
 

@@ -151,7 +151,6 @@ pub(crate) unsafe fn op(
                 grad,
                 shape,
             } => cross_entropy(l, (logits, labels), loss, grad, shape),
-            Op::Cast { to, src, out, len } => cast(l, to, src, out, len),
             Op::Random {
                 dist,
                 seed,
@@ -405,25 +404,6 @@ unsafe fn cross_entropy(
             &mut params,
         )
     }
-}
-
-/// `cast_<to>(const T *in, U *out, unsigned long long n)`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn cast(
-    l: Launcher<'_>,
-    to: DType,
-    src: BufAt<'_, CudaBackend>,
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (i, o, n) = (ptr(src), ptr(out), len as u64);
-    let mut params = [param(&i), param(&o), param(&n)];
-    // SAFETY: the parameters of `cast_<to>`, in order and type; the ranges meet this
-    // function's contract (`out` holds `len` elements of `to`).
-    unsafe { l.launch(Entry::Cast(elem(to)), l.grid_for(len), BLOCK, &mut params) }
 }
 
 /// Each product of the batch through cuBLAS, one call per matrix on the stream.

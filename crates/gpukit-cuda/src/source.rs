@@ -8,8 +8,6 @@ use crate::kernels::{builtin_source, Elem, COMMON_KERNELS, FLOAT_KERNELS};
 pub(crate) enum Entry {
     /// A kernel of the template (`builtin.cu`).
     Named(&'static str),
-    /// `cast_<to>(in, out, n)`.
-    Cast(Elem),
 }
 
 impl Entry {
@@ -17,7 +15,6 @@ impl Entry {
     pub(crate) fn c_name(self) -> String {
         match self {
             Entry::Named(n) => n.to_string(),
-            Entry::Cast(to) => format!("cast_{}", to.name()),
         }
     }
 }
@@ -31,12 +28,11 @@ pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
     if float {
         v.extend(FLOAT_KERNELS.iter().map(|&n| Entry::Named(n)));
     }
-    v.extend(Elem::ALL.iter().map(|&e| Entry::Cast(e)));
     v
 }
 
-/// The complete CUDA C source of `elem`'s module: gpukit-cuda-sys's prelude, template and
-/// casts, the random fills and the indexing ops.
+/// The complete CUDA C source of `elem`'s module: the prelude and template, the random
+/// fills and the indexing ops.
 pub(crate) fn module_source(elem: Elem) -> String {
     let mut s = builtin_source(elem);
     s += &crate::random::random_source(elem);

@@ -82,6 +82,9 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
         src.push_str(PTX_HELPERS);
         src.push_str(HALF_HELPERS);
     }
+    if uses_round_odd(k) {
+        src.push_str(ROUND_ODD);
+    }
     src.push_str(&int_helpers(k));
     src.push_str(&subgroup_helpers(k));
     let mut params: Vec<String> = k
@@ -266,6 +269,26 @@ fn int_helpers(k: &Kernel) -> String {
     arith_helpers(tys)
 }
 
+/// Floats to integers as Rust's `as` converts them: toward zero, saturating, a NaN to 0.
+/// PTX's conversions saturate, but give a NaN from an f64 or into a 64-bit integer the
+/// type's lowest bit pattern `1 << (bits - 1)`, not 0 (PTX ISA, `cvt`). Guarded.
+const FLOAT_TO_INT: &str = "#ifndef GK_FLOAT_TO_INT
+#define GK_FLOAT_TO_INT
+#define GK_AS(name, t, f, d) \\
+    __device__ __forceinline__ t name(float x) { return x != x ? (t)0 : f(x); } \\
+    __device__ __forceinline__ t name(double x) { return x != x ? (t)0 : d(x); }
+GK_AS(gk_as_i32, int, __float2int_rz, __double2int_rz)
+GK_AS(gk_as_u32, unsigned int, __float2uint_rz, __double2uint_rz)
+GK_AS(gk_as_i64, long long, __float2ll_rz, __double2ll_rz)
+GK_AS(gk_as_u64, unsigned long long, __float2ull_rz, __double2ull_rz)
+#undef GK_AS
+__device__ __forceinline__ signed char gk_as_i8(float x) { return (signed char)min(max(gk_as_i32(x), -128), 127); }
+__device__ __forceinline__ signed char gk_as_i8(double x) { return (signed char)min(max(gk_as_i32(x), -128), 127); }
+__device__ __forceinline__ unsigned char gk_as_u8(float x) { return (unsigned char)min(gk_as_u32(x), 255u); }
+__device__ __forceinline__ unsigned char gk_as_u8(double x) { return (unsigned char)min(gk_as_u32(x), 255u); }
+#endif
+";
+
 /// Min, max and integer abs (a NaN loses to a number, the first of two equal values wins;
 /// abs wraps), then, for each type of `div_tys`, integer division and remainder as WGSL
 /// defines them (and the CPU twin computes them): by zero, `a / 0 == a` and `a % 0 == 0`;
@@ -273,6 +296,7 @@ fn int_helpers(k: &Kernel) -> String {
 /// it calls may each bring them.
 fn arith_helpers(div_tys: impl IntoIterator<Item = Ty>) -> String {
     let mut out = String::from(MIN_MAX);
+    out.push_str(FLOAT_TO_INT);
     let mut seen = Vec::new();
     for t in div_tys {
         if seen.contains(&t) {
@@ -559,6 +583,18 @@ impl Gen<'_> {
                 let v = self.expr(a);
                 cast(&v, a.ty, e.ty)
             }
+            ExprKind::RoundOdd(a) => {
+                let v = self.expr(a);
+                match a.ty {
+                    Ty::F64 => format!("gk_odd_f64({v})"),
+                    // Exact as doubles.
+                    Ty::I32 | Ty::U32 => format!("gk_odd_f64((double){v})"),
+                    Ty::I64 => format!("gk_odd_i64({v})"),
+                    Ty::U64 | Ty::Usize => format!("gk_odd_u64({v})"),
+                    // Exact as floats.
+                    _ => format!("((float){v})"),
+                }
+            }
             ExprKind::Math(m, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 math(*m, e.ty, &vs)
@@ -653,6 +689,41 @@ __device__ __forceinline__ unsigned short gk_bf16_store(float x) {
 #endif
 "#;
 
+/// Whether a kernel rounds a value to odd ([`ExprKind::RoundOdd`]).
+fn uses_round_odd(k: &Kernel) -> bool {
+    let mut used = false;
+    walk(&k.body, &mut |v| {
+        if let Visit::Expr(e) = v {
+            used |= matches!(e.kind, ExprKind::RoundOdd(_));
+        }
+    });
+    used
+}
+
+/// The conversions to f32 rounded to odd of [`ExprKind::RoundOdd`]: from a double (toward
+/// zero, then the last bit set when the float differs from it) and from 64-bit integers (the
+/// top 24 significant bits, the last one set when any bit below them is, scaled exactly).
+pub const ROUND_ODD: &str = r#"#ifndef GK_ROUND_ODD
+#define GK_ROUND_ODD
+__device__ __forceinline__ float gk_odd_f64(double x) {
+    float f = __double2float_rz(x);
+    if ((double)f != x && x == x) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return f;
+}
+__device__ __forceinline__ float gk_odd_u64(unsigned long long m) {
+    int bits = 64 - __clzll((long long)m);
+    if (bits <= 24) return (float)m;
+    int shift = bits - 24;
+    unsigned int t = (unsigned int)(m >> shift) | (unsigned int)((m & ((1ull << shift) - 1ull)) != 0ull);
+    return ldexpf((float)t, shift);
+}
+__device__ __forceinline__ float gk_odd_i64(long long v) {
+    float f = gk_odd_u64(v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v);
+    return v < 0 ? -f : f;
+}
+#endif
+"#;
+
 /// `raw` (the bits of an element of type `t`) as a value: widened for f16 and bf16.
 fn half_load(t: Ty, raw: &str) -> String {
     match t {
@@ -739,15 +810,8 @@ fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
 /// `v as to`, as Rust converts: float to integer saturates (NaN is 0), integers wrap.
 fn cast(v: &str, from: Ty, to: Ty) -> String {
     if from.is_float() && to.is_int() {
-        let d = if from == Ty::F32 { "float" } else { "double" };
-        return match to {
-            Ty::I32 => format!("__{d}2int_rz({v})"),
-            Ty::U32 => format!("__{d}2uint_rz({v})"),
-            Ty::I64 => format!("__{d}2ll_rz({v})"),
-            Ty::U64 | Ty::Usize => format!("__{d}2ull_rz({v})"),
-            Ty::I8 => format!("((signed char)min(max(__{d}2int_rz({v}), -128), 127))"),
-            _ => format!("((unsigned char)min(__{d}2uint_rz({v}), 255u))"),
-        };
+        let to = if to == Ty::Usize { Ty::U64 } else { to };
+        return format!("gk_as_{}({v})", to.rust());
     }
     format!("(({})({v}))", to.c())
 }

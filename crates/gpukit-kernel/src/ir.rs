@@ -835,6 +835,12 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     /// `a as T`, Rust's conversion, to the expression's type.
     Cast(Box<Expr>),
+    /// A number as an `f32` rounded to odd: toward zero, then the last bit set when that
+    /// was inexact (a NaN stays a NaN, a value past f32's largest becomes the largest). A
+    /// store of it into an f16 or bf16 array rounds once, correctly, as converting the
+    /// number directly would; `a as f32` and the store would round twice. Built-in casts
+    /// only: no `#[kernel]` syntax makes it.
+    RoundOdd(Box<Expr>),
     /// A math method on its receiver and arguments.
     Math(Math, Vec<Expr>),
     /// A thread coordinate on an axis (0, 1, 2).
@@ -954,7 +960,7 @@ pub fn walk_expr<'a>(e: &'a Expr, f: &mut dyn FnMut(Visit<'a>)) {
     f(Visit::Expr(e));
     match &e.kind {
         ExprKind::Index { idx, .. } => walk_expr(idx, f),
-        ExprKind::Unary(_, a) | ExprKind::Cast(a) => walk_expr(a, f),
+        ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::RoundOdd(a) => walk_expr(a, f),
         ExprKind::Binary(_, a, b) => {
             walk_expr(a, f);
             walk_expr(b, f);

@@ -529,6 +529,16 @@ impl Gen<'_> {
                 let v = self.expr(a);
                 format!("(({v}) as {})", e.ty.rust())
             }
+            ExprKind::RoundOdd(a) => {
+                let v = self.expr(a);
+                match a.ty {
+                    Ty::I64 | Ty::U64 | Ty::Usize => {
+                        format!("::gpukit::core::__odd_f32_int(({v}) as i128)")
+                    }
+                    // Exact as f64.
+                    _ => format!("::gpukit::core::__odd_f32(({v}) as f64)"),
+                }
+            }
             ExprKind::Math(m, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 if *m == Math::Abs && e.ty.is_int() {

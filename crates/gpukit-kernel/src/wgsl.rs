@@ -132,6 +132,12 @@ fn module(k: &Kernel, checked: bool, emulated: bool) -> Result<String, &'static 
             src.push_str(&wide_helpers(t));
         }
     }
+    if tys.contains(&Ty::I64) || tys.contains(&Ty::U64) {
+        src.push_str(ROUND_ODD_64);
+    }
+    for (from, to) in saturating_casts(&k.body) {
+        src.push_str(&saturating(from, to).1);
+    }
     for (i, _) in k.slices() {
         helpers(k, Arr::Param(i), &mut src);
     }
@@ -279,6 +285,20 @@ fn gk_pow32(a: f32, b: f32) -> f32 {
     if (a < 0.0 && odd) { return -r; }
     return r;
 }
+// To f32 rounded to odd (the IR's `RoundOdd`): the top 24 significant bits, the last one
+// set when any bit below them is, scaled exactly.
+fn gk_odd_u32(m: u32) -> f32 {
+    let bits = 32u - countLeadingZeros(m);
+    if (bits <= 24u) { return f32(m); }
+    let shift = bits - 24u;
+    let t = (m >> shift) | select(0u, 1u, (m & ((1u << shift) - 1u)) != 0u);
+    return ldexp(f32(t), i32(shift));
+}
+fn gk_odd_i32(v: i32) -> f32 {
+    let u = bitcast<u32>(v);
+    let f = gk_odd_u32(select(u, 0u - u, v < 0i));
+    return select(f, -f, v < 0i);
+}
 fn gk_min_f32(a: f32, b: f32) -> f32 { return select(a, b, b < a || (gk_nan32(a) && !gk_nan32(b))); }
 fn gk_max_f32(a: f32, b: f32) -> f32 { return select(a, b, b > a || (gk_nan32(a) && !gk_nan32(b))); }
 ";
@@ -402,6 +422,14 @@ pub fn link(module: &str, device: &str) -> String {
             out.push_str(&wide_helpers(t));
         }
     }
+    for from in [Ty::F32, Ty::F64] {
+        for to in [Ty::I8, Ty::U8, Ty::I32, Ty::U32, Ty::I64, Ty::U64] {
+            let (name, helper) = saturating(from, to);
+            if device.contains(&format!("{name}(")) && !module.contains(&format!("fn {name}(")) {
+                out.push_str(&helper);
+            }
+        }
+    }
     out.push_str(device);
     out.push_str(&module[head..]);
     out
@@ -416,9 +444,40 @@ fn wide_helpers(t: Ty) -> String {
     if t == Ty::F64 {
         s += "fn gk_min_f64(a: f64, b: f64) -> f64 { return select(a, b, b < a || (!(a == a) && b == b)); }\n\
               fn gk_max_f64(a: f64, b: f64) -> f64 { return select(a, b, b > a || (!(a == a) && b == b)); }\n";
+        s += ROUND_ODD_F64;
     }
     s
 }
+
+/// An f64 to f32 rounded to odd. `f32(x)` may round either way (WGSL lets it): a step back
+/// toward zero makes it truncation. Values beyond f32's range (infinities too) become its
+/// largest, of their sign, which a 16-bit store still rounds to infinity.
+const ROUND_ODD_F64: &str = "fn gk_odd_f64(v: f64) -> f32 {
+    if (!(v == v)) { return f32(v); }
+    let f = f32(clamp(v, -3.4028234663852886e38, 3.4028234663852886e38));
+    if (f64(f) == v) { return f; }
+    var b = bitcast<u32>(f);
+    if (abs(f64(f)) > abs(v)) { b = b - 1u; }
+    return bitcast<f32>(b | 1u);
+}
+";
+
+/// The 64-bit integers to f32 rounded to odd, for modules with either 64-bit integer type
+/// (one adapter feature gives both).
+const ROUND_ODD_64: &str = "fn gk_odd_u64(m: u64) -> f32 {
+    let hi = u32(m >> 32u);
+    if (hi == 0u) { return gk_odd_u32(u32(m & 0xfffffffflu)); }
+    let shift = 40u - countLeadingZeros(hi);
+    let sticky = (m & ((1lu << shift) - 1lu)) != 0lu;
+    let t = u32((m >> shift) & 0xfffffffflu) | select(0u, 1u, sticky);
+    return ldexp(f32(t), i32(shift));
+}
+fn gk_odd_i64(v: i64) -> f32 {
+    let u = bitcast<u64>(v);
+    let f = gk_odd_u64(select(u, 0lu - u, v < 0li));
+    return select(f, -f, v < 0li);
+}
+";
 
 /// Why the kernel has no WGSL, if it has none: a `usize` constant WGSL's 32-bit `usize`
 /// cannot hold, or a math function of an f64 (Vulkan's SPIR-V has them for 16- and 32-bit
@@ -1067,6 +1126,18 @@ impl Gen<'_> {
                 let v = self.expr(a);
                 cast(&v, a.ty, e.ty)
             }
+            ExprKind::RoundOdd(a) => {
+                let v = self.expr(a);
+                match a.ty {
+                    Ty::F64 => format!("gk_odd_f64({v})"),
+                    Ty::I32 => format!("gk_odd_i32({v})"),
+                    Ty::U32 | Ty::Usize => format!("gk_odd_u32({v})"),
+                    Ty::I64 => format!("gk_odd_i64({v})"),
+                    Ty::U64 => format!("gk_odd_u64({v})"),
+                    // Exact as floats.
+                    _ => format!("f32({v})"),
+                }
+            }
             ExprKind::Math(m, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 let name = match m {
@@ -1227,14 +1298,95 @@ fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
     }
 }
 
-/// `v as to`: integers wrap (to 8 bits through 32), floats convert to 8-bit integers
-/// saturating into range.
+/// `v as to`, Rust's conversion: integers wrap (to 8 bits through 32; across 64 bits through
+/// the two's complement bits, which WGSL's conversions between widths and signs leave to
+/// the driver), floats convert to integers toward zero, saturating, a NaN to 0 (through
+/// [`saturating`]'s helpers: WGSL leaves NaN and out-of-range values to the driver).
 fn cast(v: &str, from: Ty, to: Ty) -> String {
+    if from.is_float() && to.is_int() {
+        return format!("{}({v})", saturating(from, to).0);
+    }
+    let wide = |t: Ty| matches!(t, Ty::I64 | Ty::U64);
+    if from.is_int() && to.is_int() && (wide(from) || wide(to)) {
+        // The value's bits as a u64: sign-extended from a signed type, zero-extended else.
+        let bits = match from {
+            Ty::U64 => v.to_owned(),
+            Ty::I64 => format!("bitcast<u64>({v})"),
+            Ty::I32 | Ty::I8 => format!("bitcast<u64>(i64({v}))"),
+            _ => format!("u64({v})"),
+        };
+        let low = format!("u32({bits} & 0xfffffffflu)");
+        return match to {
+            Ty::U64 => bits,
+            Ty::I64 => format!("bitcast<i64>({bits})"),
+            Ty::I32 => format!("bitcast<i32>({low})"),
+            Ty::U8 => format!("({low} & 0xffu)"),
+            Ty::I8 => format!("((bitcast<i32>({low}) << 24u) >> 24u)"),
+            _ => low,
+        };
+    }
     match to {
-        Ty::U8 if from.is_float() => format!("u32(clamp({v}, 0.0, 255.0))"),
-        Ty::I8 if from.is_float() => format!("i32(clamp({v}, -128.0, 127.0))"),
         Ty::U8 => format!("(u32({v}) & 0xffu)"),
         Ty::I8 => format!("((i32({v}) << 24u) >> 24u)"),
+        Ty::I64 | Ty::U64 if from == Ty::Bool => format!("select({0}(0), {0}(1), {v})", wty(to)),
         _ => format!("{}({v})", wty(to)),
     }
+}
+
+/// The helper converting a float of type `from` to the integer type `to` as Rust's `as`
+/// does (toward zero, saturating, a NaN to 0): its name and its WGSL. A `usize` is WGSL's
+/// u32.
+fn saturating(from: Ty, to: Ty) -> (String, String) {
+    let to = if to == Ty::Usize { Ty::U32 } else { to };
+    let (f, t) = (wty(from), wty(to));
+    let name = format!("gk_sat_{}_{f}", to.rust());
+    // The bounds as floats (exact: MIN and MAX + 1) and the saturated values.
+    let (lo, hi, min, max) = match to {
+        Ty::I8 => ("-128.0", "128.0", "-128i", "127i"),
+        Ty::U8 => ("0.0", "256.0", "0u", "255u"),
+        Ty::I32 => (
+            "-2147483648.0",
+            "2147483648.0",
+            "(-2147483647i - 1i)",
+            "2147483647i",
+        ),
+        Ty::I64 => (
+            "-9223372036854775808.0",
+            "9223372036854775808.0",
+            "(-9223372036854775807li - 1li)",
+            "9223372036854775807li",
+        ),
+        Ty::U64 => (
+            "0.0",
+            "18446744073709551616.0",
+            "0lu",
+            "18446744073709551615lu",
+        ),
+        _ => ("0.0", "4294967296.0", "0u", "4294967295u"),
+    };
+    let nan = if from == Ty::F64 {
+        "!(x == x)"
+    } else {
+        "gk_nan32(x)"
+    };
+    let src = format!(
+        "fn {name}(x: {f}) -> {t} {{\n    if ({nan} || x < {f}({lo})) {{ return select({min}, {t}(0), {nan}); }}\n    if (x >= {f}({hi})) {{ return {max}; }}\n    return {t}(x);\n}}\n"
+    );
+    (name, src)
+}
+
+/// The float-to-integer conversions a kernel's statements make, each once.
+fn saturating_casts(stmts: &[Stmt]) -> Vec<(Ty, Ty)> {
+    let mut pairs = Vec::new();
+    walk(stmts, &mut |v| {
+        if let Visit::Expr(e) = v {
+            if let ExprKind::Cast(a) = &e.kind {
+                let to = if e.ty == Ty::Usize { Ty::U32 } else { e.ty };
+                if a.ty.is_float() && to.is_int() && !pairs.contains(&(a.ty, to)) {
+                    pairs.push((a.ty, to));
+                }
+            }
+        }
+    });
+    pairs
 }

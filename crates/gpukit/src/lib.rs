@@ -66,7 +66,8 @@
 //! `let`/`let mut` (also of a tuple), `const`, assignments and `+=` etc. to locals and array
 //! elements, `if`/`else`, `for i in a..b` and `for i in (a..b).step_by(s)`, `while`, `loop`,
 //! `break`, `continue`, `return`. Expressions: literals, arithmetic, comparisons,
-//! `&&`/`||`/`!`, bit operations and shifts, `as` casts, indexing, `a.len()`,
+//! `&&`/`||`/`!`, bit operations and shifts, `as` casts (Rust's on every target: integers
+//! wrap, floats to integers saturate toward zero, a NaN to 0), indexing, `a.len()`,
 //! `T::MIN`/`T::MAX` of integer types, an `if`/`else` as the whole value of a `let` or an
 //! assignment, the math methods `abs`, `min`, `max`, `sqrt`, `exp`, `exp2`, `ln`, `log2`,
 //! `ln_1p`, `sin`, `cos`, `tanh`, `powf`, `floor`, `ceil`, `mul_add` (`min` and `max` as the

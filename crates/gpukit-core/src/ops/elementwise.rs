@@ -8,11 +8,11 @@ use crate::backend::Backend;
 use crate::element::Numeric;
 use crate::error::{same_len, Result};
 use crate::kernel::{grid_stride, Reads, Value, Writes};
-use crate::optable::{Bcast, BinaryOp, Op, Shape, UnaryOp};
+use crate::optable::{Bcast, BinaryOp, Shape, UnaryOp};
 
-use super::map::Rhs2;
+use super::map::{cast_spec, Rhs2};
 use crate::stream::Stream;
-use crate::track::{Access, SliceRef};
+use crate::track::SliceRef;
 
 use super::shape_len;
 
@@ -538,18 +538,21 @@ impl<B: Backend> Stream<B> {
         x: &impl DeviceRead<T, B>,
         out: &mut impl DeviceWrite<U, B>,
     ) -> Result<()> {
-        same_len("cast", "out", x.len(), out.len())?;
-        let (sx, so, len) = (x.slice_ref(), out.slice_ref(), x.len());
-        self.run_op(
-            "cast",
-            T::DTYPE,
-            [("x", &sx, Access::Read), ("out", &so, Access::Write)],
-            |[src, out]| Op::Cast {
-                to: U::DTYPE,
-                src,
-                out,
-                len,
-            },
-        )
+        let name = "cast";
+        same_len(name, "out", x.len(), out.len())?;
+        self.same_contexts(
+            name,
+            [
+                ("x", x.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        let (rx, wo) = (Reads::of(x), Writes::of(out));
+        let widest = std::mem::size_of::<T>().max(std::mem::size_of::<U>());
+        for (start, n) in self.windows(x.len(), widest) {
+            let args = (rx.window(start, n), wo.window(start, n));
+            self.launch_builtin(name, cast_spec::<T, U>, grid_stride(n), args)?;
+        }
+        Ok(())
     }
 }

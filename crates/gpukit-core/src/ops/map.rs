@@ -96,8 +96,14 @@ enum Form {
 }
 
 /// The kernel `name` computing `body` (over the compute type of `elem`) element-wise in
-/// the form `form`.
-fn map_kernel(name: String, elem: Ty, body: &Body, form: Form, in_place: bool) -> IrKernel {
+/// the form `form`, into an array of `out` (`elem` but for a cast).
+fn map_kernel(
+    name: String,
+    (elem, out_elem): (Ty, Ty),
+    body: &Body,
+    form: Form,
+    in_place: bool,
+) -> IrKernel {
     let c = elem.compute();
     // The arrays are numbered in parameter order, as fault reports name them.
     let mut params = Vec::new();
@@ -122,6 +128,9 @@ fn map_kernel(name: String, elem: Ty, body: &Body, form: Form, in_place: bool) -
     }
     if !in_place {
         params.push(array("out", true));
+    }
+    if let Some(o) = params.iter_mut().find(|p| p.name == "out") {
+        o.ty = out_elem;
     }
     let p = |name: &str| params.iter().position(|q| q.name == name).unwrap_or(0);
     let (out, rhs, mode, cols, s) = (p("out"), p("rhs"), p("mode"), p("cols"), p("s"));
@@ -258,7 +267,13 @@ fn spec_of<S: KernelSig, T: Numeric>(
 ) -> KernelSpec<S> {
     let ty = ty_of(T::DTYPE);
     let name = if in_place { name + "_in_place" } else { name };
-    KernelSpec::from_ir(&map_kernel(name, ty, &body(ty.compute()), form, in_place))
+    KernelSpec::from_ir(&map_kernel(
+        name,
+        (ty, ty),
+        &body(ty.compute()),
+        form,
+        in_place,
+    ))
 }
 
 /// The spec of the unary op `op` on `T`: `(src, out)`.
@@ -343,6 +358,38 @@ fn scalar_in_place_spec<T: Numeric>(op: BinaryOp) -> KernelSpec<(Out<T>, T)> {
     })
 }
 
+/// The conversion of operand 0 (an element of `from`, as its compute value) to an element
+/// of `to` as [`Numeric::from_wide`] converts: Rust's `as`, but into f16 and bf16 through
+/// f32 rounded to odd, so that the store's rounding is the only one.
+fn cast_body(from: Ty, to: Ty) -> Body {
+    let x = local(0, from.compute());
+    let value = if to.is_half() && from.compute() != Ty::F32 {
+        e(ExprKind::RoundOdd(Box::new(x)), Ty::F32)
+    } else if from.compute() == to.compute() {
+        x
+    } else {
+        e(ExprKind::Cast(Box::new(x)), to.compute())
+    };
+    Body {
+        operands: vec![Local {
+            name: "x".into(),
+            ty: from.compute(),
+            mutable: false,
+            storage: Storage::Plain,
+        }],
+        value,
+    }
+}
+
+/// The spec of the cast from `T` to `U`: `(src, out)`.
+pub(crate) fn cast_spec<T: Numeric, U: Numeric>() -> KernelSpec<(In<T>, Out<U>)> {
+    let (from, to) = (ty_of(T::DTYPE), ty_of(U::DTYPE));
+    let name = format!("cast_{}_{}", from.rust(), to.rust());
+    let body = cast_body(from, to);
+    KernelSpec::from_ir(&map_kernel(name, (from, to), &body, Form::Unary, false))
+        .native(|(src, out): &mut (&[T], &mut [U])| crate::optable::cast_slice(src, out))
+}
+
 /// The CUDA C of the table's binary op `op` on `dtype` with an array operand and its entry
 /// point's name, as release builds launch it (without bounds checks): parameters `(src,
 /// rhs, mode, cols, out)` (mode 0 for two arrays), then each array's length in bytes (a
@@ -353,7 +400,7 @@ pub fn __binary_kernel_cuda(op: BinaryOp, dtype: DType) -> (String, String) {
     let name = format!("binary_{}", op.name());
     let k = map_kernel(
         name.clone(),
-        ty,
+        (ty, ty),
         &op.body(ty.compute()),
         Form::Binary,
         false,

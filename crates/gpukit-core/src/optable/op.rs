@@ -112,8 +112,7 @@ impl CmpOp {
 /// One built-in op as a backend receives it (see [`Backend::op`]).
 ///
 /// Every range holds elements of the call's element type, except the `u32` labels of
-/// [`Op::CrossEntropy`], the `u32` results of the index reductions and the output of
-/// [`Op::Cast`]. Element-wise ops whose `src` is `None` run in place: `out` is read and
+/// [`Op::CrossEntropy`] and the `u32` results of the index reductions. Element-wise ops whose `src` is `None` run in place: `out` is read and
 /// written. Lengths and shapes are never zero.
 pub enum Op<'a, B: Backend> {
     /// A reduction of each row of the `shape` matrix `x` into `out[row]` (an element, or a
@@ -175,17 +174,6 @@ pub enum Op<'a, B: Backend> {
         grad: Option<BufAt<'a, B>>,
         /// The matrix.
         shape: Shape,
-    },
-    /// `out[i] = src[i]` converted to `to` ([`Numeric::from_wide`](crate::Numeric::from_wide)).
-    Cast {
-        /// The output's element type.
-        to: DType,
-        /// The input.
-        src: BufAt<'a, B>,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
     },
     /// A random fill of `len` elements from the Philox stream keyed by `seed`, at `offset`
     /// ([`Distribution`]; the reference is [`random_floats`](super::random_floats) and
@@ -373,15 +361,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 add(Some(loss), elems(shape.rows), Write);
                 add(grad, area(shape), Write);
             }
-            Op::Cast {
-                to,
-                src,
-                out: o,
-                len,
-            } => {
-                add(Some(src), elems(len), Read);
-                add(Some(o), len.saturating_mul(to.size()), Write);
-            }
             Op::Gather {
                 src,
                 idx,
@@ -440,7 +419,6 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Softmax { log: false, .. } => "softmax",
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::CrossEntropy { .. } => "cross_entropy",
-            Op::Cast { .. } => "cast",
             Op::Random { dist, .. } => dist.name(),
             Op::Gather { .. } => "gather",
             Op::ScatterAdd { .. } => "scatter_add",
@@ -458,7 +436,6 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Random { dist, .. } => *dist != Distribution::Integers,
             Op::Softmax { .. } | Op::CrossEntropy { .. } | Op::Gemm { .. } => true,
             Op::Dot { .. }
-            | Op::Cast { .. }
             | Op::Gather { .. }
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
@@ -477,7 +454,6 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Reduce { .. }
             | Op::ReduceCols { .. }
             | Op::Dot { .. }
-            | Op::Cast { .. }
             | Op::Random { .. }
             | Op::Gather { .. }
             | Op::ScatterAdd { .. }
@@ -548,12 +524,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 loss: f(loss)?,
                 grad: opt(grad)?,
                 shape,
-            },
-            Op::Cast { to, src, out, len } => Op::Cast {
-                to,
-                src: f(src)?,
-                out: f(out)?,
-                len,
             },
             Op::Random {
                 dist,

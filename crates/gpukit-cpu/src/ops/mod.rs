@@ -65,7 +65,7 @@ const SHORT_ELEMENTS: usize = 16 << 10;
 /// multiply-adds.
 pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
     let elements = match *op {
-        Op::Dot { len, .. } | Op::Cast { len, .. } => Some(len),
+        Op::Dot { len, .. } => Some(len),
         Op::CheckIndices { len, .. } => Some(len),
         Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
         Op::OneHot { shape, .. } => shape.len(),
@@ -129,9 +129,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 grad,
                 shape,
             } => rows::cross_entropy::<T, K>(logits, labels, loss, grad, shape),
-            Op::Cast { to, src, out, len } => {
-                elementwise::cast::<T>(to, src, out, len).ok_or_else(|| lacks(to))?
-            }
             Op::Random {
                 dist,
                 seed,
@@ -191,8 +188,8 @@ mod tests {
     use gpukit_core::BufAt;
 
     /// The backend runs every element type gpukit-core has: f16 and bf16 exactly when
-    /// gpukit-core's `half` feature is on; without it, ops on them and casts to them are
-    /// `Unsupported` naming the feature, before anything is queued or touched.
+    /// gpukit-core's `half` feature is on; without it, ops on them are `Unsupported` naming
+    /// the feature, before anything is queued or touched.
     #[test]
     fn sixteen_bit_types_follow_gpukit_cores_half_feature() {
         use gpukit_core::{Backend, Error};
@@ -214,39 +211,22 @@ mod tests {
             buf: &buf,
             offset: 4,
         };
-        let ops = [
-            (
-                DType::F32,
-                Op::Cast {
-                    to: DType::F16,
-                    src: at,
-                    out: hi,
-                    len: 1,
-                },
-            ),
-            (
-                DType::BF16,
-                Op::Reduce {
-                    op: gpukit_core::ReduceOp::Sum,
-                    x: at,
-                    shape: gpukit_core::Shape::new(1, 2),
-                    out: hi,
-                },
-            ),
-        ];
-        for (dtype, op) in &ops {
-            // SAFETY: the ranges are inside the 8-byte buffer and aligned: the cast reads the
-            // f32 at byte 0 and writes the f16 at byte 4, the in-place exp reads and writes
-            // bytes 0..4; the stream runs them in order and nothing else uses the buffer.
-            let r = unsafe { b.op(&s, *dtype, op) };
-            if has_half {
-                assert!(r.is_ok(), "{r:?}");
-            } else {
-                assert!(
-                    matches!(r, Err(Error::Unsupported { backend: "cpu", ref what }) if what.contains("half")),
-                    "{r:?}"
-                );
-            }
+        let op = Op::Reduce {
+            op: gpukit_core::ReduceOp::Sum,
+            x: at,
+            shape: gpukit_core::Shape::new(1, 2),
+            out: hi,
+        };
+        // SAFETY: the ranges are inside the 8-byte buffer and aligned: the sum reads the two
+        // bf16 at byte 0 and writes one at byte 4; nothing else uses the buffer.
+        let r = unsafe { b.op(&s, DType::BF16, &op) };
+        if has_half {
+            assert!(r.is_ok(), "{r:?}");
+        } else {
+            assert!(
+                matches!(r, Err(Error::Unsupported { backend: "cpu", ref what }) if what.contains("half")),
+                "{r:?}"
+            );
         }
         b.stream_sync(&s).expect("nothing failed on the stream");
         b.destroy_stream(s).expect("destroyed");

@@ -1,11 +1,11 @@
 //! The element-wise families: the table's unary and binary ops (with scalar, row
-//! and column operands), random fills and casts, each one kernel run over windows of its operands
+//! and column operands) and random fills, each one kernel run over windows of its operands
 //! so that an array larger than one binding still works.
 
-use gpukit_core::{BufAt, DType, Distribution, Result, Scalar};
+use gpukit_core::{BufAt, Distribution, Result, Scalar};
 
 use super::pipeline::{dispatch, pipe, Bind, Pipe};
-use super::{u32_of, unsupported, wt, Target};
+use super::{u32_of, unsupported, Target};
 use crate::stream::StreamInner;
 use crate::wgsl::{self, field, set_scalar, WgslType};
 use crate::{round4, Shared, WgpuBackend, WgpuBuffer};
@@ -184,35 +184,6 @@ pub(super) fn random(
         stream,
         &p,
         [Some(src), None, Some(out)],
-        None,
-        len as u64,
-        imm,
-    )
-}
-
-/// `out[i] = src[i]` converted to `to` over `len` elements.
-pub(super) fn cast(
-    at: Target<'_>,
-    to: DType,
-    src: BufAt<'_, WgpuBackend>,
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let to_t = wt(shared, to, "cast")?;
-    let p = pipe(
-        shared,
-        format!("cast_{}_{}", t.name(), to_t.name()),
-        3,
-        || wgsl::cast(t, to_t),
-    )?;
-    let (s, o) = (Operand::of(src, t.size()), Operand::of(out, to_t.size()));
-    let imm = [0u32; field::WORDS];
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [Some(s), None, Some(o)],
         None,
         len as u64,
         imm,

@@ -88,7 +88,6 @@ pub(crate) fn op(
     }
     let at = Target { shared, stream, t };
     match *op {
-        Op::Cast { to, src, out, len } => elementwise::cast(at, to, src, out, len),
         Op::Reduce { op, x, shape, out } => reduce::reduce(at, op, x, shape, out),
         Op::Dot { x, y, len, out } => reduce::dot(at, x, y, len, out),
         Op::Softmax {

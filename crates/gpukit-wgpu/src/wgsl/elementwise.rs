@@ -1,4 +1,4 @@
-//! The frame of the element-wise kernels written in WGSL (casts, random fills): a
+//! The frame of the element-wise kernels written in WGSL (the random fills): a
 //! grid-stride loop over windows of their operands.
 
 use super::{binding, WgslType};

@@ -7,7 +7,6 @@
 //! bodies are traced from its entries and rendered by the kernel language's WGSL emitter in
 //! [`elementwise`] ([`unary`], [`binary`]).
 
-mod cast;
 mod copy;
 mod elementwise;
 mod gemm;
@@ -17,7 +16,6 @@ mod reduce;
 mod rows;
 mod types;
 
-pub(crate) use cast::cast;
 pub(crate) use copy::copy_bytes;
 
 pub(crate) use gemm::gemm;

@@ -92,10 +92,6 @@ impl WgslType {
         )
     }
 
-    pub(crate) fn is_signed(self) -> bool {
-        matches!(self, WgslType::I32 | WgslType::I64 | WgslType::I8)
-    }
-
     /// Whether elements share 32-bit words (stored through atomics).
     pub(crate) fn packed(self) -> bool {
         matches!(self, WgslType::U8 | WgslType::I8 | WgslType::BF16)
