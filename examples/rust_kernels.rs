@@ -24,7 +24,8 @@ Runs the #[kernel] examples on the device that gpu.toml, GPU_DEVICE or detection
 (GPU_DEVICE=cpu forces the CPU backend), verifying every result against plain Rust.
 
   --print NAME     print the code generated for NAME (saxpy, tiled_gemm, block_sum,
-                   warp_sum, stencil) instead of running anything
+                   warp_sum, stencil; row_sum: the built-in f32 row_sum's kernel) instead
+                   of running anything
   --target T       which code: cuda or wgsl (default: both)";
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
@@ -44,7 +45,14 @@ fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
             Long("print") => {
                 args.print = Some(cli.choice(
                     "--print",
-                    &["saxpy", "tiled_gemm", "block_sum", "warp_sum", "stencil"],
+                    &[
+                        "saxpy",
+                        "tiled_gemm",
+                        "block_sum",
+                        "warp_sum",
+                        "stencil",
+                        "row_sum",
+                    ],
                 )?)
             }
             Long("target") => args.target = Some(cli.choice("--target", &["cuda", "wgsl"])?),
@@ -97,6 +105,7 @@ fn run() -> Res {
             "tiled_gemm" => print(&tiled_gemm(), args.target),
             "block_sum" => print(&block_sum(), args.target),
             "warp_sum" => print(&warp_sum(), args.target),
+            "row_sum" => print(&gpukit::core::__row_sum_kernel(), args.target),
             _ => print(&stencil(), args.target),
         }
         return Ok(());

@@ -103,6 +103,10 @@ pub struct DeviceInfo {
     /// on the wgpu backend those WGSL and the adapter have). Copies work on every type; an
     /// op on another type is [`crate::Error::Unsupported`].
     pub op_dtypes: Vec<DType>,
+    /// Whether the backend runs a built-in kernel's native Rust body rather than its GPU
+    /// code (the CPU backend: [`crate::KernelSpec`]'s native bodies), so that gpukit-core
+    /// launches a built-in op once over its whole input rather than in parts.
+    pub native_ops: bool,
 }
 
 /// A backend's native address of device memory, for interop with code outside this

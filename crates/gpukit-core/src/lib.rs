@@ -115,6 +115,7 @@ pub use kernel::{
     MAX_KERNEL_ARGS, MAX_LAUNCH_ARGS,
 };
 #[doc(hidden)]
+pub use ops::fold::__row_sum_kernel;
 pub use ops::map::__binary_kernel_cuda;
 pub use ops::Rng;
 pub use optable::{

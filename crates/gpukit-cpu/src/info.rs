@@ -44,5 +44,6 @@ pub(crate) fn host_info() -> DeviceInfo {
         limits: LaunchLimits::CUDA_COMMON,
         priority_range: PRIORITY_RANGE,
         op_dtypes: gpukit_core::DType::ALL.to_vec(),
+        native_ops: true,
     }
 }

@@ -28,12 +28,8 @@
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; \
          i < (n); i += (unsigned long long)blockDim.x * gridDim.x)
 
-// Reductions of a whole array run in two launches: REDUCE_BLOCK threads per block each fold
-// a grid-stride share, the block folds its threads in shared memory and writes one partial;
-// then one block folds the partials and writes the result. Reductions per row run one
-// block per row (blocks stride over the rows). Argmin/argmax fold (value, index) pairs
-// under one total order (numbers before NaN, then by value, then the lower index), so any
-// folding order gives the same, first, index.
+// Softmax and cross-entropy run one block per row (blocks stride over the rows); a block
+// folds its threads in shared memory (REDUCE_BLOCK threads).
 
 template <typename A, typename F>
 __device__ __forceinline__ A block_fold(A v, F f) {
@@ -57,144 +53,8 @@ struct CMinMax {
     int is_max;
     __device__ C operator()(C a, C b) const { return is_max ? gk_max<C>(a, b) : gk_min<C>(a, b); }
 };
-struct ArgP {
-    C v;
-    unsigned long long i;
-};
-struct ArgFold {
-    int is_max;
-    // Whether b ranks before a.
-    __device__ bool first(ArgP b, ArgP a) const {
-        bool bn = b.v != b.v, an = a.v != a.v;
-        if (bn != an) return an;
-        if (!bn && b.v != a.v) return is_max ? b.v > a.v : b.v < a.v;
-        return b.i < a.i;
-    }
-    __device__ ArgP operator()(ArgP a, ArgP b) const { return first(b, a) ? b : a; }
-};
-
-__device__ __forceinline__ C minmax_identity(int is_max) { return is_max ? C_LOWEST : C_HIGHEST; }
-__device__ __forceinline__ ArgP arg_identity(int is_max) {
-    ArgP p;
-    p.v = minmax_identity(is_max);
-    p.i = ~0ull;
-    return p;
-}
-
-extern "C" __global__ void sum_partial(const T *x, unsigned long long n, ACC *partial) {
-    ACC acc = 0;
-    GRID_STRIDE(i, n) { acc += to_acc(load(x[i])); }
-    acc = block_fold(acc, AccAdd());
-    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
-}
-
-extern "C" __global__ void dot_partial(const T *x, const T *y, unsigned long long n,
-                                       ACC *partial) {
-    ACC acc = 0;
-    GRID_STRIDE(i, n) { acc += to_acc(load(x[i])) * to_acc(load(y[i])); }
-    acc = block_fold(acc, AccAdd());
-    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
-}
-
-// `count` is 0 for a sum, the number of elements for a mean (floats only).
-extern "C" __global__ void sum_final(const ACC *partial, unsigned int parts, T *out,
-                                     unsigned long long count) {
-    ACC acc = 0;
-    for (unsigned int i = threadIdx.x; i < parts; i += blockDim.x) acc += partial[i];
-    acc = block_fold(acc, AccAdd());
-#if IS_FLOAT
-    if (count != 0) acc = acc / (ACC)count;
-#endif
-    if (threadIdx.x == 0) *out = from_acc(acc);
-}
-
-extern "C" __global__ void minmax_partial(const T *x, unsigned long long n, int is_max,
-                                          C *partial) {
-    CMinMax f = {is_max};
-    C m = minmax_identity(is_max);
-    GRID_STRIDE(i, n) { m = f(m, load(x[i])); }
-    m = block_fold(m, f);
-    if (threadIdx.x == 0) partial[blockIdx.x] = m;
-}
-
-extern "C" __global__ void minmax_final(const C *partial, unsigned int parts, int is_max,
-                                        T *out) {
-    CMinMax f = {is_max};
-    C m = minmax_identity(is_max);
-    for (unsigned int i = threadIdx.x; i < parts; i += blockDim.x) m = f(m, partial[i]);
-    m = block_fold(m, f);
-    if (threadIdx.x == 0) *out = store(m);
-}
-
-extern "C" __global__ void arg_partial(const T *x, unsigned long long n, int is_max,
-                                       ArgP *partial) {
-    ArgFold f = {is_max};
-    ArgP m = arg_identity(is_max);
-    GRID_STRIDE(i, n) {
-        ArgP p;
-        p.v = load(x[i]);
-        p.i = i;
-        m = f(m, p);
-    }
-    m = block_fold(m, f);
-    if (threadIdx.x == 0) partial[blockIdx.x] = m;
-}
-
-extern "C" __global__ void arg_final(const ArgP *partial, unsigned int parts, int is_max,
-                                     unsigned int *out) {
-    ArgFold f = {is_max};
-    ArgP m = arg_identity(is_max);
-    for (unsigned int i = threadIdx.x; i < parts; i += blockDim.x) m = f(m, partial[i]);
-    m = block_fold(m, f);
-    if (threadIdx.x == 0) *out = (unsigned int)m.i;
-}
-
 #define ROWS(r, rows) for (unsigned long long r = blockIdx.x; r < (rows); r += gridDim.x)
 #define COLS(j, cols) for (unsigned long long j = threadIdx.x; j < (cols); j += blockDim.x)
-
-// `mean` is nonzero for a mean (floats only).
-extern "C" __global__ void row_sum(const T *x, unsigned long long rows, unsigned long long cols,
-                                   int mean, T *out) {
-    ROWS(r, rows) {
-        const T *row = x + r * cols;
-        ACC acc = 0;
-        COLS(j, cols) { acc += to_acc(load(row[j])); }
-        acc = block_fold(acc, AccAdd());
-#if IS_FLOAT
-        if (mean) acc = acc / (ACC)cols;
-#endif
-        if (threadIdx.x == 0) out[r] = from_acc(acc);
-    }
-}
-
-extern "C" __global__ void row_minmax(const T *x, unsigned long long rows,
-                                      unsigned long long cols, int is_max, T *out) {
-    CMinMax f = {is_max};
-    ROWS(r, rows) {
-        const T *row = x + r * cols;
-        C m = minmax_identity(is_max);
-        COLS(j, cols) { m = f(m, load(row[j])); }
-        m = block_fold(m, f);
-        if (threadIdx.x == 0) out[r] = store(m);
-    }
-}
-
-extern "C" __global__ void row_arg(const T *x, unsigned long long rows, unsigned long long cols,
-                                   int is_max, unsigned int *out) {
-    ArgFold f = {is_max};
-    ROWS(r, rows) {
-        const T *row = x + r * cols;
-        ArgP m = arg_identity(is_max);
-        COLS(j, cols) {
-            ArgP p;
-            p.v = load(row[j]);
-            p.i = j;
-            m = f(m, p);
-        }
-        m = block_fold(m, f);
-        if (threadIdx.x == 0) out[r] = (unsigned int)m.i;
-    }
-}
 
 #if IS_FLOAT
 // Softmax statistics of one row: its maximum (NaNs ignored) and sum of exp(x - max) in ACC.

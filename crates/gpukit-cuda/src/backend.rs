@@ -2,7 +2,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::kernels::SCRATCH_BYTES;
 use cudarc::driver::sys;
 use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
@@ -31,11 +30,10 @@ pub struct CudaBackend {
     notifier: Mutex<Option<Raw<sys::CUstream>>>,
 }
 
-/// A non-blocking CUDA stream with its reduction scratch buffers and cuBLAS handle.
+/// A non-blocking CUDA stream with its cuBLAS handle and a capture's gemm workspace.
 pub struct CudaStream {
     pub(crate) raw: Raw<sys::CUstream>,
-    /// `SCRATCH_BYTES` for the partial results of reductions: the stream's own, and while it
-    /// captures, the capture's (which the graph takes).
+    /// While the stream captures, the capture's gemm workspace (which the graph takes).
     pub(crate) scratch: CaptureScratch,
     pub(crate) blas: Mutex<Option<Raw<cublasHandle_t>>>,
     /// The workspace the cuBLAS handle was last pointed at: 0 for its default, else a
@@ -149,17 +147,15 @@ impl CudaBackend {
         Ok(self.dev.bind()?)
     }
 
-    /// A `CudaStream` over `s` with its reductions' scratch memory, listed among the
-    /// context's streams; `owned` streams are destroyed with it.
+    /// A `CudaStream` over `s`, listed among the context's streams; `owned` streams are
+    /// destroyed with it.
     fn stream_over(&self, s: sys::CUstream, owned: bool) -> Result<CudaStream> {
-        let scratch = self.mem_alloc(SCRATCH_BYTES)?;
         self.streams.add(s);
         Ok(CudaStream {
             raw: Raw(s),
-            scratch: CaptureScratch::new(
-                scratch,
-                crate::graph::gemm_workspace_bytes(self.dev.info.compute_capability),
-            ),
+            scratch: CaptureScratch::new(crate::graph::gemm_workspace_bytes(
+                self.dev.info.compute_capability,
+            )),
             blas: Mutex::new(None),
             blas_workspace: Mutex::new(0),
             owned,
@@ -284,14 +280,10 @@ impl Backend for CudaBackend {
         if let Some(handle) = lock(&stream.blas).take() {
             blas::destroy_blas(handle);
         }
-        // SAFETY: the stream has finished its work (or failed for good), so nothing uses its
-        // own scratch buffer (a graph captured from it has a buffer of its own); a stream
-        // this backend created is destroyed once (a wrapped one belongs to its creator).
-        unsafe {
-            let _ = driver::mem_free(stream.scratch.own());
-            if stream.owned {
-                let _ = driver::stream_destroy(stream.raw.0);
-            }
+        if stream.owned {
+            // SAFETY: the stream has finished its work (or failed for good); a stream this
+            // backend created is destroyed once (a wrapped one belongs to its creator).
+            let _ = unsafe { driver::stream_destroy(stream.raw.0) };
         }
         synced
     }
@@ -565,18 +557,10 @@ impl Backend for CudaBackend {
         // no module loads or compiles while a stream captures). Best effort: a module that
         // fails to compile fails the ops that need it, with its error, not every capture.
         let _ = self.dev.builtins.preload(&self.dev);
-        // The capture's reductions and gemms get scratch memory and a cuBLAS workspace of
-        // their own, which the graph takes: replays then never share the stream's buffer or
-        // its handle's workspace with its later eager work, and outlive the stream.
-        // Allocated before the capture, not inside it.
-        let scratch = self.mem_alloc(SCRATCH_BYTES)?;
-        let workspace = match self.mem_alloc(stream.scratch.workspace_bytes()) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = self.dev.free_after_events(scratch, Vec::new());
-                return Err(e);
-            }
-        };
+        // The capture's gemms get a cuBLAS workspace of their own, which the graph takes:
+        // replays then never share the handle's workspace with the stream's later eager
+        // work, and outlive the stream. Allocated before the capture, not inside it.
+        let workspace = self.mem_alloc(stream.scratch.workspace_bytes())?;
         let begun = self.streams.begin_capture(|| {
             // Relaxed: other threads' unrelated driver calls (allocations, syncs of other
             // streams) must not invalidate the capture; gpukit-core refuses the calls that
@@ -592,21 +576,19 @@ impl Backend for CudaBackend {
         });
         match begun {
             Ok(()) => {
-                stream.scratch.begin_capture(scratch, workspace);
+                stream.scratch.begin_capture(workspace);
                 Ok(())
             }
             Err(e) => {
-                // Nothing was queued on the new buffers: they go at once.
-                let _ = self
-                    .dev
-                    .free_all_after_events(vec![scratch, workspace], Vec::new());
+                // Nothing was queued on the new workspace: it goes at once.
+                let _ = self.dev.free_after_events(workspace, Vec::new());
                 Err(e.into())
             }
         }
     }
 
     fn end_capture(&self, stream: &CudaStream) -> Result<CudaGraph> {
-        let scratch = stream.scratch.end_capture();
+        let workspace = stream.scratch.end_capture();
         let ended = self.streams.end_capture(|| {
             self.dev.bind()?;
             // SAFETY: the stream is capturing (begun by `begin_capture`).
@@ -622,19 +604,16 @@ impl Backend for CudaBackend {
             self.check(destroyed)?;
             Ok(exec)
         });
-        // A capture without reductions (or gemms) leaves its buffer (or workspace) unused:
-        // it goes at once, and the graph's launches need no event to free it after.
-        let (owned, unused) = match scratch {
-            Some(buffers) if instantiated.is_ok() => buffers.split(),
-            Some(buffers) => {
-                let (used, unused) = buffers.split();
-                (Vec::new(), [used, unused].concat())
-            }
+        // A capture without gemms leaves its workspace unused: it goes at once, and the
+        // graph's launches need no event to free it after.
+        let (owned, unused) = match workspace {
+            Some((p, true)) if instantiated.is_ok() => (vec![p], Vec::new()),
+            Some((p, _)) => (Vec::new(), vec![p]),
             None => (Vec::new(), Vec::new()),
         };
         if !unused.is_empty() {
-            // Nothing ran on them: the captured work was recorded, never launched, or it has
-            // no reduction (or gemm).
+            // Nothing ran on it: the captured work was recorded, never launched, or it has
+            // no gemm.
             let _ = self.dev.free_all_after_events(unused, Vec::new());
         }
         Ok(CudaGraph::new(

@@ -143,6 +143,7 @@ impl Device {
                 limits: LaunchLimits::CUDA_COMMON,
                 priority_range: (0, 0),
                 op_dtypes: gpukit_core::DType::ALL.to_vec(),
+                native_ops: false,
             },
             managed_memory: false,
             concurrent_managed_access: false,

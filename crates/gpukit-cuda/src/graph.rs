@@ -1,16 +1,15 @@
 //! Graphs: executable graphs from stream captures, and the scratch memory they own.
 //!
-//! A whole-array reduction queues two kernels that pass partial results through a scratch
-//! buffer, and a gemm may use its cuBLAS handle's workspace. Eager work uses its stream's
-//! own buffer and its handle's default workspace, which is safe because a stream runs in
-//! order. Captured work must not: a replay on another stream would race with the capturing
-//! stream's later reductions and gemms, and a replay after that stream (and its handle) was
-//! dropped would write freed memory. So each capture gets a reduction buffer and a gemm
-//! workspace of its own, allocated before the capture begins ([`CaptureScratch`]), and the
-//! graph owns those its work used ([`GraphScratch`]): they are freed after the graph's last
-//! launch on every stream has completed. Replays of one graph never overlap each other (the
-//! driver orders every launch of an executable graph after the previous one, on whatever
-//! stream), so one buffer serves all of them.
+//! A gemm may use its cuBLAS handle's workspace. Eager work uses its handle's default
+//! workspace, which is safe because a stream runs in order. Captured work must not: a
+//! replay on another stream would race with the capturing stream's later gemms, and a
+//! replay after that stream (and its handle) was dropped would write freed memory. So each
+//! capture gets a gemm workspace of its own, allocated before the capture begins
+//! ([`CaptureScratch`]), and the graph owns it if its work used it ([`GraphScratch`]): it is
+//! freed after the graph's last launch on every stream has completed. Replays of one graph
+//! never overlap each other (the driver orders every launch of an executable graph after
+//! the previous one, on whatever stream), so one workspace serves all of them. (The
+//! built-in ops' scratch arrays are gpukit-core's, which a graph keeps the same way.)
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,75 +30,29 @@ pub(crate) fn gemm_workspace_bytes(compute_capability: Option<(u32, u32)>) -> us
     }
 }
 
-/// A capture's own memory: the reduction buffer and the gemm workspace, each with whether
-/// captured work used it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CaptureBuffers {
-    pub(crate) reduction: (sys::CUdeviceptr, bool),
-    pub(crate) workspace: (sys::CUdeviceptr, bool),
-}
-
-impl CaptureBuffers {
-    /// The buffers the graph keeps (those its work used) and those that can go at once.
-    pub(crate) fn split(self) -> (Vec<sys::CUdeviceptr>, Vec<sys::CUdeviceptr>) {
-        let (mut kept, mut unused) = (Vec::new(), Vec::new());
-        for (ptr, used) in [self.reduction, self.workspace] {
-            if used {
-                kept.push(ptr);
-            } else {
-                unused.push(ptr);
-            }
-        }
-        (kept, unused)
-    }
-}
-
-/// A stream's reduction scratch and gemm workspace: its own, and while it captures, the
-/// capture's.
+/// A stream's gemm workspace while it captures: the capture's own.
 #[derive(Debug)]
 pub(crate) struct CaptureScratch {
-    own: sys::CUdeviceptr,
-    /// The capture's reduction buffer; 0 while the stream does not capture.
-    capture: AtomicU64,
-    /// The capture's gemm workspace (of [`CaptureScratch::workspace_bytes`]).
+    /// The capture's gemm workspace (of [`CaptureScratch::workspace_bytes`]); 0 while the
+    /// stream does not capture.
     workspace: AtomicU64,
     workspace_bytes: usize,
-    /// Whether a captured reduction took the capture's buffer, a captured gemm its workspace.
+    /// Whether a captured gemm used the workspace.
     used: AtomicBool,
-    gemm_used: AtomicBool,
 }
 
 impl CaptureScratch {
-    pub(crate) fn new(own: sys::CUdeviceptr, workspace_bytes: usize) -> Self {
+    pub(crate) fn new(workspace_bytes: usize) -> Self {
         CaptureScratch {
-            own,
-            capture: AtomicU64::new(0),
             workspace: AtomicU64::new(0),
             workspace_bytes,
             used: AtomicBool::new(false),
-            gemm_used: AtomicBool::new(false),
         }
-    }
-
-    /// The stream's own buffer.
-    pub(crate) fn own(&self) -> sys::CUdeviceptr {
-        self.own
     }
 
     /// Bytes of a capture's gemm workspace.
     pub(crate) fn workspace_bytes(&self) -> usize {
         self.workspace_bytes
-    }
-
-    /// The buffer a reduction queued now uses: the capture's while the stream captures.
-    pub(crate) fn for_reduction(&self) -> sys::CUdeviceptr {
-        match self.capture.load(Ordering::Acquire) {
-            0 => self.own,
-            p => {
-                self.used.store(true, Ordering::Relaxed);
-                p
-            }
-        }
     }
 
     /// The workspace a gemm queued now uses: the capture's (address and bytes) while the
@@ -108,31 +61,25 @@ impl CaptureScratch {
         match self.workspace.load(Ordering::Acquire) {
             0 => None,
             p => {
-                self.gemm_used.store(true, Ordering::Relaxed);
+                self.used.store(true, Ordering::Relaxed);
                 Some((p, self.workspace_bytes))
             }
         }
     }
 
-    /// Hands the stream a capture's reduction buffer and gemm workspace, for the work
-    /// queued until [`CaptureScratch::end_capture`].
-    pub(crate) fn begin_capture(&self, buffer: sys::CUdeviceptr, workspace: sys::CUdeviceptr) {
+    /// Hands the stream a capture's gemm workspace, for the work queued until
+    /// [`CaptureScratch::end_capture`].
+    pub(crate) fn begin_capture(&self, workspace: sys::CUdeviceptr) {
         self.used.store(false, Ordering::Relaxed);
-        self.gemm_used.store(false, Ordering::Relaxed);
         self.workspace.store(workspace, Ordering::Release);
-        self.capture.store(buffer, Ordering::Release);
     }
 
-    /// Takes the capture's buffers back (`None` if there were none), with whether captured
-    /// work used each: the graph takes those, the others can go at once.
-    pub(crate) fn end_capture(&self) -> Option<CaptureBuffers> {
-        let workspace = self.workspace.swap(0, Ordering::AcqRel);
-        match self.capture.swap(0, Ordering::AcqRel) {
+    /// Takes the capture's workspace back (`None` if there was none), with whether captured
+    /// work used it: the graph takes it if so, else it can go at once.
+    pub(crate) fn end_capture(&self) -> Option<(sys::CUdeviceptr, bool)> {
+        match self.workspace.swap(0, Ordering::AcqRel) {
             0 => None,
-            p => Some(CaptureBuffers {
-                reduction: (p, self.used.swap(false, Ordering::Relaxed)),
-                workspace: (workspace, self.gemm_used.swap(false, Ordering::Relaxed)),
-            }),
+            p => Some((p, self.used.swap(false, Ordering::Relaxed))),
         }
     }
 }
@@ -291,49 +238,29 @@ impl Drop for CudaGraph {
 mod tests {
     use super::*;
 
-    /// Regression test for the desk-checks' "a captured reduction uses the capturing
-    /// stream's scratch buffer" and "a captured gemm uses the handle's default workspace":
-    /// while a stream captures, its reductions and gemms use the capture's buffers, which
-    /// the graph then takes; the stream's eager work keeps its own.
+    /// Regression test for the desk-check "a captured gemm uses the handle's default
+    /// workspace": while a stream captures, its gemms use the capture's workspace, which the
+    /// graph then takes; the stream's eager gemms keep the handle's default.
     #[test]
-    fn a_capture_has_scratch_of_its_own_which_the_graph_takes() {
-        let stream = CaptureScratch::new(0x1000, 64);
-        assert_eq!(stream.for_reduction(), 0x1000);
+    fn a_capture_has_a_workspace_of_its_own_which_the_graph_takes() {
+        let stream = CaptureScratch::new(64);
         assert_eq!(
             stream.for_gemm(),
             None,
             "eager gemms: the handle's default workspace"
         );
         assert_eq!(stream.end_capture(), None, "no capture, nothing to take");
-        stream.begin_capture(0x2000, 0x8000);
-        assert_eq!(stream.for_reduction(), 0x2000, "captured reductions");
-        let taken = stream.end_capture();
+        stream.begin_capture(0x8000);
         assert_eq!(
-            taken,
-            Some(CaptureBuffers {
-                reduction: (0x2000, true),
-                workspace: (0x8000, false),
-            }),
-            "the graph's"
-        );
-        assert_eq!(
-            taken.map(CaptureBuffers::split),
-            Some((vec![0x2000], vec![0x8000]))
-        );
-        assert_eq!(
-            stream.for_reduction(),
-            0x1000,
-            "eager again: never the graph's"
+            stream.end_capture(),
+            Some((0x8000, false)),
+            "unused: it goes"
         );
         assert_eq!(stream.for_gemm(), None);
-        stream.begin_capture(0x3000, 0x9000);
+        stream.begin_capture(0x9000);
         assert_eq!(stream.for_gemm(), Some((0x9000, 64)), "captured gemms");
-        assert_eq!(
-            stream.end_capture().map(CaptureBuffers::split),
-            Some((vec![0x9000], vec![0x3000])),
-            "each capture its own; the reduction buffer unused by a capture without reductions"
-        );
-        assert_eq!(stream.own(), 0x1000);
+        assert_eq!(stream.end_capture(), Some((0x9000, true)), "the graph's");
+        assert_eq!(stream.for_gemm(), None, "eager again: never the graph's");
         assert_eq!(stream.workspace_bytes(), 64);
         assert_eq!(gemm_workspace_bytes(Some((9, 0))), 32 << 20);
         assert_eq!(gemm_workspace_bytes(Some((8, 6))), 4 << 20);

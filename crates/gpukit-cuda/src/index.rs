@@ -1,12 +1,9 @@
-//! The ops that reduce columns and index, in CUDA C (appended to every
-//! element type's module after the random fills, whose `rng_philox` the permutation uses)
-//! and their launches. Each kernel is gpukit-core's reference (`optable::index`,
-//! `optable::reduce_cols`) in the same order of operations; a bad index claims the
-//! context's fault record as a checked kernel does (`gk_op_fault`).
+//! The ops that index, in CUDA C (appended to every element type's module after the random
+//! fills, whose `rng_philox` the permutation uses) and their launches. Each kernel is
+//! gpukit-core's reference (`optable::index`) in the same order of operations; a bad index
+//! claims the context's fault record as a checked kernel does (`gk_op_fault`).
 //!
 //! Entry points (`T` the module's element type):
-//! - `col_reduce(const T *x, void *out, ull rows, ull cols, int op)`: op 0 sum, 1 mean,
-//!   2 min, 3 max, 4 argmin, 5 argmax (`out` holds `u32` indices for the last two);
 //! - `gather_rows(const T *src, const unsigned int *idx, T *out, ull rows, ull cols, ull n,
 //!   unsigned int *rec, unsigned int tag)`;
 //! - `scatter_add_rows(..)` with the same parameters (4- and 8-byte types);
@@ -17,7 +14,7 @@
 //!   int tag)` (the `u32` module).
 
 use gpukit_core::optable::{feistel_half_bits, Faults, FEISTEL_ROUNDS};
-use gpukit_core::{BufAt, ReduceOp, Result, Shape};
+use gpukit_core::{BufAt, Result, Shape};
 
 use crate::backend::CudaBackend;
 use crate::kernels::Elem;
@@ -31,7 +28,7 @@ pub(crate) fn has_atomic_add(elem: Elem) -> bool {
 
 /// The entry points of `elem`'s module that this file adds.
 pub(crate) fn entries(elem: Elem) -> Vec<&'static str> {
-    let mut v = vec!["col_reduce", "gather_rows", "one_hot"];
+    let mut v = vec!["gather_rows", "one_hot"];
     if has_atomic_add(elem) {
         v.push("scatter_add_rows");
     }
@@ -46,37 +43,13 @@ pub(crate) fn entries(elem: Elem) -> Vec<&'static str> {
 pub(crate) fn index_source(elem: Elem) -> String {
     let mut s = String::from(
         "
-// Column reductions, gather, scatter, one-hot (index.rs).
+// Gather, scatter, one-hot (index.rs).
 __device__ __forceinline__ void gk_op_fault(unsigned int *rec, unsigned int tag, unsigned long long index, unsigned long long len) {
     if (atomicCAS(rec, 0u, 1u) == 0u) {
         rec[1] = tag; rec[2] = 0u;
         rec[3] = (unsigned int)index; rec[4] = (unsigned int)(index >> 32);
         rec[5] = (unsigned int)len; rec[6] = (unsigned int)(len >> 32);
         __threadfence();
-    }
-}
-extern \"C\" __global__ void col_reduce(const T *x, void *out, unsigned long long rows, unsigned long long cols, int op) {
-    GRID_STRIDE(j, cols) {
-        if (op <= 1) {
-            ACC acc = to_acc(load(x[j]));
-            for (unsigned long long r = 1; r < rows; r++) acc += to_acc(load(x[r * cols + j]));
-            ((T *)out)[j] = op == 1 ? from_acc(acc / (ACC)rows) : from_acc(acc);
-        } else if (op <= 3) {
-            C m = load(x[j]);
-            for (unsigned long long r = 1; r < rows; r++) {
-                C v = load(x[r * cols + j]);
-                m = op == 2 ? gk_min<C>(m, v) : gk_max<C>(m, v);
-            }
-            ((T *)out)[j] = store(m);
-        } else {
-            C b = load(x[j]);
-            unsigned int bi = 0u;
-            for (unsigned long long r = 1; r < rows; r++) {
-                C v = load(x[r * cols + j]);
-                if (v == v && (b != b || (op == 5 ? v > b : v < b))) { b = v; bi = (unsigned int)r; }
-            }
-            ((unsigned int *)out)[j] = bi;
-        }
     }
 }
 extern \"C\" __global__ void gather_rows(const T *src, const unsigned int *idx, T *out, unsigned long long rows, unsigned long long cols, unsigned long long n, unsigned int *rec, unsigned int tag) {
@@ -148,51 +121,6 @@ extern \"C\" __global__ void scatter_add_rows(const T *src, const unsigned int *
         );
     }
     s
-}
-
-/// The kernel's `op` code of a reduction.
-fn reduce_code(op: ReduceOp) -> i32 {
-    match op {
-        ReduceOp::Sum => 0,
-        ReduceOp::Mean => 1,
-        ReduceOp::Min => 2,
-        ReduceOp::Max => 3,
-        ReduceOp::ArgMin => 4,
-        ReduceOp::ArgMax => 5,
-    }
-}
-
-/// `col_reduce`: one thread per column.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-pub(crate) unsafe fn col_reduce(
-    l: Launcher<'_>,
-    op: ReduceOp,
-    x: BufAt<'_, CudaBackend>,
-    shape: Shape,
-    out: BufAt<'_, CudaBackend>,
-) -> Result<()> {
-    let (xp, op_ptr) = (ptr(x), ptr(out));
-    let (rows, cols, code) = (shape.rows as u64, shape.cols as u64, reduce_code(op));
-    let mut params = [
-        param(&xp),
-        param(&op_ptr),
-        param(&rows),
-        param(&cols),
-        param(&code),
-    ];
-    // SAFETY: the parameters of `col_reduce`, in order and type; the ranges meet this
-    // function's contract (`out` holds `cols` elements, or `u32`s for the index reductions).
-    unsafe {
-        l.launch(
-            Entry::Named("col_reduce"),
-            l.grid_for(shape.cols),
-            BLOCK,
-            &mut params,
-        )
-    }
 }
 
 /// `gather_rows` or `scatter_add_rows` (`scatter`).

@@ -10,38 +10,16 @@
 /// The kernel template.
 pub const BUILTIN_TEMPLATE: &str = include_str!("../kernels/builtin.cu");
 
-/// Threads per block of the reduction kernels (a power of two; the template's shared
+/// Threads per block of softmax and cross-entropy (a power of two; the template's shared
 /// arrays have this size).
 pub const REDUCE_BLOCK: u32 = 256;
-
-/// The most blocks a reduction's first launch uses, so its partials fit a fixed scratch
-/// buffer of `MAX_PARTIALS * 8` bytes per stream.
-pub const MAX_PARTIALS: u32 = 1024;
 
 /// NVRTC options for the built-in modules: no fused multiply-add, so that `axpy` rounds its
 /// product and its sum separately, exactly as the CPU backend does.
 pub const BUILTIN_OPTIONS: &[&str] = &["--fmad=false"];
 
-/// Entry points of the template that every built-in module has.
-pub const COMMON_KERNELS: &[&str] = &[
-    "sum_partial",
-    "dot_partial",
-    "sum_final",
-    "minmax_partial",
-    "minmax_final",
-    "arg_partial",
-    "arg_final",
-    "row_sum",
-    "row_minmax",
-    "row_arg",
-];
-
 /// Entry points of the template that only floating-point modules have.
 pub const FLOAT_KERNELS: &[&str] = &["softmax_rows", "cross_entropy_rows"];
-
-/// Bytes of a stream's reduction scratch buffer: `MAX_PARTIALS` partials of at most 16
-/// bytes (an argmin/argmax partial is a value and a 64-bit index).
-pub const SCRATCH_BYTES: usize = MAX_PARTIALS as usize * 16;
 
 /// The element types the built-in kernels are generated for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -260,11 +238,11 @@ fn prelude(elem: Elem) -> String {
 
 /// The entry points of the template that `elem`'s module has.
 pub fn kernel_names(elem: Elem) -> Vec<String> {
-    let mut names: Vec<String> = COMMON_KERNELS.iter().map(|s| s.to_string()).collect();
     if elem.is_float() {
-        names.extend(FLOAT_KERNELS.iter().map(|s| s.to_string()));
+        FLOAT_KERNELS.iter().map(|s| s.to_string()).collect()
+    } else {
+        Vec::new()
     }
-    names
 }
 
 #[cfg(test)]

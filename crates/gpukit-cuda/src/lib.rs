@@ -57,17 +57,15 @@
 //!   NVRTC compiles generated code with `--fmad=false`, so results equal the CPU backend's
 //!   bit for bit for the element-wise ops without transcendental functions. The others are
 //!   one module of CUDA C per element type: the template `kernels/builtin.cu` ([`kernels`])
-//!   (reductions, softmax, cross-entropy) with the random fills and the indexing ops. A
+//!   (softmax, cross-entropy) with the random fills and the indexing ops. A
 //!   module is loaded once per device (every context on a device shares its primary context,
 //!   and so the modules) on the first op of its element type, and all of them before a
 //!   capture begins, so that no capture is the first to need one. One function (`ops::op`)
 //!   turns any `gpukit_core::Op` into its launches, dispatching to one function per op
 //!   family. Every element-wise kernel is
 //!   a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM, and any
-//!   length works. Whole-array reductions run two launches (per-block partials into a
-//!   scratch buffer, then one block), accumulating floats in f64; per-row
-//!   reductions, softmax and cross-entropy give each row a block. Argmin/argmax fold (value,
-//!   index) pairs under one total order, so the first index wins whatever the folding order.
+//!   length works. Softmax and cross-entropy give each row a block. (The reductions are
+//!   gpukit-core's kernels: warp shuffles, then the warps in shared memory.)
 //! - **The kernel cache** ([`cache`]): every CUDA C program (built-in modules and custom
 //!   kernels) is compiled once per process, also when several threads ask at once, and kept
 //!   on disk (`GPU_KERNEL_CACHE`, else `~/.cache/gpukit/kernels`; `off` turns it off), keyed
@@ -76,12 +74,11 @@
 //! - **Synchronisation** of a context ([`gpukit_core::Context::sync`]) waits for its own
 //!   streams, one by one, never the device (`cuCtxSynchronize` would wait for every context
 //!   on it and invalidate captures running on them, PyTorch's included).
-//! - **Graphs** are stream captures in relaxed mode, instantiated once. A capture's
-//!   reductions use scratch memory of the graph's own, and its gemms a cuBLAS workspace of
-//!   the graph's own (`cublasSetWorkspace`, cuBLAS's recommended 32 MiB on Hopper, 4 MiB
+//! - **Graphs** are stream captures in relaxed mode, instantiated once. A capture's gemms
+//!   use a cuBLAS workspace of the graph's own (`cublasSetWorkspace`, cuBLAS's recommended 32 MiB on Hopper, 4 MiB
 //!   before, kept only when the capture has a gemm), allocated before the capture and freed
 //!   after the graph's last launch, so replays on any stream never share the capturing
-//!   stream's buffer or its handle's workspace, and outlive them.
+//!   stream's handle's workspace, and outlive it.
 //! - **gemm** is cuBLAS (`cublasSgemm`/`cublasDgemm`, `cublasGemmEx` with f32 compute for
 //!   f16/bf16), one handle per stream, created on the stream's first gemm, with cuBLAS's
 //!   default math mode (no TF32 unless `NVIDIA_TF32_OVERRIDE` asks for it) and reductions

@@ -10,9 +10,9 @@
 
 use std::ffi::c_void;
 
-use crate::kernels::{Elem, MAX_PARTIALS, REDUCE_BLOCK};
+use crate::kernels::{Elem, REDUCE_BLOCK};
 use cudarc::driver::sys;
-use gpukit_core::{BufAt, DType, Error, Gemm, Op, ReduceOp, Result, Scalar, Shape};
+use gpukit_core::{BufAt, DType, Error, Gemm, Op, Result, Scalar, Shape};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::blas;
@@ -107,13 +107,6 @@ fn row_grid(rows: usize) -> u32 {
     u32::try_from(rows).unwrap_or(u32::MAX).clamp(1, 65_535)
 }
 
-/// Blocks of a reduction's first launch.
-fn partial_grid(len: usize) -> u32 {
-    u32::try_from(len.div_ceil(REDUCE_BLOCK as usize).max(1))
-        .unwrap_or(MAX_PARTIALS)
-        .min(MAX_PARTIALS)
-}
-
 /// Runs one op of the table (the contract of [`gpukit_core::Backend::op`]).
 ///
 /// # Safety
@@ -136,8 +129,6 @@ pub(crate) unsafe fn op(
     // this function's caller holds.
     unsafe {
         match *op {
-            Op::Reduce { op, x, shape, out } => reduce(l, op, x, shape, out),
-            Op::Dot { x, y, len, out } => dot(l, x, y, len, out),
             Op::Softmax {
                 log,
                 src,
@@ -162,7 +153,6 @@ pub(crate) unsafe fn op(
                 out,
                 len,
             } => random(l, (dist, seed, offset), (a, pb, range), src, out, len),
-            Op::ReduceCols { op, x, shape, out } => index::col_reduce(l, op, x, shape, out),
             Op::Gather {
                 src,
                 idx,
@@ -239,98 +229,6 @@ unsafe fn random(
     // type); the ranges meet this function's contract (each element's input is read before
     // its output is written, by the same thread).
     unsafe { l.launch(Entry::Named("random"), l.grid_for(len), BLOCK, &mut params) }
-}
-
-/// A reduction: per row (`row_sum`, `row_minmax`, `row_arg`: `(const T *x, unsigned long
-/// long rows, unsigned long long cols, int flag, T or unsigned int *out)`, a block per row)
-/// when there are several rows, else over the whole array in two launches (`*_partial` into
-/// the stream's scratch buffer, then `*_final` in one block).
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn reduce(
-    l: Launcher<'_>,
-    op: ReduceOp,
-    x: BufAt<'_, CudaBackend>,
-    shape: Shape,
-    out: BufAt<'_, CudaBackend>,
-) -> Result<()> {
-    let (xp, o) = (ptr(x), ptr(out));
-    let is_max = i32::from(matches!(op, ReduceOp::Max | ReduceOp::ArgMax));
-    let (rows, cols) = (shape.rows as u64, shape.cols as u64);
-    if shape.rows > 1 {
-        let mean = i32::from(op == ReduceOp::Mean);
-        let (entry, flag) = match op {
-            ReduceOp::Sum | ReduceOp::Mean => ("row_sum", &mean),
-            ReduceOp::Min | ReduceOp::Max => ("row_minmax", &is_max),
-            ReduceOp::ArgMin | ReduceOp::ArgMax => ("row_arg", &is_max),
-        };
-        let mut params = [
-            param(&xp),
-            param(&rows),
-            param(&cols),
-            param(flag),
-            param(&o),
-        ];
-        let grid = row_grid(shape.rows);
-        // SAFETY: the parameters of `entry` (the flag is `mean` for `row_sum`, `is_max` for
-        // the others), in order and type; the ranges meet this function's contract.
-        return unsafe { l.launch(Entry::Named(entry), grid, REDUCE_BLOCK, &mut params) };
-    }
-    let (n, scratch, parts) = (cols, l.s.scratch.for_reduction(), partial_grid(shape.cols));
-    let (partial, last) = match op {
-        ReduceOp::Sum | ReduceOp::Mean => ("sum_partial", "sum_final"),
-        ReduceOp::Min | ReduceOp::Max => ("minmax_partial", "minmax_final"),
-        ReduceOp::ArgMin | ReduceOp::ArgMax => ("arg_partial", "arg_final"),
-    };
-    let (partial, last) = (Entry::Named(partial), Entry::Named(last));
-    // SAFETY: the parameters of `sum_partial(x, n, partial)` and `sum_final(partial, parts,
-    // out, count)`, or of `minmax_`/`arg_partial(x, n, is_max, partial)` and `_final(partial,
-    // parts, is_max, out)`, in order and type; `scratch` is the stream's buffer for
-    // reductions queued now, which holds the `MAX_PARTIALS` partials `partial_grid` allows;
-    // the ranges meet this function's contract.
-    unsafe {
-        if matches!(op, ReduceOp::Sum | ReduceOp::Mean) {
-            let count = if op == ReduceOp::Mean { n } else { 0 };
-            let mut first = [param(&xp), param(&n), param(&scratch)];
-            l.launch(partial, parts, REDUCE_BLOCK, &mut first)?;
-            let mut second = [param(&scratch), param(&parts), param(&o), param(&count)];
-            l.launch(last, 1, REDUCE_BLOCK, &mut second)
-        } else {
-            let mut first = [param(&xp), param(&n), param(&is_max), param(&scratch)];
-            l.launch(partial, parts, REDUCE_BLOCK, &mut first)?;
-            let mut second = [param(&scratch), param(&parts), param(&is_max), param(&o)];
-            l.launch(last, 1, REDUCE_BLOCK, &mut second)
-        }
-    }
-}
-
-/// `dot_partial(const T *x, const T *y, unsigned long long n, ACC *partial)` into the
-/// stream's scratch buffer, then `sum_final` of the partials.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn dot(
-    l: Launcher<'_>,
-    x: BufAt<'_, CudaBackend>,
-    y: BufAt<'_, CudaBackend>,
-    len: usize,
-    out: BufAt<'_, CudaBackend>,
-) -> Result<()> {
-    let (xp, yp, o, n) = (ptr(x), ptr(y), ptr(out), len as u64);
-    let scratch = l.s.scratch.for_reduction();
-    let (parts, count) = (partial_grid(len), 0u64);
-    let mut first = [param(&xp), param(&yp), param(&n), param(&scratch)];
-    let mut second = [param(&scratch), param(&parts), param(&o), param(&count)];
-    // SAFETY: the parameters of `dot_partial` and `sum_final(partial, parts, out, count)`, in
-    // order and type; `scratch` is the stream's buffer for reductions queued now, which holds
-    // `MAX_PARTIALS` partials; the ranges meet this function's contract.
-    unsafe {
-        l.launch(Entry::Named("dot_partial"), parts, REDUCE_BLOCK, &mut first)?;
-        l.launch(Entry::Named("sum_final"), 1, REDUCE_BLOCK, &mut second)
-    }
 }
 
 /// `softmax_rows(const T *x, T *out, unsigned long long rows, unsigned long long cols, int
@@ -439,17 +337,4 @@ unsafe fn gemm(
         unsafe { blas::gemm(l.b, l.s, l.dtype, g, ma, mb, mc)? };
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reduction_grids_stay_within_the_scratch_buffer() {
-        assert_eq!(partial_grid(1), 1);
-        assert_eq!(partial_grid(256), 1);
-        assert_eq!(partial_grid(257), 2);
-        assert_eq!(partial_grid(usize::MAX), MAX_PARTIALS);
-    }
 }

@@ -1,7 +1,7 @@
 //! The complete source of an element type's built-in module and its entry points. (The op
 //! table's element-wise ops are gpukit-core's kernels, not this module's.)
 
-use crate::kernels::{builtin_source, Elem, COMMON_KERNELS, FLOAT_KERNELS};
+use crate::kernels::{builtin_source, Elem, FLOAT_KERNELS};
 
 /// An entry point of a built-in module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,8 +22,7 @@ impl Entry {
 /// Every entry point of `elem`'s module.
 pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
     let float = elem.is_float();
-    let mut v: Vec<Entry> = COMMON_KERNELS.iter().map(|&n| Entry::Named(n)).collect();
-    v.push(Entry::Named("random"));
+    let mut v = vec![Entry::Named("random")];
     v.extend(crate::index::entries(elem).into_iter().map(Entry::Named));
     if float {
         v.extend(FLOAT_KERNELS.iter().map(|&n| Entry::Named(n)));

@@ -350,6 +350,27 @@ fn elem_ty(t: &syn::Type, what: &str) -> Result<Ty> {
     )
 }
 
+/// A value stored into an f16 or bf16 element rounds once: `x as f32` of an `x` that f32 may
+/// not hold (an f64, a 32- or 64-bit integer) becomes `x` rounded to f32 to odd, which the
+/// store rounds to the 16-bit value nearest `x` (the cast and the store would round twice).
+fn round_once(value: Expr) -> Expr {
+    match value.kind {
+        ExprKind::Cast(inner)
+            if value.ty == Ty::F32
+                && matches!(
+                    inner.ty,
+                    Ty::F64 | Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64 | Ty::Usize
+                ) =>
+        {
+            Expr {
+                kind: ExprKind::RoundOdd(inner),
+                ty: Ty::F32,
+            }
+        }
+        kind => Expr { kind, ty: value.ty },
+    }
+}
+
 fn value_ty(t: &syn::Type) -> Result<Ty> {
     if let syn::Type::Path(p) = t {
         if let Some(id) = p.path.get_ident() {
@@ -899,6 +920,10 @@ impl Lowerer {
                 let want = self.place_ty(&place);
                 let value = self.value(&a.right, Some(want))?;
                 expect_ty(&a.right, want, value.ty)?;
+                let value = match &place {
+                    Place::Index { arr, .. } if self.arr_ty(*arr).is_half() => round_once(value),
+                    _ => value,
+                };
                 out.push(Stmt::Assign {
                     place,
                     op: None,

@@ -308,7 +308,7 @@ impl std::fmt::Debug for WgpuHostMem {
 pub struct WgpuRegistration;
 
 /// Size of the buffer bound for empty arguments: larger than any one element of a bound
-/// array (a reduction's partial is 24 bytes).
+/// array.
 pub(crate) const DUMMY_BYTES: u64 = 256;
 
 fn round4(n: u64) -> u64 {
@@ -440,6 +440,7 @@ impl Backend for WgpuBackend {
             },
             priority_range: (0, 0),
             op_dtypes: wgsl::WgslType::dtypes(ops::caps(&self.shared)),
+            native_ops: false,
         }
     }
 

@@ -62,7 +62,8 @@
 //! `u32`, `i64`, `u64`, `u8`, `i8`, `f16` and `bf16`. `f16` and `bf16` are storage types, as
 //! in the built-in ops (with the `half` feature): an element read from such an array, or
 //! such a scalar, is an `f32` (a scalar reaches GPU code as its `f32` value), and an `f32`
-//! written to such an array is rounded to it. Statements:
+//! written to such an array is rounded to it (`x as f32` of a wider `x`, such as an f64
+//! accumulator stored as `T`, is rounded once, from `x`). Statements:
 //! `let`/`let mut` (also of a tuple), `const`, assignments and `+=` etc. to locals and array
 //! elements, `if`/`else`, `for i in a..b` and `for i in (a..b).step_by(s)`, `while`, `loop`,
 //! `break`, `continue`, `return`. Expressions: literals, arithmetic, comparisons,

@@ -8,6 +8,7 @@
 //! Public (hidden) for the CPU backend, which still runs the ops that are not kernels yet
 //! through them.
 
+pub(crate) mod reduce;
 pub mod split;
 pub mod sum;
 pub mod vmath;

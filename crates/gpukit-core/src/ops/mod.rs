@@ -13,6 +13,7 @@
 //! through `Stream::launch_builtin`, the way every op is to be written).
 
 mod elementwise;
+pub(crate) mod fold;
 mod gemm;
 mod index;
 pub(crate) mod map;

@@ -5,10 +5,9 @@ use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::{Element, Float, Numeric};
 use crate::error::{same_len, Error, Result};
-use crate::kernel::Writes;
-use crate::optable::{Op, ReduceOp, Shape};
+use crate::kernel::{Reads, Writes};
+use crate::optable::{ReduceOp, Shape};
 use crate::stream::Stream;
-use crate::track::Access;
 
 use super::shape_len;
 
@@ -119,19 +118,15 @@ impl<B: Backend> Stream<B> {
                 false => Err(Error::EmptyInput { op: name }),
             };
         }
-        let (sx, so) = (x.slice_ref(), out.slice_ref());
-        self.run_op(
-            name,
-            T::DTYPE,
-            [("x", &sx, Access::Read), ("out", &so, Access::Write)],
-            |[x, out]| {
-                if per_col {
-                    Op::ReduceCols { op, x, shape, out }
-                } else {
-                    Op::Reduce { op, x, shape, out }
-                }
-            },
-        )
+        if results == 0 {
+            return Ok(());
+        }
+        let (x, out) = (Reads::of(x), Writes::of(out));
+        if per_col {
+            self.fold_columns(name, op, shape.cols, x, out)
+        } else {
+            self.fold(name, op, (shape.rows, shape.cols), x, out)
+        }
     }
 
     reductions! {
@@ -230,17 +225,8 @@ impl<B: Backend> Stream<B> {
         if x.is_empty() {
             return self.fill(out, T::ZERO);
         }
-        let (sx, sy, so, len) = (x.slice_ref(), y.slice_ref(), out.slice_ref(), x.len());
-        self.run_op(
-            call,
-            T::DTYPE,
-            [
-                ("x", &sx, Access::Read),
-                ("y", &sy, Access::Read),
-                ("out", &so, Access::Write),
-            ],
-            |[x, y, out]| Op::Dot { x, y, len, out },
-        )
+        let xy = (Reads::of(x), Reads::of(y));
+        self.fold_dot(call, x.len(), xy, Writes::of(out))
     }
 
     /// The sum of `x`; waits for the result.

@@ -5,7 +5,7 @@ use crate::backend::{Backend, BufAt};
 use crate::element::DType;
 use crate::error::Result;
 
-use super::{Distribution, Gemm, ReduceOp, Scalar, Shape};
+use super::{Distribution, Gemm, Scalar, Shape};
 
 /// How a binary op's second operand is laid out against a matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,42 +115,6 @@ impl CmpOp {
 /// [`Op::CrossEntropy`] and the `u32` results of the index reductions. Element-wise ops whose `src` is `None` run in place: `out` is read and
 /// written. Lengths and shapes are never zero.
 pub enum Op<'a, B: Backend> {
-    /// A reduction of each row of the `shape` matrix `x` into `out[row]` (an element, or a
-    /// `u32` index for the index reductions); a whole array is one row.
-    Reduce {
-        /// The reduction.
-        op: ReduceOp,
-        /// The input.
-        x: BufAt<'a, B>,
-        /// The matrix.
-        shape: Shape,
-        /// `shape.rows` results.
-        out: BufAt<'a, B>,
-    },
-    /// A reduction of each column of the `shape` matrix `x` (over its rows) into
-    /// `out[col]` (an element, or a `u32` row index for the index reductions; the reference
-    /// is [`reduce_cols`](super::reduce_cols)); `shape.rows` is not zero.
-    ReduceCols {
-        /// The reduction.
-        op: ReduceOp,
-        /// The input.
-        x: BufAt<'a, B>,
-        /// The matrix.
-        shape: Shape,
-        /// `shape.cols` results.
-        out: BufAt<'a, B>,
-    },
-    /// The dot product of `len` elements of `x` and `y` into the one element `out`.
-    Dot {
-        /// First input.
-        x: BufAt<'a, B>,
-        /// Second input.
-        y: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-        /// The result.
-        out: BufAt<'a, B>,
-    },
     /// Row-wise softmax or log-softmax ([`softmax_rows`](super::softmax_rows)); in place when `src` is `None`.
     Softmax {
         /// Log-softmax rather than softmax.
@@ -317,32 +281,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 add(src, elems(len), Read);
                 add(Some(o), elems(len), Write);
             }
-            Op::Reduce {
-                op,
-                x,
-                shape,
-                out: o,
-            }
-            | Op::ReduceCols {
-                op,
-                x,
-                shape,
-                out: o,
-            } => {
-                let results = match self {
-                    Op::Reduce { .. } => shape.rows,
-                    _ => shape.cols,
-                };
-                let index = matches!(op, ReduceOp::ArgMin | ReduceOp::ArgMax);
-                add(Some(x), area(shape), Read);
-                let bytes = if index { u32s(results) } else { elems(results) };
-                add(Some(o), bytes, Write);
-            }
-            Op::Dot { x, y, len, out: o } => {
-                add(Some(x), elems(len), Read);
-                add(Some(y), elems(len), Read);
-                add(Some(o), el, Write);
-            }
             Op::Softmax {
                 src, out: o, shape, ..
             } => {
@@ -413,9 +351,6 @@ impl<'a, B: Backend> Op<'a, B> {
     /// The op's name, for errors and fault injection.
     pub fn name(&self) -> &'static str {
         match self {
-            Op::Reduce { op, .. } => op.name(),
-            Op::ReduceCols { op, .. } => op.col_name(),
-            Op::Dot { .. } => "dot",
             Op::Softmax { log: false, .. } => "softmax",
             Op::Softmax { log: true, .. } => "log_softmax",
             Op::CrossEntropy { .. } => "cross_entropy",
@@ -432,11 +367,9 @@ impl<'a, B: Backend> Op<'a, B> {
     /// Whether only float element types have the op (a backend refuses it on integers).
     pub fn floats_only(&self) -> bool {
         match self {
-            Op::Reduce { op, .. } | Op::ReduceCols { op, .. } => *op == ReduceOp::Mean,
             Op::Random { dist, .. } => *dist != Distribution::Integers,
             Op::Softmax { .. } | Op::CrossEntropy { .. } | Op::Gemm { .. } => true,
-            Op::Dot { .. }
-            | Op::Gather { .. }
+            Op::Gather { .. }
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
             | Op::Permutation { .. }
@@ -451,10 +384,7 @@ impl<'a, B: Backend> Op<'a, B> {
     pub fn calls_math(&self) -> bool {
         match self {
             Op::Softmax { .. } | Op::CrossEntropy { .. } => true,
-            Op::Reduce { .. }
-            | Op::ReduceCols { .. }
-            | Op::Dot { .. }
-            | Op::Random { .. }
+            Op::Random { .. }
             | Op::Gather { .. }
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
@@ -483,24 +413,6 @@ impl<'a, B: Backend> Op<'a, B> {
     ) -> Result<Op<'b, C>> {
         let opt = |x: Option<BufAt<'a, B>>| x.map(&f).transpose();
         Ok(match *self {
-            Op::Reduce { op, x, shape, out } => Op::Reduce {
-                op,
-                x: f(x)?,
-                shape,
-                out: f(out)?,
-            },
-            Op::ReduceCols { op, x, shape, out } => Op::ReduceCols {
-                op,
-                x: f(x)?,
-                shape,
-                out: f(out)?,
-            },
-            Op::Dot { x, y, len, out } => Op::Dot {
-                x: f(x)?,
-                y: f(y)?,
-                len,
-                out: f(out)?,
-            },
             Op::Softmax {
                 log,
                 src,

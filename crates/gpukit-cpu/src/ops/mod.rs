@@ -12,7 +12,6 @@ mod gemm;
 mod index;
 mod kind;
 mod ranges;
-mod reduce;
 mod rows;
 
 use gpukit_core::{DType, DTypeVisitor, Float, Numeric, Op, Result};
@@ -65,7 +64,6 @@ const SHORT_ELEMENTS: usize = 16 << 10;
 /// multiply-adds.
 pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
     let elements = match *op {
-        Op::Dot { len, .. } => Some(len),
         Op::CheckIndices { len, .. } => Some(len),
         Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
         Op::OneHot { shape, .. } => shape.len(),
@@ -73,10 +71,7 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         Op::Random { len, .. } | Op::Permutation { len, .. } => {
             Some(len.saturating_mul(gpukit_core::native::split::MATH))
         }
-        Op::Reduce { shape, .. }
-        | Op::ReduceCols { shape, .. }
-        | Op::Softmax { shape, .. }
-        | Op::CrossEntropy { shape, .. } => shape.len(),
+        Op::Softmax { shape, .. } | Op::CrossEntropy { shape, .. } => shape.len(),
         Op::Gemm { g, .. } => {
             g.m.checked_mul(g.n)
                 .and_then(|mn| mn.checked_mul(g.k))
@@ -113,9 +108,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
     // holds for all of `op`'s ranges.
     unsafe {
         Ok(match *op {
-            Op::Reduce { op, x, shape, out } => reduce::reduce::<T, K>(op, x, shape, out),
-            Op::ReduceCols { op, x, shape, out } => reduce::reduce_cols::<T>(op, x, shape, out),
-            Op::Dot { x, y, len, out } => reduce::dot::<T, K>(x, y, len, out),
             Op::Softmax {
                 log,
                 src,
@@ -211,14 +203,14 @@ mod tests {
             buf: &buf,
             offset: 4,
         };
-        let op = Op::Reduce {
-            op: gpukit_core::ReduceOp::Sum,
-            x: at,
-            shape: gpukit_core::Shape::new(1, 2),
+        let op = Op::Softmax {
+            log: false,
+            src: Some(at),
             out: hi,
+            shape: gpukit_core::Shape::new(1, 2),
         };
-        // SAFETY: the ranges are inside the 8-byte buffer and aligned: the sum reads the two
-        // bf16 at byte 0 and writes one at byte 4; nothing else uses the buffer.
+        // SAFETY: the ranges are inside the 8-byte buffer and aligned: the softmax reads the
+        // two bf16 at byte 0 and writes two at byte 4; nothing else uses the buffer.
         let r = unsafe { b.op(&s, DType::BF16, &op) };
         if has_half {
             assert!(r.is_ok(), "{r:?}");

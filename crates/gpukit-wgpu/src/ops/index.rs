@@ -4,11 +4,11 @@
 //! families do.
 
 use gpukit_core::optable::{feistel_half_bits, Faults};
-use gpukit_core::{BufAt, ReduceOp, Result, Shape, FAULT_WORDS};
+use gpukit_core::{BufAt, Result, Shape, FAULT_WORDS};
 
 use super::elementwise::{elementwise, groups_for, Operand};
 use super::pipeline::{dispatch, pipe, Bind};
-use super::{caps, u32_of, unsupported, Target};
+use super::{u32_of, unsupported, Target};
 use crate::wgsl::{self, field, WgslType};
 use crate::WgpuBackend;
 
@@ -35,41 +35,6 @@ pub(super) fn permutation(
         None,
         len as u64,
         imm,
-    )
-}
-
-/// A reduction of each column, one invocation per column.
-pub(super) fn col_reduce(
-    at: Target<'_>,
-    op: ReduceOp,
-    x: BufAt<'_, WgpuBackend>,
-    shape: Shape,
-    out: BufAt<'_, WgpuBackend>,
-) -> Result<()> {
-    let Target { shared, stream, t } = at;
-    let f64_ok = caps(shared).f64;
-    let key = format!("col_{}_{}", op.name(), t.name());
-    let p = pipe(shared, key, 3, || wgsl::col_reduce(op, t, f64_ok))?;
-    let n = shape.rows as u64 * shape.cols as u64;
-    let (bx, ox) = Operand::of(x, t.size()).whole(shared, n, "a column reduction's input")?;
-    let out_size = if op.is_index() { 4 } else { t.size() };
-    let (bo, oo) = Operand::of(out, out_size).whole(
-        shared,
-        shape.cols as u64,
-        "a column reduction's output",
-    )?;
-    let mut imm = [0u32; field::WORDS];
-    imm[field::ROWS] = u32_of(shape.rows as u64, "rows")?;
-    imm[field::COLS] = u32_of(shape.cols as u64, "columns")?;
-    imm[field::OFF_IN0] = ox;
-    imm[field::OFF_OUT0] = oo;
-    dispatch(
-        shared,
-        stream,
-        &p,
-        &[bx, Bind::dummy(shared), bo],
-        &imm,
-        [groups_for(shared, shape.cols as u64), 1, 1],
     )
 }
 

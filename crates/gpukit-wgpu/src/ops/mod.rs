@@ -12,7 +12,6 @@ mod elementwise;
 mod gemm;
 mod index;
 mod pipeline;
-mod reduce;
 mod rows;
 
 use gpukit_core::{DType, Error, Op, Result};
@@ -88,8 +87,6 @@ pub(crate) fn op(
     }
     let at = Target { shared, stream, t };
     match *op {
-        Op::Reduce { op, x, shape, out } => reduce::reduce(at, op, x, shape, out),
-        Op::Dot { x, y, len, out } => reduce::dot(at, x, y, len, out),
         Op::Softmax {
             log,
             src,
@@ -114,7 +111,6 @@ pub(crate) fn op(
             out,
             len,
         } => elementwise::random(at, (dist, seed, offset), (a, b, range), src, out, len),
-        Op::ReduceCols { op, x, shape, out } => index::col_reduce(at, op, x, shape, out),
         Op::Gather {
             src,
             idx,

@@ -4,10 +4,8 @@
 //! checked kernel does; `p.flags` carries the op's tag.
 
 use gpukit_core::optable::FEISTEL_ROUNDS;
-use gpukit_core::ReduceOp;
 
 use super::elementwise::map_kernel;
-use super::reduce::{acc_type, ReduceKind};
 use super::{binding, prelude, WgslType};
 
 /// The permutation of `0..p.rows` (`p.rows` elements in all, this dispatch's from
@@ -159,75 +157,6 @@ pub(crate) fn check_indices() -> String {
     )
 }
 
-/// A column reduction: one invocation per column of the `p.rows x p.cols` matrix `in0`,
-/// folding its rows in order (sums in f64 where the device has it, as the row reductions);
-/// `out0` holds elements, or `u32` row indices for the index reductions.
-pub(crate) fn col_reduce(op: ReduceOp, t: WgslType, f64_ok: bool) -> String {
-    let acc = acc_type(ReduceKind::Op(op), t, f64_ok);
-    let out_t = if op.is_index() { WgslType::U32 } else { t };
-    let fold = match op {
-        ReduceOp::Sum | ReduceOp::Mean => {
-            let fin = if op == ReduceOp::Mean {
-                "C(acc / A(p.rows))"
-            } else {
-                "C(acc)"
-            };
-            format!(
-                "var acc = A(get_in0(p.off_in0 + j));
-        for (var r = 1u; r < p.rows; r++) {{ acc += A(get_in0(p.off_in0 + r * p.cols + j)); }}
-        put_out0(p.off_out0 + j, {fin});"
-            )
-        }
-        ReduceOp::Min | ReduceOp::Max => {
-            let better = if op == ReduceOp::Min {
-                "v < m"
-            } else {
-                "v > m"
-            };
-            format!(
-                "var m = get_in0(p.off_in0 + j);
-        for (var r = 1u; r < p.rows; r++) {{
-            let v = get_in0(p.off_in0 + r * p.cols + j);
-            if ({better} || (isnan_(m) && !isnan_(v))) {{ m = v; }}
-        }}
-        put_out0(p.off_out0 + j, m);"
-            )
-        }
-        ReduceOp::ArgMin | ReduceOp::ArgMax => {
-            let better = if op == ReduceOp::ArgMin {
-                "v < b"
-            } else {
-                "v > b"
-            };
-            format!(
-                "var b = get_in0(p.off_in0 + j);
-        var bi = 0u;
-        for (var r = 1u; r < p.rows; r++) {{
-            let v = get_in0(p.off_in0 + r * p.cols + j);
-            if (!isnan_(v) && (isnan_(b) || {better})) {{ b = v; bi = r; }}
-        }}
-        put_out0(p.off_out0 + j, bi);"
-            )
-        }
-    };
-    format!(
-        "{pre}alias A = {acc};
-{b0}{b1}{b2}
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-    let stride = nwg.x * 256u;
-    for (var j = gid.x; j < p.cols; j += stride) {{
-        {fold}
-    }}
-}}
-",
-        pre = prelude(t),
-        b0 = binding(0, "in0", t),
-        b1 = binding(1, "in1", t),
-        b2 = binding(2, "out0", out_t),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,11 +195,6 @@ mod tests {
             validates(&format!("one_hot {t:?}"), &one_hot(t));
             if matches!(t, WgslType::F32 | WgslType::I32 | WgslType::U32) {
                 validates(&format!("scatter {t:?}"), &rows_by_index(t, true));
-            }
-            for op in ReduceOp::ALL {
-                if op != ReduceOp::Mean || t.is_float() {
-                    validates(&format!("col {op:?} {t:?}"), &col_reduce(op, t, true));
-                }
             }
         }
     }

@@ -12,16 +12,14 @@ mod elementwise;
 mod gemm;
 mod index;
 mod random;
-mod reduce;
 mod rows;
 mod types;
 
 pub(crate) use copy::copy_bytes;
 
 pub(crate) use gemm::gemm;
-pub(crate) use index::{check_indices, col_reduce, one_hot, permutation, rows_by_index};
+pub(crate) use index::{check_indices, one_hot, permutation, rows_by_index};
 pub(crate) use random::{dist_mode, random};
-pub(crate) use reduce::{acc_type, part_bytes, reduce, ReduceKind};
 pub(crate) use rows::softmax;
 pub(crate) use types::{Caps, WgslType};
 

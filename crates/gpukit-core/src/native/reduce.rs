@@ -1,121 +1,23 @@
-//! The reduction and dot families as tasks: per row (a whole array is one row), long rows in
-//! chunks of `gpukit_core::SUM_CHUNK` across the cores and many rows spread over them, with
-//! the bits of gpukit-core's references whatever the split.
-//!
-//! The family functions are `unsafe` with the contract of [`super::task`], which makes the
-//! tasks' `get`s sound.
+//! Reductions on the CPU: per row (a whole array is one row), long rows in chunks of
+//! [`SUM_CHUNK`] across the cores and many rows spread over them, with the bits of
+//! gpukit-core's references whatever the split. The native bodies of the reduction kernels.
 
-use gpukit_core::{BufAt, Numeric, ReduceOp, Shape, SUM_CHUNK};
+use crate::element::Numeric;
+use crate::optable::ReduceOp;
+use crate::SUM_CHUNK;
 
-use super::kind::Kind;
-use super::ranges::{done, Ranges};
-use crate::queue::Task;
-use crate::CpuBackend;
-use gpukit_core::native::split::{each_piece, map_chunks, PIECE, SPLIT_FROM};
-use gpukit_core::native::sum::{
-    self, add_chunk_sums, block_dots, block_sums, ChunkSums, SUM_BLOCK, SUM_LANES,
-};
-
-/// A reduction of each row of the `shape` matrix `x` into `out[row]` (a `u32` index for the
-/// index reductions).
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn reduce<T: Numeric, K: Kind<T>>(
-    op: ReduceOp,
-    x: BufAt<'_, CpuBackend>,
-    shape: Shape,
-    out: BufAt<'_, CpuBackend>,
-) -> Task {
-    let (rows, cols) = (shape.rows, shape.cols);
-    let mut r = Ranges::default();
-    let x = r.src::<T>(x, rows * cols);
-    if op.is_index() {
-        let o = r.dst::<u32>(out, rows);
-        return done(r, move || {
-            // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
-            // written one overlapping nothing else).
-            let (x, o) = unsafe { (x.get(), o.get()) };
-            by_rows(x, cols, o, |row| arg_reduce(op, row).unwrap_or(0));
-        });
-    }
-    let o = r.dst::<T>(out, rows);
-    if (op == ReduceOp::Mean || K::FLOAT && op == ReduceOp::Sum) && (1..SPLIT_FROM).contains(&cols)
-    {
-        // An f64 sum per row (`ReduceOp::value`'s).
-        return done(r, move || {
-            // SAFETY: as above.
-            let (x, o) = unsafe { (x.get(), o.get()) };
-            sum_rows(x, cols, o, |s| op.of_sum(s, cols).unwrap_or(T::ZERO));
-        });
-    }
-    done(r, move || {
-        // SAFETY: as above.
-        let (x, o) = unsafe { (x.get(), o.get()) };
-        by_rows(x, cols, o, |row| {
-            value_reduce(op, K::FLOAT, row).unwrap_or(T::ZERO)
-        });
-    })
-}
-
-/// A reduction of each column of the `shape` matrix `x` into `out[col]` (a `u32` row index
-/// for the index reductions): gpukit-core's `reduce_cols`.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn reduce_cols<T: Numeric>(
-    op: ReduceOp,
-    x: BufAt<'_, CpuBackend>,
-    shape: Shape,
-    out: BufAt<'_, CpuBackend>,
-) -> Task {
-    let (rows, cols) = (shape.rows, shape.cols);
-    let mut r = Ranges::default();
-    let x = r.src::<T>(x, rows * cols);
-    if op.is_index() {
-        let o = r.dst::<u32>(out, cols);
-        return done(r, move || {
-            // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
-            // written one overlapping nothing else).
-            let (x, o) = unsafe { (x.get(), o.get()) };
-            gpukit_core::optable::reduce_cols::<T>(op, x, cols, &mut [], o);
-        });
-    }
-    let o = r.dst::<T>(out, cols);
-    done(r, move || {
-        // SAFETY: as above.
-        let (x, o) = unsafe { (x.get(), o.get()) };
-        gpukit_core::optable::reduce_cols(op, x, cols, o, &mut []);
-    })
-}
-
-/// The dot product of `len` elements of `x` and `y` into the one element `out`.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn dot<T: Numeric, K: Kind<T>>(
-    x: BufAt<'_, CpuBackend>,
-    y: BufAt<'_, CpuBackend>,
-    len: usize,
-    out: BufAt<'_, CpuBackend>,
-) -> Task {
-    let mut r = Ranges::default();
-    let (x, y, o) = (r.src::<T>(x, len), r.src::<T>(y, len), r.dst::<T>(out, 1));
-    done(r, move || {
-        // SAFETY: the ranges meet this function's contract (live, aligned, ordered, the
-        // written one overlapping nothing else).
-        let (x, y, o) = unsafe { (x.get(), y.get(), o.get()) };
-        o[0] = dot_of(K::FLOAT, x, y);
-    })
-}
+use super::split::{each_piece, map_chunks, PIECE, SPLIT_FROM};
+use super::sum::{self, add_chunk_sums, block_dots, block_sums, ChunkSums, SUM_BLOCK, SUM_LANES};
 
 /// `out[r] = f(row r of x)` for the `cols`-wide rows of `x`, the rows spread over the
 /// machine's cores when `x` has at least [`SPLIT_FROM`] elements in more than one row (each
 /// row's result is the same wherever it is computed).
-fn by_rows<T: Sync, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(&[T]) -> U + Sync) {
+pub(crate) fn by_rows<T: Sync, U: Send>(
+    x: &[T],
+    cols: usize,
+    out: &mut [U],
+    f: impl Fn(&[T]) -> U + Sync,
+) {
     // Empty rows: `chunks` would yield none; every output is `f(&[])`.
     let row = |r: usize| &x[(r * cols).min(x.len())..((r + 1) * cols).min(x.len())];
     if out.len() > 1 && x.len() >= SPLIT_FROM {
@@ -137,7 +39,12 @@ fn by_rows<T: Sync, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(&[T
 /// ([`sum::ordered_sum`]: each row's partial sums are independent chains on vectors), the
 /// rows `cols` wide; groups of [`SUM_LANES`] rows spread over the cores from [`SPLIT_FROM`]
 /// elements.
-fn sum_rows<T: Numeric, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn(f64) -> U + Sync) {
+pub(crate) fn sum_rows<T: Numeric, U: Send>(
+    x: &[T],
+    cols: usize,
+    out: &mut [U],
+    f: impl Fn(f64) -> U + Sync,
+) {
     let row = |r: usize| &x[(r * cols).min(x.len())..((r + 1) * cols).min(x.len())];
     let group = |g: usize, o: &mut [U]| {
         for (k, o) in o.iter_mut().enumerate() {
@@ -164,7 +71,7 @@ fn sum_rows<T: Numeric, U: Send>(x: &[T], cols: usize, out: &mut [U], f: impl Fn
 /// machine's cores, then the chunks' results in order: the order gpukit-core defines for
 /// float sums and means, and the same bits for the rest (integer sums wrap; min and max
 /// keep the first of equals and ignore NaNs, whatever the grouping).
-fn value_reduce<T: Numeric>(op: ReduceOp, float: bool, x: &[T]) -> Option<T> {
+pub(crate) fn value_reduce<T: Numeric>(op: ReduceOp, float: bool, x: &[T]) -> Option<T> {
     if x.len() < SPLIT_FROM {
         return op.value(x);
     }
@@ -192,7 +99,7 @@ fn value_reduce<T: Numeric>(op: ReduceOp, float: bool, x: &[T]) -> Option<T> {
 /// row in chunks across the cores, then the chunks' winners ranked in order by the same
 /// `ReduceOp::index` (the first best element is the first best of the first chunk holding
 /// one: the same index).
-fn arg_reduce<T: Numeric>(op: ReduceOp, x: &[T]) -> Option<u32> {
+pub(crate) fn arg_reduce<T: Numeric>(op: ReduceOp, x: &[T]) -> Option<u32> {
     if x.len() < SPLIT_FROM {
         return op.index(x);
     }
@@ -211,7 +118,7 @@ fn arg_reduce<T: Numeric>(op: ReduceOp, x: &[T]) -> Option<u32> {
 /// `Numeric::dot`: for floats the f64 sum of the products in gpukit-core's order, side by
 /// side within a block and, from [`SPLIT_FROM`] elements, blocks across the cores; integer
 /// sums wrap, in chunks across the cores from [`SPLIT_FROM`].
-fn dot_of<T: Numeric>(float: bool, x: &[T], y: &[T]) -> T {
+pub(crate) fn dot_of<T: Numeric>(float: bool, x: &[T], y: &[T]) -> T {
     match (float, x.len() < SPLIT_FROM) {
         (false, true) => T::dot(x, y),
         (false, false) => map_chunks(x, SUM_CHUNK, |k, a| {
