@@ -455,7 +455,11 @@ fn only_cpu_drivers() -> Option<Vec<String>> {
     (!names.is_empty()).then_some(names)
 }
 
-pub(crate) fn open(ordinal: Option<usize>, skip_cpu: bool) -> Result<Opened> {
+pub(crate) fn open(
+    ordinal: Option<usize>,
+    skip_cpu: bool,
+    without: wgpu::Features,
+) -> Result<Opened> {
     #[cfg(target_os = "linux")]
     if ordinal.is_none() && skip_cpu {
         if let Some(why) = no_gpu_adapter() {
@@ -515,7 +519,7 @@ pub(crate) fn open(ordinal: Option<usize>, skip_cpu: bool) -> Result<Opened> {
     let wanted = REQUIRED
         .iter()
         .fold(wgpu::Features::empty(), |acc, (f, _)| acc | *f)
-        | (features & optional_features());
+        | (features & optional_features() & !without);
     let limits = adapter.limits();
     let desc = wgpu::DeviceDescriptor {
         label: Some("gpukit"),

@@ -119,6 +119,11 @@ pub struct WgpuOptions {
     pub max_binding: Option<u64>,
     /// Pass over CPU-type adapters when no ordinal is given (the facade's `auto`).
     pub skip_cpu_adapters: bool,
+    /// Optional features to leave off even where the adapter has them (`SHADER_F64`,
+    /// `SHADER_F16`, `SHADER_INT64`, `SUBGROUP`, ...): the device then runs as an adapter
+    /// without them does (f64 sums accumulated in f32, subgroups through workgroup memory),
+    /// which is how the tests check those paths on an adapter that has everything.
+    pub without: wgpu::Features,
 }
 
 /// What every object of one opened device shares.
@@ -323,7 +328,7 @@ impl WgpuBackend {
 
     /// Opens an adapter with options.
     pub fn with_options(ordinal: Option<usize>, opts: WgpuOptions) -> Result<WgpuBackend> {
-        let o = device::open(ordinal, opts.skip_cpu_adapters)?;
+        let o = device::open(ordinal, opts.skip_cpu_adapters, opts.without)?;
         let align = u64::from(o.limits.min_storage_buffer_offset_alignment).max(8);
         let adapter_max = o
             .limits
