@@ -5,26 +5,17 @@
 //! driver each test prints `SKIPPED: <reason>` (with `GPU_REQUIRE_VULKAN=1` it fails
 //! instead).
 
+mod common;
+
 use gpukit_core::half::f16;
 use gpukit_core::{Context, DType, Shape};
 use gpukit_wgpu::{WgpuBackend, WgpuOptions};
 
 fn open() -> Option<Context<WgpuBackend>> {
-    let opts = WgpuOptions {
+    common::open(WgpuOptions {
         without: wgpu::Features::SHADER_F64 | wgpu::Features::SUBGROUP,
         ..Default::default()
-    };
-    match WgpuBackend::with_options(None, opts).and_then(Context::new) {
-        Ok(ctx) => Some(ctx),
-        Err(e) if std::env::var("GPU_REQUIRE_VULKAN").is_ok_and(|v| v == "1") => {
-            panic!("GPU_REQUIRE_VULKAN is set but Vulkan is unusable: {e}")
-        }
-        Err(e) => {
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {e}");
-            None
-        }
-    }
+    })
 }
 
 /// Values in [-2, 2), not all equal, the largest and smallest at known places.

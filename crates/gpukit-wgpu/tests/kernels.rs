@@ -3,21 +3,13 @@
 //! leaves the context usable. The facade's `behaviour` and `bad_input` tests cover the rest
 //! on every backend. Without a Vulkan driver each test prints `SKIPPED: <reason>`.
 
+mod common;
+
 use gpukit_core::{Context, Error, In, KernelSpec, LaunchConfig, Out};
-use gpukit_wgpu::WgpuBackend;
+use gpukit_wgpu::{WgpuBackend, WgpuOptions};
 
 fn open() -> Option<Context<WgpuBackend>> {
-    match WgpuBackend::new(None).and_then(Context::new) {
-        Ok(ctx) => Some(ctx),
-        Err(e) if std::env::var("GPU_REQUIRE_VULKAN").is_ok_and(|v| v == "1") => {
-            panic!("GPU_REQUIRE_VULKAN is set but Vulkan is unusable: {e}")
-        }
-        Err(e) => {
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {e}");
-            None
-        }
-    }
+    common::open(WgpuOptions::default())
 }
 
 /// `out[i] = 2 * a[i]` with a workgroup size fixed at 64.

@@ -5,6 +5,8 @@
 //! with a typed `Unsupported`. Without a Vulkan driver each test prints `SKIPPED: <reason>`
 //! (with `GPU_REQUIRE_VULKAN=1` it fails instead).
 
+mod common;
+
 use gpukit_core::{Context, Error, Shape};
 use gpukit_wgpu::{WgpuBackend, WgpuOptions};
 
@@ -12,21 +14,10 @@ use gpukit_wgpu::{WgpuBackend, WgpuOptions};
 const BINDING: u64 = 1024;
 
 fn open() -> Option<Context<WgpuBackend>> {
-    let opts = WgpuOptions {
+    common::open(WgpuOptions {
         max_binding: Some(BINDING),
         ..Default::default()
-    };
-    match WgpuBackend::with_options(None, opts).and_then(Context::new) {
-        Ok(ctx) => Some(ctx),
-        Err(e) if std::env::var("GPU_REQUIRE_VULKAN").is_ok_and(|v| v == "1") => {
-            panic!("GPU_REQUIRE_VULKAN is set but Vulkan is unusable: {e}")
-        }
-        Err(e) => {
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {e}");
-            None
-        }
-    }
+    })
 }
 
 #[test]

@@ -389,6 +389,16 @@ pub fn __row_sum_kernel() -> KernelSpec<SumRows<f32>> {
     sum_rows_f64::<f32>()
 }
 
+/// The `op` code of [`fold_rows`] of a value reduction (its inverse: [`reduce_op`]).
+fn op_code(op: ReduceOp) -> u32 {
+    match op {
+        ReduceOp::Mean => MEAN,
+        ReduceOp::Min => MIN,
+        ReduceOp::Max => MAX,
+        _ => SUM,
+    }
+}
+
 /// The reduction of an `op` code of [`fold_rows`].
 fn reduce_op(op: u32) -> ReduceOp {
     match op {
@@ -565,14 +575,9 @@ impl<B: Backend> Stream<B> {
             return self.launch_builtin(call, arg_final_spec::<T>, blocks(rows), args);
         }
         let out = Writes::<T, B>::raw(out.0);
-        let code = match op {
-            ReduceOp::Mean => MEAN,
-            ReduceOp::Min => MIN,
-            ReduceOp::Max => MAX,
-            _ => SUM,
-        };
+        let code = op_code(op);
         if code <= MEAN && T::DTYPE.is_float() {
-            return self.sum_like(call, code, (rows, cols), x, None, out);
+            return self.sum_like(call, code, (rows, cols, per), x, None, out);
         }
         self.fold_in_parts(call, code, (rows, cols, per), (x, x), out)
     }
@@ -586,27 +591,26 @@ impl<B: Backend> Stream<B> {
         (x, y): (Reads<'_, T, B>, Reads<'_, T, B>),
         out: Writes<'_, T, B>,
     ) -> Result<()> {
-        if T::DTYPE.is_float() {
-            return self.sum_like(call, DOT, (1, len), x, Some(y), out);
-        }
         let per = self.parts_per_row(1, len);
+        if T::DTYPE.is_float() {
+            return self.sum_like(call, DOT, (1, len, per), x, Some(y), out);
+        }
         self.fold_in_parts(call, DOT, (1, len, per), (x, y), out)
     }
 
     /// A float sum, mean ([`SUM`], [`MEAN`]) or dot product ([`DOT`], with `y`) of each
-    /// row: in f64 where the device has it, else in f32 (a 16-bit type's rows in one part
+    /// row, in `per` parts ([`Stream::parts_per_row`]): in f64 where the device has it, else in f32 (a 16-bit type's rows in one part
     /// each).
     fn sum_like<T: Numeric>(
         &self,
         call: &'static str,
         code: u32,
-        (rows, cols): (usize, usize),
+        (rows, cols, per): (usize, usize, usize),
         x: Reads<'_, T, B>,
         y: Option<Reads<'_, T, B>>,
         out: Writes<'_, T, B>,
     ) -> Result<()> {
         let y = y.unwrap_or(x);
-        let per = self.parts_per_row(rows, cols);
         if self.wide_sums() {
             if per == 1 {
                 let args = (x, y, code, out);
@@ -764,12 +768,7 @@ impl<B: Backend> Stream<B> {
             };
             return self.launch_builtin(call, spec, cfg, (x, u32::from(mean), out));
         }
-        let code = match op {
-            ReduceOp::Mean => MEAN,
-            ReduceOp::Min => MIN,
-            ReduceOp::Max => MAX,
-            _ => SUM,
-        };
+        let code = op_code(op);
         let spec = || {
             fold_cols::<T>().native(|(x, op, out)| {
                 let cols = out.len();
