@@ -52,20 +52,20 @@
 //!   synchronise with the legacy default stream). **Events** are `CUevent`s; ordering events
 //!   (without timing) come from a pool. Copies are `cuMemcpy*Async`.
 //! - **Built-in ops** written as kernels (the element-wise table, fill, axpy, clamp,
-//!   comparisons, `select`, `cumsum`, ...) are gpukit-core's: their CUDA C comes from the
+//!   comparisons, `select`, `cumsum`, the reductions, softmax, cross-entropy, ...) are
+//!   gpukit-core's: their CUDA C comes from the
 //!   kernel language's emitter, and they load and launch as any kernel does (`src/kernel.rs`).
 //!   NVRTC compiles generated code with `--fmad=false`, so results equal the CPU backend's
 //!   bit for bit for the element-wise ops without transcendental functions. The others are
 //!   one module of CUDA C per element type: the template `kernels/builtin.cu` ([`kernels`])
-//!   (softmax, cross-entropy) with the random fills and the indexing ops. A
+//!   with the random fills and the indexing ops. A
 //!   module is loaded once per device (every context on a device shares its primary context,
 //!   and so the modules) on the first op of its element type, and all of them before a
 //!   capture begins, so that no capture is the first to need one. One function (`ops::op`)
 //!   turns any `gpukit_core::Op` into its launches, dispatching to one function per op
 //!   family. Every element-wise kernel is
 //!   a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM, and any
-//!   length works. Softmax and cross-entropy give each row a block. (The reductions are
-//!   gpukit-core's kernels: warp shuffles, then the warps in shared memory.)
+//!   length works.
 //! - **The kernel cache** ([`cache`]): every CUDA C program (built-in modules and custom
 //!   kernels) is compiled once per process, also when several threads ask at once, and kept
 //!   on disk (`GPU_KERNEL_CACHE`, else `~/.cache/gpukit/kernels`; `off` turns it off), keyed
@@ -153,7 +153,7 @@ pub use memory::{CudaBuffer, CudaHostMem, CudaRegistration};
 
 /// The complete CUDA C of the built-in module for `dtype`, exactly as the backend compiles it
 /// (with `crate::kernels::BUILTIN_OPTIONS`; [`builtin_program`] adds its program
-/// name): the ops not written as kernels yet (reductions, softmax, random fills, ...), for
+/// name): the ops not written as kernels yet (random fills, the indexing ops), for
 /// inspection.
 pub fn builtin_module_source(dtype: gpukit_core::DType) -> String {
     source::module_source(ops::elem(dtype))

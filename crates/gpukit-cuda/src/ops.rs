@@ -10,9 +10,9 @@
 
 use std::ffi::c_void;
 
-use crate::kernels::{Elem, REDUCE_BLOCK};
+use crate::kernels::Elem;
 use cudarc::driver::sys;
-use gpukit_core::{BufAt, DType, Error, Gemm, Op, Result, Scalar, Shape};
+use gpukit_core::{BufAt, DType, Error, Gemm, Op, Result, Scalar};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::blas;
@@ -102,11 +102,6 @@ pub(crate) fn ptr(at: BufAt<'_, CudaBackend>) -> sys::CUdeviceptr {
     at.buf.at(at.offset)
 }
 
-/// The grid of a kernel that gives each row a block (blocks stride over the rows).
-fn row_grid(rows: usize) -> u32 {
-    u32::try_from(rows).unwrap_or(u32::MAX).clamp(1, 65_535)
-}
-
 /// Runs one op of the table (the contract of [`gpukit_core::Backend::op`]).
 ///
 /// # Safety
@@ -129,19 +124,6 @@ pub(crate) unsafe fn op(
     // this function's caller holds.
     unsafe {
         match *op {
-            Op::Softmax {
-                log,
-                src,
-                out,
-                shape,
-            } => softmax(l, log, src, out, shape),
-            Op::CrossEntropy {
-                logits,
-                labels,
-                loss,
-                grad,
-                shape,
-            } => cross_entropy(l, (logits, labels), loss, grad, shape),
             Op::Random {
                 dist,
                 seed,
@@ -229,79 +211,6 @@ unsafe fn random(
     // type); the ranges meet this function's contract (each element's input is read before
     // its output is written, by the same thread).
     unsafe { l.launch(Entry::Named("random"), l.grid_for(len), BLOCK, &mut params) }
-}
-
-/// `softmax_rows(const T *x, T *out, unsigned long long rows, unsigned long long cols, int
-/// log_)`, a block per row, in place with `x == out`.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn softmax(
-    l: Launcher<'_>,
-    log: bool,
-    src: Option<BufAt<'_, CudaBackend>>,
-    out: BufAt<'_, CudaBackend>,
-    shape: Shape,
-) -> Result<()> {
-    let o = ptr(out);
-    let i = src.map_or(o, ptr);
-    let (rows, cols, log) = (shape.rows as u64, shape.cols as u64, i32::from(log));
-    let mut params = [
-        param(&i),
-        param(&o),
-        param(&rows),
-        param(&cols),
-        param(&log),
-    ];
-    let grid = row_grid(shape.rows);
-    // SAFETY: the parameters of `softmax_rows`, in order and type; the ranges meet this
-    // function's contract.
-    unsafe {
-        l.launch(
-            Entry::Named("softmax_rows"),
-            grid,
-            REDUCE_BLOCK,
-            &mut params,
-        )
-    }
-}
-
-/// `cross_entropy_rows(const T *x, const unsigned int *labels, T *loss, T *grad, unsigned
-/// long long rows, unsigned long long cols)`, a block per row; a null `grad` for none.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn cross_entropy(
-    l: Launcher<'_>,
-    (logits, labels): (BufAt<'_, CudaBackend>, BufAt<'_, CudaBackend>),
-    loss: BufAt<'_, CudaBackend>,
-    grad: Option<BufAt<'_, CudaBackend>>,
-    shape: Shape,
-) -> Result<()> {
-    let (x, y, lp) = (ptr(logits), ptr(labels), ptr(loss));
-    let g: sys::CUdeviceptr = grad.map_or(0, ptr);
-    let (rows, cols) = (shape.rows as u64, shape.cols as u64);
-    let mut params = [
-        param(&x),
-        param(&y),
-        param(&lp),
-        param(&g),
-        param(&rows),
-        param(&cols),
-    ];
-    let grid = row_grid(shape.rows);
-    // SAFETY: the parameters of `cross_entropy_rows`, in order and type (the kernel skips
-    // the gradient when `grad` is null); the ranges meet this function's contract.
-    unsafe {
-        l.launch(
-            Entry::Named("cross_entropy_rows"),
-            grid,
-            REDUCE_BLOCK,
-            &mut params,
-        )
-    }
 }
 
 /// Each product of the batch through cuBLAS, one call per matrix on the stream.

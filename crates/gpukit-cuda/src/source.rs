@@ -1,7 +1,7 @@
 //! The complete source of an element type's built-in module and its entry points. (The op
 //! table's element-wise ops are gpukit-core's kernels, not this module's.)
 
-use crate::kernels::{builtin_source, Elem, FLOAT_KERNELS};
+use crate::kernels::{builtin_source, Elem};
 
 /// An entry point of a built-in module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,12 +21,8 @@ impl Entry {
 
 /// Every entry point of `elem`'s module.
 pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
-    let float = elem.is_float();
     let mut v = vec![Entry::Named("random")];
     v.extend(crate::index::entries(elem).into_iter().map(Entry::Named));
-    if float {
-        v.extend(FLOAT_KERNELS.iter().map(|&n| Entry::Named(n)));
-    }
     v
 }
 
@@ -53,9 +49,6 @@ mod tests {
                 let decl = format!("void {}(", e.c_name());
                 assert_eq!(src.matches(&decl).count(), 1, "{elem:?}: {decl}");
             }
-            // Integer modules have no float-only op.
-            let softmax = entries(elem).contains(&Entry::Named("softmax_rows"));
-            assert_eq!(softmax, elem.is_float(), "{elem:?}");
         }
     }
 

@@ -112,3 +112,79 @@ fn min_max_and_their_indices_without_subgroups_are_exact() -> gpukit_core::Resul
     assert_eq!(idx.download()?, want);
     Ok(())
 }
+
+/// Softmax, log-softmax and cross-entropy with its gradient, their sums of exponentials in
+/// f32 and the subgroup collectives through workgroup memory, against the host in f64: a
+/// long row (f32 summing 33,001 terms) and many short ones, a label out of range among
+/// them (a NaN loss and gradient row).
+#[test]
+fn softmax_and_cross_entropy_without_f64_or_subgroups_agree_with_the_host(
+) -> gpukit_core::Result<()> {
+    let Some(ctx) = open() else { return Ok(()) };
+    let x = values(100_000);
+    for (rows, cols) in [(2, 33_001), (100, 1000)] {
+        let shape = Shape::new(rows, cols);
+        let xs = &x[..rows * cols];
+        let m = ctx.alloc_upload(xs)?;
+        let (mut p, mut lp) = (ctx.alloc::<f32>(xs.len())?, ctx.alloc::<f32>(xs.len())?);
+        ctx.softmax(shape, &m, &mut p)?;
+        ctx.log_softmax(shape, &m, &mut lp)?;
+        let labels: Vec<u32> = (0..rows as u32)
+            .map(|r| {
+                if r == 1 {
+                    cols as u32
+                } else {
+                    r * 7 % cols as u32
+                }
+            })
+            .collect();
+        let dl = ctx.alloc_upload(&labels)?;
+        let (mut loss, mut grad) = (ctx.alloc::<f32>(rows)?, ctx.alloc::<f32>(xs.len())?);
+        ctx.cross_entropy_grad(shape, &m, &dl, &mut loss, &mut grad)?;
+        let (p, lp) = (p.download()?, lp.download()?);
+        let (loss, grad) = (loss.download()?, grad.download()?);
+        for r in 0..rows {
+            let row: Vec<f64> = xs[r * cols..(r + 1) * cols]
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect();
+            let top = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let s: f64 = row.iter().map(|v| (v - top).exp()).sum();
+            // f32 accumulation: `cols` roundings of the running sum, at most `s`.
+            let rel = cols as f64 * 2f64.powi(-24) + 1e-6;
+            for (j, v) in row.iter().enumerate() {
+                let i = r * cols + j;
+                let want = (v - top).exp() / s;
+                assert!((f64::from(p[i]) - want).abs() <= rel * want, "p[{r}][{j}]");
+                let want_lp = v - top - s.ln();
+                assert!(
+                    (f64::from(lp[i]) - want_lp).abs() <= 1e-5 * (1.0 + want_lp.abs()),
+                    "lp[{r}][{j}]"
+                );
+                let l = labels[r] as usize;
+                if l >= cols {
+                    assert!(grad[i].is_nan(), "grad[{r}][{j}] with a bad label");
+                } else {
+                    let hot = f64::from(u8::from(j == l));
+                    let g = f64::from(grad[i]);
+                    assert!(
+                        (g - (want - hot)).abs() <= rel * want + 1e-7,
+                        "grad[{r}][{j}]"
+                    );
+                }
+            }
+            let l = labels[r] as usize;
+            if l >= cols {
+                assert!(loss[r].is_nan(), "loss[{r}] with a bad label");
+            } else {
+                let want = s.ln() - (row[l] - top);
+                let got = f64::from(loss[r]);
+                assert!(
+                    (got - want).abs() <= 1e-5 * (1.0 + want),
+                    "loss[{r}]: {got} vs {want}"
+                );
+            }
+        }
+    }
+    Ok(())
+}

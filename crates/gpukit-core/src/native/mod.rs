@@ -9,6 +9,7 @@
 //! through them.
 
 pub(crate) mod reduce;
+pub(crate) mod rows;
 pub mod split;
 pub mod sum;
 pub mod vmath;

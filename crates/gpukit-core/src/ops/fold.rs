@@ -525,7 +525,7 @@ fn arg_op(max: u32) -> ReduceOp {
 
 /// One block of [`BLOCK`] threads for each of `blocks` (rows or parts; blocks loop over
 /// more than a grid holds).
-fn blocks(n: usize) -> LaunchConfig {
+pub(super) fn blocks(n: usize) -> LaunchConfig {
     LaunchConfig::linear(n.clamp(1, 65535) as u32, BLOCK)
 }
 
@@ -541,7 +541,7 @@ impl<B: Backend> Stream<B> {
     }
 
     /// Whether float sums accumulate in f64 here (the device has it).
-    fn wide_sums(&self) -> bool {
+    pub(super) fn wide_sums(&self) -> bool {
         self.shared_arc().info.op_dtypes.contains(&DType::F64)
     }
 

@@ -111,34 +111,10 @@ impl CmpOp {
 
 /// One built-in op as a backend receives it (see [`Backend::op`]).
 ///
-/// Every range holds elements of the call's element type, except the `u32` labels of
-/// [`Op::CrossEntropy`] and the `u32` results of the index reductions. Element-wise ops whose `src` is `None` run in place: `out` is read and
-/// written. Lengths and shapes are never zero.
+/// Every range holds elements of the call's element type, except the `u32` indices of the
+/// indexing ops and the `u32`s of a permutation. A fill whose `src` is `None` runs in
+/// place: `out` is read and written. Lengths and shapes are never zero.
 pub enum Op<'a, B: Backend> {
-    /// Row-wise softmax or log-softmax ([`softmax_rows`](super::softmax_rows)); in place when `src` is `None`.
-    Softmax {
-        /// Log-softmax rather than softmax.
-        log: bool,
-        /// The input; `None`: in place.
-        src: Option<BufAt<'a, B>>,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// The matrix.
-        shape: Shape,
-    },
-    /// Cross-entropy of logits against `u32` labels ([`cross_entropy_rows`](super::cross_entropy_rows)).
-    CrossEntropy {
-        /// `shape` logits.
-        logits: BufAt<'a, B>,
-        /// `shape.rows` labels (`u32`).
-        labels: BufAt<'a, B>,
-        /// `shape.rows` losses.
-        loss: BufAt<'a, B>,
-        /// The `shape` gradient, if wanted.
-        grad: Option<BufAt<'a, B>>,
-        /// The matrix.
-        shape: Shape,
-    },
     /// A random fill of `len` elements from the Philox stream keyed by `seed`, at `offset`
     /// ([`Distribution`]; the reference is [`random_floats`](super::random_floats) and
     /// [`random_integers`](super::random_integers)). `a` and `b` are the element type's
@@ -281,24 +257,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 add(src, elems(len), Read);
                 add(Some(o), elems(len), Write);
             }
-            Op::Softmax {
-                src, out: o, shape, ..
-            } => {
-                add(src, area(shape), Read);
-                add(Some(o), area(shape), Write);
-            }
-            Op::CrossEntropy {
-                logits,
-                labels,
-                loss,
-                grad,
-                shape,
-            } => {
-                add(Some(logits), area(shape), Read);
-                add(Some(labels), u32s(shape.rows), Read);
-                add(Some(loss), elems(shape.rows), Write);
-                add(grad, area(shape), Write);
-            }
             Op::Gather {
                 src,
                 idx,
@@ -351,9 +309,6 @@ impl<'a, B: Backend> Op<'a, B> {
     /// The op's name, for errors and fault injection.
     pub fn name(&self) -> &'static str {
         match self {
-            Op::Softmax { log: false, .. } => "softmax",
-            Op::Softmax { log: true, .. } => "log_softmax",
-            Op::CrossEntropy { .. } => "cross_entropy",
             Op::Random { dist, .. } => dist.name(),
             Op::Gather { .. } => "gather",
             Op::ScatterAdd { .. } => "scatter_add",
@@ -368,29 +323,12 @@ impl<'a, B: Backend> Op<'a, B> {
     pub fn floats_only(&self) -> bool {
         match self {
             Op::Random { dist, .. } => *dist != Distribution::Integers,
-            Op::Softmax { .. } | Op::CrossEntropy { .. } | Op::Gemm { .. } => true,
+            Op::Gemm { .. } => true,
             Op::Gather { .. }
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
             | Op::Permutation { .. }
             | Op::CheckIndices { .. } => false,
-        }
-    }
-
-    /// Whether the op calls the platform's math functions (`exp`, `log`, `tanh`, `pow`) per
-    /// element: softmax and cross-entropy (the element-wise ops, kernels now, have the
-    /// table's `math` column, [`super::UnaryOp::math`]). What such an op costs, and where it
-    /// exists, follow from it (see [`super::MathFn`]).
-    pub fn calls_math(&self) -> bool {
-        match self {
-            Op::Softmax { .. } | Op::CrossEntropy { .. } => true,
-            Op::Random { .. }
-            | Op::Gather { .. }
-            | Op::ScatterAdd { .. }
-            | Op::OneHot { .. }
-            | Op::Permutation { .. }
-            | Op::CheckIndices { .. }
-            | Op::Gemm { .. } => false,
         }
     }
 
@@ -413,30 +351,6 @@ impl<'a, B: Backend> Op<'a, B> {
     ) -> Result<Op<'b, C>> {
         let opt = |x: Option<BufAt<'a, B>>| x.map(&f).transpose();
         Ok(match *self {
-            Op::Softmax {
-                log,
-                src,
-                out,
-                shape,
-            } => Op::Softmax {
-                log,
-                src: opt(src)?,
-                out: f(out)?,
-                shape,
-            },
-            Op::CrossEntropy {
-                logits,
-                labels,
-                loss,
-                grad,
-                shape,
-            } => Op::CrossEntropy {
-                logits: f(logits)?,
-                labels: f(labels)?,
-                loss: f(loss)?,
-                grad: opt(grad)?,
-                shape,
-            },
             Op::Random {
                 dist,
                 seed,

@@ -1,23 +1,15 @@
-//! Which ops an element type runs: [`Ints`] the integer ones, [`Floats`] also softmax,
-//! cross-entropy and gemm, each split over the cores by the op's cost class.
+//! Which ops an element type runs: [`Ints`] the integer ones, [`Floats`] also gemm and
+//! the float fills, each split over the cores by the op's cost class.
 
 use gpukit_core::native::split::{part, pieces, MATH};
 use gpukit_core::{Distribution, Float, Gemm, Numeric};
 
-use super::{gemm, rows};
+use super::gemm;
 
 /// What an element type runs of the table.
 pub(crate) trait Kind<T: Numeric> {
     /// Whether the type has float-only ops.
     const FLOAT: bool;
-    fn softmax(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]);
-    fn cross_entropy(
-        logits: &[T],
-        labels: &[u32],
-        cols: usize,
-        loss: &mut [T],
-        grad: Option<&mut [T]>,
-    );
     fn gemm(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]);
     /// A random fill (gpukit-core's `random_floats` or `random_integers`), split across the
     /// cores at element offsets, which gives the bits of the whole fill.
@@ -39,8 +31,6 @@ pub(crate) struct Floats;
 impl<T: Numeric> Kind<T> for Ints {
     const FLOAT: bool = false;
     // Unreachable: `typed` refuses float-only ops on integers before queuing them.
-    fn softmax(_: bool, _: Option<&[T]>, _: usize, _: &mut [T]) {}
-    fn cross_entropy(_: &[T], _: &[u32], _: usize, _: &mut [T], _: Option<&mut [T]>) {}
     fn gemm(_: &Gemm<T>, _: &[T], _: &[T], _: &mut [T]) {}
     fn random(
         _: Distribution,
@@ -63,18 +53,6 @@ impl<T: Numeric> Kind<T> for Ints {
 
 impl<T: Float> Kind<T> for Floats {
     const FLOAT: bool = true;
-    fn softmax(log: bool, src: Option<&[T]>, cols: usize, out: &mut [T]) {
-        rows::split_softmax(log, src, cols, out);
-    }
-    fn cross_entropy(
-        logits: &[T],
-        labels: &[u32],
-        cols: usize,
-        loss: &mut [T],
-        grad: Option<&mut [T]>,
-    ) {
-        rows::split_cross_entropy(logits, labels, cols, loss, grad);
-    }
     fn gemm(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
         gemm::product(g, a, b, c);
     }

@@ -3,7 +3,7 @@
 //! through `matrixmultiply`.
 //!
 //! [`task`] turns any [`Op`] into a task for its element type: the `match` over the op only
-//! dispatches, one function per op family (`elementwise`, `reduce`, `rows`, `gemm`). The
+//! dispatches, one function per op family (`elementwise`: the fills, `index`, `gemm`). The
 //! element-wise table needs nothing here: the CPU runs each entry's reference body, and
 //! takes its cost class from the entry's `math` column.
 
@@ -12,7 +12,6 @@ mod gemm;
 mod index;
 mod kind;
 mod ranges;
-mod rows;
 
 use gpukit_core::{DType, DTypeVisitor, Float, Numeric, Op, Result};
 
@@ -71,7 +70,6 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         Op::Random { len, .. } | Op::Permutation { len, .. } => {
             Some(len.saturating_mul(gpukit_core::native::split::MATH))
         }
-        Op::Softmax { shape, .. } | Op::CrossEntropy { shape, .. } => shape.len(),
         Op::Gemm { g, .. } => {
             g.m.checked_mul(g.n)
                 .and_then(|mn| mn.checked_mul(g.k))
@@ -108,19 +106,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
     // holds for all of `op`'s ranges.
     unsafe {
         Ok(match *op {
-            Op::Softmax {
-                log,
-                src,
-                out,
-                shape,
-            } => rows::softmax::<T, K>(log, src, out, shape),
-            Op::CrossEntropy {
-                logits,
-                labels,
-                loss,
-                grad,
-                shape,
-            } => rows::cross_entropy::<T, K>(logits, labels, loss, grad, shape),
             Op::Random {
                 dist,
                 seed,
@@ -203,13 +188,18 @@ mod tests {
             buf: &buf,
             offset: 4,
         };
-        let op = Op::Softmax {
-            log: false,
+        let op = Op::Random {
+            dist: gpukit_core::Distribution::Dropout,
+            seed: 7,
+            offset: 0,
+            a: gpukit_core::Scalar::zero(DType::BF16),
+            b: gpukit_core::Scalar::zero(DType::BF16),
+            range: 0,
             src: Some(at),
             out: hi,
-            shape: gpukit_core::Shape::new(1, 2),
+            len: 2,
         };
-        // SAFETY: the ranges are inside the 8-byte buffer and aligned: the softmax reads the
+        // SAFETY: the ranges are inside the 8-byte buffer and aligned: the dropout reads the
         // two bf16 at byte 0 and writes two at byte 4; nothing else uses the buffer.
         let r = unsafe { b.op(&s, DType::BF16, &op) };
         if has_half {

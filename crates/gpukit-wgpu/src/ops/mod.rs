@@ -1,9 +1,8 @@
 //! Built-in ops, copies and uploads: compiled pipelines, bound windows and dispatches.
 //!
 //! [`op`] runs any op of the table: it refuses what the device's WGSL lacks (element types
-//! without the adapter's features; float-only ops on integers; ops that call the math
-//! library, as their table entry's `math` column says, on f64), then dispatches one function
-//! per op family (`elementwise`, `reduce`, `rows`, `gemm`). An element-wise op added to the
+//! without the adapter's features; float-only ops on integers), then dispatches one function
+//! per op family (`elementwise`: the fills, `index`, `gemm`). An element-wise op added to the
 //! table needs nothing here: its WGSL body is rendered from the entry (`crate::wgsl`'s
 //! `unary`/`binary`, through the kernel language's emitter).
 
@@ -12,7 +11,6 @@ mod elementwise;
 mod gemm;
 mod index;
 mod pipeline;
-mod rows;
 
 use gpukit_core::{DType, Error, Op, Result};
 
@@ -79,27 +77,8 @@ pub(crate) fn op(
             "`{name}` on {dtype} (an integer-only op)"
         )));
     }
-    if op.calls_math() && !t.has_math() {
-        return Err(unsupported(format!(
-            "`{name}` on {dtype} (WGSL on Vulkan has exp, log, tanh and pow in 16 and 32 \
-             bits only)"
-        )));
-    }
     let at = Target { shared, stream, t };
     match *op {
-        Op::Softmax {
-            log,
-            src,
-            out,
-            shape,
-        } => rows::softmax(at, log, src, out, shape),
-        Op::CrossEntropy {
-            logits,
-            labels,
-            loss,
-            grad,
-            shape,
-        } => rows::cross_entropy(at, (logits, labels), loss, grad, shape),
         Op::Random {
             dist,
             seed,

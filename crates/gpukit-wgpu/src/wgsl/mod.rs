@@ -12,7 +12,6 @@ mod elementwise;
 mod gemm;
 mod index;
 mod random;
-mod rows;
 mod types;
 
 pub(crate) use copy::copy_bytes;
@@ -20,7 +19,6 @@ pub(crate) use copy::copy_bytes;
 pub(crate) use gemm::gemm;
 pub(crate) use index::{check_indices, one_hot, permutation, rows_by_index};
 pub(crate) use random::{dist_mode, random};
-pub(crate) use rows::softmax;
 pub(crate) use types::{Caps, WgslType};
 
 /// The immediate block every kernel declares: 16 `u32`s (64 bytes), then two scalars of the
@@ -31,7 +29,7 @@ pub(super) fn immediate_block(c: &str) -> String {
     format!(
         "struct P {{
     n: u32, cols: u32, base: u32, off_in0: u32,
-    off_in1: u32, off_out0: u32, off_out1: u32, unused: u32,
+    off_in1: u32, off_out0: u32, unused6: u32, unused7: u32,
     mode: u32, k: u32, batch: u32, stride_a: u32,
     stride_b: u32, stride_c: u32, flags: u32, rows: u32,
     x0: {c}, x1: {c},
@@ -49,12 +47,12 @@ pub(crate) mod field {
     pub(crate) const COLS: usize = 1;
     /// The first element this dispatch handles (dispatches are split into chunks).
     pub(crate) const BASE: usize = 2;
-    /// Element offsets of the operands in their bindings: inputs 0 and 1, outputs 0 and 1.
+    /// Element offsets of the operands in their bindings: inputs 0 and 1, output 0 (words
+    /// 6 and 7 are unused).
     pub(crate) const OFF_IN0: usize = 3;
     pub(crate) const OFF_IN1: usize = 4;
     pub(crate) const OFF_OUT0: usize = 5;
-    pub(crate) const OFF_OUT1: usize = 6;
-    /// What variant of the kernel runs (a broadcast's layout, log-softmax, ...).
+    /// What variant of the kernel runs (a random fill's distribution).
     pub(crate) const MODE: usize = 8;
     /// Gemm's inner dimension and batch.
     pub(crate) const K: usize = 9;
@@ -63,7 +61,7 @@ pub(crate) mod field {
     pub(crate) const STRIDE_A: usize = 11;
     pub(crate) const STRIDE_B: usize = 12;
     pub(crate) const STRIDE_C: usize = 13;
-    /// Bit flags (gemm's transposes, cross-entropy's gradient).
+    /// Bit flags or a small parameter (gemm's transposes, an op's fault tag, an integer fill's range).
     pub(crate) const FLAGS: usize = 14;
     /// Rows of the matrix.
     pub(crate) const ROWS: usize = 15;

@@ -102,12 +102,6 @@ impl WgslType {
         self.size() == 8
     }
 
-    /// Whether the transcendental functions (`exp`, `log`, `tanh`, `pow`) exist: not in
-    /// 64 bits (Vulkan's GLSL.std.450 has them for 16- and 32-bit floats only).
-    pub(crate) fn has_math(self) -> bool {
-        matches!(self, WgslType::F32 | WgslType::F16 | WgslType::BF16)
-    }
-
     /// The compute type.
     pub(super) fn compute(self) -> &'static str {
         match self {
