@@ -1,5 +1,5 @@
 //! The ops that index, in CUDA C (appended to every element type's module after the random
-//! fills, whose `rng_philox` the permutation uses) and their launches. Each kernel is
+//! fills) and their launches. Each kernel is
 //! gpukit-core's reference (`optable::index`) in the same order of operations; a bad index
 //! claims the context's fault record as a checked kernel does (`gk_op_fault`).
 //!
@@ -9,11 +9,10 @@
 //! - `scatter_add_rows(..)` with the same parameters (4- and 8-byte types);
 //! - `one_hot(const unsigned int *idx, T *out, ull rows, ull cols, unsigned int *rec,
 //!   unsigned int tag)`;
-//! - `permutation(unsigned int *out, ull n, ull seed, unsigned int h)` and
-//!   `check_indices(const unsigned int *idx, ull n, ull bound, unsigned int *rec, unsigned
+//! - `check_indices(const unsigned int *idx, ull n, ull bound, unsigned int *rec, unsigned
 //!   int tag)` (the `u32` module).
 
-use gpukit_core::optable::{feistel_half_bits, Faults, FEISTEL_ROUNDS};
+use gpukit_core::optable::Faults;
 use gpukit_core::{BufAt, Result, Shape};
 
 use crate::backend::CudaBackend;
@@ -33,7 +32,6 @@ pub(crate) fn entries(elem: Elem) -> Vec<&'static str> {
         v.push("scatter_add_rows");
     }
     if elem == Elem::U32 {
-        v.push("permutation");
         v.push("check_indices");
     }
     v
@@ -98,27 +96,6 @@ extern \"C\" __global__ void scatter_add_rows(const T *src, const unsigned int *
     GRID_STRIDE(i, n) { if ((unsigned long long)idx[i] >= bound) gk_op_fault(rec, tag, idx[i], bound); }
 }
 ";
-        s += &format!(
-            "extern \"C\" __global__ void permutation(unsigned int *out, unsigned long long n, unsigned long long seed, unsigned int h) {{
-    unsigned long long mask = (1ull << h) - 1ull;
-    GRID_STRIDE(i, n) {{
-        unsigned long long v = i;
-        do {{
-            unsigned long long l = v >> h, r = v & mask;
-            for (unsigned int round = 0u; round < {FEISTEL_ROUNDS}u; round++) {{
-                unsigned int c[4];
-                rng_philox((unsigned int)r, round, 0u, 0u, seed, c);
-                unsigned long long next = l ^ ((unsigned long long)c[0] & mask);
-                l = r;
-                r = next;
-            }}
-            v = (l << h) | r;
-        }} while (v >= n);
-        out[i] = (unsigned int)v;
-    }}
-}}
-"
-        );
     }
     s
 }
@@ -228,32 +205,6 @@ pub(crate) unsafe fn check_indices(
     unsafe {
         l.launch(
             Entry::Named("check_indices"),
-            l.grid_for(len),
-            BLOCK,
-            &mut params,
-        )
-    }
-}
-
-/// `permutation` (the `u32` module).
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's range.
-pub(crate) unsafe fn permutation(
-    l: Launcher<'_>,
-    seed: u64,
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (o, n) = (ptr(out), len as u64);
-    let h = feistel_half_bits(n);
-    let mut params = [param(&o), param(&n), param(&seed), param(&h)];
-    // SAFETY: the parameters of `permutation`, in order and type; the range meets this
-    // function's contract.
-    unsafe {
-        l.launch(
-            Entry::Named("permutation"),
             l.grid_for(len),
             BLOCK,
             &mut params,

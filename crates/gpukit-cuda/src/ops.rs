@@ -167,7 +167,6 @@ pub(crate) unsafe fn op(
                 shape,
                 faults,
             } => index::one_hot(l, idx, out, shape, faults),
-            Op::Permutation { seed, out, len } => index::permutation(l, seed, out, len),
             Op::CheckIndices {
                 idx,
                 len,

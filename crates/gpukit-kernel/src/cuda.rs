@@ -822,6 +822,7 @@ fn math(m: Math, t: Ty, a: &[String]) -> String {
         return match m {
             Math::Abs => format!("gk_iabs<{c}, {}>({})", unsigned(t), a[0]),
             Math::Min => format!("gk_min<{c}>({}, {})", a[0], a[1]),
+            Math::MulHi => format!("__umulhi({}, {})", a[0], a[1]),
             _ => format!("gk_max<{c}>({}, {})", a[0], a[1]),
         };
     }
@@ -843,6 +844,8 @@ fn math(m: Math, t: Ty, a: &[String]) -> String {
         Math::Floor => "floor",
         Math::Ceil => "ceil",
         Math::MulAdd => "fma",
+        // Refused on floats when the kernel was lowered.
+        Math::MulHi => "__umulhi",
     };
     format!("{name}{f}({})", a.join(", "))
 }

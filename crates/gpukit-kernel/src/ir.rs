@@ -758,11 +758,13 @@ pub enum Math {
     Ceil,
     /// `mul_add(b, c)`: `self * b + c`, rounded once.
     MulAdd,
+    /// `mul_hi(b)`: the high 32 bits of the 64-bit product of two `u32`s (u32 only).
+    MulHi,
 }
 
 impl Math {
     /// Each method: its Rust name, itself, and how many arguments it takes besides `self`.
-    pub const ALL: [(&'static str, Math, usize); 16] = [
+    pub const ALL: [(&'static str, Math, usize); 17] = [
         ("abs", Math::Abs, 0),
         ("min", Math::Min, 1),
         ("max", Math::Max, 1),
@@ -779,6 +781,7 @@ impl Math {
         ("floor", Math::Floor, 0),
         ("ceil", Math::Ceil, 0),
         ("mul_add", Math::MulAdd, 2),
+        ("mul_hi", Math::MulHi, 1),
     ];
 
     /// The method's Rust name.
@@ -792,7 +795,12 @@ impl Math {
 
     /// Whether integers have it too.
     pub fn for_ints(self) -> bool {
-        matches!(self, Math::Abs | Math::Min | Math::Max)
+        matches!(self, Math::Abs | Math::Min | Math::Max | Math::MulHi)
+    }
+
+    /// Whether only `u32` has it.
+    pub fn u32_only(self) -> bool {
+        self == Math::MulHi
     }
 }
 

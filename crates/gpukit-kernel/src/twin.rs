@@ -544,6 +544,12 @@ impl Gen<'_> {
                 if *m == Math::Abs && e.ty.is_int() {
                     return format!("({}).wrapping_abs()", vs[0]);
                 }
+                if *m == Math::MulHi {
+                    return format!(
+                        "(((u64::from({}) * u64::from({})) >> 32) as u32)",
+                        vs[0], vs[1]
+                    );
+                }
                 if matches!(m, Math::Min | Math::Max) && e.ty.is_float() {
                     // Not `f32::min`: of two equal values (0.0 and -0.0) the receiver wins, as
                     // on every target.

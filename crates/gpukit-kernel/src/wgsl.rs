@@ -215,6 +215,17 @@ fn gk_rt_bool(x: bool) -> bool { return x; }
 /// accuracy nor C's special cases), `min` and `max` (a NaN loses to a number, of two equal
 /// values the first wins), and the rounding of an f32 to bf16's bits.
 pub const MATH: &str = "fn gk_nan32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+// The high word of the 64-bit product of two u32s, from their 16-bit halves.
+fn gk_mulhi(a: u32, b: u32) -> u32 {
+    let al = a & 0xffffu;
+    let ah = a >> 16u;
+    let bl = b & 0xffffu;
+    let bh = b >> 16u;
+    let lh = al * bh;
+    let hl = ah * bl;
+    let mid = ((al * bl) >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);
+    return ah * bh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u);
+}
 fn gk_inf32() -> f32 { return bitcast<f32>(0x7f800000u); }
 fn gk_to_bf16(x: f32) -> u32 {
     let b = bitcast<u32>(x);
@@ -1166,6 +1177,7 @@ impl Gen<'_> {
                     Math::Floor => "floor",
                     Math::Ceil => "ceil",
                     Math::MulAdd => "fma",
+                    Math::MulHi => "gk_mulhi",
                 };
                 format!("{name}({})", vs.join(", "))
             }

@@ -21,7 +21,7 @@ const SUPPORTED_STMTS: &str = "a kernel's body may use `let`/`let mut`, `const`,
 const SUPPORTED_EXPRS: &str = "expressions may use literals, locals, parameters, `a[i]`, \
      `a.len()`, arithmetic, comparisons, `&&`/`||`/`!`, bit operations, `as` casts, the math \
      methods (abs, min, max, sqrt, exp, exp2, ln, log2, sin, cos, tanh, powf, floor, ceil, \
-     mul_add), `T::MIN`/`T::MAX` of integer types, the thread coordinates (`global_x()`, \
+     mul_add, and u32's mul_hi), `T::MIN`/`T::MAX` of integer types, the thread coordinates (`global_x()`, \
      `thread_x()`, `block_x()`, `block_dim_x()`, `grid_dim_x()` and their `_y`, `_z`), the \
      subgroup queries (`subgroup_size()`, `subgroup_lane()`, `subgroup_id()`, \
      `num_subgroups()`) and `atomic_add`/`atomic_min`/`atomic_max`/`atomic_exchange`/`atomic_cas`";
@@ -1557,6 +1557,12 @@ impl Lowerer {
                     },
                     recv.ty.rust()
                 ),
+            );
+        }
+        if math.u32_only() && recv.ty != Ty::U32 {
+            return err(
+                &m.method,
+                format!("`{name}` is for u32 (found {})", recv.ty.rust()),
             );
         }
         if math == Math::Abs && recv.ty.is_int() && !recv.ty.is_signed() {

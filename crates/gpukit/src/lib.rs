@@ -73,7 +73,8 @@
 //! assignment, the math methods `abs`, `min`, `max`, `sqrt`, `exp`, `exp2`, `ln`, `log2`,
 //! `ln_1p`, `sin`, `cos`, `tanh`, `powf`, `floor`, `ceil`, `mul_add` (`min` and `max` as the
 //! built-in `minimum` and `maximum`: a NaN loses to a number, and of two equal values, `0.0`
-//! and `-0.0` included, the receiver wins). Intrinsics: `global_x()`
+//! and `-0.0` included, the receiver wins), and `u32`'s `mul_hi` (the high word of the
+//! 64-bit product, for hashes and counter-based generators such as Philox). Intrinsics: `global_x()`
 //! (`blockIdx.x * blockDim.x + threadIdx.x`), `thread_x()`, `block_x()`, `block_dim_x()`,
 //! `grid_dim_x()` and their `_y`, `_z` (all `usize`); `barrier()` (`__syncthreads`,
 //! `workgroupBarrier`); `shared::<T, N>()` (a block-shared array, `N` a constant

@@ -199,15 +199,6 @@ pub enum Op<'a, B: Backend> {
         /// Where a bad index is reported.
         faults: Faults<'a, B>,
     },
-    /// A permutation of `0..len` into `len` `u32`s, keyed by `seed` ([`permutation`](super::permutation)).
-    Permutation {
-        /// The key.
-        seed: u64,
-        /// `len` `u32`s.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-    },
     /// A matrix product or a batch of them ([`Gemm`]; `m`, `n`, `k` and `batch` non-zero).
     Gemm {
         /// The shapes, strides and scalars (`alpha` and `beta` exact in f64).
@@ -288,7 +279,6 @@ impl<'a, B: Backend> Op<'a, B> {
                 add(Some(o), area(shape), Write);
             }
             Op::CheckIndices { idx, len, .. } => add(Some(idx), u32s(len), Read),
-            Op::Permutation { out: o, len, .. } => add(Some(o), u32s(len), Write),
             Op::Gemm { ref g, a, b, c } => {
                 // The last matrix of the batch ends `stride * (batch - 1) + size` elements in.
                 let span = |stride: usize, size: usize| {
@@ -313,7 +303,6 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Gather { .. } => "gather",
             Op::ScatterAdd { .. } => "scatter_add",
             Op::OneHot { .. } => "one_hot",
-            Op::Permutation { .. } => "permutation",
             Op::CheckIndices { .. } => "check_indices",
             Op::Gemm { .. } => "gemm",
         }
@@ -327,7 +316,6 @@ impl<'a, B: Backend> Op<'a, B> {
             Op::Gather { .. }
             | Op::ScatterAdd { .. }
             | Op::OneHot { .. }
-            | Op::Permutation { .. }
             | Op::CheckIndices { .. } => false,
         }
     }
@@ -421,11 +409,6 @@ impl<'a, B: Backend> Op<'a, B> {
                     record: f(faults.record)?,
                     tag: faults.tag,
                 },
-            },
-            Op::Permutation { seed, out, len } => Op::Permutation {
-                seed,
-                out: f(out)?,
-                len,
             },
             Op::CheckIndices {
                 idx,

@@ -1,5 +1,5 @@
 //! The ops that compare, select and index as tasks: comparisons into `u8` masks, `where`,
-//! `gather`, `scatter_add`, `one_hot`, `arange` and the random permutation, each running
+//! `gather`, `scatter_add` and `one_hot`, each running
 //! gpukit-core's reference (`optable::index`). An index out of range is reported through the
 //! context's fault record, as a checked kernel's twin reports one.
 //!
@@ -127,27 +127,5 @@ pub(super) unsafe fn check_indices(
         if let Some(&bad) = i.iter().find(|&&v| u64::from(v) >= bound) {
             f.fault(0, u64::from(bad), bound);
         }
-    })
-}
-
-/// The permutation of `0..len` keyed by `seed`.
-///
-/// # Safety
-///
-/// The contract of [`super::task`].
-pub(super) unsafe fn permutation(seed: u64, out: BufAt<'_, CpuBackend>, len: usize) -> Task {
-    let mut r = Ranges::default();
-    let o = r.dst::<u32>(out, len);
-    done(r, move || {
-        // SAFETY: as above.
-        let o = unsafe { o.get() };
-        gpukit_core::native::split::pieces(
-            o,
-            1,
-            gpukit_core::native::split::MATH,
-            |start, piece| {
-                optable::permutation(seed, len as u64, start as u64, piece);
-            },
-        );
     })
 }

@@ -67,9 +67,7 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
         Op::OneHot { shape, .. } => shape.len(),
         // Philox costs about as much per element as a math function.
-        Op::Random { len, .. } | Op::Permutation { len, .. } => {
-            Some(len.saturating_mul(gpukit_core::native::split::MATH))
-        }
+        Op::Random { len, .. } => Some(len.saturating_mul(gpukit_core::native::split::MATH)),
         Op::Gemm { g, .. } => {
             g.m.checked_mul(g.n)
                 .and_then(|mn| mn.checked_mul(g.k))
@@ -147,7 +145,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
                 shape,
                 faults,
             } => index::one_hot::<T>(idx, out, shape, faults),
-            Op::Permutation { seed, out, len } => index::permutation(seed, out, len),
             Op::CheckIndices {
                 idx,
                 len,

@@ -121,6 +121,14 @@ fn type_errors_name_both_types() {
         "cannot negate a u32",
     );
     refused(
+        "fn k(x: &mut [i32]) { let a = x[0].mul_hi(3); }",
+        "`mul_hi` is for u32 (found i32)",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let a = x[0].mul_hi(3.0); }",
+        "`mul_hi` is for u32 (found f32)",
+    );
+    refused(
         "fn k(x: &mut [u32]) { let a = x[0].sqrt(); }",
         "is for f32 and f64",
     );

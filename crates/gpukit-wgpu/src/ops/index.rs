@@ -1,42 +1,13 @@
-//! The ops that reduce columns, compare, select and index: comparisons, `arange` and the
-//! permutation run as element-wise kernels over windows; `select`, the column reductions
-//! and the indexing ops bind each operand whole (an index may name any row), as the row-wise
-//! families do.
+//! The indexing ops: each operand bound whole (an index may name any row).
 
-use gpukit_core::optable::{feistel_half_bits, Faults};
+use gpukit_core::optable::Faults;
 use gpukit_core::{BufAt, Result, Shape, FAULT_WORDS};
 
-use super::elementwise::{elementwise, groups_for, Operand};
+use super::elementwise::{groups_for, Operand};
 use super::pipeline::{dispatch, pipe, Bind};
 use super::{u32_of, unsupported, Target};
 use crate::wgsl::{self, field, WgslType};
 use crate::WgpuBackend;
-
-/// The permutation of `0..len` keyed by `seed`.
-pub(super) fn permutation(
-    at: Target<'_>,
-    seed: u64,
-    out: BufAt<'_, WgpuBackend>,
-    len: usize,
-) -> Result<()> {
-    let Target { shared, stream, .. } = at;
-    let p = pipe(shared, "permutation".into(), 3, wgsl::permutation)?;
-    let mut imm = [0u32; field::WORDS];
-    imm[field::ROWS] = u32_of(len as u64, "a permutation's length")?;
-    imm[field::COLS] = feistel_half_bits(len as u64);
-    imm[field::K] = seed as u32;
-    imm[field::BATCH] = (seed >> 32) as u32;
-    let out = Operand::of(out, 4);
-    elementwise(
-        shared,
-        stream,
-        &p,
-        [None, None, Some(out)],
-        None,
-        len as u64,
-        imm,
-    )
-}
 
 /// Reports the first of `len` indices that is `bound` or more.
 pub(super) fn check_indices(

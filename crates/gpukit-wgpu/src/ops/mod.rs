@@ -130,7 +130,6 @@ pub(crate) fn op(
             (shape, shape.rows),
             faults,
         ),
-        Op::Permutation { seed, out, len } => index::permutation(at, seed, out, len),
         Op::CheckIndices {
             idx,
             len,

@@ -3,41 +3,7 @@
 //! A bad index claims the context's fault record (binding 3 of the indexing kernels) as a
 //! checked kernel does; `p.flags` carries the op's tag.
 
-use gpukit_core::optable::FEISTEL_ROUNDS;
-
-use super::elementwise::map_kernel;
 use super::{binding, prelude, WgslType};
-
-/// The permutation of `0..p.rows` (`p.rows` elements in all, this dispatch's from
-/// `p.base`), keyed by `p.k`, `p.batch` with half width `p.cols` (`crate::wgsl::random`'s
-/// Philox; `u32` arithmetic, the half width being 16 at most).
-pub(crate) fn permutation() -> String {
-    let mut pre = prelude(WgslType::U32);
-    pre += &super::random::philox();
-    map_kernel(
-        &pre,
-        WgslType::U32,
-        WgslType::U32,
-        &format!(
-            "let h = p.cols;
-        let mask = (1u << h) - 1u;
-        var v = p.base + i;
-        loop {{
-            var l = v >> h;
-            var r = v & mask;
-            for (var round = 0u; round < {FEISTEL_ROUNDS}u; round++) {{
-                let c = rng_philox(r, round, 0u, 0u);
-                let next = l ^ (c[0] & mask);
-                l = r;
-                r = next;
-            }}
-            v = (l << h) | r;
-            if (v < p.rows) {{ break; }}
-        }}
-        put_out0(p.off_out0 + i, v);"
-        ),
-    )
-}
 
 /// The bindings and fault helper of an indexing kernel: `src` (binding 0, `t`), `idx`
 /// (binding 1, `u32`), `out` (binding 2, `t`, plain `atomic<u32>` words for `atomic`
@@ -188,7 +154,6 @@ mod tests {
             WgslType::U8,
             WgslType::I8,
         ];
-        validates("permutation", &permutation());
         validates("check_indices", &check_indices());
         for t in all {
             validates(&format!("gather {t:?}"), &rows_by_index(t, false));

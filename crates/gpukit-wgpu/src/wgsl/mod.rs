@@ -17,7 +17,7 @@ mod types;
 pub(crate) use copy::copy_bytes;
 
 pub(crate) use gemm::gemm;
-pub(crate) use index::{check_indices, one_hot, permutation, rows_by_index};
+pub(crate) use index::{check_indices, one_hot, rows_by_index};
 pub(crate) use random::{dist_mode, random};
 pub(crate) use types::{Caps, WgslType};
 

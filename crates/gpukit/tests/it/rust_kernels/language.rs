@@ -42,6 +42,16 @@ pub(super) fn int_ops_ref(a: &[i32], b: &[i32]) -> Vec<i32> {
     out
 }
 
+/// `mul_hi`: the high word of the 64-bit product of two `u32`s (WGSL builds it from 16-bit
+/// halves, CUDA has `__umulhi`).
+#[kernel]
+pub(super) fn mul_hi_words(a: &[u32], b: &[u32], out: &mut [u32]) {
+    let i = global_x();
+    if i < a.len() {
+        out[i] = a[i].mul_hi(b[i]);
+    }
+}
+
 /// Unsigned arithmetic, casts between integer and float types (in range), comparisons
 /// into a value with `if`/`else`.
 #[kernel]
@@ -613,6 +623,33 @@ crate::backend_tests! {
         let mut out = ctx.alloc_zeros::<i32>(a.len() * 8)?;
         ctx.launch(&k, LaunchConfig::for_elems(a.len()), (&da, &db, &mut out))?;
         assert_eq!(out.download()?, int_ops_ref(&a, &b));
+        Ok(())
+    }
+
+    fn kernel_mul_hi_is_the_high_word_of_the_product(ctx) {
+        let edges = [0u32, 1, 2, 0xffff, 0x1_0000, 0x1_0001, 0x7fff_ffff, 0x8000_0000, u32::MAX];
+        let mut a: Vec<u32> = Vec::new();
+        let mut b: Vec<u32> = Vec::new();
+        for &x in &edges {
+            for &y in &edges {
+                a.push(x);
+                b.push(y);
+            }
+        }
+        for i in 0..4096u32 {
+            a.push(i.wrapping_mul(2654435761) ^ (i << 7));
+            b.push(i.wrapping_mul(0xD251_1F53).rotate_left(i % 32));
+        }
+        let k = ctx.kernel(mul_hi_words())?;
+        let (da, db) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&b)?);
+        let mut out = ctx.alloc_zeros::<u32>(a.len())?;
+        ctx.launch(&k, LaunchConfig::for_elems(a.len()), (&da, &db, &mut out))?;
+        let want: Vec<u32> = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| ((u64::from(x) * u64::from(y)) >> 32) as u32)
+            .collect();
+        assert_eq!(out.download()?, want);
         Ok(())
     }
 
