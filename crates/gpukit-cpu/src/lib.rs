@@ -48,7 +48,7 @@
 //!   cross-entropy as `gpukit_core::softmax_rows` and `gpukit_core::cross_entropy_rows`;
 //!   gemm (batched by a loop) uses `matrixmultiply` (f16/bf16 widened to f32). The ops
 //!   written as kernels (the element-wise table, fill, axpy, clamp, comparisons, `select`,
-//!   `cumsum`, the reductions, softmax, cross-entropy, ...) run their native body, gpukit-core's (`gpukit_core::native`), when
+//!   `cumsum`, the reductions, softmax, cross-entropy, the random fills, ...) run their native body, gpukit-core's (`gpukit_core::native`), when
 //!   launched; the others go through one backend method, `op`, one function per op family.
 //!   An element-wise op added to the table needs nothing here. The f32 math ops (`exp`,
 //!   `log`, `log1p`, `tanh`, `sigmoid`, `silu`, `gelu`, `softplus`, `pow`, softmax,

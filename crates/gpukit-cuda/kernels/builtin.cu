@@ -4,10 +4,9 @@
 // element type:
 //   T        the stored type (unsigned short for f16 and bf16)
 //   C        the type arithmetic is done in (float for f16 and bf16)
-//   load(T) -> C, store(C) -> T, and op_add/op_sub/op_mul(C, C) -> C (integers wrap)
+//   load(T) -> C and store(C) -> T
 //
-// The random fills and the indexing ops are generated after this file (gpukit-cuda's
-// random.rs and index.rs). Every kernel is a grid-stride loop with 64-bit indices, so any
+// The indexing ops are generated after this file (gpukit-cuda's index.rs). Every kernel is a grid-stride loop with 64-bit indices, so any
 // length and any grid work. Built with --fmad=false so that products and sums round
 // separately, as the CPU does.
 

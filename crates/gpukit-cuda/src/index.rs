@@ -1,5 +1,5 @@
-//! The ops that index, in CUDA C (appended to every element type's module after the random
-//! fills) and their launches. Each kernel is
+//! The ops that index, in CUDA C (appended to every element type's module after the
+//! template) and their launches. Each kernel is
 //! gpukit-core's reference (`optable::index`) in the same order of operations; a bad index
 //! claims the context's fault record as a checked kernel does (`gk_op_fault`).
 //!
@@ -37,7 +37,7 @@ pub(crate) fn entries(elem: Elem) -> Vec<&'static str> {
     v
 }
 
-/// The CUDA C of `elem`'s entry points (after the template and `random.rs`'s source).
+/// The CUDA C of `elem`'s entry points (after the template).
 pub(crate) fn index_source(elem: Elem) -> String {
     let mut s = String::from(
         "

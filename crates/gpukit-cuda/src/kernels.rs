@@ -85,36 +85,31 @@ impl Elem {
         matches!(self, Elem::F32 | Elem::F64 | Elem::F16 | Elem::BF16)
     }
 
-    /// The C types: stored, computed in, and the unsigned type of the same width (integers).
-    pub(crate) const fn c_types(self) -> (&'static str, &'static str, &'static str) {
+    /// The C types: stored and computed in.
+    pub(crate) const fn c_types(self) -> (&'static str, &'static str) {
         match self {
-            Elem::F32 => ("float", "float", ""),
-            Elem::F64 => ("double", "double", ""),
-            Elem::F16 | Elem::BF16 => ("unsigned short", "float", "unsigned short"),
-            Elem::I8 => ("signed char", "signed char", "unsigned char"),
-            Elem::U8 => ("unsigned char", "unsigned char", "unsigned char"),
-            Elem::I32 => ("int", "int", "unsigned int"),
-            Elem::U32 => ("unsigned int", "unsigned int", "unsigned int"),
-            Elem::I64 => ("long long", "long long", "unsigned long long"),
-            Elem::U64 => (
-                "unsigned long long",
-                "unsigned long long",
-                "unsigned long long",
-            ),
+            Elem::F32 => ("float", "float"),
+            Elem::F64 => ("double", "double"),
+            Elem::F16 | Elem::BF16 => ("unsigned short", "float"),
+            Elem::I8 => ("signed char", "signed char"),
+            Elem::U8 => ("unsigned char", "unsigned char"),
+            Elem::I32 => ("int", "int"),
+            Elem::U32 => ("unsigned int", "unsigned int"),
+            Elem::I64 => ("long long", "long long"),
+            Elem::U64 => ("unsigned long long", "unsigned long long"),
         }
     }
 }
 
 /// The CUDA C source of `elem`'s built-in module: the prelude and the template. (The CUDA
-/// backend appends the random fills and the indexing ops.)
+/// backend appends the indexing ops.)
 pub fn builtin_source(elem: Elem) -> String {
     format!("{}\n{BUILTIN_TEMPLATE}\n", prelude(elem))
 }
 
-/// The type-specific definitions the template and the generated fills expect: `T`, `C`,
-/// `load`, `store` and the wrapping `op_add`, `op_sub`, `op_mul`.
+/// The type-specific definitions the indexing ops expect: `T`, `C`, `load` and `store`.
 fn prelude(elem: Elem) -> String {
-    let (t, c, u) = elem.c_types();
+    let (t, c) = elem.c_types();
     let mut p = format!(
         "// Built-in ops for {name}.\n\
          {ptx}{half}\
@@ -134,20 +129,6 @@ fn prelude(elem: Elem) -> String {
         "{f} C load(T x) {{ return {load}; }}\n\
          {f} T store(C x) {{ return {store}; }}\n"
     );
-    if elem.is_float() {
-        p += &format!(
-            "{f} C op_add(C a, C b) {{ return a + b; }}\n\
-             {f} C op_sub(C a, C b) {{ return a - b; }}\n\
-             {f} C op_mul(C a, C b) {{ return a * b; }}\n"
-        );
-    } else {
-        // Integers: wrapping arithmetic through the unsigned type of the same width.
-        p += &format!(
-            "{f} C op_add(C a, C b) {{ return (C)(({u})a + ({u})b); }}\n\
-             {f} C op_sub(C a, C b) {{ return (C)(({u})a - ({u})b); }}\n\
-             {f} C op_mul(C a, C b) {{ return (C)(({u})a * ({u})b); }}\n"
-        );
-    }
     p
 }
 
@@ -156,12 +137,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn preludes_define_what_the_fills_use() {
+    fn preludes_define_what_the_indexing_ops_use() {
         for elem in Elem::ALL {
             let src = builtin_source(elem);
-            for needed in [
-                "typedef", "load(", "store(", "op_add(", "op_sub(", "op_mul(",
-            ] {
+            for needed in [" T;\n", " C;\n", "load(", "store("] {
                 assert!(src.contains(needed), "{elem:?} lacks {needed}");
             }
         }

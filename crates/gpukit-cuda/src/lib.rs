@@ -58,7 +58,7 @@
 //!   NVRTC compiles generated code with `--fmad=false`, so results equal the CPU backend's
 //!   bit for bit for the element-wise ops without transcendental functions. The others are
 //!   one module of CUDA C per element type: the template `kernels/builtin.cu` ([`kernels`])
-//!   with the random fills and the indexing ops. A
+//!   with the indexing ops. A
 //!   module is loaded once per device (every context on a device shares its primary context,
 //!   and so the modules) on the first op of its element type, and all of them before a
 //!   capture begins, so that no capture is the first to need one. One function (`ops::op`)
@@ -135,7 +135,6 @@ mod memory;
 pub mod nccl;
 pub mod nvtx;
 mod ops;
-mod random;
 mod source;
 mod streams;
 
@@ -153,7 +152,7 @@ pub use memory::{CudaBuffer, CudaHostMem, CudaRegistration};
 
 /// The complete CUDA C of the built-in module for `dtype`, exactly as the backend compiles it
 /// (with `crate::kernels::BUILTIN_OPTIONS`; [`builtin_program`] adds its program
-/// name): the ops not written as kernels yet (random fills, the indexing ops), for
+/// name): the ops not written as kernels yet (the indexing ops), for
 /// inspection.
 pub fn builtin_module_source(dtype: gpukit_core::DType) -> String {
     source::module_source(ops::elem(dtype))

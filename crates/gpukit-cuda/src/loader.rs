@@ -108,7 +108,6 @@ mod tests {
         ("nccl/tests.rs", include_str!("nccl/tests.rs")),
         ("nvtx.rs", include_str!("nvtx.rs")),
         ("ops.rs", include_str!("ops.rs")),
-        ("random.rs", include_str!("random.rs")),
         ("source.rs", include_str!("source.rs")),
         ("streams.rs", include_str!("streams.rs")),
     ];

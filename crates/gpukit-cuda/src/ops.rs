@@ -5,14 +5,13 @@
 //! Each family function is `unsafe` with the contract of [`gpukit_core::Backend::op`] for the
 //! op's ranges, and passes its launch the parameters of its entry point's signature in the
 //! module's source (`source.rs`, `builtin.cu`) in order and type: device pointers as
-//! `CUdeviceptr`, `unsigned long long` as u64, `int` as i32, `unsigned int` as u32, a `T`
-//! scalar as the bytes of a [`Scalar`] of the op's element type.
+//! `CUdeviceptr`, `unsigned long long` as u64, `unsigned int` as u32.
 
 use std::ffi::c_void;
 
 use crate::kernels::Elem;
 use cudarc::driver::sys;
-use gpukit_core::{BufAt, DType, Error, Gemm, Op, Result, Scalar};
+use gpukit_core::{BufAt, DType, Error, Gemm, Op, Result};
 
 use crate::backend::{CudaBackend, CudaStream};
 use crate::blas;
@@ -92,11 +91,6 @@ pub(crate) fn param<V>(v: &V) -> *mut c_void {
     (v as *const V).cast_mut().cast()
 }
 
-/// A pointer to a scalar operand's bytes, as `cuLaunchKernel` reads a `T` parameter.
-pub(crate) fn scalar_param(v: &Scalar) -> *mut c_void {
-    v.bytes().as_ptr().cast_mut().cast()
-}
-
 /// The device address of a range.
 pub(crate) fn ptr(at: BufAt<'_, CudaBackend>) -> sys::CUdeviceptr {
     at.buf.at(at.offset)
@@ -113,7 +107,7 @@ pub(crate) unsafe fn op(
     dtype: DType,
     op: &Op<'_, CudaBackend>,
 ) -> Result<()> {
-    if (op.floats_only() && !dtype.is_float()) || (op.ints_only() && dtype.is_float()) {
+    if op.floats_only() && !dtype.is_float() {
         return Err(Error::Unsupported {
             backend: "cuda",
             what: format!("`{}` on {dtype}", op.name()),
@@ -124,17 +118,6 @@ pub(crate) unsafe fn op(
     // this function's caller holds.
     unsafe {
         match *op {
-            Op::Random {
-                dist,
-                seed,
-                offset,
-                a,
-                b: pb,
-                range,
-                src,
-                out,
-                len,
-            } => random(l, (dist, seed, offset), (a, pb, range), src, out, len),
             Op::Gather {
                 src,
                 idx,
@@ -176,40 +159,6 @@ pub(crate) unsafe fn op(
             Op::Gemm { g, a, b: bm, c } => gemm(l, &g, a, bm, c),
         }
     }
-}
-
-/// `random(const T *src, T *out, unsigned long long n, unsigned long long seed, unsigned
-/// long long offset, int dist, T a, T b, unsigned int range)`, `src == out` without a source.
-///
-/// # Safety
-///
-/// The contract of [`gpukit_core::Backend::op`] for the op's ranges.
-unsafe fn random(
-    l: Launcher<'_>,
-    (dist, seed, offset): (gpukit_core::Distribution, u64, u64),
-    (a, b, range): (Scalar, Scalar, u32),
-    src: Option<BufAt<'_, CudaBackend>>,
-    out: BufAt<'_, CudaBackend>,
-    len: usize,
-) -> Result<()> {
-    let (o, n) = (ptr(out), len as u64);
-    let i = src.map_or(o, ptr);
-    let code = crate::random::dist_code(dist);
-    let mut params = [
-        param(&i),
-        param(&o),
-        param(&n),
-        param(&seed),
-        param(&offset),
-        param(&code),
-        scalar_param(&a),
-        scalar_param(&b),
-        param(&range),
-    ];
-    // SAFETY: the parameters of `random`, in order and type (`a`, `b` scalars of the element
-    // type); the ranges meet this function's contract (each element's input is read before
-    // its output is written, by the same thread).
-    unsafe { l.launch(Entry::Named("random"), l.grid_for(len), BLOCK, &mut params) }
 }
 
 /// Each product of the batch through cuBLAS, one call per matrix on the stream.

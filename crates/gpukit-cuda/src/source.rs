@@ -21,16 +21,16 @@ impl Entry {
 
 /// Every entry point of `elem`'s module.
 pub(crate) fn entries(elem: Elem) -> Vec<Entry> {
-    let mut v = vec![Entry::Named("random")];
-    v.extend(crate::index::entries(elem).into_iter().map(Entry::Named));
-    v
+    crate::index::entries(elem)
+        .into_iter()
+        .map(Entry::Named)
+        .collect()
 }
 
-/// The complete CUDA C source of `elem`'s module: the prelude and template, the random
-/// fills and the indexing ops.
+/// The complete CUDA C source of `elem`'s module: the prelude and template, and the
+/// indexing ops.
 pub(crate) fn module_source(elem: Elem) -> String {
     let mut s = builtin_source(elem);
-    s += &crate::random::random_source(elem);
     s += &crate::index::index_source(elem);
     s
 }

@@ -100,58 +100,6 @@ fn arange<T: Numeric>(out: &mut [T], start: T, step: T, base: u32) {
     }
 }
 
-/// Positions `base..base + out.len()` of the random permutation of `0..=last` keyed by
-/// `(k0, k1)` ([`optable::permutation`]): each position walks its cycle of the keyed
-/// Feistel network of half width `h` (4 rounds, each `F` the first word of Philox 4x32-10
-/// at counter `(r, round, 0, 0)`, masked to `h` bits) until a value of `last` or less.
-#[kernel(core = "crate")]
-fn permute(out: &mut [u32], k0: u32, k1: u32, h: u32, last: u32, base: u32) {
-    let stride = grid_dim_x() * block_dim_x();
-    let mask = (1u32 << h) - 1;
-    let mut i = global_x();
-    while i < out.len() {
-        let mut v = base + i as u32;
-        loop {
-            let mut l = v >> h;
-            let mut r = v & mask;
-            let mut round: u32 = 0;
-            while round < 4 {
-                // Philox 4x32-10 of (r, round, 0, 0): its first word.
-                let mut c0 = r;
-                let mut c1 = round;
-                let mut c2: u32 = 0;
-                let mut c3: u32 = 0;
-                let mut q0 = k0;
-                let mut q1 = k1;
-                for p in 0..10 {
-                    if p > 0 {
-                        q0 += 2654435769;
-                        q1 += 3144134277;
-                    }
-                    let hi0 = c0.mul_hi(3528531795);
-                    let lo0 = c0 * 3528531795;
-                    let hi1 = c2.mul_hi(3449720151);
-                    let lo1 = c2 * 3449720151;
-                    c0 = hi1 ^ c1 ^ q0;
-                    c1 = lo1;
-                    c2 = hi0 ^ c3 ^ q1;
-                    c3 = lo0;
-                }
-                let t = l ^ (c0 & mask);
-                l = r;
-                r = t;
-                round += 1;
-            }
-            v = (l << h) | r;
-            if v <= last {
-                break;
-            }
-        }
-        out[i] = v;
-        i += stride;
-    }
-}
-
 /// The comparison methods: array and scalar forms.
 macro_rules! comparisons {
     ($( $op:ident: $arr:ident, $sca:ident, $what:literal; )*) => {$(
@@ -605,7 +553,7 @@ impl<B: Backend> Stream<B> {
         let h = optable::feistel_half_bits(len as u64);
         let last = (len - 1) as u32;
         let spec = || {
-            permute().native(|(out, k0, k1, _, last, base)| {
+            super::random::permute().native(|(out, k0, k1, _, last, base)| {
                 let seed = u64::from(*k0) | (u64::from(*k1) << 32);
                 let (len, base) = (u64::from(*last) + 1, u64::from(*base));
                 crate::native::split::pieces(out, 1, crate::native::split::MATH, |at, o| {

@@ -5,7 +5,7 @@ use crate::backend::{Backend, BufAt};
 use crate::element::DType;
 use crate::error::Result;
 
-use super::{Distribution, Gemm, Scalar, Shape};
+use super::{Gemm, Shape};
 
 /// How a binary op's second operand is laid out against a matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,31 +115,6 @@ impl CmpOp {
 /// indexing ops and the `u32`s of a permutation. A fill whose `src` is `None` runs in
 /// place: `out` is read and written. Lengths and shapes are never zero.
 pub enum Op<'a, B: Backend> {
-    /// A random fill of `len` elements from the Philox stream keyed by `seed`, at `offset`
-    /// ([`Distribution`]; the reference is [`random_floats`](super::random_floats) and
-    /// [`random_integers`](super::random_integers)). `a` and `b` are the element type's
-    /// scalars: `lo` and `hi`, `mean` and `std`, `lo` (and `range`, 0 meaning `2^32`, for
-    /// integers), or `p` and the scale (dropout, which reads `src`, or `out` in place).
-    Random {
-        /// What to draw.
-        dist: Distribution,
-        /// The generator's key.
-        seed: u64,
-        /// The stream position of element 0.
-        offset: u64,
-        /// First parameter.
-        a: Scalar,
-        /// Second parameter.
-        b: Scalar,
-        /// The integers' range (`hi - lo`, 0 meaning `2^32`); 0 for the others.
-        range: u32,
-        /// Dropout's input; `None`: in place (or no input).
-        src: Option<BufAt<'a, B>>,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// Elements.
-        len: usize,
-    },
     /// Rows of the `shape` matrix `src` picked by `n` `u32` indices: `out` row `r` is `src`
     /// row `idx[r]` (`n x shape.cols`). An index of `shape.rows` or more leaves its row
     /// zero and is reported through `faults`.
@@ -242,12 +217,6 @@ impl<'a, B: Backend> Op<'a, B> {
             }
         };
         match *self {
-            Op::Random {
-                src, out: o, len, ..
-            } => {
-                add(src, elems(len), Read);
-                add(Some(o), elems(len), Write);
-            }
             Op::Gather {
                 src,
                 idx,
@@ -299,7 +268,6 @@ impl<'a, B: Backend> Op<'a, B> {
     /// The op's name, for errors and fault injection.
     pub fn name(&self) -> &'static str {
         match self {
-            Op::Random { dist, .. } => dist.name(),
             Op::Gather { .. } => "gather",
             Op::ScatterAdd { .. } => "scatter_add",
             Op::OneHot { .. } => "one_hot",
@@ -311,7 +279,6 @@ impl<'a, B: Backend> Op<'a, B> {
     /// Whether only float element types have the op (a backend refuses it on integers).
     pub fn floats_only(&self) -> bool {
         match self {
-            Op::Random { dist, .. } => *dist != Distribution::Integers,
             Op::Gemm { .. } => true,
             Op::Gather { .. }
             | Op::ScatterAdd { .. }
@@ -320,46 +287,13 @@ impl<'a, B: Backend> Op<'a, B> {
         }
     }
 
-    /// Whether only integer element types have the op (a backend refuses it on floats).
-    pub fn ints_only(&self) -> bool {
-        matches!(
-            self,
-            Op::Random {
-                dist: Distribution::Integers,
-                ..
-            }
-        )
-    }
-
     /// The same op on another backend's ranges, each converted by `f` (how a dispatching
     /// backend forwards an op to the backend it wraps).
     pub fn try_map<'b, C: Backend>(
         &self,
         f: impl Fn(BufAt<'a, B>) -> Result<BufAt<'b, C>>,
     ) -> Result<Op<'b, C>> {
-        let opt = |x: Option<BufAt<'a, B>>| x.map(&f).transpose();
         Ok(match *self {
-            Op::Random {
-                dist,
-                seed,
-                offset,
-                a,
-                b,
-                range,
-                src,
-                out,
-                len,
-            } => Op::Random {
-                dist,
-                seed,
-                offset,
-                a,
-                b,
-                range,
-                src: opt(src)?,
-                out: f(out)?,
-                len,
-            },
             Op::Gather {
                 src,
                 idx,

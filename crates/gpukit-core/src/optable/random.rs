@@ -1,6 +1,7 @@
 //! Counter-based random numbers: Philox 4x32-10 ([`philox4x32_10`], the generator cuRAND,
-//! PyTorch and JAX use) keyed by a seed, and the reference fills of [`Op::Random`]
-//! (`super::Op`): uniform and normal floats, bounded integers and dropout.
+//! PyTorch and JAX use) keyed by a seed, and the reference fills of the random fills
+//! (`crate::Stream::random_uniform` and its siblings, whose kernels are in
+//! `ops/random.rs`): uniform and normal floats, bounded integers and dropout.
 //!
 //! ## The same bits on every backend
 //!
@@ -16,7 +17,7 @@
 //! or 53 bits), in one order, without fused multiply-add: no platform `log` or `cos`.
 //! Box-Muller's `ln` and `cos` are polynomials given here ([`series`]), which each backend
 //! evaluates in that order with the coefficients rounded to the compute type. The CPU, CUDA
-//! (compiled with `--fmad=false`) and WGSL versions therefore give the same bits; a Vulkan
+//! (compiled with `--fmad=false`) and WGSL versions of the kernels therefore give the same bits; a Vulkan
 //! driver whose `sqrt` or division is not correctly rounded (WGSL allows 2.5 ulp) may not.
 //!
 //! - **Uniform** in the compute type `C` (f32 for f32, f16 and bf16; f64 for f64):

@@ -3,11 +3,10 @@
 //! through `matrixmultiply`.
 //!
 //! [`task`] turns any [`Op`] into a task for its element type: the `match` over the op only
-//! dispatches, one function per op family (`elementwise`: the fills, `index`, `gemm`). The
+//! dispatches, one function per op family (`index`, `gemm`). The
 //! element-wise table needs nothing here: the CPU runs each entry's reference body, and
 //! takes its cost class from the entry's `math` column.
 
-mod elementwise;
 mod gemm;
 mod index;
 mod kind;
@@ -17,7 +16,6 @@ use gpukit_core::{DType, DTypeVisitor, Float, Numeric, Op, Result};
 
 use crate::queue::Task;
 use crate::CpuBackend;
-use elementwise::scalar;
 use kind::{Floats, Ints, Kind};
 
 fn unsupported(what: String) -> gpukit_core::Error {
@@ -66,8 +64,6 @@ pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
         Op::CheckIndices { len, .. } => Some(len),
         Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
         Op::OneHot { shape, .. } => shape.len(),
-        // Philox costs about as much per element as a math function.
-        Op::Random { len, .. } => Some(len.saturating_mul(gpukit_core::native::split::MATH)),
         Op::Gemm { g, .. } => {
             g.m.checked_mul(g.n)
                 .and_then(|mn| mn.checked_mul(g.k))
@@ -97,32 +93,13 @@ pub(crate) unsafe fn task(dtype: DType, op: &Op<'_, CpuBackend>) -> Result<Task>
 ///
 /// As [`task`].
 unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task> {
-    if (op.floats_only() && !K::FLOAT) || (op.ints_only() && K::FLOAT) {
+    if op.floats_only() && !K::FLOAT {
         return Err(unsupported(format!("`{}` on {}", op.name(), T::DTYPE)));
     }
     // SAFETY: every family function's contract is `task`'s, which this function's caller
     // holds for all of `op`'s ranges.
     unsafe {
         Ok(match *op {
-            Op::Random {
-                dist,
-                seed,
-                offset,
-                a,
-                b,
-                range,
-                src,
-                out,
-                len,
-            } => elementwise::random::<T, K>(
-                dist,
-                (seed, offset),
-                (scalar(a)?, scalar(b)?),
-                range,
-                src,
-                out,
-                len,
-            ),
             Op::Gather {
                 src,
                 idx,
@@ -181,23 +158,25 @@ mod tests {
             buf: &buf,
             offset: 0,
         };
-        let hi = BufAt {
-            buf: &buf,
-            offset: 4,
+        let (mid, hi) = (
+            BufAt {
+                buf: &buf,
+                offset: 2,
+            },
+            BufAt {
+                buf: &buf,
+                offset: 4,
+            },
+        );
+        let op = Op::Gemm {
+            g: gpukit_core::Gemm::new(1, 1, 1),
+            a: at,
+            b: mid,
+            c: hi,
         };
-        let op = Op::Random {
-            dist: gpukit_core::Distribution::Dropout,
-            seed: 7,
-            offset: 0,
-            a: gpukit_core::Scalar::zero(DType::BF16),
-            b: gpukit_core::Scalar::zero(DType::BF16),
-            range: 0,
-            src: Some(at),
-            out: hi,
-            len: 2,
-        };
-        // SAFETY: the ranges are inside the 8-byte buffer and aligned: the dropout reads the
-        // two bf16 at byte 0 and writes two at byte 4; nothing else uses the buffer.
+        // SAFETY: the ranges are inside the 8-byte buffer and aligned: the 1 x 1 product
+        // reads the bf16s at bytes 0 and 2 and writes one at byte 4; nothing else uses the
+        // buffer.
         let r = unsafe { b.op(&s, DType::BF16, &op) };
         if has_half {
             assert!(r.is_ok(), "{r:?}");

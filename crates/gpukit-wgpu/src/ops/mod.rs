@@ -72,24 +72,8 @@ pub(crate) fn op(
             "`{name}` on {dtype} (a float-only op)"
         )));
     }
-    if op.ints_only() && t.is_float() {
-        return Err(unsupported(format!(
-            "`{name}` on {dtype} (an integer-only op)"
-        )));
-    }
     let at = Target { shared, stream, t };
     match *op {
-        Op::Random {
-            dist,
-            seed,
-            offset,
-            a,
-            b,
-            range,
-            src,
-            out,
-            len,
-        } => elementwise::random(at, (dist, seed, offset), (a, b, range), src, out, len),
         Op::Gather {
             src,
             idx,

@@ -8,17 +8,14 @@
 //! [`elementwise`] ([`unary`], [`binary`]).
 
 mod copy;
-mod elementwise;
 mod gemm;
 mod index;
-mod random;
 mod types;
 
 pub(crate) use copy::copy_bytes;
 
 pub(crate) use gemm::gemm;
 pub(crate) use index::{check_indices, one_hot, rows_by_index};
-pub(crate) use random::{dist_mode, random};
 pub(crate) use types::{Caps, WgslType};
 
 /// The immediate block every kernel declares: 16 `u32`s (64 bytes), then two scalars of the
@@ -28,9 +25,9 @@ pub(crate) const IMMEDIATE_BYTES: u32 = 80;
 pub(super) fn immediate_block(c: &str) -> String {
     format!(
         "struct P {{
-    n: u32, cols: u32, base: u32, off_in0: u32,
+    n: u32, cols: u32, unused2: u32, off_in0: u32,
     off_in1: u32, off_out0: u32, unused6: u32, unused7: u32,
-    mode: u32, k: u32, batch: u32, stride_a: u32,
+    unused8: u32, k: u32, batch: u32, stride_a: u32,
     stride_b: u32, stride_c: u32, flags: u32, rows: u32,
     x0: {c}, x1: {c},
 }}
@@ -45,15 +42,11 @@ pub(crate) mod field {
     pub(crate) const N: usize = 0;
     /// Elements per row.
     pub(crate) const COLS: usize = 1;
-    /// The first element this dispatch handles (dispatches are split into chunks).
-    pub(crate) const BASE: usize = 2;
     /// Element offsets of the operands in their bindings: inputs 0 and 1, output 0 (words
-    /// 6 and 7 are unused).
+    /// 2, 6, 7 and 8 are unused).
     pub(crate) const OFF_IN0: usize = 3;
     pub(crate) const OFF_IN1: usize = 4;
     pub(crate) const OFF_OUT0: usize = 5;
-    /// What variant of the kernel runs (a random fill's distribution).
-    pub(crate) const MODE: usize = 8;
     /// Gemm's inner dimension and batch.
     pub(crate) const K: usize = 9;
     pub(crate) const BATCH: usize = 10;
