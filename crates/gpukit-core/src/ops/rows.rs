@@ -2,14 +2,15 @@
 //! `#[kernel]`s.
 //!
 //! A row is one block's: its threads fold the row's maximum and then its sum of
-//! `exp(x - max)` (a subgroup at a time, then the block's first subgroups through a shared
-//! array, as the reductions do) and write the outputs. The sum accumulates in f64 where the
-//! device has it, as the reference does, else in f32; `ln(sum)` is the element type's
-//! logarithm plus the first-order correction for the part of the sum the type does not
-//! hold (exact for f64; WGSL has no f64 logarithm). One macro writes the six kernels
-//! (softmax from an input and in place, cross-entropy with and without its gradient, each
-//! summing in f64 and in f32), so the row's statistics are written once. The CPU backend
-//! runs each kernel's native body: gpukit-core's references on vectors and across cores
+//! `exp(x - max)` (a subgroup at a time, then the subgroups' results by the block's first
+//! thread through a shared array, as the reductions do) and write the outputs. The sum
+//! accumulates in f64 where the device has it, as the reference does, else in f32;
+//! `ln(sum)` is the element type's logarithm plus the first-order correction for the part
+//! of the sum the type does not hold (exact for f64; WGSL has no f64 logarithm). One macro
+//! writes the eight kernels (softmax from an input and in place, cross-entropy with and
+//! without its gradient, each summing in f64 and in f32), so the row's statistics are
+//! written once. The CPU backend runs each kernel's native body: gpukit-core's references
+//! on vectors and across cores
 //! ([`crate::native`]).
 
 use gpukit_macros::kernel;
@@ -59,10 +60,17 @@ macro_rules! row_kernel {
                     tops[subgroup_id()] = top;
                 }
                 barrier();
-                m = tops[0];
-                for k in 1..num_subgroups() {
-                    m = m.max(tops[k]);
+                // The subgroups' folded by one thread (every thread folding them all would
+                // cost a thread per subgroup each, many where subgroups are narrow).
+                if thread_x() == 0 {
+                    let mut all = tops[0];
+                    for k in 1..num_subgroups() {
+                        all = all.max(tops[k]);
+                    }
+                    tops[0] = all;
                 }
+                barrier();
+                m = tops[0];
                 // The sum of exp(x - m).
                 let mut acc: $acc = 0.0;
                 j = thread_x();
@@ -75,10 +83,15 @@ macro_rules! row_kernel {
                     sums[subgroup_id()] = part;
                 }
                 barrier();
-                let mut s = sums[0];
-                for k in 1..num_subgroups() {
-                    s += sums[k];
+                if thread_x() == 0 {
+                    let mut all = sums[0];
+                    for k in 1..num_subgroups() {
+                        all += sums[k];
+                    }
+                    sums[0] = all;
                 }
+                barrier();
+                let s = sums[0];
                 let held = s as T;
                 let ln_s = (held.ln() as $acc) + (s - (held as $acc)) / s;
                 $(
