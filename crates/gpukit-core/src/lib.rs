@@ -120,7 +120,7 @@ pub use ops::map::__binary_kernel_cuda;
 pub use ops::Rng;
 pub use optable::{
     cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Distribution, Domain, Gemm, MathFn, Op,
-    RangeUse, ReduceOp, RhsSlice, Scalar, Shape, UnaryOp,
+    RangeUse, ReduceOp, RhsSlice, Shape, UnaryOp,
 };
 pub use pool::{caching as pool_caching, MemoryStats, POOL_VAR};
 pub use spec::{DeviceSet, DeviceSpec, SpecBackend, MAX_SET_DEVICES};

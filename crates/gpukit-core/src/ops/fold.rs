@@ -599,8 +599,8 @@ impl<B: Backend> Stream<B> {
     }
 
     /// A float sum, mean ([`SUM`], [`MEAN`]) or dot product ([`DOT`], with `y`) of each
-    /// row, in `per` parts ([`Stream::parts_per_row`]): in f64 where the device has it, else in f32 (a 16-bit type's rows in one part
-    /// each).
+    /// row, in `per` parts ([`Stream::parts_per_row`]): in f64 where the device has it,
+    /// else in f32 (a 16-bit type's rows in one part each).
     fn sum_like<T: Numeric>(
         &self,
         call: &'static str,

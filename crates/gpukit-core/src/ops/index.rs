@@ -554,7 +554,7 @@ impl<B: Backend> Stream<B> {
         let last = (len - 1) as u32;
         let spec = || {
             super::random::permute().native(|(out, k0, k1, _, last, base)| {
-                let seed = u64::from(*k0) | (u64::from(*k1) << 32);
+                let seed = super::random::join(*k0, *k1);
                 let (len, base) = (u64::from(*last) + 1, u64::from(*base));
                 crate::native::split::pieces(out, 1, crate::native::split::MATH, |at, o| {
                     optable::permutation(seed, len, base + at as u64, o);

@@ -365,6 +365,12 @@ type Fill<T> = (Out<T>, u32, u32, u32, u32, u32, T, T);
 type Dropout<T> = (In<T>, Out<T>, u32, u32, u32, u32, T, T);
 type Ints<T> = (Out<T>, u32, u32, u32, u32, u32, T);
 
+/// The 64-bit value of the words `lo` and `hi` (a seed or an offset passed to a kernel as
+/// two `u32`s, as [`optable::seed_key`] splits a seed).
+pub(super) fn join(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | (u64::from(hi) << 32)
+}
+
 /// The distribution of a float fill's `code`.
 fn float_dist(code: u32) -> Distribution {
     match code {
@@ -377,7 +383,6 @@ fn float_dist(code: u32) -> Distribution {
 /// The reference fill ([`optable::random_floats`]) of `out` from `src` (dropout), split
 /// across the cores at element offsets (the bits of the whole fill): the float fills'
 /// native body.
-#[allow(clippy::too_many_arguments)]
 fn native_floats<T: Float>(
     code: u32,
     (k0, k1, lo, hi): (u32, u32, u32, u32),
@@ -385,31 +390,36 @@ fn native_floats<T: Float>(
     src: Option<&[T]>,
     out: &mut [T],
 ) {
-    let (seed, offset) = (
-        u64::from(k0) | (u64::from(k1) << 32),
-        u64::from(lo) | (u64::from(hi) << 32),
-    );
+    let (seed, offset) = (join(k0, k1), join(lo, hi));
     pieces(out, 1, MATH, |start, o| {
         let at = (seed, offset.wrapping_add(start as u64));
         optable::random_floats(float_dist(code), at, (a, b), part(src, start, o.len()), o);
     });
 }
 
-/// [`fill32`] (or [`fill64`] where `wide`) on `T`, with its native body.
-fn fill_spec<T: Float>(wide: bool) -> KernelSpec<Fill<T>> {
-    let spec = if wide { fill64::<T>() } else { fill32::<T>() };
+/// Whether `T`'s fills draw f64 uniforms (two words to a uniform): f64's.
+fn wide<T: Float>() -> bool {
+    T::DTYPE == DType::F64
+}
+
+/// [`fill64`] on f64, else [`fill32`], with its native body.
+fn fill_spec<T: Float>() -> KernelSpec<Fill<T>> {
+    let spec = if wide::<T>() {
+        fill64::<T>()
+    } else {
+        fill32::<T>()
+    };
     spec.native(|(out, code, k0, k1, lo, hi, a, b)| {
         let ab = (T::__from_cpu(a), T::__from_cpu(b));
         native_floats(*code, (*k0, *k1, *lo, *hi), ab, None, out);
     })
 }
 
-/// [`dropout32`] (or [`dropout64`] where `wide`) on `T`, with its native body.
-fn dropout_spec<T: Float>(wide: bool) -> KernelSpec<Dropout<T>> {
-    let spec = if wide {
-        dropout64::<T>()
-    } else {
-        dropout32::<T>()
+/// [`dropout64`] on f64, else [`dropout32`], with its native body.
+fn dropout_spec<T: Float>() -> KernelSpec<Dropout<T>> {
+    let spec = match wide::<T>() {
+        true => dropout64::<T>(),
+        false => dropout32::<T>(),
     };
     spec.native(|(x, out, k0, k1, lo, hi, a, b)| {
         let ab = (T::__from_cpu(a), T::__from_cpu(b));
@@ -421,8 +431,7 @@ fn dropout_spec<T: Float>(wide: bool) -> KernelSpec<Dropout<T>> {
 /// cores as its native body.
 fn ints_spec<T: Numeric>() -> KernelSpec<Ints<T>> {
     fill_ints::<T>().native(|(out, range, k0, k1, lo, hi, a)| {
-        let seed = u64::from(*k0) | (u64::from(*k1) << 32);
-        let offset = u64::from(*lo) | (u64::from(*hi) << 32);
+        let (seed, offset) = (join(*k0, *k1), join(*lo, *hi));
         let first = T::__from_cpu(a);
         pieces(out, 1, MATH, |start, o| {
             let at = (seed, offset.wrapping_add(start as u64));
@@ -468,8 +477,6 @@ impl<B: Backend> Stream<B> {
         if len == 0 {
             return Ok(());
         }
-        let wide = T::DTYPE == DType::F64;
-        let key = u32::from(wide);
         let code = match dist {
             Distribution::Uniform => UNIFORM,
             Distribution::Normal => NORMAL,
@@ -485,13 +492,11 @@ impl<B: Backend> Stream<B> {
                 match src {
                     None => {
                         let args = (o, code, k0, k1, lo, hi, a, b);
-                        let spec = move || fill_spec::<T>(wide);
-                        self.launch_builtin_keyed(name, key, spec, cfg, args)
+                        self.launch_builtin(name, fill_spec::<T>, cfg, args)
                     }
                     Some(x) => {
                         let args = (x.window(first, n), o, k0, k1, lo, hi, a, b);
-                        let spec = move || dropout_spec::<T>(wide);
-                        self.launch_builtin_keyed(name, key, spec, cfg, args)
+                        self.launch_builtin(name, dropout_spec::<T>, cfg, args)
                     }
                 }
             },

@@ -189,56 +189,53 @@ type SoftmaxInPlace<T> = (u32, u32, Out<T>);
 type Entropy<T> = (In<T>, In<u32>, Out<T>);
 type EntropyGrad<T> = (In<T>, In<u32>, Out<T>, Out<T>);
 
-/// The function that makes a kernel's spec.
-type Make<S> = fn() -> KernelSpec<S>;
-
-/// The kernel summing in f64 (`wide`, the first) or f32, with the native body `body`.
-fn pick<S: crate::kernel::KernelSig>(
-    wide: bool,
-    (f64_kernel, f32_kernel): (Make<S>, Make<S>),
-    body: impl for<'a, 'b> Fn(&'b mut S::Cpu<'a>) + Send + Sync + 'static,
-) -> KernelSpec<S> {
-    let spec = if wide { f64_kernel() } else { f32_kernel() };
-    spec.native(body)
-}
-
-/// Softmax from an input, with [`native::softmax`] as its native body.
+/// Softmax from an input, summing in f64 (`wide`) or f32, with [`native::softmax`] as its
+/// native body.
 fn softmax_spec<T: Float>(wide: bool) -> KernelSpec<Softmax<T>> {
-    let kernels = (softmax_f64::<T> as Make<_>, softmax_f32::<T> as Make<_>);
-    pick(wide, kernels, |(x, log, nrows, out)| {
+    let spec = if wide {
+        softmax_f64::<T>()
+    } else {
+        softmax_f32::<T>()
+    };
+    spec.native(|(x, log, nrows, out)| {
         let (x, cols): (&[T], usize) = (x, out.len() / (*nrows as usize).max(1));
         native::softmax(*log != 0, Some(x), cols, out);
     })
 }
 
-/// Softmax in place, with [`native::softmax`] as its native body.
+/// Softmax in place, summing in f64 (`wide`) or f32.
 fn softmax_inplace_spec<T: Float>(wide: bool) -> KernelSpec<SoftmaxInPlace<T>> {
-    let kernels = (
-        softmax_inplace_f64::<T> as Make<_>,
-        softmax_inplace_f32::<T> as Make<_>,
-    );
-    pick(wide, kernels, |(log, nrows, out)| {
+    let spec = match wide {
+        true => softmax_inplace_f64::<T>(),
+        false => softmax_inplace_f32::<T>(),
+    };
+    spec.native(|(log, nrows, out)| {
         let cols = out.len() / (*nrows as usize).max(1);
         native::softmax(*log != 0, None, cols, out);
     })
 }
 
-/// Cross-entropy, with [`native::cross_entropy`] as its native body.
+/// Cross-entropy, summing in f64 (`wide`) or f32, with [`native::cross_entropy`] as its
+/// native body.
 fn entropy_spec<T: Float>(wide: bool) -> KernelSpec<Entropy<T>> {
-    let kernels = (entropy_f64::<T> as Make<_>, entropy_f32::<T> as Make<_>);
-    pick(wide, kernels, |(x, labels, loss)| {
+    let spec = if wide {
+        entropy_f64::<T>()
+    } else {
+        entropy_f32::<T>()
+    };
+    spec.native(|(x, labels, loss)| {
         let cols = x.len() / loss.len().max(1);
         native::cross_entropy(x, labels, cols, loss, None);
     })
 }
 
-/// Cross-entropy and its gradient, with [`native::cross_entropy`] as its native body.
+/// Cross-entropy and its gradient, summing in f64 (`wide`) or f32.
 fn entropy_grad_spec<T: Float>(wide: bool) -> KernelSpec<EntropyGrad<T>> {
-    let kernels = (
-        entropy_grad_f64::<T> as Make<_>,
-        entropy_grad_f32::<T> as Make<_>,
-    );
-    pick(wide, kernels, |(x, labels, loss, grad)| {
+    let spec = match wide {
+        true => entropy_grad_f64::<T>(),
+        false => entropy_grad_f32::<T>(),
+    };
+    spec.native(|(x, labels, loss, grad)| {
         let cols = x.len() / loss.len().max(1);
         native::cross_entropy(x, labels, cols, loss, Some(grad));
     })

@@ -106,7 +106,6 @@ mod op;
 mod random;
 mod reduce;
 mod rows;
-mod scalar;
 mod shape;
 mod symbolic;
 
@@ -133,7 +132,6 @@ pub use random::{
 };
 pub use reduce::{reduce_cols, ReduceOp};
 pub use rows::{cross_entropy_rows, softmax_rows};
-pub use scalar::Scalar;
 pub use shape::Shape;
 
 /// GELU's `sqrt(2 / pi)`, the scale of its tanh's argument.
