@@ -41,6 +41,18 @@ template <typename T> __device__ __forceinline__ T gk_atomic_int(int op, T* p, g
 }
 "#;
 
+/// The atomic add of 64-bit elements (f64 from compute capability 6.0; an i64 through its
+/// unsigned bits, as two's complement adds alike), whose types lack `gk_atomic`'s other
+/// operations.
+const ATOMIC_ADD_64: &str = r#"__device__ __forceinline__ double gk_add64(double* p, double a) { return atomicAdd(p, a); }
+__device__ __forceinline__ unsigned long long gk_add64(unsigned long long* p, unsigned long long a) { return atomicAdd(p, a); }
+__device__ __forceinline__ long long gk_add64(long long* p, long long a) { return (long long)atomicAdd((unsigned long long*)p, (unsigned long long)a); }
+template <typename T> __device__ __forceinline__ T gk_atomic_add64(T* p, gk_u64 n, gk_u64 i, T a, unsigned int* f, unsigned int tag, unsigned int arr) {
+    if (i >= n) { gk_fault(f, tag, arr, i, n); return (T)0; }
+    return gk_add64(p + i, a);
+}
+"#;
+
 /// The unsigned type of an integer type's width.
 fn unsigned(t: Ty) -> &'static str {
     match t.bits() {
@@ -86,6 +98,9 @@ pub fn generate(k: &Kernel, checked: bool) -> String {
         src.push_str(ROUND_ODD);
     }
     src.push_str(&int_helpers(k));
+    if k.atomic.iter().any(|&a| k.arr_ty(a).bits() == 64) {
+        src.push_str(ATOMIC_ADD_64);
+    }
     src.push_str(&subgroup_helpers(k));
     let mut params: Vec<String> = k
         .params
@@ -509,6 +524,13 @@ impl Gen<'_> {
                 self.w.line(&format!("return {v};"));
             }
             Stmt::Barrier => self.w.line("__syncthreads();"),
+            Stmt::Report { what, index, len } => {
+                let (i, n) = (self.expr(index), self.expr(len));
+                self.w.line(&format!(
+                    "gk_fault(gk_faults, gk_tag, {}u, (gk_u64)({i}), (gk_u64)({n}));",
+                    self.k.report_number(*what)
+                ));
+            }
             Stmt::Collective {
                 local,
                 op,
@@ -639,6 +661,15 @@ impl Gen<'_> {
                     AtomicOp::Exchange => 3,
                     AtomicOp::Cas => 4,
                 };
+                if e.ty.bits() == 64 {
+                    // Only `atomic_add` takes 64-bit arrays.
+                    return format!(
+                        "gk_atomic_add64<{}>({p}, {n}, {i}, {}, gk_faults, gk_tag, {}u)",
+                        e.ty.c(),
+                        vs[0],
+                        self.k.arr_number(*arr)
+                    );
+                }
                 let helper = if e.ty.is_float() {
                     "gk_atomic"
                 } else {

@@ -310,6 +310,9 @@ pub struct Kernel {
     pub calls: Vec<Callee>,
     /// Its compile-time parameters, in order.
     pub comptime: Vec<ComptimeParam>,
+    /// What its `report_out_of_bounds` calls name, distinct, in order of first call: the
+    /// arrays of its fault codes after its slices and shared arrays.
+    pub reports: Vec<String>,
 }
 
 /// A device function a kernel calls.
@@ -351,6 +354,22 @@ impl Kernel {
             },
             Arr::Shared(i) => self.shared[i].array,
         }
+    }
+
+    /// The fault code of what the report `i` ([`Stmt::Report`]) names: after the slices'
+    /// and the shared arrays'.
+    pub fn report_number(&self, i: usize) -> u32 {
+        (self.slices().count() + self.shared.len() + i) as u32
+    }
+
+    /// The names of the fault codes, in order: the slice parameters, the shared arrays,
+    /// then what the reports name (what the checked launch convention's `arrays` lists).
+    pub fn array_names(&self) -> Vec<String> {
+        self.slices()
+            .map(|(_, p)| p.name.clone())
+            .chain(self.shared.iter().map(|s| s.name.clone()))
+            .chain(self.reports.iter().cloned())
+            .collect()
     }
 
     /// Whether atomics touch the array.
@@ -458,6 +477,18 @@ pub enum Stmt {
     Return(Option<Expr>),
     /// `barrier()`: every thread of the block waits for the others, and sees their writes to shared and global memory.
     Barrier,
+    /// `report_out_of_bounds("what", index, len);`: notes through the fault record, as a
+    /// checked access out of bounds does, that `index` is out of bounds for `what` (of
+    /// length `len`; both `usize`), the report `what` of [`Kernel::reports`]. Checked and
+    /// unchecked code alike.
+    Report {
+        /// Its place in [`Kernel::reports`].
+        what: usize,
+        /// The index.
+        index: Expr,
+        /// The length it is out of bounds for.
+        len: Expr,
+    },
     /// `let local = subgroup_op(value[, lane]);`: a collective over the lanes of the
     /// thread's subgroup. Like a barrier, every thread of the block reaches it (the CPU
     /// twin splits the block's code there).
@@ -899,6 +930,7 @@ impl Body {
             ret: None,
             calls: Vec::new(),
             comptime: Vec::new(),
+            reports: Vec::new(),
         }
     }
 }
@@ -957,6 +989,10 @@ pub fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(Visit<'a>)) {
                 if let Some(l) = lane {
                     walk_expr(l, f);
                 }
+            }
+            Stmt::Report { index, len, .. } => {
+                walk_expr(index, f);
+                walk_expr(len, f);
             }
             Stmt::Return(None) | Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
         }

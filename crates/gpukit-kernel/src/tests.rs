@@ -141,6 +141,7 @@ fn twin_min_of_floats_is_the_languages() {
         ret: None,
         calls: Vec::new(),
         comptime: Vec::new(),
+        reports: Vec::new(),
     };
     let src = twin::generate(&k);
     assert!(src.contains("is_nan()") && !src.contains(".min("), "{src}");
@@ -192,6 +193,7 @@ fn one_collective(op: Collective, ty: Ty) -> Kernel {
         ret: None,
         calls: Vec::new(),
         comptime: Vec::new(),
+        reports: Vec::new(),
     };
     k.assign_storage();
     k

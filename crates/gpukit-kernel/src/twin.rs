@@ -491,6 +491,14 @@ impl Gen<'_> {
                 let _ = writeln!(self.out, "return {v};");
             }
             Stmt::Barrier => {}
+            Stmt::Report { what, index, len } => {
+                let (i, n) = (self.expr(index), self.expr(len));
+                let _ = writeln!(
+                    self.out,
+                    "__f.fault({}, ({i}) as u64, ({n}) as u64);",
+                    self.k.report_number(*what)
+                );
+            }
             // Split out by `block_level`: a collective is never part of one thread's code.
             Stmt::Collective { .. } => {}
         }

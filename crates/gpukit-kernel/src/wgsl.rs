@@ -523,6 +523,12 @@ fn check_types(k: &Kernel) -> Result<(), &'static str> {
              WGSL's 32-bit usize cannot hold: run it on the CPU or CUDA backends",
         );
     }
+    if k.atomic.iter().any(|&a| k.arr_ty(a).bits() == 64) {
+        return Err(
+            "the kernel adds atomically to an array of 64-bit elements, which WGSL's 32-bit \
+             atomics cannot: run it on the CPU or CUDA backends",
+        );
+    }
     if f64_math {
         return Err(
             "the kernel calls a math function of an f64 other than abs, min, max, sqrt, \
@@ -924,6 +930,13 @@ impl Gen<'_> {
             Stmt::Barrier => {
                 self.w.line("storageBarrier();");
                 self.w.line("workgroupBarrier();");
+            }
+            Stmt::Report { what, index, len } => {
+                let (i, n) = (self.expr(index), self.expr(len));
+                self.w.line(&format!(
+                    "gk_fault({}u, {i}, {n});",
+                    self.k.report_number(*what)
+                ));
             }
             Stmt::Collective {
                 local,

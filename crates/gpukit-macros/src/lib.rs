@@ -535,11 +535,7 @@ fn instantiation(
         opt(&src.wgsl_without_subgroups.0),
         opt(&src.wgsl_without_subgroups.1),
     );
-    let arrays: Vec<String> = k
-        .slices()
-        .map(|(_, p)| p.name.clone())
-        .chain(k.shared.iter().map(|s| s.name.clone()))
-        .collect();
+    let arrays = k.array_names();
     // The device functions it calls, linked in before its own code.
     let link = if k.calls.is_empty() {
         quote! {

@@ -15,8 +15,9 @@ const MAX_PARAMS: usize = 8;
 
 const SUPPORTED_STMTS: &str = "a kernel's body may use `let`/`let mut`, `const`, assignments \
      (also `+=` etc.), `if`/`else`, `for i in a..b` (also `(a..b).step_by(s)`), `while`, \
-     `loop`, `break`, `continue`, `return`, `barrier()`, `shared::<T, N>()`, the atomics and \
-     the subgroup collectives (`let s = subgroup_add(v);`)";
+     `loop`, `break`, `continue`, `return`, `barrier()`, `shared::<T, N>()`, the atomics, \
+     the subgroup collectives (`let s = subgroup_add(v);`) and \
+     `report_out_of_bounds(\"what\", index, len)`";
 
 const SUPPORTED_EXPRS: &str = "expressions may use literals, locals, parameters, `a[i]`, \
      `a.len()`, arithmetic, comparisons, `&&`/`||`/`!`, bit operations, `as` casts, the math \
@@ -151,6 +152,8 @@ struct Lowerer {
     device: bool,
     ret: Option<Ty>,
     calls: Vec<Callee>,
+    /// What `report_out_of_bounds` calls name ([`Kernel::reports`]).
+    reports: Vec<String>,
     /// Each callee's first call, where a mismatch with the function's signature is reported.
     call_spans: Vec<Span>,
 }
@@ -258,6 +261,7 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         device,
         ret,
         calls: Vec::new(),
+        reports: Vec::new(),
         call_spans: Vec::new(),
     };
     for (i, c) in comptime.iter().enumerate() {
@@ -310,6 +314,7 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         ret,
         calls: l.calls,
         comptime,
+        reports: l.reports,
     };
     k.assign_storage();
     Ok((k, l.call_spans))
@@ -1030,6 +1035,9 @@ impl Lowerer {
                 out.push(Stmt::Barrier);
                 Ok(())
             }
+            syn::Expr::Call(c) if is_call_to(c, "report_out_of_bounds") => {
+                self.report(c, out)
+            }
             syn::Expr::Call(c) if call_name(c).as_deref().and_then(atomic_op).is_some() => {
                 let e = self.expr(e, None)?;
                 out.push(Stmt::Expr(e));
@@ -1044,6 +1052,56 @@ impl Lowerer {
                 ),
             ),
         }
+    }
+
+    /// `report_out_of_bounds("what", index, len);`.
+    fn report(&mut self, c: &syn::ExprCall, out: &mut Vec<Stmt>) -> Result<()> {
+        let usage = "`report_out_of_bounds(\"what\", index, len)` takes a string literal naming \
+                     what `index` is out of bounds for and two `usize`s";
+        if self.device {
+            return err(
+                c,
+                "`report_out_of_bounds` reports through the launch's fault record: a \
+                 #[kernel(device)] function has none",
+            );
+        }
+        let [what, index, len] = [0, 1, 2].map(|i| c.args.iter().nth(i));
+        let (Some(what), Some(index), Some(len), 3) = (what, index, len, c.args.len()) else {
+            return err(c, usage);
+        };
+        // A literal passed through `macro_rules!` arrives in an invisible group.
+        let mut what = what;
+        while let syn::Expr::Group(g) = what {
+            what = &g.expr;
+        }
+        let syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(name),
+            ..
+        }) = what
+        else {
+            return err(what, usage);
+        };
+        let name = name.value();
+        if name.is_empty() {
+            return err(what, "name what the index is out of bounds for");
+        }
+        let what = match self.reports.iter().position(|r| *r == name) {
+            Some(i) => i,
+            None => {
+                self.reports.push(name);
+                self.reports.len() - 1
+            }
+        };
+        let index_e = self.expr(index, Some(Ty::Usize))?;
+        expect_ty(index, Ty::Usize, index_e.ty)?;
+        let len_e = self.expr(len, Some(Ty::Usize))?;
+        expect_ty(len, Ty::Usize, len_e.ty)?;
+        out.push(Stmt::Report {
+            what,
+            index: index_e,
+            len: len_e,
+        });
+        Ok(())
     }
 
     fn loop_jump(&self, node: impl ToTokens, what: &str) -> Result<()> {
@@ -1660,7 +1718,13 @@ impl Lowerer {
             let idx = self.index(&ix.index)?;
             let ty = self.arr_ty(arr);
             let ok = match op {
-                AtomicOp::Add | AtomicOp::Exchange => matches!(ty, Ty::I32 | Ty::U32 | Ty::F32),
+                AtomicOp::Add => {
+                    matches!(
+                        ty,
+                        Ty::I32 | Ty::U32 | Ty::F32 | Ty::I64 | Ty::U64 | Ty::F64
+                    )
+                }
+                AtomicOp::Exchange => matches!(ty, Ty::I32 | Ty::U32 | Ty::F32),
                 AtomicOp::Min | AtomicOp::Max | AtomicOp::Cas => matches!(ty, Ty::I32 | Ty::U32),
             };
             if !ok {
@@ -1669,7 +1733,8 @@ impl Lowerer {
                     format!(
                         "`{name}` works on {} arrays (found {})",
                         match op {
-                            AtomicOp::Add | AtomicOp::Exchange => "i32, u32 and f32",
+                            AtomicOp::Add => "i32, u32, f32, i64, u64 and f64",
+                            AtomicOp::Exchange => "i32, u32 and f32",
                             _ => "i32 and u32",
                         },
                         ty.rust()

@@ -79,7 +79,12 @@
 //! `grid_dim_x()` and their `_y`, `_z` (all `usize`); `barrier()` (`__syncthreads`,
 //! `workgroupBarrier`); `shared::<T, N>()` (a block-shared array, `N` a constant
 //! expression); `atomic_add`, `atomic_min`, `atomic_max`, `atomic_exchange`, `atomic_cas` on
-//! `&mut a[i]` of `i32`/`u32` arrays (add and exchange also `f32`), returning the old value.
+//! `&mut a[i]` of `i32`/`u32` arrays (add and exchange also `f32`; add also `i64`, `u64` and
+//! `f64`, on the CPU and CUDA: WGSL's atomics are 32-bit), returning the old value;
+//! `report_out_of_bounds("rows", i, n)` (two `usize`s) reports an index the kernel checks
+//! itself (a row number read from an array, say) as a checked access out of bounds is
+//! reported, the first of the launch as [`Error::KernelFailed`] at the next sync, "index `i`
+//! is out of bounds for `rows` (length `n`)", in [`KernelSpec::unchecked`] code too.
 //! Types are Rust's, with no implicit conversion; an unsuffixed literal takes its type from
 //! the other operand (two literal bounds of a `for` make a `usize` loop). Anything else
 //! (method calls, closures, references, macros) is a compile error at its span that says

@@ -51,7 +51,7 @@ impl<S: KernelSig> KernelSpec<S> {
             wgsl::generate_without_subgroups(k, false).and_then(Result::ok),
         );
         let abi = CheckedAbi {
-            arrays: k.slices().map(|(_, p)| p.name.clone()).collect(),
+            arrays: k.array_names(),
             no_wgsl: checked.as_ref().err().copied(),
             checks: true,
             arity: 0,

@@ -252,6 +252,7 @@ fn map_kernel(
         ret: None,
         calls: Vec::new(),
         comptime: Vec::new(),
+        reports: Vec::new(),
     };
     k.assign_storage();
     k

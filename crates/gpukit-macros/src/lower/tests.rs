@@ -90,7 +90,7 @@ fn signatures_outside_the_language_are_refused() {
     );
     refused(
         "fn k(x: &mut [f16]) { atomic_add(&mut x[0], 1.0); }",
-        "works on i32, u32 and f32",
+        "works on i32, u32, f32, i64, u64 and f64",
     );
     refused("fn k() {}", "at least one parameter");
     refused("fn select(x: &mut [f32]) {}", "WGSL built-in");
@@ -178,9 +178,16 @@ fn shared_arrays_and_atomics_are_checked() {
         "1 to 65536",
     );
     refused(
-        "fn k(x: &mut [f64]) { atomic_add(&mut x[0], 1.0); }",
+        "fn k(x: &mut [f64]) { atomic_exchange(&mut x[0], 1.0); }",
         "works on i32, u32 and f32",
     );
+    refused(
+        "fn k(x: &mut [i8]) { atomic_add(&mut x[0], 1); }",
+        "works on i32, u32, f32, i64, u64 and f64",
+    );
+    let k = lower_src("fn k(x: &mut [f64], y: &mut [i64]) { atomic_add(&mut x[0], 1.0); atomic_add(&mut y[1], 2); }")
+        .expect("64-bit atomic adds are in the language");
+    assert_eq!(k.atomic.len(), 2);
     refused(
         "fn k(x: &mut [f32]) { atomic_max(&mut x[0], 1.0); }",
         "works on i32 and u32",
@@ -328,4 +335,37 @@ fn compile_time_parameters_are_checked() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(e.contains("no compile-time parameters"), "{e}");
+}
+
+#[test]
+fn reports_name_what_they_check_and_take_usizes() {
+    let k = lower_src(
+        "fn k(x: &mut [u32], n: u32) { let i = global_x(); if i >= n as usize { report_out_of_bounds(\"rows\", i, n as usize); report_out_of_bounds(\"rows\", 0, 1); report_out_of_bounds(\"cols\", 1, 1); } }",
+    )
+    .expect("accepted");
+    // Repeated names share a fault code, after the slices' (and shared arrays').
+    assert_eq!(k.reports, ["rows", "cols"]);
+    assert_eq!(k.array_names(), ["x", "rows", "cols"]);
+    assert_eq!((k.report_number(0), k.report_number(1)), (1, 2));
+    refused(
+        "fn k(x: &mut [u32]) { report_out_of_bounds(rows, 0, 1); }",
+        "takes a string literal",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { report_out_of_bounds(\"rows\", 0); }",
+        "takes a string literal",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { report_out_of_bounds(\"rows\", x[0], 1); }",
+        "usize",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { report_out_of_bounds(\"\", 0, 1); }",
+        "name what the index",
+    );
+    let f: syn::ItemFn =
+        syn::parse_str("fn d(a: u32) -> u32 { report_out_of_bounds(\"rows\", 0, 1); a }")
+            .expect("parses");
+    let e = lower_as(&f, false, true).expect_err("refused in a device function");
+    assert!(e.to_string().contains("fault record"), "{e}");
 }

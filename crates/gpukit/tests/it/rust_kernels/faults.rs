@@ -182,6 +182,94 @@ crate::backend_tests! {
     }
 }
 
+/// Rows of the `cols`-wide table `src` picked by `idx`, each row number checked by the
+/// kernel itself: a bad one leaves its row zero and is reported against the table's rows
+/// (`src` itself has `rows * cols` elements).
+#[kernel]
+pub(super) fn picked_rows(src: &[f32], idx: &[u32], cols: u32, out: &mut [f32]) {
+    let e = global_x();
+    let (c, rows) = (cols as usize, src.len() / cols as usize);
+    if e < out.len() {
+        let r = idx[e / c] as usize;
+        if r < rows {
+            out[e] = src[r * c + e % c];
+        } else {
+            out[e] = 0.0;
+            if e % c == 0 {
+                report_out_of_bounds("rows", r, rows);
+            }
+        }
+    }
+}
+
+/// 64-bit atomic adds from every thread: the sums of `x` as i64, u64 and f64.
+#[kernel]
+pub(super) fn sums64(x: &[i64], si: &mut [i64], su: &mut [u64], sf: &mut [f64]) {
+    let i = global_x();
+    if i < x.len() {
+        atomic_add(&mut si[0], x[i]);
+        atomic_add(&mut su[(i % 2) as usize], x[i] as u64);
+        atomic_add(&mut sf[0], ((x[i] >> 33) % 64) as f64 * 0.5);
+    }
+}
+
+crate::backend_tests! {
+    fn kernel_reports_its_own_index_checks_checked_or_not(ctx) {
+        let src: Vec<f32> = (0..12).map(|i| i as f32).collect(); // 4 rows of 3
+        let idx = [3u32, 9, 0, 4];
+        let (ds, di) = (ctx.alloc_upload(&src)?, ctx.alloc_upload(&idx)?);
+        // SAFETY: every access the kernel makes is behind its own check: `idx[e / c]` with
+        // `e < out.len() == idx.len() * c`, `src[r * c + e % c]` with `r < rows`.
+        let specs = [picked_rows(), unsafe { picked_rows().unchecked() }];
+        for spec in specs {
+            let k = ctx.kernel(spec)?;
+            let mut out = ctx.alloc_upload(&[-1.0f32; 12])?;
+            ctx.launch(&k, LaunchConfig::for_elems(12), (&ds, &di, 3u32, &mut out))?;
+            // Two bad rows: whichever lands first is reported, once.
+            expect_fault_of(
+                ctx.sync(),
+                "picked_rows",
+                &[
+                    "index 9 is out of bounds for `rows` (length 4)",
+                    "index 4 is out of bounds for `rows` (length 4)",
+                ],
+            );
+            ctx.sync()?;
+            let want = [9.0f32, 10.0, 11.0, 0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 0.0, 0.0, 0.0];
+            assert_eq!(out.download()?, want);
+        }
+        Ok(())
+    }
+
+    fn kernel_atomic_adds_of_64_bits_on_the_cpu_and_cuda(ctx) {
+        match (ctx.backend_name(), ctx.kernel(sums64())) {
+            ("vulkan", Err(Error::KernelUnavailable { hint, .. })) => {
+                assert!(hint.contains("64-bit"), "{hint}");
+            }
+            ("vulkan", other) => panic!("expected KernelUnavailable on Vulkan, got {other:?}"),
+            (_, k) => {
+                let k = k?;
+                let x: Vec<i64> = (0..5000i64).map(|i| (i * 7919 % 4001 - 2000) << 33).collect();
+                let dx = ctx.alloc_upload(&x)?;
+                let (mut si, mut su, mut sf) =
+                    (ctx.alloc_zeros::<i64>(1)?, ctx.alloc_zeros::<u64>(2)?, ctx.alloc_zeros::<f64>(1)?);
+                ctx.launch(&k, LaunchConfig::for_elems(x.len()), (&dx, &mut si, &mut su, &mut sf))?;
+                let want_i = x.iter().fold(0i64, |a, &v| a.wrapping_add(v));
+                let mut want_u = [0u64; 2];
+                for (i, &v) in x.iter().enumerate() {
+                    want_u[i % 2] = want_u[i % 2].wrapping_add(v as u64);
+                }
+                // Multiples of 0.5 add exactly in any order.
+                let want_f: f64 = x.iter().map(|v| ((v >> 33) % 64) as f64 * 0.5).sum();
+                assert_eq!(si.download()?, [want_i]);
+                assert_eq!(su.download()?, want_u);
+                assert_eq!(sf.download()?, [want_f]);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Every thread must reach the same barriers; the CPU twin checks it (on a GPU, threads
 /// that skip a barrier their block reaches hang or corrupt the block).
 #[kernel]
