@@ -370,7 +370,7 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
         &src,
         &name,
         nvrtc.target_for(cc),
-        gpukit::cuda::kernels::BUILTIN_OPTIONS,
+        gpukit::cuda::GENERATED_OPTIONS,
     )?;
     // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX.
     let module = unsafe { result::module::load_data(image.image.as_ptr().cast())? };

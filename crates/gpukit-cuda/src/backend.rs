@@ -58,7 +58,7 @@ impl std::fmt::Debug for CudaBackend {
             .field("ordinal", &self.dev.ordinal)
             .field("name", &self.dev.info.name)
             .field("compute_capability", &self.dev.info.compute_capability)
-            .field("nvrtc", &self.dev.builtins.nvrtc.version)
+            .field("nvrtc", &self.dev.nvrtc.version)
             .finish_non_exhaustive()
     }
 }
@@ -132,10 +132,7 @@ impl CudaBackend {
 
     /// Where NVRTC was loaded from and its version, for reports.
     pub fn nvrtc_info(&self) -> (std::path::PathBuf, (u32, u32)) {
-        (
-            self.dev.builtins.nvrtc.loaded.path.clone(),
-            self.dev.builtins.nvrtc.version,
-        )
+        (self.dev.nvrtc.loaded.path.clone(), self.dev.nvrtc.version)
     }
 
     /// [`Device::check`], into gpukit-core's error.
@@ -553,10 +550,6 @@ impl Backend for CudaBackend {
 
     fn begin_capture(&self, stream: &CudaStream) -> Result<()> {
         self.bind()?;
-        // Before the capture, so that no op inside it is the first to need a module (and
-        // no module loads or compiles while a stream captures). Best effort: a module that
-        // fails to compile fails the ops that need it, with its error, not every capture.
-        let _ = self.dev.builtins.preload(&self.dev);
         // The capture's gemms get a cuBLAS workspace of their own, which the graph takes:
         // replays then never share the handle's workspace with the stream's later eager
         // work, and outlive the stream. Allocated before the capture, not inside it.

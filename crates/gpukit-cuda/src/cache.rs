@@ -1,7 +1,7 @@
 //! The kernel cache: every CUDA C program is compiled by NVRTC once per process, however many
 //! threads ask for it at once, and kept on disk so that later processes read it back instead
 //! of compiling it again (a test run opens dozens of processes, each of which would otherwise
-//! compile the built-in modules anew).
+//! compile the built-in kernels anew).
 //!
 //! An entry is keyed by everything that decides the compiled image ([`KernelKey`]): the
 //! source, the program's name, the options, NVRTC's version and the target architecture. On

@@ -1,5 +1,5 @@
 //! One opened device: its primary context, the poison flag, deferred frees, the event pool,
-//! the built-in modules and the device's description.
+//! the NVRTC that compiles its kernels and the device's description.
 //!
 //! The backend uses the device's *primary* context (`cuDevicePrimaryCtxRetain`), the one the
 //! CUDA runtime, cuBLAS and other libraries use, so memory and streams can be shared with
@@ -17,9 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUresult};
 use gpukit_core::{DeviceInfo, LaunchLimits};
-use gpukit_cuda_sys::nvrtc::{NvrtcLib, Target};
+use gpukit_cuda_sys::nvrtc::NvrtcLib;
 
-use crate::builtins::Builtins;
 use crate::driver::{self, DriverError};
 use crate::error::{describe, is_sticky, CudaError};
 
@@ -75,8 +74,8 @@ pub(crate) struct Device {
     poison: Arc<OnceLock<CudaError>>,
     frees: Mutex<Vec<Raw<PendingFree>>>,
     events: Mutex<Vec<Raw<sys::CUevent>>>,
-    /// The built-in ops' modules, loaded once for every context on the device.
-    pub builtins: Builtins,
+    /// The NVRTC that compiles kernels for the device.
+    pub nvrtc: &'static NvrtcLib,
     /// The devices whose memory this device's context was asked to access directly, and
     /// whether it can (peer access enabled); asked once per pair.
     peers: Mutex<Vec<(usize, bool)>>,
@@ -151,8 +150,7 @@ impl Device {
             frees: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             peers: Mutex::new(Vec::new()),
-            // Replaced below, once the architecture is known.
-            builtins: Builtins::new(nvrtc, Target::Ptx(5, 0)),
+            nvrtc,
         };
         // From here on `device` releases the context when dropped.
         device.bind()?;
@@ -187,8 +185,6 @@ impl Device {
         device.managed_memory = attr(Attr::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? != 0;
         device.concurrent_managed_access =
             attr(Attr::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)? != 0;
-        let cc = device.info.compute_capability.unwrap_or((0, 0));
-        device.builtins = Builtins::new(nvrtc, nvrtc.target_for(cc));
         Ok(device)
     }
 
@@ -461,12 +457,9 @@ impl Device {
 impl Drop for Device {
     fn drop(&mut self) {
         // Every context, kernel, event and graph holds the device, so none is left but the
-        // deferred frees, pooled events and built-in modules. Errors here have nowhere to go:
+        // deferred frees and pooled events. Errors here have nowhere to go:
         // the safe layer has already synchronised and reported them.
         if self.bind().is_ok() {
-            // Every stream of this device's contexts was destroyed (and synchronised) before
-            // the last holder of the device went away, so nothing can run these modules.
-            self.builtins.unload();
             let _ = self.reap(true);
             for Raw(e) in lock(&self.events).drain(..) {
                 // SAFETY: an idle pooled event of this context.

@@ -162,12 +162,16 @@ fn declares_entry(image: &[u8], name: &str) -> bool {
     })
 }
 
-/// NVRTC's options for a kernel: generated (`#[kernel]`) code is compiled without
-/// contracting `a * b + c` into one fused operation, so that its arithmetic gives the bits
-/// its CPU twin gives; hand-written code gets NVRTC's defaults.
+/// NVRTC's options for generated (`#[kernel]`) code, the built-in ops' included: no
+/// contraction of `a * b + c` into one fused operation, so that its arithmetic gives the
+/// bits its CPU twin gives.
+pub const GENERATED_OPTIONS: &[&str] = &["--fmad=false"];
+
+/// NVRTC's options for a kernel: [`GENERATED_OPTIONS`] for generated code, NVRTC's
+/// defaults for hand-written code.
 fn options(desc: &KernelDesc) -> &'static [&'static str] {
     if desc.checked.is_some() {
-        &["--fmad=false"]
+        GENERATED_OPTIONS
     } else {
         &[]
     }
@@ -179,7 +183,7 @@ pub(crate) fn load(b: &CudaBackend, desc: &KernelDesc) -> Result<CudaKernel> {
     let image: Vec<u8> = match &desc.source {
         None => return Err(no_gpu_code(desc)),
         Some(KernelSource::CudaC(src)) => {
-            let nvrtc = b.dev.builtins.nvrtc;
+            let nvrtc = b.dev.nvrtc;
             let cc = b.dev.info.compute_capability.unwrap_or((0, 0));
             let (compiled, _) =
                 cache::compile(nvrtc, src, &desc.name, nvrtc.target_for(cc), options(desc))

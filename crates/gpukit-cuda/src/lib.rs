@@ -51,26 +51,18 @@
 //! - **Streams** are `CU_STREAM_NON_BLOCKING` streams with the requested priority (they never
 //!   synchronise with the legacy default stream). **Events** are `CUevent`s; ordering events
 //!   (without timing) come from a pool. Copies are `cuMemcpy*Async`.
-//! - **Built-in ops** written as kernels (the element-wise table, fill, axpy, clamp,
-//!   comparisons, `select`, `cumsum`, the reductions, softmax, cross-entropy, ...) are
-//!   gpukit-core's: their CUDA C comes from the
-//!   kernel language's emitter, and they load and launch as any kernel does (`src/kernel.rs`).
-//!   NVRTC compiles generated code with `--fmad=false`, so results equal the CPU backend's
-//!   bit for bit for the element-wise ops without transcendental functions. The others are
-//!   one module of CUDA C per element type: the template `kernels/builtin.cu` ([`kernels`])
-//!   with the indexing ops. A
-//!   module is loaded once per device (every context on a device shares its primary context,
-//!   and so the modules) on the first op of its element type, and all of them before a
-//!   capture begins, so that no capture is the first to need one. One function (`ops::op`)
-//!   turns any `gpukit_core::Op` into its launches, dispatching to one function per op
-//!   family. Every element-wise kernel is
-//!   a grid-stride loop: the grid is capped at 32 blocks of 256 threads per SM, and any
-//!   length works.
-//! - **The kernel cache** ([`cache`]): every CUDA C program (built-in modules and custom
-//!   kernels) is compiled once per process, also when several threads ask at once, and kept
-//!   on disk (`GPU_KERNEL_CACHE`, else `~/.cache/gpukit/kernels`; `off` turns it off), keyed
-//!   by the source, options, NVRTC version and architecture; an entry that does not match
-//!   exactly or is damaged is compiled again, never trusted.
+//! - **Built-in ops** (the element-wise table, fill, axpy, clamp, comparisons, `select`,
+//!   `cumsum`, the reductions, softmax, cross-entropy, the random fills, gather, scatter-add,
+//!   one-hot, ...) are gpukit-core's kernels: their CUDA C comes from the kernel language's
+//!   emitter, and they load and launch as any kernel does (`src/kernel.rs`). NVRTC compiles
+//!   generated code with `--fmad=false` ([`GENERATED_OPTIONS`]), so results equal the CPU
+//!   backend's bit for bit for the element-wise ops without transcendental functions. Gemm
+//!   alone is the backend's: cuBLAS (`ops::op`).
+//! - **The kernel cache** ([`cache`]): every CUDA C program (built-in and custom kernels)
+//!   is compiled once per process, also when several threads ask at once, and kept on disk
+//!   (`GPU_KERNEL_CACHE`, else `~/.cache/gpukit/kernels`; `off` turns it off), keyed by the
+//!   source, options, NVRTC version and architecture; an entry that does not match exactly
+//!   or is damaged is compiled again, never trusted.
 //! - **Synchronisation** of a context ([`gpukit_core::Context::sync`]) waits for its own
 //!   streams, one by one, never the device (`cuCtxSynchronize` would wait for every context
 //!   on it and invalidate captures running on them, PyTorch's included).
@@ -121,25 +113,20 @@
 
 mod backend;
 mod blas;
-mod builtins;
 pub mod cache;
 mod device;
 mod driver;
 mod error;
 mod graph;
-mod index;
 mod kernel;
-pub mod kernels;
 mod loader;
 mod memory;
 pub mod nccl;
 pub mod nvtx;
 mod ops;
-mod source;
 mod streams;
 
 pub use backend::{CudaBackend, CudaEvent, CudaKernel, CudaStream};
-pub use builtins::{builtin_program, compile_builtin, compile_builtins};
 /// The cudarc this backend is built on, for interop at the same version (raw handles from
 /// [`gpukit_core::Stream::with_raw`] and friends are cudarc `sys` types).
 pub use cudarc;
@@ -147,16 +134,9 @@ pub use cudarc::driver::sys::CUresult;
 pub use error::{driver_result, CudaError};
 pub use gpukit_cuda_sys::probe::{probe, DeviceProbe, Probe, ProbeError};
 pub use graph::CudaGraph;
-pub use kernel::compile_check;
+pub use kernel::{compile_check, GENERATED_OPTIONS};
 pub use memory::{CudaBuffer, CudaHostMem, CudaRegistration};
 
-/// The complete CUDA C of the built-in module for `dtype`, exactly as the backend compiles it
-/// (with `crate::kernels::BUILTIN_OPTIONS`; [`builtin_program`] adds its program
-/// name): the ops not written as kernels yet (the indexing ops), for
-/// inspection.
-pub fn builtin_module_source(dtype: gpukit_core::DType) -> String {
-    source::module_source(ops::elem(dtype))
-}
 pub use gpukit_cuda_sys::probe::{cudarc_driver_report, CudarcDriverReport};
 
 /// A context on the CUDA backend.

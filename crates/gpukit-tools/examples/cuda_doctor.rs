@@ -33,8 +33,9 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use gpukit::cuda::cache::{DiskCache, KernelKey};
-use gpukit::cuda::kernels::{Elem, BUILTIN_OPTIONS};
+use gpukit::cuda::GENERATED_OPTIONS;
 use gpukit::half::f16;
+use gpukit::{BinaryOp, DType};
 use gpukit::{Gemm, Location};
 use gpukit_cuda_sys::discover::{self, Lib};
 use gpukit_cuda_sys::nvrtc::{self, NvrtcLib, Target};
@@ -312,28 +313,28 @@ fn nvrtc_section(checks: &mut Checks, facts: &DriverFacts) {
     builtin_modules(checks, lib, cc, why);
 }
 
-/// Compiles every built-in module with NVRTC at once (cold: the kernel cache is not asked),
-/// stores each in the kernel cache on disk, and reads them back (cached), timing both: the
-/// cost a process pays without the cache and with it. The test binaries that run after the
-/// doctor then find the modules compiled.
+/// Compiles a built-in kernel of every element type (the element-wise add, as gpukit-core
+/// generates it) with NVRTC at once (cold: the kernel cache is not asked), stores each in
+/// the kernel cache on disk, and reads them back (cached), timing both: the cost a process
+/// pays without the cache and with it.
 fn builtin_modules(checks: &mut Checks, lib: &'static NvrtcLib, cc: (u32, u32), why: &str) {
-    heading("built-in kernel modules");
+    heading("built-in kernels");
     let target = lib.target_for(cc);
     let shown = match target {
         Target::Sass(major, minor) => format!("sm_{major}{minor} (cubin)"),
         Target::Ptx(major, minor) => format!("compute_{major}{minor} (PTX)"),
     };
     println!(
-        "  compiling all {} modules for compute capability {}.{} ({why}): {shown}",
-        Elem::ALL.len(),
+        "  compiling the element-wise add of all {} element types for compute capability {}.{} ({why}): {shown}",
+        DType::ALL.len(),
         cc.0,
         cc.1
     );
-    let programs: Vec<(Elem, String, String)> = Elem::ALL
+    let programs: Vec<(DType, String, String)> = DType::ALL
         .iter()
-        .map(|&e| {
-            let (source, name) = gpukit::cuda::builtin_program(e);
-            (e, source, name)
+        .map(|&d| {
+            let (name, source) = gpukit::core::__binary_kernel_cuda(BinaryOp::Add, d);
+            (d, source, format!("{name}_{d}"))
         })
         .collect();
     let start = Instant::now();
@@ -343,7 +344,7 @@ fn builtin_modules(checks: &mut Checks, lib: &'static NvrtcLib, cc: (u32, u32), 
             .map(|(_, source, name)| {
                 s.spawn(move || {
                     let t = Instant::now();
-                    let r = lib.compile(source, name, target, BUILTIN_OPTIONS);
+                    let r = lib.compile(source, name, target, GENERATED_OPTIONS);
                     (r, t.elapsed())
                 })
             })
@@ -359,16 +360,16 @@ fn builtin_modules(checks: &mut Checks, lib: &'static NvrtcLib, cc: (u32, u32), 
             Ok((Ok(c), took)) => {
                 slowest = slowest.max(took);
                 if !c.log.is_empty() {
-                    println!("  {} compiler log: {}", elem.name(), c.log);
+                    println!("  {elem} compiler log: {}", c.log);
                 }
                 images.push(Some(c));
             }
             Ok((Err(e), _)) => {
-                failed.push(format!("{}: {e}", elem.name()));
+                failed.push(format!("{elem}: {e}"));
                 images.push(None);
             }
             Err(_) => {
-                failed.push(format!("{}: the compiling thread panicked", elem.name()));
+                failed.push(format!("{elem}: the compiling thread panicked"));
                 images.push(None);
             }
         }
@@ -379,7 +380,7 @@ fn builtin_modules(checks: &mut Checks, lib: &'static NvrtcLib, cc: (u32, u32), 
     }
     let bytes: usize = images.iter().flatten().map(|c| c.image.len()).sum();
     checks.pass(format_args!(
-        "cold: {} modules ({:.1} MiB) compiled in {:.2} s, one thread each on {} cores (the slowest took {:.2} s)",
+        "cold: {} programs ({:.1} MiB) compiled in {:.2} s, one thread each on {} cores (the slowest took {:.2} s)",
         images.len(),
         bytes as f64 / f64::from(1u32 << 20),
         cold.as_secs_f64(),
@@ -410,7 +411,7 @@ fn builtin_modules(checks: &mut Checks, lib: &'static NvrtcLib, cc: (u32, u32), 
         .all(|(r, c)| r.as_ref() == Some(c));
     if same {
         checks.pass(format_args!(
-            "cached: the same {} modules read back from disk in {:.1} ms ({:.0}x faster)",
+            "cached: the same {} programs read back from disk in {:.1} ms ({:.0}x faster)",
             read.len(),
             cached.as_secs_f64() * 1e3,
             cold.as_secs_f64() / cached.as_secs_f64().max(1e-9)
@@ -423,16 +424,16 @@ fn builtin_modules(checks: &mut Checks, lib: &'static NvrtcLib, cc: (u32, u32), 
     }
 }
 
-/// The kernel cache's key of a built-in module, as the CUDA backend builds it.
+/// The kernel cache's key of a built-in kernel's program.
 fn builtin_key(
-    (_, source, name): &(Elem, String, String),
+    (_, source, name): &(DType, String, String),
     nvrtc: (u32, u32),
     target: Target,
 ) -> KernelKey<'_> {
     KernelKey {
         source,
         name,
-        options: BUILTIN_OPTIONS,
+        options: GENERATED_OPTIONS,
         nvrtc,
         target,
     }

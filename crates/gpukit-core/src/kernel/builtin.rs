@@ -36,7 +36,18 @@ pub(crate) fn grid_stride(n: usize) -> LaunchConfig {
 /// one function makes (the op of the table's element-wise kernels).
 #[derive(Default)]
 pub(crate) struct Builtins {
-    loaded: Mutex<HashMap<(TypeId, u32), Arc<dyn Any + Send + Sync>>>,
+    loaded: Mutex<HashMap<(TypeId, u32), Loaded>>,
+}
+
+/// A built-in kernel and the tag its launch for one op reports faults under.
+type Tagged<S, B> = (Arc<Kernel<S, B>>, Option<u32>);
+
+/// A loaded built-in kernel and the fault tags of the ops that launch it.
+struct Loaded {
+    kernel: Arc<dyn Any + Send + Sync>,
+    /// Each op that launched it, with the tag its faults are reported under (see
+    /// [`super::checked::FaultLog::alias`]).
+    calls: Vec<(&'static str, u32)>,
 }
 
 impl<S: KernelSig> KernelSpec<S> {
@@ -80,8 +91,9 @@ impl<S: KernelSig> KernelSpec<S> {
 
 impl<B: Backend> Stream<B> {
     /// The built-in kernel `spec` makes, loaded on this context the first time it is asked
-    /// for.
-    pub(crate) fn builtin_kernel<S, F>(&self, key: u32, spec: F) -> Result<Arc<Kernel<S, B>>>
+    /// for, and the fault tag of the op `call` that launches it (a fault of the kernel is
+    /// reported as the op's: the call the user made).
+    fn builtin_kernel<S, F>(&self, call: &'static str, key: u32, spec: F) -> Result<Tagged<S, B>>
     where
         S: KernelSig + 'static,
         F: Fn() -> KernelSpec<S> + 'static,
@@ -93,27 +105,44 @@ impl<B: Backend> Stream<B> {
             .loaded
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = loaded.get(&(TypeId::of::<F>(), key)) {
-            if let Ok(k) = Arc::clone(k).downcast::<Kernel<S, B>>() {
-                return Ok(k);
+        let entry = match loaded.entry((TypeId::of::<F>(), key)) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let spec = spec();
+                let spec = if cfg!(debug_assertions) {
+                    spec
+                } else {
+                    // SAFETY: built-in kernels are written to touch only indices below the
+                    // lengths their op checked and passed (each op's documentation states
+                    // the lengths); the debug builds that every test of the ops runs keep
+                    // the checks and fail on any access outside.
+                    unsafe { spec.unchecked() }
+                };
+                let k = Arc::new(Kernel::<S, B>::load(self, spec)?);
+                v.insert(Loaded {
+                    kernel: k as Arc<dyn Any + Send + Sync>,
+                    calls: Vec::new(),
+                })
             }
-        }
-        let spec = spec();
-        let spec = if cfg!(debug_assertions) {
-            spec
-        } else {
-            // SAFETY: built-in kernels are written to touch only indices below the lengths
-            // their op checked and passed (each op's documentation states the lengths); the
-            // debug builds that every test of the ops runs keep the checks and fail on any
-            // access outside.
-            unsafe { spec.unchecked() }
         };
-        let k = Arc::new(Kernel::load(self, spec)?);
-        loaded.insert(
-            (TypeId::of::<F>(), key),
-            Arc::clone(&k) as Arc<dyn Any + Send + Sync>,
-        );
-        Ok(k)
+        let k = Arc::clone(&entry.kernel)
+            .downcast::<Kernel<S, B>>()
+            .map_err(|_| crate::Error::Unsupported {
+                backend: self.backend().name(),
+                what: format!("`{call}`: a built-in kernel cached under another signature"),
+            })?;
+        let Some(own) = k.tag() else {
+            return Ok((k, None));
+        };
+        let tag = match entry.calls.iter().find(|(c, _)| *c == call) {
+            Some(&(_, t)) => t,
+            None => {
+                let t = shared.faults.alias(&shared.backend, call, own)?;
+                entry.calls.push((call, t));
+                t
+            }
+        };
+        Ok((k, Some(tag)))
     }
 
     /// The windows `(start, len)` over `n` elements in which an element-wise built-in op
@@ -164,7 +193,7 @@ impl<B: Backend> Stream<B> {
         A::Sig: 'static,
         F: Fn() -> KernelSpec<A::Sig> + 'static,
     {
-        let k = self.builtin_kernel(key, spec).map_err(|e| match e {
+        let (k, tag) = self.builtin_kernel(call, key, spec).map_err(|e| match e {
             // A built-in op the backend cannot run is unsupported there, as every op says.
             crate::Error::KernelUnavailable { backend, hint, .. } => crate::Error::Unsupported {
                 backend,
@@ -172,6 +201,6 @@ impl<B: Backend> Stream<B> {
             },
             e => e,
         })?;
-        self.launch_as(call, &k, cfg, args)
+        self.launch_as(call, &k, tag, cfg, args)
     }
 }

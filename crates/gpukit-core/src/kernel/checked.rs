@@ -61,8 +61,7 @@ pub struct KernelFaults<'a> {
 }
 
 impl<'a> KernelFaults<'a> {
-    /// The record at `ptr`, for the kernel or op tagged `tag`: how a CPU twin, and a CPU
-    /// backend's built-in ops that index ([`crate::optable::Faults`]), reach it.
+    /// The record at `ptr`, for the kernel or op tagged `tag`: how a CPU twin reaches it.
     ///
     /// # Safety
     ///
@@ -108,10 +107,9 @@ pub(crate) struct FaultLog<B: Backend> {
 }
 
 struct FaultState<B: Backend> {
-    /// The loaded checked kernels: name and array names, by tag.
+    /// The loaded checked kernels (and built-in ops' aliases of them): name and array
+    /// names, by tag.
     kernels: Vec<(String, Vec<String>)>,
-    /// The tags of the built-in ops that index, registered on first use.
-    builtins: Vec<(&'static str, u32)>,
     _b: std::marker::PhantomData<B>,
 }
 
@@ -120,7 +118,6 @@ impl<B: Backend> FaultLog<B> {
         FaultLog {
             state: Mutex::new(FaultState {
                 kernels: Vec::new(),
-                builtins: Vec::new(),
                 _b: std::marker::PhantomData,
             }),
             armed: std::sync::OnceLock::new(),
@@ -146,45 +143,28 @@ impl<B: Backend> FaultLog<B> {
         Ok(tag)
     }
 
-    /// The record, as a kernel argument.
-    /// The tag of the built-in op `name` whose indices address `array` (registered once per
-    /// context), and the record, created if need be.
-    pub(crate) fn builtin(
-        &self,
-        backend: &B,
-        name: &'static str,
-        array: &str,
-    ) -> Result<(BufAt<'_, B>, u32)> {
-        let known = {
+    /// A tag for the built-in op `call` that launches the kernel tagged `kernel`: its
+    /// faults name the op the user called, with the kernel's arrays (registered once per
+    /// call and kernel; the caller caches it).
+    pub(crate) fn alias(&self, backend: &B, call: &'static str, kernel: u32) -> Result<u32> {
+        let arrays = {
             let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             state
-                .builtins
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|&(_, t)| t)
+                .kernels
+                .get(kernel as usize)
+                .map(|(_, a)| a.clone())
+                .unwrap_or_default()
         };
-        let tag = match known {
-            Some(t) => t,
-            None => {
-                let abi = CheckedAbi {
-                    arrays: vec![array.to_owned()],
-                    no_wgsl: None,
-                    checks: true,
-                    arity: 0,
-                };
-                let tag = self.register(backend, name, &abi)?;
-                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                state.builtins.push((name, tag));
-                tag
-            }
+        let abi = CheckedAbi {
+            arrays,
+            no_wgsl: None,
+            checks: true,
+            arity: 0,
         };
-        let record = self.record().ok_or_else(|| Error::Unsupported {
-            backend: backend.name(),
-            what: "a fault record that could not be created".into(),
-        })?;
-        Ok((record, tag))
+        self.register(backend, call, &abi)
     }
 
+    /// The record, as a kernel argument (once a checked kernel is loaded).
     pub(crate) fn record(&self) -> Option<BufAt<'_, B>> {
         self.armed.get().map(|buf| BufAt { buf, offset: 0 })
     }

@@ -55,6 +55,11 @@ impl<S: KernelSig, B: Backend> Kernel<S, B> {
         })
     }
 
+    /// Its tag in its context's fault log (a checked kernel's).
+    pub(crate) fn tag(&self) -> Option<u32> {
+        self.tag
+    }
+
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -77,15 +82,16 @@ impl<B: Backend> Stream<B> {
         cfg: LaunchConfig,
         args: A,
     ) -> Result<()> {
-        self.launch_as("launch", kernel, cfg, args)
+        self.launch_as("launch", kernel, None, cfg, args)
     }
 
     /// [`Stream::launch`] on behalf of the call `call` (a built-in op), which its errors
-    /// name.
+    /// name; a checked kernel's faults are reported under `tag` where given (else its own).
     pub(crate) fn launch_as<A: LaunchArgs<B>>(
         &self,
         call: &'static str,
         kernel: &Kernel<A::Sig, B>,
+        tag: Option<u32>,
         cfg: LaunchConfig,
         args: A,
     ) -> Result<()> {
@@ -124,7 +130,7 @@ impl<B: Backend> Stream<B> {
                     },
                 })
                 .collect();
-            if let Some(tag) = kernel.tag {
+            if let Some(tag) = kernel.tag.map(|own| tag.unwrap_or(own)) {
                 // The checked convention: each array's length in bytes, the tag, the
                 // context's fault record (untracked: kernels only claim it atomically).
                 for a in &resolved {

@@ -184,22 +184,25 @@ impl<S: KernelSig> KernelSpec<S> {
     /// kernel its signature's arguments followed by the convention's; the body takes the
     /// signature's.
     pub(crate) fn native(
-        mut self,
+        self,
         body: impl for<'a, 'b> Fn(&'b mut S::Cpu<'a>) + Send + Sync + 'static,
     ) -> Self {
+        self.native_reporting(move |args, _| body(args))
+    }
+
+    /// [`KernelSpec::native`] for a body that reports what the kernel reports
+    /// (`report_out_of_bounds`) through the launch's fault record, as the twin would.
+    pub(crate) fn native_reporting(
+        mut self,
+        body: impl for<'a, 'b> Fn(&'b mut S::Cpu<'a>, &KernelFaults<'_>) + Send + Sync + 'static,
+    ) -> Self {
         let erased: CpuKernelFn = Arc::new(move |_: &LaunchConfig, raw: &[RawArg]| {
-            let Some(args) = raw.get(..S::ARITY) else {
-                return Err(format!(
-                    "{} arguments given, the signature has {}",
-                    raw.len(),
-                    S::ARITY
-                ));
-            };
+            let faults = checked_record::<S>(raw)?;
             // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
             // from arguments whose types match `S`, live and ordered for this call, with no
             // written range aliasing another.
-            let mut args = unsafe { S::from_raw(args) };
-            body(&mut args);
+            let mut args = unsafe { S::from_raw(&raw[..S::ARITY]) };
+            body(&mut args, &faults);
             Ok(())
         });
         self.desc.cpu = Some(erased);
@@ -303,10 +306,16 @@ impl<S: KernelSig> KernelSpec<S> {
         let spec = unsafe {
             KernelSpec::<S2>::__generated(name, cuda, wgsl, abi, unchecked, without_subgroups, twin)
         };
-        // The description is untyped, and `S2` is `S`: the same spec, typed `S`.
-        Some(KernelSpec {
-            desc: spec.desc,
-            unchecked: spec.unchecked,
+        spec.retyped()
+    }
+
+    /// The same spec typed `S2`, where `S2` is `S` (`None` where it is not): how a
+    /// built-in op generic over its element type picks among kernels written per type.
+    pub(crate) fn retyped<S2: KernelSig>(self) -> Option<KernelSpec<S2>> {
+        // The description is untyped, and `S2` is `S`: the same spec, typed `S2`.
+        (std::any::TypeId::of::<S2>() == std::any::TypeId::of::<S>()).then(|| KernelSpec {
+            desc: self.desc,
+            unchecked: self.unchecked,
             _s: PhantomData,
         })
     }
@@ -358,25 +367,7 @@ impl<S: KernelSig> KernelSpec<S> {
             without_subgroups.1.map(str::to_owned),
         )));
         let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
-            // The signature's arguments, a length per array, the tag, the fault record.
-            let (Some(RawArg::Slice { ptr, bytes }), Some(RawArg::Scalar(tag))) = (
-                raw.last(),
-                raw.len().checked_sub(2).and_then(|i| raw.get(i)),
-            ) else {
-                return Err("launched without the checked convention's arguments".into());
-            };
-            if raw.len() < S::ARITY + 2 || *bytes < FAULT_WORDS * 4 {
-                return Err(format!(
-                    "{} arguments given, the checked signature has at least {}",
-                    raw.len(),
-                    S::ARITY + 2
-                ));
-            }
-            let tag = u32::from_ne_bytes([tag[0], tag[1], tag[2], tag[3]]);
-            // SAFETY: the launcher passes the context's fault record last: FAULT_WORDS
-            // live, 4-aligned words that stay allocated for the context's life and that
-            // everything touches atomically only.
-            let faults = unsafe { KernelFaults::from_raw(*ptr, tag) };
+            let faults = checked_record::<S>(raw)?;
             // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
             // from arguments whose types match `S`, live and ordered for this call, with no
             // written range aliasing another.
@@ -386,4 +377,27 @@ impl<S: KernelSig> KernelSpec<S> {
         s.desc.cpu = Some(erased);
         s
     }
+}
+
+/// The fault record a checked kernel's launch passes after the signature's arguments (a
+/// length per array, the tag, the record), as the twin writes it.
+fn checked_record<S: KernelSig>(raw: &[RawArg]) -> std::result::Result<KernelFaults<'_>, String> {
+    let (Some(RawArg::Slice { ptr, bytes }), Some(RawArg::Scalar(tag))) = (
+        raw.last(),
+        raw.len().checked_sub(2).and_then(|i| raw.get(i)),
+    ) else {
+        return Err("launched without the checked convention's arguments".into());
+    };
+    if raw.len() < S::ARITY + 2 || *bytes < FAULT_WORDS * 4 {
+        return Err(format!(
+            "{} arguments given, the checked signature has at least {}",
+            raw.len(),
+            S::ARITY + 2
+        ));
+    }
+    let tag = u32::from_ne_bytes([tag[0], tag[1], tag[2], tag[3]]);
+    // SAFETY: the launcher passes the context's fault record last: FAULT_WORDS live,
+    // 4-aligned words that stay allocated for the context's life and that everything
+    // touches atomically only.
+    Ok(unsafe { KernelFaults::from_raw(*ptr, tag) })
 }

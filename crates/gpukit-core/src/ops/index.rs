@@ -12,12 +12,11 @@ use gpukit_macros::kernel;
 
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
-use crate::element::{DType, Numeric};
+use crate::element::Numeric;
 use crate::error::{same_len, Error, Result};
-use crate::kernel::{grid_stride, Reads, Value, Writes};
-use crate::optable::{self, CmpOp, Faults, Op, Shape};
+use crate::kernel::{grid_stride, In, Out, Reads, Value, Writes};
+use crate::optable::{self, CmpOp, Shape};
 use crate::stream::Stream;
-use crate::track::{Access, SliceRef};
 
 use super::shape_len;
 
@@ -99,6 +98,110 @@ fn arange<T: Numeric>(out: &mut [T], start: T, step: T, base: u32) {
         i += stride;
     }
 }
+
+/// Row `r` of `out` (`idx.len()` rows) is row `idx[r]` of the table `src` (rows as wide
+/// as `out`'s); a row number past the table leaves its row zero and is reported.
+#[kernel(core = "crate")]
+fn gather_rows<T: Numeric>(src: &[T], idx: &[u32], out: &mut [T]) {
+    let cols = out.len() / idx.len();
+    let rows = src.len() / cols;
+    let stride = grid_dim_x() * block_dim_x();
+    let mut e = global_x();
+    while e < out.len() {
+        let r = idx[e / cols] as usize;
+        let j = e % cols;
+        if r < rows {
+            out[e] = src[r * cols + j];
+        } else {
+            out[e] = 0;
+            if j == 0 {
+                report_out_of_bounds("src", r, rows);
+            }
+        }
+        e += stride;
+    }
+}
+
+/// The scatter-add kernels, one per element type with atomic adds: row `r` of `src`
+/// (`idx.len()` rows) added into row `idx[r]` of `out` (rows as wide as `src`'s); a row
+/// number past `out` is skipped and reported.
+macro_rules! scatter_kernels {
+    ($($name:ident: $t:ident),*) => {$(
+        #[kernel(core = "crate")]
+        fn $name(src: &[$t], idx: &[u32], out: &mut [$t]) {
+            let cols = src.len() / idx.len();
+            let rows = out.len() / cols;
+            let stride = grid_dim_x() * block_dim_x();
+            let mut e = global_x();
+            while e < src.len() {
+                let r = idx[e / cols] as usize;
+                let j = e % cols;
+                if r < rows {
+                    atomic_add(&mut out[r * cols + j], src[e]);
+                } else if j == 0 {
+                    report_out_of_bounds("out", r, rows);
+                }
+                e += stride;
+            }
+        }
+    )*};
+}
+scatter_kernels!(scatter_f32: f32, scatter_i32: i32, scatter_u32: u32, scatter_f64: f64, scatter_i64: i64, scatter_u64: u64);
+
+/// The signature of the kernels that gather and scatter rows.
+type ScatterSig<T> = (In<T>, In<u32>, Out<T>);
+
+/// `scatter_add_rows`'s kernel for `T`, where `T` has atomic adds.
+fn scatter_spec<T: Numeric>() -> Option<crate::KernelSpec<ScatterSig<T>>> {
+    None.or_else(|| scatter_f32().retyped())
+        .or_else(|| scatter_i32().retyped())
+        .or_else(|| scatter_u32().retyped())
+        .or_else(|| scatter_f64().retyped())
+        .or_else(|| scatter_i64().retyped())
+        .or_else(|| scatter_u64().retyped())
+}
+
+/// One-hot rows: row `r` of `out` (`idx.len()` rows of classes) is 1 at column `idx[r]`, 0
+/// elsewhere; a class past the row leaves it zero and is reported.
+#[kernel(core = "crate")]
+fn one_hot<T: Numeric>(idx: &[u32], out: &mut [T]) {
+    let classes = out.len() / idx.len();
+    let stride = grid_dim_x() * block_dim_x();
+    let mut e = global_x();
+    while e < out.len() {
+        let c = idx[e / classes] as usize;
+        let j = e % classes;
+        if c == j {
+            out[e] = 1;
+        } else {
+            out[e] = 0;
+        }
+        if j == 0 && c >= classes {
+            report_out_of_bounds("classes", c, classes);
+        }
+        e += stride;
+    }
+}
+
+/// The index checks: the first of an array's `u32`s that is `bound` or more reported,
+/// against the array's name at the user's call.
+macro_rules! check_kernels {
+    ($($name:ident($arr:ident, $what:literal)),*) => {$(
+        #[kernel(core = "crate")]
+        fn $name($arr: &[u32], bound: u32) {
+            let stride = grid_dim_x() * block_dim_x();
+            let mut i = global_x();
+            while i < $arr.len() {
+                let v = $arr[i];
+                if v >= bound {
+                    report_out_of_bounds($what, v as usize, bound as usize);
+                }
+                i += stride;
+            }
+        }
+    )*};
+}
+check_kernels!(check_idx(idx, "idx"), check_labels(labels, "labels"));
 
 /// The comparison methods: array and scalar forms.
 macro_rules! comparisons {
@@ -380,29 +483,20 @@ impl<B: Backend> Stream<B> {
             shape_len(name, Shape::new(idx.len(), shape.cols))?,
             out.len(),
         )?;
-        let n = idx.len();
-        if shape.cols > 0 && n > 0 && shape.rows == 0 {
+        if shape.cols > 0 && !idx.is_empty() && shape.rows == 0 {
             return Err(Error::InvalidShape {
                 op: name,
                 arg: "src",
                 message: "no rows to gather from".into(),
             });
         }
-        let (ss, si, so) = (src.slice_ref(), idx.slice_ref(), out.slice_ref());
-        self.indexed(
-            name,
-            "src",
-            T::DTYPE,
-            [&ss, &si, &so],
-            |[src, idx, out], faults| Op::Gather {
-                src,
-                idx,
-                out,
-                shape,
-                n,
-                faults,
-            },
-        )
+        let spec = || {
+            gather_rows::<T>().native_reporting(|(src, idx, out), f| {
+                let cols = out.len() / idx.len();
+                optable::gather_rows(src, cols, idx, out, |at, len| f.fault(0, at, len));
+            })
+        };
+        self.launch_rows(name, spec, out.len(), (src, idx, out))
     }
 
     /// Adds row `r` of `src` (`idx.len() x shape.cols`) into row `idx[r]` of the `shape`
@@ -436,22 +530,48 @@ impl<B: Backend> Stream<B> {
             shape_len(name, Shape::new(idx.len(), shape.cols))?,
             src.len(),
         )?;
-        let n = idx.len();
-        let (ss, si, so) = (src.slice_ref(), idx.slice_ref(), out.slice_ref());
-        self.indexed(
+        let spec = || {
+            // Every type of 4 or 8 bytes has its kernel; a spec without code (refused when
+            // loaded) stands for the others, which the check above turned away.
+            scatter_spec::<T>()
+                .unwrap_or_else(|| crate::KernelSpec::named("scatter_add_rows"))
+                .native_reporting(|(src, idx, out), f| {
+                    let cols = src.len() / idx.len();
+                    optable::scatter_add_rows(src, cols, idx, out, |at, len| f.fault(2, at, len));
+                })
+        };
+        self.launch_rows(name, spec, src.len(), (src, idx, out))
+    }
+
+    /// Launches `gather_rows`' or `scatter_add_rows`' kernel over `count` elements of
+    /// `(src, idx, out)` after checking their contexts (nothing to do where `count` is 0).
+    fn launch_rows<T: Numeric, F>(
+        &self,
+        name: &'static str,
+        spec: F,
+        count: usize,
+        (src, idx, out): (
+            &impl DeviceRead<T, B>,
+            &impl DeviceRead<u32, B>,
+            &mut impl DeviceWrite<T, B>,
+        ),
+    ) -> Result<()>
+    where
+        F: Fn() -> crate::KernelSpec<ScatterSig<T>> + 'static,
+    {
+        self.same_contexts(
             name,
-            "out",
-            T::DTYPE,
-            [&ss, &si, &so],
-            |[src, idx, out], faults| Op::ScatterAdd {
-                src,
-                idx,
-                out,
-                shape,
-                n,
-                faults,
-            },
-        )
+            [
+                ("src", src.slice_ref().context_id()),
+                ("idx", idx.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        if count == 0 {
+            return Ok(());
+        }
+        let args = (Reads::of(src), Reads::of(idx), Writes::of(out));
+        self.launch_builtin(name, spec, grid_stride(count), args)
     }
 
     /// One-hot rows: row `r` of the `shape` matrix `out` is 1 at column `idx[r]` and 0
@@ -466,7 +586,6 @@ impl<B: Backend> Stream<B> {
         let name = "one_hot";
         same_len(name, "idx", shape.rows, idx.len())?;
         same_len(name, "out", shape_len(name, shape)?, out.len())?;
-        let (si, so) = (idx.slice_ref(), out.slice_ref());
         if shape.cols == 0 && shape.rows > 0 {
             return Err(Error::InvalidShape {
                 op: name,
@@ -474,18 +593,25 @@ impl<B: Backend> Stream<B> {
                 message: "0 classes: no index is in range".into(),
             });
         }
-        let (record, tag) = self.fault_slot(name, "classes")?;
-        self.run_op(
+        self.same_contexts(
             name,
-            T::DTYPE,
-            [("idx", &si, Access::Read), ("out", &so, Access::Write)],
-            |[idx, out]| Op::OneHot {
-                idx,
-                out,
-                shape,
-                faults: Faults { record, tag },
-            },
-        )
+            [
+                ("idx", idx.slice_ref().context_id()),
+                ("out", out.slice_ref().context_id()),
+            ],
+        )?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let spec = || {
+            one_hot::<T>().native_reporting(|(idx, out), f| {
+                let classes = out.len() / idx.len();
+                // Fault code 2: what the kernel's report names, after its two arrays.
+                optable::one_hot_rows(idx, classes, out, |at, len| f.fault(2, at, len));
+            })
+        };
+        let cfg = grid_stride(out.len());
+        self.launch_builtin(name, spec, cfg, (Reads::of(idx), Writes::of(out)))
     }
 
     /// `out[i] = start + i * step`, in the compute type (`i` converted to it: exact below
@@ -574,54 +700,38 @@ impl<B: Backend> Stream<B> {
     /// [`Error::KernelFailed`] at the next sync (see the module docs), naming this call and
     /// `idx`. Nothing is written.
     pub fn check_indices(&self, idx: &impl DeviceRead<u32, B>, bound: usize) -> Result<()> {
-        self.check_indices_as("check_indices", "idx", idx, bound)
+        self.check_indices_as("check_indices", false, idx, bound)
     }
 
-    /// [`Stream::check_indices`], the fault naming `call` and `array`.
+    /// [`Stream::check_indices`], the fault naming `call` and its array `idx` (`labels`
+    /// where `labels` holds).
     pub(crate) fn check_indices_as(
         &self,
         call: &'static str,
-        array: &str,
+        labels: bool,
         idx: &impl DeviceRead<u32, B>,
         bound: usize,
     ) -> Result<()> {
-        let (si, len) = (idx.slice_ref(), idx.len());
-        let (record, tag) = self.fault_slot(call, array)?;
-        self.run_op(call, DType::U32, [("idx", &si, Access::Read)], |[idx]| {
-            Op::CheckIndices {
-                idx,
-                len,
-                bound: bound as u64,
-                faults: Faults { record, tag },
-            }
-        })
-    }
-
-    /// The fault record and the tag of the built-in op `name`, whose indices address `array`.
-    fn fault_slot(&self, name: &'static str, array: &str) -> Result<(crate::BufAt<'_, B>, u32)> {
-        let shared = self.shared_arc();
-        shared.faults.builtin(&shared.backend, name, array)
-    }
-
-    /// Queues an op reading `src` and `idx` and writing `out`, with the fault record.
-    fn indexed(
-        &self,
-        name: &'static str,
-        array: &str,
-        dtype: DType,
-        [src, idx, out]: [&SliceRef<'_, B>; 3],
-        make: impl for<'x> FnOnce([crate::BufAt<'x, B>; 3], Faults<'x, B>) -> Op<'x, B>,
-    ) -> Result<()> {
-        let (record, tag) = self.fault_slot(name, array)?;
-        self.run_op(
-            name,
-            dtype,
-            [
-                ("src", src, Access::Read),
-                ("idx", idx, Access::Read),
-                ("out", out, Access::Write),
-            ],
-            |ats| make(ats, Faults { record, tag }),
-        )
+        let array = if labels { "labels" } else { "idx" };
+        self.same_contexts(call, [(array, idx.slice_ref().context_id())])?;
+        // No `u32` reaches a bound past `u32::MAX`.
+        let Ok(bound) = u32::try_from(bound) else {
+            return Ok(());
+        };
+        if idx.is_empty() {
+            return Ok(());
+        }
+        let native = |k: crate::KernelSpec<(In<u32>, u32)>| {
+            k.native_reporting(|(idx, bound), f| {
+                if let Some(&bad) = idx.iter().find(|&&v| v >= *bound) {
+                    f.fault(0, u64::from(bad), u64::from(*bound));
+                }
+            })
+        };
+        let (cfg, args) = (grid_stride(idx.len()), (Reads::of(idx), bound));
+        match labels {
+            true => self.launch_builtin(call, move || native(check_labels()), cfg, args),
+            false => self.launch_builtin(call, move || native(check_idx()), cfg, args),
+        }
     }
 }

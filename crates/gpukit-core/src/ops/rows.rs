@@ -408,7 +408,7 @@ impl<B: Backend> Stream<B> {
         loss: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
         self.cross_entropy(shape, logits, labels, loss)?;
-        self.check_indices_as("cross_entropy_checked", "labels", labels, shape.cols)
+        self.check_indices_as("cross_entropy_checked", true, labels, shape.cols)
     }
 
     /// [`Stream::cross_entropy_grad`] with its labels checked on the device (see
@@ -422,7 +422,7 @@ impl<B: Backend> Stream<B> {
         grad: &mut impl DeviceWrite<T, B>,
     ) -> Result<()> {
         self.cross_entropy_grad(shape, logits, labels, loss, grad)?;
-        self.check_indices_as("cross_entropy_grad_checked", "labels", labels, shape.cols)
+        self.check_indices_as("cross_entropy_grad_checked", true, labels, shape.cols)
     }
 
     /// [`Stream::cross_entropy`] and its gradient with respect to the logits:

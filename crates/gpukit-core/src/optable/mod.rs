@@ -125,7 +125,7 @@ pub use index::{
     permutation, scatter_add_rows, where_slice, FEISTEL_ROUNDS,
 };
 pub(crate) use op::Bcast;
-pub use op::{CmpOp, Faults, Op, RangeUse};
+pub use op::{CmpOp, Op, RangeUse};
 pub use random::{
     bounded, element_words, philox4x32_10, random_floats, random_integers, seed_key, series,
     Distribution, Series, PHILOX_M, PHILOX_ROUNDS, PHILOX_W,

@@ -5,42 +5,13 @@ use crate::backend::{Backend, BufAt};
 use crate::element::DType;
 use crate::error::Result;
 
-use super::{Gemm, Shape};
+use super::Gemm;
 
 /// How a binary op's second operand is laid out against a matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Bcast {
     Row,
     Col,
-}
-
-/// Where an op that indexes with a device array reports an index out of range: the
-/// context's fault record (the one checked kernels use, [`crate::CheckedAbi`]) and the tag
-/// naming the op. The first bad index of any launch claims word 0 with a compare-and-swap
-/// and writes the tag, the array's number (0), the index and the array's length, as
-/// [`crate::KernelFaults::fault`] does; the access is skipped.
-pub struct Faults<'a, B: Backend> {
-    /// The record: [`crate::FAULT_WORDS`] `u32`s, untracked, only ever claimed atomically.
-    pub record: BufAt<'a, B>,
-    /// The op's tag.
-    pub tag: u32,
-}
-
-impl<B: Backend> Clone for Faults<'_, B> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<B: Backend> Copy for Faults<'_, B> {}
-
-impl<B: Backend> std::fmt::Debug for Faults<'_, B> {
-    /// The tag; the record is an opaque backend handle.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Faults")
-            .field("tag", &self.tag)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A comparison of two elements into a `u8` mask (`Stream::compare`): IEEE's, so every
@@ -115,65 +86,6 @@ impl CmpOp {
 /// indexing ops and the `u32`s of a permutation. A fill whose `src` is `None` runs in
 /// place: `out` is read and written. Lengths and shapes are never zero.
 pub enum Op<'a, B: Backend> {
-    /// Rows of the `shape` matrix `src` picked by `n` `u32` indices: `out` row `r` is `src`
-    /// row `idx[r]` (`n x shape.cols`). An index of `shape.rows` or more leaves its row
-    /// zero and is reported through `faults`.
-    Gather {
-        /// The table.
-        src: BufAt<'a, B>,
-        /// `n` `u32` row indices.
-        idx: BufAt<'a, B>,
-        /// `n x shape.cols` elements.
-        out: BufAt<'a, B>,
-        /// `src`'s shape.
-        shape: Shape,
-        /// Indices.
-        n: usize,
-        /// Where a bad index is reported.
-        faults: Faults<'a, B>,
-    },
-    /// Adds row `r` of `src` (`n x shape.cols`) into row `idx[r]` of the `shape` matrix
-    /// `out`, rows with the same index summed (in any order: floats within rounding of the
-    /// sequential sum). An index of `shape.rows` or more is skipped and reported.
-    ScatterAdd {
-        /// `n x shape.cols` elements.
-        src: BufAt<'a, B>,
-        /// `n` `u32` row indices.
-        idx: BufAt<'a, B>,
-        /// The accumulator.
-        out: BufAt<'a, B>,
-        /// `out`'s shape.
-        shape: Shape,
-        /// Indices.
-        n: usize,
-        /// Where a bad index is reported.
-        faults: Faults<'a, B>,
-    },
-    /// One-hot rows: `out[r][j] = 1` where `j == idx[r]`, else 0, for the `shape` matrix
-    /// `out` (`shape.rows` indices, `shape.cols` classes). An index of `shape.cols` or more
-    /// leaves its row zero and is reported.
-    OneHot {
-        /// `shape.rows` `u32` class indices.
-        idx: BufAt<'a, B>,
-        /// The output.
-        out: BufAt<'a, B>,
-        /// `out`'s shape.
-        shape: Shape,
-        /// Where a bad index is reported.
-        faults: Faults<'a, B>,
-    },
-    /// Reports the first of `len` `u32` indices that is `bound` or more through `faults`
-    /// (writes nothing else).
-    CheckIndices {
-        /// The indices.
-        idx: BufAt<'a, B>,
-        /// Indices.
-        len: usize,
-        /// The first index out of range.
-        bound: u64,
-        /// Where a bad index is reported.
-        faults: Faults<'a, B>,
-    },
     /// A matrix product or a batch of them ([`Gemm`]; `m`, `n`, `k` and `batch` non-zero).
     Gemm {
         /// The shapes, strides and scalars (`alpha` and `beta` exact in f64).
@@ -207,9 +119,7 @@ impl<'a, B: Backend> Op<'a, B> {
     pub fn ranges(&self, dtype: DType) -> Vec<(BufAt<'a, B>, usize, RangeUse)> {
         use RangeUse::{Read, Write};
         let el = dtype.size();
-        let u32s = |n: usize| n.saturating_mul(4);
         let elems = |n: usize| n.saturating_mul(el);
-        let area = |s: Shape| elems(s.rows.saturating_mul(s.cols));
         let mut out = Vec::with_capacity(4);
         let mut add = |at: Option<BufAt<'a, B>>, bytes: usize, use_: RangeUse| {
             if let Some(at) = at {
@@ -217,37 +127,6 @@ impl<'a, B: Backend> Op<'a, B> {
             }
         };
         match *self {
-            Op::Gather {
-                src,
-                idx,
-                out: o,
-                shape,
-                n,
-                ..
-            } => {
-                add(Some(src), area(shape), Read);
-                add(Some(idx), u32s(n), Read);
-                add(Some(o), elems(n.saturating_mul(shape.cols)), Write);
-            }
-            Op::ScatterAdd {
-                src,
-                idx,
-                out: o,
-                shape,
-                n,
-                ..
-            } => {
-                add(Some(src), elems(n.saturating_mul(shape.cols)), Read);
-                add(Some(idx), u32s(n), Read);
-                add(Some(o), area(shape), Write);
-            }
-            Op::OneHot {
-                idx, out: o, shape, ..
-            } => {
-                add(Some(idx), u32s(shape.rows), Read);
-                add(Some(o), area(shape), Write);
-            }
-            Op::CheckIndices { idx, len, .. } => add(Some(idx), u32s(len), Read),
             Op::Gemm { ref g, a, b, c } => {
                 // The last matrix of the batch ends `stride * (batch - 1) + size` elements in.
                 let span = |stride: usize, size: usize| {
@@ -268,10 +147,6 @@ impl<'a, B: Backend> Op<'a, B> {
     /// The op's name, for errors and fault injection.
     pub fn name(&self) -> &'static str {
         match self {
-            Op::Gather { .. } => "gather",
-            Op::ScatterAdd { .. } => "scatter_add",
-            Op::OneHot { .. } => "one_hot",
-            Op::CheckIndices { .. } => "check_indices",
             Op::Gemm { .. } => "gemm",
         }
     }
@@ -280,10 +155,6 @@ impl<'a, B: Backend> Op<'a, B> {
     pub fn floats_only(&self) -> bool {
         match self {
             Op::Gemm { .. } => true,
-            Op::Gather { .. }
-            | Op::ScatterAdd { .. }
-            | Op::OneHot { .. }
-            | Op::CheckIndices { .. } => false,
         }
     }
 
@@ -294,70 +165,6 @@ impl<'a, B: Backend> Op<'a, B> {
         f: impl Fn(BufAt<'a, B>) -> Result<BufAt<'b, C>>,
     ) -> Result<Op<'b, C>> {
         Ok(match *self {
-            Op::Gather {
-                src,
-                idx,
-                out,
-                shape,
-                n,
-                faults,
-            } => Op::Gather {
-                src: f(src)?,
-                idx: f(idx)?,
-                out: f(out)?,
-                shape,
-                n,
-                faults: Faults {
-                    record: f(faults.record)?,
-                    tag: faults.tag,
-                },
-            },
-            Op::ScatterAdd {
-                src,
-                idx,
-                out,
-                shape,
-                n,
-                faults,
-            } => Op::ScatterAdd {
-                src: f(src)?,
-                idx: f(idx)?,
-                out: f(out)?,
-                shape,
-                n,
-                faults: Faults {
-                    record: f(faults.record)?,
-                    tag: faults.tag,
-                },
-            },
-            Op::OneHot {
-                idx,
-                out,
-                shape,
-                faults,
-            } => Op::OneHot {
-                idx: f(idx)?,
-                out: f(out)?,
-                shape,
-                faults: Faults {
-                    record: f(faults.record)?,
-                    tag: faults.tag,
-                },
-            },
-            Op::CheckIndices {
-                idx,
-                len,
-                bound,
-                faults,
-            } => Op::CheckIndices {
-                idx: f(idx)?,
-                len,
-                bound,
-                faults: Faults {
-                    record: f(faults.record)?,
-                    tag: faults.tag,
-                },
-            },
             Op::Gemm { g, a, b, c } => Op::Gemm {
                 g,
                 a: f(a)?,

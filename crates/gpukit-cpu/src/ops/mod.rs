@@ -3,12 +3,11 @@
 //! through `matrixmultiply`.
 //!
 //! [`task`] turns any [`Op`] into a task for its element type: the `match` over the op only
-//! dispatches, one function per op family (`index`, `gemm`). The
+//! dispatches, one function per op family (`gemm`). The
 //! element-wise table needs nothing here: the CPU runs each entry's reference body, and
 //! takes its cost class from the entry's `math` column.
 
 mod gemm;
-mod index;
 mod kind;
 mod ranges;
 
@@ -61,9 +60,6 @@ const SHORT_ELEMENTS: usize = 16 << 10;
 /// multiply-adds.
 pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
     let elements = match *op {
-        Op::CheckIndices { len, .. } => Some(len),
-        Op::Gather { n, shape, .. } | Op::ScatterAdd { n, shape, .. } => n.checked_mul(shape.cols),
-        Op::OneHot { shape, .. } => shape.len(),
         Op::Gemm { g, .. } => {
             g.m.checked_mul(g.n)
                 .and_then(|mn| mn.checked_mul(g.k))
@@ -100,34 +96,6 @@ unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task>
     // holds for all of `op`'s ranges.
     unsafe {
         Ok(match *op {
-            Op::Gather {
-                src,
-                idx,
-                out,
-                shape,
-                n,
-                faults,
-            } => index::gather::<T>((src, idx, out), shape, n, faults),
-            Op::ScatterAdd {
-                src,
-                idx,
-                out,
-                shape,
-                n,
-                faults,
-            } => index::scatter_add::<T>((src, idx, out), shape, n, faults),
-            Op::OneHot {
-                idx,
-                out,
-                shape,
-                faults,
-            } => index::one_hot::<T>(idx, out, shape, faults),
-            Op::CheckIndices {
-                idx,
-                len,
-                bound,
-                faults,
-            } => index::check_indices(idx, len, bound, faults),
             Op::Gemm { g, a, b, c } => gemm::gemm::<T, K>(g, a, b, c),
         })
     }

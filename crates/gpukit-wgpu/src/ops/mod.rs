@@ -2,14 +2,13 @@
 //!
 //! [`op`] runs any op of the table: it refuses what the device's WGSL lacks (element types
 //! without the adapter's features; float-only ops on integers), then dispatches one function
-//! per op family (`elementwise`: the fills, `index`, `gemm`). An element-wise op added to the
+//! per op family (`gemm`). An element-wise op added to the
 //! table needs nothing here: its WGSL body is rendered from the entry (`crate::wgsl`'s
 //! `unary`/`binary`, through the kernel language's emitter).
 
 mod copy;
 mod elementwise;
 mod gemm;
-mod index;
 mod pipeline;
 
 use gpukit_core::{DType, Error, Op, Result};
@@ -74,52 +73,6 @@ pub(crate) fn op(
     }
     let at = Target { shared, stream, t };
     match *op {
-        Op::Gather {
-            src,
-            idx,
-            out,
-            shape,
-            n,
-            faults,
-        } => index::indexed(
-            at,
-            index::Indexing::Gather,
-            (Some(src), idx, out),
-            (shape, n),
-            faults,
-        ),
-        Op::ScatterAdd {
-            src,
-            idx,
-            out,
-            shape,
-            n,
-            faults,
-        } => index::indexed(
-            at,
-            index::Indexing::Scatter,
-            (Some(src), idx, out),
-            (shape, n),
-            faults,
-        ),
-        Op::OneHot {
-            idx,
-            out,
-            shape,
-            faults,
-        } => index::indexed(
-            at,
-            index::Indexing::OneHot,
-            (None, idx, out),
-            (shape, shape.rows),
-            faults,
-        ),
-        Op::CheckIndices {
-            idx,
-            len,
-            bound,
-            faults,
-        } => index::check_indices(at, idx, len, bound, faults),
         Op::Gemm { g, a, b, c } => gemm::gemm(at, g, a, b, c),
     }
 }

@@ -9,13 +9,11 @@
 
 mod copy;
 mod gemm;
-mod index;
 mod types;
 
 pub(crate) use copy::copy_bytes;
 
 pub(crate) use gemm::gemm;
-pub(crate) use index::{check_indices, one_hot, rows_by_index};
 pub(crate) use types::{Caps, WgslType};
 
 /// The immediate block every kernel declares: 16 `u32`s (64 bytes), then two scalars of the

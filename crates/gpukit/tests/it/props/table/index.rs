@@ -196,6 +196,22 @@ pub(super) fn indexing_vs_reference<T: Cross>(ctx: &Context) -> gpukit::Result<(
                     w
                 );
             }
+        } else if T::DTYPE.size() == 8 && !grads.is_empty() {
+            // WGSL's atomics are 32-bit: refused, the accumulator untouched.
+            let dg = ctx.alloc_upload(&grads).tc()?;
+            let mut acc = ctx.alloc_upload(&table).tc()?;
+            let r = ctx.scatter_add_rows(shape, &dg, &di, &mut acc);
+            prop_assert!(
+                matches!(r, Err(gpukit::Error::Unsupported { ref what, .. }) if what.contains("scatter_add_rows")),
+                "{:?}",
+                r
+            );
+            prop_assert!(acc
+                .download()
+                .tc()?
+                .iter()
+                .zip(&table)
+                .all(|(g, w)| g.same(*w)));
         }
         Ok(())
     })
