@@ -14,9 +14,10 @@ use std::mem::{align_of, size_of, MaybeUninit};
 use gpukit_core::Error;
 
 /// Bytes of closure a task holds without a heap allocation (a launch with the most
-/// arguments, a bounds-checked kernel's, needs 368 with the byte count a `u8`). A task is
-/// 384 bytes in all: every op moves it through the queue, so it stays small.
-pub(crate) const INLINE: usize = 368;
+/// arguments, a bounds-checked kernel's of 12 parameters, needs this much with the byte
+/// count a `u8`). A task is 512 bytes in all: every op moves it through the queue, so it
+/// stays small.
+pub(crate) const INLINE: usize = 496;
 
 /// Storage for one closure of at most [`INLINE`] bytes and 16-byte alignment.
 #[repr(C, align(16))]

@@ -11,7 +11,7 @@ use syn::{Error, Result};
 use gpukit_kernel::ir::*;
 
 /// The most parameters a kernel has (gpukit's `MAX_KERNEL_ARGS`).
-const MAX_PARAMS: usize = 8;
+const MAX_PARAMS: usize = 12;
 
 const SUPPORTED_STMTS: &str = "a kernel's body may use `let`/`let mut`, `const`, assignments \
      (also `+=` etc.), `if`/`else`, `for i in a..b` (also `(a..b).step_by(s)`), `while`, \

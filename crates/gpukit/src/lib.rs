@@ -58,7 +58,7 @@
 //! reduction with subgroup sums, a 2-D stencil), each tested on the CPU, on lavapipe and
 //! under the CUDA emulator against plain Rust and compiled with NVRTC in CI.
 //!
-//! **The language.** Parameters (at most 8): slices and scalars of `f32`, `f64`, `i32`,
+//! **The language.** Parameters (at most 12): slices and scalars of `f32`, `f64`, `i32`,
 //! `u32`, `i64`, `u64`, `u8`, `i8`, `f16` and `bf16`. `f16` and `bf16` are storage types, as
 //! in the built-in ops (with the `half` feature): an element read from such an array, or
 //! such a scalar, is an `f32` (a scalar reaches GPU code as its `f32` value), and an `f32`

@@ -330,8 +330,8 @@ impl<T: Element, B: Backend> LaunchArg<B> for Writes<'_, T, B> {
     }
 }
 
-/// The most parameters a kernel signature has: signatures are tuples of 1 to 8 parameters.
-pub const MAX_KERNEL_ARGS: usize = 8;
+/// The most parameters a kernel signature has: signatures are tuples of 1 to 12 parameters.
+pub const MAX_KERNEL_ARGS: usize = 12;
 
 /// The most arguments a backend is given for one launch: a signature's, plus what a
 /// bounds-checked kernel takes after them (a length per array, its tag, the fault record).
@@ -380,3 +380,7 @@ tuples!(A 0, B1 1, C 2, D 3, E 4);
 tuples!(A 0, B1 1, C 2, D 3, E 4, F 5);
 tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6);
 tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
+tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);

@@ -95,8 +95,8 @@ fn signatures_outside_the_language_are_refused() {
     refused("fn k() {}", "at least one parameter");
     refused("fn select(x: &mut [f32]) {}", "WGSL built-in");
     refused(
-        "fn k(a: &[f32], b: &[f32], c: &[f32], d: &[f32], e: &[f32], f: &[f32], g: &[f32], h: &[f32], i: &[f32]) {}",
-        "at most 8 parameters",
+        "fn k(a: &[f32], b: &[f32], c: &[f32], d: &[f32], e: &[f32], f: &[f32], g: &[f32], h: &[f32], i: &[f32], j: u32, l: u32, m: u32, n: u32) {}",
+        "at most 12 parameters",
     );
     refused("fn k(__x: &mut [f32]) {}", "kept for the generated code");
 }
