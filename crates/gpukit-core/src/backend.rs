@@ -37,7 +37,7 @@
 
 use crate::element::DType;
 use crate::kernel::{KernelDesc, LaunchConfig};
-use crate::optable::Op;
+use crate::optable::Gemm;
 
 /// How host memory will be used; the backend picks the kind of pinning from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -422,28 +422,41 @@ pub trait Backend: Send + Sync + Sized + 'static {
         })
     }
 
-    /// Runs one built-in op of the op table ([`Op`]) on elements of `dtype`, queued on
-    /// `stream`. An op or element type the backend lacks (a float-only op on integers, a
-    /// cast to a type it was built without) is [`crate::Error::Unsupported`].
+    /// Whether [`Backend::gemm`] runs gemm on `dtype` elements: a fast path, a library's
+    /// (cuBLAS, `matrixmultiply`), that gpukit-core takes in place of its own gemm kernel.
+    /// `false` (the default) where the backend has none.
+    fn has_gemm(&self, dtype: DType) -> bool {
+        let _ = dtype;
+        false
+    }
+
+    /// `C = alpha * op(A) * op(B) + beta * C` for each product of the batch `g` describes,
+    /// on elements of `dtype`, queued on `stream`: the fast path [`Backend::has_gemm`]
+    /// announces. The default, for a backend without one, is [`crate::Error::Unsupported`].
     ///
     /// # Safety
     ///
     /// - the stream and every buffer were created by this backend instance;
-    /// - every range (a [`BufAt`] and the elements the op covers from it, by its lengths and
-    ///   shape) lies inside its buffer and is aligned to its element type (`dtype`, `u32`
-    ///   for labels and indices, the target type of a cast);
-    /// - lengths, shapes and batch counts are non-zero, and a batched gemm's outputs do not
+    /// - each operand's range (its [`BufAt`] and the elements its batch spans,
+    ///   `(batch - 1) * stride + rows * cols`) lies inside its buffer and is aligned to
+    ///   `dtype`; `m`, `n`, `k` and `batch` are non-zero, and the batch's outputs do not
     ///   overlap;
-    /// - nothing else reads a range this call writes, or writes a range it reads, until the
-    ///   stream has passed the call (other streams are ordered by events), and the buffers
-    ///   are not freed before then (see [`Backend::free`]); a written range overlaps no
-    ///   other argument (an in-place op passes it once, as its output).
-    unsafe fn op(
+    /// - nothing else reads `C` or writes `A` or `B` until the stream has passed the call
+    ///   (other streams are ordered by events), and the buffers are not freed before then
+    ///   (see [`Backend::free`]); `C` overlaps neither `A` nor `B`.
+    unsafe fn gemm(
         &self,
         stream: &Self::Stream,
         dtype: DType,
-        op: &Op<'_, Self>,
-    ) -> crate::Result<()>;
+        g: &Gemm<f64>,
+        [a, b, c]: [BufAt<'_, Self>; 3],
+    ) -> crate::Result<()> {
+        let _ = (stream, g, a, b, c);
+        Err(crate::Error::Unsupported {
+            backend: self.name(),
+            what: format!("a gemm of its own on {dtype}"),
+        })
+    }
 
     /// Loads (compiles, where needed) a kernel for this device. Loading runs nothing.
     fn load_kernel(&self, desc: &KernelDesc) -> crate::Result<Self::Kernel>;

@@ -14,10 +14,11 @@
 //! - [`Stream`] and [`Event`]: in-order queues, ordering and timing;
 //! - asynchronous copies that are safe by ownership ([`Stream::upload`] moves the host
 //!   memory into a [`Pending`] that gives it back when the copy is done);
-//! - built-in ops, described once in the op table ([`optable`]: element-wise unary and
-//!   binary ops with scalar, row and column forms, all also in place; reductions whole and
-//!   per row; softmax; cross-entropy; casts; batched gemm) and run by a backend through one
-//!   method, [`Backend::op`]; custom kernels ([`KernelSpec`], [`Stream::launch`]);
+//! - built-in ops, each written once as kernels of the kernel language (element-wise
+//!   unary and binary ops from the op table, [`optable`], with scalar, row and column
+//!   forms, all also in place; reductions whole and per row; softmax; cross-entropy; casts;
+//!   indexing; random fills; batched gemm, which a backend may run with a library of its
+//!   own, [`Backend::gemm`]); custom kernels ([`KernelSpec`], [`Stream::launch`]);
 //! - [`Graph`]: work captured from a stream ([`Stream::capture`]) and launched again;
 //! - [`DeviceSpec`] (parsed from code, `GPU_DEVICE` or the facade's `gpu.toml`), and the one
 //!   [`Error`] type.
@@ -119,8 +120,8 @@ pub use ops::fold::__row_sum_kernel;
 pub use ops::map::__binary_kernel_cuda;
 pub use ops::Rng;
 pub use optable::{
-    cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Distribution, Domain, Gemm, MathFn, Op,
-    RangeUse, ReduceOp, RhsSlice, Shape, UnaryOp,
+    cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Distribution, Domain, Gemm, MathFn,
+    ReduceOp, RhsSlice, Shape, UnaryOp,
 };
 pub use pool::{caching as pool_caching, MemoryStats, POOL_VAR};
 pub use spec::{DeviceSet, DeviceSpec, SpecBackend, MAX_SET_DEVICES};

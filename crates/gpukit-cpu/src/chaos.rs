@@ -24,7 +24,7 @@
 //! ## The race checker
 //!
 //! Under the chaos schedule each task declares the byte ranges it reads and writes: copies
-//! their source and destination, built-in ops every operand ([`gpukit_core::Op::ranges`]),
+//! their source and destination, gemm every operand (to the end of its batch),
 //! kernels their buffer arguments as their signature marks them. The checker keeps a
 //! vector clock per task: what the task's queue had waited for when it was queued, joined
 //! with everything any host thread had seen finish (a sync, a query that said done, an

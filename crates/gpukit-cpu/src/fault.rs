@@ -28,9 +28,8 @@
 //!   trimming its cache and, for a request smaller than its block, trying the exact size:
 //!   a 128-f32 array fills a 512-byte block, so its fault surfaces);
 //! - [`FaultKind::Copy`]: `copy_h2d`, `copy_d2h`, `copy_d2d`;
-//! - [`FaultKind::Op`]: the ops `Backend::op` runs (`gemm`, `gather_rows`,
-//!   ...) and kernel `launch` (the built-in ops written as kernels, `fill`, `axpy`, `add`,
-//!   `exp`, ..., included);
+//! - [`FaultKind::Op`]: `Backend::gemm` and kernel `launch` (the built-in ops, all written
+//!   as kernels, `fill`, `axpy`, `add`, `exp`, ..., included);
 //! - [`FaultKind::Event`]: `record_event` (the safe layer's untimed ordering events
 //!   included) and `stream_wait`;
 //! - [`FaultKind::Any`]: every call of the four kinds above, in one count.

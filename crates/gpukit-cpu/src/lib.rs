@@ -48,8 +48,9 @@
 //!   cross-entropy as `gpukit_core::softmax_rows` and `gpukit_core::cross_entropy_rows`;
 //!   gemm (batched by a loop) uses `matrixmultiply` (f16/bf16 widened to f32). The ops
 //!   written as kernels (the element-wise table, fill, axpy, clamp, comparisons, `select`,
-//!   `cumsum`, the reductions, softmax, cross-entropy, the random fills, ...) run their native body, gpukit-core's (`gpukit_core::native`), when
-//!   launched; the others go through one backend method, `op`, one function per op family.
+//!   `cumsum`, the reductions, softmax, cross-entropy, the random fills, gather, ...) run
+//!   their native body, gpukit-core's (`gpukit_core::native`), when launched; gemm is the
+//!   backend's `Backend::gemm` (`src/ops/`).
 //!   An element-wise op added to the table needs nothing here. The f32 math ops (`exp`,
 //!   `log`, `log1p`, `tanh`, `sigmoid`, `silu`, `gelu`, `softplus`, `pow`, softmax,
 //!   log-softmax and cross-entropy) run vectorised code instead of one libm call per
@@ -129,8 +130,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
-    Backend, BufAt, CpuKernelFn, DType, DeviceInfo, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Op, RawArg, RawPtr, RawStream, Result, Wake, MAX_KERNEL_ARGS,
+    Backend, BufAt, CpuKernelFn, DType, DeviceInfo, Gemm, HostUse, KernelArg, KernelDesc,
+    LaunchConfig, RawArg, RawPtr, RawStream, Result, Wake, MAX_KERNEL_ARGS,
 };
 
 pub use chaos::{Race, RaceSide, Schedule};
@@ -626,21 +627,31 @@ impl Backend for CpuBackend {
         unsafe { self.copy_d2d(stream, src, dst, bytes) }
     }
 
-    unsafe fn op(&self, stream: &CpuStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {
-        inject!(self, Op, op.name());
-        // SAFETY: forwarded from our caller (the `Backend::op` contract `task` asks for).
-        let task = unsafe { ops::task(dtype, op) }?;
+    fn has_gemm(&self, dtype: DType) -> bool {
+        dtype.is_float()
+    }
+
+    unsafe fn gemm(
+        &self,
+        stream: &CpuStream,
+        dtype: DType,
+        g: &Gemm<f64>,
+        ops: [BufAt<'_, Self>; 3],
+    ) -> Result<()> {
+        inject!(self, Op, "gemm");
+        // SAFETY: forwarded from our caller (the `Backend::gemm` contract `task` asks for).
+        let task = unsafe { ops::task(dtype, g, ops) }?;
         let accesses = || {
-            op.ranges(dtype)
-                .into_iter()
-                .map(|(at, bytes, used)| Access {
+            ops.iter()
+                .zip(ops::ranges(dtype, g))
+                .map(|(at, (len, write))| Access {
                     start: at.buf.at(at.offset).get() as usize,
-                    len: bytes,
-                    write: used == gpukit_core::RangeUse::Write,
+                    len,
+                    write,
                 })
                 .collect()
         };
-        self.push_short(stream, task, ops::is_short(op), accesses)
+        self.push_short(stream, task, ops::is_short(g), accesses)
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<CpuKernel> {

@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
 use gpukit_core::{
-    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Location, Op, RawPtr, RawStream, Result, Wake,
+    Backend, BufAt, DType, DeviceInfo, Error, Gemm, HostUse, KernelArg, KernelDesc, LaunchConfig,
+    Location, RawPtr, RawStream, Result, Wake,
 };
 use gpukit_cuda_sys::ffi::cublas::cublasHandle_t;
 
@@ -15,7 +15,7 @@ use crate::error::CudaError;
 use crate::graph::{CaptureScratch, CudaGraph, GraphScratch};
 use crate::memory::{CudaBuffer, CudaHostMem, CudaRegistration};
 use crate::streams::ContextStreams;
-use crate::{blas, kernel, loader, ops};
+use crate::{blas, kernel, loader};
 
 /// The CUDA backend: one context on one device, through the device's primary context.
 pub struct CudaBackend {
@@ -469,9 +469,19 @@ impl Backend for CudaBackend {
         })
     }
 
-    unsafe fn op(&self, stream: &CudaStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {
+    fn has_gemm(&self, dtype: DType) -> bool {
+        dtype.is_float()
+    }
+
+    unsafe fn gemm(
+        &self,
+        stream: &CudaStream,
+        dtype: DType,
+        g: &Gemm<f64>,
+        ops: [BufAt<'_, Self>; 3],
+    ) -> Result<()> {
         // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-        unsafe { ops::op(self, stream, dtype, op) }
+        unsafe { blas::gemm_batch(self, stream, dtype, g, ops) }
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<CudaKernel> {

@@ -202,16 +202,49 @@ impl BlasCall {
     }
 }
 
-/// `C = alpha op(A) op(B) + beta C`, row-major, through the column-major cuBLAS call that
-/// [`BlasCall`] describes.
-///
-/// One product of a gemm (the batch is the caller's loop: the strided-batched cuBLAS entry
-/// points are not among the bound functions yet).
+/// Each product of the batch `g` describes through cuBLAS, one call per matrix on the
+/// stream (the strided-batched cuBLAS entry points are not among the bound functions yet).
 ///
 /// # Safety
 ///
-/// The contract of [`gpukit_core::Backend::op`] for one matrix of each operand.
-pub(crate) unsafe fn gemm(
+/// The contract of [`gpukit_core::Backend::gemm`].
+pub(crate) unsafe fn gemm_batch(
+    b: &CudaBackend,
+    s: &CudaStream,
+    dtype: DType,
+    g: &Gemm<f64>,
+    [a, bm, c]: [BufAt<'_, CudaBackend>; 3],
+) -> Result<()> {
+    let size = dtype.size();
+    // The offset of matrix `i` of an operand whose matrices are `stride` elements apart.
+    let nth = |m: &BufAt<'_, CudaBackend>, i: usize, stride: usize| m.offset + i * stride * size;
+    for i in 0..g.batch {
+        let ma = BufAt {
+            offset: nth(&a, i, g.stride_a),
+            ..a
+        };
+        let mb = BufAt {
+            offset: nth(&bm, i, g.stride_b),
+            ..bm
+        };
+        let mc = BufAt {
+            offset: nth(&c, i, g.stride_c),
+            ..c
+        };
+        // SAFETY: matrix `i` of each operand lies inside the batch's ranges, which meet this
+        // function's contract (gpukit-core checked the spans of the strides).
+        unsafe { gemm(b, s, dtype, g, ma, mb, mc)? };
+    }
+    Ok(())
+}
+
+/// `C = alpha op(A) op(B) + beta C`, row-major, through the column-major cuBLAS call that
+/// [`BlasCall`] describes: one product of a gemm.
+///
+/// # Safety
+///
+/// The contract of [`gpukit_core::Backend::gemm`] for one matrix of each operand.
+unsafe fn gemm(
     b: &CudaBackend,
     s: &CudaStream,
     dtype: DType,

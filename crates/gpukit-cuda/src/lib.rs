@@ -57,7 +57,7 @@
 //!   emitter, and they load and launch as any kernel does (`src/kernel.rs`). NVRTC compiles
 //!   generated code with `--fmad=false` ([`GENERATED_OPTIONS`]), so results equal the CPU
 //!   backend's bit for bit for the element-wise ops without transcendental functions. Gemm
-//!   alone is the backend's: cuBLAS (`ops::op`).
+//!   alone is the backend's: cuBLAS (`Backend::gemm`, `src/blas.rs`).
 //! - **The kernel cache** ([`cache`]): every CUDA C program (built-in and custom kernels)
 //!   is compiled once per process, also when several threads ask at once, and kept on disk
 //!   (`GPU_KERNEL_CACHE`, else `~/.cache/gpukit/kernels`; `off` turns it off), keyed by the
@@ -123,7 +123,6 @@ mod loader;
 mod memory;
 pub mod nccl;
 pub mod nvtx;
-mod ops;
 mod streams;
 
 pub use backend::{CudaBackend, CudaEvent, CudaKernel, CudaStream};

@@ -104,7 +104,6 @@ mod tests {
         ("nccl/comm.rs", include_str!("nccl/comm.rs")),
         ("nccl/tests.rs", include_str!("nccl/tests.rs")),
         ("nvtx.rs", include_str!("nvtx.rs")),
-        ("ops.rs", include_str!("ops.rs")),
         ("streams.rs", include_str!("streams.rs")),
     ];
 

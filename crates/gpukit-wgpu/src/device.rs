@@ -21,7 +21,7 @@ pub(crate) fn wgpu_backends() -> wgpu::Backends {
 pub(crate) const REQUIRED: &[(wgpu::Features, &str)] = &[
     (
         wgpu::Features::IMMEDIATES,
-        "IMMEDIATES (push constants carry every op's offsets and scalars)",
+        "IMMEDIATES (push constants carry every kernel's scalars and array lengths)",
     ),
     (
         wgpu::Features::TIMESTAMP_QUERY,

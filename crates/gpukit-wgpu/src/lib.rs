@@ -52,11 +52,11 @@
 //!   keeps working (an event is a stream position; waiting for it submits the work up to
 //!   it, and the queue runs submissions in order). **Events** are positions; timing events
 //!   also write a GPU timestamp (a timestamp query), so `elapsed_ms` measures device time.
-//! - **Built-in ops** written as kernels (the element-wise table, fill, axpy, clamp,
-//!   comparisons, `select`, `cumsum`, ...) are gpukit-core's, in the WGSL of the kernel
-//!   language's emitter, loaded and launched as any kernel (`src/kernel.rs`); the others are
-//!   WGSL generated per op and element type here (`src/wgsl/`) and compiled once per
-//!   device. An op whose table entry calls the math library (its `math` column) is
+//! - **Built-in ops** (the element-wise table, fill, axpy, clamp, comparisons, `select`,
+//!   `cumsum`, the reductions, gather, gemm, ...) are gpukit-core's kernels, in the WGSL of
+//!   the kernel language's emitter, loaded and launched as any kernel (`src/kernel.rs`); the
+//!   backend's one shader of its own is the byte copy that wgpu's copy command refuses
+//!   (unaligned ranges, `src/wgsl/`). An op whose table entry calls the math library (its `math` column) is
 //!   `Unsupported` on f64, which WGSL on Vulkan has no `exp`, `log`, `tanh` or `pow` for.
 //!   Element types: f32, i32, u32, u8, i8 and bf16 on every adapter (the 8- and 16-bit ones
 //!   packed in 32-bit words, stored with atomics so that neighbouring elements never race),
@@ -97,8 +97,8 @@ use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex, Weak};
 
 use gpukit_core::{
-    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    LaunchLimits, Op, RawPtr, RawStream, Result, Wake,
+    Backend, BufAt, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig, LaunchLimits,
+    RawPtr, RawStream, Result, Wake,
 };
 
 pub use device::{probe, AdapterKind, AdapterProbe, Probe, ProbeError};
@@ -444,7 +444,7 @@ impl Backend for WgpuBackend {
                 max_array_bytes: self.shared.max_binding,
             },
             priority_range: (0, 0),
-            op_dtypes: wgsl::WgslType::dtypes(ops::caps(&self.shared)),
+            op_dtypes: wgsl::dtypes(ops::caps(&self.shared)),
             native_ops: false,
         }
     }
@@ -647,10 +647,6 @@ impl Backend for WgpuBackend {
         bytes: usize,
     ) -> Result<()> {
         ops::copy_d2d(&self.shared, &stream.inner, src, dst, bytes)
-    }
-
-    unsafe fn op(&self, stream: &WgpuStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {
-        ops::op(&self.shared, &stream.inner, dtype, op)
     }
 
     fn load_kernel(&self, desc: &KernelDesc) -> Result<WgpuKernel> {

@@ -7,8 +7,8 @@
 //! feature carries its `#[cfg(feature = "...")]` on both lines.
 
 use gpukit_core::{
-    Backend, BufAt, DType, DeviceInfo, Error, HostUse, KernelArg, KernelDesc, LaunchConfig,
-    Location, Op, RawPtr, RawStream, Result, Wake, MAX_LAUNCH_ARGS,
+    Backend, BufAt, DType, DeviceInfo, Error, Gemm, HostUse, KernelArg, KernelDesc, LaunchConfig,
+    Location, RawPtr, RawStream, Result, Wake, MAX_LAUNCH_ARGS,
 };
 use smallvec::SmallVec;
 
@@ -399,11 +399,21 @@ impl Backend for AnyBackend {
         })
     }
 
-    unsafe fn op(&self, s: &AnyStream, dtype: DType, op: &Op<'_, Self>) -> Result<()> {
+    fn has_gemm(&self, dtype: DType) -> bool {
+        dispatch!(self, b: Be => b.has_gemm(dtype))
+    }
+
+    unsafe fn gemm(
+        &self,
+        s: &AnyStream,
+        dtype: DType,
+        g: &Gemm<f64>,
+        [a, bm, c]: [BufAt<'_, Self>; 3],
+    ) -> Result<()> {
         dispatch!(self, b: Be => {
-            let op = op.try_map(|x| at(b, x))?;
+            let ops = [at(b, a)?, at(b, bm)?, at(b, c)?];
             // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-            unsafe { b.op(st(b, s)?, dtype, &op) }
+            unsafe { b.gemm(st(b, s)?, dtype, g, ops) }
         })
     }
 

@@ -1,16 +1,92 @@
-//! Gemm: row-major matrix products, plain, batched and strided.
+//! Gemm: row-major matrix products, plain, batched and strided: the backend's own where it
+//! has one ([`Backend::has_gemm`]: cuBLAS, `matrixmultiply`), else [`gemm_tiles`].
+
+use gpukit_macros::kernel;
 
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::Float;
 use crate::error::{same_len, Error, Result};
-use crate::kernel::Writes;
-use crate::optable::{BinaryOp, Gemm, Op, Shape};
+use crate::kernel::{LaunchConfig, Reads, Value, Writes};
+use crate::optable::{BinaryOp, Gemm, Shape};
 use crate::stream::Stream;
 use crate::track::Access;
 
 use super::map::Rhs2;
 use super::product;
+
+/// `C = alpha * op(A) * op(B) + beta * C` for the matrices of a batch (`A`, `B` and `C` the
+/// `m x k`, `k x n` and `m x n` row-major matrices `sa`, `sb` and `sc` elements apart; `A`
+/// read transposed where `TA`, `B` where `TB`): a block of 16 x 16 threads computes a tile
+/// of `C`, each thread one element, summing the products in order of `k` through tiles of
+/// `op(A)` and `op(B)` in shared memory; the grid's `z` walks the batch. `C` is not read
+/// where `beta` is 0 (a NaN there is overwritten, as BLAS does).
+#[kernel(core = "crate")]
+#[allow(clippy::too_many_arguments)]
+fn gemm_tiles<T: Float, const TA: bool, const TB: bool>(
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    alpha: T,
+    beta: T,
+    m: u32,
+    n: u32,
+    k: u32,
+    sa: u32,
+    sb: u32,
+    sc: u32,
+) {
+    let ta = shared::<T, 256>();
+    let tb = shared::<T, 256>();
+    let (m, n, k) = (m as usize, n as usize, k as usize);
+    let (sa, sb, sc) = (sa as usize, sb as usize, sc as usize);
+    let (tx, ty) = (thread_x(), thread_y());
+    let row = block_y() * 16 + ty;
+    let col = block_x() * 16 + tx;
+    // The batch's last output ends `sc * (batch - 1) + m * n` elements in.
+    let mut batch: usize = 1;
+    if sc > 0 {
+        batch = (c.len() - m * n) / sc + 1;
+    }
+    for z in (block_z()..batch).step_by(grid_dim_z()) {
+        let mut acc: T = 0;
+        for k0 in (0..k).step_by(16) {
+            let ka = k0 + tx;
+            let mut av: T = 0;
+            if row < m && ka < k {
+                if TA {
+                    av = a[z * sa + ka * m + row];
+                } else {
+                    av = a[z * sa + row * k + ka];
+                }
+            }
+            ta[ty * 16 + tx] = av;
+            let kb = k0 + ty;
+            let mut bv: T = 0;
+            if kb < k && col < n {
+                if TB {
+                    bv = b[z * sb + col * k + kb];
+                } else {
+                    bv = b[z * sb + kb * n + col];
+                }
+            }
+            tb[ty * 16 + tx] = bv;
+            barrier();
+            for kk in 0..16 {
+                acc = acc + ta[ty * 16 + kk] * tb[kk * 16 + tx];
+            }
+            barrier();
+        }
+        if row < m && col < n {
+            let ci = z * sc + row * n + col;
+            let mut v = alpha * acc;
+            if beta != 0 {
+                v = v + beta * c[ci];
+            }
+            c[ci] = v;
+        }
+    }
+}
 
 impl<B: Backend> Stream<B> {
     /// Row-major `C = alpha * op(A) * op(B) + beta * C` (see [`Gemm`] for the shapes), or a
@@ -96,17 +172,96 @@ impl<B: Backend> Stream<B> {
             }
             return Ok(());
         }
-        let (sa, sb, sc) = (a.slice_ref(), b.slice_ref(), c.slice_ref());
-        let ge = g.erased();
-        self.run_op(
-            "gemm",
-            T::DTYPE,
-            [
+        if self.backend().has_gemm(T::DTYPE) {
+            let (sa, sb, sc) = (a.slice_ref(), b.slice_ref(), c.slice_ref());
+            let ge = g.erased();
+            let args = [
                 ("a", &sa, Access::Read),
                 ("b", &sb, Access::Read),
                 ("c", &sc, Access::Write),
-            ],
-            |[a, b, c]| Op::Gemm { g: ge, a, b, c },
-        )
+            ];
+            return self.enqueue("gemm", &args, || {
+                let (Some(a), Some(b), Some(c)) = (sa.at(), sb.at(), sc.at()) else {
+                    return Ok(());
+                };
+                // SAFETY: every range comes from a checked view of an array of this context
+                // whose length was checked above to be exactly the span of its batch (so
+                // inside its buffer, and aligned to `T`); m, n, k and the batch are non-zero
+                // and the outputs do not overlap (checked above); `enqueue` has ordered the
+                // ranges after conflicting uses on other streams and records this use, so
+                // no buffer is freed before the gemm has run; `c` is a `&mut` borrow, so it
+                // overlaps neither `a` nor `b`.
+                unsafe { self.backend().gemm(self.raw(), T::DTYPE, &ge, [a, b, c]) }
+            });
+        }
+        self.gemm_kernel(&g, (a, b, c))
+    }
+
+    /// [`Stream::gemm`] by [`gemm_tiles`] (arguments checked, nothing empty).
+    fn gemm_kernel<T: Float>(
+        &self,
+        g: &Gemm<T>,
+        (a, b, c): (
+            &impl DeviceRead<T, B>,
+            &impl DeviceRead<T, B>,
+            &mut impl DeviceWrite<T, B>,
+        ),
+    ) -> Result<()> {
+        let word = |v: usize, what: &str| {
+            u32::try_from(v).map_err(|_| Error::Unsupported {
+                backend: self.backend().name(),
+                what: format!(
+                    "`gemm` with {what} of {v} on this device (its gemm kernel takes 32-bit sizes)"
+                ),
+            })
+        };
+        let dims = [
+            word(g.m, "m")?,
+            word(g.n, "n")?,
+            word(g.k, "k")?,
+            word(g.stride_a, "a batch stride")?,
+            word(g.stride_b, "a batch stride")?,
+            word(g.stride_c, "a batch stride")?,
+        ];
+        let max = self.shared_arc().info.limits.max_grid_dim;
+        let grid = [
+            g.n.div_ceil(16),
+            g.m.div_ceil(16),
+            g.batch.min(max[2] as usize),
+        ];
+        if grid[0] > max[0] as usize || grid[1] > max[1] as usize {
+            return Err(Error::Unsupported {
+                backend: self.backend().name(),
+                what: format!(
+                    "a {} x {} gemm (more than {} x {} tiles of 16 x 16)",
+                    g.m, g.n, max[1], max[0]
+                ),
+            });
+        }
+        let cfg = LaunchConfig {
+            grid: grid.map(|d| d as u32),
+            block: [16, 16, 1],
+            shared_mem_bytes: 0,
+        };
+        let [m, n, k, sa, sb, sc] = dims;
+        let args = (
+            Reads::of(a),
+            Reads::of(b),
+            Writes::of(c),
+            Value(g.alpha),
+            Value(g.beta),
+            m,
+            n,
+            k,
+            sa,
+            sb,
+            sc,
+        );
+        match (g.trans_a, g.trans_b) {
+            (false, false) => self.launch_builtin("gemm", gemm_tiles::<T, false, false>, cfg, args),
+            (true, false) => self.launch_builtin("gemm", gemm_tiles::<T, true, false>, cfg, args),
+            (false, true) => self.launch_builtin("gemm", gemm_tiles::<T, false, true>, cfg, args),
+            (true, true) => self.launch_builtin("gemm", gemm_tiles::<T, true, true>, cfg, args),
+        }
     }
 }

@@ -24,12 +24,11 @@ mod scan;
 
 pub use random::Rng;
 
-use crate::backend::{Backend, BufAt};
+use crate::backend::Backend;
 use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::optable::{Op, Shape};
+use crate::optable::Shape;
 use crate::stream::Stream;
-use crate::track::{Access, SliceRef};
 
 fn product(op: &'static str, a: usize, b: usize) -> Result<usize> {
     a.checked_mul(b).ok_or(Error::SizeOverflow {
@@ -37,15 +36,6 @@ fn product(op: &'static str, a: usize, b: usize) -> Result<usize> {
         len: a,
         elem_bytes: b,
     })
-}
-
-/// `Some` of every element when none is `None`.
-fn all_some<T: Copy, const N: usize>(xs: [Option<T>; N]) -> Option<[T; N]> {
-    let first = xs.first().copied().flatten()?;
-    if xs.iter().any(Option::is_none) {
-        return None;
-    }
-    Some(xs.map(|x| x.unwrap_or(first)))
 }
 
 /// The elements of a `shape` matrix.
@@ -76,29 +66,5 @@ impl<B: Backend> Stream<B> {
             });
         }
         Ok(())
-    }
-
-    /// Queues one op of the table on `args` (read or written as marked): the one place the
-    /// safe layer calls [`Backend::op`]. Does nothing when a range is empty.
-    fn run_op<'s, const N: usize>(
-        &self,
-        name: &'static str,
-        dtype: DType,
-        args: [(&'static str, &SliceRef<'s, B>, Access); N],
-        make: impl FnOnce([BufAt<'s, B>; N]) -> Op<'s, B>,
-    ) -> Result<()> {
-        self.enqueue(name, &args, || {
-            let Some(ats) = all_some(args.map(|(_, s, _)| s.at())) else {
-                return Ok(());
-            };
-            let op = make(ats);
-            // SAFETY: every range comes from a checked view of an array of this context (in
-            // bounds, aligned, of the element type the op reads there) whose length the
-            // caller checked against the op's shape; `enqueue` has ordered the ranges after
-            // conflicting uses on other streams and records this use, so no buffer is freed
-            // before the op has run; a written range is a `&mut` borrow, so it overlaps no
-            // other argument (in-place ops pass it once, as `out`).
-            unsafe { self.backend().op(self.raw(), dtype, &op) }
-        })
     }
 }

@@ -1,8 +1,8 @@
 //! The op table: every built-in op described once.
 //!
 //! The element-wise ops are kernels that gpukit-core builds from this table (the other
-//! built-in ops are `#[kernel]`s, or still an [`Op`] that a backend runs through
-//! [`Backend::op`]). The element-wise ops are listed once below, in the `unary_table!` and
+//! built-in ops are `#[kernel]`s; gemm the backend's own where it has one,
+//! [`Backend::has_gemm`]). The element-wise ops are listed once below, in the `unary_table!` and
 //! `binary_table!` invocations: each entry gives the op's variant, its name, the names of
 //! its typed methods on [`Stream`], which element types have it (`numeric`:
 //! every [`Numeric`]; `float`: [`Float`] only) and its reference semantics, written over the
@@ -98,11 +98,11 @@
 
 #[macro_use]
 mod macros;
+mod cmp;
 mod column;
 mod elementwise;
 mod gemm;
 mod index;
-mod op;
 mod random;
 mod reduce;
 mod rows;
@@ -117,6 +117,8 @@ use crate::stream::Stream;
 
 use elementwise::{map1, map2};
 
+pub(crate) use cmp::Bcast;
+pub use cmp::CmpOp;
 pub use column::{Domain, MathFn};
 pub use elementwise::{cast_slice, RhsSlice};
 pub use gemm::Gemm;
@@ -124,8 +126,6 @@ pub use index::{
     arange_slice, compare_slice, count_eq, feistel, feistel_half_bits, gather_rows, one_hot_rows,
     permutation, scatter_add_rows, where_slice, FEISTEL_ROUNDS,
 };
-pub(crate) use op::Bcast;
-pub use op::{CmpOp, Op, RangeUse};
 pub use random::{
     bounded, element_words, philox4x32_10, random_floats, random_integers, seed_key, series,
     Distribution, Series, PHILOX_M, PHILOX_ROUNDS, PHILOX_W,

@@ -1,17 +1,12 @@
-//! The built-in ops as tasks: the op table's reference semantics (`gpukit_core::optable`) run
-//! over slices on the stream's worker, large ones spread over the machine's cores; gemm
-//! through `matrixmultiply`.
-//!
-//! [`task`] turns any [`Op`] into a task for its element type: the `match` over the op only
-//! dispatches, one function per op family (`gemm`). The
-//! element-wise table needs nothing here: the CPU runs each entry's reference body, and
-//! takes its cost class from the entry's `math` column.
+//! Gemm as a task: each product of a batch through `matrixmultiply`, run on the stream's
+//! worker (the backend's gemm fast path, `Backend::gemm`). Every other built-in op is a
+//! gpukit-core kernel, which the CPU runs through its twin or native body.
 
 mod gemm;
 mod kind;
 mod ranges;
 
-use gpukit_core::{DType, DTypeVisitor, Float, Numeric, Op, Result};
+use gpukit_core::{BufAt, DType, DTypeVisitor, Float, Gemm, Numeric, Result};
 
 use crate::queue::Task;
 use crate::CpuBackend;
@@ -31,74 +26,85 @@ fn lacks(dtype: DType) -> gpukit_core::Error {
     ))
 }
 
-/// Builds the task of an op for the element type the visit names.
+/// A gemm's operands: `A`, `B` and `C`.
+pub(crate) type Operands<'b> = [BufAt<'b, CpuBackend>; 3];
+
+/// Builds the gemm task for the element type the visit names.
 ///
 /// Constructed only by [`task`], which holds the contract [`typed`] needs, so that the
 /// visitor's safe methods may call it.
-struct Build<'o, 'b> {
-    op: &'o Op<'b, CpuBackend>,
+struct Build<'g, 'b> {
+    g: &'g Gemm<f64>,
+    ops: Operands<'b>,
 }
 
 impl DTypeVisitor for Build<'_, '_> {
     type Output = Result<Task>;
     fn integer<T: Numeric>(self) -> Result<Task> {
         // SAFETY: a `Build` exists only inside `task`, under its contract.
-        unsafe { typed::<T, Ints>(self.op) }
+        unsafe { typed::<T, Ints>(self.g, self.ops) }
     }
     fn float<T: Float>(self) -> Result<Task> {
         // SAFETY: as above.
-        unsafe { typed::<T, Floats>(self.op) }
+        unsafe { typed::<T, Floats>(self.g, self.ops) }
     }
 }
 
-/// Elements of the largest operand up to which an op is short enough to run in place on the
-/// calling thread when its stream is idle (see `Queue::run_or_push`): a few microseconds of
-/// memory-bound work, less than a hand-off to the worker costs.
+/// Multiply-adds up to which a gemm is short enough to run in place on the calling thread
+/// when its stream is idle (see `Queue::run_or_push`): a few microseconds of work, less than
+/// a hand-off to the worker costs.
 const SHORT_ELEMENTS: usize = 16 << 10;
 
-/// Whether `op` is short enough to run in place (see [`SHORT_ELEMENTS`]); a gemm counts its
-/// multiply-adds.
-pub(crate) fn is_short(op: &Op<'_, CpuBackend>) -> bool {
-    let elements = match *op {
-        Op::Gemm { g, .. } => {
-            g.m.checked_mul(g.n)
-                .and_then(|mn| mn.checked_mul(g.k))
-                .and_then(|mnk| mnk.checked_mul(g.batch))
-        }
-    };
-    elements.is_some_and(|n| n <= SHORT_ELEMENTS)
+/// Whether the gemm `g` is short enough to run in place (see [`SHORT_ELEMENTS`]).
+pub(crate) fn is_short(g: &Gemm<f64>) -> bool {
+    g.m.checked_mul(g.n)
+        .and_then(|mn| mn.checked_mul(g.k))
+        .and_then(|mnk| mnk.checked_mul(g.batch))
+        .is_some_and(|n| n <= SHORT_ELEMENTS)
 }
 
-/// The task that runs `op` on elements of `dtype`, or why the CPU backend cannot. Every
-/// element type gpukit-core has is supported (f16 and bf16 when its `half` feature is on).
+/// Each operand's range in bytes on elements of `dtype`, from its start to the end of the
+/// last matrix of its batch, and whether it is written (`C`): what the chaos schedule
+/// declares for the gemm.
+pub(crate) fn ranges(dtype: DType, g: &Gemm<f64>) -> [(usize, bool); 3] {
+    // The last matrix of the batch ends `stride * (batch - 1) + size` elements in.
+    let span = |stride: usize, size: usize| {
+        stride
+            .saturating_mul(g.batch.saturating_sub(1))
+            .saturating_add(size)
+            .saturating_mul(dtype.size())
+    };
+    [
+        (span(g.stride_a, g.m.saturating_mul(g.k)), false),
+        (span(g.stride_b, g.k.saturating_mul(g.n)), false),
+        (span(g.stride_c, g.m.saturating_mul(g.n)), true),
+    ]
+}
+
+/// The task that runs the gemm `g` on elements of `dtype`, or why the CPU backend cannot:
+/// float element types (f16 and bf16 when gpukit-core's `half` feature is on).
 ///
 /// # Safety
 ///
-/// The contract of `Backend::op`: every range lies inside its buffer and is aligned, and
-/// gpukit-core orders every other access to the written ranges against the task.
-pub(crate) unsafe fn task(dtype: DType, op: &Op<'_, CpuBackend>) -> Result<Task> {
+/// The contract of `Backend::gemm`: every range lies inside its buffer and is aligned, and
+/// gpukit-core orders every other access to the written range against the task.
+pub(crate) unsafe fn task(dtype: DType, g: &Gemm<f64>, ops: Operands<'_>) -> Result<Task> {
     dtype
-        .visit(Build { op })
+        .visit(Build { g, ops })
         .unwrap_or_else(|| Err(lacks(dtype)))
 }
 
-/// [`task`] for the element type `T`, whose part of the table is `K`'s: one family function
-/// per arm.
+/// [`task`] for the element type `T`, whose part of the table is `K`'s.
 ///
 /// # Safety
 ///
 /// As [`task`].
-unsafe fn typed<T: Numeric, K: Kind<T>>(op: &Op<'_, CpuBackend>) -> Result<Task> {
-    if op.floats_only() && !K::FLOAT {
-        return Err(unsupported(format!("`{}` on {}", op.name(), T::DTYPE)));
+unsafe fn typed<T: Numeric, K: Kind<T>>(g: &Gemm<f64>, [a, b, c]: Operands<'_>) -> Result<Task> {
+    if !K::FLOAT {
+        return Err(unsupported(format!("`gemm` on {}", T::DTYPE)));
     }
-    // SAFETY: every family function's contract is `task`'s, which this function's caller
-    // holds for all of `op`'s ranges.
-    unsafe {
-        Ok(match *op {
-            Op::Gemm { g, a, b, c } => gemm::gemm::<T, K>(g, a, b, c),
-        })
-    }
+    // SAFETY: `gemm`'s contract is `task`'s, which this function's caller holds.
+    Ok(unsafe { gemm::gemm::<T, K>(*g, a, b, c) })
 }
 
 #[cfg(test)]
@@ -136,16 +142,11 @@ mod tests {
                 offset: 4,
             },
         );
-        let op = Op::Gemm {
-            g: gpukit_core::Gemm::new(1, 1, 1),
-            a: at,
-            b: mid,
-            c: hi,
-        };
+        let g = gpukit_core::Gemm::new(1, 1, 1);
         // SAFETY: the ranges are inside the 8-byte buffer and aligned: the 1 x 1 product
         // reads the bf16s at bytes 0 and 2 and writes one at byte 4; nothing else uses the
         // buffer.
-        let r = unsafe { b.op(&s, DType::BF16, &op) };
+        let r = unsafe { b.gemm(&s, DType::BF16, &g, [at, mid, hi]) };
         if has_half {
             assert!(r.is_ok(), "{r:?}");
         } else {

@@ -3,12 +3,20 @@
 
 use gpukit_core::{BufAt, Error, Result};
 
-use super::elementwise::groups_for;
 use super::pipeline::{dispatch, pipe, Bind};
 use crate::device::NAME;
 use crate::stream::StreamInner;
-use crate::wgsl::{self, field};
+use crate::wgsl;
 use crate::{round4, Shared, WgpuBackend};
+
+/// Threads per workgroup of the copy shader.
+const WG: u64 = 256;
+
+/// Workgroups for a grid-stride loop over `n` items.
+fn groups_for(shared: &Shared, n: u64) -> u32 {
+    let max = u64::from(shared.limits.max_compute_workgroups_per_dimension);
+    n.div_ceil(WG).clamp(1, max) as u32
+}
 
 /// A byte copy between device ranges with the copy kernel (unaligned ranges, or both in one
 /// buffer, which wgpu's copy command refuses), in windows.
@@ -19,7 +27,9 @@ fn copy_kernel(
     dst: (&wgpu::Buffer, u64),
     bytes: u64,
 ) -> Result<()> {
-    let p = pipe(shared, "copy_bytes".into(), 3, wgsl::copy_bytes)?;
+    let p = pipe(shared, "copy_bytes".into(), 2, || {
+        wgsl::COPY_BYTES.to_owned()
+    })?;
     let chunk = shared.max_binding - shared.align - 8;
     let mut done = 0u64;
     while done < bytes {
@@ -31,17 +41,13 @@ fn copy_kernel(
         };
         let (sb, ss, so) = win(src.0, src.1 + done);
         let (db, ds, doff) = win(dst.0, dst.1 + done);
-        let mut imm = [0u32; field::WORDS];
-        imm[field::N] = n as u32;
-        imm[field::OFF_IN0] = so as u32;
-        imm[field::OFF_OUT0] = doff as u32;
+        let imm = [n as u32, so as u32, doff as u32, 0];
         let binds = [
             Bind {
                 buf: src.0,
                 base: sb,
                 size: ss,
             },
-            Bind::dummy(shared),
             Bind {
                 buf: dst.0,
                 base: db,

@@ -132,16 +132,6 @@ pub(crate) struct Bind<'a> {
     pub(crate) size: u64,
 }
 
-impl<'a> Bind<'a> {
-    pub(super) fn dummy(shared: &'a Shared) -> Bind<'a> {
-        Bind {
-            buf: &shared.dummy,
-            base: 0,
-            size: crate::DUMMY_BYTES,
-        }
-    }
-}
-
 /// Records one dispatch of `pipe` on `stream`.
 pub(crate) fn dispatch(
     shared: &Shared,
