@@ -372,6 +372,12 @@ impl Kernel {
             .collect()
     }
 
+    /// Whether the kernel's code without bounds checks may still report a fault: it calls
+    /// `report_out_of_bounds`, or has atomics (which keep their checks).
+    pub fn faults_unchecked(&self) -> bool {
+        !self.reports.is_empty() || !self.atomic.is_empty()
+    }
+
     /// Whether atomics touch the array.
     pub fn is_atomic(&self, a: Arr) -> bool {
         self.atomic.contains(&a)

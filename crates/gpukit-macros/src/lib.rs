@@ -536,6 +536,7 @@ fn instantiation(
         opt(&src.wgsl_without_subgroups.1),
     );
     let arrays = k.array_names();
+    let unchecked_faults = k.faults_unchecked();
     // The device functions it calls, linked in before its own code.
     let link = if k.calls.is_empty() {
         quote! {
@@ -632,6 +633,7 @@ fn instantiation(
                     no_wgsl,
                     checks: true,
                     arity: 0,
+                    unchecked_faults: #unchecked_faults,
                 },
                 (cuda_unchecked, wgsl_unchecked),
                 without_subgroups,

@@ -66,6 +66,7 @@ impl<S: KernelSig> KernelSpec<S> {
             no_wgsl: checked.as_ref().err().copied(),
             checks: true,
             arity: 0,
+            unchecked_faults: k.faults_unchecked(),
         };
         let no_twin = |_: &LaunchConfig, _: &mut S::Cpu<'_>, _: &super::KernelFaults<'_>| {
             Err("a built-in kernel without its native body".to_owned())

@@ -39,8 +39,8 @@ const FAULT_BYTES: usize = FAULT_WORDS * 4;
 /// clears it and returns [`crate::Error::KernelFailed`] naming the kernel and the array.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedAbi {
-    /// The names of the kernel's arrays: its array parameters in signature order, then its
-    /// shared arrays.
+    /// The names of the kernel's fault codes: its array parameters in signature order, its
+    /// shared arrays, then what its `report_out_of_bounds` calls name.
     pub arrays: Vec<String>,
     /// Why the kernel has no WGSL (an element type WGSL lacks, say), shown when it is
     /// loaded on the wgpu backend.
@@ -51,6 +51,10 @@ pub struct CheckedAbi {
     /// The number of parameters of its signature (set from the signature when the spec is
     /// built): the arguments after them are the convention's.
     pub arity: usize,
+    /// Whether its code without the checks may still report a fault (it reports indices it
+    /// checks itself, or has atomics, which keep their checks): a context reads its fault
+    /// record at a sync only once a kernel that may report has been launched on it.
+    pub unchecked_faults: bool,
 }
 
 /// The fault record as the CPU twin of a checked kernel writes it.
@@ -102,8 +106,13 @@ impl<'a> KernelFaults<'a> {
 /// A context's fault record and the checked kernels loaded on it.
 pub(crate) struct FaultLog<B: Backend> {
     state: Mutex<FaultState<B>>,
-    /// Set once a checked kernel is loaded: only then does a `sync` read the record.
+    /// The record, created when the first checked kernel is loaded.
     pub(crate) armed: std::sync::OnceLock<B::Buffer>,
+    /// Set once a kernel that may report a fault has been launched: only then does a sync
+    /// read the record (a copy and a wait on a GPU), so that a context whose kernels all
+    /// run without checks and report nothing (the built-in ops of release builds, but
+    /// those that index) pays nothing for it.
+    live: std::sync::atomic::AtomicBool,
 }
 
 struct FaultState<B: Backend> {
@@ -121,6 +130,7 @@ impl<B: Backend> FaultLog<B> {
                 _b: std::marker::PhantomData,
             }),
             armed: std::sync::OnceLock::new(),
+            live: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -160,8 +170,17 @@ impl<B: Backend> FaultLog<B> {
             no_wgsl: None,
             checks: true,
             arity: 0,
+            unchecked_faults: false,
         };
         self.register(backend, call, &abi)
+    }
+
+    /// Notes the launch of a kernel that may report a fault: syncs read the record from now
+    /// on.
+    pub(crate) fn launched(&self) {
+        if !self.live.load(Ordering::Relaxed) {
+            self.live.store(true, Ordering::SeqCst);
+        }
     }
 
     /// The record, as a kernel argument (once a checked kernel is loaded).
@@ -172,6 +191,9 @@ impl<B: Backend> FaultLog<B> {
     /// Reads the record after `stream` has finished its work; a fault found is cleared and
     /// returned as [`Error::KernelFailed`].
     pub(crate) fn take(&self, backend: &B, stream: &B::Stream) -> Result<()> {
+        if !self.live.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let Some(at) = self.record() else {
             return Ok(());
         };

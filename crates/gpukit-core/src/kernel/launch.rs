@@ -21,6 +21,9 @@ pub struct Kernel<S: KernelSig, B: Backend> {
     tag: Option<u32>,
     /// Whether its GPU code checks its accesses.
     checks: bool,
+    /// Whether a launch may report a fault (its accesses are checked, or it reports indices
+    /// itself, or has atomics).
+    may_fault: bool,
     _s: PhantomData<fn(S)>,
 }
 
@@ -51,6 +54,11 @@ impl<S: KernelSig, B: Backend> Kernel<S, B> {
             limits: home.shared_arc().info.limits,
             tag,
             checks: spec.desc.checked.as_ref().is_some_and(|c| c.checks),
+            may_fault: spec
+                .desc
+                .checked
+                .as_ref()
+                .is_some_and(|c| c.checks || c.unchecked_faults),
             _s: PhantomData,
         })
     }
@@ -130,6 +138,9 @@ impl<B: Backend> Stream<B> {
                     },
                 })
                 .collect();
+            if kernel.may_fault {
+                shared.faults.launched();
+            }
             if let Some(tag) = kernel.tag.map(|own| tag.unwrap_or(own)) {
                 // The checked convention: each array's length in bytes, the tag, the
                 // context's fault record (untracked: kernels only claim it atomically).
