@@ -63,7 +63,7 @@ pub const UNFILTERED_TARGETS: &[UnfilteredTarget] = &[
         name: "gpukit_cuda_sys",
         sanitize: true,
     },
-    // NVRTC compiling every built-in module.
+    // NVRTC compiling a kernel to PTX and to a cubin.
     UnfilteredTarget {
         package: "gpukit-cuda-sys",
         kind: TargetKind::Test,

@@ -8,7 +8,7 @@
 //!    figure is the median of at least 10 runs, and the ratio is raw time / our time
 //!    (1.00 = as fast as raw cudarc; the target is >= 0.97 for pinned copies >= 8 MiB).
 //! 2. **Enqueue cost**: host time to enqueue a built-in op (`ctx.add` on 1024 f32) against
-//!    `cuLaunchKernel` of the very same kernel (the built-in module, compiled by the same
+//!    `cuLaunchKernel` of the very same kernel (gpukit-core's `add`, compiled by the same
 //!    NVRTC) with the same grid, 256 launches per run, medians of 21 runs (target <= 1.1x).
 //!
 //! ```text

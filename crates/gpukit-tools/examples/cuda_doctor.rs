@@ -7,15 +7,15 @@
 //! discovery finds, the one loaded, `cuDriverGetVersion`, and the probe's devices or its
 //! typed error with every folder searched); the driver library cudarc will open (the check
 //! every CUDA context runs first); NVRTC (every candidate, the one chosen, its version,
-//! supported architectures and builtins library); the built-in kernel modules (all ten,
-//! compiled by NVRTC in parallel for the device's architecture, timed cold, then stored in
-//! and read back from the kernel cache on disk, timed: so the test binaries that follow
-//! find them compiled); cuBLAS (every candidate, the ones chosen, the version); and a smoke
+//! supported architectures and builtins library); built-in kernels (the element-wise add of
+//! each of the ten element types, as gpukit-core generates it, compiled by NVRTC in
+//! parallel for the device's architecture, timed cold, then stored in and read back from
+//! the kernel cache on disk, timed); cuBLAS (every candidate, the ones chosen, the version); and a smoke
 //! test on device 0 that runs in seconds: context, alloc, upload, add, sum, f32 and f16
 //! gemm, capture and replay (with a reduction), managed memory with prefetch and an event
 //! timing, one `PASS`/`FAIL` line each, with the error.
 //!
-//! A check that fails is reported and the others still run. Without a device the modules are
+//! A check that fails is reported and the others still run. Without a device the kernels are
 //! compiled for sm_90 (an H100) instead, and the output says so: NVRTC needs no GPU; the
 //! smoke test then fails at its first line with the reason. The exit status is 0 only when
 //! every check passed, 1 when one failed, 2 for bad usage.

@@ -152,7 +152,7 @@ default_last="pipeline_props faults digits"
 expected_duration() {
     local n=${#order[@]}
     case $1 in
-        doctor) echo "about 30 s (the preflight, then cuda_doctor compiling every built-in module, cold, and its smoke test)" ;;
+        doctor) echo "about 30 s (the preflight, then cuda_doctor compiling a built-in kernel of each element type, cold, and its smoke test)" ;;
         tests) if [ "$only_given" -eq 1 ]; then echo "about 30 s a unit (--only: $n)"; else echo "about 2.5 min"; fi ;;
         memcheck) if [ "$only_given" -eq 1 ]; then echo "about 1 min a unit (--only: $n)"; else echo "about 5 min"; fi ;;
         racecheck) if [ "$only_given" -eq 1 ]; then echo "about 45 s a unit (--only: $n)"; else echo "about 4 min"; fi ;;
