@@ -430,19 +430,20 @@ impl Backend for AnyBackend {
     ) -> Result<()> {
         dispatch!(self, b: Be => {
             let kernel = Be::kernel(k).ok_or_else(|| foreign("launch"))?;
-            let args = args
-                .iter()
-                .map(|a| {
-                    Ok(match a {
-                        KernelArg::Buffer { at: x, bytes, write } => KernelArg::Buffer {
-                            at: x.map(|x| at(b, x)).transpose()?,
-                            bytes: *bytes,
-                            write: *write,
-                        },
-                        KernelArg::Scalar { bytes, len } => KernelArg::Scalar { bytes: *bytes, len: *len },
-                    })
-                })
-                .collect::<Result<SmallVec<[_; MAX_LAUNCH_ARGS]>>>()?;
+            // Pushed in place: collecting through a `Result` builds the list and then moves
+            // it, a copy of the whole inline array on every launch.
+            let mut conv = SmallVec::<[_; MAX_LAUNCH_ARGS]>::new();
+            for a in args {
+                conv.push(match a {
+                    KernelArg::Buffer { at: x, bytes, write } => KernelArg::Buffer {
+                        at: x.map(|x| at(b, x)).transpose()?,
+                        bytes: *bytes,
+                        write: *write,
+                    },
+                    KernelArg::Scalar { bytes, len } => KernelArg::Scalar { bytes: *bytes, len: *len },
+                });
+            }
+            let args = conv;
             let stream = st(b, s)?;
             // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
             unsafe { b.launch(stream, kernel, cfg, &args) }

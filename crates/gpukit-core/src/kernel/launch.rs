@@ -119,9 +119,10 @@ impl<B: Backend> Stream<B> {
         }
         let shared = self.shared_arc();
         self.enqueue(call, &accesses, || {
-            let mut raw: SmallVec<[KernelArg<'_, B>; MAX_LAUNCH_ARGS]> = resolved
-                .iter()
-                .map(|a| match a {
+            // Pushed in place (collecting would build the inline array and then move it).
+            let mut raw = SmallVec::<[KernelArg<'_, B>; MAX_LAUNCH_ARGS]>::new();
+            for a in &resolved {
+                raw.push(match a {
                     ArgRef::Read(s) => KernelArg::Buffer {
                         at: s.at(),
                         bytes: s.bytes(),
@@ -136,8 +137,8 @@ impl<B: Backend> Stream<B> {
                         bytes: *bytes,
                         len: *len,
                     },
-                })
-                .collect();
+                });
+            }
             if kernel.may_fault {
                 shared.faults.launched();
             }
