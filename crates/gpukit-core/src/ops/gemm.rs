@@ -51,25 +51,19 @@ fn gemm_tiles<T: Float, const TA: bool, const TB: bool>(
     for z in (block_z()..batch).step_by(grid_dim_z()) {
         let mut acc: T = 0;
         for k0 in (0..k).step_by(16) {
-            let ka = k0 + tx;
+            // Element (row, k0 + tx) of op(A) and (k0 + ty, col) of op(B), zero past the edges.
+            let (ka, kb) = (k0 + tx, k0 + ty);
+            let ai = if TA { ka * m + row } else { row * k + ka };
+            let bi = if TB { col * k + kb } else { kb * n + col };
             let mut av: T = 0;
             if row < m && ka < k {
-                if TA {
-                    av = a[z * sa + ka * m + row];
-                } else {
-                    av = a[z * sa + row * k + ka];
-                }
+                av = a[z * sa + ai];
             }
-            ta[ty * 16 + tx] = av;
-            let kb = k0 + ty;
             let mut bv: T = 0;
             if kb < k && col < n {
-                if TB {
-                    bv = b[z * sb + col * k + kb];
-                } else {
-                    bv = b[z * sb + kb * n + col];
-                }
+                bv = b[z * sb + bi];
             }
+            ta[ty * 16 + tx] = av;
             tb[ty * 16 + tx] = bv;
             barrier();
             for kk in 0..16 {

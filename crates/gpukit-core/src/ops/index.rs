@@ -153,7 +153,8 @@ type ScatterSig<T> = (In<T>, In<u32>, Out<T>);
 
 /// `scatter_add_rows`'s kernel for `T`, where `T` has atomic adds.
 fn scatter_spec<T: Numeric>() -> Option<crate::KernelSpec<ScatterSig<T>>> {
-    None.or_else(|| scatter_f32().retyped())
+    scatter_f32()
+        .retyped()
         .or_else(|| scatter_i32().retyped())
         .or_else(|| scatter_u32().retyped())
         .or_else(|| scatter_f64().retyped())

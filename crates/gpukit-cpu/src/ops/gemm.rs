@@ -1,9 +1,8 @@
 //! The gemm family as a task: each product of a batch through `matrixmultiply` (f16 and
 //! bf16 widened to f32 and rounded back once).
 
-use gpukit_core::{BufAt, DType, Float, Gemm, Numeric};
+use gpukit_core::{BufAt, DType, Float, Gemm};
 
-use super::kind::Kind;
 use super::ranges::{done, Ranges};
 use crate::queue::Task;
 use crate::CpuBackend;
@@ -14,7 +13,7 @@ use crate::CpuBackend;
 /// # Safety
 ///
 /// The contract of [`super::task`].
-pub(super) unsafe fn gemm<T: Numeric, K: Kind<T>>(
+pub(super) unsafe fn gemm<T: Float>(
     g: Gemm<f64>,
     a: BufAt<'_, CpuBackend>,
     b: BufAt<'_, CpuBackend>,
@@ -46,7 +45,7 @@ pub(super) unsafe fn gemm<T: Numeric, K: Kind<T>>(
         let (sa, sb, sc) = (g.m * g.k, g.k * g.n, g.m * g.n);
         for i in 0..g.batch {
             let (ia, ib, ic) = (i * g.stride_a, i * g.stride_b, i * g.stride_c);
-            K::gemm(g, &a[ia..ia + sa], &b[ib..ib + sb], &mut c[ic..ic + sc]);
+            product(g, &a[ia..ia + sa], &b[ib..ib + sb], &mut c[ic..ic + sc]);
         }
     })
 }

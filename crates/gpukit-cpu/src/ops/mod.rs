@@ -3,14 +3,12 @@
 //! gpukit-core kernel, which the CPU runs through its twin or native body.
 
 mod gemm;
-mod kind;
 mod ranges;
 
 use gpukit_core::{BufAt, DType, DTypeVisitor, Float, Gemm, Numeric, Result};
 
 use crate::queue::Task;
 use crate::CpuBackend;
-use kind::{Floats, Ints, Kind};
 
 fn unsupported(what: String) -> gpukit_core::Error {
     gpukit_core::Error::Unsupported {
@@ -31,7 +29,7 @@ pub(crate) type Operands<'b> = [BufAt<'b, CpuBackend>; 3];
 
 /// Builds the gemm task for the element type the visit names.
 ///
-/// Constructed only by [`task`], which holds the contract [`typed`] needs, so that the
+/// Constructed only by [`task`], which holds the contract [`gemm::gemm`] needs, so that the
 /// visitor's safe methods may call it.
 struct Build<'g, 'b> {
     g: &'g Gemm<f64>,
@@ -41,12 +39,13 @@ struct Build<'g, 'b> {
 impl DTypeVisitor for Build<'_, '_> {
     type Output = Result<Task>;
     fn integer<T: Numeric>(self) -> Result<Task> {
-        // SAFETY: a `Build` exists only inside `task`, under its contract.
-        unsafe { typed::<T, Ints>(self.g, self.ops) }
+        Err(unsupported(format!("`gemm` on {}", T::DTYPE)))
     }
     fn float<T: Float>(self) -> Result<Task> {
-        // SAFETY: as above.
-        unsafe { typed::<T, Floats>(self.g, self.ops) }
+        let [a, b, c] = self.ops;
+        // SAFETY: a `Build` exists only inside `task`, under its contract, which is
+        // `gemm::gemm`'s.
+        Ok(unsafe { gemm::gemm::<T>(*self.g, a, b, c) })
     }
 }
 
@@ -67,17 +66,16 @@ pub(crate) fn is_short(g: &Gemm<f64>) -> bool {
 /// last matrix of its batch, and whether it is written (`C`): what the chaos schedule
 /// declares for the gemm.
 pub(crate) fn ranges(dtype: DType, g: &Gemm<f64>) -> [(usize, bool); 3] {
-    // The last matrix of the batch ends `stride * (batch - 1) + size` elements in.
-    let span = |stride: usize, size: usize| {
-        stride
-            .saturating_mul(g.batch.saturating_sub(1))
-            .saturating_add(size)
+    // gpukit-core checked every span to fit a `usize` before queuing the gemm.
+    let bytes = |size: usize, stride: usize| {
+        g.span(size, stride)
+            .unwrap_or(usize::MAX)
             .saturating_mul(dtype.size())
     };
     [
-        (span(g.stride_a, g.m.saturating_mul(g.k)), false),
-        (span(g.stride_b, g.k.saturating_mul(g.n)), false),
-        (span(g.stride_c, g.m.saturating_mul(g.n)), true),
+        (bytes(g.m * g.k, g.stride_a), false),
+        (bytes(g.k * g.n, g.stride_b), false),
+        (bytes(g.m * g.n, g.stride_c), true),
     ]
 }
 
@@ -92,19 +90,6 @@ pub(crate) unsafe fn task(dtype: DType, g: &Gemm<f64>, ops: Operands<'_>) -> Res
     dtype
         .visit(Build { g, ops })
         .unwrap_or_else(|| Err(lacks(dtype)))
-}
-
-/// [`task`] for the element type `T`, whose part of the table is `K`'s.
-///
-/// # Safety
-///
-/// As [`task`].
-unsafe fn typed<T: Numeric, K: Kind<T>>(g: &Gemm<f64>, [a, b, c]: Operands<'_>) -> Result<Task> {
-    if !K::FLOAT {
-        return Err(unsupported(format!("`gemm` on {}", T::DTYPE)));
-    }
-    // SAFETY: `gemm`'s contract is `task`'s, which this function's caller holds.
-    Ok(unsafe { gemm::gemm::<T, K>(*g, a, b, c) })
 }
 
 #[cfg(test)]
