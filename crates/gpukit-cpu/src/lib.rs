@@ -326,9 +326,9 @@ impl CpuBackend {
         stream.queue.push_with(task, accesses).map(|_| ())
     }
 
-    /// [`CpuBackend::push`] for a short task (a copy of at most [`SHORT_COPY`] bytes, an op
-    /// that [`ops::is_short`], a native body on arrays of at most [`SHORT_LAUNCH`] bytes):
-    /// run in place on the calling thread when the stream is idle.
+    /// [`CpuBackend::push`] for a short task (a copy of at most [`SHORT_COPY`] bytes, a gemm
+    /// that [`ops::is_short`]): run in place on the calling thread when the stream is idle
+    /// (a launch of a native body does the same without building the task).
     fn push_short(
         &self,
         stream: &CpuStream,
@@ -352,8 +352,9 @@ impl CpuBackend {
 /// costs, and the copy then runs on the core whose caches hold the source.
 const SHORT_COPY: usize = 1 << 20;
 
-/// Bytes of its largest array up to which a built-in op's native body is short (see
-/// [`CpuBackend::push_short`]): the 16 Ki f32 elements of a short op.
+/// Bytes of its largest array up to which a built-in op's native body is short, run on the
+/// calling thread when its stream is idle (as [`CpuBackend::push_short`] runs a short task):
+/// the 16 Ki f32 elements of a short op.
 const SHORT_LAUNCH: usize = 64 << 10;
 
 /// A launch's arguments as its CPU closure receives them, carried to the stream's worker.
@@ -369,6 +370,28 @@ impl LaunchArgs {
     /// `LaunchArgs`.
     fn get(&self, n: usize) -> &[RawArg] {
         &self.0[..n]
+    }
+}
+
+/// Runs `kernel` on `args` ([`call_kernel`]).
+fn run_kernel(kernel: &CpuKernel, cfg: &LaunchConfig, args: &[RawArg]) -> Result<()> {
+    call_kernel(&kernel.f, &kernel.name, cfg, args)
+}
+
+/// Calls a kernel's CPU function, its error or panic the stream's error naming it.
+fn call_kernel(f: &CpuKernelFn, name: &str, cfg: &LaunchConfig, args: &[RawArg]) -> Result<()> {
+    match catch_unwind(AssertUnwindSafe(|| f(cfg, args))) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(CpuError::KernelError {
+            kernel: name.to_string(),
+            message,
+        }
+        .into()),
+        Err(panic) => Err(CpuError::KernelPanicked {
+            kernel: name.to_string(),
+            message: panic_message(&*panic),
+        }
+        .into()),
     }
 }
 
@@ -695,30 +718,23 @@ impl Backend for CpuBackend {
                 ),
             });
         }
-        // The fault record (a checked launch's last argument) needs no `keep`: it lives as
-        // long as the context, whose end waits for all work.
-        let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
         let mut raw = LaunchArgs([RawArg::Scalar([0; 16]); MAX_KERNEL_ARGS + 2]);
-        let kept = args
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !lengths.contains(i))
-            .map(|(_, a)| a);
-        for (i, a) in kept.enumerate() {
-            raw.0[i] = match a {
+        let kept = || {
+            args.iter()
+                .enumerate()
+                .filter(|(i, _)| !lengths.contains(i))
+                .map(|(_, a)| a)
+        };
+        for (r, a) in raw.0.iter_mut().zip(kept()) {
+            *r = match a {
                 KernelArg::Buffer {
                     at: Some(at),
                     bytes,
                     ..
-                } => {
-                    if let Some(k) = keep.get_mut(i) {
-                        *k = Some(at.buf.mem.clone());
-                    }
-                    RawArg::Slice {
-                        ptr: at.buf.at(at.offset).get(),
-                        bytes: *bytes,
-                    }
-                }
+                } => RawArg::Slice {
+                    ptr: at.buf.at(at.offset).get(),
+                    bytes: *bytes,
+                },
                 KernelArg::Buffer { at: None, .. } => RawArg::Slice {
                     ptr: std::ptr::NonNull::<Align256>::dangling()
                         .as_ptr()
@@ -756,29 +772,30 @@ impl Backend for CpuBackend {
                 KernelArg::Buffer { bytes, .. } => *bytes <= SHORT_LAUNCH,
                 KernelArg::Scalar { .. } => true,
             });
-        // A `u8` count (at most 10): the task's closure fits its inline storage.
+        // On the calling thread when the stream is idle: the arguments borrowed, nothing
+        // kept (the caller's buffers outlive this call), no task built.
+        if short && !stream.capturing.load(Ordering::Acquire) {
+            let here = || run_kernel(kernel, cfg, raw.get(n));
+            if let Some(done) = stream.queue.run_here(here) {
+                return done.map(|_| ());
+            }
+        }
+        // Queued: the task keeps each buffer alive until it has run (the fault record, a
+        // checked launch's last argument, lives as long as the context, whose end waits for
+        // all work).
+        let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
+        for (k, a) in keep.iter_mut().zip(kept()) {
+            if let KernelArg::Buffer { at: Some(at), .. } = a {
+                *k = Some(at.buf.mem.clone());
+            }
+        }
+        // A `u8` count (at most 14): the task's closure fits its inline storage.
         let (f, name, cfg, n) = (kernel.f.clone(), kernel.name.clone(), *cfg, n as u8);
-        self.push_short(
-            stream,
-            Task::new(move || {
-                let _keep = &keep;
-                match catch_unwind(AssertUnwindSafe(|| f(&cfg, raw.get(usize::from(n))))) {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(message)) => Err(CpuError::KernelError {
-                        kernel: name.to_string(),
-                        message,
-                    }
-                    .into()),
-                    Err(panic) => Err(CpuError::KernelPanicked {
-                        kernel: name.to_string(),
-                        message: panic_message(&*panic),
-                    }
-                    .into()),
-                }
-            }),
-            short,
-            accesses,
-        )
+        let task = Task::new(move || {
+            let _keep = &keep;
+            call_kernel(&f, &name, &cfg, raw.get(usize::from(n)))
+        });
+        self.push(stream, task, accesses)
     }
 
     fn raw_ptr(&self, at: BufAt<'_, Self>) -> RawPtr {

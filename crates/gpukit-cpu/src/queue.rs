@@ -286,13 +286,34 @@ impl Queue {
         task: Task,
         accesses: impl FnOnce() -> Vec<Access>,
     ) -> Result<u64, Error> {
-        if self.chaos.is_some() {
-            return self.push_with(task, accesses);
+        let mut slot = Some(task);
+        // The task is dropped once run, before the item finishes (as a worker drops it).
+        let here = || slot.take().as_ref().map_or(Ok(()), run_task);
+        match (self.run_here(here), slot) {
+            (Some(done), _) => done,
+            (None, Some(task)) => self.push_with(task, accesses),
+            // Not reached: `run_here` takes the task only when it runs it.
+            (None, None) => Ok(self.tail()),
         }
-        let mut p = self.open_slot()?;
+    }
+
+    /// Runs `f` as the stream's next item, on the calling thread, when the stream is idle
+    /// (as [`Queue::run_or_push`] runs a task, `f` catching its own panics); `None`, with
+    /// `f` not run, when it is not (or under the chaos schedule): the caller queues the work
+    /// instead.
+    pub(crate) fn run_here(
+        self: &Arc<Self>,
+        f: impl FnOnce() -> Result<(), Error>,
+    ) -> Option<Result<u64, Error>> {
+        if self.chaos.is_some() {
+            return None;
+        }
+        let mut p = match self.open_slot() {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
         if !p.items.is_empty() || p.owned || p.listed || p.blocked {
-            drop(p);
-            return self.push_with(task, accesses);
+            return None;
         }
         p.owned = true;
         let seq = self.queued.load(Ordering::Relaxed) + 1;
@@ -300,9 +321,8 @@ impl Queue {
         drop(p);
         let result = {
             let _running = Running::enter(self.id);
-            run_task(&task)
+            f()
         };
-        drop(task);
         self.finish(result);
         // What was queued meanwhile goes to the pool.
         let mut p = self.pending();
@@ -313,7 +333,7 @@ impl Queue {
         if list {
             pool().ready(self.clone());
         }
-        Ok(seq)
+        Some(Ok(seq))
     }
 
     /// The queue locked with room for an item: waits while it is full; an error once the

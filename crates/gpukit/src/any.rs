@@ -443,10 +443,9 @@ impl Backend for AnyBackend {
                     KernelArg::Scalar { bytes, len } => KernelArg::Scalar { bytes: *bytes, len: *len },
                 });
             }
-            let args = conv;
             let stream = st(b, s)?;
             // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
-            unsafe { b.launch(stream, kernel, cfg, &args) }
+            unsafe { b.launch(stream, kernel, cfg, &conv) }
         })
     }
 

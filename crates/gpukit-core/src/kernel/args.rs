@@ -345,7 +345,7 @@ pub trait LaunchArgs<B: Backend>: sealed::Sealed {
     /// The signature the arguments match.
     type Sig: KernelSig;
     /// Calls `f` with each resolved argument, in order.
-    fn each_arg<'a>(&'a self, f: &mut dyn FnMut(ArgRef<'a, B>));
+    fn each_arg<'a>(&'a self, f: impl FnMut(ArgRef<'a, B>));
 }
 
 macro_rules! tuples {
@@ -365,7 +365,7 @@ macro_rules! tuples {
         impl<B: Backend, $($name: LaunchArg<B>),+> LaunchArgs<B> for ($($name,)+) {
             type Sig = ($($name::Param,)+);
 
-            fn each_arg<'a>(&'a self, f: &mut dyn FnMut(ArgRef<'a, B>)) {
+            fn each_arg<'a>(&'a self, mut f: impl FnMut(ArgRef<'a, B>)) {
                 $(f(self.$idx.arg());)+
             }
         }

@@ -108,7 +108,7 @@ impl<B: Backend> Stream<B> {
         cfg.validate(&kernel.name, &kernel.limits)?;
         // Everything on the stack: a launch allocates nothing.
         let mut resolved = ArgList::<B>::new();
-        args.each_arg(&mut |a| resolved.push(a));
+        args.each_arg(|a| resolved.push(a));
         let mut accesses = SmallVec::<[_; MAX_KERNEL_ARGS]>::new();
         for a in &resolved {
             match a {
