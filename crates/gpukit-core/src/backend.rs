@@ -107,6 +107,12 @@ pub struct DeviceInfo {
     /// code (the CPU backend: [`crate::KernelSpec`]'s native bodies), so that gpukit-core
     /// launches a built-in op once over its whole input rather than in parts.
     pub native_ops: bool,
+    /// Elements each thread of a built-in kernel that walks an array in a grid-stride loop
+    /// takes at the least (its grid is the elements over 256 times this, up to a cap): 1 on
+    /// GPUs, where more blocks hide memory latency; 4 on a CPU implementation of a GPU API
+    /// (lavapipe), where starting a workgroup costs about as much as its threads' work on
+    /// one element each.
+    pub items_per_thread: u32,
 }
 
 /// A backend's native address of device memory, for interop with code outside this

@@ -45,5 +45,6 @@ pub(crate) fn host_info() -> DeviceInfo {
         priority_range: PRIORITY_RANGE,
         op_dtypes: gpukit_core::DType::ALL.to_vec(),
         native_ops: true,
+        items_per_thread: 1,
     }
 }

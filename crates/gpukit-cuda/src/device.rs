@@ -143,6 +143,7 @@ impl Device {
                 priority_range: (0, 0),
                 op_dtypes: gpukit_core::DType::ALL.to_vec(),
                 native_ops: false,
+                items_per_thread: 1,
             },
             managed_memory: false,
             concurrent_managed_access: false,

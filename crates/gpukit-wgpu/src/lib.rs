@@ -446,6 +446,15 @@ impl Backend for WgpuBackend {
             priority_range: (0, 0),
             op_dtypes: wgsl::dtypes(ops::caps(&self.shared)),
             native_ops: false,
+            // Measured on lavapipe (2 cores): a workgroup of 256 invocations costs about 0.5 us
+            // to start, about what its invocations' work on one element each costs; at 4
+            // elements per invocation, element-wise ops on 1 MiB of f32 take 0.65-0.76x the
+            // time they take at 1.
+            items_per_thread: if self.shared.probe.kind == AdapterKind::Cpu {
+                4
+            } else {
+                1
+            },
         }
     }
 

@@ -20,17 +20,6 @@ use super::{CheckedAbi, Kernel, KernelSig, KernelSpec, LaunchArgs, LaunchConfig}
 /// The most blocks of a built-in kernel that walks its elements in a grid-stride loop.
 const STRIDE_BLOCKS: usize = 4096;
 
-/// The launch of a grid-stride kernel over `n` elements (not zero): blocks of 256 threads,
-/// one element each up to [`STRIDE_BLOCKS`] blocks, more per thread past that (a grid that
-/// fits every backend's limits).
-pub(crate) fn grid_stride(n: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid: [n.div_ceil(256).clamp(1, STRIDE_BLOCKS) as u32, 1, 1],
-        block: [256, 1, 1],
-        shared_mem_bytes: 0,
-    }
-}
-
 /// A context's loaded built-in kernels, by the type of the function that makes each spec
 /// (a generic kernel's instantiations are different functions) and a key among the kernels
 /// one function makes (the op of the table's element-wise kernels).
@@ -91,6 +80,19 @@ impl<S: KernelSig> KernelSpec<S> {
 }
 
 impl<B: Backend> Stream<B> {
+    /// The launch of a grid-stride kernel over `n` elements (not zero): blocks of 256
+    /// threads, each thread walking the device's
+    /// [`items_per_thread`](crate::DeviceInfo::items_per_thread) elements up to
+    /// [`STRIDE_BLOCKS`] blocks, more past that (a grid that fits every backend's limits).
+    pub(crate) fn grid_stride(&self, n: usize) -> LaunchConfig {
+        let per = self.shared_arc().info.items_per_thread.max(1) as usize;
+        LaunchConfig {
+            grid: [(n.div_ceil(256 * per)).clamp(1, STRIDE_BLOCKS) as u32, 1, 1],
+            block: [256, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
     /// The built-in kernel `spec` makes, loaded on this context the first time it is asked
     /// for, and the fault tag of the op `call` that launches it (a fault of the kernel is
     /// reported as the op's: the call the user made).

@@ -95,7 +95,7 @@ pub use args::{
     ArgRef, In, KernelParam, KernelSig, LaunchArg, LaunchArgs, Out, MAX_KERNEL_ARGS,
     MAX_LAUNCH_ARGS,
 };
-pub(crate) use builtin::{grid_stride, Builtins};
+pub(crate) use builtin::Builtins;
 pub(crate) use checked::FaultLog;
 pub use checked::{
     __comptime, CheckedAbi, DeviceFn, KernelFaults, KernelFloat, KernelNumeric, FAULT_WORDS,

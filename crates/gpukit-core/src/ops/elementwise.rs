@@ -7,7 +7,7 @@ use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::Numeric;
 use crate::error::{same_len, Result};
-use crate::kernel::{grid_stride, Reads, Value, Writes};
+use crate::kernel::{Reads, Value, Writes};
 use crate::optable::{Bcast, BinaryOp, Shape, UnaryOp};
 
 use super::map::{cast_spec, Rhs2};
@@ -105,7 +105,7 @@ impl<B: Backend> Stream<B> {
         let spec = || fill::<T>().native(|(out, value)| out.fill(T::__from_cpu(value)));
         for (start, n) in self.windows(len, std::mem::size_of::<T>()) {
             let args = (out.window(start, n), Value(value));
-            self.launch_builtin(call, spec, grid_stride(n), args)?;
+            self.launch_builtin(call, spec, self.grid_stride(n), args)?;
         }
         Ok(())
     }
@@ -142,7 +142,7 @@ impl<B: Backend> Stream<B> {
         };
         for (start, n) in self.windows(x.len(), std::mem::size_of::<T>()) {
             let args = (Value(alpha), rx.window(start, n), wy.window(start, n));
-            self.launch_builtin(name, spec, grid_stride(n), args)?;
+            self.launch_builtin(name, spec, self.grid_stride(n), args)?;
         }
         Ok(())
     }
@@ -501,7 +501,7 @@ impl<B: Backend> Stream<B> {
                 Value(hi),
                 wo.window(start, n),
             );
-            self.launch_builtin(name, spec, grid_stride(n), args)?;
+            self.launch_builtin(name, spec, self.grid_stride(n), args)?;
         }
         Ok(())
     }
@@ -525,7 +525,7 @@ impl<B: Backend> Stream<B> {
         };
         for (start, n) in self.windows(len, std::mem::size_of::<T>()) {
             let args = (wx.window(start, n), Value(lo), Value(hi));
-            self.launch_builtin(name, spec, grid_stride(n), args)?;
+            self.launch_builtin(name, spec, self.grid_stride(n), args)?;
         }
         Ok(())
     }
@@ -551,7 +551,7 @@ impl<B: Backend> Stream<B> {
         let widest = std::mem::size_of::<T>().max(std::mem::size_of::<U>());
         for (start, n) in self.windows(x.len(), widest) {
             let args = (rx.window(start, n), wo.window(start, n));
-            self.launch_builtin(name, cast_spec::<T, U>, grid_stride(n), args)?;
+            self.launch_builtin(name, cast_spec::<T, U>, self.grid_stride(n), args)?;
         }
         Ok(())
     }

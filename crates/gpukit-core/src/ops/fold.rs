@@ -741,7 +741,7 @@ impl<B: Backend> Stream<B> {
         x: Reads<'_, T, B>,
         out: Writes<'_, R, B>,
     ) -> Result<()> {
-        let cfg = crate::kernel::grid_stride(cols);
+        let cfg = self.grid_stride(cols);
         if op.is_index() {
             let max = u32::from(op == ReduceOp::ArgMax);
             let spec = || {

@@ -14,7 +14,7 @@ use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::Backend;
 use crate::element::Numeric;
 use crate::error::{same_len, Error, Result};
-use crate::kernel::{grid_stride, In, Out, Reads, Value, Writes};
+use crate::kernel::{In, Out, Reads, Value, Writes};
 use crate::optable::{self, CmpOp, Shape};
 use crate::stream::Stream;
 
@@ -302,7 +302,7 @@ impl<B: Backend> Stream<B> {
         for (start, len) in self.windows(a.len(), std::mem::size_of::<T>()) {
             let (wa, wb) = (ra.window(start, len), b.window(start, len));
             let args = (wa, wb, sv, code, scalar, rm.window(start, len));
-            self.launch_builtin(name, spec, grid_stride(len), args)?;
+            self.launch_builtin(name, spec, self.grid_stride(len), args)?;
         }
         Ok(())
     }
@@ -390,7 +390,7 @@ impl<B: Backend> Stream<B> {
                 scalar,
                 ro.window(start, len),
             );
-            self.launch_builtin(name, spec, grid_stride(len), args)?;
+            self.launch_builtin(name, spec, self.grid_stride(len), args)?;
         }
         Ok(())
     }
@@ -447,7 +447,7 @@ impl<B: Backend> Stream<B> {
         // Each window's count is added to `out[0]`.
         for (start, len) in self.windows(a.len(), std::mem::size_of::<T>()) {
             let args = (ra.window(start, len), rb.window(start, len), ro);
-            self.launch_builtin(name, spec, grid_stride(len), args)?;
+            self.launch_builtin(name, spec, self.grid_stride(len), args)?;
         }
         Ok(())
     }
@@ -572,7 +572,7 @@ impl<B: Backend> Stream<B> {
             return Ok(());
         }
         let args = (Reads::of(src), Reads::of(idx), Writes::of(out));
-        self.launch_builtin(name, spec, grid_stride(count), args)
+        self.launch_builtin(name, spec, self.grid_stride(count), args)
     }
 
     /// One-hot rows: row `r` of the `shape` matrix `out` is 1 at column `idx[r]` and 0
@@ -611,7 +611,7 @@ impl<B: Backend> Stream<B> {
                 optable::one_hot_rows(idx, classes, out, |at, len| f.fault(2, at, len));
             })
         };
-        let cfg = grid_stride(out.len());
+        let cfg = self.grid_stride(out.len());
         self.launch_builtin(name, spec, cfg, (Reads::of(idx), Writes::of(out)))
     }
 
@@ -643,7 +643,7 @@ impl<B: Backend> Stream<B> {
                 message: format!("{n} elements in windows: a window past element 2^32"),
             })?;
             let args = (ro.window(first, len), Value(start), Value(step), base);
-            self.launch_builtin(name, spec, grid_stride(len), args)?;
+            self.launch_builtin(name, spec, self.grid_stride(len), args)?;
         }
         Ok(())
     }
@@ -692,7 +692,7 @@ impl<B: Backend> Stream<B> {
         for (first, n) in self.windows(len, 4) {
             // Positions below 2^32: `len` is at most 2^32.
             let args = (ro.window(first, n), key[0], key[1], h, last, first as u32);
-            self.launch_builtin(name, spec, grid_stride(n), args)?;
+            self.launch_builtin(name, spec, self.grid_stride(n), args)?;
         }
         Ok(())
     }
@@ -729,7 +729,7 @@ impl<B: Backend> Stream<B> {
                 }
             })
         };
-        let (cfg, args) = (grid_stride(idx.len()), (Reads::of(idx), bound));
+        let (cfg, args) = (self.grid_stride(idx.len()), (Reads::of(idx), bound));
         match labels {
             true => self.launch_builtin(call, move || native(check_labels()), cfg, args),
             false => self.launch_builtin(call, move || native(check_idx()), cfg, args),

@@ -13,7 +13,7 @@ use gpukit_kernel::ir::{
 use crate::backend::Backend;
 use crate::element::{DType, Numeric};
 use crate::error::{Error, Result};
-use crate::kernel::{grid_stride, In, KernelSig, KernelSpec, Out, Reads, Value, Writes};
+use crate::kernel::{In, KernelSig, KernelSpec, Out, Reads, Value, Writes};
 use crate::optable::{BinaryOp, RhsSlice, Shape, UnaryOp};
 use crate::stream::Stream;
 
@@ -428,7 +428,7 @@ impl<B: Backend> Stream<B> {
         let key = key_of(UnaryOp::ALL, &op);
         for (start, n) in self.windows(len, std::mem::size_of::<T>()) {
             let o = out.window(start, n);
-            let cfg = grid_stride(n);
+            let cfg = self.grid_stride(n);
             match src {
                 Some(x) => {
                     let spec = move || unary_spec::<T>(op);
@@ -491,7 +491,7 @@ impl<B: Backend> Stream<B> {
         while start < len {
             let n = per.min(len - start);
             let o = out.window(start, n);
-            let cfg = grid_stride(n);
+            let cfg = self.grid_stride(n);
             let s = src.map(|x| x.window(start, n));
             let r = match rhs {
                 Rhs2::Scalar(v) => {

@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::element::{DType, Float, Numeric, Wide};
 use crate::error::same_len;
 use crate::error::{Error, Result};
-use crate::kernel::{grid_stride, In, KernelSpec, Out, Reads, Value, Writes};
+use crate::kernel::{In, KernelSpec, Out, Reads, Value, Writes};
 use crate::native::split::{part, pieces, MATH};
 use crate::optable::{self, Distribution};
 use crate::stream::Stream;
@@ -488,7 +488,7 @@ impl<B: Backend> Stream<B> {
             len,
             std::mem::size_of::<T>(),
             |first, n, [k0, k1, lo, hi]| {
-                let (o, cfg) = (out.window(first, n), grid_stride(n));
+                let (o, cfg) = (out.window(first, n), self.grid_stride(n));
                 match src {
                     None => {
                         let args = (o, code, k0, k1, lo, hi, a, b);
@@ -624,7 +624,7 @@ impl<B: Backend> Stream<B> {
             std::mem::size_of::<T>(),
             |first, n, [k0, k1, l, h]| {
                 let args = (o.window(first, n), range, k0, k1, l, h, lo);
-                self.launch_builtin(op, ints_spec::<T>, grid_stride(n), args)
+                self.launch_builtin(op, ints_spec::<T>, self.grid_stride(n), args)
             },
         )
     }
