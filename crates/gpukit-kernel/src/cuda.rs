@@ -354,10 +354,11 @@ template <typename T, typename U> __device__ __forceinline__ T gk_iabs(T a) { re
 #endif
 ";
 
-/// A built-in op's body as a CUDA C expression over its operands (variables `v_<name>` of
-/// the operands' type, which the caller declares); its module needs [`body_helpers`] of the
-/// type once.
-pub fn body(b: &Body) -> String {
+/// A table body as a CUDA C expression over its operands (variables `v_<name>` of the
+/// operands' type, which the caller declares); its module needs [`body_helpers`] of the type
+/// once. How the emitter tests look at an expression alone.
+#[cfg(test)]
+pub(crate) fn body(b: &Body) -> String {
     let k = b.context();
     let mut g = Gen {
         k: &k,
@@ -369,7 +370,8 @@ pub fn body(b: &Body) -> String {
 
 /// The helpers a [`body`] over values of type `t` may call, guarded: a module may take them
 /// more than once.
-pub fn body_helpers(t: Ty) -> String {
+#[cfg(test)]
+pub(crate) fn body_helpers(t: Ty) -> String {
     arith_helpers(t.is_int().then_some(t))
 }
 

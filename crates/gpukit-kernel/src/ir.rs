@@ -925,6 +925,7 @@ pub struct Body {
 
 impl Body {
     /// The kernel the emitters see the body in: no parameters, the operands as its locals.
+    #[cfg(test)]
     pub(crate) fn context(&self) -> Kernel {
         Kernel {
             name: String::new(),

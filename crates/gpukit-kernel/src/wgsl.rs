@@ -1254,10 +1254,12 @@ impl Gen<'_> {
     }
 }
 
-/// A built-in op's body as WGSL over its operands (variables `v_<name>` of the operands'
-/// type, which the caller declares): the lines to run first (an `if`/`else` value becomes a
-/// variable) and the value. Its module needs [`MATH`] and [`body_helpers`] of the type.
-pub fn body(b: &Body) -> (String, String) {
+/// A table body as WGSL over its operands (variables `v_<name>` of the operands' type, which
+/// the caller declares): the lines to run first (an `if`/`else` value becomes a variable) and
+/// the value; its module needs [`MATH`] and [`body_helpers`] of the type. How the emitter
+/// tests look at an expression alone.
+#[cfg(test)]
+pub(crate) fn body(b: &Body) -> (String, String) {
     let k = b.context();
     let mut g = Gen {
         k: &k,
@@ -1272,7 +1274,8 @@ pub fn body(b: &Body) -> (String, String) {
 
 /// What a [`body`] over values of type `t` may call besides [`MATH`]: the run-time identities
 /// of its constants, and those of a 64-bit type with its min and max (`wide_helpers`).
-pub fn body_helpers(t: Ty) -> String {
+#[cfg(test)]
+pub(crate) fn body_helpers(t: Ty) -> String {
     let mut s = String::from(RUNTIME);
     if matches!(t, Ty::F64 | Ty::I64 | Ty::U64) {
         s += &wide_helpers(t);
