@@ -305,9 +305,9 @@ __device__ __forceinline__ unsigned char gk_as_u8(double x) { return (unsigned c
 ";
 
 /// Min, max and integer abs (a NaN loses to a number, the first of two equal values wins;
-/// abs wraps), then, for each type of `div_tys`, integer division and remainder as WGSL
-/// defines them (and the CPU twin computes them): by zero, `a / 0 == a` and `a % 0 == 0`;
-/// `MIN / -1 == MIN`, `MIN % -1 == 0`. Each is guarded: a kernel and the device functions
+/// abs wraps), then, for each type of `div_tys`, integer division and remainder as the
+/// language defines them (and the CPU twin computes them): by zero, `a / 0 == 0` and
+/// `a % 0 == 0`; `MIN / -1 == MIN`, `MIN % -1 == 0`. Each is guarded: a kernel and the device functions
 /// it calls may each bring them.
 fn arith_helpers(div_tys: impl IntoIterator<Item = Ty>) -> String {
     let mut out = String::from(MIN_MAX);
@@ -333,7 +333,7 @@ fn arith_helpers(div_tys: impl IntoIterator<Item = Ty>) -> String {
         let _ = writeln!(
             out,
             "#ifndef GK_DIV_{n}\n#define GK_DIV_{n}\n\
-             __device__ __forceinline__ {c} gk_div_{n}({c} a, {c} b) {{ if (b == 0) return a;{neg} return ({c})(a / b); }}"
+             __device__ __forceinline__ {c} gk_div_{n}({c} a, {c} b) {{ if (b == 0) return 0;{neg} return ({c})(a / b); }}"
         );
         let _ = writeln!(
             out,

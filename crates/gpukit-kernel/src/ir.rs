@@ -693,7 +693,7 @@ pub enum BinOp {
     Sub,
     /// `*`.
     Mul,
-    /// `/` (integers: `a / 0 == a`, `MIN / -1 == MIN`, as WGSL defines it).
+    /// `/` (integers: `a / 0 == 0`, as the built-in ops and NumPy give; `MIN / -1 == MIN`).
     Div,
     /// `%` (integers: `a % 0 == 0`).
     Rem,

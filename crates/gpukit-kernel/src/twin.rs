@@ -632,8 +632,8 @@ impl Gen<'_> {
     }
 }
 
-/// `a op b` with the GPU's integer semantics: wrapping arithmetic, division by zero gives
-/// `a` (remainder 0), shifts take the amount modulo the width.
+/// `a op b` with the language's integer semantics: wrapping arithmetic, division by zero
+/// gives 0 (remainder 0), shifts take the amount modulo the width.
 fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
     let sym = op.symbol();
     if op.is_comparison() || matches!(op, BinOp::And | BinOp::Or) || t.is_float() || t == Ty::Bool {
@@ -644,7 +644,7 @@ fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
         BinOp::Sub => format!("({a}).wrapping_sub({b})"),
         BinOp::Mul => format!("({a}).wrapping_mul({b})"),
         BinOp::Div => format!(
-            "{{ let (__x, __y): ({t}, {t}) = ({a}, {b}); if __y == 0 {{ __x }} else {{ __x.wrapping_div(__y) }} }}",
+            "{{ let (__x, __y): ({t}, {t}) = ({a}, {b}); if __y == 0 {{ 0 }} else {{ __x.wrapping_div(__y) }} }}",
             t = t.rust()
         ),
         BinOp::Rem => format!(

@@ -203,10 +203,13 @@ pub fn device(k: &Kernel) -> Result<String, &'static str> {
 /// expression gets WGSL's run-time value (which the driver may still fold); so does a
 /// constant divisor (naga refuses an integer division by a constant zero). Device
 /// functions use them too: they are linked only into kernels, whose module has them.
+/// With them, the language's integer division: `x / 0 == 0` (WGSL's own gives `x`).
 const RUNTIME: &str = "fn gk_rt_f32(x: f32) -> f32 { return x; }
 fn gk_rt_i32(x: i32) -> i32 { return x; }
 fn gk_rt_u32(x: u32) -> u32 { return x; }
 fn gk_rt_bool(x: bool) -> bool { return x; }
+fn gk_div_i32(a: i32, b: i32) -> i32 { return select(a / b, 0i, b == 0i); }
+fn gk_div_u32(a: u32, b: u32) -> u32 { return select(a / b, 0u, b == 0u); }
 ";
 
 /// The kernel language's math in WGSL, which the generated kernels and the backends'
@@ -428,8 +431,11 @@ pub fn link(module: &str, device: &str) -> String {
     for t in [Ty::F64, Ty::I64, Ty::U64] {
         let w = wty(t);
         let (call, def) = (format!("gk_rt_{w}("), format!("fn gk_rt_{w}("));
-        let min = format!("gk_min_{w}(");
-        if (device.contains(&call) || device.contains(&min)) && !module.contains(&def) {
+        let (min, div) = (format!("gk_min_{w}("), format!("gk_div_{w}("));
+        let uses = [&call, &min, &div]
+            .iter()
+            .any(|f| device.contains(f.as_str()));
+        if uses && !module.contains(&def) {
             out.push_str(&wide_helpers(t));
         }
     }
@@ -452,6 +458,11 @@ pub fn link(module: &str, device: &str) -> String {
 fn wide_helpers(t: Ty) -> String {
     let w = wty(t);
     let mut s = format!("fn gk_rt_{w}(x: {w}) -> {w} {{ return x; }}\n");
+    if t.is_int() {
+        s += &format!(
+            "fn gk_div_{w}(a: {w}, b: {w}) -> {w} {{ return select(a / b, {w}(0), b == {w}(0)); }}\n"
+        );
+    }
     if t == Ty::F64 {
         s += "fn gk_min_f64(a: f64, b: f64) -> f64 { return select(a, b, b < a || (!(a == a) && b == b)); }\n\
               fn gk_max_f64(a: f64, b: f64) -> f64 { return select(a, b, b > a || (!(a == a) && b == b)); }\n";
@@ -1309,8 +1320,8 @@ fn lit(text: &str, ty: Ty) -> String {
     }
 }
 
-/// `a op b` on values of type `t`: integers wrap (the 8-bit ones back to 8 bits), shifts
-/// take the amount modulo the width.
+/// `a op b` on values of type `t`: integers wrap (the 8-bit ones back to 8 bits), divide by
+/// zero to 0, and shifts take the amount modulo the width.
 fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
     let sym = op.symbol();
     let bits = if t == Ty::Usize { 32 } else { t.bits() };
@@ -1321,6 +1332,8 @@ fn binary(op: BinOp, t: Ty, a: &str, b: &str) -> String {
         // Drivers compile WGSL's float `!=` to an ordered comparison, false for a NaN
         // (lavapipe does), where IEEE's is true.
         BinOp::Ne if t.is_float() => format!("(!({a} == {b}))"),
+        // The language's `x / 0 == 0`, through a function (its operands evaluated once).
+        BinOp::Div if t.is_int() => wrap8(t, format!("gk_div_{}({a}, {b})", wty(t))),
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => wrap8(t, format!("({a} {sym} {b})")),
         _ => format!("({a} {sym} {b})"),
     }

@@ -110,8 +110,8 @@ fn f64_math_wgsl_has_and_lacks() {
 /// checked store to a shared array at a constant index past its end. Each constant of
 /// such an expression (and a constant divisor) now reaches it through a function, and
 /// locals are variables, so nothing is evaluated early; the
-/// values are WGSL's run-time ones (an integer divided by zero is itself, as CUDA's
-/// helpers give).
+/// values are the run-time ones (an integer divided by zero is 0, through the language's
+/// own division).
 #[test]
 fn constant_expressions_wgsl_would_refuse_compile() {
     let bodies = [

@@ -140,8 +140,8 @@
 //! large as the block; a length outside 1..=65536 is an error when the kernel is loaded
 //! (CUDA, Vulkan) or launched (CPU), never an allocation of it.
 //!
-//! Integer arithmetic wraps on every target; `x / 0 == x` and `x % 0 == 0` (WGSL's rule,
-//! which CUDA and the twin follow); shifts take the amount modulo the width; float-to-integer
+//! Integer arithmetic is the built-in ops' on every target (the README states it): it wraps,
+//! `x / 0 == 0` and `x % 0 == 0`; shifts take the amount modulo the width; float-to-integer
 //! casts saturate on the CPU and CUDA. An expression of constants (`1.0f32 / 0.0`, `7 / z`
 //! with `let z = 0`) is computed when it runs, as Rust computes it, on every backend. (WGSL
 //! lets a Vulkan driver assume floats are never NaN; a float `!=` is written `!(a == b)`,

@@ -9,9 +9,8 @@
 //! A body may use what [`Arith`] and [`Real`] offer; it branches only through
 //! [`Arith::if_gt`] (a comparison of symbolic values has no answer to give: the tracer
 //! refuses it, and the unit tests trace every entry). The reference's integer rules become
-//! expressions where the kernel language's differ: a division by zero is 0 (the language's
-//! is the dividend), the negation of an unsigned value wraps and its absolute value is
-//! itself.
+//! expressions where the kernel language's differ: the negation of an unsigned value wraps
+//! and its absolute value is itself. (A division by zero is 0 in both.)
 
 use std::cell::{Cell, RefCell};
 
@@ -186,14 +185,8 @@ impl Arith for Sym {
         self.binary(BinOp::Mul, rhs)
     }
     fn div(self, rhs: Sym) -> Sym {
-        let t = ty();
-        if t.is_float() {
-            return self.binary(BinOp::Div, rhs);
-        }
-        // The reference's integer division by zero is 0.
-        let (a, b) = (self.get(), rhs.get());
-        let zero = binary(BinOp::Eq, b.clone(), literal(0.0, t));
-        Sym::push(if_else(zero, literal(0.0, t), binary(BinOp::Div, a, b)))
+        // The kernel language's integer division is the reference's: `x / 0 == 0`.
+        self.binary(BinOp::Div, rhs)
     }
     fn neg(self) -> Sym {
         let t = ty();
@@ -402,14 +395,13 @@ mod tests {
     }
 
     /// The integer rules of the reference that the kernel language does not share become
-    /// expressions: a division by zero is 0, an unsigned value's negation wraps and its
-    /// absolute value is itself.
+    /// expressions: an unsigned value's negation wraps and its absolute value is itself. A
+    /// division is the language's own, whose `x / 0` is the reference's 0.
     #[test]
     fn integer_bodies_spell_out_the_references_rules() {
-        let text = |e: &Expr| format!("{:?}", e.kind);
         let div = BinaryOp::Div.body(Ty::I32).value;
         assert!(
-            matches!(&div.kind, ExprKind::IfElse(c, z, _) if matches!(c.kind, ExprKind::Binary(BinOp::Eq, ..)) && text(z) == text(&literal(0.0, Ty::I32))),
+            matches!(&div.kind, ExprKind::Binary(BinOp::Div, ..)),
             "{div:?}"
         );
         let neg = UnaryOp::Neg.body(Ty::U32).value;

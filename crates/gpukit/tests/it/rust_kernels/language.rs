@@ -31,7 +31,7 @@ pub(super) fn int_ops_ref(a: &[i32], b: &[i32]) -> Vec<i32> {
         o[0] = x.wrapping_add(y);
         o[1] = x.wrapping_sub(y);
         o[2] = x.wrapping_mul(y);
-        o[3] = if y == 0 { x } else { x.wrapping_div(y) };
+        o[3] = if y == 0 { 0 } else { x.wrapping_div(y) };
         o[4] = if y == 0 { 0 } else { x.wrapping_rem(y) };
         o[5] = x.wrapping_shl(s) ^ y.wrapping_shr(s);
         o[6] = (x & y) | !x;
@@ -426,6 +426,15 @@ pub(super) fn half_shaped(x: &[f16], y: &mut [f32]) {
     }
 }
 
+/// `a / b` in a kernel: the language's integer division, which the built-in `div` shares.
+#[kernel]
+pub(super) fn int_div(a: &[i32], b: &[i32], out: &mut [i32]) {
+    let i = global_x();
+    if i < a.len() {
+        out[i] = a[i] / b[i];
+    }
+}
+
 /// Thread coordinates in three dimensions.
 #[kernel]
 pub(super) fn coords(out: &mut [u32]) {
@@ -441,7 +450,7 @@ pub(super) fn coords(out: &mut [u32]) {
 /// WGSL lets a Vulkan driver assume no NaN: `nan != nan` is false on lavapipe.) WGSL
 /// evaluates such an expression when the shader is created and refuses it; the kernel must
 /// still compile everywhere and give the values Rust's wrapping arithmetic (with the
-/// language's `/ 0` and `% 0`) and IEEE floats give.
+/// language's `x / 0 == 0` and `x % 0 == 0`) and IEEE floats give.
 #[kernel]
 pub(super) fn constants(x: &[i32], out: &mut [f32], ints: &mut [i32]) {
     let i = global_x();
@@ -610,7 +619,7 @@ crate::backend_tests! {
         ctx.launch(&k, LaunchConfig::for_elems(x.len()), (&dx, &mut out, &mut ints))?;
         let want: Vec<f32> = (0..3).flat_map(|_| [f32::INFINITY, f32::NEG_INFINITY, f32::INFINITY]).collect();
         assert_eq!(out.download()?, want);
-        let want: Vec<i32> = x.iter().flat_map(|&v| [v, 0, i32::MIN, 7]).collect();
+        let want: Vec<i32> = x.iter().flat_map(|_| [0, 0, i32::MIN, 0]).collect();
         assert_eq!(ints.download()?, want);
         Ok(())
     }
@@ -623,6 +632,23 @@ crate::backend_tests! {
         let mut out = ctx.alloc_zeros::<i32>(a.len() * 8)?;
         ctx.launch(&k, LaunchConfig::for_elems(a.len()), (&da, &db, &mut out))?;
         assert_eq!(out.download()?, int_ops_ref(&a, &b));
+        Ok(())
+    }
+
+    fn kernel_integer_division_is_the_built_in_div(ctx) {
+        // By zero: 0 (NumPy's integer division gives 0 too); `MIN / -1` wraps to MIN; the
+        // rest truncates toward zero.
+        let a: Vec<i32> = vec![7, -7, 0, i32::MIN, i32::MIN, 5, -9, i32::MAX, 3];
+        let b: Vec<i32> = vec![0, 0, 0, -1, 0, 2, 4, -1, 7];
+        let want = vec![0, 0, 0, i32::MIN, 0, 2, -2, -i32::MAX, 0];
+        let k = ctx.kernel(int_div())?;
+        let (da, db) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&b)?);
+        let mut out = ctx.alloc_zeros::<i32>(a.len())?;
+        ctx.launch(&k, LaunchConfig::for_elems(a.len()), (&da, &db, &mut out))?;
+        assert_eq!(out.download()?, want, "the kernel's `a / b`");
+        let mut built_in = ctx.alloc_zeros::<i32>(a.len())?;
+        ctx.div(&da, &db, &mut built_in)?;
+        assert_eq!(built_in.download()?, want, "the built-in `div`");
         Ok(())
     }
 
