@@ -214,13 +214,19 @@ pub enum Error {
         log: String,
     },
 
-    /// A kernel failed while it ran (a CPU kernel closure panicked, say). The outputs of the
-    /// launch are undefined; the context stays usable.
+    /// A kernel failed while it ran, reported at the next sync of its work. Most often a
+    /// bounds fault: a `#[kernel]`'s checked access (or a `report_out_of_bounds`) found an
+    /// index outside its array, and `message` names the array, the index and the length (the
+    /// first such access of the context; the access itself was not made). Also a built-in
+    /// op's bad index (`gather_rows`, ...: `kernel` is the op), or a CPU kernel closure that
+    /// panicked or returned an error. The outputs of the launch are undefined; the context
+    /// stays usable.
     #[error("kernel `{kernel}` failed while running: {message}")]
     KernelFailed {
-        /// The kernel's name.
+        /// The kernel's name (the op's, for a built-in op).
         kernel: String,
-        /// What went wrong (the panic message on the CPU backend).
+        /// What went wrong: the array, index and length of a bounds fault; the panic
+        /// message of a CPU closure.
         message: String,
     },
 

@@ -78,8 +78,10 @@
 //! (`blockIdx.x * blockDim.x + threadIdx.x`), `thread_x()`, `block_x()`, `block_dim_x()`,
 //! `grid_dim_x()` and their `_y`, `_z` (all `usize`); `barrier()` (`__syncthreads`,
 //! `workgroupBarrier`); `shared::<T, N>()` (a block-shared array, `N` a constant
-//! expression); `atomic_add`, `atomic_min`, `atomic_max`, `atomic_exchange`, `atomic_cas` on
-//! `&mut a[i]` of `i32`/`u32` arrays (add and exchange also `f32`; add also `i64`, `u64` and
+//! expression; undefined when each block starts, so write before reading: zeroed on Vulkan,
+//! not on CUDA, the last block's on the CPU twin); `atomic_add`, `atomic_min`, `atomic_max`,
+//! `atomic_exchange`, `atomic_cas` on `&mut a[i]` of `i32`/`u32` arrays, slices and shared
+//! arrays alike (add and exchange also `f32`; add also `i64`, `u64` and
 //! `f64`, on the CPU and CUDA: WGSL's atomics are 32-bit), returning the old value;
 //! `report_out_of_bounds("rows", i, n)` (two `usize`s) reports an index the kernel checks
 //! itself (a row number read from an array, say) as a checked access out of bounds is
