@@ -911,6 +911,151 @@ pub enum ExprKind {
     Call(usize, Vec<Expr>),
 }
 
+/// Which values are the same for every thread of a block: what a barrier or a subgroup
+/// collective may depend on. Every thread of a block must reach the same barriers and
+/// collectives (a GPU hangs or corrupts the block otherwise), so the conditions of the
+/// control flow around one, and the bounds of a loop around one, must be uniform.
+///
+/// Uniform: literals, compile-time parameters, scalar kernel arguments, arrays' lengths,
+/// `block_*()`, `block_dim_*()`, `grid_dim_*()`, `subgroup_size()`, `num_subgroups()`, and
+/// what is computed from uniform values only (device functions take scalars and have no
+/// thread, so a call of uniform arguments is uniform). Not uniform: `global_*()`,
+/// `thread_*()`, `subgroup_lane()`, `subgroup_id()`, every value read from memory (an
+/// array or shared array element, an atomic's old value), a collective's result, and a
+/// local assigned a value that is not uniform, or assigned anywhere in control flow that
+/// is not (threads then hold different values), including a loop some threads leave
+/// early.
+#[derive(Debug)]
+pub struct Uniformity {
+    /// For each local of the kernel: whether its value may differ between threads.
+    varies: Vec<bool>,
+}
+
+impl Uniformity {
+    /// The analysis of `k`'s body: which of its locals may differ between threads.
+    pub fn of(k: &Kernel) -> Uniformity {
+        let mut u = Uniformity {
+            varies: vec![false; k.locals.len()],
+        };
+        // A local marked varying stays so: a fixpoint, reached in at most one pass per
+        // local.
+        loop {
+            let before = u.varies.clone();
+            u.visit(&k.body, false);
+            if u.varies == before {
+                return u;
+            }
+        }
+    }
+
+    /// Whether `e` has the same value for every thread of a block.
+    pub fn uniform(&self, e: &Expr) -> bool {
+        match &e.kind {
+            ExprKind::Lit(_) | ExprKind::Param(_) | ExprKind::Comptime(_) | ExprKind::Len(_) => {
+                true
+            }
+            ExprKind::Local(i) => !self.varies.get(*i).copied().unwrap_or(true),
+            ExprKind::Index { .. } | ExprKind::Atomic { .. } => false,
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::RoundOdd(a) => self.uniform(a),
+            ExprKind::Binary(_, a, b) => self.uniform(a) && self.uniform(b),
+            ExprKind::IfElse(c, a, b) => self.uniform(c) && self.uniform(a) && self.uniform(b),
+            ExprKind::Math(_, args) | ExprKind::Call(_, args) => {
+                args.iter().all(|a| self.uniform(a))
+            }
+            ExprKind::Coord(c, _) => matches!(c, Coord::Block | Coord::BlockDim | Coord::GridDim),
+            ExprKind::Lane(l) => matches!(l, Lane::Size | Lane::Count),
+        }
+    }
+
+    fn mark(&mut self, local: usize, varies: bool) {
+        if varies {
+            if let Some(v) = self.varies.get_mut(local) {
+                *v = true;
+            }
+        }
+    }
+
+    /// Marks the locals `stmts` assign, `divergent`: whether threads may be running them
+    /// apart (some threads and not others, or different turns of a loop).
+    fn visit(&mut self, stmts: &[Stmt], divergent: bool) {
+        for s in stmts {
+            match s {
+                Stmt::Let { local, init } => {
+                    let v = divergent || !self.uniform(init);
+                    self.mark(*local, v);
+                }
+                Stmt::Assign {
+                    place: Place::Local(local),
+                    value,
+                    ..
+                } => {
+                    let v = divergent || !self.uniform(value);
+                    self.mark(*local, v);
+                }
+                Stmt::Collective { local, .. } => self.mark(*local, true),
+                Stmt::Block(b) => self.visit(b, divergent),
+                Stmt::If { cond, then, els } => {
+                    let d = divergent || !self.uniform(cond);
+                    self.visit(then, d);
+                    self.visit(els, d);
+                }
+                Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body,
+                } => {
+                    let bounds = self.uniform(start)
+                        && self.uniform(end)
+                        && step.as_ref().is_none_or(|s| self.uniform(s));
+                    let d = divergent || !bounds || self.leaves_apart(body);
+                    self.mark(*var, d);
+                    self.visit(body, d);
+                }
+                Stmt::While { cond, body } => {
+                    let d = divergent || !self.uniform(cond) || self.leaves_apart(body);
+                    self.visit(body, d);
+                }
+                Stmt::Loop(body) => {
+                    let d = divergent || self.leaves_apart(body);
+                    self.visit(body, d);
+                }
+                Stmt::Assign { .. }
+                | Stmt::Expr(_)
+                | Stmt::Break
+                | Stmt::Continue
+                | Stmt::Return(_)
+                | Stmt::Barrier
+                | Stmt::Report { .. } => {}
+            }
+        }
+    }
+
+    /// Whether a loop body's own `break` or `continue` (not a nested loop's) sits in
+    /// control flow that is not uniform: then threads run different turns. (A `return` is
+    /// refused in a kernel with barriers or collectives, where uniformity matters.)
+    fn leaves_apart(&self, body: &[Stmt]) -> bool {
+        fn jumps(stmts: &[Stmt]) -> bool {
+            stmts.iter().any(|s| match s {
+                Stmt::Break | Stmt::Continue => true,
+                Stmt::Block(b) => jumps(b),
+                Stmt::If { then, els, .. } => jumps(then) || jumps(els),
+                _ => false,
+            })
+        }
+        fn apart(u: &Uniformity, stmts: &[Stmt]) -> bool {
+            stmts.iter().any(|s| match s {
+                Stmt::Block(b) => apart(u, b),
+                Stmt::If { cond, then, els } if u.uniform(cond) => apart(u, then) || apart(u, els),
+                Stmt::If { then, els, .. } => jumps(then) || jumps(els),
+                _ => false,
+            })
+        }
+        apart(self, body)
+    }
+}
+
 /// A function of operands of one type, outside any kernel: a built-in op's body, which a
 /// backend evaluates element by element in its own kernels. Operand `i` is
 /// `ExprKind::Local(i)`; the emitters name it as they name a local (`v_` and its name), the

@@ -95,6 +95,20 @@ mod wgsl_tests;
 /// }
 /// ```
 ///
+/// Every thread of a block must reach the same barriers and subgroup collectives, so the
+/// control flow around one may depend only on what the whole block shares (kernel
+/// arguments, lengths, `block_x()`, constants), not on the thread or on memory:
+///
+/// ```compile_fail
+/// #[gpukit::kernel]
+/// fn divergent(out: &mut [u32]) {
+///     if thread_x() < 2 {
+///         barrier(); // error: `barrier()` or a subgroup collective inside a `if` whose
+///                    // condition may differ between the threads of a block ...
+///     }
+/// }
+/// ```
+///
 /// A device function, `#[kernel(device)]`, is a function of scalars returning a scalar
 /// that kernels (and other device functions) call: it stays an ordinary Rust function (on
 /// the host and in CPU twins) and its CUDA C and WGSL are linked into each kernel that calls

@@ -156,6 +156,10 @@ struct Lowerer {
     reports: Vec<String>,
     /// Each callee's first call, where a mismatch with the function's signature is reported.
     call_spans: Vec<Span>,
+    /// The control flow around a barrier or collective: the conditions (a loop's bounds)
+    /// that must be uniform over the block, where they are written, and what it is (`if`,
+    /// `while`, `for`); checked once the whole kernel is lowered ([`Uniformity`]).
+    guards: Vec<(Vec<Expr>, Span, &'static str)>,
 }
 
 /// Lowers a `#[kernel]` function; `generic`: it is an instantiation of a generic kernel, in
@@ -263,6 +267,7 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         calls: Vec::new(),
         reports: Vec::new(),
         call_spans: Vec::new(),
+        guards: Vec::new(),
     };
     for (i, c) in comptime.iter().enumerate() {
         l.used_names.insert(c.name.clone());
@@ -316,6 +321,30 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         comptime,
         reports: l.reports,
     };
+    let uniformity = Uniformity::of(&k);
+    if let Some((_, at, what)) = l
+        .guards
+        .iter()
+        .find(|(conds, ..)| !conds.iter().all(|c| uniformity.uniform(c)))
+    {
+        let cond = if *what == "for" {
+            "whose bounds"
+        } else {
+            "whose condition"
+        };
+        return err_at(
+            *at,
+            format!(
+                "`barrier()` or a subgroup collective inside a `{what}` {cond} may differ \
+                 between the threads of a block (it depends on `thread_*()`, `global_*()`, \
+                 `subgroup_lane()`, a value read from an array or an atomic, or a local that \
+                 does): the threads that skip it never meet the others there, which hangs or \
+                 corrupts the block on a GPU. Branch on what every thread of the block shares \
+                 (kernel arguments, lengths, `block_*()`, constants), or move the barrier out \
+                 of the branch"
+            ),
+        );
+    }
     k.assign_storage();
     Ok((k, l.call_spans))
 }
@@ -963,6 +992,9 @@ impl Lowerer {
                 }
                 let cond = self.expr(&w.cond, Some(Ty::Bool))?;
                 expect_ty(&w.cond, Ty::Bool, cond.ty)?;
+                if mentions_barrier(w.body.to_token_stream()) {
+                    self.guards.push((vec![cond.clone()], w.cond.span(), "while"));
+                }
                 let body = self.loop_body(&w.body)?;
                 out.push(Stmt::While { cond, body });
                 Ok(())
@@ -1131,6 +1163,14 @@ impl Lowerer {
     fn if_stmt(&mut self, i: &syn::ExprIf) -> Result<Stmt> {
         let cond = self.expr(&i.cond, Some(Ty::Bool))?;
         expect_ty(&i.cond, Ty::Bool, cond.ty)?;
+        let branches = i
+            .then_branch
+            .to_token_stream()
+            .into_iter()
+            .chain(i.else_branch.iter().flat_map(|(_, e)| e.to_token_stream()));
+        if mentions_barrier(branches.collect()) {
+            self.guards.push((vec![cond.clone()], i.cond.span(), "if"));
+        }
         let then = self.scoped(|l| l.block(&i.then_branch.stmts))?;
         let els = match &i.else_branch {
             None => Vec::new(),
@@ -1199,6 +1239,11 @@ impl Lowerer {
             return err(range, "a `for` runs over integers");
         }
         let has = mentions_barrier(f.body.to_token_stream());
+        if has {
+            let bounds = [Some(start.clone()), Some(end.clone()), step.clone()];
+            self.guards
+                .push((bounds.into_iter().flatten().collect(), f.expr.span(), "for"));
+        }
         self.loops.push(has);
         let r = self.scoped(|l| {
             let name = l.fresh_name(&pi.ident.to_string());

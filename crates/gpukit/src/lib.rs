@@ -161,10 +161,13 @@
 //! context owns), so constructing and launching a `#[kernel]` needs no `unsafe`. What the
 //! macro cannot rule out: data races between threads of one launch (two threads writing one
 //! element, or one reading what another writes without a barrier or an atomic between them)
-//! give unspecified values, as in CUDA; and a barrier must be reached by every thread of a
-//! block (the language refuses `return` and `break` where they could skip one, and the CPU
-//! twin fails the launch when a condition around a barrier differs between threads; on a GPU
-//! that would hang or corrupt the block).
+//! give unspecified values, as in CUDA. Every thread of a block reaches the same barriers and
+//! subgroup collectives (on a GPU, one that some threads skip hangs or corrupts the block):
+//! the macro refuses one inside an `if`, `while` or `for` whose condition or bounds may
+//! differ between the block's threads (they depend on `thread_*()`, `global_*()`,
+//! `subgroup_lane()`, a value read from memory, or a local that does), and a `return` or
+//! `break` that could skip one; kernel arguments, lengths, `block_*()` and constants are
+//! the same for the whole block.
 //!
 //! **What runs where.** CUDA: every type; compiled with `--fmad=false`, so `a * b + c` gives
 //! the CPU's bits. Vulkan: every type too (`usize` is 32 bits there): `u8` and `i8` arrays

@@ -167,6 +167,64 @@ fn barriers_are_refused_where_threads_could_diverge_from_them() {
     );
 }
 
+/// A barrier or collective only where every thread of the block gets to it: the control flow
+/// around it must depend on values the whole block shares.
+#[test]
+fn barriers_and_collectives_are_refused_in_control_flow_that_varies_over_the_block() {
+    let varies = "whose condition may differ between the threads of a block";
+    for src in [
+        // A thread coordinate, directly or through a local.
+        "fn k(x: &mut [f32]) { if thread_x() < 16 { barrier(); } }",
+        "fn k(x: &mut [f32]) { let t = thread_x(); if t < 16 { barrier(); } }",
+        "fn k(x: &mut [f32]) { if global_x() < x.len() { barrier(); } }",
+        "fn k(x: &mut [f32]) { if subgroup_lane() == 0 { barrier(); } }",
+        // A value read from memory.
+        "fn k(x: &mut [f32]) { if x[0] > 0.0 { barrier(); } }",
+        "fn k(x: &mut [u32]) { let old = atomic_add(&mut x[0], 1); if old == 0 { barrier(); } }",
+        // In the `else`, or an `else if`.
+        "fn k(x: &mut [f32]) { if thread_x() < 4 { x[0] = 1.0; } else { barrier(); } }",
+        "fn k(x: &mut [f32], n: u32) { if n > 2 { x[0] = 1.0; } else if thread_x() < 4 { barrier(); } }",
+        // A local assigned in control flow that varies holds different values.
+        "fn k(x: &mut [f32]) { let mut u = 0usize; if thread_x() == 0 { u = 1; } if u > 0 { barrier(); } }",
+        // A loop some threads leave early ends on different turns.
+        "fn k(x: &mut [f32]) { let mut k = 0usize; while k < 8 { if x[k] > 0.0 { break; } k += 1; } if k > 2 { barrier(); } }",
+        // A collective's result differs between subgroups.
+        "fn k(x: &mut [f32]) { let s = subgroup_add(x[0]); if s > 0.0 { barrier(); } }",
+        // A subgroup collective, like a barrier.
+        "fn k(x: &mut [f32]) { if global_x() < 5 { let s = subgroup_add(1.0f32); } }",
+    ] {
+        refused(src, varies);
+    }
+    refused(
+        "fn k(x: &mut [f32]) { let mut j = thread_x(); while j < 64 { barrier(); j += block_dim_x(); } }",
+        "inside a `while` whose condition may differ",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { for i in thread_x()..8 { barrier(); } }",
+        "inside a `for` whose bounds may differ",
+    );
+    refused(
+        "fn k(x: &mut [f32], n: u32) { for i in (0..n as usize).step_by(thread_x() + 1) { barrier(); } }",
+        "whose bounds may differ",
+    );
+    // Uniform: kernel arguments, lengths, block coordinates and sizes, constants, what is
+    // computed from them, loops over them; and a barrier after a branch that varies.
+    for src in [
+        "fn k(x: &mut [f32], n: u32) { if n > 4 { barrier(); } }",
+        "fn k(x: &mut [f32]) { let b = block_x(); if b < x.len() && grid_dim_x() > 1 { barrier(); } }",
+        "fn k(x: &mut [f32]) { for i in 0..x.len() { barrier(); } }",
+        "fn k(x: &mut [f32], n: u32) { for i in (0..n as usize).step_by(16) { barrier(); } }",
+        "fn k(x: &mut [f32]) { let mut s = 1usize; while s < block_dim_x() { barrier(); s *= 2; } }",
+        "fn k(x: &mut [f32]) { let mut b = block_x(); while b < x.len() { barrier(); b += grid_dim_x(); } }",
+        "fn k(x: &mut [f32]) { if thread_x() < 4 { x[0] = 1.0; } barrier(); }",
+        "fn k(x: &mut [f32]) { let n = subgroup_size() * num_subgroups(); if n > 32 { let s = subgroup_add(x[0]); } }",
+    ] {
+        if let Err(e) = lower_src(src) {
+            panic!("refused: {src}\n  {e}");
+        }
+    }
+}
+
 #[test]
 fn shared_arrays_and_atomics_are_checked() {
     refused(

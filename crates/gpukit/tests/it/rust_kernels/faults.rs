@@ -270,32 +270,3 @@ crate::backend_tests! {
         Ok(())
     }
 }
-
-/// Every thread must reach the same barriers; the CPU twin checks it (on a GPU, threads
-/// that skip a barrier their block reaches hang or corrupt the block).
-#[kernel]
-pub(super) fn divergent(out: &mut [u32]) {
-    let t = thread_x();
-    if t < 2 {
-        barrier();
-    }
-    if t < out.len() {
-        out[t] = 1;
-    }
-}
-
-crate::cpu_tests! {
-    fn kernel_barrier_under_divergent_control_fails_on_the_cpu(ctx) {
-        let k = ctx.kernel(divergent())?;
-        let mut out = ctx.alloc_zeros::<u32>(4)?;
-        ctx.launch(&k, LaunchConfig::linear(1, 4), (&mut out,))?;
-        match ctx.sync() {
-            Err(Error::KernelFailed { kernel, message }) => {
-                assert_eq!(kernel, "divergent");
-                assert!(message.contains("disagree on the condition"), "{message}");
-            }
-            other => panic!("expected KernelFailed, got {other:?}"),
-        }
-        Ok(())
-    }
-}

@@ -32,7 +32,6 @@ fn kernels_compile_with_nvrtc() {
         gpukit::cuda::compile_check(&faults::gather(), (9, 0)),
         gpukit::cuda::compile_check(&faults::shifted(), (9, 0)),
         gpukit::cuda::compile_check(&faults::shared_over(), (9, 0)),
-        gpukit::cuda::compile_check(&faults::divergent(), (9, 0)),
         gpukit::cuda::compile_check(&faults::exp64(), (9, 0)),
     ];
     #[cfg(feature = "half")]
