@@ -929,13 +929,22 @@ pub enum ExprKind {
 pub struct Uniformity {
     /// For each local of the kernel: whether its value may differ between threads.
     varies: Vec<bool>,
+    /// Locals whose `let` is uniform whatever its value.
+    loaded: Vec<usize>,
 }
 
 impl Uniformity {
     /// The analysis of `k`'s body: which of its locals may differ between threads.
     pub fn of(k: &Kernel) -> Uniformity {
+        Self::with_uniform(k, &[])
+    }
+
+    /// [`Uniformity::of`], the `let`s of the locals `loaded` uniform whatever their value
+    /// (`uniform_load`'s: read by the whole block between two barriers).
+    pub fn with_uniform(k: &Kernel, loaded: &[usize]) -> Uniformity {
         let mut u = Uniformity {
             varies: vec![false; k.locals.len()],
+            loaded: loaded.to_vec(),
         };
         // A local marked varying stays so: a fixpoint, reached in at most one pass per
         // local.
@@ -981,7 +990,7 @@ impl Uniformity {
         for s in stmts {
             match s {
                 Stmt::Let { local, init } => {
-                    let v = divergent || !self.uniform(init);
+                    let v = divergent || !(self.uniform(init) || self.loaded.contains(local));
                     self.mark(*local, v);
                 }
                 Stmt::Assign {

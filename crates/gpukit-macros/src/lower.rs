@@ -160,6 +160,8 @@ struct Lowerer {
     /// that must be uniform over the block, where they are written, and what it is (`if`,
     /// `while`, `for`); checked once the whole kernel is lowered ([`Uniformity`]).
     guards: Vec<(Vec<Expr>, Span, &'static str)>,
+    /// The locals bound by `uniform_load`: uniform over the block, although read from memory.
+    uniform_loads: Vec<usize>,
 }
 
 /// Lowers a `#[kernel]` function; `generic`: it is an instantiation of a generic kernel, in
@@ -268,6 +270,7 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         reports: Vec::new(),
         call_spans: Vec::new(),
         guards: Vec::new(),
+        uniform_loads: Vec::new(),
     };
     for (i, c) in comptime.iter().enumerate() {
         l.used_names.insert(c.name.clone());
@@ -321,12 +324,20 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         comptime,
         reports: l.reports,
     };
-    let uniformity = Uniformity::of(&k);
+    let uniformity = Uniformity::with_uniform(&k, &l.uniform_loads);
     if let Some((_, at, what)) = l
         .guards
         .iter()
         .find(|(conds, ..)| !conds.iter().all(|c| uniformity.uniform(c)))
     {
+        if *what == "uniform_load" {
+            return err_at(
+                *at,
+                "`uniform_load` reads one element for the whole block: its index must be the \
+                 same for every thread of the block (kernel arguments, lengths, `block_*()`, \
+                 constants), not depend on the thread or on memory",
+            );
+        }
         let cond = if *what == "for" {
             "whose bounds"
         } else {
@@ -422,15 +433,17 @@ fn value_ty(t: &syn::Type) -> Result<Ty> {
     )
 }
 
-/// Whether `tokens` call `barrier()` or a subgroup collective anywhere (every thread of a
-/// block reaches both alike).
+/// Whether `tokens` call `barrier()`, `uniform_load` or a subgroup collective anywhere (every
+/// thread of a block reaches each alike).
 fn mentions_barrier(tokens: TokenStream) -> bool {
     let mut prev_barrier = false;
     for t in tokens {
         match t {
             TokenTree::Ident(id) => {
                 let name = id.to_string();
-                prev_barrier = name == "barrier" || Collective::from_name(&name).is_some();
+                prev_barrier = name == "barrier"
+                    || name == "uniform_load"
+                    || Collective::from_name(&name).is_some();
             }
             TokenTree::Group(g) => {
                 if prev_barrier && g.delimiter() == proc_macro2::Delimiter::Parenthesis {
@@ -731,10 +744,13 @@ impl Lowerer {
             return Ok(());
         }
         let declared = declared.map(value_ty).transpose()?;
-        // `let s = subgroup_add(v);`
+        // `let s = subgroup_add(v);`, `let n = uniform_load(&t[i]);`
         if let syn::Expr::Call(c) = &*init.expr {
             if let Some(op) = call_name(c).as_deref().and_then(Collective::from_name) {
                 return self.collective(c, op, ident, mutable, declared, out);
+            }
+            if is_call_to(c, "uniform_load") {
+                return self.uniform_load(c, ident, mutable, declared, out);
             }
         }
         let value = self.value(&init.expr, declared)?;
@@ -752,6 +768,69 @@ impl Lowerer {
             }
         }
         self.bind_local(ident, mutable, value, out);
+        Ok(())
+    }
+
+    /// `let name = uniform_load(&t[i]);`: element `i` of the shared array `t`, read by every
+    /// thread of the block between two barriers, so that all get the same value (WGSL's
+    /// `workgroupUniformLoad`): a value read from memory that may steer a barrier.
+    fn uniform_load(
+        &mut self,
+        c: &syn::ExprCall,
+        ident: &syn::Ident,
+        mutable: bool,
+        declared: Option<Ty>,
+        out: &mut Vec<Stmt>,
+    ) -> Result<()> {
+        if self.device {
+            return err(
+                &c.func,
+                "`uniform_load` needs a thread: a #[kernel(device)] function has none",
+            );
+        }
+        let usage = "`uniform_load` takes an element of a shared array: \
+                     `let n = uniform_load(&t[i]);` (to share a value read from a slice, store it \
+                     in a shared array first: `if thread_x() == 0 { t[0] = x[j]; }`)";
+        let [arg] = c.args.iter().collect::<Vec<_>>()[..] else {
+            return err(c, usage);
+        };
+        let syn::Expr::Reference(r) = arg else {
+            return err(arg, usage);
+        };
+        let syn::Expr::Index(ix) = &*r.expr else {
+            return err(arg, usage);
+        };
+        let shared = match &*ix.expr {
+            syn::Expr::Path(p) => match p
+                .path
+                .get_ident()
+                .and_then(|id| self.lookup(&id.to_string()))
+            {
+                Some(Binding::Shared(s)) => s,
+                _ => return err(&ix.expr, usage),
+            },
+            _ => return err(&ix.expr, usage),
+        };
+        let idx = self.index(&ix.index)?;
+        self.guards
+            .push((vec![idx.clone()], ix.index.span(), "uniform_load"));
+        let value = Expr {
+            ty: self.shared[shared].ty,
+            kind: ExprKind::Index {
+                arr: Arr::Shared(shared),
+                idx: Box::new(idx),
+            },
+        };
+        if let Some(d) = declared {
+            expect_ty(c, d, value.ty)?;
+        }
+        self.uses_barrier = true;
+        // Every thread's writes before it are seen, and none after it is: all read one value.
+        out.push(Stmt::Barrier);
+        let local = self.locals.len();
+        self.bind_local(ident, mutable, value, out);
+        out.push(Stmt::Barrier);
+        self.uniform_loads.push(local);
         Ok(())
     }
 
@@ -1693,6 +1772,7 @@ impl Lowerer {
             || Collective::from_name(&name).is_some()
             || atomic_op(&name).is_some()
             || name == "barrier"
+            || name == "uniform_load"
             || name == "shared";
         if intrinsic && self.device {
             return err(
@@ -1723,6 +1803,14 @@ impl Lowerer {
                 kind: ExprKind::Lane(q),
                 ty: Ty::Usize,
             });
+        }
+        if name == "uniform_load" {
+            return err(
+                c,
+                "`uniform_load(&t[i])` is the whole value of a `let` of its own \
+                 (`let n = uniform_load(&t[i]);`): every thread of the block reaches it, as it \
+                 reaches `barrier()`",
+            );
         }
         if Collective::from_name(&name).is_some() {
             return err(

@@ -167,7 +167,10 @@
 //! differ between the block's threads (they depend on `thread_*()`, `global_*()`,
 //! `subgroup_lane()`, a value read from memory, or a local that does), and a `return` or
 //! `break` that could skip one; kernel arguments, lengths, `block_*()` and constants are
-//! the same for the whole block.
+//! the same for the whole block. `let n = uniform_load(&t[i]);` reads element `i` (an index
+//! the block shares) of the shared array `t` between two barriers, so every thread of the
+//! block gets the same value, which may then steer a barrier (WGSL's
+//! `workgroupUniformLoad`): thread 0 stores a count read from a slice in `t[0]`, say.
 //!
 //! **What runs where.** CUDA: every type; compiled with `--fmad=false`, so `a * b + c` gives
 //! the CPU's bits. Vulkan: every type too (`usize` is 32 bits there): `u8` and `i8` arrays

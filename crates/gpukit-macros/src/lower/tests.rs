@@ -225,6 +225,43 @@ fn barriers_and_collectives_are_refused_in_control_flow_that_varies_over_the_blo
     }
 }
 
+/// `uniform_load(&t[i])` makes a value read from shared memory the block's: it may steer a
+/// barrier; it is itself reached by the whole block, at an index the whole block shares.
+#[test]
+fn uniform_load_shares_a_value_read_from_shared_memory() {
+    let k = lower_src(
+        "fn k(x: &mut [u32]) { let t = shared::<u32, 1>(); if thread_x() == 0 { t[0] = x[0]; } \
+         let n = uniform_load(&t[0]); for r in 0..n as usize { barrier(); } }",
+    )
+    .expect("a loaded value may bound a loop with a barrier");
+    let barriers = k.body.iter().filter(|s| matches!(s, Stmt::Barrier)).count();
+    assert_eq!(barriers, 2, "a barrier before the load and one after");
+    refused(
+        "fn k(x: &mut [u32]) { let t = shared::<u32, 1>(); t[0] = x[0]; let n = t[0]; for r in 0..n as usize { barrier(); } }",
+        "whose bounds may differ",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { let t = shared::<u32, 64>(); let n = uniform_load(&t[thread_x()]); }",
+        "its index must be the same for every thread",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { let t = shared::<u32, 1>(); if thread_x() == 0 { let n = uniform_load(&t[0]); } }",
+        "whose condition may differ",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { let n = uniform_load(&x[0]); }",
+        "takes an element of a shared array",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { let t = shared::<u32, 1>(); x[0] = uniform_load(&t[0]); }",
+        "the whole value of a `let` of its own",
+    );
+    refused(
+        "fn k(x: &mut [u32]) { let t = shared::<u32, 1>(); if x[0] > 0 { return; } let n = uniform_load(&t[0]); }",
+        "`return` in a kernel that calls `barrier()`",
+    );
+}
+
 #[test]
 fn shared_arrays_and_atomics_are_checked() {
     refused(

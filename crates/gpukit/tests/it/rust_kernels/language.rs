@@ -435,6 +435,28 @@ pub(super) fn int_div(a: &[i32], b: &[i32], out: &mut [i32]) {
     }
 }
 
+/// Rounds whose number each block reads from memory: thread 0 stores it in a shared array,
+/// `uniform_load` gives it to the whole block, and the loop around the barriers is uniform.
+/// Each round adds its right-hand neighbour's value to each element of a ring of 64.
+#[kernel]
+pub(super) fn counted_rounds(counts: &[u32], out: &mut [u32]) {
+    let count = shared::<u32, 1>();
+    let ring = shared::<u32, 64>();
+    let t = thread_x();
+    if t == 0 {
+        count[0] = counts[block_x()];
+    }
+    ring[t] = t as u32;
+    let n = uniform_load(&count[0]);
+    for _round in 0..n as usize {
+        let v = ring[(t + 1) % 64];
+        barrier();
+        ring[t] += v;
+        barrier();
+    }
+    out[block_x() * 64 + t] = ring[t];
+}
+
 /// Thread coordinates in three dimensions.
 #[kernel]
 pub(super) fn coords(out: &mut [u32]) {
@@ -649,6 +671,24 @@ crate::backend_tests! {
         let mut built_in = ctx.alloc_zeros::<i32>(a.len())?;
         ctx.div(&da, &db, &mut built_in)?;
         assert_eq!(built_in.download()?, want, "the built-in `div`");
+        Ok(())
+    }
+
+    fn kernel_uniform_load_bounds_a_loop_of_barriers_by_a_value_from_memory(ctx) {
+        let counts = [0u32, 1, 3, 7, 2];
+        let k = ctx.kernel(counted_rounds())?;
+        let dc = ctx.alloc_upload(&counts)?;
+        let mut out = ctx.alloc_zeros::<u32>(counts.len() * 64)?;
+        ctx.launch(&k, LaunchConfig::linear(counts.len() as u32, 64), (&dc, &mut out))?;
+        let mut want = Vec::new();
+        for &n in &counts {
+            let mut ring: Vec<u32> = (0..64).collect();
+            for _ in 0..n {
+                ring = (0..64).map(|i| ring[i].wrapping_add(ring[(i + 1) % 64])).collect();
+            }
+            want.extend(ring);
+        }
+        assert_eq!(out.download()?, want);
         Ok(())
     }
 

@@ -15,6 +15,7 @@ fn kernels_compile_with_nvrtc() {
         gpukit::cuda::compile_check(&language::atomics(), (9, 0)),
         gpukit::cuda::compile_check(&language::block_reverse(), (9, 0)),
         gpukit::cuda::compile_check(&language::coords(), (9, 0)),
+        gpukit::cuda::compile_check(&language::counted_rounds(), (9, 0)),
         gpukit::cuda::compile_check(&language::shape(), (9, 0)),
         gpukit::cuda::compile_check(&language::means(), (9, 0)),
         gpukit::cuda::compile_check(&language::triangles(), (9, 0)),
