@@ -162,22 +162,12 @@ pub fn stencil_ref(src: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 
 /// The launch of [`tiled_gemm`] for `c = a * b` (`m x k` times `k x n`).
 pub fn gemm_config(m: usize, n: usize) -> LaunchConfig {
-    let tiles = |d: usize| u32::try_from(d.div_ceil(TILE as usize)).unwrap_or(u32::MAX);
-    LaunchConfig {
-        grid: [tiles(n).max(1), tiles(m).max(1), 1],
-        block: [TILE, TILE, 1],
-        shared_mem_bytes: 0,
-    }
+    LaunchConfig::for_elems_2d(n, m, [TILE, TILE])
 }
 
 /// The launch of [`stencil`] over a `rows x cols` grid, in blocks of 16 x 16.
 pub fn stencil_config(rows: usize, cols: usize) -> LaunchConfig {
-    let blocks = |d: usize| u32::try_from(d.div_ceil(16)).unwrap_or(u32::MAX).max(1);
-    LaunchConfig {
-        grid: [blocks(cols), blocks(rows), 1],
-        block: [16, 16, 1],
-        shared_mem_bytes: 0,
-    }
+    LaunchConfig::for_elems_2d(cols, rows, [16, 16])
 }
 
 /// Sums `x` with [`block_sum`] (into a fresh one-element array).

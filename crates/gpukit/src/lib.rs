@@ -52,7 +52,10 @@
 //! is a function `name()` returning the kernel's [`KernelSpec`], typed by the parameters:
 //! `&[T]` is an [`In<T>`](In) (read), `&mut [T]` an [`Out<T>`](Out) (written), a scalar is
 //! itself; `ctx.kernel(name())?` loads it and `s.launch(&k, cfg, args)` checks the
-//! arguments' types at compile time, as for any kernel. The workspace's
+//! arguments' types at compile time, as for any kernel. The launch configuration
+//! ([`LaunchConfig`]): `for_elems(n)` (a thread per element, 256 to a block),
+//! `linear(blocks, threads)`, `for_elems_2d(width, height, [bx, by])` and `for_elems_3d`
+//! (blocks covering a grid of elements), `new(grid, block)`. The workspace's
 //! `examples/kernels.rs` has five worked examples (saxpy, a tiled matrix multiply with
 //! shared tiles and barriers, a block reduction with an atomic add per block, the same
 //! reduction with subgroup sums, a 2-D stencil), each tested on the CPU, on lavapipe and

@@ -39,6 +39,40 @@ impl LaunchConfig {
         }
     }
 
+    /// A grid of `grid` blocks of `block` threads (x, y, z), no dynamic shared memory.
+    pub fn new(grid: [u32; 3], block: [u32; 3]) -> LaunchConfig {
+        LaunchConfig {
+            grid,
+            block,
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// One thread per element of a `width x height` grid of elements (x along the width), in
+    /// blocks of `block` (x, y) threads: enough blocks to cover it, so the threads past an
+    /// edge must check it (`if x < width && y < height`); at least one block along each axis.
+    /// A count too large for the grid, or a block of 0 threads, is reported when the launch
+    /// is checked.
+    ///
+    /// ```
+    /// use gpukit::LaunchConfig;
+    /// let cfg = LaunchConfig::for_elems_2d(1000, 30, [16, 16]);
+    /// assert_eq!((cfg.grid, cfg.block), ([63, 2, 1], [16, 16, 1]));
+    /// ```
+    pub fn for_elems_2d(width: usize, height: usize, block: [u32; 2]) -> LaunchConfig {
+        Self::for_elems_3d([width, height, 1], [block[0], block[1], 1])
+    }
+
+    /// [`LaunchConfig::for_elems_2d`] in three dimensions: `extent` elements along x, y and
+    /// z, in blocks of `block` threads.
+    pub fn for_elems_3d(extent: [usize; 3], block: [u32; 3]) -> LaunchConfig {
+        let blocks = |i: usize| {
+            let n = extent[i].div_ceil(block[i].max(1) as usize).max(1);
+            u32::try_from(n).unwrap_or(u32::MAX)
+        };
+        LaunchConfig::new([blocks(0), blocks(1), blocks(2)], block)
+    }
+
     /// Threads in one block.
     pub fn threads_per_block(&self) -> u64 {
         self.block.iter().map(|&d| d as u64).product()
@@ -201,5 +235,43 @@ pub(crate) fn for_each_thread(cfg: &LaunchConfig, mut f: impl FnMut(&ThreadIndex
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 2-D and 3-D helpers cover every element with whole blocks, at least one along
+    /// each axis; what no device could run is left for `validate` to report.
+    #[test]
+    fn multi_dimensional_launches_cover_their_extent() {
+        let cfg = LaunchConfig::for_elems_2d(1000, 30, [16, 16]);
+        assert_eq!((cfg.grid, cfg.block), ([63, 2, 1], [16, 16, 1]));
+        assert_eq!(cfg.shared_mem_bytes, 0);
+        let cfg = LaunchConfig::for_elems_3d([64, 64, 65], [8, 8, 4]);
+        assert_eq!(cfg.grid, [8, 8, 17]);
+        let cfg = LaunchConfig::for_elems_2d(0, 0, [16, 16]);
+        assert_eq!(
+            cfg.grid,
+            [1, 1, 1],
+            "an empty extent still launches one block"
+        );
+        let limits = LaunchLimits::CUDA_COMMON;
+        let zero = LaunchConfig::for_elems_2d(10, 10, [0, 16]);
+        assert!(
+            matches!(zero.validate("k", &limits), Err(Error::InvalidLaunch { reason, .. }) if reason == "block.x is 0")
+        );
+        let huge = LaunchConfig::for_elems_3d([1, 1 << 40, 1], [1, 1, 1]);
+        assert_eq!(huge.grid[1], u32::MAX);
+        assert!(huge.validate("k", &limits).is_err());
+        assert_eq!(
+            LaunchConfig::new([2, 3, 4], [5, 6, 7]),
+            LaunchConfig {
+                grid: [2, 3, 4],
+                block: [5, 6, 7],
+                shared_mem_bytes: 0
+            }
+        );
     }
 }

@@ -115,11 +115,11 @@ backend_tests! {
         let shapes = [
             LaunchConfig::linear(1, 1),
             LaunchConfig::for_elems(300),
-            LaunchConfig { grid: [1, 1, 1], block: [1, 1, 64], shared_mem_bytes: 0 },
-            LaunchConfig { grid: [2, 3, 1], block: [4, 2, 2], shared_mem_bytes: 0 },
-            LaunchConfig { grid: [3, 1, 2], block: [1, 5, 1], shared_mem_bytes: 0 },
-            LaunchConfig { grid: [1, 2, 3], block: [7, 1, 1], shared_mem_bytes: 0 },
-            LaunchConfig { grid: [2, 2, 2], block: [2, 2, 2], shared_mem_bytes: 0 },
+            LaunchConfig::new([1, 1, 1], [1, 1, 64]),
+            LaunchConfig::new([2, 3, 1], [4, 2, 2]),
+            LaunchConfig::new([3, 1, 2], [1, 5, 1]),
+            LaunchConfig::new([1, 2, 3], [7, 1, 1]),
+            LaunchConfig::new([2, 2, 2], [2, 2, 2]),
         ];
         for cfg in shapes {
             let threads = cfg.total_threads() as usize;

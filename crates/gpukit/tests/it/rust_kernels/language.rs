@@ -866,7 +866,7 @@ crate::backend_tests! {
         let dx = ctx.alloc_upload(&x)?;
         let mut out = ctx.alloc_zeros::<f32>(x.len())?;
         // 16 blocks (4 x 4) of 8 x 8 threads: 1024 threads over 1000 elements.
-        let cfg = LaunchConfig { grid: [4, 4, 1], block: [8, 8, 1], shared_mem_bytes: 0 };
+        let cfg = LaunchConfig::new([4, 4, 1], [8, 8, 1]);
         ctx.launch(&k, cfg, (&dx, &mut out))?;
         assert_eq!(out.download()?, block_reverse_ref(&x, 64, 16));
         Ok(())
@@ -1012,7 +1012,7 @@ crate::backend_tests! {
     }
 
     fn kernel_thread_coordinates_in_three_dimensions(ctx) {
-        let cfg = LaunchConfig { grid: [2, 3, 2], block: [4, 2, 2], shared_mem_bytes: 0 };
+        let cfg = LaunchConfig::new([2, 3, 2], [4, 2, 2]);
         let (w, h, d) = (8usize, 6usize, 4usize);
         let k = ctx.kernel(coords())?;
         let mut out = ctx.alloc_zeros::<u32>(w * h * d)?;
@@ -1047,7 +1047,7 @@ crate::backend_tests! {
             let mut out = ctx.alloc_zeros::<i32>(f.len() * 11)?;
             let mut fout = ctx.alloc_zeros::<f32>(f.len() * 4)?;
             let mut info = ctx.alloc_zeros::<u32>(f.len() * 4)?;
-            let cfg = LaunchConfig { grid: [3, 1, 1], block: [100, 1, 1], shared_mem_bytes: 0 };
+            let cfg = LaunchConfig::linear(3, 100);
             ctx.launch(&k, cfg, (&da, &df, &mut out, &mut fout, &mut info))?;
             let info = info.download()?;
             let size = info[0] as usize;
