@@ -16,16 +16,63 @@ const MAX_PARAMS: usize = 12;
 const SUPPORTED_STMTS: &str = "a kernel's body may use `let`/`let mut`, `const`, assignments \
      (also `+=` etc.), `if`/`else`, `for i in a..b` (also `(a..b).step_by(s)`), `while`, \
      `loop`, `break`, `continue`, `return`, `barrier()`, `shared::<T, N>()`, the atomics, \
-     the subgroup collectives (`let s = subgroup_add(v);`) and \
+     the subgroup collectives (`let s = subgroup_add(v);`), `let n = uniform_load(&t[i]);` and \
      `report_out_of_bounds(\"what\", index, len)`";
 
 const SUPPORTED_EXPRS: &str = "expressions may use literals, locals, parameters, `a[i]`, \
-     `a.len()`, arithmetic, comparisons, `&&`/`||`/`!`, bit operations, `as` casts, the math \
+     `a.len()`, arithmetic, comparisons, `&&`/`||`/`!`, bit operations, `as` casts, an \
+     `if`/`else` as the whole value of a `let` or an assignment, calls of device functions \
+     (`#[kernel(device)]`), the math \
      methods (abs, min, max, sqrt, exp, exp2, ln, log2, sin, cos, tanh, powf, floor, ceil, \
      mul_add, and u32's mul_hi), `T::MIN`/`T::MAX` of integer types, the thread coordinates (`global_x()`, \
      `thread_x()`, `block_x()`, `block_dim_x()`, `grid_dim_x()` and their `_y`, `_z`), the \
      subgroup queries (`subgroup_size()`, `subgroup_lane()`, `subgroup_id()`, \
      `num_subgroups()`) and `atomic_add`/`atomic_min`/`atomic_max`/`atomic_exchange`/`atomic_cas`";
+
+/// What an expression outside the language is, and what to write instead, for the error
+/// that refuses it.
+fn construct(e: &syn::Expr) -> String {
+    let (what, instead) = match e {
+        syn::Expr::Match(_) => (
+            "`match`",
+            "write `if`/`else if`/`else` (also as a value: `let v = if c { a } else { b };`)",
+        ),
+        syn::Expr::Closure(_) => (
+            "a closure",
+            "write a device function, `#[kernel(device)] fn f(x: f32) -> f32`, and call it",
+        ),
+        syn::Expr::Array(_) | syn::Expr::Repeat(_) => (
+            "an array literal",
+            "use a shared array (`shared::<T, N>()`) or separate locals",
+        ),
+        syn::Expr::Tuple(_) => (
+            "a tuple as a value",
+            "bind its parts: `let (a, b) = (x, y);`",
+        ),
+        syn::Expr::Struct(_) => ("a struct literal", "pass its fields as parameters"),
+        syn::Expr::Range(_) => ("a range outside a `for`", "use it in `for i in a..b`"),
+        syn::Expr::Reference(_) => (
+            "a reference",
+            "index the array (`a[i]`); `&mut a[i]` is only an atomic's first argument",
+        ),
+        syn::Expr::Try(_) => ("`?`", "a kernel has no errors to return"),
+        syn::Expr::Async(_) | syn::Expr::Await(_) => {
+            ("`async`/`.await`", "a kernel runs to its end")
+        }
+        syn::Expr::Unsafe(_) => ("an `unsafe` block", "a kernel's code needs none"),
+        syn::Expr::Field(_) => ("a field access", "pass the value as a parameter"),
+        syn::Expr::Block(_) | syn::Expr::Loop(_) | syn::Expr::While(_) | syn::Expr::ForLoop(_) => (
+            "a block or loop as a value",
+            "assign inside it, to a `let mut` declared before",
+        ),
+        _ => ("this expression", ""),
+    };
+    if instead.is_empty() {
+        format!("{what} is not supported in a #[kernel]")
+    } else {
+        format!("{what} is not supported in a #[kernel]: {instead}")
+    }
+}
 
 /// What a kernel does with f16 and bf16.
 const HALF_VALUES: &str = "f16 and bf16 are storage types in a kernel: an element read from an \
@@ -1156,6 +1203,9 @@ impl Lowerer {
                 Ok(())
             }
             syn::Expr::Paren(p) => self.expr_stmt(&p.expr, out),
+            syn::Expr::Match(_) | syn::Expr::Closure(_) | syn::Expr::Unsafe(_) | syn::Expr::Async(_) => {
+                err(e, format!("{}; {SUPPORTED_STMTS}", construct(e)))
+            }
             other => err(
                 other,
                 format!(
@@ -1638,10 +1688,7 @@ impl Lowerer {
                 "an `if` as a value is only supported as the whole value of a `let` or an \
                  assignment (`let v = if c { a } else { b };`)",
             ),
-            other => err(
-                other,
-                format!("not supported in a #[kernel]; {SUPPORTED_EXPRS}"),
-            ),
+            other => err(other, format!("{}; {SUPPORTED_EXPRS}", construct(other))),
         }
     }
 

@@ -44,9 +44,35 @@ fn unsupported_constructs_are_refused_with_what_is_supported() {
         "fn k(x: &mut [f32]) { x[0] = x.iter().sum(); }",
         "no method `sum`",
     );
+    // Each refusal names the construct and says what to write instead.
     refused(
         "fn k(x: &mut [f32]) { match 1 { _ => {} } }",
-        "not supported in a #[kernel]",
+        "`match` is not supported in a #[kernel]: write `if`/`else if`/`else`",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let v = match 1 { _ => 2.0 }; x[0] = v; }",
+        "`let v = if c { a } else { b };`",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let f = |v: f32| v * 2.0; }",
+        "a closure is not supported in a #[kernel]: write a device function",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let a = [1.0f32, 2.0]; }",
+        "an array literal is not supported in a #[kernel]: use a shared array",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { let n = \"text\"; }",
+        "only numbers and bools are literals",
+    );
+    refused(
+        "fn k(x: &mut [f32]) { x[0] = unsafe { 1.0 }; }",
+        "an `unsafe` block is not supported in a #[kernel]: a kernel's code needs none",
+    );
+    // The list of what expressions may use names the `if` value.
+    refused(
+        "fn k(x: &mut [f32]) { x[0] = (1.0, 2.0); }",
+        "an `if`/`else` as the whole value of a `let` or an assignment",
     );
     refused(
         "fn k(x: &mut [f32]) { for i in 0..=3 { } }",
