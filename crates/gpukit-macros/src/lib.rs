@@ -28,6 +28,10 @@ mod wgsl_tests;
 /// itself). The function's visibility and attributes (its docs) carry over. A kernel generic
 /// over its element type (`fn k<T: Float>(..)`, or `T: Numeric`) is compiled for every type
 /// of the bound and becomes `fn k<T: KernelFloat>() -> KernelSpec<Sig>` (`KernelNumeric`).
+/// Beside it, the loaded kernel's type gets a name, for a struct's field or a function's
+/// parameter: `type NameKernel<B = AnyBackend> = Kernel<Sig, B>` (`tiled_gemm` ->
+/// `TiledGemmKernel`; a generic kernel's takes its element type first, `KKernel<T>`;
+/// compile-time constants are not part of it).
 ///
 /// ```
 /// use gpukit::{kernel, Context, DeviceSpec, LaunchConfig};
@@ -331,15 +335,55 @@ fn expand(
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let o = options(attr)?;
-    let out = expand_with(o.device, item)?;
+    // The loaded kernel's type names the facade's backend: not inside gpukit's own crates.
+    let out = expand_with(o.device, o.core.is_none(), item)?;
     Ok(match &o.core {
         Some(core) => rooted_at(out, core),
         None => out,
     })
 }
 
+/// The name of a kernel's loaded type: `tiled_gemm` -> `TiledGemmKernel`.
+fn loaded_name(name: &syn::Ident) -> syn::Ident {
+    let camel: String = name
+        .to_string()
+        .trim_start_matches("r#")
+        .split('_')
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect();
+    format_ident!("{}Kernel", camel, span = name.span())
+}
+
+/// `type NameKernel<[T,] B = AnyBackend> = Kernel<Sig, B>;`: the loaded kernel's type, to
+/// name in a struct's field or a function's parameter (allowed to go unused).
+fn loaded_alias(
+    vis: &syn::Visibility,
+    name: &syn::Ident,
+    tp: Option<&syn::Ident>,
+    sig: &proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let alias = loaded_name(name);
+    let doc = format!(
+        " The loaded `#[kernel]` `{name}`: what `ctx.kernel({name}())?` returns on the facade's \
+         `Context` (`B`: a backend of `gpukit::core`'s own contexts)."
+    );
+    let tp = tp.map(|t| quote!(#t,));
+    quote! {
+        #[doc = #doc]
+        #[allow(dead_code)]
+        #vis type #alias<#tp B = ::gpukit::AnyBackend> = ::gpukit::core::Kernel<#sig, B>;
+    }
+}
+
 fn expand_with(
     is_device: bool,
+    alias: bool,
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let f: syn::ItemFn = syn::parse2(item)?;
@@ -360,12 +404,14 @@ fn expand_with(
         let (k, src) = sources(&f, false)?;
         let sig = signature(&k, None);
         let body = instantiation(&f, &k, &src, None)?;
+        let loaded = alias.then(|| loaded_alias(vis, name, None, &sig));
         return Ok(quote! {
             #(#attrs)*
             #doc
             #vis fn #name<#(#consts),*>() -> ::gpukit::core::KernelSpec<#sig> {
                 #body
             }
+            #loaded
         });
     };
     // One instantiation per type of the bound, chosen at run time by the type asked for.
@@ -373,6 +419,7 @@ fn expand_with(
     let bound = format_ident!("{}", generic.bound);
     let mut arms = Vec::new();
     let mut generic_sig = None;
+    let mut uses_tp = false;
     for ty in generic.types {
         let fi = generic::substitute(&f, tp, ty)?;
         let (k, src) = sources(&fi, true).map_err(|e| {
@@ -393,6 +440,7 @@ fn expand_with(
                 .iter()
                 .map(|p| generic::mentions(p.to_token_stream(), tp))
                 .collect();
+            uses_tp = uses.contains(&true);
             generic_sig = Some(signature(&k, Some((tp, &uses))));
         }
         let sig = generic_sig.as_ref().expect("set above");
@@ -412,6 +460,7 @@ fn expand_with(
     }
     let sig = generic_sig.unwrap_or_default();
     let name_str = name.to_string();
+    let loaded = alias.then(|| loaded_alias(vis, name, uses_tp.then_some(tp), &sig));
     Ok(quote! {
         #(#attrs)*
         #doc
@@ -420,6 +469,7 @@ fn expand_with(
             // Unreachable: the bound is sealed to the types above.
             ::gpukit::core::KernelSpec::named(#name_str)
         }
+        #loaded
     })
 }
 

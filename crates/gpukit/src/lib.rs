@@ -51,8 +51,10 @@
 //! backend) and a CPU twin with the same semantics. The expansion of `#[kernel] fn name(..)`
 //! is a function `name()` returning the kernel's [`KernelSpec`], typed by the parameters:
 //! `&[T]` is an [`In<T>`](In) (read), `&mut [T]` an [`Out<T>`](Out) (written), a scalar is
-//! itself; `ctx.kernel(name())?` loads it and `s.launch(&k, cfg, args)` checks the
-//! arguments' types at compile time, as for any kernel. The launch configuration
+//! itself; `ctx.kernel(name())?` loads it, a [`Kernel`] of that signature, whose type the
+//! macro names too (`NameKernel`: `saxpy` -> `SaxpyKernel`, to keep in a struct or pass to a
+//! function), and `s.launch(&k, cfg, args)` checks the arguments' types at compile time, as
+//! for any kernel. The launch configuration
 //! ([`LaunchConfig`]): `for_elems(n)` (a thread per element, 256 to a block),
 //! `linear(blocks, threads)`, `for_elems_2d(width, height, [bx, by])` and `for_elems_3d`
 //! (blocks covering a grid of elements), `new(grid, block)`. The workspace's

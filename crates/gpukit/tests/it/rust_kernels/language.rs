@@ -663,7 +663,8 @@ crate::backend_tests! {
         let a: Vec<i32> = vec![7, -7, 0, i32::MIN, i32::MIN, 5, -9, i32::MAX, 3];
         let b: Vec<i32> = vec![0, 0, 0, -1, 0, 2, 4, -1, 7];
         let want = vec![0, 0, 0, i32::MIN, 0, 2, -2, -i32::MAX, 0];
-        let k = ctx.kernel(int_div())?;
+        // The macro names the loaded kernel's type: `int_div` -> `IntDivKernel`.
+        let k: IntDivKernel = ctx.kernel(int_div())?;
         let (da, db) = (ctx.alloc_upload(&a)?, ctx.alloc_upload(&b)?);
         let mut out = ctx.alloc_zeros::<i32>(a.len())?;
         ctx.launch(&k, LaunchConfig::for_elems(a.len()), (&da, &db, &mut out))?;
@@ -877,10 +878,15 @@ crate::backend_tests! {
         // SHADER_F64).
         let f64s = ctx.info().op_dtypes.contains(&gpukit::DType::F64);
         let x: Vec<i32> = (0..300).map(|i| i * 7 - 1000).collect();
-        let k = ctx.kernel(axpy1::<i32>())?;
+        // A generic kernel's loaded type takes the element type (`Axpy1Kernel<T>`), and
+        // names the parameter of a function that launches it.
+        fn run(ctx: &gpukit::Context, k: &Axpy1Kernel<i32>, a: i32, x: &gpukit::GpuArray<i32>, y: &mut gpukit::GpuArray<i32>) -> gpukit::Result<()> {
+            ctx.launch(k, LaunchConfig::for_elems(x.len()), (a, x, y))
+        }
+        let k: Axpy1Kernel<i32> = ctx.kernel(axpy1::<i32>())?;
         let dx = ctx.alloc_upload(&x)?;
         let mut dy = ctx.alloc_upload(&vec![5i32; 300])?;
-        ctx.launch(&k, LaunchConfig::for_elems(300), (-3i32, &dx, &mut dy))?;
+        run(ctx, &k, -3i32, &dx, &mut dy)?;
         let want: Vec<i32> = x.iter().map(|&v| 5 + (-3 * v) + 1).collect();
         assert_eq!(dy.download()?, want);
         let k = ctx.kernel(axpy1::<u8>())?;
@@ -1083,7 +1089,8 @@ crate::backend_tests! {
         // With a type parameter.
         let v: Vec<f64> = (0..100).map(|i| i as f64 * 0.5).collect();
         let mut dv = ctx.alloc_upload(&v)?;
-        let k = ctx.kernel(scale_by::<f64, 5>())?;
+        // A compile-time constant is no parameter of the type: `ScaleByKernel<f64>`.
+        let k: ScaleByKernel<f64> = ctx.kernel(scale_by::<f64, 5>())?;
         ctx.launch(&k, LaunchConfig::for_elems(v.len()), (&mut dv,))?;
         let want: Vec<f64> = v.iter().map(|x| x * 5.0 + 2.0).collect();
         assert_eq!(dv.download()?, want);
