@@ -373,11 +373,6 @@ impl LaunchArgs {
     }
 }
 
-/// Runs `kernel` on `args` ([`call_kernel`]).
-fn run_kernel(kernel: &CpuKernel, cfg: &LaunchConfig, args: &[RawArg]) -> Result<()> {
-    call_kernel(&kernel.f, &kernel.name, cfg, args)
-}
-
 /// Calls a kernel's CPU function, its error or panic the stream's error naming it.
 fn call_kernel(f: &CpuKernelFn, name: &str, cfg: &LaunchConfig, args: &[RawArg]) -> Result<()> {
     match catch_unwind(AssertUnwindSafe(|| f(cfg, args))) {
@@ -775,8 +770,8 @@ impl Backend for CpuBackend {
         // On the calling thread when the stream is idle: the arguments borrowed, nothing
         // kept (the caller's buffers outlive this call), no task built.
         if short && !stream.capturing.load(Ordering::Acquire) {
-            let here = || run_kernel(kernel, cfg, raw.get(n));
-            if let Some(done) = stream.queue.run_here(here) {
+            let here = |()| call_kernel(&kernel.f, &kernel.name, cfg, raw.get(n));
+            if let Ok(done) = stream.queue.run_here((), here) {
                 return done.map(|_| ());
             }
         }

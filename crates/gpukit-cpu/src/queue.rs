@@ -286,34 +286,31 @@ impl Queue {
         task: Task,
         accesses: impl FnOnce() -> Vec<Access>,
     ) -> Result<u64, Error> {
-        let mut slot = Some(task);
         // The task is dropped once run, before the item finishes (as a worker drops it).
-        let here = || slot.take().as_ref().map_or(Ok(()), run_task);
-        match (self.run_here(here), slot) {
-            (Some(done), _) => done,
-            (None, Some(task)) => self.push_with(task, accesses),
-            // Not reached: `run_here` takes the task only when it runs it.
-            (None, None) => Ok(self.tail()),
+        match self.run_here(task, |task| run_task(&task)) {
+            Ok(done) => done,
+            Err(task) => self.push_with(task, accesses),
         }
     }
 
-    /// Runs `f` as the stream's next item, on the calling thread, when the stream is idle
-    /// (as [`Queue::run_or_push`] runs a task, `f` catching its own panics); `None`, with
-    /// `f` not run, when it is not (or under the chaos schedule): the caller queues the work
-    /// instead.
-    pub(crate) fn run_here(
+    /// Runs `run(item)` as the stream's next item, on the calling thread, when the stream is
+    /// idle (as [`Queue::run_or_push`] runs a task, `run` catching its own panics); gives
+    /// `item` back, not run, when it is not (or under the chaos schedule): the caller queues
+    /// the work instead.
+    pub(crate) fn run_here<T>(
         self: &Arc<Self>,
-        f: impl FnOnce() -> Result<(), Error>,
-    ) -> Option<Result<u64, Error>> {
+        item: T,
+        run: impl FnOnce(T) -> Result<(), Error>,
+    ) -> Result<Result<u64, Error>, T> {
         if self.chaos.is_some() {
-            return None;
+            return Err(item);
         }
         let mut p = match self.open_slot() {
             Ok(p) => p,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Ok(Err(e)),
         };
         if !p.items.is_empty() || p.owned || p.listed || p.blocked {
-            return None;
+            return Err(item);
         }
         p.owned = true;
         let seq = self.queued.load(Ordering::Relaxed) + 1;
@@ -321,7 +318,7 @@ impl Queue {
         drop(p);
         let result = {
             let _running = Running::enter(self.id);
-            f()
+            run(item)
         };
         self.finish(result);
         // What was queued meanwhile goes to the pool.
@@ -333,7 +330,7 @@ impl Queue {
         if list {
             pool().ready(self.clone());
         }
-        Some(Ok(seq))
+        Ok(Ok(seq))
     }
 
     /// The queue locked with room for an item: waits while it is full; an error once the

@@ -934,14 +934,10 @@ pub struct Uniformity {
 }
 
 impl Uniformity {
-    /// The analysis of `k`'s body: which of its locals may differ between threads.
-    pub fn of(k: &Kernel) -> Uniformity {
-        Self::with_uniform(k, &[])
-    }
-
-    /// [`Uniformity::of`], the `let`s of the locals `loaded` uniform whatever their value
-    /// (`uniform_load`'s: read by the whole block between two barriers).
-    pub fn with_uniform(k: &Kernel, loaded: &[usize]) -> Uniformity {
+    /// The analysis of `k`'s body: which of its locals may differ between threads, the
+    /// `let`s of the locals `loaded` uniform whatever their value (`uniform_load`'s: read by
+    /// the whole block between two barriers).
+    pub fn of(k: &Kernel, loaded: &[usize]) -> Uniformity {
         let mut u = Uniformity {
             varies: vec![false; k.locals.len()],
             loaded: loaded.to_vec(),

@@ -371,7 +371,7 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         comptime,
         reports: l.reports,
     };
-    let uniformity = Uniformity::with_uniform(&k, &l.uniform_loads);
+    let uniformity = Uniformity::of(&k, &l.uniform_loads);
     if let Some((_, at, what)) = l
         .guards
         .iter()
@@ -1118,10 +1118,11 @@ impl Lowerer {
                 }
                 let cond = self.expr(&w.cond, Some(Ty::Bool))?;
                 expect_ty(&w.cond, Ty::Bool, cond.ty)?;
-                if mentions_barrier(w.body.to_token_stream()) {
+                let has = mentions_barrier(w.body.to_token_stream());
+                if has {
                     self.guards.push((vec![cond.clone()], w.cond.span(), "while"));
                 }
-                let body = self.loop_body(&w.body)?;
+                let body = self.loop_body(&w.body, has)?;
                 out.push(Stmt::While { cond, body });
                 Ok(())
             }
@@ -1137,7 +1138,8 @@ impl Lowerer {
                          whole block",
                     );
                 }
-                let body = self.loop_body(&lp.body)?;
+                // A `loop` with a barrier was refused above.
+                let body = self.loop_body(&lp.body, false)?;
                 out.push(Stmt::Loop(body));
                 Ok(())
             }
@@ -1281,8 +1283,8 @@ impl Lowerer {
         }
     }
 
-    fn loop_body(&mut self, body: &syn::Block) -> Result<Vec<Stmt>> {
-        let has = mentions_barrier(body.to_token_stream());
+    /// A loop's body; `has`: whether it contains a barrier or collective.
+    fn loop_body(&mut self, body: &syn::Block, has: bool) -> Result<Vec<Stmt>> {
         self.loops.push(has);
         let r = self.scoped(|l| l.block(&body.stmts));
         self.loops.pop();
