@@ -128,6 +128,12 @@ impl Step {
                     for seed in crate::chaos::CI_SEEDS {
                         crate::chaos::run_seed(root, seed)?;
                     }
+                    util::header(
+                        "the CPU tests and the kernel examples under GPU_KERNEL_RACECHECK=1",
+                    );
+                    for mut command in racecheck_commands(root) {
+                        util::run(&mut command)?;
+                    }
                 }
                 Ok(())
             }
@@ -167,6 +173,31 @@ fn test_commands(root: &Path, test_args: &[String]) -> [std::process::Command; 2
     let mut doc = util::cargo(root);
     doc.args(["test", "--workspace", "--doc"]).args(test_args);
     [targets, doc]
+}
+
+/// The CPU backend's tests (every `#[kernel]` test and built-in op has an arm there) and the
+/// README's kernel examples again with the race checker of `#[kernel]` launches on: a race
+/// between the threads of any launch fails its test. On the test step's build.
+fn racecheck_commands(root: &Path) -> [std::process::Command; 2] {
+    let mut it = util::cargo(root);
+    it.env("GPU_KERNEL_RACECHECK", "1").args([
+        "test",
+        "--workspace",
+        "--test",
+        "it",
+        "--",
+        "cpu",
+        "multi_device",
+        "rust_kernels",
+    ]);
+    let mut examples = util::cargo(root);
+    examples.env("GPU_KERNEL_RACECHECK", "1").args([
+        "test",
+        "--workspace",
+        "--test",
+        "kernel_examples",
+    ]);
+    [it, examples]
 }
 
 /// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA

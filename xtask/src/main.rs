@@ -41,7 +41,8 @@ commands:
         run the checks CI runs, in order, stopping at the first failure:
         cargo fmt --check, cargo clippy -D warnings, tidy, cargo test --workspace (every
         target but the examples, which clippy checks, then the doc tests, then the CPU and
-        pipeline suites under the chaos schedule, seed 1), cuda-emu (`cuda-emu test`
+        pipeline suites under the chaos schedule, seed 1, then the CPU tests and kernel
+        examples under GPU_KERNEL_RACECHECK=1), cuda-emu (`cuda-emu test`
         below on the test step's build, then the data_parallel example on two emulated
         devices through NCCL and cuda_doctor), python (below),
         no-cuda

@@ -81,7 +81,7 @@ impl<B: Backend> Drop for Shared<B> {
     fn drop(&mut self) {
         // Every stream is gone, and with them the record of which ones used the cached
         // blocks last: wait for all work before handing the blocks back.
-        if !self.device_pool.is_empty() || self.faults.armed.get().is_some() {
+        if !self.device_pool.is_empty() || self.faults.has_records() {
             if let Err(e) = self.backend.synchronize() {
                 self.deferred.push("device pool drop", e);
             }
@@ -89,7 +89,7 @@ impl<B: Backend> Drop for Shared<B> {
         if let Err(e) = self.device_pool.trim(&self.backend) {
             self.deferred.push("device pool drop", e);
         }
-        if let Err(e) = self.faults.free(&self.backend) {
+        if let Err(e) = self.faults.free_all(&self.backend) {
             self.deferred.push("fault record drop", e);
         }
         for mem in self.pool.drain() {
@@ -229,7 +229,7 @@ impl<B: Backend> Context<B> {
             "a stream of the context is capturing: its work is being recorded, not run",
         )?;
         s.backend.synchronize()?;
-        s.faults.take(&s.backend, self.default.raw())?;
+        s.faults.take_all(&s.backend, self.default.raw())?;
         s.check()
     }
 

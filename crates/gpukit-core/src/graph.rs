@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::context::Shared;
 use crate::error::{Error, Result};
+use crate::kernel::FaultRecord;
 use crate::stream::Stream;
 use crate::track::{Access, Alloc, SliceRef};
 
@@ -21,6 +22,8 @@ type GraphUses<B> = Vec<(Arc<Alloc<B>>, Access)>;
 pub(crate) struct Capture<B: Backend> {
     uses: GraphUses<B>,
     ops: usize,
+    /// Where its checked kernels report faults (allocated at the first).
+    pub(crate) record: Option<Arc<FaultRecord<B>>>,
 }
 
 impl<B: Backend> Capture<B> {
@@ -28,6 +31,7 @@ impl<B: Backend> Capture<B> {
         Capture {
             uses: Vec::new(),
             ops: 0,
+            record: None,
         }
     }
 
@@ -65,10 +69,11 @@ impl<B: Backend> Capture<B> {
         }
     }
 
-    /// The record of a capture that has ended: what its work uses, and how many pieces.
-    fn finish(mut self) -> (GraphUses<B>, usize) {
+    /// The record of a capture that has ended: what its work uses, how many pieces, and
+    /// where its checked kernels report faults.
+    fn finish(mut self) -> (GraphUses<B>, usize, Option<Arc<FaultRecord<B>>>) {
         self.release();
-        (std::mem::take(&mut self.uses), self.ops)
+        (std::mem::take(&mut self.uses), self.ops, self.record.take())
     }
 }
 
@@ -165,12 +170,12 @@ impl<B: Backend> Stream<B> {
         let body = f(self);
         let graph = capturing.end();
         // The capture has ended: host reads of the arrays it wrote are allowed again.
-        let (uses, ops) = inner
+        let (uses, ops, record) = inner
             .capture
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
-            .map_or((Vec::new(), 0), Capture::finish);
+            .map_or((Vec::new(), 0, None), Capture::finish);
         drop(capturing);
         let graph = match (body, graph) {
             (Ok(()), Ok(g)) => g,
@@ -184,6 +189,7 @@ impl<B: Backend> Stream<B> {
             raw: Some(graph),
             uses,
             ops,
+            record,
             shared: shared.clone(),
         })
     }
@@ -236,6 +242,9 @@ pub struct Graph<B: Backend> {
     raw: Option<B::Graph>,
     uses: GraphUses<B>,
     ops: usize,
+    /// Where its checked kernels report faults: read by the sync of each stream it is
+    /// launched on.
+    record: Option<Arc<FaultRecord<B>>>,
     shared: Arc<Shared<B>>,
 }
 
@@ -277,9 +286,14 @@ impl<B: Backend> Graph<B> {
             // SAFETY: the graph holds every allocation its work uses, so they outlive the run
             // (an allocation is freed only after the uses recorded on it, which will include
             // this launch); `enqueue` has ordered the stream after the uses the run must
-            // follow and records the run as their new use.
+            // follow and records the run as their new use. Its fault record lives in the
+            // context's log until the context's sync after the graph's end.
             unsafe { stream.backend().launch_graph(raw, stream.raw()) }
-        })
+        })?;
+        if let Some(record) = &self.record {
+            stream.replays(record);
+        }
+        Ok(())
     }
 
     /// How many ops, copies and kernel launches the graph holds.

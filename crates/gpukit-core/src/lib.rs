@@ -109,8 +109,10 @@ pub use error::{Error, Rejected, Result};
 pub use gpukit_kernel::cuda_ptx_helpers;
 pub use graph::Graph;
 pub use host::{HostBuffer, HostPoolStats, HostSlice, Pending};
+#[doc(hidden)]
+pub use kernel::{__Access, RaceCheck};
 pub use kernel::{
-    __comptime, ArgRef, CheckedAbi, CpuKernelFn, DeviceFn, Dim3, In, Kernel, KernelDesc,
+    __comptime, ArgRef, CheckedAbi, CpuKernelFn, CpuRun, DeviceFn, Dim3, In, Kernel, KernelDesc,
     KernelFaults, KernelFloat, KernelNumeric, KernelParam, KernelSig, KernelSource, KernelSpec,
     LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, CUDA_PTX_HELPERS, FAULT_WORDS,
     MAX_KERNEL_ARGS, MAX_LAUNCH_ARGS,

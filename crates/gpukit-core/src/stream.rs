@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::array::{DeviceRead, DeviceWrite};
 use crate::backend::{Backend, RawPtr, RawStream};
@@ -11,7 +11,7 @@ use crate::context::Shared;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::graph::Capture;
-use crate::kernel::MAX_KERNEL_ARGS;
+use crate::kernel::{FaultRecord, MAX_KERNEL_ARGS};
 use crate::track::{Access, SliceRef, Use, Uses};
 use smallvec::SmallVec;
 
@@ -34,6 +34,11 @@ pub(crate) struct StreamInner<B: Backend> {
     /// this context's arrays ([`Stream::copy_peer`]). It holds only waits on their events,
     /// so that the arrays' trackers record uses of this context's streams alone.
     lane: Mutex<Option<Stream<B>>>,
+    /// Where its checked launches report faults (allocated at the first).
+    faults: OnceLock<Arc<FaultRecord<B>>>,
+    /// The fault records of the graphs launched on it since its last sync, which its next
+    /// sync reads.
+    graph_faults: Mutex<Vec<Arc<FaultRecord<B>>>>,
 }
 
 /// How many ordering events a stream keeps for reuse.
@@ -74,6 +79,13 @@ impl<B: Backend> Drop for StreamInner<B> {
     fn drop(&mut self) {
         // SAFETY: `raw` is taken exactly once, here, and `self` is never used again.
         let raw = unsafe { ManuallyDrop::take(&mut self.raw) };
+        if let Some(record) = self.faults.take() {
+            let r = self
+                .shared
+                .faults
+                .retire(&self.shared.backend, &raw, record);
+            self.shared.defer("Stream drop", r);
+        }
         let r = self.shared.backend.destroy_stream(raw);
         self.shared.defer("Stream drop", r);
     }
@@ -149,6 +161,8 @@ impl<B: Backend> Stream<B> {
                 capture: Mutex::new(None),
                 recent: Mutex::new(VecDeque::with_capacity(RECENT_EVENTS)),
                 lane: Mutex::new(None),
+                faults: OnceLock::new(),
+                graph_faults: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -183,12 +197,80 @@ impl<B: Backend> Stream<B> {
 
     /// Blocks until all work queued on this stream has finished; returns the first error
     /// that work raised (or one deferred from a `Drop`), or the first out-of-bounds access
-    /// of a bounds-checked (`#[kernel]`) launch of the context that has finished.
+    /// of a bounds-checked (`#[kernel]`) launch on this stream (or of a graph launched on
+    /// it), once.
     pub fn sync(&self) -> Result<()> {
         self.inner.shared.check()?;
         self.not_capturing("Stream::sync", SYNC_IN_CAPTURE)?;
         self.backend().stream_sync(self.raw())?;
-        self.inner.shared.faults.take(self.backend(), self.raw())
+        self.take_faults()
+    }
+
+    /// Reads the fault records of this stream's finished work: its own, and those of the
+    /// graphs launched on it since the last read; returns the first fault found (once).
+    pub(crate) fn take_faults(&self) -> Result<()> {
+        let (shared, backend) = (&self.inner.shared, self.backend());
+        if let Some(record) = self.inner.faults.get() {
+            shared.faults.take(backend, self.raw(), record)?;
+        }
+        let mut graphs = std::mem::take(&mut *lock(&self.inner.graph_faults));
+        while let Some(record) = graphs.pop() {
+            if let Err(e) = shared.faults.take(backend, self.raw(), &record) {
+                // The others are read at the next sync.
+                lock(&self.inner.graph_faults).append(&mut graphs);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The record this stream's checked launches report to (allocated at the first).
+    pub(crate) fn fault_record(&self) -> Result<&FaultRecord<B>> {
+        if let Some(record) = self.inner.faults.get() {
+            return Ok(record);
+        }
+        let shared = &self.inner.shared;
+        let record = shared.faults.new_record(&shared.backend)?;
+        if let Err(spare) = self.inner.faults.set(record) {
+            // Another thread's launch made one first: give this one back (never used).
+            shared.faults.retire(&shared.backend, self.raw(), spare)?;
+        }
+        self.inner
+            .faults
+            .get()
+            .map(|r| &**r)
+            .ok_or_else(|| Error::Unsupported {
+                backend: self.backend().name(),
+                what: "a stream without its fault record".into(),
+            })
+    }
+
+    /// The record the checked launches of the capture in progress report to: the graph's
+    /// (allocated at the first), which its replays write.
+    pub(crate) fn capture_fault_record(&self) -> Result<Arc<FaultRecord<B>>> {
+        let shared = &self.inner.shared;
+        let mut capture = lock(&self.inner.capture);
+        let Some(capture) = capture.as_mut() else {
+            return Err(Error::Unsupported {
+                backend: self.backend().name(),
+                what: "a capture's fault record outside the capture".into(),
+            });
+        };
+        if let Some(record) = &capture.record {
+            return Ok(Arc::clone(record));
+        }
+        let record = shared.faults.new_record(&shared.backend)?;
+        capture.record = Some(Arc::clone(&record));
+        Ok(record)
+    }
+
+    /// Notes that a graph whose checked kernels report to `record` was launched on this
+    /// stream: its next sync reads the record.
+    pub(crate) fn replays(&self, record: &Arc<FaultRecord<B>>) {
+        let mut graphs = lock(&self.inner.graph_faults);
+        if !graphs.iter().any(|r| Arc::ptr_eq(r, record)) {
+            graphs.push(Arc::clone(record));
+        }
     }
 
     /// Whether all work queued on this stream has finished, without blocking. Once it has,
@@ -198,7 +280,7 @@ impl<B: Backend> Stream<B> {
         self.not_capturing("Stream::query", SYNC_IN_CAPTURE)?;
         let idle = self.backend().stream_query(self.raw())?;
         if idle {
-            self.inner.shared.faults.take(self.backend(), self.raw())?;
+            self.take_faults()?;
         }
         Ok(idle)
     }
@@ -626,4 +708,8 @@ impl<B: Backend> Event<B> {
     pub(crate) fn raw_arc(&self) -> &Arc<B::Event> {
         &self.raw
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

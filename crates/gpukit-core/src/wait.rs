@@ -129,7 +129,7 @@ impl<B: Backend> EventFuture<B> {
                 return Ok(());
             }
             if backend.stream_query(self.stream.raw())? {
-                shared.faults.take(backend, self.stream.raw())?;
+                self.stream.take_faults()?;
             }
         }
         Ok(())

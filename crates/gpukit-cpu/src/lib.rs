@@ -130,7 +130,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
 use gpukit_core::{
-    Backend, BufAt, CpuKernelFn, DType, DeviceInfo, Gemm, HostUse, KernelArg, KernelDesc,
+    Backend, BufAt, CpuKernelFn, CpuRun, DType, DeviceInfo, Gemm, HostUse, KernelArg, KernelDesc,
     LaunchConfig, RawArg, RawPtr, RawStream, Result, Wake, MAX_KERNEL_ARGS,
 };
 
@@ -165,6 +165,8 @@ pub struct CpuBackend {
     queues: Mutex<Vec<Weak<Queue>>>,
     /// How its streams schedule their work.
     schedule: Schedule,
+    /// Whether `#[kernel]` launches run under the race checker.
+    racecheck: bool,
     /// Call counters, the armed fault plan and live counts.
     #[cfg(feature = "fault-injection")]
     faults: fault::Faults,
@@ -191,6 +193,8 @@ pub struct CpuKernel {
     checked_arity: Option<usize>,
     /// A built-in op's native body (`KernelDesc::native`): short on small arrays.
     native: bool,
+    /// How its launches run (under the race checker or not).
+    run: CpuRun,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -234,6 +238,7 @@ impl CpuBackend {
             ordinal,
             queues: Mutex::new(Vec::new()),
             schedule: Schedule::from_env()?,
+            racecheck: racecheck_from_env()?,
             #[cfg(feature = "fault-injection")]
             faults: fault::Faults::new(None),
         })
@@ -249,6 +254,7 @@ impl CpuBackend {
             ordinal: 0,
             queues: Mutex::new(Vec::new()),
             schedule: Schedule::from_env()?,
+            racecheck: racecheck_from_env()?,
             faults: fault::Faults::new(Some(plan)),
         };
         let probe = backend.faults.probe();
@@ -290,6 +296,46 @@ impl CpuBackend {
     /// How this backend's streams schedule their work.
     pub fn schedule(&self) -> Schedule {
         self.schedule
+    }
+
+    /// The backend with the race checker of `#[kernel]` launches on or off (kernels loaded
+    /// before keep theirs); `GPU_KERNEL_RACECHECK=1` turns it on for every CPU backend
+    /// opened without this call.
+    ///
+    /// Under the checker, each launch of a `#[kernel]` records which threads read, write
+    /// and atomically update each element of its arrays and shared arrays between
+    /// barriers. Two threads' accesses to one element, one a write and not both atomic,
+    /// with no `barrier()` between them (threads of one block) or in different blocks
+    /// (which nothing but the launch's end orders) fail the launch: the stream's next sync
+    /// returns `KernelFailed` naming the kernel, the array, the index and both threads.
+    /// The checker keeps 56 bytes per element of each array the launch touches, for the
+    /// launch's duration. Closures written by hand (`KernelSpec::cpu`) are not checked.
+    ///
+    /// ```
+    /// use gpukit::cpu::{CpuBackend, CpuContext};
+    ///
+    /// #[gpukit::kernel]
+    /// fn count(hits: &mut [u32]) {
+    ///     hits[0] += 1; // every thread, with no atomic: a race on a GPU
+    /// }
+    ///
+    /// let ctx = CpuContext::new(CpuBackend::new()?.with_kernel_racecheck(true))?;
+    /// let k = ctx.kernel(count())?;
+    /// let mut hits = ctx.alloc_zeros::<u32>(1)?;
+    /// ctx.launch(&k, gpukit::LaunchConfig::for_elems(64), (&mut hits,))?;
+    /// let err = ctx.sync().unwrap_err();
+    /// assert!(err.to_string().contains("data race on `hits`[0]"), "{err}");
+    /// # Ok::<(), gpukit::Error>(())
+    /// ```
+    pub fn with_kernel_racecheck(mut self, on: bool) -> CpuBackend {
+        self.racecheck = on;
+        self
+    }
+
+    /// Whether `#[kernel]` launches run under the race checker
+    /// ([`CpuBackend::with_kernel_racecheck`]).
+    pub fn kernel_racecheck(&self) -> bool {
+        self.racecheck
     }
 
     /// Opens a context on the CPU backend.
@@ -373,9 +419,40 @@ impl LaunchArgs {
     }
 }
 
+/// The environment variable that turns on the race checker of `#[kernel]` launches for
+/// every CPU backend opened without [`CpuBackend::with_kernel_racecheck`]: `1` (or `0`).
+pub const RACECHECK_ENV: &str = "GPU_KERNEL_RACECHECK";
+
+/// Whether `GPU_KERNEL_RACECHECK` asks for the race checker (`1`, `true`, `on`; `0`,
+/// `false`, `off` or unset: not); another value is an `Error::Config` naming it.
+fn racecheck_from_env() -> Result<bool> {
+    match std::env::var_os(RACECHECK_ENV) {
+        Some(v) => parse_racecheck(&v.to_string_lossy()),
+        None => Ok(false),
+    }
+}
+
+/// A value of `GPU_KERNEL_RACECHECK`, as [`racecheck_from_env`] reads it.
+fn parse_racecheck(v: &str) -> Result<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "false" | "off" => Ok(false),
+        "1" | "true" | "on" => Ok(true),
+        _ => Err(gpukit_core::Error::Config {
+            path: RACECHECK_ENV.to_string(),
+            message: format!("{v:?} is not `1` (check kernels for races) or `0`"),
+        }),
+    }
+}
+
 /// Calls a kernel's CPU function, its error or panic the stream's error naming it.
-fn call_kernel(f: &CpuKernelFn, name: &str, cfg: &LaunchConfig, args: &[RawArg]) -> Result<()> {
-    match catch_unwind(AssertUnwindSafe(|| f(cfg, args))) {
+fn call_kernel(
+    f: &CpuKernelFn,
+    name: &str,
+    run: CpuRun,
+    cfg: &LaunchConfig,
+    args: &[RawArg],
+) -> Result<()> {
+    match catch_unwind(AssertUnwindSafe(|| f(cfg, args, run))) {
         Ok(Ok(())) => Ok(()),
         Ok(Err(message)) => Err(CpuError::KernelError {
             kernel: name.to_string(),
@@ -679,6 +756,7 @@ impl Backend for CpuBackend {
                 f: f.clone(),
                 checked_arity: desc.checked.as_ref().map(|c| c.arity),
                 native: desc.native,
+                run: CpuRun::racecheck(self.racecheck),
             }),
             None => Err(CpuError::NoCpuKernel {
                 kernel: desc.name.clone(),
@@ -770,7 +848,7 @@ impl Backend for CpuBackend {
         // On the calling thread when the stream is idle: the arguments borrowed, nothing
         // kept (the caller's buffers outlive this call), no task built.
         if short && !stream.capturing.load(Ordering::Acquire) {
-            let here = |()| call_kernel(&kernel.f, &kernel.name, cfg, raw.get(n));
+            let here = |()| call_kernel(&kernel.f, &kernel.name, kernel.run, cfg, raw.get(n));
             if let Ok(done) = stream.queue.run_here((), here) {
                 return done.map(|_| ());
             }
@@ -785,10 +863,16 @@ impl Backend for CpuBackend {
             }
         }
         // A `u8` count (at most 14): the task's closure fits its inline storage.
-        let (f, name, cfg, n) = (kernel.f.clone(), kernel.name.clone(), *cfg, n as u8);
+        let (f, name, run, cfg, n) = (
+            kernel.f.clone(),
+            kernel.name.clone(),
+            kernel.run,
+            *cfg,
+            n as u8,
+        );
         let task = Task::new(move || {
             let _keep = &keep;
-            call_kernel(&f, &name, &cfg, raw.get(usize::from(n)))
+            call_kernel(&f, &name, run, &cfg, raw.get(usize::from(n)))
         });
         self.push(stream, task, accesses)
     }
@@ -903,5 +987,31 @@ impl std::fmt::Debug for CpuGraph {
         f.debug_struct("CpuGraph")
             .field("tasks", &self.len)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn racecheck_values_parse_and_others_name_the_variable() {
+        for (v, on) in [
+            ("1", true),
+            (" ON ", true),
+            ("true", true),
+            ("0", false),
+            ("", false),
+            ("off", false),
+        ] {
+            assert_eq!(parse_racecheck(v).ok(), Some(on), "{v:?}");
+        }
+        match parse_racecheck("yes please") {
+            Err(gpukit_core::Error::Config { path, message }) => {
+                assert_eq!(path, RACECHECK_ENV);
+                assert!(message.contains("\"yes please\""), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

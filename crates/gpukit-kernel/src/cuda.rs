@@ -14,6 +14,7 @@ __device__ __noinline__ void gk_fault(unsigned int* f, unsigned int tag, unsigne
         f[3] = (unsigned int)i; f[4] = (unsigned int)(i >> 32);
         f[5] = (unsigned int)n; f[6] = (unsigned int)(n >> 32);
         __threadfence();
+        atomicExch(f, 2u);
     }
 }
 template <typename T> __device__ __forceinline__ T gk_ld(const T* p, gk_u64 n, gk_u64 i, unsigned int* f, unsigned int tag, unsigned int arr) {

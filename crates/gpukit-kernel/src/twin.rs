@@ -42,6 +42,8 @@ pub fn generate(k: &Kernel) -> String {
     );
     let binds: Vec<String> = (0..k.params.len()).map(|i| format!("__p{i}")).collect();
     let _ = writeln!(g.out, "let ({},) = __args;", binds.join(", "));
+    g.out
+        .push_str("let __rc: ::core::option::Option<&::gpukit::core::RaceCheck> = __f.race();\n");
     for (i, p) in k.params.iter().enumerate() {
         let t = p.ty.rust_path();
         let _ = match p.kind {
@@ -93,8 +95,10 @@ pub fn generate(k: &Kernel) -> String {
             );
         }
     }
-    g.out
-        .push_str("for __bz in 0..__gz { for __by in 0..__gy { for __bx in 0..__gx {\n");
+    g.out.push_str(
+        "for __bz in 0..__gz { for __by in 0..__gy { for __bx in 0..__gx {\n\
+         if let ::core::option::Option::Some(__r) = __rc { __r.block((__bz * __gy + __by) * __gx + __bx); }\n",
+    );
     g.block_level(&k.body);
     g.out.push_str("}}}\n::core::result::Result::Ok(())\n}\n");
     g.out
@@ -142,7 +146,9 @@ impl Gen<'_> {
             }
             self.flush(&mut run);
             match s {
-                Stmt::Barrier => {}
+                Stmt::Barrier => self.out.push_str(
+                    "if let ::core::option::Option::Some(__r) = __rc { __r.barrier(); }\n",
+                ),
                 Stmt::Block(b) => {
                     self.out.push_str("{\n");
                     self.block_level(b);
@@ -339,6 +345,17 @@ impl Gen<'_> {
         );
     }
 
+    /// What the race checker is told of the current thread's access of kind `kind` (an
+    /// `Access` variant) to element `__i` of `arr`, of length `len`, when the launch runs
+    /// under one.
+    fn race(&self, arr: Arr, kind: &str, len: &str) -> String {
+        format!(
+            "if let ::core::option::Option::Some(__r) = __rc {{ __r.access({}, {}, __i, {len}, __tid, ::gpukit::core::__Access::{kind}); }} ",
+            self.k.arr_number(arr),
+            matches!(arr, Arr::Shared(_)),
+        )
+    }
+
     /// The current thread's values of the per-thread locals `used`, bound to their names.
     fn loads(&self, used: &[usize]) -> String {
         used.iter()
@@ -425,9 +442,14 @@ impl Gen<'_> {
                     } else {
                         stored
                     };
+                    let mut race = String::new();
+                    if op.is_some() {
+                        race.push_str(&self.race(*arr, "Read", "__n"));
+                    }
+                    race.push_str(&self.race(*arr, "Write", "__n"));
                     let _ = writeln!(
                         self.out,
-                        "{{ let __v: {} = {v}; let __i: usize = {i}; let __n = {a}.len(); match {a}.get_mut(__i) {{ ::core::option::Option::Some(__p) => {{ *__p = {stored}; }} ::core::option::Option::None => __f.fault({}, __i as u64, __n as u64), }} }}",
+                        "{{ let __v: {} = {v}; let __i: usize = {i}; let __n = {a}.len(); match {a}.get_mut(__i) {{ ::core::option::Option::Some(__p) => {{ {race}*__p = {stored}; }} ::core::option::Option::None => __f.fault({}, __i as u64, __n as u64), }} }}",
                         vty.rust(),
                         self.k.arr_number(*arr)
                     );
@@ -513,8 +535,9 @@ impl Gen<'_> {
             ExprKind::Index { arr, idx } => {
                 let i = self.expr(idx);
                 let a = self.k.arr_name(*arr);
+                let race = self.race(*arr, "Read", &format!("{a}.len()"));
                 format!(
-                    "{{ let __i: usize = {i}; match {a}.get(__i) {{ ::core::option::Option::Some(__v) => {}, ::core::option::Option::None => {{ __f.fault({}, __i as u64, {a}.len() as u64); {} }} }} }}",
+                    "{{ let __i: usize = {i}; match {a}.get(__i) {{ ::core::option::Option::Some(__v) => {{ {race}{} }}, ::core::option::Option::None => {{ __f.fault({}, __i as u64, {a}.len() as u64); {} }} }} }}",
                     if self.k.arr_ty(*arr).is_half() { "__v.to_f32()" } else { "*__v" },
                     self.k.arr_number(*arr),
                     zero(e.ty)
@@ -620,8 +643,9 @@ impl Gen<'_> {
                     .get(1)
                     .map(|b| format!("let __b: {} = {b};", t.rust()))
                     .unwrap_or_default();
+                let race = self.race(*arr, "Atomic", "__n");
                 format!(
-                    "{{ let __a: {ty} = {}; {b} let __i: usize = {i}; let __n = {a}.len(); match {a}.get_mut(__i) {{ ::core::option::Option::Some(__p) => {{ let __old: {ty} = *__p; *__p = {new}; __old }} ::core::option::Option::None => {{ __f.fault({}, __i as u64, __n as u64); {} }} }} }}",
+                    "{{ let __a: {ty} = {}; {b} let __i: usize = {i}; let __n = {a}.len(); match {a}.get_mut(__i) {{ ::core::option::Option::Some(__p) => {{ {race}let __old: {ty} = *__p; *__p = {new}; __old }} ::core::option::Option::None => {{ __f.fault({}, __i as u64, __n as u64); {} }} }} }}",
                     vs[0],
                     self.k.arr_number(*arr),
                     zero(t),

@@ -327,6 +327,7 @@ const FAULT: &str = "fn gk_fault(arr: u32, i: u32, n: u32) {
             atomicStore(&gk_faults[4], 0u);
             atomicStore(&gk_faults[5], n);
             atomicStore(&gk_faults[6], 0u);
+            atomicStore(&gk_faults[0], 2u);
             return;
         }
         if (r.old_value != 0u) {

@@ -157,16 +157,24 @@
 //! **The bounds-check contract.** Every read and write of a slice or shared array, atomics
 //! included, is checked against the length passed with the array (for a view, the view's
 //! length) or the shared array's size. An access outside is not made: a read gives zero, a
-//! write is dropped, and the first such access of the context is reported as
+//! write is dropped, and the stream's first such access is reported as
 //! [`Error::KernelFailed`] (`{ kernel, message }`, naming the array, the index and the
-//! length) at the next `Stream::sync` (or `query` that finds the stream idle) or
-//! `Context::sync`; the launch's other threads run to their end, so its outputs are
-//! undefined, and the context stays usable. This holds on every backend (the CPU twin checks
-//! in Rust, the GPU code before each access, reporting through a small fault record the
-//! context owns), so constructing and launching a `#[kernel]` needs no `unsafe`. What the
-//! macro cannot rule out: data races between threads of one launch (two threads writing one
-//! element, or one reading what another writes without a barrier or an atomic between them)
-//! give unspecified values, as in CUDA. Every thread of a block reaches the same barriers and
+//! length) once: at that stream's next `sync` (or `query` that finds it idle; a graph's, at
+//! the sync of the stream it was launched on) or at `Context::sync`, which reads every
+//! stream's (a dropped stream's fault waits for it); the launch's other threads run to
+//! their end, so its outputs are undefined, and the context stays usable. This holds on
+//! every backend (the CPU twin checks in Rust, the GPU code before each access, reporting
+//! through a small fault record each stream owns), so constructing and launching a
+//! `#[kernel]` needs no `unsafe`. What the macro cannot rule out: data races between
+//! threads of one launch (two threads writing one element, or one reading what another
+//! writes without a barrier or an atomic between them) give unspecified values, as in CUDA.
+//! The CPU backend finds them: under `GPU_KERNEL_RACECHECK=1` (or
+//! [`cpu::CpuBackend::with_kernel_racecheck`]) each launch records which threads read and
+//! write each element between barriers, and two threads' accesses to one element, one a
+//! write and not both atomic, with no `barrier()` between them (one block) or in different
+//! blocks are `KernelFailed` naming the array, the index and both threads (56 bytes per
+//! element of each array the launch touches, for the launch's time; CI runs every kernel
+//! test under it). Every thread of a block reaches the same barriers and
 //! subgroup collectives (on a GPU, one that some threads skip hangs or corrupts the block):
 //! the macro refuses one inside an `if`, `while` or `for` whose condition or bounds may
 //! differ between the block's threads (they depend on `thread_*()`, `global_*()`,

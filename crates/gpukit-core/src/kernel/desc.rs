@@ -14,10 +14,27 @@ pub enum KernelSource {
     Ptx(String),
 }
 
-/// A CPU kernel with its arguments erased: runs the whole launch.
+/// A CPU kernel with its arguments erased: runs the whole launch, as [`CpuRun`] asks.
 /// An error it returns (or a panic inside it) becomes [`crate::Error::KernelFailed`].
 pub type CpuKernelFn =
-    Arc<dyn Fn(&LaunchConfig, &[RawArg]) -> std::result::Result<(), String> + Send + Sync>;
+    Arc<dyn Fn(&LaunchConfig, &[RawArg], CpuRun) -> std::result::Result<(), String> + Send + Sync>;
+
+/// How the CPU backend asks a kernel's CPU code to run a launch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CpuRun {
+    /// Check the launch for data races between its threads: a `#[kernel]`'s twin records
+    /// which threads read and write each element between barriers and fails the launch
+    /// with the first race (see `RaceCheck`); a closure written by hand is not checked.
+    pub racecheck: bool,
+}
+
+impl CpuRun {
+    /// A run with the race checker on or off.
+    pub fn racecheck(on: bool) -> CpuRun {
+        CpuRun { racecheck: on }
+    }
+}
 
 /// An argument as a CPU kernel receives it before it is typed again.
 #[derive(Debug, Clone, Copy)]

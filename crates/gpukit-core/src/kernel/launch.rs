@@ -5,7 +5,7 @@ use smallvec::SmallVec;
 use std::marker::PhantomData;
 
 use crate::backend::{Backend, KernelArg, LaunchLimits};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::stream::Stream;
 use crate::track::Access;
 
@@ -117,7 +117,17 @@ impl<B: Backend> Stream<B> {
                 ArgRef::Scalar { .. } => {}
             }
         }
-        let shared = self.shared_arc();
+        // The record its faults go to: the stream's (or the capture's, which its graph's
+        // replays write), allocated at the first checked launch.
+        let captured;
+        let record = match kernel.tag {
+            None => None,
+            Some(_) if self.is_capturing() => {
+                captured = self.capture_fault_record()?;
+                Some(&*captured)
+            }
+            Some(_) => Some(self.fault_record()?),
+        };
         self.enqueue(call, &accesses, || {
             // Pushed in place (collecting would build the inline array and then move it).
             let mut raw = SmallVec::<[KernelArg<'_, B>; MAX_LAUNCH_ARGS]>::new();
@@ -139,25 +149,20 @@ impl<B: Backend> Stream<B> {
                     },
                 });
             }
-            if kernel.may_fault {
-                shared.faults.launched();
-            }
-            if let Some(tag) = kernel.tag.map(|own| tag.unwrap_or(own)) {
+            if let (Some(record), Some(tag)) = (record, kernel.tag.map(|own| tag.unwrap_or(own))) {
+                if kernel.may_fault {
+                    record.launched();
+                }
                 // The checked convention: each array's length in bytes, the tag, the
-                // context's fault record (untracked: kernels only claim it atomically).
+                // fault record (untracked: kernels only claim it atomically).
                 for a in &resolved {
                     if let ArgRef::Read(s) | ArgRef::Write(s) = a {
                         raw.push(scalar(&(s.bytes() as u64).to_ne_bytes()));
                     }
                 }
                 raw.push(scalar(&tag.to_ne_bytes()));
-                let record = shared.faults.record().ok_or_else(|| Error::Unsupported {
-                    backend: self.backend().name(),
-                    what: "a checked kernel launched before its context's fault record exists"
-                        .into(),
-                })?;
                 raw.push(KernelArg::Buffer {
-                    at: Some(record),
+                    at: Some(record.at()),
                     bytes: FAULT_WORDS * 4,
                     write: true,
                 });
@@ -171,7 +176,8 @@ impl<B: Backend> Stream<B> {
             // records this one, so no buffer is freed before the launch has run; written
             // arguments are `&mut` borrows or views, so no written range overlaps another
             // argument; the fault record is a buffer of its own that lives as long as the
-            // context and is only ever claimed atomically.
+            // stream (or the graph) and, while work that uses it may run, the context's
+            // log, and is only ever claimed atomically.
             unsafe { self.backend().launch(self.raw(), &kernel.raw, &cfg, &raw) }
         })
     }

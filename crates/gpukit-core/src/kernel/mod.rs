@@ -88,6 +88,7 @@ mod desc;
 mod geometry;
 mod launch;
 mod ptx;
+mod race;
 mod spec;
 
 pub(crate) use args::{ArgList, Reads, Value, Writes};
@@ -96,12 +97,14 @@ pub use args::{
     MAX_LAUNCH_ARGS,
 };
 pub(crate) use builtin::Builtins;
-pub(crate) use checked::FaultLog;
 pub use checked::{
     __comptime, CheckedAbi, DeviceFn, KernelFaults, KernelFloat, KernelNumeric, FAULT_WORDS,
 };
-pub use desc::{CpuKernelFn, KernelDesc, KernelSource, RawArg};
+pub(crate) use checked::{FaultLog, FaultRecord};
+pub use desc::{CpuKernelFn, CpuRun, KernelDesc, KernelSource, RawArg};
 pub use geometry::{Dim3, LaunchConfig, ThreadIndex};
 pub use launch::Kernel;
 pub use ptx::CUDA_PTX_HELPERS;
+#[doc(hidden)]
+pub use race::{Access as __Access, RaceCheck};
 pub use spec::KernelSpec;

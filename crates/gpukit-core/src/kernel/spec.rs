@@ -158,7 +158,7 @@ impl<S: KernelSig> KernelSpec<S> {
     where
         F: for<'a, 'b> Fn(&ThreadIndex, &'b mut S::Cpu<'a>) + Send + Sync + 'static,
     {
-        let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
+        let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg], _| {
             if raw.len() != S::ARITY {
                 return Err(format!(
                     "{} arguments given, the signature has {}",
@@ -196,7 +196,7 @@ impl<S: KernelSig> KernelSpec<S> {
         mut self,
         body: impl for<'a, 'b> Fn(&'b mut S::Cpu<'a>, &KernelFaults<'_>) + Send + Sync + 'static,
     ) -> Self {
-        let erased: CpuKernelFn = Arc::new(move |_: &LaunchConfig, raw: &[RawArg]| {
+        let erased: CpuKernelFn = Arc::new(move |_: &LaunchConfig, raw: &[RawArg], _| {
             let faults = checked_record::<S>(raw)?;
             // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
             // from arguments whose types match `S`, live and ordered for this call, with no
@@ -354,6 +354,7 @@ impl<S: KernelSig> KernelSpec<S> {
             + 'static,
     {
         let mut s = Self::named(name);
+        let arrays = abi.arrays.clone();
         s.desc.source = Some(KernelSource::CudaC(cuda.to_owned()));
         s.desc.wgsl = wgsl.map(str::to_owned);
         s.desc.checked = Some(CheckedAbi {
@@ -366,14 +367,22 @@ impl<S: KernelSig> KernelSpec<S> {
             unchecked.1.map(str::to_owned),
             without_subgroups.1.map(str::to_owned),
         )));
-        let erased: CpuKernelFn = Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg]| {
-            let faults = checked_record::<S>(raw)?;
-            // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
-            // from arguments whose types match `S`, live and ordered for this call, with no
-            // written range aliasing another.
-            let mut args = unsafe { S::from_raw(&raw[..S::ARITY]) };
-            twin(cfg, &mut args, &faults)
-        });
+        let erased: CpuKernelFn =
+            Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg], run: CpuRun| {
+                let mut faults = checked_record::<S>(raw)?;
+                if run.racecheck {
+                    faults = faults.race_checked(cfg);
+                }
+                // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
+                // from arguments whose types match `S`, live and ordered for this call, with no
+                // written range aliasing another.
+                let mut args = unsafe { S::from_raw(&raw[..S::ARITY]) };
+                twin(cfg, &mut args, &faults)?;
+                match faults.race().and_then(|r| r.report(&arrays)) {
+                    Some(race) => Err(race),
+                    None => Ok(()),
+                }
+            });
         s.desc.cpu = Some(erased);
         s
     }

@@ -150,6 +150,116 @@ crate::backend_tests! {
     }
 }
 
+// Each stream has its own fault record: a fault is reported to the stream whose launch
+// made it (or to the context's sync, which reads every stream's), whole, once.
+crate::backend_tests! {
+    fn kernel_fault_is_reported_to_its_own_stream(ctx) {
+        let k = ctx.kernel(gather())?;
+        let src = ctx.alloc_upload(&[1.0f32; 10])?;
+        let (a, b, clean) = (ctx.create_stream()?, ctx.create_stream()?, ctx.create_stream()?);
+        let ia = ctx.alloc_upload(&[0u32, 20])?;
+        let ib = ctx.alloc_upload(&[30u32, 0])?;
+        let ok = ctx.alloc_upload(&[0u32, 1])?;
+        let mut oa = ctx.alloc_zeros::<f32>(2)?;
+        let mut ob = ctx.alloc_zeros::<f32>(2)?;
+        let mut oc = ctx.alloc_zeros::<f32>(2)?;
+        a.launch(&k, LaunchConfig::for_elems(2), (&src, &ia, &mut oa))?;
+        b.launch(&k, LaunchConfig::for_elems(2), (&src, &ib, &mut ob))?;
+        clean.launch(&k, LaunchConfig::for_elems(2), (&src, &ok, &mut oc))?;
+        // The clean stream waits for the others' work: their faults have happened.
+        clean.wait(&a.record_event()?)?;
+        clean.wait(&b.record_event()?)?;
+        // Nothing of them reaches the clean stream's sync, or the default stream's...
+        clean.sync()?;
+        ctx.default_stream().sync()?;
+        // ... they are the faulting streams' own.
+        expect_fault(a.sync(), "gather", "index 20 is out of bounds for `src` (length 10)");
+        expect_fault(b.sync(), "gather", "index 30 is out of bounds for `src` (length 10)");
+        Ok(())
+    }
+
+    fn kernel_faults_go_to_the_streams_that_made_them(ctx) {
+        let k = ctx.kernel(gather())?;
+        let src = ctx.alloc_upload(&[1.0f32; 10])?;
+        let (a, b) = (ctx.create_stream()?, ctx.create_stream()?);
+        let ia = ctx.alloc_upload(&[0u32, 20])?;
+        let ib = ctx.alloc_upload(&[30u32, 0])?;
+        let mut oa = ctx.alloc_zeros::<f32>(2)?;
+        let mut ob = ctx.alloc_zeros::<f32>(2)?;
+        a.launch(&k, LaunchConfig::for_elems(2), (&src, &ia, &mut oa))?;
+        b.launch(&k, LaunchConfig::for_elems(2), (&src, &ib, &mut ob))?;
+        // ... and each faulting stream gets its own, whichever syncs first, once.
+        expect_fault(b.sync(), "gather", "index 30 is out of bounds for `src` (length 10)");
+        expect_fault(a.sync(), "gather", "index 20 is out of bounds for `src` (length 10)");
+        a.sync()?;
+        b.sync()?;
+        ctx.sync()?;
+        Ok(())
+    }
+
+    fn kernel_faults_of_two_streams_are_both_reported_once(ctx) {
+        let k = ctx.kernel(gather())?;
+        let src = ctx.alloc_upload(&[1.0f32; 10])?;
+        let (a, b) = (ctx.create_stream()?, ctx.create_stream()?);
+        let (ia, ib) = (ctx.alloc_upload(&[11u32])?, ctx.alloc_upload(&[12u32])?);
+        let (mut oa, mut ob) = (ctx.alloc_zeros::<f32>(1)?, ctx.alloc_zeros::<f32>(1)?);
+        a.launch(&k, LaunchConfig::for_elems(1), (&src, &ia, &mut oa))?;
+        b.launch(&k, LaunchConfig::for_elems(1), (&src, &ib, &mut ob))?;
+        // The context's sync reports one of them, the next the other, then none.
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            match ctx.sync() {
+                Err(Error::KernelFailed { message, .. }) => seen.push(message),
+                other => panic!("expected a fault, got {other:?}"),
+            }
+        }
+        ctx.sync()?;
+        a.sync()?;
+        b.sync()?;
+        seen.sort();
+        assert!(seen[0].contains("index 11 is out of bounds"), "{seen:?}");
+        assert!(seen[1].contains("index 12 is out of bounds"), "{seen:?}");
+        Ok(())
+    }
+
+    fn kernel_fault_of_a_dropped_stream_reaches_the_context(ctx) {
+        let k = ctx.kernel(gather())?;
+        let src = ctx.alloc_upload(&[1.0f32; 10])?;
+        let idx = ctx.alloc_upload(&[13u32])?;
+        let mut out = ctx.alloc_zeros::<f32>(1)?;
+        {
+            let s = ctx.create_stream()?;
+            s.launch(&k, LaunchConfig::for_elems(1), (&src, &idx, &mut out))?;
+        }
+        expect_fault(ctx.sync(), "gather", "index 13 is out of bounds for `src`");
+        ctx.sync()?;
+        Ok(())
+    }
+
+    fn kernel_fault_in_a_graph_is_reported_to_the_stream_that_launched_it(ctx) {
+        let k = ctx.kernel(gather())?;
+        let src = ctx.alloc_upload(&[1.0f32; 10])?;
+        let idx = ctx.alloc_upload(&[14u32])?;
+        let mut out = ctx.alloc_zeros::<f32>(1)?;
+        let (s, t) = (ctx.create_stream()?, ctx.create_stream()?);
+        let graph = match s.capture(|s| s.launch(&k, LaunchConfig::for_elems(1), (&src, &idx, &mut out))) {
+            Err(Error::Unsupported { .. }) if ctx.backend_name() == "vulkan" => return Ok(()),
+            other => other?,
+        };
+        s.sync()?; // the capture ran nothing
+        graph.launch(&t)?;
+        s.sync()?;
+        expect_fault(t.sync(), "gather", "index 14 is out of bounds for `src`");
+        t.sync()?;
+        // Once more, after the graph is gone.
+        graph.launch(&s)?;
+        drop(graph);
+        expect_fault(s.sync(), "gather", "index 14 is out of bounds for `src`");
+        ctx.sync()?;
+        Ok(())
+    }
+}
+
 /// An f64 kernel calling `exp`: no WGSL (Vulkan has the math functions in 16 and 32 bits
 /// only), every other backend runs it.
 #[kernel]
