@@ -13,7 +13,9 @@ use std::fmt::Write;
 
 use crate::ir::*;
 
-/// The kernel's CPU twin: Rust source of a function that runs a whole launch.
+/// The kernel's CPU twin: Rust source of a function that runs a whole launch, generic over
+/// `const __RC: bool` (whether it tells the launch's race checker of its accesses) and the
+/// kernel's compile-time parameters.
 pub fn generate(k: &Kernel) -> String {
     let mut g = Gen {
         k,
@@ -32,7 +34,7 @@ pub fn generate(k: &Kernel) -> String {
     let _ = writeln!(
         g.out,
         "#[allow(unused, unused_mut, unused_variables, unused_labels, unused_parens, unused_braces, clippy::all)]\n\
-         fn __twin<{}>(__cfg: &::gpukit::core::LaunchConfig, __args: &mut ({},), __f: &::gpukit::core::KernelFaults<'_>) -> ::core::result::Result<(), ::std::string::String> {{",
+         fn __twin<const __RC: bool, {}>(__cfg: &::gpukit::core::LaunchConfig, __args: &mut ({},), __f: &::gpukit::core::KernelFaults<'_>) -> ::core::result::Result<(), ::std::string::String> {{",
         k.comptime
             .iter()
             .map(|c| format!("const {}: {}", c.name, c.ty.rust()))
@@ -42,8 +44,10 @@ pub fn generate(k: &Kernel) -> String {
     );
     let binds: Vec<String> = (0..k.params.len()).map(|i| format!("__p{i}")).collect();
     let _ = writeln!(g.out, "let ({},) = __args;", binds.join(", "));
-    g.out
-        .push_str("let __rc: ::core::option::Option<&::gpukit::core::RaceCheck> = __f.race();\n");
+    // Instantiated twice: with `__RC` false (the checker's calls compiled out) and true.
+    g.out.push_str(
+        "let __rc: ::core::option::Option<&::gpukit::core::RaceCheck> = if __RC { __f.race() } else { ::core::option::Option::None };\n",
+    );
     for (i, p) in k.params.iter().enumerate() {
         let t = p.ty.rust_path();
         let _ = match p.kind {

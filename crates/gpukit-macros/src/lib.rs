@@ -627,8 +627,8 @@ fn instantiation(
     };
     // Each compile-time parameter's value written into the GPU code; the twin is generic
     // over them.
-    let (comptime, twin_fn) = if k.comptime.is_empty() {
-        (quote!(), quote!(__twin))
+    let (comptime, twin_fn, twin_rc) = if k.comptime.is_empty() {
+        (quote!(), quote!(__twin::<false>), quote!(__twin::<true>))
     } else {
         let names: Vec<_> = k
             .comptime
@@ -660,14 +660,15 @@ fn instantiation(
                     (__cuda_unchecked.as_str(), __wgsl_unchecked.as_deref());
                 let without_subgroups = (__plain.as_deref(), __plain_unchecked.as_deref());
             },
-            quote!(__twin::<#(#names),*>),
+            quote!(__twin::<false, #(#names),*>),
+            quote!(__twin::<true, #(#names),*>),
         )
     };
     let constructor = match as_generic {
         None => quote!(::gpukit::core::KernelSpec::__generated),
         Some(generic) => {
             let concrete = signature(k, None);
-            quote!(::gpukit::core::KernelSpec::<#generic>::__generated_as::<#concrete, _>)
+            quote!(::gpukit::core::KernelSpec::<#generic>::__generated_as::<#concrete, _, _>)
         }
     };
     Ok(quote! {
@@ -701,7 +702,7 @@ fn instantiation(
                 },
                 (cuda_unchecked, wgsl_unchecked),
                 without_subgroups,
-                #twin_fn,
+                (#twin_fn, #twin_rc),
             )
         }
     })

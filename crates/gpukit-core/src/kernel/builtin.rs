@@ -73,7 +73,7 @@ impl<S: KernelSig> KernelSpec<S> {
                 abi,
                 (&cuda::generate(k, false), unchecked.as_deref()),
                 (without.0.as_deref(), without.1.as_deref()),
-                no_twin,
+                (no_twin, no_twin),
             )
         }
     }

@@ -280,17 +280,25 @@ impl<S: KernelSig> KernelSpec<S> {
     ///
     /// As for [`KernelSpec::__generated`], for the signature `S2`.
     #[doc(hidden)]
-    pub unsafe fn __generated_as<S2: KernelSig, F>(
+    pub unsafe fn __generated_as<S2: KernelSig, F, R>(
         name: &str,
         cuda: &str,
         wgsl: Option<&str>,
         abi: CheckedAbi,
         unchecked: (&str, Option<&str>),
         without_subgroups: (Option<&str>, Option<&str>),
-        twin: F,
+        (twin, racecheck): (F, R),
     ) -> Option<Self>
     where
         F: for<'a, 'b> Fn(
+                &LaunchConfig,
+                &'b mut S2::Cpu<'a>,
+                &KernelFaults<'_>,
+            ) -> std::result::Result<(), String>
+            + Send
+            + Sync
+            + 'static,
+        R: for<'a, 'b> Fn(
                 &LaunchConfig,
                 &'b mut S2::Cpu<'a>,
                 &KernelFaults<'_>,
@@ -304,7 +312,15 @@ impl<S: KernelSig> KernelSpec<S> {
         }
         // SAFETY: forwarded from the caller.
         let spec = unsafe {
-            KernelSpec::<S2>::__generated(name, cuda, wgsl, abi, unchecked, without_subgroups, twin)
+            KernelSpec::<S2>::__generated(
+                name,
+                cuda,
+                wgsl,
+                abi,
+                unchecked,
+                without_subgroups,
+                (twin, racecheck),
+            )
         };
         spec.retyped()
     }
@@ -334,17 +350,25 @@ impl<S: KernelSig> KernelSpec<S> {
     /// (checked, unchecked) that computes subgroup operations through workgroup memory,
     /// under the same contract.
     #[doc(hidden)]
-    pub unsafe fn __generated<F>(
+    pub unsafe fn __generated<F, R>(
         name: &str,
         cuda: &str,
         wgsl: Option<&str>,
         abi: CheckedAbi,
         unchecked: (&str, Option<&str>),
         without_subgroups: (Option<&str>, Option<&str>),
-        twin: F,
+        (twin, racecheck): (F, R),
     ) -> Self
     where
         F: for<'a, 'b> Fn(
+                &LaunchConfig,
+                &'b mut S::Cpu<'a>,
+                &KernelFaults<'_>,
+            ) -> std::result::Result<(), String>
+            + Send
+            + Sync
+            + 'static,
+        R: for<'a, 'b> Fn(
                 &LaunchConfig,
                 &'b mut S::Cpu<'a>,
                 &KernelFaults<'_>,
@@ -369,15 +393,16 @@ impl<S: KernelSig> KernelSpec<S> {
         )));
         let erased: CpuKernelFn =
             Arc::new(move |cfg: &LaunchConfig, raw: &[RawArg], run: CpuRun| {
-                let mut faults = checked_record::<S>(raw)?;
-                if run.racecheck {
-                    faults = faults.race_checked(cfg);
-                }
-                // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were built
-                // from arguments whose types match `S`, live and ordered for this call, with no
-                // written range aliasing another.
+                let faults = checked_record::<S>(raw)?;
+                // SAFETY: as in `KernelSpec::cpu`: the first `S::ARITY` raw arguments were
+                // built from arguments whose types match `S`, live and ordered for this call,
+                // with no written range aliasing another.
                 let mut args = unsafe { S::from_raw(&raw[..S::ARITY]) };
-                twin(cfg, &mut args, &faults)?;
+                if !run.racecheck {
+                    return twin(cfg, &mut args, &faults);
+                }
+                let faults = faults.race_checked(cfg);
+                racecheck(cfg, &mut args, &faults)?;
                 match faults.race().and_then(|r| r.report(&arrays)) {
                     Some(race) => Err(race),
                     None => Ok(()),
