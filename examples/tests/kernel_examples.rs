@@ -200,6 +200,27 @@ fn stencil_agrees_with_plain_rust() {
     });
 }
 
+#[test]
+fn conv5x5_agrees_with_plain_rust() {
+    check(16, |ctx, c, seed| {
+        // Images smaller than the halo, and not multiples of the block, among them.
+        let (rows, cols) = (c.size(70).max(1), c.size(70).max(1));
+        let (src, w) = (c.floats(rows * cols, 1.0), c.floats(25, 1.0));
+        let want = conv5x5_ref(&src, &w, rows, cols);
+        let k = ctx.kernel(conv5x5()).unwrap();
+        let ds = ctx.alloc_upload(&src).unwrap();
+        let dw = ctx.alloc_upload(&w).unwrap();
+        let mut dd = ctx.alloc_upload(&vec![f32::NAN; rows * cols]).unwrap();
+        ctx.launch(
+            &k,
+            conv_config(rows, cols),
+            (&ds, &dw, &mut dd, rows as u32, cols as u32),
+        )
+        .unwrap();
+        same_bits("conv5x5", ctx, seed, &dd.download().unwrap(), &want);
+    });
+}
+
 /// Every example's CUDA C compiles with NVRTC (for sm_90, the lent H100s and H200s), where
 /// libnvrtc is found: no GPU is needed.
 #[cfg(feature = "cuda")]
@@ -217,6 +238,7 @@ fn every_example_compiles_with_nvrtc() {
         ),
         ("warp_sum", gpukit::cuda::compile_check(&warp_sum(), (9, 0))),
         ("stencil", gpukit::cuda::compile_check(&stencil(), (9, 0))),
+        ("conv5x5", gpukit::cuda::compile_check(&conv5x5(), (9, 0))),
     ];
     for (name, r) in specs {
         match r {

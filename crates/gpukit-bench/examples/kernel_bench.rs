@@ -5,16 +5,23 @@
 //!   barriers, every access checked) against the same product written as a plain CPU
 //!   closure (one thread per element of `c`, the dot product in a loop), `--n` square. On
 //!   the CPU backend only (a closure runs nowhere else). Target: the twin within 2x.
-//! - `saxpy`: `#[kernel]` saxpy (bounds-checked) against saxpy written by hand for the
-//!   backend (a CPU closure, WGSL on Vulkan, CUDA C on CUDA) over `--len` elements: what
-//!   the checks cost; `saxpy_unchecked`: the same `#[kernel]` made
-//!   `KernelSpec::unchecked` (its GPU code without checks; the CPU twin keeps them).
+//! - `saxpy`: the examples' `#[kernel]` saxpy (bounds-checked; its guard names both
+//!   arrays, so every access is proven in bounds) against saxpy written by hand for the
+//!   backend (a CPU closure, WGSL on Vulkan, CUDA C on CUDA) over `--len` elements;
+//!   `saxpy_unchecked`: the same `#[kernel]` made `KernelSpec::unchecked` (its GPU code
+//!   without checks; the CPU twin keeps them); `saxpy_one_guard`: saxpy guarding `y` alone,
+//!   so that each read of `x` keeps its check, against itself made unchecked (the baseline
+//!   column): what one check the code does not prove costs.
+//! - `conv5x5`: the examples' 5 x 5 convolution (shared tile with a halo, shared weights)
+//!   over a `--side` square image, bounds-checked, against the same kernel made
+//!   `KernelSpec::unchecked` (the baseline column): what the checks the code does not prove
+//!   cost. Target: at most 1.3x. On the CPU the twin checks either way.
 //!
-//! Every result is compared with the hand-written kernel's, bit for bit. Ratios are
-//! `#[kernel]` time over hand-written time (below 1.0 is faster), medians of `--runs`.
+//! Every result is compared with the baseline's, bit for bit. Ratios are `#[kernel]` time
+//! over the baseline's (below 1.0 is faster), medians of `--runs`.
 //!
 //! ```text
-//! cargo run --release -p gpukit-bench --example kernel_bench -- [--device SPEC] [--n N] [--len N] [--runs N] [--json FILE]
+//! cargo run --release -p gpukit-bench --example kernel_bench -- [--device SPEC] [--n N] [--len N] [--side N] [--runs N] [--json FILE]
 //! ```
 
 use std::process::ExitCode;
@@ -23,7 +30,7 @@ use std::time::Instant;
 use gpukit::{Context, DeviceSpec, Error, In, KernelSpec, LaunchConfig, Out};
 use gpukit_bench::write_json;
 use gpukit_examples::cli::{self, Cli, CliError, Long, ANY_DEVICE};
-use gpukit_examples::kernels::{gemm_config, saxpy, tiled_gemm};
+use gpukit_examples::kernels::{conv5x5, conv_config, gemm_config, saxpy, tiled_gemm};
 use gpukit_examples::median;
 use serde::Serialize;
 
@@ -35,6 +42,7 @@ usage: kernel_bench [options]
   --device SPEC  the device to measure: auto | cpu | cuda[:N] | vulkan[:N] (default cpu)
   --n N          the gemm's side, 16 to 2048 (default 256; CPU backend only)
   --len N        saxpy's elements, 1 to 67108864 (default 4194304)
+  --side N       the convolution's image side, 16 to 8192 (default 1024)
   --runs N       runs, at least 5 (default 21); the median is reported
   --json FILE    write the records to FILE as JSON
   -h, --help     this text";
@@ -43,6 +51,7 @@ struct Args {
     device: DeviceSpec,
     n: usize,
     len: usize,
+    side: usize,
     runs: usize,
     json: Option<String>,
 }
@@ -52,6 +61,7 @@ fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
         device: DeviceSpec::Cpu(None),
         n: 256,
         len: 1 << 22,
+        side: 1024,
         runs: 21,
         json: None,
     };
@@ -60,6 +70,7 @@ fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
             Long("device") => args.device = cli.device("--device", ANY_DEVICE, |_| true)?,
             Long("n") => args.n = cli.number("--n", "a size", 16..=2048)?,
             Long("len") => args.len = cli.number("--len", "a length", 1..=1 << 26)?,
+            Long("side") => args.side = cli.number("--side", "a side", 16..=8192)?,
             Long("runs") => args.runs = cli.number("--runs", "a count", 5..)?,
             Long("json") => args.json = Some(cli.string("--json")?),
             other => return Err(other.unexpected().into()),
@@ -77,12 +88,23 @@ struct Record {
     size: usize,
     runs: usize,
     kernel_ms: f64,
+    /// What `handwritten_ms` measured: `hand-written`, or `unchecked` (the same kernel).
+    baseline: &'static str,
     handwritten_ms: f64,
     /// `kernel_ms / handwritten_ms`.
     time_ratio: f64,
 }
 
 type Gemm = (In<f32>, In<f32>, Out<f32>, u32, u32, u32);
+/// Saxpy guarding `y` alone: each read of `x` keeps its check.
+#[gpukit::kernel]
+fn saxpy_one_guard(a: f32, x: &[f32], y: &mut [f32]) {
+    let i = global_x();
+    if i < y.len() {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
 /// Saxpy by hand takes the length as well.
 type SaxpyByHand = (f32, In<f32>, Out<f32>, u32);
 
@@ -182,6 +204,11 @@ fn run() -> Res {
         size,
         runs: args.runs,
         kernel_ms,
+        baseline: if bench == "conv5x5" || bench == "saxpy_one_guard" {
+            "unchecked"
+        } else {
+            "hand-written"
+        },
         handwritten_ms,
         time_ratio: kernel_ms / handwritten_ms,
     };
@@ -234,17 +261,54 @@ fn run() -> Res {
     same_bits("saxpy, unchecked", &y3.download()?, &y2.download()?)?;
     records.push(record("saxpy", len, t_checked, t_hand));
     records.push(record("saxpy_unchecked", len, t_unchecked, t_hand));
+    let one = ctx.kernel(saxpy_one_guard())?;
+    // SAFETY: as above: `x` is as long as `y`, which the kernel guards.
+    let one_unchecked = ctx.kernel(unsafe { saxpy_one_guard().unchecked() })?;
+    let (mut y4, mut y5) = (ctx.alloc_upload(&y0)?, ctx.alloc_upload(&y0)?);
+    let t_one = time_ms(&ctx, args.runs, || {
+        ctx.launch(&one, cfg, (0.5f32, &dx, &mut y4))
+    })?;
+    let t_one_unchecked = time_ms(&ctx, args.runs, || {
+        ctx.launch(&one_unchecked, cfg, (0.5f32, &dx, &mut y5))
+    })?;
+    same_bits("saxpy, one guard", &y4.download()?, &y5.download()?)?;
+    records.push(record("saxpy_one_guard", len, t_one, t_one_unchecked));
+
+    let side = args.side;
+    let img: Vec<f32> = (0..side * side)
+        .map(|i| (i % 29) as f32 * 0.125 - 1.75)
+        .collect();
+    let w: Vec<f32> = (0..25).map(|i| (i % 5) as f32 * 0.0625 - 0.125).collect();
+    let (ds, dw) = (ctx.alloc_upload(&img)?, ctx.alloc_upload(&w)?);
+    let (mut o1, mut o2) = (
+        ctx.alloc_zeros::<f32>(side * side)?,
+        ctx.alloc_zeros::<f32>(side * side)?,
+    );
+    let checked = ctx.kernel(conv5x5())?;
+    // SAFETY: conv5x5 reads `src` at `gy * cols + gx` with `gy < rows`, `gx < cols`, writes
+    // `dst` at `y * cols + x` with `y < rows`, `x < cols`, and `src` and `dst` below hold
+    // `rows * cols` elements; its shared indices are proven by its loops and guards.
+    let unchecked = ctx.kernel(unsafe { conv5x5().unchecked() })?;
+    let (cfg, d) = (conv_config(side, side), u32::try_from(side)?);
+    let t_checked = time_ms(&ctx, args.runs, || {
+        ctx.launch(&checked, cfg, (&ds, &dw, &mut o1, d, d))
+    })?;
+    let t_unchecked = time_ms(&ctx, args.runs, || {
+        ctx.launch(&unchecked, cfg, (&ds, &dw, &mut o2, d, d))
+    })?;
+    same_bits("conv5x5", &o1.download()?, &o2.download()?)?;
+    records.push(record("conv5x5", side * side, t_checked, t_unchecked));
 
     println!(
-        "kernel_bench: {} backend ({}), medians of {} runs; ratio = #[kernel] / hand-written",
+        "kernel_bench: {} backend ({}), medians of {} runs; ratio = #[kernel] / baseline",
         ctx.backend_name(),
         device,
         args.runs
     );
     for r in &records {
         println!(
-            "  {:<15} size {:>9}   #[kernel] {:>9.3} ms   hand-written {:>9.3} ms   ratio {:>5.2}x",
-            r.bench, r.size, r.kernel_ms, r.handwritten_ms, r.time_ratio
+            "  {:<15} size {:>9}   #[kernel] {:>9.3} ms   {:>12} {:>9.3} ms   ratio {:>5.2}x",
+            r.bench, r.size, r.kernel_ms, r.baseline, r.handwritten_ms, r.time_ratio
         );
     }
     if let Some(path) = &args.json {

@@ -169,10 +169,12 @@ impl Device {
         device.info.multiprocessors = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         device.info.limits = LaunchLimits {
             max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            // At most 1024 x 1024 x 64 (every CUDA device's), which `#[kernel]`'s proofs of
+            // shared-array indices assume.
             max_block_dim: [
-                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
-                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
-                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?.min(1024),
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?.min(1024),
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?.min(64),
             ],
             max_grid_dim: [
                 attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,

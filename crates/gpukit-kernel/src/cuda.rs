@@ -438,7 +438,7 @@ impl Gen<'_> {
                     };
                     self.w.line(&format!("{name} = {v};"));
                 }
-                Place::Index { arr, idx } => {
+                Place::Index { arr, idx, proven } => {
                     let ty = self.k.arr_ty(*arr);
                     let (val, at) = (self.w.fresh(), self.w.fresh());
                     let v = self.expr(value);
@@ -457,7 +457,7 @@ impl Gen<'_> {
                     } else {
                         ty.compute()
                     };
-                    if self.checked {
+                    if self.checked && !proven {
                         self.w.line(&format!(
                             "{{ {} {val} = {v}; gk_u64 {at} = {i}; if ({at} < {n}) {{ {elem} = {stored}; }} else {{ gk_fault(gk_faults, gk_tag, {}u, {at}, {n}); }} }}",
                             vty.c(),
@@ -572,14 +572,14 @@ impl Gen<'_> {
             ExprKind::Lit(t) => lit(t, e.ty),
             ExprKind::Local(l) => var(&self.k.locals[*l].name),
             ExprKind::Param(p) => var(&self.k.params[*p].name),
-            ExprKind::Index { arr, idx } if !self.checked => {
+            ExprKind::Index { arr, idx, proven } if !self.checked || *proven => {
                 let i = self.expr(idx);
                 half_load(
                     self.k.arr_ty(*arr),
                     &format!("{}[{i}]", arr_ref(self.k, *arr).0),
                 )
             }
-            ExprKind::Index { arr, idx } => {
+            ExprKind::Index { arr, idx, .. } => {
                 let i = self.expr(idx);
                 let (p, n) = arr_ref(self.k, *arr);
                 half_load(

@@ -619,6 +619,9 @@ pub enum Place {
         arr: Arr,
         /// The index, a `usize`.
         idx: Expr,
+        /// Whether the index is in bounds whatever the inputs ([`Kernel::prove_bounds`]):
+        /// checked code leaves its check out.
+        proven: bool,
     },
 }
 
@@ -631,7 +634,7 @@ pub struct Expr {
     pub ty: Ty,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 /// A thread coordinate, per axis (`_x`, `_y`, `_z`).
 pub enum Coord {
     /// The thread's index in the grid (`global_x()`).
@@ -871,6 +874,9 @@ pub enum ExprKind {
         arr: Arr,
         /// The index, a `usize`.
         idx: Box<Expr>,
+        /// Whether the index is in bounds whatever the inputs ([`Kernel::prove_bounds`]):
+        /// checked code leaves its check out.
+        proven: bool,
     },
     /// `a.len()`.
     Len(Arr),

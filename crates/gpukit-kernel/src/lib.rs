@@ -11,6 +11,7 @@
 //! same emitters, so that every GPU body is written in one language. The crate has no
 //! dependencies: the backends link it at run time, the proc macro at build time.
 
+mod bounds;
 pub mod cuda;
 pub mod ir;
 mod lines;

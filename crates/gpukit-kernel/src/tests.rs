@@ -130,6 +130,7 @@ fn twin_min_of_floats_is_the_languages() {
             place: Place::Index {
                 arr: Arr::Param(0),
                 idx: lit("0", Ty::Usize),
+                proven: false,
             },
             op: None,
             value: Expr {
@@ -153,6 +154,7 @@ fn one_collective(op: Collective, ty: Ty) -> Kernel {
         kind: ExprKind::Index {
             arr: Arr::Param(0),
             idx: Box::new(lit("0", Ty::Usize)),
+            proven: false,
         },
         ty,
     };
@@ -184,6 +186,7 @@ fn one_collective(op: Collective, ty: Ty) -> Kernel {
                 place: Place::Index {
                     arr: Arr::Param(0),
                     idx: lit("0", Ty::Usize),
+                    proven: false,
                 },
                 op: None,
                 value: local(0, ty),

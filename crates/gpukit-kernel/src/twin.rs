@@ -425,7 +425,7 @@ impl Gen<'_> {
                         }
                     }
                 }
-                Place::Index { arr, idx } => {
+                Place::Index { arr, idx, .. } => {
                     let ty = self.k.arr_ty(*arr);
                     let vty = if matches!(op, Some(BinOp::Shl | BinOp::Shr)) {
                         Ty::U32
@@ -536,7 +536,7 @@ impl Gen<'_> {
             ExprKind::Lit(t) => format!("({t}{})", e.ty.rust()),
             ExprKind::Local(l) => self.local(*l),
             ExprKind::Param(p) => self.k.params[*p].name.clone(),
-            ExprKind::Index { arr, idx } => {
+            ExprKind::Index { arr, idx, .. } => {
                 let i = self.expr(idx);
                 let a = self.k.arr_name(*arr);
                 let race = self.race(*arr, "Read", &format!("{a}.len()"));

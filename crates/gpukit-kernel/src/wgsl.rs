@@ -324,9 +324,7 @@ const FAULT: &str = "fn gk_fault(arr: u32, i: u32, n: u32) {
             atomicStore(&gk_faults[1], args.gk_tag);
             atomicStore(&gk_faults[2], arr);
             atomicStore(&gk_faults[3], i);
-            atomicStore(&gk_faults[4], 0u);
             atomicStore(&gk_faults[5], n);
-            atomicStore(&gk_faults[6], 0u);
             atomicStore(&gk_faults[0], 2u);
             return;
         }
@@ -827,7 +825,7 @@ impl Gen<'_> {
                     };
                     self.w.line(&format!("{name} = {v};"));
                 }
-                Place::Index { arr, idx } => {
+                Place::Index { arr, idx, proven } => {
                     let ty = self.k.arr_ty(*arr);
                     let (val, at) = (self.w.fresh(), self.w.fresh());
                     let v = self.value(value);
@@ -853,7 +851,7 @@ impl Gen<'_> {
                     } else {
                         format!("gk_put_{id}({at}, {stored});")
                     };
-                    if self.checked {
+                    if self.checked && !proven {
                         self.w.line(&format!(
                             "{{ var {val}: {} = {v}; var {at}: u32 = {i}; if ({at} < gk_n_{id}()) {{ {write} }} else {{ gk_fault({}u, {at}, gk_n_{id}()); }} }}",
                             wty(vty),
@@ -1126,7 +1124,7 @@ impl Gen<'_> {
                 self.k.params[*p].ty,
                 format!("args.{}", var(&self.k.params[*p].name)),
             ),
-            ExprKind::Index { arr, idx } if !self.checked => {
+            ExprKind::Index { arr, idx, proven } if !self.checked || *proven => {
                 let i = self.expr(idx);
                 if layout(self.k, *arr) == Layout::Plain {
                     format!("{}[{i}]", var(self.k.arr_name(*arr)))
@@ -1134,7 +1132,7 @@ impl Gen<'_> {
                     format!("gk_get_{}({i})", arr_id(self.k, *arr))
                 }
             }
-            ExprKind::Index { arr, idx } => {
+            ExprKind::Index { arr, idx, .. } => {
                 let i = self.expr(idx);
                 format!("gk_ld_{}({i})", arr_id(self.k, *arr))
             }

@@ -404,6 +404,7 @@ pub fn lower_spanned(f: &syn::ItemFn, generic: bool, device: bool) -> Result<(Ke
         );
     }
     k.assign_storage();
+    k.prove_bounds();
     Ok((k, l.call_spans))
 }
 
@@ -866,6 +867,7 @@ impl Lowerer {
             kind: ExprKind::Index {
                 arr: Arr::Shared(shared),
                 idx: Box::new(idx),
+                proven: false,
             },
         };
         if let Some(d) = declared {
@@ -1427,7 +1429,11 @@ impl Lowerer {
             syn::Expr::Index(ix) => {
                 let arr = self.array(&ix.expr, true)?;
                 let idx = self.index(&ix.index)?;
-                Ok(Place::Index { arr, idx })
+                Ok(Place::Index {
+                    arr,
+                    idx,
+                    proven: false,
+                })
             }
             syn::Expr::Paren(p) => self.place(&p.expr),
             other => err(
@@ -1675,6 +1681,7 @@ impl Lowerer {
                     kind: ExprKind::Index {
                         arr,
                         idx: Box::new(idx),
+                        proven: false,
                     },
                     ty,
                 })
@@ -2319,5 +2326,7 @@ fn const_text(e: &Expr) -> String {
     }
 }
 
+#[cfg(test)]
+mod proofs;
 #[cfg(test)]
 mod tests;

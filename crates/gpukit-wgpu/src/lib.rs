@@ -433,10 +433,12 @@ impl Backend for WgpuBackend {
             multiprocessors: 1,
             limits: LaunchLimits {
                 max_threads_per_block: l.max_compute_invocations_per_workgroup,
+                // At most CUDA's, which `#[kernel]`'s proofs of shared-array indices
+                // assume (`thread_x()` below 1024, `thread_z()` below 64).
                 max_block_dim: [
-                    l.max_compute_workgroup_size_x,
-                    l.max_compute_workgroup_size_y,
-                    l.max_compute_workgroup_size_z,
+                    l.max_compute_workgroup_size_x.min(1024),
+                    l.max_compute_workgroup_size_y.min(1024),
+                    l.max_compute_workgroup_size_z.min(64),
                 ],
                 max_grid_dim: [l.max_compute_workgroups_per_dimension; 3],
                 // WGSL has no dynamic shared memory (workgroup arrays have fixed sizes).

@@ -155,6 +155,7 @@ fn map_kernel(
             ExprKind::Index {
                 arr: Arr::Param(arr),
                 idx: Box::new(local(at, Ty::Usize)),
+                proven: false,
             },
             c,
         )
@@ -205,6 +206,7 @@ fn map_kernel(
         place: Place::Index {
             arr: Arr::Param(out),
             idx: local(i, Ty::Usize),
+            proven: false,
         },
         op: None,
         value: body.value.clone(),
@@ -255,6 +257,7 @@ fn map_kernel(
         reports: Vec::new(),
     };
     k.assign_storage();
+    k.prove_bounds();
     k
 }
 
