@@ -114,8 +114,8 @@ pub use kernel::{__Access, RaceCheck};
 pub use kernel::{
     __comptime, ArgRef, CheckedAbi, CpuKernelFn, CpuRun, DeviceFn, Dim3, In, Kernel, KernelDesc,
     KernelFaults, KernelFloat, KernelNumeric, KernelParam, KernelSig, KernelSource, KernelSpec,
-    LaunchArg, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, CUDA_PTX_HELPERS, FAULT_WORDS,
-    MAX_KERNEL_ARGS, MAX_LAUNCH_ARGS,
+    LaunchArg, LaunchArgFor, LaunchArgs, LaunchConfig, Out, RawArg, ThreadIndex, CUDA_PTX_HELPERS,
+    FAULT_WORDS, MAX_KERNEL_ARGS, MAX_LAUNCH_ARGS,
 };
 #[doc(hidden)]
 pub use ops::fold::__row_sum_kernel;

@@ -149,6 +149,13 @@ mod sealed {
 
 /// A launch argument: an array or view (by reference) or a scalar (by value). Sealed: a
 /// launch relies on [`LaunchArg::Param`] describing the memory exactly.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a launch argument",
+    label = "not a device array, a view of one, or a scalar",
+    note = "a kernel takes `&GpuArray<T>` or a view for an `In<T>` parameter, `&mut GpuArray<T>` \
+            or a mutable view for an `Out<T>`, and a value of the parameter's type for a \
+            scalar; upload host data first (`ctx.alloc_upload(&v)`)"
+)]
 pub trait LaunchArg<B: Backend>: sealed::Sealed {
     /// The signature parameter it matches.
     type Param: KernelParam;
@@ -340,16 +347,30 @@ pub const MAX_LAUNCH_ARGS: usize = 2 * MAX_KERNEL_ARGS + 2;
 /// A launch's resolved arguments, in order, on the stack.
 pub(crate) type ArgList<'a, B> = SmallVec<[ArgRef<'a, B>; MAX_KERNEL_ARGS]>;
 
-/// A tuple of launch arguments matching a signature. Sealed, as [`LaunchArg`] is.
-pub trait LaunchArgs<B: Backend>: sealed::Sealed {
-    /// The signature the arguments match.
-    type Sig: KernelSig;
+/// A [`LaunchArg`] for the signature parameter `P`: what a launch asks of each element of
+/// its argument tuple, so that the compiler reports a wrong argument at the argument
+/// ("expected `Out<f32>`, found `Out<f64>`").
+pub trait LaunchArgFor<B: Backend, P>: LaunchArg<B> {}
+
+impl<B: Backend, A: LaunchArg<B>> LaunchArgFor<B, A::Param> for A {}
+
+/// A tuple of launch arguments matching the signature `S`, each element the
+/// [`LaunchArg`] of its parameter (so that a mismatch is reported at the element). Sealed,
+/// as [`LaunchArg`] is.
+#[diagnostic::on_unimplemented(
+    message = "the launch arguments `{Self}` do not match the kernel's signature `{S}`",
+    label = "one argument per parameter of the kernel, in order",
+    note = "an `In<T>` parameter takes `&GpuArray<T>` or a view of one, an `Out<T>` parameter \
+            `&mut GpuArray<T>` or a mutable view, a scalar parameter a value of its type; a \
+            kernel of one parameter takes a tuple of one, `(&mut x,)`"
+)]
+pub trait LaunchArgs<B: Backend, S: KernelSig>: sealed::Sealed {
     /// Calls `f` with each resolved argument, in order.
     fn each_arg<'a>(&'a self, f: impl FnMut(ArgRef<'a, B>));
 }
 
 macro_rules! tuples {
-    ($($name:ident $idx:tt),+) => {
+    ($($name:ident $p:ident $idx:tt),+) => {
         impl<$($name: KernelParam),+> KernelSig for ($($name,)+) {
             type Cpu<'a> = ($($name::Cpu<'a>,)+);
             const ARITY: usize = [$($idx),+].len();
@@ -362,9 +383,10 @@ macro_rules! tuples {
 
         impl<$($name: sealed::Sealed),+> sealed::Sealed for ($($name,)+) {}
 
-        impl<B: Backend, $($name: LaunchArg<B>),+> LaunchArgs<B> for ($($name,)+) {
-            type Sig = ($($name::Param,)+);
-
+        impl<B: Backend, $($name, $p),+> LaunchArgs<B, ($($p,)+)> for ($($name,)+)
+        where
+            $($p: KernelParam, $name: LaunchArgFor<B, $p>,)+
+        {
             fn each_arg<'a>(&'a self, mut f: impl FnMut(ArgRef<'a, B>)) {
                 $(f(self.$idx.arg());)+
             }
@@ -372,15 +394,15 @@ macro_rules! tuples {
     };
 }
 
-tuples!(A 0);
-tuples!(A 0, B1 1);
-tuples!(A 0, B1 1, C 2);
-tuples!(A 0, B1 1, C 2, D 3);
-tuples!(A 0, B1 1, C 2, D 3, E 4);
-tuples!(A 0, B1 1, C 2, D 3, E 4, F 5);
-tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6);
-tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7);
-tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
-tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
-tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
-tuples!(A 0, B1 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+tuples!(A P0 0);
+tuples!(A P0 0, B1 P1 1);
+tuples!(A P0 0, B1 P1 1, C P2 2);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3, E P4 4);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3, E P4 4, F P5 5);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3, E P4 4, F P5 5, G P6 6);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3, E P4 4, F P5 5, G P6 6, H P7 7);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3, E P4 4, F P5 5, G P6 6, H P7 7, I P8 8);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3, E P4 4, F P5 5, G P6 6, H P7 7, I P8 8, J P9 9);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3, E P4 4, F P5 5, G P6 6, H P7 7, I P8 8, J P9 9, K P10 10);
+tuples!(A P0 0, B1 P1 1, C P2 2, D P3 3, E P4 4, F P5 5, G P6 6, H P7 7, I P8 8, J P9 9, K P10 10, L P11 11);

@@ -166,7 +166,7 @@ impl<B: Backend> Stream<B> {
 
     /// Launches the built-in kernel `spec` makes, as the op `call`: ordered over its array
     /// arguments like any op, and any error naming `call`.
-    pub(crate) fn launch_builtin<A, F>(
+    pub(crate) fn launch_builtin<S, A, F>(
         &self,
         call: &'static str,
         spec: F,
@@ -174,16 +174,16 @@ impl<B: Backend> Stream<B> {
         args: A,
     ) -> Result<()>
     where
-        A: LaunchArgs<B>,
-        A::Sig: 'static,
-        F: Fn() -> KernelSpec<A::Sig> + 'static,
+        S: KernelSig + 'static,
+        A: LaunchArgs<B, S>,
+        F: Fn() -> KernelSpec<S> + 'static,
     {
         self.launch_builtin_keyed(call, 0, spec, cfg, args)
     }
 
     /// [`Stream::launch_builtin`] for the kernel `key` of the kernels `spec`'s function
     /// makes (each key's spec the same every time).
-    pub(crate) fn launch_builtin_keyed<A, F>(
+    pub(crate) fn launch_builtin_keyed<S, A, F>(
         &self,
         call: &'static str,
         key: u32,
@@ -192,9 +192,9 @@ impl<B: Backend> Stream<B> {
         args: A,
     ) -> Result<()>
     where
-        A: LaunchArgs<B>,
-        A::Sig: 'static,
-        F: Fn() -> KernelSpec<A::Sig> + 'static,
+        S: KernelSig + 'static,
+        A: LaunchArgs<B, S>,
+        F: Fn() -> KernelSpec<S> + 'static,
     {
         let (k, tag) = self.builtin_kernel(call, key, spec).map_err(|e| match e {
             // A built-in op the backend cannot run is unsupported there, as every op says.

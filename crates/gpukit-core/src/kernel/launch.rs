@@ -84,9 +84,9 @@ impl<B: Backend> Stream<B> {
     /// Launches a kernel with arguments matching its signature, after checking the
     /// configuration against the device's limits. Array arguments are ordered against other
     /// streams like any op's: [`In`] as reads, [`Out`] as writes.
-    pub fn launch<A: LaunchArgs<B>>(
+    pub fn launch<S: KernelSig, A: LaunchArgs<B, S>>(
         &self,
-        kernel: &Kernel<A::Sig, B>,
+        kernel: &Kernel<S, B>,
         cfg: LaunchConfig,
         args: A,
     ) -> Result<()> {
@@ -95,10 +95,10 @@ impl<B: Backend> Stream<B> {
 
     /// [`Stream::launch`] on behalf of the call `call` (a built-in op), which its errors
     /// name; a checked kernel's faults are reported under `tag` where given (else its own).
-    pub(crate) fn launch_as<A: LaunchArgs<B>>(
+    pub(crate) fn launch_as<S: KernelSig, A: LaunchArgs<B, S>>(
         &self,
         call: &'static str,
-        kernel: &Kernel<A::Sig, B>,
+        kernel: &Kernel<S, B>,
         tag: Option<u32>,
         cfg: LaunchConfig,
         args: A,
@@ -170,7 +170,7 @@ impl<B: Backend> Stream<B> {
             // SAFETY: the kernel's GPU code was vouched for by the caller of the unsafe
             // `KernelSpec::cuda`/`ptx` (or generated, bounds-checked, by `#[kernel]`, with
             // the checked convention's arguments appended above) to take the signature
-            // `A::Sig`, which the sealed `LaunchArgs` built these arguments from (a CPU
+            // `S`, which the sealed `LaunchArgs` built these arguments from (a CPU
             // closure is safe Rust); every range comes from a checked view of this
             // context's arrays; `enqueue` ordered the ranges after conflicting uses and
             // records this one, so no buffer is freed before the launch has run; written

@@ -75,6 +75,43 @@
 //! }
 //! ```
 //!
+//! Arguments are checked against the signature one by one: a wrong one is a compile error
+//! at that argument (`expected Out<f32>, found Out<f64>`; "`&Vec<f32>` is not a launch
+//! argument"; a tuple of the wrong length names the signature). A scalar literal needs its
+//! type (`0.5f32`): an unsuffixed float is an `f64`.
+//!
+//! ```
+//! # use gpukit::{In, KernelSpec, LaunchConfig, Out};
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None))?;
+//! let k = ctx.kernel(KernelSpec::<(f32, In<f32>, Out<f32>)>::named("axpy").cpu(|t, (a, x, y)| {
+//!     if let (Some(y), Some(x)) = (y.get_mut(t.x()), x.get(t.x())) {
+//!         *y += *a * x;
+//!     }
+//! }))?;
+//! let x = ctx.alloc_upload(&[1.0f32, 2.0])?;
+//! let mut y = ctx.alloc_zeros::<f32>(2)?;
+//! ctx.launch(&k, LaunchConfig::for_elems(2), (0.5f32, &x, &mut y))?;
+//! assert_eq!(y.download()?, [0.5, 1.0]);
+//! # Ok::<(), gpukit::Error>(())
+//! ```
+//!
+//! ```compile_fail,E0271
+//! # use gpukit::{In, KernelSpec, LaunchConfig, Out};
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None)).unwrap();
+//! let k = ctx.kernel(KernelSpec::<(In<f32>, Out<f32>)>::named("copy").cpu(|_, _| {})).unwrap();
+//! let x = ctx.alloc_upload(&[1.0f32]).unwrap();
+//! let mut y = ctx.alloc_zeros::<f64>(1).unwrap();
+//! ctx.launch(&k, LaunchConfig::for_elems(1), (&x, &mut y)); // an f64 array for Out<f32>
+//! ```
+//!
+//! ```compile_fail,E0277
+//! # use gpukit::{In, KernelSpec, LaunchConfig, Out};
+//! # let ctx = gpukit::Context::new(gpukit::DeviceSpec::Cpu(None)).unwrap();
+//! let k = ctx.kernel(KernelSpec::<(In<f32>, Out<f32>)>::named("copy").cpu(|_, _| {})).unwrap();
+//! let mut y = ctx.alloc_zeros::<f32>(1).unwrap();
+//! ctx.launch(&k, LaunchConfig::for_elems(1), (&vec![1.0f32], &mut y)); // host memory
+//! ```
+//!
 //! The parts, one file each: launch geometry ([`LaunchConfig`], [`Dim3`], [`ThreadIndex`]),
 //! what a backend is given to load ([`KernelDesc`], [`KernelSource`], the erased CPU
 //! closure), typed signatures and launch arguments ([`In`], [`Out`], [`KernelSig`],
@@ -93,7 +130,7 @@ mod spec;
 
 pub(crate) use args::{ArgList, Reads, Value, Writes};
 pub use args::{
-    ArgRef, In, KernelParam, KernelSig, LaunchArg, LaunchArgs, Out, MAX_KERNEL_ARGS,
+    ArgRef, In, KernelParam, KernelSig, LaunchArg, LaunchArgFor, LaunchArgs, Out, MAX_KERNEL_ARGS,
     MAX_LAUNCH_ARGS,
 };
 pub(crate) use builtin::Builtins;

@@ -167,7 +167,7 @@ impl<S: KernelSig> KernelSpec<S> {
                 ));
             }
             // SAFETY: the launcher built `raw` from arguments whose types match `S` (the
-            // `LaunchArgs::Sig = S` bound of `Stream::launch`), keeps every range alive and
+            // `LaunchArgs<B, S>` bound of `Stream::launch`), keeps every range alive and
             // ordered for the duration of this call, and Rust's borrow rules at the launch
             // site forbid an `Out` to alias another argument.
             let mut args = unsafe { S::from_raw(raw) };
