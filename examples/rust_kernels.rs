@@ -1,5 +1,5 @@
-//! Kernels written in Rust: the four `#[kernel]`s of `gpukit_examples::kernels` (saxpy, a
-//! tiled matrix multiply, a block reduction, a 2-D stencil) run on the detected backend and
+//! Kernels written in Rust: the `#[kernel]`s of `gpukit_examples::kernels` (saxpy, a tiled
+//! matrix multiply, two reductions, a 2-D stencil, a 5 x 5 convolution) run on the detected backend and
 //! checked against plain Rust; an out-of-bounds index shown as the typed error it becomes;
 //! and the generated CUDA C or WGSL printed for review.
 //!
@@ -24,7 +24,7 @@ Runs the #[kernel] examples on the device that gpu.toml, GPU_DEVICE or detection
 (GPU_DEVICE=cpu forces the CPU backend), verifying every result against plain Rust.
 
   --print NAME     print the code generated for NAME (saxpy, tiled_gemm, block_sum,
-                   warp_sum, stencil; row_sum: the built-in f32 row_sum's kernel) instead
+                   warp_sum, stencil, conv5x5; row_sum: the built-in f32 row_sum's kernel) instead
                    of running anything
   --target T       which code: cuda or wgsl (default: both)";
 
@@ -51,6 +51,7 @@ fn parse_args(cli: &mut Cli) -> Result<Args, CliError> {
                         "block_sum",
                         "warp_sum",
                         "stencil",
+                        "conv5x5",
                         "row_sum",
                     ],
                 )?)
@@ -106,6 +107,7 @@ fn run() -> Res {
             "block_sum" => print(&block_sum(), args.target),
             "warp_sum" => print(&warp_sum(), args.target),
             "row_sum" => print(&gpukit::core::__row_sum_kernel(), args.target),
+            "conv5x5" => print(&conv5x5(), args.target),
             _ => print(&stencil(), args.target),
         }
         return Ok(());
@@ -182,6 +184,20 @@ fn run() -> Res {
     verify(
         out.download()? == stencil_ref(&g, rows, cols),
         "stencil on 500 x 400, bit for bit",
+    )?;
+
+    // A 5 x 5 convolution of the same grid: a shared tile with a halo.
+    let w: Vec<f32> = (0..25).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
+    let k = ctx.kernel(conv5x5())?;
+    let dw = ctx.alloc_upload(&w)?;
+    ctx.launch(
+        &k,
+        conv_config(rows, cols),
+        (&dg, &dw, &mut out, rows as u32, cols as u32),
+    )?;
+    verify(
+        out.download()? == conv5x5_ref(&g, &w, rows, cols),
+        "5 x 5 convolution on 500 x 400 (shared tile and halo), bit for bit",
     )?;
 
     // An index out of bounds: skipped on the device, a typed error at the next sync.

@@ -84,7 +84,9 @@
 //!   coordinates (`gpukit_core::ThreadIndex`), blocks by z, y, x and threads by z, y, x, one
 //!   after another on one worker. A panicking closure does not take the worker down: the launch's
 //!   outputs are undefined and the stream's next `sync` (or the context's) returns
-//!   `KernelFailed`; the context stays usable.
+//!   `KernelFailed`; the context stays usable. With `GPU_KERNEL_RACECHECK=1` (or
+//!   [`CpuBackend::with_kernel_racecheck`]) a `#[kernel]`'s twin reports data races between
+//!   the threads of a launch as `KernelFailed`.
 //! - **Priorities** are accepted in CUDA's usual range (0 least, -5 most urgent) and
 //!   recorded; the workers all run at the OS's normal priority.
 //! - **Schedules**: the above is the default schedule. [`Schedule::Chaos`] (per backend,

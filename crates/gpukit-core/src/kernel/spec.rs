@@ -348,7 +348,8 @@ impl<S: KernelSig> KernelSpec<S> {
     /// of its fault codes. `unchecked` is the same code without the checks (the caller of
     /// [`KernelSpec::unchecked`] vouches for its accesses); `without_subgroups`, the WGSL
     /// (checked, unchecked) that computes subgroup operations through workgroup memory,
-    /// under the same contract.
+    /// under the same contract. The twins run a launch on the CPU: the first plainly, the
+    /// second telling the launch's race checker of every access (`GPU_KERNEL_RACECHECK`).
     #[doc(hidden)]
     pub unsafe fn __generated<F, R>(
         name: &str,
