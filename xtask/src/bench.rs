@@ -5,7 +5,8 @@
 //! The benchmarks are examples of the `gpukit-bench` package, run in the order of [`plan`]:
 //! `transfer_bench` (copies and a built-in op against `memcpy`, on the CPU backend, then on
 //! `vulkan`, which prints `SKIPPED: <reason>` without a Vulkan driver), `cuda_bench` (the
-//! CUDA backend against raw cudarc), `pipeline_bench` (every pipeline pattern against
+//! CUDA backend against raw cudarc, on a GPU, then on the CUDA emulator, where only its host
+//! cost over raw, in nanoseconds per op, counts), `pipeline_bench` (every pipeline pattern against
 //! sequential over compute:transfer ratios) and `graph_bench` (host cost per op, eager
 //! against a replayed graph), each on the CPU and on CUDA, `ops_bench` (built-in ops against
 //! memcpy, gemm against other gemms and numpy), `enqueue_bench` (the CPU enqueue cost
@@ -83,6 +84,9 @@ impl Options {
     }
 }
 
+/// The end of the name of a report made against the CUDA emulator.
+pub const EMULATED: &str = "_emu";
+
 /// The programs `cargo xtask bench` runs, in order, each with its arguments and report.
 pub fn plan(quick: bool, transfer_args: &[String]) -> Vec<Run> {
     let run = |program: &str, args: &[&str], short: &[&str], report: &str| {
@@ -110,6 +114,15 @@ pub fn plan(quick: bool, transfer_args: &[String]) -> Vec<Run> {
             "transfer_bench_vulkan",
         ),
         run("cuda_bench", &[], &["--max-mib", "256"], "cuda_bench"),
+        // The CUDA backend's host cost on the CUDA emulator (a report whose name ends in
+        // `_emu` runs with the emulator in place of NVIDIA's libraries): only its
+        // differences from raw cudarc mean anything there.
+        run(
+            "cuda_bench",
+            &["--max-mib", "1", "--require"],
+            &["--runs", "10"],
+            "cuda_bench_emu",
+        ),
         run(
             "pipeline_bench",
             &["--backend", "cpu"],
@@ -228,6 +241,9 @@ fn run_benchmarks(root: &Path, options: &Options, reports: &table::Reports) -> R
         // this run's.
         let _ = fs::remove_file(&report);
         let mut cmd = util::cargo(root);
+        if run.report.ends_with(EMULATED) {
+            cmd.envs(crate::cuda_emu::prepare(root, true)?.vars());
+        }
         cmd.args(["run", "--release", "--package", BENCH_PACKAGE])
             .args(["--example", &run.program, "--"])
             .args(&run.args)
@@ -328,6 +344,7 @@ mod tests {
                 "transfer_bench",
                 "transfer_bench_vulkan",
                 "cuda_bench",
+                "cuda_bench_emu",
                 "pipeline_bench",
                 "pipeline_bench_cuda",
                 "graph_bench",
@@ -347,10 +364,12 @@ mod tests {
             full[1].args,
             strings(&["--device", "vulkan", "--runs", "21"])
         );
-        assert_eq!(full[7].args, strings(&["--device", "cpu"]));
+        assert_eq!(full[8].args, strings(&["--device", "cpu"]));
+        assert_eq!(full[3].args, strings(&["--max-mib", "1", "--require"]));
+        assert!(full[3].report.ends_with(EMULATED));
         let quick = plan(true, &[]);
         assert_eq!(quick[0].args, strings(&["--max-mib", "16"]));
-        assert_eq!(quick[7].args, strings(&["--device", "cpu", "--quick"]));
+        assert_eq!(quick[8].args, strings(&["--device", "cpu", "--quick"]));
         // Every program is an example of the benchmarks' package.
         let root = util::workspace_root();
         for run in &full {

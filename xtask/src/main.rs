@@ -72,7 +72,8 @@ commands:
         run the benchmarks (gpukit-bench's examples, release build): transfer_bench on the
         CPU and on Vulkan, whose CPU JSON goes to FILE (by default
         target/bench/transfer_bench.json) and which get the arguments after `--`, then
-        cuda_bench (CUDA vs raw cudarc; SKIPPED without a GPU), pipeline_bench (every
+        cuda_bench (CUDA vs raw cudarc; SKIPPED without a GPU; again on the CUDA emulator,
+        whose rows are host-only: ns per op over raw), pipeline_bench (every
         pipeline pattern against sequential at compute:transfer ratios 0.25, 1 and 4) and
         graph_bench (host cost per op, eager vs replayed graph) on the CPU and on CUDA,
         ops_bench (built-in ops vs memcpy, gemm vs other gemms and numpy) and

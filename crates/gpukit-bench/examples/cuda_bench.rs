@@ -9,7 +9,14 @@
 //!    (1.00 = as fast as raw cudarc; the target is >= 0.97 for pinned copies >= 8 MiB).
 //! 2. **Enqueue cost**: host time to enqueue a built-in op (`ctx.add` on 1024 f32) against
 //!    `cuLaunchKernel` of the very same kernel (gpukit-core's `add`, compiled by the same
-//!    NVRTC) with the same grid, 256 launches per run, medians of 21 runs (target <= 1.1x).
+//!    NVRTC) with the same grid, 256 launches per run, medians of 21 runs (target <= 1.1x
+//!    on a GPU); and host time to enqueue an upload of 4 KiB from pinned memory
+//!    (`Stream::upload` of a `HostBuffer`) against `cuMemcpyHtoDAsync` from the same memory,
+//!    64 per run. Each is also given as a difference, nanoseconds per op ours minus raw:
+//!    the library's own host cost, which does not depend on the driver's. Run against the
+//!    CUDA emulator (`cargo xtask cuda-emu run -- cargo run --release --example
+//!    cuda_bench`), only that difference means anything (target: at most 250 ns, a tenth of
+//!    a real launch's enqueue); the ratios and the transfer figures are the emulator's.
 //!
 //! ```text
 //! cargo run --release --example cuda_bench -- [--device cuda|cuda:N] [--json FILE] [--max-mib N] [--runs N] [--require]
@@ -90,12 +97,14 @@ enum Record {
         raw_ms: f64,
         ratio_vs_raw: f64,
     },
-    /// The host cost of enqueuing one op, ours against `cuLaunchKernel`.
+    /// The host cost of enqueuing one op, ours against the raw driver call.
     Enqueue {
         kind: &'static str,
         ours_us: f64,
         raw_us: f64,
         ratio_vs_raw: f64,
+        /// Ours minus raw, in nanoseconds per op: the library's own host cost.
+        over_raw_ns: f64,
     },
 }
 
@@ -439,19 +448,96 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
         return Err("add produced wrong results".into());
     }
     println!(
-        "\nenqueue: ctx.add on 1024 f32 {:.2} us, raw cuLaunchKernel {:.2} us: {:.3}x (target <= 1.1x)",
+        "\nenqueue: ctx.add on 1024 f32 {:.2} us, raw cuLaunchKernel {:.2} us: {:.3}x (target <= 1.1x); \
+         {:.0} ns over raw (target <= 250 ns)",
         o * 1e6,
         r * 1e6,
-        o / r
+        o / r,
+        (o - r) * 1e9
     );
     records.push(Record::Enqueue {
         kind: "add_f32_1024",
         ours_us: o * 1e6,
         raw_us: r * 1e6,
         ratio_vs_raw: o / r,
+        over_raw_ns: (o - r) * 1e9,
     });
     drop(bufs);
     // SAFETY: the raw stream is idle; the module is unloaded once.
     unsafe { result::module::unload(module)? };
+    upload_enqueue(ctx, &raw, records)
+}
+
+/// Uploads per timed run of the upload enqueue benchmark, each of [`UPLOAD_BYTES`].
+const UPLOADS: usize = 64;
+/// The size of each upload of the upload enqueue benchmark.
+const UPLOAD_BYTES: usize = 4 << 10;
+
+/// Host time to enqueue a 4 KiB upload from pinned memory: `Stream::upload` of a
+/// `HostBuffer` against `cuMemcpyHtoDAsync` from the same memory.
+fn upload_enqueue(ctx: &Context, raw: &Raw, records: &mut Vec<Record>) -> Res {
+    let n = UPLOAD_BYTES / 4;
+    let s = ctx.create_stream()?;
+    let mut hosts = Vec::with_capacity(UPLOADS);
+    let mut devs = Vec::with_capacity(UPLOADS);
+    let mut raw_devs = Vec::with_capacity(UPLOADS);
+    for i in 0..UPLOADS {
+        let mut h = ctx.alloc_host::<f32>(n, HostUse::Upload)?;
+        h.fill(i as f32);
+        hosts.push(h);
+        devs.push(ctx.alloc_zeros::<f32>(n)?);
+        // SAFETY: the context is current on this thread.
+        raw_devs.push(RawBuf(unsafe { result::malloc_sync(UPLOAD_BYTES)? }));
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for run in 0..22 {
+        let t = Instant::now();
+        let mut pending = Vec::with_capacity(UPLOADS);
+        for (h, d) in hosts.drain(..).zip(devs.iter_mut()) {
+            pending.push(s.upload(h, d)?);
+        }
+        let t_ours = t.elapsed().as_secs_f64();
+        for p in pending {
+            hosts.push(p.wait()?);
+        }
+
+        let t = Instant::now();
+        for (h, d) in hosts.iter().zip(&raw_devs) {
+            // SAFETY: `d` holds UPLOAD_BYTES; the pinned host buffer as many, untouched
+            // until the stream is synchronised below.
+            unsafe { result::memcpy_htod_async(d.0, &h[..], raw.stream)? };
+        }
+        let t_raw = t.elapsed().as_secs_f64();
+        // SAFETY: a live stream.
+        unsafe { result::stream::synchronize(raw.stream)? };
+        if run > 0 {
+            ours.push(t_ours / UPLOADS as f64);
+            theirs.push(t_raw / UPLOADS as f64);
+        }
+    }
+    for (i, d) in devs.iter().enumerate() {
+        if d.download()?.iter().any(|&v| v != i as f32) {
+            return Err("an upload delivered the wrong values".into());
+        }
+    }
+    let (o, r) = (
+        median(&mut ours).unwrap_or(f64::NAN),
+        median(&mut theirs).unwrap_or(f64::NAN),
+    );
+    println!(
+        "enqueue: pinned upload of 4 KiB {:.2} us, raw cuMemcpyHtoDAsync {:.2} us: {:.3}x; \
+         {:.0} ns over raw (target <= 250 ns)",
+        o * 1e6,
+        r * 1e6,
+        o / r,
+        (o - r) * 1e9
+    );
+    records.push(Record::Enqueue {
+        kind: "upload_pinned_4k",
+        ours_us: o * 1e6,
+        raw_us: r * 1e6,
+        ratio_vs_raw: o / r,
+        over_raw_ns: (o - r) * 1e9,
+    });
     Ok(())
 }

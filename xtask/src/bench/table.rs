@@ -80,6 +80,8 @@ pub enum Unit {
     RowsPerSec,
     /// Milliseconds (lower is faster).
     Ms,
+    /// Nanoseconds (lower is faster).
+    Ns,
 }
 
 /// One line of the table.
@@ -161,6 +163,7 @@ impl Row {
             (Some(v), Unit::Gbps) => format!("{v:.2} GB/s"),
             (Some(v), Unit::RowsPerSec) => format!("{v:.0} rows/s"),
             (Some(v), Unit::Ms) => format!("{v:.1} ms"),
+            (Some(v), Unit::Ns) => format!("{v:.0} ns"),
         }
     }
 
@@ -169,6 +172,7 @@ impl Row {
         match (self.target, self.unit) {
             (None, _) => "-".to_owned(),
             (Some(t), Unit::Ms) => format!("{} {} ms", t.symbol(), t.bound),
+            (Some(t), Unit::Ns) => format!("{} {} ns", t.symbol(), t.bound),
             (Some(t), _) => format!("{} {}x", t.symbol(), t.bound),
         }
     }
@@ -185,6 +189,7 @@ impl Row {
                 Unit::Gbps => "GB/s",
                 Unit::RowsPerSec => "rows/s",
                 Unit::Ms => "ms",
+                Unit::Ns => "ns",
             },
             "target": self.target.map(|t| t.bound),
             "comparison": self.target.map(|t| t.symbol()),
@@ -479,7 +484,8 @@ fn groups() -> Vec<Group> {
             device: "cuda",
             target: Some(at_most(1.1)),
             rows: |r| {
-                if text(r, "bench") != "enqueue" {
+                // The launches: the upload's enqueue has its figure on the emulator.
+                if text(r, "bench") != "enqueue" || text(r, "kind").starts_with("upload") {
                     return Vec::new();
                 }
                 vec![Row::new(
@@ -488,6 +494,27 @@ fn groups() -> Vec<Group> {
                     num(r, "ratio_vs_raw"),
                     Unit::Ratio,
                     Some(at_most(1.1)),
+                )]
+            },
+        },
+        Group {
+            report: "cuda_bench_emu",
+            missing: "host cost per op over raw cudarc (CUDA emulator: host-only)",
+            device: "cuda-emu",
+            target: Some(at_most(250.0)),
+            rows: |r| {
+                if text(r, "bench") != "enqueue" {
+                    return Vec::new();
+                }
+                vec![Row::new(
+                    format!(
+                        "host cost of {} over raw cudarc (CUDA emulator: host-only)",
+                        text(r, "kind")
+                    ),
+                    "cuda-emu",
+                    num(r, "over_raw_ns"),
+                    Unit::Ns,
+                    Some(at_most(250.0)),
                 )]
             },
         },

@@ -70,7 +70,7 @@ fn missing_reports_leave_one_na_row_per_group() {
     );
     let table = render(&rows, "0.10 0.20 0.30", "0.40 0.50 0.60");
     assert!(table.contains("at start: 0.10 0.20 0.30; at end: 0.40 0.50 0.60"));
-    assert!(table.contains("targets: 0 hold, 0 MISSED, 13 n/a; 11 figures without a target"));
+    assert!(table.contains("targets: 0 hold, 0 MISSED, 14 n/a; 11 figures without a target"));
     let summary = to_json(&rows, "a", "b");
     assert_eq!(summary["rows"][0]["holds"], "n/a");
     assert_eq!(summary["rows"][0]["value"], Value::Null);
@@ -125,6 +125,14 @@ fn records_become_rows_with_their_targets() {
             {"bench": "transfer", "kind": "upload_pinned", "bytes": 16 << 20, "ratio_vs_raw": 0.99},
             {"bench": "transfer", "kind": "download_pageable", "bytes": 16 << 20, "ratio_vs_raw": 0.5},
             {"bench": "enqueue", "kind": "add_f32_1024", "ratio_vs_raw": null},
+        ]),
+    );
+    write(
+        "cuda_bench_emu",
+        json!([
+            {"bench": "transfer", "kind": "upload_pinned", "bytes": 1 << 20, "ratio_vs_raw": 1.0},
+            {"bench": "enqueue", "kind": "add_f32_1024", "ratio_vs_raw": 2.7, "over_raw_ns": 1103.0},
+            {"bench": "enqueue", "kind": "upload_pinned_4k", "ratio_vs_raw": 1.2, "over_raw_ns": 240.0},
         ]),
     );
     write(
@@ -220,6 +228,36 @@ fn records_become_rows_with_their_targets() {
         find(&rows, "enqueue add_f32_1024 vs cuLaunchKernel").verdict(),
         Verdict::NotAvailable
     );
+    // On the emulator only the host cost over raw counts, in nanoseconds.
+    let emu = find(
+        &rows,
+        "host cost of add_f32_1024 over raw cudarc (CUDA emulator: host-only)",
+    );
+    assert_eq!(
+        (
+            emu.device.as_str(),
+            emu.value_text(),
+            emu.target_text(),
+            emu.verdict()
+        ),
+        (
+            "cuda-emu",
+            "1103 ns".to_string(),
+            "<= 250 ns".to_string(),
+            Verdict::Missed
+        )
+    );
+    assert_eq!(
+        find(
+            &rows,
+            "host cost of upload_pinned_4k over raw cudarc (CUDA emulator: host-only)"
+        )
+        .verdict(),
+        Verdict::Holds
+    );
+    assert!(!rows
+        .iter()
+        .any(|r| r.device == "cuda-emu" && r.unit != Unit::Ns));
     // CUDA pipelines and graphs were not run: their groups are n/a.
     assert_eq!(
         find(&rows, "triple buffering, ratio 1: speedup vs sequential").verdict(),
