@@ -12,7 +12,9 @@
 //!    NVRTC) with the same grid, 256 launches per run, medians of 21 runs (target <= 1.1x
 //!    on a GPU); and host time to enqueue an upload of 4 KiB from pinned memory
 //!    (`Stream::upload` of a `HostBuffer`) against `cuMemcpyHtoDAsync` from the same memory,
-//!    64 per run. Each is also given as a difference, nanoseconds per op ours minus raw:
+//!    64 per run (the transfers' stream exists by then, so every op of the context also
+//!    records the ordering event of a context with several streams, as in a program with a
+//!    copy stream). Each is also given as a difference, nanoseconds per op ours minus raw:
 //!    the library's own host cost, which does not depend on the driver's. Run against the
 //!    CUDA emulator (`cargo xtask cuda-emu run -- cargo run --release --example
 //!    cuda_bench`), only that difference means anything (target: at most 250 ns, a tenth of
