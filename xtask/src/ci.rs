@@ -179,25 +179,17 @@ fn test_commands(root: &Path, test_args: &[String]) -> [std::process::Command; 2
 /// README's kernel examples again with the race checker of `#[kernel]` launches on: a race
 /// between the threads of any launch fails its test. On the test step's build.
 fn racecheck_commands(root: &Path) -> [std::process::Command; 2] {
-    let mut it = util::cargo(root);
-    it.env("GPU_KERNEL_RACECHECK", "1").args([
-        "test",
-        "--workspace",
-        "--test",
-        "it",
-        "--",
-        "cpu",
-        "multi_device",
-        "rust_kernels",
-    ]);
-    let mut examples = util::cargo(root);
-    examples.env("GPU_KERNEL_RACECHECK", "1").args([
-        "test",
-        "--workspace",
-        "--test",
-        "kernel_examples",
-    ]);
-    [it, examples]
+    let test = |target: &str, filters: &[&str]| {
+        let mut c = util::cargo(root);
+        c.env("GPU_KERNEL_RACECHECK", "1")
+            .args(["test", "--workspace", "--test", target, "--"])
+            .args(filters);
+        c
+    };
+    [
+        test("it", &["cpu", "multi_device", "rust_kernels"]),
+        test("kernel_examples", &[]),
+    ]
 }
 
 /// The `no-cuda` step: the dependency tree of `gpukit` without default features holds no CUDA

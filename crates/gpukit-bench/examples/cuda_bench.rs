@@ -442,28 +442,17 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
             theirs.push(t_raw / LAUNCHES as f64);
         }
     }
-    let (o, r) = (
-        median(&mut ours).unwrap_or(f64::NAN),
-        median(&mut theirs).unwrap_or(f64::NAN),
-    );
     if out.download()?.iter().any(|&v| v != 3.0) {
         return Err("add produced wrong results".into());
     }
-    println!(
-        "\nenqueue: ctx.add on 1024 f32 {:.2} us, raw cuLaunchKernel {:.2} us: {:.3}x (target <= 1.1x); \
-         {:.0} ns over raw (target <= 250 ns)",
-        o * 1e6,
-        r * 1e6,
-        o / r,
-        (o - r) * 1e9
-    );
-    records.push(Record::Enqueue {
-        kind: "add_f32_1024",
-        ours_us: o * 1e6,
-        raw_us: r * 1e6,
-        ratio_vs_raw: o / r,
-        over_raw_ns: (o - r) * 1e9,
-    });
+    println!();
+    records.push(enqueue_figure(
+        "add_f32_1024",
+        "ctx.add on 1024 f32",
+        "cuLaunchKernel",
+        " (target <= 1.1x)",
+        (&mut ours, &mut theirs),
+    ));
     drop(bufs);
     // SAFETY: the raw stream is idle; the module is unloaded once.
     unsafe { result::module::unload(module)? };
@@ -522,24 +511,42 @@ fn upload_enqueue(ctx: &Context, raw: &Raw, records: &mut Vec<Record>) -> Res {
             return Err("an upload delivered the wrong values".into());
         }
     }
+    records.push(enqueue_figure(
+        "upload_pinned_4k",
+        "pinned upload of 4 KiB",
+        "cuMemcpyHtoDAsync",
+        "",
+        (&mut ours, &mut theirs),
+    ));
+    Ok(())
+}
+
+/// The enqueue figure `kind` from the per-op host times in seconds, ours and raw: their
+/// medians, printed as `what` against the raw `call` (with the ratio's `target`, if any).
+fn enqueue_figure(
+    kind: &'static str,
+    what: &str,
+    call: &str,
+    target: &str,
+    (ours, raw): (&mut [f64], &mut [f64]),
+) -> Record {
     let (o, r) = (
-        median(&mut ours).unwrap_or(f64::NAN),
-        median(&mut theirs).unwrap_or(f64::NAN),
+        median(ours).unwrap_or(f64::NAN),
+        median(raw).unwrap_or(f64::NAN),
     );
     println!(
-        "enqueue: pinned upload of 4 KiB {:.2} us, raw cuMemcpyHtoDAsync {:.2} us: {:.3}x; \
-         {:.0} ns over raw (target <= 250 ns)",
+        "enqueue: {what} {:.2} us, raw {call} {:.2} us: {:.3}x{target}; {:.0} ns over raw \
+         (target <= 250 ns)",
         o * 1e6,
         r * 1e6,
         o / r,
         (o - r) * 1e9
     );
-    records.push(Record::Enqueue {
-        kind: "upload_pinned_4k",
+    Record::Enqueue {
+        kind,
         ours_us: o * 1e6,
         raw_us: r * 1e6,
         ratio_vs_raw: o / r,
         over_raw_ns: (o - r) * 1e9,
-    });
-    Ok(())
+    }
 }

@@ -91,6 +91,12 @@ mod track;
 mod transfer;
 mod wait;
 
+/// Locks `m`, taking a poisoned lock's data as it is: what this crate's mutexes guard is
+/// changed by whole assignments and pushes, which a panic leaves consistent.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub use array::{DeviceRead, DeviceWrite, GpuArray, GpuView, GpuViewMut, UnifiedArray};
 pub use backend::{
     Backend, BufAt, DeviceInfo, HostUse, KernelArg, LaunchLimits, Location, RawPtr, RawStream, Wake,

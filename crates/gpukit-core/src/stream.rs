@@ -12,6 +12,7 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::graph::Capture;
 use crate::kernel::{FaultRecord, MAX_KERNEL_ARGS};
+use crate::lock;
 use crate::track::{Access, SliceRef, Use, Uses};
 use smallvec::SmallVec;
 
@@ -708,8 +709,4 @@ impl<B: Backend> Event<B> {
     pub(crate) fn raw_arc(&self) -> &Arc<B::Event> {
         &self.raw
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -856,8 +856,8 @@ impl Backend for CpuBackend {
             }
         }
         // Queued: the task keeps each buffer alive until it has run (the fault record, a
-        // checked launch's last argument, lives as long as the context, whose end waits for
-        // all work).
+        // checked launch's last argument, needs none: the context keeps a record that a
+        // launch may write until a sync after that launch has read it).
         let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
         for (k, a) in keep.iter_mut().zip(kept()) {
             if let KernelArg::Buffer { at: Some(at), .. } = a {

@@ -65,11 +65,9 @@ fn type_range(t: Ty) -> (i128, i128) {
     }
 }
 
-/// Nothing known of a value of type `t`: wider than the type, so that no proof that needs
-/// a bound succeeds on it.
-fn unknown(_t: Ty) -> (i128, i128) {
-    (i128::MIN / 4, i128::MAX / 4)
-}
+/// Nothing known of a value: wider than any type, so that no proof that needs a bound
+/// succeeds on it.
+const UNKNOWN: (i128, i128) = (i128::MIN / 4, i128::MAX / 4);
 
 /// `r` where it lies inside the type (no operation on the way wrapped), else unknown.
 fn fit(t: Ty, r: (i128, i128)) -> (i128, i128) {
@@ -77,7 +75,7 @@ fn fit(t: Ty, r: (i128, i128)) -> (i128, i128) {
     if r.0 >= lo && r.1 <= hi && r.0 <= r.1 {
         r
     } else {
-        unknown(t)
+        UNKNOWN
     }
 }
 
@@ -109,10 +107,9 @@ impl Prover<'_> {
                     if !upto.is_empty() {
                         facts.upto.insert(key, upto);
                     }
-                    if let Some(k) = self.key(init) {
-                        if let Some(b) = facts.below.get(&k).cloned() {
-                            facts.below.insert(key, b);
-                        }
+                    let below = self.below_of(init, facts);
+                    if !below.is_empty() {
+                        facts.below.insert(key, below);
                     }
                 }
             }
@@ -134,8 +131,7 @@ impl Prover<'_> {
                     self.expr(l, facts);
                 }
             }
-            Stmt::Block(b) => self.stmts(b, &mut facts.clone()),
-            Stmt::Loop(b) => self.stmts(b, &mut facts.clone()),
+            Stmt::Block(b) | Stmt::Loop(b) => self.stmts(b, &mut facts.clone()),
             Stmt::If { cond, then, els } => {
                 self.expr(cond, facts);
                 let mut inside = facts.clone();
@@ -167,11 +163,8 @@ impl Prover<'_> {
                 let key = Key::Local(*var);
                 let (s, e) = (self.range(start, facts), self.range(end, facts));
                 let t = self.k.locals[*var].ty;
-                if s.0 <= s.1 && e.0 <= e.1 && e.1 > i128::MIN / 4 {
-                    inside.range.insert(key, fit(t, (s.0, (e.1 - 1).max(s.0))));
-                } else {
-                    inside.range.insert(key, fit(t, (s.0, i128::MAX)));
-                }
+                // `s <= v < e` (an unknown bound gives an unknown range).
+                inside.range.insert(key, fit(t, (s.0, (e.1 - 1).max(s.0))));
                 let mut below = self.lengths(end, facts);
                 below.extend(self.below_of(end, facts));
                 if !below.is_empty() {
@@ -355,7 +348,7 @@ impl Prover<'_> {
     fn range(&self, e: &Expr, facts: &Facts) -> (i128, i128) {
         let t = e.ty;
         if !t.is_int() {
-            return unknown(t);
+            return UNKNOWN;
         }
         if let Some(r) = self.key(e).and_then(|k| facts.range.get(&k)) {
             return *r;
@@ -363,7 +356,7 @@ impl Prover<'_> {
         match &e.kind {
             ExprKind::Lit(text) => match text.replace('_', "").parse::<i128>() {
                 Ok(v) => fit(t, (v, v)),
-                Err(_) => unknown(t),
+                Err(_) => UNKNOWN,
             },
             ExprKind::Coord(Coord::Thread, axis) => (0, if *axis == 2 { 63 } else { 1023 }),
             ExprKind::Coord(Coord::BlockDim, axis) => (1, if *axis == 2 { 64 } else { 1024 }),
@@ -379,12 +372,12 @@ impl Prover<'_> {
                     BinOp::Mul => {
                         let small = |v: i128| v.unsigned_abs() < 1 << 62;
                         if ![x.0, x.1, y.0, y.1].into_iter().all(small) {
-                            return unknown(t);
+                            return UNKNOWN;
                         }
                         let c = [x.0 * y.0, x.0 * y.1, x.1 * y.0, x.1 * y.1];
                         match (c.iter().min(), c.iter().max()) {
                             (Some(l), Some(h)) => (*l, *h),
-                            _ => return unknown(t),
+                            _ => return UNKNOWN,
                         }
                     }
                     // Division by zero gives zero.
@@ -392,10 +385,10 @@ impl Prover<'_> {
                     BinOp::Rem if x.0 >= 0 && y.0 >= 0 => (0, x.1.min((y.1 - 1).max(0))),
                     BinOp::Shr if x.0 >= 0 => (0, x.1),
                     BinOp::BitAnd if x.0 >= 0 && y.0 >= 0 => (0, x.1.min(y.1)),
-                    _ => return unknown(t),
+                    _ => return UNKNOWN,
                 };
                 if r.0.abs() >= i128::MAX / 8 || r.1.abs() >= i128::MAX / 8 {
-                    return unknown(t);
+                    return UNKNOWN;
                 }
                 fit(t, r)
             }
@@ -412,7 +405,7 @@ impl Prover<'_> {
                 let (x, y) = (self.range(a, facts), self.range(b, facts));
                 fit(t, (x.0.min(y.0), x.1.max(y.1)))
             }
-            _ => unknown(t),
+            _ => UNKNOWN,
         }
     }
 }

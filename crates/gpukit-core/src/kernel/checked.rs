@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use super::race::RaceCheck;
 use crate::backend::{Backend, BufAt, RawPtr};
 use crate::error::{Error, Result};
+use crate::lock;
 
 /// Words in a fault record.
 pub const FAULT_WORDS: usize = 8;
@@ -284,10 +285,7 @@ impl<B: Backend> FaultLog<B> {
             *all = kept;
             orphans
         };
-        for record in orphans {
-            self.free(backend, record, &[])?;
-        }
-        Ok(())
+        self.free_each(backend, orphans)
     }
 
     /// At the end of `stream`, which held `record`: a record that was never live is freed
@@ -346,18 +344,19 @@ impl<B: Backend> FaultLog<B> {
         }
     }
 
-    /// Frees every record (at the context's end, after its work has finished).
+    /// Frees every record (at the context's end, after its work has finished and every
+    /// stream and graph is gone).
     pub(crate) fn free_all(&mut self, backend: &B) -> Result<()> {
         let records = std::mem::take(&mut *lock(&self.records));
+        self.free_each(backend, records)
+    }
+
+    /// Frees `records`, which nothing else holds and no unfinished work uses; the first
+    /// error, after trying them all.
+    fn free_each(&self, backend: &B, records: Vec<Arc<FaultRecord<B>>>) -> Result<()> {
         let mut first = Ok(());
-        for record in records {
-            if let Ok(r) = Arc::try_unwrap(record) {
-                // SAFETY: the context is being dropped after a synchronize: no work uses
-                // it, and no stream or graph is left to queue more.
-                if let Err(e) = unsafe { backend.free(r.buf, &[]) } {
-                    first = first.and(Err(e));
-                }
-            }
+        for r in records {
+            first = first.and(self.free(backend, r, &[]));
         }
         first
     }
@@ -379,10 +378,6 @@ fn take_host(record: &[AtomicU32]) -> Option<[u32; FAULT_WORDS]> {
         a.store(0, Ordering::Release);
     }
     Some(words)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 mod sealed {

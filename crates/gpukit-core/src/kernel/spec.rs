@@ -290,22 +290,8 @@ impl<S: KernelSig> KernelSpec<S> {
         (twin, racecheck): (F, R),
     ) -> Option<Self>
     where
-        F: for<'a, 'b> Fn(
-                &LaunchConfig,
-                &'b mut S2::Cpu<'a>,
-                &KernelFaults<'_>,
-            ) -> std::result::Result<(), String>
-            + Send
-            + Sync
-            + 'static,
-        R: for<'a, 'b> Fn(
-                &LaunchConfig,
-                &'b mut S2::Cpu<'a>,
-                &KernelFaults<'_>,
-            ) -> std::result::Result<(), String>
-            + Send
-            + Sync
-            + 'static,
+        F: CpuTwin<S2>,
+        R: CpuTwin<S2>,
     {
         if std::any::TypeId::of::<S2>() != std::any::TypeId::of::<S>() {
             return None;
@@ -361,22 +347,8 @@ impl<S: KernelSig> KernelSpec<S> {
         (twin, racecheck): (F, R),
     ) -> Self
     where
-        F: for<'a, 'b> Fn(
-                &LaunchConfig,
-                &'b mut S::Cpu<'a>,
-                &KernelFaults<'_>,
-            ) -> std::result::Result<(), String>
-            + Send
-            + Sync
-            + 'static,
-        R: for<'a, 'b> Fn(
-                &LaunchConfig,
-                &'b mut S::Cpu<'a>,
-                &KernelFaults<'_>,
-            ) -> std::result::Result<(), String>
-            + Send
-            + Sync
-            + 'static,
+        F: CpuTwin<S>,
+        R: CpuTwin<S>,
     {
         let mut s = Self::named(name);
         let arrays = abi.arrays.clone();
@@ -412,6 +384,33 @@ impl<S: KernelSig> KernelSpec<S> {
         s.desc.cpu = Some(erased);
         s
     }
+}
+
+/// A `#[kernel]`'s CPU twin: a whole launch over the typed arguments, reporting through
+/// the fault record (and, in its race-checked instance, to the launch's race checker).
+#[doc(hidden)]
+pub trait CpuTwin<S: KernelSig>:
+    for<'a, 'b> Fn(
+        &LaunchConfig,
+        &'b mut S::Cpu<'a>,
+        &KernelFaults<'_>,
+    ) -> std::result::Result<(), String>
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S: KernelSig, T> CpuTwin<S> for T where
+    T: for<'a, 'b> Fn(
+            &LaunchConfig,
+            &'b mut S::Cpu<'a>,
+            &KernelFaults<'_>,
+        ) -> std::result::Result<(), String>
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// The fault record a checked kernel's launch passes after the signature's arguments (a
