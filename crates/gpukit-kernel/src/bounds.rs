@@ -360,9 +360,13 @@ impl Prover<'_> {
             },
             ExprKind::Coord(Coord::Thread, axis) => (0, if *axis == 2 { 63 } else { 1023 }),
             ExprKind::Coord(Coord::BlockDim, axis) => (1, if *axis == 2 { 64 } else { 1024 }),
+            // Any value of its type (a signed argument may be negative); a `usize` (a
+            // length, a coordinate) may pass `u32::MAX` on a 64-bit target, so its upper
+            // bound, as a 64-bit value's, is unknown.
             ExprKind::Coord(..) | ExprKind::Len(_) | ExprKind::Param(_) => {
-                let (lo, _) = type_range(t);
-                (lo.max(0), i128::MAX / 4)
+                let (lo, hi) = type_range(t);
+                let wide = matches!(t, Ty::Usize | Ty::U64 | Ty::I64);
+                (lo, if wide { UNKNOWN.1 } else { hi })
             }
             ExprKind::Binary(op, a, b) => {
                 let (x, y) = (self.range(a, facts), self.range(b, facts));

@@ -121,3 +121,17 @@ fn a_shared_index_is_proven_by_its_range() {
     );
     assert!(p.is_empty(), "{p:?}");
 }
+
+#[test]
+fn a_signed_argument_may_be_negative() {
+    // `p.min(10)` may be below zero: as a `usize` it wraps past the array.
+    let (p, _) = split(
+        "fn k(out: &mut [f32], p: i32) { let s = shared::<f32, 16>(); let j = p.min(10) as usize; s[j] = 1.0; }",
+    );
+    assert!(p.is_empty(), "{p:?}");
+    // Clamped on both sides it is in range.
+    let (p, _) = split(
+        "fn k(out: &mut [f32], p: i32) { let s = shared::<f32, 16>(); let j = p.max(0).min(10) as usize; s[j] = 1.0; }",
+    );
+    assert_eq!(p, vec!["s=".to_string()]);
+}
