@@ -125,7 +125,7 @@ pub use kernel::{
 };
 #[doc(hidden)]
 pub use ops::fold::__row_sum_kernel;
-pub use ops::map::__binary_kernel_cuda;
+pub use ops::map::{__binary_kernel_cuda, __binary_kernel_spec};
 pub use ops::Rng;
 pub use optable::{
     cast_slice, cross_entropy_rows, softmax_rows, BinaryOp, Distribution, Domain, Gemm, MathFn,

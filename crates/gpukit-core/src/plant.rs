@@ -15,6 +15,10 @@ pub enum Bug {
     /// gpukit-core's tracker does not make a read wait for the last write of another stream
     /// (the `order_before` of a read skips the writer).
     ReadSkipsWriter,
+    /// gpukit-core's `enqueue` takes its fast path (no lock, no ordering, the use recorded as
+    /// a position alone) for every array, whoever used it last: the op skips the waits it
+    /// needs, and its use is lost where the array's record does not name its stream.
+    FastSkipsCheck,
     /// The backend accepts `stream_wait` and queues nothing: a stream overtakes the event it
     /// was told to wait for (a missing `cudaStreamWaitEvent`). The CPU backend honours it.
     StreamWaitDropped,

@@ -105,6 +105,8 @@ pub(crate) struct Prior<B: Backend> {
     pub(crate) stream_id: u64,
     stream: Weak<StreamInner<B>>,
     event: Option<Arc<B::Event>>,
+    /// The use's position on its stream.
+    position: u64,
 }
 
 impl<B: Backend> Clone for Prior<B> {
@@ -113,6 +115,7 @@ impl<B: Backend> Clone for Prior<B> {
             stream_id: self.stream_id,
             stream: self.stream.clone(),
             event: self.event.clone(),
+            position: self.position,
         }
     }
 }
@@ -123,6 +126,7 @@ impl<B: Backend> Prior<B> {
             stream_id: u.stream.id,
             stream: Arc::downgrade(&u.stream),
             event: u.event.clone(),
+            position: u.position,
         }
     }
 
@@ -131,6 +135,7 @@ impl<B: Backend> Prior<B> {
         self.stream.upgrade().map(|stream| Use {
             stream,
             event: self.event.clone(),
+            position: self.position,
         })
     }
 

@@ -27,10 +27,9 @@ pub(crate) struct StreamInner<B: Backend> {
     pub(crate) capturing: AtomicBool,
     /// What the capture in progress has recorded.
     pub(crate) capture: Mutex<Option<Capture<B>>>,
-    /// The ordering events recorded on this stream lately, oldest first (at most
-    /// [`RECENT_EVENTS`]). The oldest is recorded again once nothing else holds it, so that
-    /// ops ordered across streams allocate no event handles in a steady loop.
-    recent: Mutex<VecDeque<Arc<B::Event>>>,
+    /// Where the ops queued on it stand, and its recent ordering events: held while an op
+    /// is queued, so that positions follow the queue's order.
+    timeline: Mutex<Timeline<B>>,
     /// On a context's default stream: the stream that stands for other contexts' reads of
     /// this context's arrays ([`Stream::copy_peer`]). It holds only waits on their events,
     /// so that the arrays' trackers record uses of this context's streams alone.
@@ -50,30 +49,60 @@ impl<B: Backend> StreamInner<B> {
         &self.raw
     }
 
-    /// An ordering (not timing) event at the current end of the stream's queue: the oldest
-    /// of the stream's recent events that nobody else holds, recorded again, else a new one.
-    fn ordering_event(&self) -> Result<Arc<B::Event>> {
+    /// The stream's timeline, locked.
+    pub(crate) fn timeline(&self) -> std::sync::MutexGuard<'_, Timeline<B>> {
+        lock(&self.timeline)
+    }
+
+    /// An ordering (not timing) event at the current end of the stream's queue, after the op
+    /// at `tl.last`: once the timeline keeps [`RECENT_EVENTS`], the oldest of them that
+    /// nobody else holds, recorded again (so that ops ordered across streams allocate no
+    /// event handles in a steady loop), else a new one.
+    pub(crate) fn ordering_event(&self, tl: &mut Timeline<B>) -> Result<Arc<B::Event>> {
         let backend = &self.shared.backend;
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        // The oldest event nobody else holds (usually the first: uses are replaced as work
-        // goes on; an array left alone keeps its last use's event, which is skipped).
-        let free = recent.iter_mut().position(|e| Arc::get_mut(e).is_some());
-        if let Some(mut event) = free.and_then(|i| recent.remove(i)) {
-            // Still unshared: the ring's handle was the only one, and it is ours now.
-            if let Some(e) = Arc::get_mut(&mut event) {
-                *e = backend.record_event(&self.raw, false)?;
-                recent.push_back(event.clone());
-                return Ok(event);
+        if tl.recent.len() >= RECENT_EVENTS {
+            let free = tl
+                .recent
+                .iter_mut()
+                .position(|(_, e)| Arc::get_mut(e).is_some());
+            if let Some((_, mut event)) = free.and_then(|i| tl.recent.remove(i)) {
+                // Still unshared: the timeline's handle was the only one, and it is ours now.
+                if let Some(e) = Arc::get_mut(&mut event) {
+                    *e = backend.record_event(&self.raw, false)?;
+                    tl.recent.push_back((tl.last, event.clone()));
+                    return Ok(event);
+                }
             }
+            // All still some use's events: leave the oldest to its holders.
+            tl.recent.pop_front();
         }
         let event = Arc::new(backend.record_event(&self.raw, false)?);
-        if recent.len() == RECENT_EVENTS {
-            // The oldest is still some use's event: leave it to its holders.
-            recent.pop_front();
-        }
-        recent.push_back(event.clone());
+        tl.recent.push_back((tl.last, event.clone()));
         Ok(event)
     }
+
+    /// The earliest event the timeline keeps that was recorded after the op at `position`
+    /// (it covers that op, and maybe later ones); `None` if it keeps none.
+    pub(crate) fn recorded_after(&self, tl: &Timeline<B>, position: u64) -> Option<Arc<B::Event>> {
+        let i = tl.recent.partition_point(|(p, _)| *p < position);
+        tl.recent.get(i).map(|(_, e)| e.clone())
+    }
+}
+
+/// The ops a stream has queued, counted, and the ordering events recorded after them.
+///
+/// A use of an array is recorded as its stream and its op's position; the event that
+/// orders another stream after it is the earliest one recorded after that position
+/// ([`StreamInner::recorded_after`]), or one recorded when the order is needed (which
+/// follows every op queued until then). Every op takes its position under the timeline's
+/// lock while it is queued, so positions follow the queue's order.
+pub(crate) struct Timeline<B: Backend> {
+    /// The position of the last op queued through [`Stream::enqueue_with`] (numbered from
+    /// 1; 0 before the first).
+    pub(crate) last: u64,
+    /// Ordering events recorded lately, oldest first, each with the position of the last op
+    /// queued before it (at most [`RECENT_EVENTS`]).
+    recent: VecDeque<(u64, Arc<B::Event>)>,
 }
 
 impl<B: Backend> Drop for StreamInner<B> {
@@ -160,7 +189,10 @@ impl<B: Backend> Stream<B> {
                 shared,
                 capturing: AtomicBool::new(false),
                 capture: Mutex::new(None),
-                recent: Mutex::new(VecDeque::with_capacity(RECENT_EVENTS)),
+                timeline: Mutex::new(Timeline {
+                    last: 0,
+                    recent: VecDeque::with_capacity(RECENT_EVENTS),
+                }),
                 lane: Mutex::new(None),
                 faults: OnceLock::new(),
                 graph_faults: Mutex::new(Vec::new()),
@@ -512,6 +544,29 @@ impl<B: Backend> Stream<B> {
             }
         }
         let capturing = self.is_capturing();
+        let several = || shared.multi_stream.load(Ordering::Acquire);
+        // The fast path: uses that need no ordering (arrays this stream alone has used, and
+        // reads of arrays whose writer it has already waited for) are recorded as this op's
+        // position alone (`Alloc`'s `fast`), without the arrays' locks. The timeline's lock
+        // orders it against another stream that takes an array over, which clears `fast`
+        // first and then reads the positions under this lock.
+        if !(marked || peer || capturing) {
+            let mut tl = self.inner.timeline();
+            let id = self.inner.id;
+            if accesses.iter().all(|(_, s, access)| {
+                s.is_fast(id, *access)
+                    || crate::plant::is_planted(crate::plant::Bug::FastSkipsCheck)
+            }) {
+                let r = f()?;
+                tl.last += 1;
+                let position = tl.last;
+                for (_, slice, access) in accesses {
+                    slice.fast_use(*access, position);
+                }
+                let event = self.ordering_event_or_sync(&mut tl, several())?;
+                return Ok((r, event));
+            }
+        }
         if capturing && peer {
             return Err(other_stream_in_capture(op));
         }
@@ -542,8 +597,10 @@ impl<B: Backend> Stream<B> {
                 locked[slot(slice)].order_before(self, *access)?;
             }
         }
+        let mut tl = self.inner.timeline();
         let r = f()?;
         if capturing {
+            drop(tl);
             // The work runs at each launch of the graph, which orders and records its uses
             // then: nothing is recorded now, and no event is (it would belong to the graph).
             let mut capture = self.inner.capture.lock().unwrap_or_else(|p| p.into_inner());
@@ -552,40 +609,51 @@ impl<B: Backend> Stream<B> {
             }
             return Ok((r, None));
         }
-        let event = if marked || peer || shared.multi_stream.load(Ordering::Acquire) {
-            match self.inner.ordering_event() {
-                Ok(e) => Some(e),
-                Err(_) => {
-                    // The work is queued but no event can mark it: wait for it instead. Once
-                    // it is done it needs no event (its uses are recorded without one, so a
-                    // later user waits on nothing of it), and the call has succeeded. If the
-                    // wait fails, the work failed: that error is returned, and the outputs
-                    // are undefined.
-                    shared.backend.stream_sync(self.raw())?;
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        tl.last += 1;
+        let position = tl.last;
+        let event = self.ordering_event_or_sync(&mut tl, marked || peer || several())?;
+        drop(tl);
         for (i, (_, slice, access)) in accesses.iter().enumerate() {
             if !is_peer(i) {
-                locked[slot(slice)].record(&self.inner, &event, *access);
+                locked[slot(slice)].record(&self.inner, &event, position, *access);
                 continue;
             }
             // Without an event the work has been waited for: nothing to record.
             let Some(e) = &event else { continue };
-            let standin = slice.home().lane().and_then(|lane| {
-                lane.wait_event(shared, e)?;
-                Ok((lane.mark()?, lane))
-            });
+            let standin = slice
+                .home()
+                .lane()
+                .and_then(|lane| Ok((lane.mark_wait(shared, e)?, lane)));
             match standin {
-                Ok((mark, lane)) => locked[slot(slice)].record(&lane.inner, &Some(mark), *access),
+                Ok(((mark, at), lane)) => {
+                    locked[slot(slice)].record(&lane.inner, &Some(mark), at, *access)
+                }
                 // No stand-in can be queued: wait for the work instead, as above.
                 Err(_) => shared.backend.stream_sync(self.raw())?,
             }
         }
         Ok((r, event))
+    }
+
+    /// After an op queued at `tl.last`: an ordering event just after it where `wanted`, or,
+    /// where none can be recorded, a wait for the op instead (once it is done it needs no
+    /// event, and the call has succeeded; if the wait fails, the work failed: that error is
+    /// returned, and the outputs are undefined).
+    fn ordering_event_or_sync(
+        &self,
+        tl: &mut Timeline<B>,
+        wanted: bool,
+    ) -> Result<Option<Arc<B::Event>>> {
+        if !wanted {
+            return Ok(None);
+        }
+        match self.inner.ordering_event(tl) {
+            Ok(e) => Ok(Some(e)),
+            Err(_) => {
+                self.backend().stream_sync(self.raw())?;
+                Ok(None)
+            }
+        }
     }
 
     /// Makes this stream wait for a use of a buffer by (possibly) another stream, of this
@@ -598,9 +666,17 @@ impl<B: Backend> Stream<B> {
         match &u.event {
             Some(e) => self.wait_event(owner, e),
             None => {
-                // The use was recorded before any second stream existed: wait for all of
-                // that stream's work so far (a superset of the use).
-                let e = owner.backend.record_event(u.stream.raw(), false)?;
+                // A use recorded without an event (before the context had a second stream,
+                // or, on the fast path, as a position alone): the earliest event recorded
+                // after it, else one recorded now, which follows all of that stream's work
+                // so far (a superset of the use).
+                let e = {
+                    let mut tl = u.stream.timeline();
+                    match u.stream.recorded_after(&tl, u.position) {
+                        Some(e) => e,
+                        None => u.stream.ordering_event(&mut tl)?,
+                    }
+                };
                 self.wait_event(owner, &e)
             }
         }
@@ -633,7 +709,22 @@ impl<B: Backend> Stream<B> {
 
     /// A fresh ordering event at the end of this stream's queue.
     pub(crate) fn mark(&self) -> Result<Arc<B::Event>> {
-        self.inner.ordering_event()
+        let mut tl = self.inner.timeline();
+        self.inner.ordering_event(&mut tl)
+    }
+
+    /// Queues a wait for `event` (of a stream of the context `owner`) as an op of this
+    /// stream, and returns an ordering event after it and the op's position.
+    pub(crate) fn mark_wait(
+        &self,
+        owner: &Shared<B>,
+        event: &B::Event,
+    ) -> Result<(Arc<B::Event>, u64)> {
+        let mut tl = self.inner.timeline();
+        self.wait_event(owner, event)?;
+        tl.last += 1;
+        let at = tl.last;
+        Ok((self.inner.ordering_event(&mut tl)?, at))
     }
 }
 

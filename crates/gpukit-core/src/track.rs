@@ -1,9 +1,22 @@
 //! Device allocations and the record of which streams use them.
 //!
 //! Each allocation remembers its last writer and the readers since that write, each as a
-//! stream and (once the context has several streams) an event just after the use. Before
-//! a stream reads an allocation it waits for the last writer; before it writes, it waits for
-//! the writer and all readers. Uses on the stream itself need no wait: a stream is in order.
+//! stream, the position of the use's op on that stream ([`crate::stream::Timeline`]) and,
+//! where one was recorded, an event just after it. Before a stream reads an allocation it
+//! waits for the last writer; before it writes, it waits for the writer and all readers. Uses
+//! on the stream itself need no wait: a stream is in order. A wait for a use without an event
+//! goes through the earliest event its stream recorded after the use's position, or one
+//! recorded then (which follows all of that stream's work so far).
+//!
+//! **The fast path.** Where an op's every access needs no ordering (the allocation's uses are
+//! all its stream's, the last a write; or it reads, and a read by its stream is recorded since
+//! the last write, so that stream has waited for the writer), `enqueue` takes no allocation's
+//! lock: under its stream's timeline lock it stores the op's position in the allocation's
+//! `fast_write`/`fast_last`. Whoever locks the record next swaps `fast` to 0 first and then,
+//! under that stream's timeline lock (so every fast-path use that saw `fast` set has stored
+//! its position), reads the positions into the record; unlocking sets `fast` again where the
+//! record allows it. A poisoned lock, a capture, a transfer that returns an event and a peer
+//! copy always take the locks.
 //! When the allocation is dropped, its block goes back to the context's pool
 //! ([`crate::pool`]) with that record, which the block's next owner inherits as *prior*
 //! uses: its first access on any stream waits for them, and its first write ends them.
@@ -15,13 +28,13 @@
 //! and host reads of it are refused while that count is not zero: they would return the
 //! memory as it was before the capture, not what the captured work will write.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{Backend, BufAt, RawPtr};
 use crate::error::{Error, Result};
 use crate::pool::{self, Cached, Prior};
-use crate::stream::{other_stream_in_capture, Stream, StreamInner};
+use crate::stream::{other_stream_in_capture, Stream, StreamInner, Timeline};
 
 /// How an op uses a range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +46,12 @@ pub(crate) enum Access {
 /// One use of an allocation by a stream.
 pub(crate) struct Use<B: Backend> {
     pub(crate) stream: Arc<StreamInner<B>>,
-    /// An event recorded just after the use; `None` before the context had a second stream.
+    /// An event recorded just after the use; `None` before the context had a second stream,
+    /// or where the use was recorded as its position alone (the stream's timeline finds or
+    /// records one when another stream must wait for it).
     pub(crate) event: Option<Arc<B::Event>>,
+    /// The position of the use's op on its stream ([`crate::stream::Timeline`]).
+    pub(crate) position: u64,
 }
 
 impl<B: Backend> Use<B> {
@@ -57,6 +74,41 @@ impl<B: Backend> Clone for Use<B> {
         Use {
             stream: self.stream.clone(),
             event: self.event.clone(),
+            position: self.position,
+        }
+    }
+}
+
+impl<B: Backend> Use<B> {
+    /// The use with an event, for a record that outlives the allocation (a pool block's
+    /// prior uses, which may outlive the stream): the earliest its stream's timeline keeps
+    /// after it, else one recorded now. Where none can be recorded, the stream is waited for
+    /// instead, and the use, finished, keeps no event (a failed wait is the context's
+    /// deferred error).
+    fn settled(&self) -> Use<B> {
+        if self.event.is_some() {
+            return self.clone();
+        }
+        let s = &self.stream;
+        let event = {
+            let mut tl = s.timeline();
+            match s.recorded_after(&tl, self.position) {
+                Some(e) => Ok(e),
+                None => s.ordering_event(&mut tl),
+            }
+        };
+        let event = match event {
+            Ok(e) => Some(e),
+            Err(_) => {
+                let r = s.shared.backend.stream_sync(s.raw());
+                s.shared.defer("GpuArray drop", r);
+                None
+            }
+        };
+        Use {
+            stream: s.clone(),
+            event,
+            position: self.position,
         }
     }
 }
@@ -97,13 +149,87 @@ impl<B: Backend> Tracker<B> {
         self.writer.iter().chain(readers)
     }
 
-    /// Every use a later owner of the memory must wait for, one per stream: the last use
-    /// on each stream (readers come after the writer; prior uses before both).
-    fn last_uses(&self) -> Vec<Prior<B>> {
+    /// The stream that may use the allocation next without its lock ([`Alloc`]'s `fast`),
+    /// and the positions `fast_write` and `fast_last` start from. With no prior use: the
+    /// stream of the writer, if every reader is on it too (it may read and write: it is in
+    /// order with all the uses); else `reader`, the stream of the read just recorded (it may
+    /// read: a reader was ordered after the writer, and the next write clears it).
+    fn fast(&self, reader: Option<u64>) -> Option<(u64, u64, u64)> {
+        if !self.prior.is_empty() {
+            return None;
+        }
+        if let Some(w) = &self.writer {
+            if self.readers.iter().all(|r| r.stream.id == w.stream.id) {
+                let last = self
+                    .readers
+                    .iter()
+                    .map(|r| r.position)
+                    .fold(w.position, u64::max);
+                return Some((w.stream.id << 1 | 1, w.position, last));
+            }
+        }
+        let r = self.readers.iter().find(|r| Some(r.stream.id) == reader)?;
+        Some((r.stream.id << 1, 0, r.position))
+    }
+
+    /// The record as the positions say that uses without the lock left (`fast` was
+    /// `stream`'s, as [`Tracker::fast`] chose it, and the caller holds its timeline, so no
+    /// such use is still being recorded): where the stream may write, its write at `write`
+    /// and a read since at `last` where later; where it may only read, its read at `last`.
+    /// An event the record holds for that position is kept; else the earliest the timeline
+    /// keeps after it, if any (without one, a wait finds or records it then).
+    fn materialize(
+        &mut self,
+        stream: &StreamInner<B>,
+        tl: &Timeline<B>,
+        fast: u64,
+        pos: (u64, u64),
+    ) {
+        let (write, last) = pos;
+        let at = |u: &mut Use<B>, position: u64| {
+            if u.position != position {
+                u.event = stream.recorded_after(tl, position);
+                u.position = position;
+            }
+        };
+        if fast & 1 == 0 {
+            if let Some(r) = self.readers.iter_mut().find(|r| r.stream.id == stream.id) {
+                at(r, last);
+            }
+            return;
+        }
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        at(w, write);
+        if last == write {
+            self.readers.clear();
+            return;
+        }
+        let reader = w.stream.clone();
+        self.readers.truncate(1);
+        match self.readers.first_mut() {
+            Some(r) => at(r, last),
+            None => self.readers.push(Use {
+                stream: reader,
+                event: stream.recorded_after(tl, last),
+                position: last,
+            }),
+        }
+    }
+
+    /// A use without an event on a stream other than the context's default one (`home`,
+    /// which lives as long as anything can allocate) is given one: the stream may be gone
+    /// when the block's next owner orders after it.
+    fn last_uses(&self, home: u64) -> Vec<Prior<B>> {
         let mut out: Vec<Prior<B>> = Vec::with_capacity(1 + self.readers.len() + self.prior.len());
         for u in self.readers.iter().chain(&self.writer) {
             if !out.iter().any(|p| p.stream_id == u.stream.id) {
-                out.push(Prior::of(u));
+                out.push(if u.stream.id == home {
+                    Prior::of(u)
+                } else {
+                    Prior::of(&u.settled())
+                });
             }
         }
         for p in &self.prior {
@@ -141,6 +267,18 @@ pub(crate) struct Alloc<B: Backend> {
     pub(crate) home: Stream<B>,
     origin: Origin,
     track: Mutex<Tracker<B>>,
+    /// The stream that may use the allocation without the tracker's lock, if any (else 0),
+    /// as its id shifted left once, plus 1 where it may also write ([`Tracker::fast`]): its
+    /// use needs no ordering, and `enqueue` records it as its position alone, in
+    /// `fast_write` and `fast_last`, under that stream's timeline lock
+    /// ([`SliceRef::fast_use`]). Set when the tracker is unlocked with such a record; cleared
+    /// when it is locked, which then reads the positions into the record under the stream's
+    /// timeline lock ([`Tracker::materialize`]).
+    fast: AtomicU64,
+    /// The position of the fast stream's last write.
+    fast_write: AtomicU64,
+    /// The position of the fast stream's last use.
+    fast_last: AtomicU64,
     /// How many open captures have recorded a write of the allocation (each counts once,
     /// from its first such write until it ends, however it ends).
     captured_writes: AtomicUsize,
@@ -163,6 +301,9 @@ impl<B: Backend> Alloc<B> {
             home: home.clone(),
             origin,
             track: Mutex::new(Tracker::new(prior)),
+            fast: AtomicU64::new(0),
+            fast_write: AtomicU64::new(0),
+            fast_last: AtomicU64::new(0),
             captured_writes: AtomicUsize::new(0),
             keeper: None,
         }
@@ -336,10 +477,34 @@ impl<B: Backend> Alloc<B> {
         Self::build(home, buf, bytes, Origin::Foreign, Vec::new())
     }
 
+    /// The record of uses, locked, with the uses recorded as positions alone read in.
     fn tracker(&self) -> MutexGuard<'_, Tracker<B>> {
         // A poisoned lock only means a panic elsewhere; the record itself stays consistent
         // because it is updated by plain assignments.
-        self.track.lock().unwrap_or_else(|p| p.into_inner())
+        let mut t = self.track.lock().unwrap_or_else(|p| p.into_inner());
+        // Cleared before the positions are read: a use queued on the fast path after this
+        // sees `fast` cleared and takes the lock.
+        let fast = self.fast.swap(0, Ordering::SeqCst);
+        if fast != 0 {
+            let id = fast >> 1;
+            let stream = t
+                .writer
+                .iter()
+                .chain(&t.readers)
+                .find(|u| u.stream.id == id)
+                .map(|u| u.stream.clone());
+            if let Some(stream) = stream {
+                // Taken after the clear: every fast-path use that saw `fast` set has been
+                // recorded once the lock is ours.
+                let tl = stream.timeline();
+                let pos = (
+                    self.fast_write.load(Ordering::Relaxed),
+                    self.fast_last.load(Ordering::Relaxed),
+                );
+                t.materialize(&stream, &tl, fast, pos);
+            }
+        }
+        t
     }
 
     pub(crate) fn slice(self: &Arc<Self>, offset: usize, bytes: usize) -> SliceRef<'_, B> {
@@ -367,7 +532,7 @@ impl<B: Backend> Drop for Alloc<B> {
         if let Origin::Pooled(block) | Origin::Exact(block) = self.origin {
             // An exact-size block serves only a request of that block size; a trim (or the
             // next allocation that runs out) frees it, after its uses.
-            let prior = t.last_uses();
+            let prior = t.last_uses(self.home.id());
             shared.device_pool.put(block, Cached { buf, prior });
             return;
         }
@@ -480,7 +645,29 @@ impl<'a, B: Backend> SliceRef<'a, B> {
 
     /// Locks the allocation's record of uses.
     pub(crate) fn lock(&self) -> Uses<'a, B> {
-        Uses(self.alloc.tracker(), &self.alloc.home)
+        Uses {
+            record: self.alloc.tracker(),
+            alloc: self.alloc,
+            reader: None,
+        }
+    }
+
+    /// Whether `stream` may use the range this way without the allocation's lock (see
+    /// [`Alloc`]'s `fast`): it needs no ordering, and [`SliceRef::fast_use`] records it. One
+    /// atomic load.
+    pub(crate) fn is_fast(&self, stream: u64, access: Access) -> bool {
+        let fast = self.alloc.fast.load(Ordering::SeqCst);
+        fast >> 1 == stream && (access == Access::Read || fast & 1 == 1)
+    }
+
+    /// Records a use of this kind as the position of its op, on the stream
+    /// [`SliceRef::is_fast`] said may use it so; the caller holds that stream's timeline
+    /// lock.
+    pub(crate) fn fast_use(&self, access: Access, position: u64) {
+        if access == Access::Write {
+            self.alloc.fast_write.store(position, Ordering::Relaxed);
+        }
+        self.alloc.fast_last.store(position, Ordering::Relaxed);
     }
 
     /// The default stream of the context the memory belongs to.
@@ -493,18 +680,35 @@ impl<'a, B: Backend> SliceRef<'a, B> {
 /// to recording it, so that two threads using disjoint views of one allocation cannot both
 /// order before either records (the later record would drop the earlier writer).
 /// The allocation's home (default) stream says which context the uses are of.
-pub(crate) struct Uses<'a, B: Backend>(MutexGuard<'a, Tracker<B>>, &'a Stream<B>);
+pub(crate) struct Uses<'a, B: Backend> {
+    record: MutexGuard<'a, Tracker<B>>,
+    alloc: &'a Alloc<B>,
+    /// The stream of the read recorded last, if the last record was a read.
+    reader: Option<u64>,
+}
+
+impl<B: Backend> Drop for Uses<'_, B> {
+    /// Publishes the stream that may use the allocation next without the lock, if one may
+    /// ([`Tracker::fast`]), while the lock is still held (the guard is dropped after this).
+    fn drop(&mut self) {
+        if let Some((fast, write, last)) = self.record.fast(self.reader) {
+            self.alloc.fast_write.store(write, Ordering::Relaxed);
+            self.alloc.fast_last.store(last, Ordering::Relaxed);
+            self.alloc.fast.store(fast, Ordering::SeqCst);
+        }
+    }
+}
 
 impl<B: Backend> Uses<'_, B> {
     /// Makes `stream` wait for the uses an access of this kind must come after.
     pub(crate) fn order_before(&self, stream: &Stream<B>, access: Access) -> Result<()> {
         // A read of memory a previous owner may still be writing could see its writes land:
         // every access waits for the prior uses, not only writes.
-        let owner = self.1.shared_arc();
-        for p in &self.0.prior {
+        let owner = self.alloc.home.shared_arc();
+        for p in &self.record.prior {
             p.order_before(stream, owner)?;
         }
-        for u in self.0.must_follow(access) {
+        for u in self.record.must_follow(access) {
             if access == Access::Read
                 && crate::plant::is_planted(crate::plant::Bug::ReadSkipsWriter)
             {
@@ -525,7 +729,7 @@ impl<B: Backend> Uses<'_, B> {
         access: Access,
         call: &'static str,
     ) -> Result<()> {
-        let t = &*self.0;
+        let t = &*self.record;
         for u in t.must_follow(access) {
             if !u.finished_for(stream)? {
                 return Err(other_stream_in_capture(call));
@@ -546,9 +750,11 @@ impl<B: Backend> Uses<'_, B> {
         &mut self,
         stream: &Arc<StreamInner<B>>,
         event: &Option<Arc<B::Event>>,
+        position: u64,
         access: Access,
     ) {
-        let t = &mut *self.0;
+        self.reader = (access == Access::Read).then_some(stream.id);
+        let t = &mut *self.record;
         let same = |u: &Use<B>| u.stream.id == stream.id;
         let slot = match access {
             Access::Read => t.readers.iter_mut().find(|r| same(r)),
@@ -563,11 +769,13 @@ impl<B: Backend> Uses<'_, B> {
                 if !same_event(&u.event, event) {
                     u.event.clone_from(event);
                 }
+                u.position = position;
             }
             None => {
                 let u = Use {
                     stream: stream.clone(),
                     event: event.clone(),
+                    position,
                 };
                 match access {
                     Access::Read => t.readers.push(u),

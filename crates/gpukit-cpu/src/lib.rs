@@ -847,36 +847,41 @@ impl Backend for CpuBackend {
                 KernelArg::Buffer { bytes, .. } => *bytes <= SHORT_LAUNCH,
                 KernelArg::Scalar { .. } => true,
             });
-        // On the calling thread when the stream is idle: the arguments borrowed, nothing
-        // kept (the caller's buffers outlive this call), no task built.
-        if short && !stream.capturing.load(Ordering::Acquire) {
-            let here = |()| call_kernel(&kernel.f, &kernel.name, kernel.run, cfg, raw.get(n));
-            if let Ok(done) = stream.queue.run_here((), here) {
-                return done.map(|_| ());
-            }
-        }
         // Queued: the task keeps each buffer alive until it has run (the fault record, a
         // checked launch's last argument, needs none: the context keeps a record that a
         // launch may write until a sync after that launch has read it).
-        let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
-        for (k, a) in keep.iter_mut().zip(kept()) {
-            if let KernelArg::Buffer { at: Some(at), .. } = a {
-                *k = Some(at.buf.mem.clone());
+        let task = |raw: LaunchArgs| {
+            let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
+            for (k, a) in keep.iter_mut().zip(kept()) {
+                if let KernelArg::Buffer { at: Some(at), .. } = a {
+                    *k = Some(at.buf.mem.clone());
+                }
             }
+            // A `u8` count (at most 14): the task's closure fits its inline storage.
+            let (f, name, run, cfg, n) = (
+                kernel.f.clone(),
+                kernel.name.clone(),
+                kernel.run,
+                *cfg,
+                n as u8,
+            );
+            Task::new(move || {
+                let _keep = &keep;
+                call_kernel(&f, &name, run, &cfg, raw.get(usize::from(n)))
+            })
+        };
+        // On the calling thread when the stream is idle: the arguments borrowed, nothing
+        // kept (the caller's buffers outlive this call), no task built. One lock of the
+        // queue decides.
+        if short && !stream.capturing.load(Ordering::Acquire) {
+            let here =
+                |raw: LaunchArgs| call_kernel(&kernel.f, &kernel.name, kernel.run, cfg, raw.get(n));
+            return stream
+                .queue
+                .run_here_or_push(raw, here, task, accesses)
+                .map(|_| ());
         }
-        // A `u8` count (at most 14): the task's closure fits its inline storage.
-        let (f, name, run, cfg, n) = (
-            kernel.f.clone(),
-            kernel.name.clone(),
-            kernel.run,
-            *cfg,
-            n as u8,
-        );
-        let task = Task::new(move || {
-            let _keep = &keep;
-            call_kernel(&f, &name, run, &cfg, raw.get(usize::from(n)))
-        });
-        self.push(stream, task, accesses)
+        self.push(stream, task(raw), accesses)
     }
 
     fn raw_ptr(&self, at: BufAt<'_, Self>) -> RawPtr {

@@ -243,7 +243,7 @@ impl Queue {
 
     fn push_item(
         self: &Arc<Self>,
-        mut item: Item,
+        item: Item,
         accesses: impl FnOnce() -> Vec<Access>,
     ) -> Result<u64, Error> {
         // The clock of the item a wait waits for, taken before this queue's lock (two
@@ -254,7 +254,19 @@ impl Queue {
             }
             _ => None,
         };
-        let mut p = self.open_slot()?;
+        let p = self.open_slot()?;
+        self.push_locked(p, item, waited, accesses)
+    }
+
+    /// [`Queue::push_item`] with the queue locked by [`Queue::open_slot`] (and the clock of
+    /// the item a wait waits for, under the chaos schedule, taken before the lock).
+    fn push_locked(
+        self: &Arc<Self>,
+        mut p: MutexGuard<'_, Pending>,
+        mut item: Item,
+        waited: Option<crate::chaos::Clock>,
+        accesses: impl FnOnce() -> Vec<Access>,
+    ) -> Result<u64, Error> {
         let seq = self.queued.load(Ordering::Relaxed) + 1;
         if let Some(c) = &self.chaos {
             match &mut item {
@@ -293,6 +305,22 @@ impl Queue {
         }
     }
 
+    /// [`Queue::run_here`], or when the stream is not idle, queues the task `task(item)`
+    /// builds, deciding under one lock of the queue.
+    pub(crate) fn run_here_or_push<T>(
+        self: &Arc<Self>,
+        item: T,
+        run: impl FnOnce(T) -> Result<(), Error>,
+        task: impl FnOnce(T) -> Task,
+        accesses: impl FnOnce() -> Vec<Access>,
+    ) -> Result<u64, Error> {
+        let p = self.open_slot()?;
+        if self.chaos.is_some() || !p.items.is_empty() || p.owned || p.listed || p.blocked {
+            return self.push_locked(p, Item::Run(task(item), None), None, accesses);
+        }
+        self.run_owned(p, item, run)
+    }
+
     /// Runs `run(item)` as the stream's next item, on the calling thread, when the stream is
     /// idle (as [`Queue::run_or_push`] runs a task, `run` catching its own panics); gives
     /// `item` back, not run, when it is not (or under the chaos schedule): the caller queues
@@ -305,13 +333,23 @@ impl Queue {
         if self.chaos.is_some() {
             return Err(item);
         }
-        let mut p = match self.open_slot() {
+        let p = match self.open_slot() {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
         if !p.items.is_empty() || p.owned || p.listed || p.blocked {
             return Err(item);
         }
+        Ok(self.run_owned(p, item, run))
+    }
+
+    /// Runs `run(item)` on the calling thread as the next item of the idle queue `p` locks.
+    fn run_owned<T>(
+        self: &Arc<Self>,
+        mut p: MutexGuard<'_, Pending>,
+        item: T,
+        run: impl FnOnce(T) -> Result<(), Error>,
+    ) -> Result<u64, Error> {
         p.owned = true;
         let seq = self.queued.load(Ordering::Relaxed) + 1;
         self.queued.store(seq, Ordering::Release);
@@ -330,7 +368,7 @@ impl Queue {
         if list {
             pool().ready(self.clone());
         }
-        Ok(Ok(seq))
+        Ok(seq)
     }
 
     /// The queue locked with room for an item: waits while it is full; an error once the

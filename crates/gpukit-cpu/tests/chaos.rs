@@ -128,6 +128,56 @@ fn a_read_that_skips_its_writer_is_found_and_both_calls_are_named() {
     assert!(race.to_string().contains("with no ordering between them"));
 }
 
+/// Rounds of: a context's only stream writes an array three times (the later writes on the
+/// fast path, recorded as positions alone), then a stream created afterwards copies it and
+/// the host reads the copy. The copy must wait for all three writes; with `FastSkipsCheck`
+/// planted it takes the fast path too and waits for none.
+fn only_stream_then_another(schedule: Schedule, planted: bool) -> Seen {
+    let mut seen = Seen::default();
+    for round in 1..=8u32 {
+        let ctx = context(schedule);
+        let mut a = ctx.alloc_zeros::<f32>(4096).unwrap();
+        ctx.fill(&mut a, round as f32).unwrap();
+        ctx.scale(2.0, &mut a).unwrap();
+        ctx.add_scalar_inplace(&mut a, 1.0).unwrap();
+        let s2 = ctx.create_stream().unwrap();
+        let mut b = ctx.alloc_zeros::<f32>(4096).unwrap();
+        ctx.sync().unwrap();
+        let _planted = planted.then(|| plant(Bug::FastSkipsCheck));
+        ctx.scale(1.0, &mut a).unwrap();
+        s2.copy(&a, &mut b).unwrap();
+        drop(_planted);
+        for r in [s2.sync(), ctx.sync()] {
+            if let Err(e) = r {
+                let text = e.to_string();
+                assert!(text.contains("chaos race check"), "{text}");
+            }
+        }
+        let want = 2.0 * round as f32 + 1.0;
+        seen.wrong += b.download().unwrap().iter().filter(|&&x| x != want).count();
+    }
+    seen.races = take_races();
+    seen
+}
+
+#[test]
+fn a_stream_created_later_waits_for_the_uses_recorded_without_locks() {
+    let _turn = RACES.lock().unwrap_or_else(|p| p.into_inner());
+    take_races();
+    for seed in 0..SEEDS {
+        let seen = only_stream_then_another(Schedule::Chaos { seed }, false);
+        assert_eq!(seen.wrong, 0, "seed {seed}");
+        assert!(seen.races.is_empty(), "seed {seed}: {:?}", seen.races);
+    }
+    let (seed, seen) = first_finding(|s| only_stream_then_another(s, true))
+        .unwrap_or_else(|| panic!("the planted fast path was not found within {SEEDS} seeds"));
+    eprintln!(
+        "found at seed {seed}: {} wrong elements, {} races",
+        seen.wrong,
+        seen.races.len()
+    );
+}
+
 #[test]
 fn the_same_program_without_the_bug_is_clean_under_every_seed() {
     let _turn = RACES.lock().unwrap_or_else(|p| p.into_inner());

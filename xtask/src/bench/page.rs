@@ -545,12 +545,13 @@ const SECTIONS: &[Section] = &[
     Section {
         title: "Enqueue cost: `enqueue_bench`",
         about: "The host's nanoseconds to queue a built-in op on the CPU backend behind a \
-                gate (so only the enqueue is timed): through the facade (one stream, and \
-                two, where each op also records the event that orders other streams), \
-                through gpukit-core without the facade, and, as the baseline, `Backend::launch` \
-                of an add kernel called directly, which builds a task and pushes it onto \
-                the same kind of queue. The ratio is the median of each round's ratio to the \
-                baseline's round beside it.",
+                gate (so only the enqueue is timed): `Stream::add` through the facade (one \
+                stream, and two, where each op also records the event that orders other \
+                streams) and through gpukit-core without the facade, against the backend's \
+                own submission of the same work (`Backend::launch` of the built-in kernel \
+                `add` launches, with its arguments); and `Stream::launch` of a closure kernel \
+                against `Backend::launch` of the same kernel. The ratio is the median of \
+                each round's ratio to the baseline's round beside it.",
         reports: &[("enqueue_bench", "CPU backend")],
         corner: "way",
         cells: |r| {

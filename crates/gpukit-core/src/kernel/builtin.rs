@@ -8,6 +8,7 @@
 //! builds, where the op's own argument checks and those tests are what keep it in bounds.
 
 use std::any::{Any, TypeId};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -29,7 +30,69 @@ pub(crate) struct Builtins {
 }
 
 /// A built-in kernel and the tag its launch for one op reports faults under.
-type Tagged<S, B> = (Arc<Kernel<S, B>>, Option<u32>);
+type Tagged<'a, S, B> = (&'a Kernel<S, B>, Option<u32>);
+
+/// How many of a thread's recent built-in kernel lookups it keeps.
+const RECENT_SLOTS: usize = 64;
+
+/// One built-in kernel lookup a thread made: the context, the function that makes the
+/// kernel's spec and its key, the op, and the answer (a `Kernel` in the context's
+/// [`Builtins`], which keeps it as long as the context).
+#[derive(Clone, Copy)]
+struct Recent {
+    context: u64,
+    maker: TypeId,
+    key: u32,
+    call: (*const u8, usize),
+    kernel: *const (),
+    tag: Option<u32>,
+}
+
+impl Recent {
+    /// The same question (the answer aside).
+    fn same_lookup(&self, other: &Recent) -> bool {
+        self.context == other.context
+            && self.maker == other.maker
+            && self.key == other.key
+            && self.call == other.call
+    }
+
+    /// Where in [`RECENT`] the lookup is kept.
+    fn slot(&self) -> usize {
+        use std::hash::Hash;
+        let mut h = Fold(self.context ^ (u64::from(self.key) << 32));
+        self.maker.hash(&mut h);
+        (h.0 ^ (h.0 >> 29) ^ (self.call.0 as u64 >> 3)) as usize % RECENT_SLOTS
+    }
+}
+
+/// A multiply-and-rotate hasher: enough to spread `TypeId`s over a few slots.
+struct Fold(u64);
+
+impl std::hash::Hasher for Fold {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_ne_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+thread_local! {
+    /// The calling thread's recent built-in kernel lookups, by [`Recent::slot`]: an op in a
+    /// loop finds its kernel here without locking the context's [`Builtins`].
+    static RECENT: [Cell<Option<Recent>>; RECENT_SLOTS] =
+        const { [const { Cell::new(None) }; RECENT_SLOTS] };
+}
 
 /// A loaded built-in kernel and the fault tags of the ops that launch it.
 struct Loaded {
@@ -95,19 +158,40 @@ impl<B: Backend> Stream<B> {
 
     /// The built-in kernel `spec` makes, loaded on this context the first time it is asked
     /// for, and the fault tag of the op `call` that launches it (a fault of the kernel is
-    /// reported as the op's: the call the user made).
-    fn builtin_kernel<S, F>(&self, call: &'static str, key: u32, spec: F) -> Result<Tagged<S, B>>
+    /// reported as the op's: the call the user made). The calling thread's [`RECENT`]
+    /// lookups answer first, without a lock.
+    fn builtin_kernel<S, F>(
+        &self,
+        call: &'static str,
+        key: u32,
+        spec: F,
+    ) -> Result<Tagged<'_, S, B>>
     where
         S: KernelSig + 'static,
         F: Fn() -> KernelSpec<S> + 'static,
     {
         let shared = self.shared_arc();
+        let wanted = Recent {
+            context: shared.id,
+            maker: TypeId::of::<F>(),
+            key,
+            call: (call.as_ptr(), call.len()),
+            kernel: std::ptr::null(),
+            tag: None,
+        };
+        let slot = wanted.slot();
+        let recent = RECENT.with(|r| r[slot].get());
+        if let Some(hit) = recent.filter(|r| r.same_lookup(&wanted)) {
+            // SAFETY: the entry was stored by the lookup below for this context (ids are
+            // never reused), this function type `F` (which fixes `S`) and this key, after
+            // the downcast to `Kernel<S, B>` succeeded (`B` is the context's); it points
+            // into an `Arc` the context's `Builtins` keeps until the context drops, and
+            // `self` keeps the context alive for the borrow it returns.
+            let k = unsafe { &*hit.kernel.cast::<Kernel<S, B>>() };
+            return Ok((k, hit.tag));
+        }
         // Held while loading: two threads asking for the same kernel compile it once.
-        let mut loaded = shared
-            .builtins
-            .loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut loaded = crate::lock(&shared.builtins.loaded);
         let entry = match loaded.entry((TypeId::of::<F>(), key)) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
@@ -128,24 +212,35 @@ impl<B: Backend> Stream<B> {
                 })
             }
         };
-        let k = Arc::clone(&entry.kernel)
-            .downcast::<Kernel<S, B>>()
-            .map_err(|_| crate::Error::Unsupported {
-                backend: self.backend().name(),
-                what: format!("`{call}`: a built-in kernel cached under another signature"),
+        let k: *const Kernel<S, B> =
+            entry.kernel.downcast_ref::<Kernel<S, B>>().ok_or_else(|| {
+                crate::Error::Unsupported {
+                    backend: self.backend().name(),
+                    what: format!("`{call}`: a built-in kernel cached under another signature"),
+                }
             })?;
-        let Some(own) = k.tag() else {
-            return Ok((k, None));
+        // SAFETY: `Builtins` only ever adds entries, so the `Arc` that holds the kernel lives
+        // (at a fixed address, whatever the map does) as long as the context, which `self`
+        // keeps alive for the borrow returned.
+        let k = unsafe { &*k };
+        let tag = match k.tag() {
+            None => None,
+            Some(own) => Some(match entry.calls.iter().find(|(c, _)| *c == call) {
+                Some(&(_, t)) => t,
+                None => {
+                    let t = shared.faults.alias(&shared.backend, call, own)?;
+                    entry.calls.push((call, t));
+                    t
+                }
+            }),
         };
-        let tag = match entry.calls.iter().find(|(c, _)| *c == call) {
-            Some(&(_, t)) => t,
-            None => {
-                let t = shared.faults.alias(&shared.backend, call, own)?;
-                entry.calls.push((call, t));
-                t
-            }
+        let hit = Recent {
+            kernel: (k as *const Kernel<S, B>).cast(),
+            tag,
+            ..wanted
         };
-        Ok((k, Some(tag)))
+        RECENT.with(|r| r[slot].set(Some(hit)));
+        Ok((k, tag))
     }
 
     /// The windows `(start, len)` over `n` elements in which an element-wise built-in op
@@ -204,6 +299,6 @@ impl<B: Backend> Stream<B> {
             },
             e => e,
         })?;
-        self.launch_as(call, &k, tag, cfg, args)
+        self.launch_as(call, k, tag, cfg, args)
     }
 }

@@ -412,6 +412,18 @@ pub fn __binary_kernel_cuda(op: BinaryOp, dtype: DType) -> (String, String) {
     (name, gpukit_kernel::cuda::generate(&k, false))
 }
 
+/// The spec of the built-in kernel that the table's binary op `op` on `T` with an array
+/// operand launches (`Stream::add` for [`BinaryOp::Add`]), as release builds load it:
+/// parameters `(src, rhs, mode, cols, out)` (mode 0 and cols 1 for two arrays of the same
+/// length). For benchmarks that time the backend's own launch of the op's kernel.
+#[doc(hidden)]
+pub fn __binary_kernel_spec<T: Numeric>(op: BinaryOp) -> KernelSpec<BinarySig<T>> {
+    // SAFETY: the kernel touches only indices below the lengths of the arrays it is
+    // launched with, as every built-in kernel (`Stream::builtin_kernel`); a launch of it
+    // outside the library is `Backend::launch`, whose caller vouches for the arguments.
+    unsafe { binary_spec::<T>(op).unchecked() }
+}
+
 /// The key of an op among its form's kernels.
 fn key_of<O: PartialEq>(all: &[O], op: &O) -> u32 {
     all.iter().position(|o| o == op).unwrap_or(usize::MAX) as u32
