@@ -10,11 +10,13 @@
 //! 2. **Enqueue cost**: host time to enqueue a built-in op (`ctx.add` on 1024 f32) against
 //!    `cuLaunchKernel` of the very same kernel (gpukit-core's `add`, compiled by the same
 //!    NVRTC) with the same grid, 256 launches per run, medians of 21 runs (target <= 1.1x
-//!    on a GPU); and host time to enqueue an upload of 4 KiB from pinned memory
-//!    (`Stream::upload` of a `HostBuffer`) against `cuMemcpyHtoDAsync` from the same memory,
-//!    64 per run (the transfers' stream exists by then, so every op of the context also
-//!    records the ordering event of a context with several streams, as in a program with a
-//!    copy stream). Each is also given as a difference, nanoseconds per op ours minus raw:
+//!    on a GPU): in a context with one stream, and in one with two (the transfers' stream
+//!    exists by then), where every op also records the ordering event that orders the other
+//!    streams after it, as in a program with a copy stream, also against `cuLaunchKernel`
+//!    followed by `cuEventRecord`; and host time to enqueue an upload of 4 KiB from pinned
+//!    memory (`Stream::upload` of a `HostBuffer`, two streams) against `cuMemcpyHtoDAsync`
+//!    from the same memory, 64 per run. Each is also given as a difference, nanoseconds per
+//!    op ours minus raw:
 //!    the library's own host cost, which does not depend on the driver's. Run against the
 //!    CUDA emulator (`cargo xtask cuda-emu run -- cargo run --release --example
 //!    cuda_bench`), only that difference means anything (target: at most 250 ns, a tenth of
@@ -363,13 +365,54 @@ fn transfers(ctx: &Context, args: &Args, records: &mut Vec<Record>) -> Res {
 /// Launches per timed run of the enqueue benchmark.
 const LAUNCHES: usize = 256;
 
+/// One context's arrays for the add enqueue benchmark: `out = a + b` over `n` f32.
+struct AddArrays {
+    a: gpukit::GpuArray<f32>,
+    b: gpukit::GpuArray<f32>,
+    out: gpukit::GpuArray<f32>,
+}
+
+impl AddArrays {
+    fn new(ctx: &Context, n: usize) -> Res<Self> {
+        let mut arrays = AddArrays {
+            a: ctx.alloc_upload(&vec![1.0f32; n])?,
+            b: ctx.alloc_upload(&vec![2.0f32; n])?,
+            out: ctx.alloc_zeros::<f32>(n)?,
+        };
+        // Compiles and loads the f32 module.
+        ctx.add(&arrays.a, &arrays.b, &mut arrays.out)?;
+        ctx.sync()?;
+        Ok(arrays)
+    }
+
+    /// Seconds per `ctx.add` over [`LAUNCHES`] of them (then waits for them).
+    fn time(&mut self, ctx: &Context) -> Res<f64> {
+        let t = Instant::now();
+        for _ in 0..LAUNCHES {
+            ctx.add(&self.a, &self.b, &mut self.out)?;
+        }
+        let took = t.elapsed().as_secs_f64();
+        ctx.sync()?;
+        Ok(took / LAUNCHES as f64)
+    }
+
+    fn check(&self) -> Res {
+        if self.out.download()?.iter().any(|&v| v != 3.0) {
+            return Err("add produced wrong results".into());
+        }
+        Ok(())
+    }
+}
+
+/// Host time to enqueue `ctx.add` on 1024 f32 against `cuLaunchKernel` of the same
+/// kernel: in `ctx`, whose transfer benchmark created a second stream (each op also
+/// records the event that orders the other streams after it), and in a fresh context with
+/// one stream; then the upload figure.
 fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     let n = 1024usize;
-    let a = ctx.alloc_upload(&vec![1.0f32; n])?;
-    let b = ctx.alloc_upload(&vec![2.0f32; n])?;
-    let mut out = ctx.alloc_zeros::<f32>(n)?;
-    ctx.add(&a, &b, &mut out)?; // compiles and loads the f32 module
-    ctx.sync()?;
+    let mut several = AddArrays::new(ctx, n)?;
+    let one = Context::new(DeviceSpec::Cuda(Some(ctx.device_id())))?;
+    let mut alone = AddArrays::new(&one, n)?;
 
     // The same kernel, raw: gpukit-core's `add` kernel for f32, as a release build
     // launches it, compiled by the same NVRTC with the same options.
@@ -400,32 +443,19 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     let bufs = bufs.map(RawBuf);
     let grid = (n.div_ceil(256) as u32).min(ctx.info().multiprocessors * 32);
 
-    let mut ours = Vec::new();
-    let mut theirs = Vec::new();
+    // The ordering event a context with several streams records after each op, raw.
+    let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+    let (mut ours, mut ours_one, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut theirs_evented = Vec::new();
     for run in 0..22 {
-        let t = Instant::now();
-        for _ in 0..LAUNCHES {
-            ctx.add(&a, &b, &mut out)?;
-        }
-        let t_ours = t.elapsed().as_secs_f64();
-        ctx.sync()?;
+        let t_ours = several.time(ctx)?;
+        let t_one = alone.time(&one)?;
 
         let (pa, pb, po, faults) = (bufs[0].0, bufs[1].0, bufs[2].0, bufs[3].0);
         let (mode, cols, bytes, tag) = (0u32, 1u32, (n * 4) as u64, 0u32);
         let t = Instant::now();
         for _ in 0..LAUNCHES {
-            let mut params: [*mut c_void; 10] = [
-                (&pa as *const u64).cast_mut().cast(),
-                (&pb as *const u64).cast_mut().cast(),
-                (&mode as *const u32).cast_mut().cast(),
-                (&cols as *const u32).cast_mut().cast(),
-                (&po as *const u64).cast_mut().cast(),
-                (&bytes as *const u64).cast_mut().cast(),
-                (&bytes as *const u64).cast_mut().cast(),
-                (&bytes as *const u64).cast_mut().cast(),
-                (&tag as *const u32).cast_mut().cast(),
-                (&faults as *const u64).cast_mut().cast(),
-            ];
+            let mut params = raw_params(&pa, &pb, &mode, &cols, &po, &bytes, &tag, &faults);
             // SAFETY: `binary_add(const float*, const float*, unsigned mode, unsigned cols,
             // float*, three byte lengths, unsigned tag, unsigned *faults)` with three live
             // buffers of n floats, mode 0 (element-wise: `cols` unused) and a live fault
@@ -437,26 +467,83 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
         let t_raw = t.elapsed().as_secs_f64();
         // SAFETY: a live stream.
         unsafe { result::stream::synchronize(raw.stream)? };
+        // The same launches, each followed by a raw cuEventRecord of one event.
+        let t = Instant::now();
+        for _ in 0..LAUNCHES {
+            let mut params = raw_params(&pa, &pb, &mode, &cols, &po, &bytes, &tag, &faults);
+            // SAFETY: as above; `event` is a live event of this context.
+            unsafe {
+                result::launch_kernel(func, (grid, 1, 1), (256, 1, 1), 0, raw.stream, &mut params)?;
+                result::event::record(event, raw.stream)?;
+            }
+        }
+        let t_evented = t.elapsed().as_secs_f64();
+        // SAFETY: a live stream.
+        unsafe { result::stream::synchronize(raw.stream)? };
         if run > 0 {
-            ours.push(t_ours / LAUNCHES as f64);
+            ours.push(t_ours);
+            ours_one.push(t_one);
             theirs.push(t_raw / LAUNCHES as f64);
+            theirs_evented.push(t_evented / LAUNCHES as f64);
         }
     }
-    if out.download()?.iter().any(|&v| v != 3.0) {
-        return Err("add produced wrong results".into());
-    }
+    several.check()?;
+    alone.check()?;
+    // SAFETY: the stream that used it is synchronised; destroyed once.
+    unsafe { result::event::destroy(event)? };
     println!();
     records.push(enqueue_figure(
         "add_f32_1024",
-        "ctx.add on 1024 f32",
+        "ctx.add on 1024 f32 (2 streams)",
         "cuLaunchKernel",
         " (target <= 1.1x)",
-        (&mut ours, &mut theirs),
+        (&mut ours.clone(), &mut theirs.clone()),
+    ));
+    records.push(enqueue_figure(
+        "add_f32_1024_vs_evented",
+        "ctx.add on 1024 f32 (2 streams)",
+        "cuLaunchKernel + cuEventRecord",
+        "",
+        (&mut ours, &mut theirs_evented),
+    ));
+    records.push(enqueue_figure(
+        "add_f32_1024_one_stream",
+        "ctx.add on 1024 f32 (1 stream)",
+        "cuLaunchKernel",
+        " (target <= 1.1x)",
+        (&mut ours_one, &mut theirs),
     ));
     drop(bufs);
     // SAFETY: the raw stream is idle; the module is unloaded once.
     unsafe { result::module::unload(module)? };
     upload_enqueue(ctx, &raw, records)
+}
+
+/// The parameters of the raw `binary_add` launch, pointing at the caller's values.
+#[allow(clippy::too_many_arguments)]
+fn raw_params(
+    pa: &u64,
+    pb: &u64,
+    mode: &u32,
+    cols: &u32,
+    po: &u64,
+    bytes: &u64,
+    tag: &u32,
+    faults: &u64,
+) -> [*mut c_void; 10] {
+    let p = |x: *const u8| x.cast_mut().cast::<c_void>();
+    [
+        p((pa as *const u64).cast()),
+        p((pb as *const u64).cast()),
+        p((mode as *const u32).cast()),
+        p((cols as *const u32).cast()),
+        p((po as *const u64).cast()),
+        p((bytes as *const u64).cast()),
+        p((bytes as *const u64).cast()),
+        p((bytes as *const u64).cast()),
+        p((tag as *const u32).cast()),
+        p((faults as *const u64).cast()),
+    ]
 }
 
 /// Uploads per timed run of the upload enqueue benchmark, each of [`UPLOAD_BYTES`].

@@ -133,6 +133,8 @@ fn records_become_rows_with_their_targets() {
         json!([
             {"bench": "transfer", "kind": "upload_pinned", "bytes": 1 << 20, "ratio_vs_raw": 1.0},
             {"bench": "enqueue", "kind": "add_f32_1024", "ratio_vs_raw": 2.7, "over_raw_ns": 1103.0},
+            {"bench": "enqueue", "kind": "add_f32_1024_vs_evented", "ratio_vs_raw": 1.4, "over_raw_ns": 540.0},
+            {"bench": "enqueue", "kind": "add_f32_1024_one_stream", "ratio_vs_raw": 1.2, "over_raw_ns": 196.0},
             {"bench": "enqueue", "kind": "upload_pinned_4k", "ratio_vs_raw": 1.2, "over_raw_ns": 240.0},
         ]),
     );
@@ -242,13 +244,13 @@ fn records_become_rows_with_their_targets() {
         .any(|r| r.name.contains("4 MiB vs raw") || r.name.contains("pageable")));
     // A null ratio is n/a, not a miss.
     assert_eq!(
-        find(&rows, "enqueue add_f32_1024 vs cuLaunchKernel").verdict(),
+        find(&rows, "enqueue add_f32_1024 (2 streams) vs cuLaunchKernel").verdict(),
         Verdict::NotAvailable
     );
     // On the emulator only the host cost over raw counts, in nanoseconds.
     let emu = find(
         &rows,
-        "host cost of add_f32_1024 over raw cudarc (CUDA emulator: host-only)",
+        "host cost of add_f32_1024 (2 streams) over raw cuLaunchKernel (CUDA emulator: host-only)",
     );
     assert_eq!(
         (
@@ -267,10 +269,26 @@ fn records_become_rows_with_their_targets() {
     assert_eq!(
         find(
             &rows,
-            "host cost of upload_pinned_4k over raw cudarc (CUDA emulator: host-only)"
+            "host cost of upload_pinned_4k over raw cuMemcpyHtoDAsync (CUDA emulator: host-only)"
         )
         .verdict(),
         Verdict::Holds
+    );
+    assert_eq!(
+        find(
+            &rows,
+            "host cost of add_f32_1024 (1 stream) over raw cuLaunchKernel (CUDA emulator: host-only)"
+        )
+        .verdict(),
+        Verdict::Holds
+    );
+    assert_eq!(
+        find(
+            &rows,
+            "host cost of add_f32_1024 (2 streams) over raw cuLaunchKernel + cuEventRecord (CUDA emulator: host-only)"
+        )
+        .verdict(),
+        Verdict::Missed
     );
     assert!(!rows
         .iter()
