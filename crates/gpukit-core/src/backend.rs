@@ -296,6 +296,18 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Marks the stream's current position; with `timing`, the event also records when
     /// the stream reached it.
     fn record_event(&self, stream: &Self::Stream, timing: bool) -> crate::Result<Self::Event>;
+    /// Records `event`, an ordering event (recorded without timing) of this backend that
+    /// nothing waits on any more, again at the stream's current position, as
+    /// [`Backend::record_event`] would record a new one. A backend that can move an event in
+    /// place saves creating one; by default it is replaced by a new one.
+    fn record_event_again(
+        &self,
+        stream: &Self::Stream,
+        event: &mut Self::Event,
+    ) -> crate::Result<()> {
+        *event = self.record_event(stream, false)?;
+        Ok(())
+    }
     /// Makes work queued later on `stream` wait until `event` has completed.
     fn stream_wait(&self, stream: &Self::Stream, event: &Self::Event) -> crate::Result<()>;
     /// Makes work queued later on `stream` wait until `event` has completed, where `event`

@@ -59,26 +59,45 @@ impl<B: Backend> StreamInner<B> {
     /// nobody else holds, recorded again (so that ops ordered across streams allocate no
     /// event handles in a steady loop), else a new one.
     pub(crate) fn ordering_event(&self, tl: &mut Timeline<B>) -> Result<Arc<B::Event>> {
+        match self.record_ordering(tl, true)? {
+            Some(e) => Ok(e),
+            // Not reached: `keep` asks for the handle.
+            None => Ok(Arc::new(
+                self.shared.backend.record_event(&self.raw, false)?,
+            )),
+        }
+    }
+
+    /// [`StreamInner::ordering_event`]: a handle on it where `keep`, else the timeline's
+    /// alone.
+    fn record_ordering(&self, tl: &mut Timeline<B>, keep: bool) -> Result<Option<Arc<B::Event>>> {
         let backend = &self.shared.backend;
+        let mut event = None;
         if tl.recent.len() >= RECENT_EVENTS {
             let free = tl
                 .recent
                 .iter_mut()
                 .position(|(_, e)| Arc::get_mut(e).is_some());
-            if let Some((_, mut event)) = free.and_then(|i| tl.recent.remove(i)) {
-                // Still unshared: the timeline's handle was the only one, and it is ours now.
-                if let Some(e) = Arc::get_mut(&mut event) {
-                    *e = backend.record_event(&self.raw, false)?;
-                    tl.recent.push_back((tl.last, event.clone()));
-                    return Ok(event);
+            match free.and_then(|i| tl.recent.remove(i)) {
+                Some((_, mut e)) => {
+                    // Still unshared: the timeline's handle was the only one, and it is ours
+                    // now (else its holders keep it, and a new one is recorded).
+                    if let Some(inner) = Arc::get_mut(&mut e) {
+                        backend.record_event_again(&self.raw, inner)?;
+                        event = Some(e);
+                    }
                 }
+                // All still some use's events: leave the oldest to its holders.
+                None => drop(tl.recent.pop_front()),
             }
-            // All still some use's events: leave the oldest to its holders.
-            tl.recent.pop_front();
         }
-        let event = Arc::new(backend.record_event(&self.raw, false)?);
-        tl.recent.push_back((tl.last, event.clone()));
-        Ok(event)
+        let event = match event {
+            Some(e) => e,
+            None => Arc::new(backend.record_event(&self.raw, false)?),
+        };
+        let kept = keep.then(|| event.clone());
+        tl.recent.push_back((tl.last, event));
+        Ok(kept)
     }
 
     /// The earliest event the timeline keeps that was recorded after the op at `position`
@@ -563,8 +582,13 @@ impl<B: Backend> Stream<B> {
                 for (_, slice, access) in accesses {
                     slice.fast_use(*access, position);
                 }
-                let event = self.ordering_event_or_sync(&mut tl, several())?;
-                return Ok((r, event));
+                // An event for other streams to wait on, kept by the timeline alone (the
+                // caller asked for none: `marked` takes the locks).
+                if several() && self.inner.record_ordering(&mut tl, false).is_err() {
+                    drop(tl);
+                    self.backend().stream_sync(self.raw())?;
+                }
+                return Ok((r, None));
             }
         }
         if capturing && peer {

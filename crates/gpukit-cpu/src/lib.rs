@@ -574,6 +574,11 @@ impl Backend for CpuBackend {
         CpuEvent::record(stream, timing)
     }
 
+    fn record_event_again(&self, stream: &CpuStream, event: &mut CpuEvent) -> Result<()> {
+        inject!(self, Event, "record_event");
+        event.record_again(stream)
+    }
+
     fn stream_wait(&self, stream: &CpuStream, event: &CpuEvent) -> Result<()> {
         inject!(self, Event, "stream_wait");
         event.wait_on(stream)

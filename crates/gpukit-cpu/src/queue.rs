@@ -965,6 +965,18 @@ impl CpuEvent {
         })
     }
 
+    /// [`CpuEvent::record`] without timing, into this event: its position moves to the
+    /// stream's current end (a new event where it was recorded on another stream, or with
+    /// timing).
+    pub(crate) fn record_again(&mut self, stream: &CpuStream) -> Result<(), Error> {
+        if self.stamp.is_none() && Arc::ptr_eq(&self.queue, &stream.queue) {
+            self.seq = self.queue.tail();
+            return Ok(());
+        }
+        *self = Self::record(stream, false)?;
+        Ok(())
+    }
+
     pub(crate) fn is_done(&self) -> bool {
         self.queue.seen_done(self.seq)
     }

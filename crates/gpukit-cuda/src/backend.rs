@@ -311,6 +311,18 @@ impl Backend for CudaBackend {
         Ok(event)
     }
 
+    fn record_event_again(&self, stream: &CudaStream, event: &mut CudaEvent) -> Result<()> {
+        if event.timing || !Arc::ptr_eq(&event.dev, &self.dev) {
+            *event = self.record_event(stream, false)?;
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: an event and a live stream, both of this context; waits queued on the
+        // event's earlier record are not affected by recording it again (the caller's
+        // contract: nothing else holds it).
+        self.check(unsafe { driver::event_record(event.raw.0, stream.raw.0) })
+    }
+
     fn stream_wait(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream and a recorded event of this context.

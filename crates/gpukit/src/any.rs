@@ -36,6 +36,8 @@ pub trait Member: Backend {
     fn into_stream(x: AnyStream) -> Option<Self::Stream>;
     /// This backend's event inside an [`AnyEvent`].
     fn event(x: &AnyEvent) -> Option<&Self::Event>;
+    /// This backend's event inside an [`AnyEvent`], mutably.
+    fn event_mut(x: &mut AnyEvent) -> Option<&mut Self::Event>;
     /// This backend's kernel inside an [`AnyKernel`].
     fn kernel(x: &AnyKernel) -> Option<&Self::Kernel>;
     /// This backend's graph inside an [`AnyGraph`].
@@ -91,6 +93,7 @@ macro_rules! backends {
             fn stream(x: &AnyStream) -> Option<&Self::Stream> { match x { AnyStream::$variant(v) => Some(v), _ => None } }
             fn into_stream(x: AnyStream) -> Option<Self::Stream> { match x { AnyStream::$variant(v) => Some(v), _ => None } }
             fn event(x: &AnyEvent) -> Option<&Self::Event> { match x { AnyEvent::$variant(v) => Some(v), _ => None } }
+            fn event_mut(x: &mut AnyEvent) -> Option<&mut Self::Event> { match x { AnyEvent::$variant(v) => Some(v), _ => None } }
             fn kernel(x: &AnyKernel) -> Option<&Self::Kernel> { match x { AnyKernel::$variant(v) => Some(v), _ => None } }
             fn graph(x: &AnyGraph) -> Option<&Self::Graph> { match x { AnyGraph::$variant(v) => Some(v), _ => None } }
             fn into_graph(x: AnyGraph) -> Option<Self::Graph> { match x { AnyGraph::$variant(v) => Some(v), _ => None } }
@@ -259,6 +262,16 @@ impl Backend for AnyBackend {
 
     fn record_event(&self, s: &AnyStream, timing: bool) -> Result<AnyEvent> {
         dispatch!(self, b: Be => b.record_event(st(b, s)?, timing).map(Be::wrap_event))
+    }
+
+    fn record_event_again(&self, s: &AnyStream, e: &mut AnyEvent) -> Result<()> {
+        dispatch!(self, b: Be => match Be::event_mut(e) {
+            Some(inner) => b.record_event_again(st(b, s)?, inner),
+            None => {
+                *e = b.record_event(st(b, s)?, false).map(Be::wrap_event)?;
+                Ok(())
+            }
+        })
     }
 
     fn stream_wait(&self, s: &AnyStream, e: &AnyEvent) -> Result<()> {
