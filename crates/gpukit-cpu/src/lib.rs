@@ -19,8 +19,9 @@
 //!   one, whatever another stream's task blocks on; idle ones park, and end when they
 //!   outnumber the streams. Every copy, op and kernel is a task on its stream's queue and
 //!   really runs asynchronously: the call returns once the task is queued. The exception is
-//!   short work on an idle stream (nothing queued or running): a copy of at most 1 MiB or an
-//!   op over at most 16 Ki elements runs in place on the calling thread, in the stream's
+//!   short work on an idle stream (nothing queued or running): a copy of at most 1 MiB, a
+//!   built-in op whose arrays are at most 1 MiB each (256 Ki f32) or a gemm of at most 16 Ki
+//!   multiply-adds runs in place on the calling thread, in the stream's
 //!   order (it takes the next position, and nothing queued after it starts before it has
 //!   finished), since that costs less than waking a worker; the call then returns after
 //!   the work, and its errors are reported at the next sync as always. Kernels and waits
@@ -401,9 +402,14 @@ impl CpuBackend {
 const SHORT_COPY: usize = 1 << 20;
 
 /// Bytes of its largest array up to which a built-in op's native body is short, run on the
-/// calling thread when its stream is idle (as [`CpuBackend::push_short`] runs a short task):
-/// the 16 Ki f32 elements of a short op.
-const SHORT_LAUNCH: usize = 64 << 10;
+/// calling thread when its stream is idle (as [`CpuBackend::push_short`] runs a short task),
+/// as much as a short copy: up to 256 Ki f32 an op takes at most a few tens of
+/// microseconds, about what handing it to a worker and waking the waiting host can cost.
+/// Measured on this project's 2-core VM, op and sync, medians: idle, the hand-off costs
+/// little (`add` of 64 Ki f32 5.6 us in place, 5.9-6.4 handed over; 256 Ki, 31 and 31-35);
+/// with a build running beside it, much more (64 Ki: 5.5 against 19.5; 256 Ki: 31 against
+/// 45), which running in place does not pay. numpy's ufunc: 5.0 and 31.7.
+const SHORT_LAUNCH: usize = 1 << 20;
 
 /// A launch's arguments as its CPU closure receives them, carried to the stream's worker.
 struct LaunchArgs([RawArg; MAX_KERNEL_ARGS + 2]);
