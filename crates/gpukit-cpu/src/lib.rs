@@ -47,11 +47,13 @@
 //!   the element's compute type; `sum`, `mean` and `dot` accumulate floats in f64 in the
 //!   order `gpukit_core::SUM_CHUNK` defines (`gpukit_core::ordered_sum`); softmax and
 //!   cross-entropy as `gpukit_core::softmax_rows` and `gpukit_core::cross_entropy_rows`;
-//!   gemm (batched by a loop) uses `matrixmultiply` (f16/bf16 widened to f32). The ops
-//!   written as kernels (the element-wise table, fill, axpy, clamp, comparisons, `select`,
-//!   `cumsum`, the reductions, softmax, cross-entropy, the random fills, gather, ...) run
-//!   their native body, gpukit-core's (`gpukit_core::native`), when launched; gemm is the
-//!   backend's `Backend::gemm` (`src/ops/`).
+//!   gemm (batched by a loop) runs f32 products of at least 288³ multiply-adds through
+//!   this crate's AVX-512 kernel on CPUs that have AVX-512F (packed cache-sized blocks, a
+//!   12 x 32 register tile), the others through `matrixmultiply` (f16/bf16 widened to
+//!   f32). The ops written as kernels (the element-wise table, fill, axpy, clamp,
+//!   comparisons, `select`, `cumsum`, the reductions, softmax, cross-entropy, the random
+//!   fills, gather, ...) run their native body, gpukit-core's (`gpukit_core::native`), when
+//!   launched; gemm is the backend's `Backend::gemm` (`src/ops/`).
 //!   An element-wise op added to the table needs nothing here. The f32 math ops (`exp`,
 //!   `log`, `log1p`, `tanh`, `sigmoid`, `silu`, `gelu`, `softplus`, `pow`, softmax,
 //!   log-softmax and cross-entropy) run vectorised code instead of one libm call per
@@ -62,16 +64,18 @@
 //!   row-wise ops' sums in f64 as `gpukit_core::chunk_sum_of` orders them): on this project's
 //!   VM (AMD EPYC, AVX-512), one thread, 0.26-0.27 ns an element for `exp`, 0.26 for
 //!   `log`, 0.33 for `log1p`, 0.30 for `tanh`, 1.3 for `pow`; `ops_bench` prints them all.
-//!   The element-wise ones take f16 and bf16 through the same f32 code (widened exactly, rounded once, as the
-//!   table does); f64 keeps the table's bodies.
-//! - **Cores**: gemm runs on matrixmultiply's thread pool (one thread per physical core, at
-//!   most 4; `MATMUL_NUM_THREADS` overrides), and element-wise ops from 1 Mi elements (the
-//!   vectorised f32 math ops but `softplus` and `pow` from 256 Ki; other ops calling the
-//!   math library per element, as
-//!   their table entry's `math` column says, from 64 Ki) are split in row-aligned pieces
-//!   across rayon's pool (one thread per core, `RAYON_NUM_THREADS` overrides); both pools are
-//!   shared by every stream, and the results are the bits one thread gives (each output
-//!   element is computed the same way whatever the split). Softmax and cross-entropy of many
+//!   The element-wise ones take f16 and bf16 through the same f32 code (widened exactly,
+//!   rounded once, as the table does); f64 keeps the table's bodies.
+//! - **Cores**: gemm on the AVX-512 kernel is split by blocks of output rows or columns
+//!   across rayon's pool, other gemms run on matrixmultiply's thread pool (one thread per
+//!   physical core, at most 4; `MATMUL_NUM_THREADS` overrides); either way each output
+//!   element is summed over k in the same order however the product is split. Element-wise
+//!   ops from 1 Mi elements (the vectorised f32 math ops but `softplus` and `pow` from
+//!   256 Ki; other ops calling the math library per element, as their table entry's
+//!   `math` column says, from 64 Ki) are split in row-aligned pieces across rayon's pool
+//!   (one thread per core, `RAYON_NUM_THREADS` overrides); both pools are shared by every
+//!   stream, and the results are the bits one thread gives (each output element is
+//!   computed the same way whatever the split). Softmax and cross-entropy of many
 //!   rows are split by rows from 256 Ki elements (f32; 64 Ki for the others), and from 1 Mi
 //!   elements reductions of many rows are split by rows too, and a long row's sum, mean,
 //!   min, max, argmin, argmax or dot in chunks
@@ -109,8 +113,9 @@
 //! - **Launch limits** are CUDA's common ones ([`gpukit_core::LaunchLimits::CUDA_COMMON`]), so
 //!   a launch the CPU accepts is accepted by any recent GPU.
 //!
-//! Dependencies: `matrixmultiply` for gemm (a well-kept, pure-Rust, cache-blocked kernel
-//! that beats a hand-written loop by an order of magnitude; with its `threading` feature),
+//! Dependencies: `matrixmultiply` for the gemms the AVX-512 kernel does not take (f64,
+//! small products, CPUs without AVX-512F; a well-kept, pure-Rust, cache-blocked kernel that
+//! beats a hand-written loop by an order of magnitude; with its `threading` feature),
 //! `rayon` for splitting large ops across cores, `thiserror` for [`CpuError`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]

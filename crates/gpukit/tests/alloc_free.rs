@@ -4,9 +4,10 @@
 //! events. The results are checked against the same work computed on the host, so the loop
 //! cannot pass by doing nothing.
 //!
-//! gemm is counted apart: the CPU backend's gemm (matrixmultiply) allocates its packing
-//! buffer on the stream's worker at every product, which is the kernel's own workspace, not
-//! the enqueue path; the caller's thread must still allocate nothing for it.
+//! gemm is counted apart: the CPU backend's gemm of small products (matrixmultiply, as these
+//! are) allocates its packing buffer on the stream's worker at every product, which is the
+//! kernel's own workspace, not the enqueue path; the caller's thread must still allocate
+//! nothing for it.
 //!
 //! Here too, as it needs a process to itself: an idle CPU-backend context uses no CPU (its
 //! workers poll for a few microseconds after work, then park).
@@ -287,7 +288,8 @@ fn count(ctx: &Context, s1: &gpukit::Stream, s2: &gpukit::Stream) -> Result<()> 
         "{} backend: queuing {GEMMS} gemms allocated on the caller's thread",
         ctx.backend_name()
     );
-    // CPU: matrixmultiply's packing buffer, one per product on the worker (module docs).
+    // CPU: matrixmultiply's packing buffer (these products are small), one per product on
+    // the worker (module docs).
     let kernel_own = if ctx.backend_name() == "cpu" {
         GEMMS
     } else {

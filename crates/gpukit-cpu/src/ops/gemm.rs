@@ -1,9 +1,11 @@
-//! The gemm family as a task: each product of a batch through `matrixmultiply` (f16 and
-//! bf16 widened to f32 and rounded back once).
+//! The gemm family as a task: each product of a batch through our AVX-512 f32 kernel where
+//! it is faster (`super::sgemm`), else `matrixmultiply` (f16 and bf16 widened to f32 and
+//! rounded back once).
 
 use gpukit_core::{BufAt, DType, Float, Gemm};
 
 use super::ranges::{done, Ranges};
+use super::sgemm;
 use crate::queue::Task;
 use crate::CpuBackend;
 
@@ -51,8 +53,8 @@ pub(super) unsafe fn gemm<T: Float>(
 }
 
 /// One row-major product of a gemm (see `gpukit_core::Gemm`; the batch is the caller's
-/// loop). f32 and f64 go straight to matrixmultiply; the 16-bit floats are widened to f32,
-/// multiplied, and rounded back once.
+/// loop). f32 goes to `sgemm` where it takes the product, else, as f64 does, to
+/// matrixmultiply; the 16-bit floats are widened to f32, multiplied, and rounded back once.
 pub(super) fn product<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
     // Strides of op(A) (m x k) and op(B) (k x n) over row-major storage.
     let (rsa, csa) = if g.trans_a { (1, g.m) } else { (g.k, 1) };
@@ -62,6 +64,27 @@ pub(super) fn product<T: Float>(g: &Gemm<T>, a: &[T], b: &[T], c: &mut [T]) {
     match T::DTYPE {
         DType::F32 | DType::F64 => {
             let (alpha, beta) = (g.alpha.to_f64(), g.beta.to_f64());
+            if T::DTYPE == DType::F32 {
+                let dims = sgemm::Dims {
+                    m: g.m,
+                    n: g.n,
+                    k: g.k,
+                    trans_a: g.trans_a,
+                    trans_b: g.trans_b,
+                };
+                // SAFETY: `Element`'s contract makes `T` an f32 when its dtype says so; each
+                // slice keeps its length, and `c` its exclusive borrow.
+                let (a32, b32, c32) = unsafe {
+                    (
+                        std::slice::from_raw_parts(a.as_ptr().cast::<f32>(), a.len()),
+                        std::slice::from_raw_parts(b.as_ptr().cast::<f32>(), b.len()),
+                        std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<f32>(), c.len()),
+                    )
+                };
+                if sgemm::sgemm(dims, alpha as f32, a32, b32, beta as f32, c32) {
+                    return;
+                }
+            }
             // SAFETY: `Element`'s contract makes `T` an f32 (f64) when its dtype says so;
             // the slices hold m*k, k*n and m*n elements (checked by gpukit-core), so every index
             // matrixmultiply forms from these strides is inside them; `c` is exclusive.

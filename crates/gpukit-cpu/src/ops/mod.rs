@@ -1,9 +1,11 @@
-//! Gemm as a task: each product of a batch through `matrixmultiply`, run on the stream's
-//! worker (the backend's gemm fast path, `Backend::gemm`). Every other built-in op is a
+//! Gemm as a task: each product of a batch through the crate's AVX-512 f32 kernel
+//! (`sgemm.rs`, large f32 products on CPUs with AVX-512F) or `matrixmultiply` (the rest),
+//! run on the stream's worker (the backend's gemm fast path, `Backend::gemm`). Every other built-in op is a
 //! gpukit-core kernel, which the CPU runs through its twin or native body.
 
 mod gemm;
 mod ranges;
+mod sgemm;
 
 use gpukit_core::{BufAt, DType, DTypeVisitor, Float, Gemm, Numeric, Result};
 
