@@ -44,7 +44,14 @@
 //!
 //! No schedule of the work beats that bound times the batches; the target is triple
 //! buffering at ratio 1 at >= 0.85 of it from 1 MiB batches, and never slower than
-//! sequential. On CUDA the copies run on copy engines, which plain `memcpy` does not measure:
+//! sequential.
+//!
+//! **The hand-off** (`handoff_seconds_per_batch`): triple buffering of batches of one f32,
+//! with a loader that waits for nothing and a compute that spins 0 ns, median of the runs:
+//! the engine's own cost of a batch (its threads' hand-offs, the enqueues, the events),
+//! which no copy or compute hides. For each triple-buffered point at ratio 1 the program
+//! splits the time per batch above the machine's bound into that floor and the rest (the
+//! stages slowing each other down on the same cores and memory). On CUDA the copies run on copy engines, which plain `memcpy` does not measure:
 //! there the figure is the library's own efficiency (its max-stage bound with the copy
 //! engines counted).
 //!
@@ -165,6 +172,10 @@ struct Record {
     machine_bound_seconds: f64,
     /// `machine_bound_seconds / seconds`.
     fraction_of_machine_bound: f64,
+    /// The engine's own cost of a batch through the pattern (a batch of one f32, no loader
+    /// wait, no compute), seconds per batch: the part of the gap to the bound that is the
+    /// hand-off between threads and streams, not copies (see the program's docs).
+    handoff_seconds_per_batch: f64,
 }
 
 fn main() -> ExitCode {
@@ -461,6 +472,12 @@ fn run(ctx: &Context, args: &Args) -> Res {
         out[0] = input[0] + 1.0;
     }))?;
 
+    let handoff = handoff_ms(ctx, &kernel, batches, runs)?;
+    println!(
+        "hand-off: triple buffering of batches of one f32, no loader wait, no compute: \
+         {handoff:.4} ms per batch (the engine's own cost of a batch; medians of {runs} runs)"
+    );
+
     let mut points: Vec<Point> = Vec::new();
     for &bytes in &sizes {
         let n = bytes / std::mem::size_of::<f32>();
@@ -618,6 +635,17 @@ fn run(ctx: &Context, args: &Args) -> Res {
             if ok { "MET" } else { "NOT MET" }
         );
         if ok { &mut met } else { &mut missed }.push(fmt_bytes(p.batch_bytes));
+        // Where the time above the bound goes: at most the hand-off's floor is the engine's
+        // own cost of moving batches; the rest is the stages slowing each other down.
+        let per = |s: f64| s * 1e3 / p.batches as f64;
+        let gap = per(p.seconds) - per(p.machine_bound);
+        println!(
+            "            per batch {:.4} ms, bound {:.4} ms, above it {gap:.4} ms: the \
+             hand-off's floor {handoff:.4} ms, the rest {:.4} ms",
+            per(p.seconds),
+            per(p.machine_bound),
+            gap - handoff
+        );
     }
     let verdict = match (met.is_empty(), missed.is_empty()) {
         (_, true) => "meets them at every batch size".to_string(),
@@ -644,12 +672,49 @@ fn run(ctx: &Context, args: &Args) -> Res {
                 efficiency: p.efficiency,
                 machine_bound_seconds: p.machine_bound,
                 fraction_of_machine_bound: p.of_bound,
+                handoff_seconds_per_batch: handoff / 1e3,
             })
             .collect();
         write_json(path, &records)?;
         println!("wrote {} records to {path}", records.len());
     }
     Ok(())
+}
+
+/// Milliseconds per batch of triple buffering on batches of one f32, with a loader that
+/// waits for nothing and a compute that spins 0 ns, median of `runs` runs: what the engine
+/// itself costs a batch (its threads' and streams' hand-offs, the enqueues, the events),
+/// which copies and compute of real batches come on top of.
+fn handoff_ms(ctx: &Context, kernel: &SpinKernel, batches: usize, runs: usize) -> Res<f64> {
+    let mut ms = Vec::with_capacity(runs + 1);
+    for run in 0..=runs {
+        let report = gpukit::Pipeline::new(ctx, Pattern::Triple)
+            .batches(batches)
+            .max_rows(1)
+            .input::<f32>(1)
+            .output::<f32>(1)
+            .run(
+                |i, buf| {
+                    buf[0] = i as f32;
+                    Ok(buf.len())
+                },
+                |s, _, x, y| s.launch(kernel, LaunchConfig::linear(1, 1), (x, y, 0u64)),
+                |b, y| {
+                    let i = b.index;
+                    if y[0] == i as f32 + 1.0 {
+                        Ok(())
+                    } else {
+                        Err(format!("batch {i} delivered {} (expected {})", y[0], i + 1).into())
+                    }
+                },
+            )?;
+        // The first run is a warm-up.
+        if run > 0 {
+            ms.push(report.wall_ms / batches as f64);
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2])
 }
 
 /// The cost of a loader that reads back what it wrote (a checksum over its staging buffer),
