@@ -84,7 +84,28 @@ impl LaunchConfig {
     }
 
     /// Checks the configuration against a device's limits.
+    #[inline]
     pub fn validate(&self, kernel: &str, limits: &LaunchLimits) -> Result<()> {
+        let axes = (0..3).all(|i| {
+            self.grid[i] != 0
+                && self.block[i] != 0
+                && self.grid[i] <= limits.max_grid_dim[i]
+                && self.block[i] <= limits.max_block_dim[i]
+        });
+        if axes
+            && self.threads_per_block() <= limits.max_threads_per_block as u64
+            && self.shared_mem_bytes <= limits.max_shared_mem_per_block
+        {
+            return Ok(());
+        }
+        self.invalid(kernel, limits)
+    }
+
+    /// The error [`LaunchConfig::validate`] returns for this configuration, which breaks one
+    /// of its limits.
+    #[cold]
+    #[inline(never)]
+    fn invalid(&self, kernel: &str, limits: &LaunchLimits) -> Result<()> {
         let bad = |reason: String| Error::InvalidLaunch {
             kernel: kernel.to_string(),
             reason,

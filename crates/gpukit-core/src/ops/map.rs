@@ -424,11 +424,6 @@ pub fn __binary_kernel_spec<T: Numeric>(op: BinaryOp) -> KernelSpec<BinarySig<T>
     unsafe { binary_spec::<T>(op).unchecked() }
 }
 
-/// The key of an op among its form's kernels.
-fn key_of<O: PartialEq>(all: &[O], op: &O) -> u32 {
-    all.iter().position(|o| o == op).unwrap_or(usize::MAX) as u32
-}
-
 impl<B: Backend> Stream<B> {
     /// The unary op `op` over `len` elements from `src` (in place from `out` where `None`)
     /// into `out`, as the op `call`; the caller checked the lengths.
@@ -440,7 +435,8 @@ impl<B: Backend> Stream<B> {
         out: Writes<'_, T, B>,
         len: usize,
     ) -> Result<()> {
-        let key = key_of(UnaryOp::ALL, &op);
+        // The key of the op among its form's kernels.
+        let key = op.index();
         for (start, n) in self.windows(len, std::mem::size_of::<T>()) {
             let o = out.window(start, n);
             let cfg = self.grid_stride(n);
@@ -470,7 +466,7 @@ impl<B: Backend> Stream<B> {
         shape: Shape,
         out: Writes<'_, T, B>,
     ) -> Result<()> {
-        let key = key_of(BinaryOp::ALL, &op);
+        let key = op.index();
         let len = shape.rows * shape.cols;
         if len == 0 {
             return Ok(());

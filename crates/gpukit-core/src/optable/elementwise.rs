@@ -105,6 +105,17 @@ pub fn cast_slice<T: Numeric, U: Numeric>(src: &[T], out: &mut [U]) {
 #[cfg(test)]
 mod tests {
     use crate::element::Arith;
+    use crate::{BinaryOp, UnaryOp};
+
+    #[test]
+    fn an_ops_index_is_its_position_in_the_table() {
+        for (i, op) in UnaryOp::ALL.iter().enumerate() {
+            assert_eq!(op.index() as usize, i, "{op:?}");
+        }
+        for (i, op) in BinaryOp::ALL.iter().enumerate() {
+            assert_eq!(op.index() as usize, i, "{op:?}");
+        }
+    }
 
     #[test]
     fn min_and_max_ignore_nan_and_keep_the_first_of_equals() {

@@ -39,6 +39,12 @@ macro_rules! unary_table {
             /// Every unary op, in table order.
             pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$NV,)* $(UnaryOp::$FV,)*];
 
+            /// The op's position in [`UnaryOp::ALL`]: its discriminant (`ALL` lists the
+            /// variants in their declared order).
+            pub(crate) const fn index(self) -> u32 {
+                self as u32
+            }
+
             /// Lower-case name: the op in kernel names and in the errors of the generic
             /// entry points ([`Stream::unary`]); the typed methods are named in the table
             /// entry (and name themselves in their errors).
@@ -197,6 +203,12 @@ macro_rules! binary_table {
         impl BinaryOp {
             /// Every binary op, in table order.
             pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$NV,)* $(BinaryOp::$FV,)*];
+
+            /// The op's position in [`BinaryOp::ALL`]: its discriminant (`ALL` lists the
+            /// variants in their declared order).
+            pub(crate) const fn index(self) -> u32 {
+                self as u32
+            }
 
             /// Lower-case name: the op in kernel names and in the errors of the generic
             /// entry points ([`Stream::binary`], ...); the typed methods are named in the
