@@ -623,11 +623,16 @@ fn enqueue_figure(
     );
     println!(
         "enqueue: {what} {:.2} us, raw {call} {:.2} us: {:.3}x{target}; {:.0} ns over raw \
-         (target <= 250 ns)",
+         (target <= 250 ns){}",
         o * 1e6,
         r * 1e6,
         o / r,
-        (o - r) * 1e9
+        (o - r) * 1e9,
+        if o < r {
+            " (the raw loop was held up, by the device or the emulator's worker: no figure)"
+        } else {
+            ""
+        }
     );
     Record::Enqueue {
         kind,

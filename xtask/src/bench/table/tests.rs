@@ -135,6 +135,7 @@ fn records_become_rows_with_their_targets() {
             {"bench": "enqueue", "kind": "add_f32_1024", "ratio_vs_raw": 2.7, "over_raw_ns": 1103.0},
             {"bench": "enqueue", "kind": "add_f32_1024_vs_evented", "ratio_vs_raw": 1.4, "over_raw_ns": 540.0},
             {"bench": "enqueue", "kind": "add_f32_1024_one_stream", "ratio_vs_raw": 1.2, "over_raw_ns": 196.0},
+            {"bench": "enqueue", "kind": "add_f64_1024_one_stream", "ratio_vs_raw": 0.7, "over_raw_ns": -531.0},
             {"bench": "enqueue", "kind": "upload_pinned_4k", "ratio_vs_raw": 1.2, "over_raw_ns": 240.0},
         ]),
     );
@@ -282,6 +283,16 @@ fn records_become_rows_with_their_targets() {
         .verdict(),
         Verdict::Holds
     );
+    // A raw loop slower than ours is no figure (the emulator's worker held it up).
+    let slow_raw = find(
+        &rows,
+        "host cost of add_f64_1024 (1 stream) over raw cuLaunchKernel (CUDA emulator: host-only)",
+    );
+    assert_eq!(slow_raw.verdict(), Verdict::NotAvailable);
+    assert!(slow_raw
+        .note
+        .as_deref()
+        .is_some_and(|n| n.contains("-531 ns")));
     assert_eq!(
         find(
             &rows,
