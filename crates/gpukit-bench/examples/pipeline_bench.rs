@@ -263,25 +263,56 @@ fn precise_sleeps() {
     }
 }
 
+/// One run of `pattern` over `batches` batches of `rows` f32: the loader calls `wait` and
+/// writes the batch's index, the compute spins `spin_ns` and writes `in[0] + 1`, and, with
+/// `check`, the sink fails on a batch that did not arrive as its index plus one.
+fn spin_run(
+    ctx: &Context,
+    kernel: &SpinKernel,
+    pattern: Pattern,
+    (batches, rows): (usize, usize),
+    spin_ns: u64,
+    wait: impl Fn() + Send + Sync,
+    check: bool,
+) -> Res<gpukit::Report> {
+    Ok(gpukit::Pipeline::new(ctx, pattern)
+        .batches(batches)
+        .max_rows(rows)
+        .input::<f32>(1)
+        .output::<f32>(1)
+        .run(
+            |i, buf| {
+                wait();
+                buf[0] = i as f32;
+                Ok(buf.len())
+            },
+            |s, _, x, y| s.launch(kernel, LaunchConfig::linear(1, 1), (x, y, spin_ns)),
+            |b, y| {
+                let i = b.index;
+                if !check || y[0] == i as f32 + 1.0 {
+                    Ok(())
+                } else {
+                    Err(format!("batch {i} delivered {} (expected {})", y[0], i + 1).into())
+                }
+            },
+        )?)
+}
+
 /// The median milliseconds of one batch's upload and download, from the stage spans of a
 /// sequential pipeline of `batches` batches of `n` f32 with no loader wait and no compute
 /// (the second of two runs: the first fills the pinned pool). Measured inside a pipeline,
 /// the transfers see the buffers and caches the benchmark's runs see.
 fn transfer_ms(ctx: &Context, n: usize, batches: usize, kernel: &SpinKernel) -> Res<(f64, f64)> {
     let run = || {
-        gpukit::Pipeline::new(ctx, Pattern::Sequential)
-            .batches(batches)
-            .max_rows(n)
-            .input::<f32>(1)
-            .output::<f32>(1)
-            .run(
-                |i, buf| {
-                    buf[0] = i as f32;
-                    Ok(buf.len())
-                },
-                |s, _, x, y| s.launch(kernel, LaunchConfig::linear(1, 1), (x, y, 0u64)),
-                |_, _| Ok(()),
-            )
+        spin_run(
+            ctx,
+            kernel,
+            Pattern::Sequential,
+            (batches, n),
+            0,
+            || {},
+            false,
+        )
     };
     run()?;
     let report = run()?;
@@ -495,27 +526,8 @@ fn run(ctx: &Context, args: &Args) -> Res {
         // One run of `pattern` with compute taking `ratio` transfers.
         let run_once = |pattern: Pattern, ratio: f64| -> Res<Sample> {
             let spin_ns = (t_up * ratio * 1e6) as u64;
-            let report = gpukit::Pipeline::new(ctx, pattern)
-                .batches(batches)
-                .max_rows(n)
-                .input::<f32>(1)
-                .output::<f32>(1)
-                .run(
-                    |i, buf| {
-                        io.wait(transfer);
-                        buf[0] = i as f32;
-                        Ok(buf.len())
-                    },
-                    |s, _, x, y| s.launch(&kernel, LaunchConfig::linear(1, 1), (x, y, spin_ns)),
-                    |b, y| {
-                        let i = b.index;
-                        if y[0] == i as f32 + 1.0 {
-                            Ok(())
-                        } else {
-                            Err(format!("batch {i} delivered {} (expected {})", y[0], i + 1).into())
-                        }
-                    },
-                )?;
+            let wait = || io.wait(transfer);
+            let report = spin_run(ctx, &kernel, pattern, (batches, n), spin_ns, wait, true)?;
             Ok(Sample {
                 seconds: report.wall_ms / 1e3,
                 report,
@@ -688,26 +700,7 @@ fn run(ctx: &Context, args: &Args) -> Res {
 fn handoff_ms(ctx: &Context, kernel: &SpinKernel, batches: usize, runs: usize) -> Res<f64> {
     let mut ms = Vec::with_capacity(runs + 1);
     for run in 0..=runs {
-        let report = gpukit::Pipeline::new(ctx, Pattern::Triple)
-            .batches(batches)
-            .max_rows(1)
-            .input::<f32>(1)
-            .output::<f32>(1)
-            .run(
-                |i, buf| {
-                    buf[0] = i as f32;
-                    Ok(buf.len())
-                },
-                |s, _, x, y| s.launch(kernel, LaunchConfig::linear(1, 1), (x, y, 0u64)),
-                |b, y| {
-                    let i = b.index;
-                    if y[0] == i as f32 + 1.0 {
-                        Ok(())
-                    } else {
-                        Err(format!("batch {i} delivered {} (expected {})", y[0], i + 1).into())
-                    }
-                },
-            )?;
+        let report = spin_run(ctx, kernel, Pattern::Triple, (batches, 1), 0, || {}, true)?;
         // The first run is a warm-up.
         if run > 0 {
             ms.push(report.wall_ms / batches as f64);
