@@ -64,17 +64,22 @@ fn fill_then_copy(schedule: Schedule, planted: bool) -> Seen {
             seen.lines = (fill_line, copy_line);
         }
         // A race found fails the task that found it (on either stream); both syncs wait.
-        for s in [&s2, &s1] {
-            if let Err(e) = s.sync() {
-                let text = e.to_string();
-                assert!(text.contains("chaos race check"), "{text}");
-            }
-        }
+        only_races([s2.sync(), s1.sync()]);
         let got = b.download().unwrap();
         seen.wrong += got.iter().filter(|&&x| x != round as f32).count();
     }
     seen.races = take_races();
     seen
+}
+
+/// Fails unless each sync succeeded or failed with a race the chaos checker found.
+fn only_races<const N: usize>(syncs: [gpukit::Result<()>; N]) {
+    for r in syncs {
+        if let Err(e) = r {
+            let text = e.to_string();
+            assert!(text.contains("chaos race check"), "{text}");
+        }
+    }
 }
 
 /// The first seed (of `SEEDS`) under which `program` finds the bug.
@@ -147,12 +152,7 @@ fn only_stream_then_another(schedule: Schedule, planted: bool) -> Seen {
         ctx.scale(1.0, &mut a).unwrap();
         s2.copy(&a, &mut b).unwrap();
         drop(_planted);
-        for r in [s2.sync(), ctx.sync()] {
-            if let Err(e) = r {
-                let text = e.to_string();
-                assert!(text.contains("chaos race check"), "{text}");
-            }
-        }
+        only_races([s2.sync(), ctx.sync()]);
         let want = 2.0 * round as f32 + 1.0;
         seen.wrong += b.download().unwrap().iter().filter(|&&x| x != want).count();
     }
