@@ -376,10 +376,19 @@ impl DeferredErrors {
     }
 
     /// Returns the oldest deferred error, if any. One atomic load when there is none.
+    #[inline]
     pub(crate) fn take(&self) -> Result<()> {
         if !self.any.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.take_kept()
+    }
+
+    /// [`DeferredErrors::take`] once an error has been kept: out of line, so that the check
+    /// every op makes is the load alone.
+    #[cold]
+    #[inline(never)]
+    fn take_kept(&self) -> Result<()> {
         let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
         if errors.is_empty() {
             return Ok(());

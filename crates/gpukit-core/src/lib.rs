@@ -86,6 +86,7 @@ mod peer;
 pub mod plant;
 mod pool;
 mod spec;
+mod stackvec;
 mod stream;
 mod track;
 mod transfer;

@@ -277,10 +277,18 @@ impl<B: Backend> Stream<B> {
     }
 
     /// The record this stream's checked launches report to (allocated at the first).
+    #[inline]
     pub(crate) fn fault_record(&self) -> Result<&FaultRecord<B>> {
-        if let Some(record) = self.inner.faults.get() {
-            return Ok(record);
+        match self.inner.faults.get() {
+            Some(record) => Ok(record),
+            None => self.new_fault_record(),
         }
+    }
+
+    /// [`Stream::fault_record`] at the stream's first checked launch.
+    #[cold]
+    #[inline(never)]
+    fn new_fault_record(&self) -> Result<&FaultRecord<B>> {
         let shared = &self.inner.shared;
         let record = shared.faults.new_record(&shared.backend)?;
         if let Err(spare) = self.inner.faults.set(record) {

@@ -2,7 +2,6 @@
 //! launch arguments that match them ([`LaunchArg`], [`LaunchArgs`]), sealed so that safe
 //! code cannot make an argument claim to be what it is not.
 
-use smallvec::SmallVec;
 use std::marker::PhantomData;
 
 use crate::array::{DeviceRead, GpuArray, GpuView, GpuViewMut};
@@ -345,7 +344,7 @@ pub const MAX_KERNEL_ARGS: usize = 12;
 pub const MAX_LAUNCH_ARGS: usize = 2 * MAX_KERNEL_ARGS + 2;
 
 /// A launch's resolved arguments, in order, on the stack.
-pub(crate) type ArgList<'a, B> = SmallVec<[ArgRef<'a, B>; MAX_KERNEL_ARGS]>;
+pub(crate) type ArgList<'a, B> = crate::stackvec::StackVec<ArgRef<'a, B>, MAX_KERNEL_ARGS>;
 
 /// A [`LaunchArg`] for the signature parameter `P`: what a launch asks of each element of
 /// its argument tuple, so that the compiler reports a wrong argument at the argument

@@ -1,11 +1,11 @@
 //! A kernel loaded on a context ([`Kernel`]) and its launch on a stream, ordered like any
 //! op over its array arguments.
 
-use smallvec::SmallVec;
 use std::marker::PhantomData;
 
 use crate::backend::{Backend, KernelArg, LaunchLimits};
 use crate::error::Result;
+use crate::stackvec::StackVec;
 use crate::stream::Stream;
 use crate::track::Access;
 
@@ -109,7 +109,7 @@ impl<B: Backend> Stream<B> {
         // Everything on the stack: a launch allocates nothing.
         let mut resolved = ArgList::<B>::new();
         args.each_arg(|a| resolved.push(a));
-        let mut accesses = SmallVec::<[_; MAX_KERNEL_ARGS]>::new();
+        let mut accesses = StackVec::<_, MAX_KERNEL_ARGS>::new();
         for a in &resolved {
             match a {
                 ArgRef::Read(s) => accesses.push(("kernel argument", s, Access::Read)),
@@ -130,7 +130,7 @@ impl<B: Backend> Stream<B> {
         };
         self.enqueue(call, &accesses, || {
             // Pushed in place (collecting would build the inline array and then move it).
-            let mut raw = SmallVec::<[KernelArg<'_, B>; MAX_LAUNCH_ARGS]>::new();
+            let mut raw = StackVec::<KernelArg<'_, B>, MAX_LAUNCH_ARGS>::new();
             for a in &resolved {
                 raw.push(match a {
                     ArgRef::Read(s) => KernelArg::Buffer {

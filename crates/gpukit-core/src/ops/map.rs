@@ -497,7 +497,8 @@ impl<B: Backend> Stream<B> {
                 ),
             });
         }
-        let per = per / row * row;
+        // Whole rows (a division only where there are rows to keep whole).
+        let per = if row > 1 { per / row * row } else { per };
         let mut start = 0;
         while start < len {
             let n = per.min(len - start);
