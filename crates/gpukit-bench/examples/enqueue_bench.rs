@@ -437,12 +437,7 @@ fn at(buf: &<CpuBackend as Backend>::Buffer) -> BufAt<'_, CpuBackend> {
 
 /// A scalar launch argument from its bytes.
 fn scalar(value: &[u8]) -> KernelArg<'static, CpuBackend> {
-    let mut bytes = [0; 16];
-    bytes[..value.len()].copy_from_slice(value);
-    KernelArg::Scalar {
-        bytes,
-        len: value.len(),
-    }
+    KernelArg::scalar(value)
 }
 
 fn run() -> Res {

@@ -192,6 +192,41 @@ pub enum KernelArg<'a, B: Backend> {
     },
 }
 
+impl<B: Backend> KernelArg<'_, B> {
+    /// A scalar argument from its bytes in memory order (at most 16; more are left out).
+    #[inline]
+    pub fn scalar(value: &[u8]) -> Self {
+        let len = value.len().min(16);
+        let bytes = if len <= 8 {
+            scalar_bytes(value)
+        } else {
+            let mut bytes = [0u8; 16];
+            bytes[..len].copy_from_slice(&value[..len]);
+            bytes
+        };
+        KernelArg::Scalar { bytes, len }
+    }
+}
+
+/// A scalar's bytes (at most 8; more are left out) in the 16 an argument carries, the rest
+/// zero. Built as one integer, so that the copies that carry it on read it back from one
+/// store (bytes written one by one and then read as a whole wait for the stores to land:
+/// about 11 ns an add on the CPU backend).
+#[inline]
+pub(crate) fn scalar_bytes(value: &[u8]) -> [u8; 16] {
+    let mut low = [0u8; 8];
+    let n = value.len().min(8);
+    low[..n].copy_from_slice(&value[..n]);
+    let wide = u128::from(u64::from_ne_bytes(low));
+    // The first 8 of the 16 bytes in memory order: the low half on a little-endian target.
+    let wide = if cfg!(target_endian = "little") {
+        wide
+    } else {
+        wide << 64
+    };
+    wide.to_ne_bytes()
+}
+
 impl<B: Backend> std::fmt::Debug for KernelArg<'_, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -594,4 +629,27 @@ pub trait Backend: Send + Sync + Sized + 'static {
 
     /// Closes the innermost range [`Backend::range_push`] opened on the calling thread.
     fn range_pop(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scalar_bytes;
+
+    #[test]
+    fn a_scalars_bytes_are_its_own_in_order_then_zeros() {
+        let value: Vec<u8> = (1..=8).map(|i| i * 17).collect();
+        for n in 0..=8 {
+            let mut want = [0u8; 16];
+            want[..n].copy_from_slice(&value[..n]);
+            assert_eq!(scalar_bytes(&value[..n]), want, "{n} bytes");
+        }
+        assert_eq!(
+            scalar_bytes(&1.5f32.to_ne_bytes())[..4],
+            1.5f32.to_ne_bytes()
+        );
+        assert_eq!(
+            scalar_bytes(&(-3i64).to_ne_bytes())[..8],
+            (-3i64).to_ne_bytes()
+        );
+    }
 }

@@ -134,6 +134,8 @@ pub use optable::{
 };
 pub use pool::{caching as pool_caching, MemoryStats, POOL_VAR};
 pub use spec::{DeviceSet, DeviceSpec, SpecBackend, MAX_SET_DEVICES};
+#[doc(hidden)]
+pub use stackvec::StackVec as __StackVec;
 pub use stream::{Event, Stream};
 pub use track::SliceRef;
 pub use wait::{EventFuture, PendingFuture};

@@ -1,12 +1,13 @@
 //! A list of at most `N` values on the stack: what a launch builds its argument lists in.
 //! Unlike `SmallVec`, a push is one comparison and a store (no spilled-or-inline choice), and
 //! the lists are bounded by construction (a signature has at most
-//! [`crate::MAX_KERNEL_ARGS`] parameters), so a full list is a bug in this crate.
+//! [`crate::MAX_KERNEL_ARGS`] parameters), so a full list is a bug in the caller. The facade
+//! converts a launch's arguments for its backend in one too (hidden export).
 
 use std::mem::MaybeUninit;
 
 /// Up to `N` values of `T`, in push order.
-pub(crate) struct StackVec<T, const N: usize> {
+pub struct StackVec<T, const N: usize> {
     items: [MaybeUninit<T>; N],
     len: usize,
 }
@@ -14,7 +15,7 @@ pub(crate) struct StackVec<T, const N: usize> {
 impl<T, const N: usize> StackVec<T, N> {
     /// An empty list.
     #[inline]
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         StackVec {
             items: [const { MaybeUninit::uninit() }; N],
             len: 0,
@@ -28,7 +29,7 @@ impl<T, const N: usize> StackVec<T, N> {
     /// When the list already holds `N` values: its callers size it for the most a launch
     /// can have.
     #[inline]
-    pub(crate) fn push(&mut self, value: T) {
+    pub fn push(&mut self, value: T) {
         match self.items.get_mut(self.len) {
             Some(slot) => {
                 slot.write(value);
@@ -40,7 +41,7 @@ impl<T, const N: usize> StackVec<T, N> {
 
     /// The values pushed, in order.
     #[inline]
-    pub(crate) fn as_slice(&self) -> &[T] {
+    pub fn as_slice(&self) -> &[T] {
         // SAFETY: the first `len` items were written by `push` (which never writes past
         // `N`) and are never moved out or dropped before `self` is.
         unsafe { std::slice::from_raw_parts(self.items.as_ptr().cast::<T>(), self.len) }
@@ -51,6 +52,18 @@ impl<T, const N: usize> StackVec<T, N> {
 #[inline(never)]
 fn full(n: usize) -> ! {
     panic!("a launch's argument list holds at most {n} entries")
+}
+
+impl<T, const N: usize> Default for StackVec<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: std::fmt::Debug, const N: usize> std::fmt::Debug for StackVec<T, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
 }
 
 impl<T, const N: usize> std::ops::Deref for StackVec<T, N> {

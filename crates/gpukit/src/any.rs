@@ -10,7 +10,6 @@ use gpukit_core::{
     Backend, BufAt, DType, DeviceInfo, Error, Gemm, HostUse, KernelArg, KernelDesc, LaunchConfig,
     Location, RawPtr, RawStream, Result, Wake, MAX_LAUNCH_ARGS,
 };
-use smallvec::SmallVec;
 
 /// A backend that is one of the compiled-in backends.
 ///
@@ -445,7 +444,7 @@ impl Backend for AnyBackend {
             let kernel = Be::kernel(k).ok_or_else(|| foreign("launch"))?;
             // Pushed in place: collecting through a `Result` builds the list and then moves
             // it, a copy of the whole inline array on every launch.
-            let mut conv = SmallVec::<[_; MAX_LAUNCH_ARGS]>::new();
+            let mut conv = gpukit_core::__StackVec::<_, MAX_LAUNCH_ARGS>::new();
             for a in args {
                 conv.push(match a {
                     KernelArg::Buffer { at: x, bytes, write } => KernelArg::Buffer {

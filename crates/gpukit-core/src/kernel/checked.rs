@@ -407,11 +407,10 @@ macro_rules! kernel_types {
     ($($t:ty => $wire:ty),*) => {$(
         impl sealed::Sealed for $t {}
         impl KernelNumeric for $t {
+            #[inline]
             fn __scalar_arg(&self) -> ([u8; 16], usize) {
-                let wire = <$wire>::from(*self);
-                let mut bytes = [0u8; 16];
-                bytes[..std::mem::size_of::<$wire>()].copy_from_slice(&wire.to_ne_bytes());
-                (bytes, std::mem::size_of::<$wire>())
+                let wire = <$wire>::from(*self).to_ne_bytes();
+                (crate::backend::scalar_bytes(&wire), wire.len())
             }
             fn __from_cpu(v: &$t) -> $t {
                 *v

@@ -157,10 +157,10 @@ impl<B: Backend> Stream<B> {
                 // fault record (untracked: kernels only claim it atomically).
                 for a in &resolved {
                     if let ArgRef::Read(s) | ArgRef::Write(s) = a {
-                        raw.push(scalar(&(s.bytes() as u64).to_ne_bytes()));
+                        raw.push(KernelArg::scalar(&(s.bytes() as u64).to_ne_bytes()));
                     }
                 }
-                raw.push(scalar(&tag.to_ne_bytes()));
+                raw.push(KernelArg::scalar(&tag.to_ne_bytes()));
                 raw.push(KernelArg::Buffer {
                     at: Some(record.at()),
                     bytes: FAULT_WORDS * 4,
@@ -180,15 +180,5 @@ impl<B: Backend> Stream<B> {
             // log, and is only ever claimed atomically.
             unsafe { self.backend().launch(self.raw(), &kernel.raw, &cfg, &raw) }
         })
-    }
-}
-
-/// A scalar kernel argument from its bytes.
-fn scalar<B: Backend>(value: &[u8]) -> KernelArg<'static, B> {
-    let mut bytes = [0u8; 16];
-    bytes[..value.len()].copy_from_slice(value);
-    KernelArg::Scalar {
-        bytes,
-        len: value.len(),
     }
 }
