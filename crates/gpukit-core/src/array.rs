@@ -184,7 +184,7 @@ impl<T: Element, B: Backend> GpuArray<T, B> {
 
     /// The id of the context the array belongs to.
     pub fn context_id(&self) -> u64 {
-        self.alloc.home.context_id()
+        self.alloc.context_id()
     }
 
     /// The default stream of the array's context.

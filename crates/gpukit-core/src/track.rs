@@ -265,6 +265,9 @@ pub(crate) struct Alloc<B: Backend> {
     buf: Option<B::Buffer>,
     pub(crate) bytes: usize,
     pub(crate) home: Stream<B>,
+    /// The id of `home`'s context, kept here: every op checks it, and reaching it through
+    /// `home` is two more dependent loads.
+    context: u64,
     origin: Origin,
     track: Mutex<Tracker<B>>,
     /// The stream that may use the allocation without the tracker's lock, if any (else 0),
@@ -288,6 +291,12 @@ pub(crate) struct Alloc<B: Backend> {
 }
 
 impl<B: Backend> Alloc<B> {
+    /// The id of the context the memory belongs to.
+    #[inline]
+    pub(crate) fn context_id(&self) -> u64 {
+        self.context
+    }
+
     fn build(
         home: &Stream<B>,
         buf: Option<B::Buffer>,
@@ -299,6 +308,7 @@ impl<B: Backend> Alloc<B> {
             buf,
             bytes,
             home: home.clone(),
+            context: home.context_id(),
             origin,
             track: Mutex::new(Tracker::new(prior)),
             fast: AtomicU64::new(0),
@@ -589,8 +599,9 @@ impl<'a, B: Backend> SliceRef<'a, B> {
     }
 
     /// The id of the context the memory belongs to.
+    #[inline]
     pub fn context_id(&self) -> u64 {
-        self.alloc.home.context_id()
+        self.alloc.context_id()
     }
 
     /// `bytes` bytes from `offset` bytes into the range (clamped to it).

@@ -149,8 +149,14 @@ impl<B: Backend> Stream<B> {
     /// [`STRIDE_BLOCKS`] blocks, more past that (a grid that fits every backend's limits).
     pub(crate) fn grid_stride(&self, n: usize) -> LaunchConfig {
         let per = self.shared_arc().info.items_per_thread.max(1) as usize;
+        // One item a thread on most devices: a shift, not a division, on every op.
+        let blocks = if per == 1 {
+            n.div_ceil(256)
+        } else {
+            n.div_ceil(256 * per)
+        };
         LaunchConfig {
-            grid: [(n.div_ceil(256 * per)).clamp(1, STRIDE_BLOCKS) as u32, 1, 1],
+            grid: [blocks.clamp(1, STRIDE_BLOCKS) as u32, 1, 1],
             block: [256, 1, 1],
             shared_mem_bytes: 0,
         }
