@@ -74,10 +74,13 @@ impl<B: Backend> StreamInner<B> {
         let backend = &self.shared.backend;
         let mut event = None;
         if tl.recent.len() >= RECENT_EVENTS {
+            // A count of one is the timeline's handle alone (no `Weak` is ever made of
+            // these, and only a holder can clone one): a plain load per entry, where
+            // `Arc::get_mut` is a locked instruction; the one found is taken with it below.
             let free = tl
                 .recent
-                .iter_mut()
-                .position(|(_, e)| Arc::get_mut(e).is_some());
+                .iter()
+                .position(|(_, e)| Arc::strong_count(e) == 1);
             match free.and_then(|i| tl.recent.remove(i)) {
                 Some((_, mut e)) => {
                     // Still unshared: the timeline's handle was the only one, and it is ours
