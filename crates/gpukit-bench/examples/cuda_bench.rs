@@ -15,12 +15,23 @@
 //!    streams after it, as in a program with a copy stream, also against `cuLaunchKernel`
 //!    followed by `cuEventRecord`; and host time to enqueue an upload of 4 KiB from pinned
 //!    memory (`Stream::upload` of a `HostBuffer`, two streams) against `cuMemcpyHtoDAsync`
-//!    from the same memory, 64 per run. Each is also given as a difference, nanoseconds per
-//!    op ours minus raw:
-//!    the library's own host cost, which does not depend on the driver's. Run against the
+//!    from the same memory, 64 per run. The same work through cudarc's safe API is measured
+//!    too, as a user of cudarc would write it: `CudaStream::launch_builder` of the same
+//!    function on `CudaSlice`s (on the context's default stream where ours has one stream;
+//!    on a stream of its own, which puts cudarc in its multi-stream mode, where it has two:
+//!    there it waits for and records the slices' events around each launch), and
+//!    `CudaStream::memcpy_htod` from a `PinnedHostSlice` into a `CudaSlice` (multi-stream).
+//!    Each is also given as a difference, nanoseconds per op ours minus the baseline's:
+//!    the library's own host cost, which does not depend on the driver's. Every timed run
+//!    first blocks its stream with a gate, a host function (`cuLaunchHostFunc`) that sleeps
+//!    until the run is timed, so that the work queues up behind it and what is timed is the
+//!    enqueue alone: the device (or the emulator's worker, which runs kernels on the host's
+//!    cores) does none of it meanwhile, for our loop and the raw one alike. Run against the
 //!    CUDA emulator (`cargo xtask cuda-emu run -- cargo run --release --example
-//!    cuda_bench`), only that difference means anything (target: at most 250 ns, a tenth of
-//!    a real launch's enqueue); the ratios and the transfer figures are the emulator's.
+//!    cuda_bench`), only that difference means anything (target: at most 250 ns over
+//!    cudarc's `launch_builder` and `memcpy_htod`, a tenth of a real launch's enqueue; over
+//!    the bare driver calls it is information); the ratios and the transfer figures are the
+//!    emulator's. A difference below zero is ours costing less.
 //!
 //! ```text
 //! cargo run --release --example cuda_bench -- [--device cuda|cuda:N] [--json FILE] [--max-mib N] [--runs N] [--require]
@@ -31,10 +42,13 @@
 
 use std::ffi::{c_void, CString};
 use std::process::ExitCode;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use cudarc::driver::{result, sys};
-use gpukit::{Context, DeviceSpec, HostUse};
+use cudarc::driver::{
+    result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, PinnedHostSlice, PushKernelArg,
+};
+use gpukit::{Context, DeviceSpec, HostUse, RawStream};
 use gpukit_bench::{gbps, write_json};
 use gpukit_examples::cli::{self, Cli, CliError, Long};
 use gpukit_examples::{fmt_bytes, median};
@@ -184,6 +198,49 @@ impl Drop for RawBuf {
         // SAFETY: allocated by malloc_sync; every copy into it was synchronised.
         let _ = unsafe { result::free_sync(self.0) };
     }
+}
+
+/// Whether the timed run has opened the gate, and the gate's wake-up.
+static GATE: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
+
+/// The gate: a host function that holds its stream, asleep, until [`open_gate`]. It calls
+/// no CUDA (a host function must not).
+extern "C" fn gate(_: *mut c_void) {
+    let mut open = GATE.0.lock().unwrap_or_else(|p| p.into_inner());
+    while !*open {
+        open = GATE.1.wait(open).unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+/// Closes the gate and queues it on the raw `stream`: what is queued after it waits.
+fn close_gate(stream: sys::CUstream) -> Res {
+    *GATE.0.lock().unwrap_or_else(|p| p.into_inner()) = false;
+    // SAFETY: a live stream of the current context; `gate` ignores its argument.
+    unsafe { result::stream::launch_host_function(stream, gate, std::ptr::null_mut())? };
+    Ok(())
+}
+
+/// [`close_gate`] on the default stream of `ctx`, through its raw handle; `any` is an
+/// array of `ctx`, only ordered (read) by the call.
+fn close_ctx_gate(ctx: &Context, any: &gpukit::GpuArray<f32>) -> Res {
+    close_stream_gate(ctx.default_stream(), any)
+}
+
+/// [`close_gate`] on `stream`, through its raw handle.
+fn close_stream_gate(stream: &gpukit::Stream, any: &gpukit::GpuArray<f32>) -> Res {
+    // SAFETY: the closure reads nothing and queues only the gate, on the stream given.
+    unsafe {
+        stream.with_raw(any, |_, raw| match raw {
+            RawStream::Cuda(s) => close_gate(s.cast()),
+            _ => Err("a CUDA context without a CUDA stream".into()),
+        })?
+    }
+}
+
+/// Opens the gate: the stream it holds runs what was queued behind it.
+fn open_gate() {
+    *GATE.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    GATE.1.notify_all();
 }
 
 /// Median of `runs` alternating timings in milliseconds: `f(false)` is ours, `f(true)` raw.
@@ -385,13 +442,16 @@ impl AddArrays {
         Ok(arrays)
     }
 
-    /// Seconds per `ctx.add` over [`LAUNCHES`] of them (then waits for them).
+    /// Seconds per `ctx.add` over [`LAUNCHES`] of them, queued behind the gate (then opens
+    /// it and waits for them).
     fn time(&mut self, ctx: &Context) -> Res<f64> {
+        close_ctx_gate(ctx, &self.a)?;
         let t = Instant::now();
         for _ in 0..LAUNCHES {
             ctx.add(&self.a, &self.b, &mut self.out)?;
         }
         let took = t.elapsed().as_secs_f64();
+        open_gate();
         ctx.sync()?;
         Ok(took / LAUNCHES as f64)
     }
@@ -399,6 +459,91 @@ impl AddArrays {
     fn check(&self) -> Res {
         if self.out.download()?.iter().any(|&v| v != 3.0) {
             return Err("add produced wrong results".into());
+        }
+        Ok(())
+    }
+}
+
+/// The add through cudarc's safe API: its own handle on the device's primary context (so
+/// that its stream mode is its own), a stream, the function and `CudaSlice`s.
+struct SafeAdd {
+    stream: Arc<CudaStream>,
+    func: CudaFunction,
+    a: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    out: CudaSlice<f32>,
+    /// The fault record the kernel takes, passed as its address (nothing tracks it, as in
+    /// gpukit, where kernels only claim it atomically).
+    faults: CudaSlice<u32>,
+    grid: u32,
+}
+
+impl SafeAdd {
+    /// On the context's default stream (`several: false`: cudarc's one-stream mode, no
+    /// events) or on a stream of its own (its multi-stream mode: events around each use).
+    fn new(
+        device: usize,
+        image: &[u8],
+        name: &str,
+        n: usize,
+        grid: u32,
+        several: bool,
+    ) -> Res<Self> {
+        let cu = CudaContext::new(device)?;
+        let stream = if several {
+            cu.new_stream()?
+        } else {
+            cu.default_stream()
+        };
+        let module = cu.load_module(cudarc::nvrtc::Ptx::from_binary(image.to_vec()))?;
+        let func = module.load_function(name)?;
+        Ok(SafeAdd {
+            a: stream.clone_htod(&vec![1.0f32; n])?,
+            b: stream.clone_htod(&vec![2.0f32; n])?,
+            out: stream.alloc_zeros::<f32>(n)?,
+            faults: stream.alloc_zeros::<u32>(16)?,
+            stream,
+            func,
+            grid,
+        })
+    }
+
+    /// Seconds per launch over [`LAUNCHES`] of them, queued behind the gate.
+    fn time(&mut self) -> Res<f64> {
+        let (mode, cols, tag) = (0u32, 1u32, 0u32);
+        let bytes = (self.out.len() * 4) as u64;
+        let faults = {
+            let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(&self.faults, &self.stream);
+            ptr
+        };
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (self.grid, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        close_gate(self.stream.cu_stream())?;
+        let t = Instant::now();
+        for _ in 0..LAUNCHES {
+            let mut b = self.stream.launch_builder(&self.func);
+            b.arg(&self.a)
+                .arg(&self.b)
+                .arg(&mode)
+                .arg(&cols)
+                .arg(&mut self.out);
+            b.arg(&bytes).arg(&bytes).arg(&bytes).arg(&tag).arg(&faults);
+            // SAFETY: as the raw launch in `enqueue`: `binary_add` over three live slices of
+            // `n` floats, mode 0, and a live fault record the unchecked code never writes.
+            unsafe { b.launch(cfg)? };
+        }
+        let took = t.elapsed().as_secs_f64();
+        open_gate();
+        self.stream.synchronize()?;
+        Ok(took / LAUNCHES as f64)
+    }
+
+    fn check(&self) -> Res {
+        if self.stream.clone_dtoh(&self.out)?.iter().any(|&v| v != 3.0) {
+            return Err("cudarc's launches produced wrong results".into());
         }
         Ok(())
     }
@@ -429,7 +574,7 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     // SAFETY: the context is current; the image is a cubin or NUL-terminated PTX.
     let module = unsafe { result::module::load_data(image.image.as_ptr().cast())? };
     // SAFETY: a live module.
-    let func = unsafe { result::module::get_function(module, CString::new(name)?)? };
+    let func = unsafe { result::module::get_function(module, CString::new(name.as_str())?)? };
     let raw = Raw::new()?;
     // SAFETY: the context is current.
     let bufs = unsafe {
@@ -443,16 +588,23 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
     let bufs = bufs.map(RawBuf);
     let grid = (n.div_ceil(256) as u32).min(ctx.info().multiprocessors * 32);
 
+    // cudarc's safe API, in its one-stream and its multi-stream mode.
+    let mut builder_one = SafeAdd::new(ctx.device_id(), &image.image, &name, n, grid, false)?;
+    let mut builder_two = SafeAdd::new(ctx.device_id(), &image.image, &name, n, grid, true)?;
     // The ordering event a context with several streams records after each op, raw.
     let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
     let (mut ours, mut ours_one, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
-    let mut theirs_evented = Vec::new();
+    let (mut theirs_evented, mut builder_ones, mut builder_twos) =
+        (Vec::new(), Vec::new(), Vec::new());
     for run in 0..22 {
         let t_ours = several.time(ctx)?;
         let t_one = alone.time(&one)?;
+        let t_builder_one = builder_one.time()?;
+        let t_builder_two = builder_two.time()?;
 
         let (pa, pb, po, faults) = (bufs[0].0, bufs[1].0, bufs[2].0, bufs[3].0);
         let (mode, cols, bytes, tag) = (0u32, 1u32, (n * 4) as u64, 0u32);
+        close_gate(raw.stream)?;
         let t = Instant::now();
         for _ in 0..LAUNCHES {
             let mut params = raw_params(&pa, &pb, &mode, &cols, &po, &bytes, &tag, &faults);
@@ -465,9 +617,11 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
             };
         }
         let t_raw = t.elapsed().as_secs_f64();
+        open_gate();
         // SAFETY: a live stream.
         unsafe { result::stream::synchronize(raw.stream)? };
         // The same launches, each followed by a raw cuEventRecord of one event.
+        close_gate(raw.stream)?;
         let t = Instant::now();
         for _ in 0..LAUNCHES {
             let mut params = raw_params(&pa, &pb, &mode, &cols, &po, &bytes, &tag, &faults);
@@ -478,6 +632,7 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
             }
         }
         let t_evented = t.elapsed().as_secs_f64();
+        open_gate();
         // SAFETY: a live stream.
         unsafe { result::stream::synchronize(raw.stream)? };
         if run > 0 {
@@ -485,31 +640,49 @@ fn enqueue(ctx: &Context, records: &mut Vec<Record>) -> Res {
             ours_one.push(t_one);
             theirs.push(t_raw / LAUNCHES as f64);
             theirs_evented.push(t_evented / LAUNCHES as f64);
+            builder_ones.push(t_builder_one);
+            builder_twos.push(t_builder_two);
         }
     }
     several.check()?;
     alone.check()?;
+    builder_one.check()?;
+    builder_two.check()?;
     // SAFETY: the stream that used it is synchronised; destroyed once.
     unsafe { result::event::destroy(event)? };
     println!();
     records.push(enqueue_figure(
         "add_f32_1024",
         "ctx.add on 1024 f32 (2 streams)",
-        "cuLaunchKernel",
+        "raw cuLaunchKernel",
         " (target <= 1.1x)",
         (&mut ours.clone(), &mut theirs.clone()),
     ));
     records.push(enqueue_figure(
         "add_f32_1024_vs_evented",
         "ctx.add on 1024 f32 (2 streams)",
-        "cuLaunchKernel + cuEventRecord",
+        "raw cuLaunchKernel + cuEventRecord",
         "",
         (&mut ours, &mut theirs_evented),
     ));
     records.push(enqueue_figure(
+        "add_f32_1024_vs_builder",
+        "ctx.add on 1024 f32 (2 streams)",
+        "cudarc launch_builder (2 streams)",
+        "",
+        (&mut ours.clone(), &mut builder_twos),
+    ));
+    records.push(enqueue_figure(
+        "add_f32_1024_one_stream_vs_builder",
+        "ctx.add on 1024 f32 (1 stream)",
+        "cudarc launch_builder (1 stream)",
+        "",
+        (&mut ours_one.clone(), &mut builder_ones),
+    ));
+    records.push(enqueue_figure(
         "add_f32_1024_one_stream",
         "ctx.add on 1024 f32 (1 stream)",
-        "cuLaunchKernel",
+        "raw cuLaunchKernel",
         " (target <= 1.1x)",
         (&mut ours_one, &mut theirs),
     ));
@@ -551,8 +724,59 @@ const UPLOADS: usize = 64;
 /// The size of each upload of the upload enqueue benchmark.
 const UPLOAD_BYTES: usize = 4 << 10;
 
+/// The uploads through cudarc's safe API: its own handle on the primary context, a stream
+/// of its own (its multi-stream mode), pinned host slices and device slices.
+struct SafeUploads {
+    stream: Arc<CudaStream>,
+    hosts: Vec<PinnedHostSlice<f32>>,
+    devs: Vec<CudaSlice<f32>>,
+}
+
+impl SafeUploads {
+    fn new(device: usize, n: usize) -> Res<Self> {
+        let cu = CudaContext::new(device)?;
+        let stream = cu.new_stream()?;
+        let (mut hosts, mut devs) = (Vec::with_capacity(UPLOADS), Vec::with_capacity(UPLOADS));
+        for i in 0..UPLOADS {
+            // SAFETY: every element is written below before any is read.
+            let mut h = unsafe { cu.alloc_pinned::<f32>(n)? };
+            h.as_mut_slice()?.fill(i as f32);
+            hosts.push(h);
+            devs.push(stream.alloc_zeros::<f32>(n)?);
+        }
+        Ok(SafeUploads {
+            stream,
+            hosts,
+            devs,
+        })
+    }
+
+    /// Seconds per `memcpy_htod` over [`UPLOADS`] of them, queued behind the gate.
+    fn time(&mut self) -> Res<f64> {
+        close_gate(self.stream.cu_stream())?;
+        let t = Instant::now();
+        for (h, d) in self.hosts.iter().zip(self.devs.iter_mut()) {
+            self.stream.memcpy_htod(h, d)?;
+        }
+        let took = t.elapsed().as_secs_f64();
+        open_gate();
+        self.stream.synchronize()?;
+        Ok(took / UPLOADS as f64)
+    }
+
+    fn check(&self) -> Res {
+        for (i, d) in self.devs.iter().enumerate() {
+            if self.stream.clone_dtoh(d)?.iter().any(|&v| v != i as f32) {
+                return Err("a cudarc upload delivered the wrong values".into());
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Host time to enqueue a 4 KiB upload from pinned memory: `Stream::upload` of a
-/// `HostBuffer` against `cuMemcpyHtoDAsync` from the same memory.
+/// `HostBuffer` against `cuMemcpyHtoDAsync` from the same memory, and against cudarc's
+/// `memcpy_htod` from a `PinnedHostSlice`.
 fn upload_enqueue(ctx: &Context, raw: &Raw, records: &mut Vec<Record>) -> Res {
     let n = UPLOAD_BYTES / 4;
     let s = ctx.create_stream()?;
@@ -567,18 +791,24 @@ fn upload_enqueue(ctx: &Context, raw: &Raw, records: &mut Vec<Record>) -> Res {
         // SAFETY: the context is current on this thread.
         raw_devs.push(RawBuf(unsafe { result::malloc_sync(UPLOAD_BYTES)? }));
     }
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let mut safe = SafeUploads::new(ctx.device_id(), n)?;
+    let (mut ours, mut theirs, mut safes) = (Vec::new(), Vec::new(), Vec::new());
+    let any = ctx.alloc_zeros::<f32>(1)?;
     for run in 0..22 {
+        let t_safe = safe.time()?;
+        close_stream_gate(&s, &any)?;
         let t = Instant::now();
         let mut pending = Vec::with_capacity(UPLOADS);
         for (h, d) in hosts.drain(..).zip(devs.iter_mut()) {
             pending.push(s.upload(h, d)?);
         }
         let t_ours = t.elapsed().as_secs_f64();
+        open_gate();
         for p in pending {
             hosts.push(p.wait()?);
         }
 
+        close_gate(raw.stream)?;
         let t = Instant::now();
         for (h, d) in hosts.iter().zip(&raw_devs) {
             // SAFETY: `d` holds UPLOAD_BYTES; the pinned host buffer as many, untouched
@@ -586,22 +816,32 @@ fn upload_enqueue(ctx: &Context, raw: &Raw, records: &mut Vec<Record>) -> Res {
             unsafe { result::memcpy_htod_async(d.0, &h[..], raw.stream)? };
         }
         let t_raw = t.elapsed().as_secs_f64();
+        open_gate();
         // SAFETY: a live stream.
         unsafe { result::stream::synchronize(raw.stream)? };
         if run > 0 {
             ours.push(t_ours / UPLOADS as f64);
             theirs.push(t_raw / UPLOADS as f64);
+            safes.push(t_safe);
         }
     }
+    safe.check()?;
     for (i, d) in devs.iter().enumerate() {
         if d.download()?.iter().any(|&v| v != i as f32) {
             return Err("an upload delivered the wrong values".into());
         }
     }
     records.push(enqueue_figure(
+        "upload_pinned_4k_vs_memcpy_htod",
+        "pinned upload of 4 KiB",
+        "cudarc memcpy_htod (2 streams)",
+        "",
+        (&mut ours.clone(), &mut safes),
+    ));
+    records.push(enqueue_figure(
         "upload_pinned_4k",
         "pinned upload of 4 KiB",
-        "cuMemcpyHtoDAsync",
+        "raw cuMemcpyHtoDAsync",
         "",
         (&mut ours, &mut theirs),
     ));
@@ -621,18 +861,19 @@ fn enqueue_figure(
         median(ours).unwrap_or(f64::NAN),
         median(raw).unwrap_or(f64::NAN),
     );
+    // The host-cost target is against cudarc's own API; against the bare driver calls the
+    // difference is information.
+    let host_target = if call.starts_with("cudarc") {
+        " (target <= 250 ns)"
+    } else {
+        ""
+    };
     println!(
-        "enqueue: {what} {:.2} us, raw {call} {:.2} us: {:.3}x{target}; {:.0} ns over raw \
-         (target <= 250 ns){}",
+        "enqueue: {what} {:.2} us, {call} {:.2} us: {:.3}x{target}; {:.0} ns over it{host_target}",
         o * 1e6,
         r * 1e6,
         o / r,
         (o - r) * 1e9,
-        if o < r {
-            " (the raw loop was held up, by the device or the emulator's worker: no figure)"
-        } else {
-            ""
-        }
     );
     Record::Enqueue {
         kind,
