@@ -51,7 +51,10 @@
 //! the engine's own cost of a batch (its threads' hand-offs, the enqueues, the events),
 //! which no copy or compute hides. For each triple-buffered point at ratio 1 the program
 //! splits the time per batch above the machine's bound into that floor and the rest (the
-//! stages slowing each other down on the same cores and memory). On CUDA the copies run on copy engines, which plain `memcpy` does not measure:
+//! stages slowing each other down on the same cores and memory), and gives beside it what
+//! a spinning core adds to a batch's plain copies (`copy_contention_seconds_per_batch`: an
+//! upload then a download of the pattern's footprint on one thread while another spins,
+//! against the two alone). On CUDA the copies run on copy engines, which plain `memcpy` does not measure:
 //! there the figure is the library's own efficiency (its max-stage bound with the copy
 //! engines counted).
 //!
@@ -176,6 +179,10 @@ struct Record {
     /// wait, no compute), seconds per batch: the part of the gap to the bound that is the
     /// hand-off between threads and streams, not copies (see the program's docs).
     handoff_seconds_per_batch: f64,
+    /// What a spinning core adds to one batch's upload and download as plain copies of the
+    /// pattern's footprint, seconds per batch (null on CUDA): the part of the rest of the
+    /// gap that is the copies meeting the compute on the same cores and memory.
+    copy_contention_seconds_per_batch: f64,
 }
 
 fn main() -> ExitCode {
@@ -343,6 +350,9 @@ struct Point {
     /// The machine's bound, seconds, and the run's fraction of it.
     machine_bound: f64,
     of_bound: f64,
+    /// What a spinning core adds to one batch's upload and download (plain copies of the
+    /// pattern's footprint), ms; NaN on CUDA.
+    contention: f64,
     /// Per-batch stage means of the median run, ms: load, upload, compute, download.
     stages: [f64; 4],
 }
@@ -358,12 +368,17 @@ fn targets(backend: &str) -> (f64, f64) {
 }
 
 /// Per-batch milliseconds of one batch's copies as plain `memcpy`s on buffers of a
-/// pattern's footprint: upload alone, download alone, and both at once on two threads.
+/// pattern's footprint: upload alone, download alone, both at once on two threads, and one
+/// then the other beside a spinning core.
 #[derive(Clone, Copy)]
 struct RawCopies {
     up: f64,
     down: f64,
     both: f64,
+    /// An upload then a download on this thread while another spins, as the copies run
+    /// while the compute stage holds a core: what the cores' and memory's sharing costs
+    /// them.
+    beside_spin: f64,
 }
 
 /// Measures [`RawCopies`] for batches of `n` f32 and `depth` buffer sets (pinned input,
@@ -444,7 +459,28 @@ fn raw_copies(n: usize, depth: usize, rounds: usize) -> RawCopies {
         go.store(usize::MAX, Ordering::Release);
         ms
     });
-    RawCopies { up, down, both }
+    // Beside a spinning core: this thread's upload then download while a helper spins.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let beside_spin = std::thread::scope(|scope| {
+        let stop = &stop;
+        scope.spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+        });
+        let ms = timed(&mut |k| {
+            copy(&mut ups[k]);
+            copy(&mut downs[k]);
+        });
+        stop.store(true, Ordering::Release);
+        ms
+    });
+    RawCopies {
+        up,
+        down,
+        both,
+        beside_spin,
+    }
 }
 
 /// The machine's bound, seconds, for `batches` batches of `pattern`'s work whose
@@ -543,12 +579,14 @@ fn run(ctx: &Context, args: &Args) -> Res {
             if let Some(r) = r {
                 println!(
                     "  plain memcpy of a batch, {}'s footprint ({} buffer sets): upload {:.3} \
-                     ms, download {:.3} ms, both at once on two threads {:.3} ms",
+                     ms, download {:.3} ms, both at once on two threads {:.3} ms, upload then \
+                     download beside a spinning core {:.3} ms",
                     p.name(),
                     p.depth(),
                     r.up,
                     r.down,
-                    r.both
+                    r.both,
+                    r.beside_spin
                 );
             }
         }
@@ -595,6 +633,7 @@ fn run(ctx: &Context, args: &Args) -> Res {
                     calibrated_efficiency: m.report.efficiency,
                     machine_bound,
                     of_bound: machine_bound / m.seconds,
+                    contention: raw.map_or(f64::NAN, |r| r.beside_spin - (r.up + r.down)),
                     stages: [
                         per(st.load),
                         per(st.upload),
@@ -649,14 +688,18 @@ fn run(ctx: &Context, args: &Args) -> Res {
         if ok { &mut met } else { &mut missed }.push(fmt_bytes(p.batch_bytes));
         // Where the time above the bound goes: at most the hand-off's floor is the engine's
         // own cost of moving batches; the rest is the stages slowing each other down.
+        // A spinning core's cost to the copies is measured apart: what is left after it is
+        // the engine's scheduling of the stages on the cores.
         let per = |s: f64| s * 1e3 / p.batches as f64;
         let gap = per(p.seconds) - per(p.machine_bound);
         println!(
             "            per batch {:.4} ms, bound {:.4} ms, above it {gap:.4} ms: the \
-             hand-off's floor {handoff:.4} ms, the rest {:.4} ms",
+             hand-off's floor {handoff:.4} ms, the rest {:.4} ms (a spinning core adds \
+             {:.4} ms to a batch's plain copies)",
             per(p.seconds),
             per(p.machine_bound),
-            gap - handoff
+            gap - handoff,
+            p.contention
         );
     }
     let verdict = match (met.is_empty(), missed.is_empty()) {
@@ -685,6 +728,7 @@ fn run(ctx: &Context, args: &Args) -> Res {
                 machine_bound_seconds: p.machine_bound,
                 fraction_of_machine_bound: p.of_bound,
                 handoff_seconds_per_batch: handoff / 1e3,
+                copy_contention_seconds_per_batch: p.contention / 1e3,
             })
             .collect();
         write_json(path, &records)?;
