@@ -343,9 +343,6 @@ pub const MAX_KERNEL_ARGS: usize = 12;
 /// bounds-checked kernel takes after them (a length per array, its tag, the fault record).
 pub const MAX_LAUNCH_ARGS: usize = 2 * MAX_KERNEL_ARGS + 2;
 
-/// A launch's resolved arguments, in order, on the stack.
-pub(crate) type ArgList<'a, B> = crate::stackvec::StackVec<ArgRef<'a, B>, MAX_KERNEL_ARGS>;
-
 /// A [`LaunchArg`] for the signature parameter `P`: what a launch asks of each element of
 /// its argument tuple, so that the compiler reports a wrong argument at the argument
 /// ("expected `Out<f32>`, found `Out<f64>`").

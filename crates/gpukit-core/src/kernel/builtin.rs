@@ -260,9 +260,15 @@ impl<B: Backend> Stream<B> {
     ) -> impl Iterator<Item = (usize, usize)> {
         let max = self.shared_arc().info.limits.max_array_bytes / elem_bytes.max(1) as u64;
         let per = usize::try_from(max).unwrap_or(usize::MAX).max(1);
-        (0..n)
-            .step_by(per)
-            .map(move |start| (start, per.min(n - start)))
+        // Counted by hand: `step_by` divides `n` by `per` up front, on every op.
+        let mut start = 0;
+        std::iter::from_fn(move || {
+            (start < n).then(|| {
+                let window = (start, per.min(n - start));
+                start += window.1;
+                window
+            })
+        })
     }
 
     /// Launches the built-in kernel `spec` makes, as the op `call`: ordered over its array

@@ -7,7 +7,7 @@ use crate::backend::{Backend, KernelArg, LaunchLimits};
 use crate::error::Result;
 use crate::stackvec::StackVec;
 use crate::stream::Stream;
-use crate::track::Access;
+use crate::track::{Access, SliceRef};
 
 use super::*;
 
@@ -95,6 +95,9 @@ impl<B: Backend> Stream<B> {
 
     /// [`Stream::launch`] on behalf of the call `call` (a built-in op), which its errors
     /// name; a checked kernel's faults are reported under `tag` where given (else its own).
+    // Out of line: inlined into the ops' callers it made their frames large, and the
+    // facade's add 25 ns slower in `enqueue_bench` (the core's no faster).
+    #[inline(never)]
     pub(crate) fn launch_as<S: KernelSig, A: LaunchArgs<B, S>>(
         &self,
         call: &'static str,
@@ -106,20 +109,36 @@ impl<B: Backend> Stream<B> {
         self.shared_arc()
             .same_context(call, "kernel", kernel.context)?;
         cfg.validate(&kernel.name, &kernel.limits)?;
-        // Everything on the stack: a launch allocates nothing.
-        let mut resolved = ArgList::<B>::new();
-        args.each_arg(|a| resolved.push(a));
-        let mut accesses = StackVec::<_, MAX_KERNEL_ARGS>::new();
-        for a in &resolved {
-            match a {
-                ArgRef::Read(s) => accesses.push(("kernel argument", s, Access::Read)),
-                ArgRef::Write(s) => accesses.push(("kernel argument", s, Access::Write)),
-                ArgRef::Scalar { .. } => {}
+        // The graph's fault record while capturing (declared first: the argument list
+        // borrows it).
+        let captured;
+        // Everything on the stack: a launch allocates nothing. One pass over the arguments
+        // builds the backend's list and keeps the arrays' ranges, in order, for the ordering
+        // and the checked convention.
+        let mut raw = StackVec::<KernelArg<'_, B>, MAX_LAUNCH_ARGS>::new();
+        let mut ranges = StackVec::<(SliceRef<'_, B>, Access), MAX_KERNEL_ARGS>::new();
+        args.each_arg(|a| match a {
+            ArgRef::Read(s) | ArgRef::Write(s) => {
+                let access = if matches!(a, ArgRef::Write(_)) {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                raw.push(KernelArg::Buffer {
+                    at: s.at(),
+                    bytes: s.bytes(),
+                    write: access == Access::Write,
+                });
+                ranges.push((s, access));
             }
+            ArgRef::Scalar { bytes, len } => raw.push(KernelArg::Scalar { bytes, len }),
+        });
+        let mut accesses = StackVec::<_, MAX_KERNEL_ARGS>::new();
+        for (s, access) in &ranges {
+            accesses.push(("kernel argument", s, *access));
         }
         // The record its faults go to: the stream's (or the capture's, which its graph's
         // replays write), allocated at the first checked launch.
-        let captured;
         let record = match kernel.tag {
             None => None,
             Some(_) if self.is_capturing() => {
@@ -128,44 +147,23 @@ impl<B: Backend> Stream<B> {
             }
             Some(_) => Some(self.fault_record()?),
         };
-        self.enqueue(call, &accesses, || {
-            // Pushed in place (collecting would build the inline array and then move it).
-            let mut raw = StackVec::<KernelArg<'_, B>, MAX_LAUNCH_ARGS>::new();
-            for a in &resolved {
-                raw.push(match a {
-                    ArgRef::Read(s) => KernelArg::Buffer {
-                        at: s.at(),
-                        bytes: s.bytes(),
-                        write: false,
-                    },
-                    ArgRef::Write(s) => KernelArg::Buffer {
-                        at: s.at(),
-                        bytes: s.bytes(),
-                        write: true,
-                    },
-                    ArgRef::Scalar { bytes, len } => KernelArg::Scalar {
-                        bytes: *bytes,
-                        len: *len,
-                    },
-                });
+        let checked = record.zip(kernel.tag.map(|own| tag.unwrap_or(own)));
+        if let Some((record, tag)) = checked {
+            // The checked convention: each array's length in bytes, the tag, the fault
+            // record (untracked: kernels only claim it atomically).
+            for (s, _) in &ranges {
+                raw.push(KernelArg::scalar(&(s.bytes() as u64).to_ne_bytes()));
             }
-            if let (Some(record), Some(tag)) = (record, kernel.tag.map(|own| tag.unwrap_or(own))) {
-                if kernel.may_fault {
-                    record.launched();
-                }
-                // The checked convention: each array's length in bytes, the tag, the
-                // fault record (untracked: kernels only claim it atomically).
-                for a in &resolved {
-                    if let ArgRef::Read(s) | ArgRef::Write(s) = a {
-                        raw.push(KernelArg::scalar(&(s.bytes() as u64).to_ne_bytes()));
-                    }
-                }
-                raw.push(KernelArg::scalar(&tag.to_ne_bytes()));
-                raw.push(KernelArg::Buffer {
-                    at: Some(record.at()),
-                    bytes: FAULT_WORDS * 4,
-                    write: true,
-                });
+            raw.push(KernelArg::scalar(&tag.to_ne_bytes()));
+            raw.push(KernelArg::Buffer {
+                at: Some(record.at()),
+                bytes: FAULT_WORDS * 4,
+                write: true,
+            });
+        }
+        self.enqueue(call, &accesses, || {
+            if let (Some((record, _)), true) = (checked, kernel.may_fault) {
+                record.launched();
             }
             // SAFETY: the kernel's GPU code was vouched for by the caller of the unsafe
             // `KernelSpec::cuda`/`ptx` (or generated, bounds-checked, by `#[kernel]`, with

@@ -128,11 +128,11 @@ mod ptx;
 mod race;
 mod spec;
 
-pub(crate) use args::{ArgList, Reads, Value, Writes};
 pub use args::{
     ArgRef, In, KernelParam, KernelSig, LaunchArg, LaunchArgFor, LaunchArgs, Out, MAX_KERNEL_ARGS,
     MAX_LAUNCH_ARGS,
 };
+pub(crate) use args::{Reads, Value, Writes};
 pub(crate) use builtin::Builtins;
 pub use checked::{
     __comptime, CheckedAbi, DeviceFn, KernelFaults, KernelFloat, KernelNumeric, FAULT_WORDS,
