@@ -39,6 +39,36 @@ impl<T, const N: usize> StackVec<T, N> {
         }
     }
 
+    /// Appends the values of `iter` until one is an error, which it returns (the values
+    /// before it stay). The count is kept in a local while it runs, so that each value is
+    /// one comparison and a store.
+    ///
+    /// # Panics
+    ///
+    /// As [`StackVec::push`].
+    #[inline]
+    pub fn try_extend<E>(&mut self, iter: impl IntoIterator<Item = Result<T, E>>) -> Result<(), E> {
+        let mut len = self.len;
+        let mut result = Ok(());
+        for value in iter {
+            match value {
+                Ok(value) => match self.items.get_mut(len) {
+                    Some(slot) => {
+                        slot.write(value);
+                        len += 1;
+                    }
+                    None => full(N),
+                },
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.len = len;
+        result
+    }
+
     /// The values pushed, in order.
     #[inline]
     pub fn as_slice(&self) -> &[T] {
@@ -117,6 +147,12 @@ mod tests {
             v.push(i);
         }
         assert_eq!(&*v, &[0, 1, 2, 3]);
+        let mut v = StackVec::<u32, 4>::new();
+        v.push(7);
+        assert_eq!(v.try_extend([Ok(8), Ok(9), Err("ten"), Ok(11)]), Err("ten"));
+        assert_eq!(&*v, &[7, 8, 9]);
+        assert_eq!(v.try_extend([Ok::<_, ()>(10)]), Ok(()));
+        assert_eq!(&*v, &[7, 8, 9, 10]);
     }
 
     #[test]

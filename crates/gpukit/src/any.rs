@@ -442,19 +442,20 @@ impl Backend for AnyBackend {
     ) -> Result<()> {
         dispatch!(self, b: Be => {
             let kernel = Be::kernel(k).ok_or_else(|| foreign("launch"))?;
-            // Pushed in place: collecting through a `Result` builds the list and then moves
-            // it, a copy of the whole inline array on every launch.
+            // Written in place, the count in a local (`try_extend`): collecting through a
+            // `Result` builds the list and then moves it, and a push per argument stores the
+            // count back each time.
             let mut conv = gpukit_core::__StackVec::<_, MAX_LAUNCH_ARGS>::new();
-            for a in args {
-                conv.push(match a {
+            conv.try_extend(args.iter().map(|a| {
+                Ok::<_, Error>(match *a {
                     KernelArg::Buffer { at: x, bytes, write } => KernelArg::Buffer {
                         at: x.map(|x| at(b, x)).transpose()?,
-                        bytes: *bytes,
-                        write: *write,
+                        bytes,
+                        write,
                     },
-                    KernelArg::Scalar { bytes, len } => KernelArg::Scalar { bytes: *bytes, len: *len },
-                });
-            }
+                    KernelArg::Scalar { bytes, len } => KernelArg::Scalar { bytes, len },
+                })
+            }))?;
             let stream = st(b, s)?;
             // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
             unsafe { b.launch(stream, kernel, cfg, &conv) }
