@@ -267,12 +267,17 @@ const SECTIONS: &[Section] = &[
                 timed with events, against `cuMemcpyHtoDAsync`/`cuMemcpyDtoHAsync` on a raw \
                 stream of the same context from the same memory (raw time / our time: 1.00 \
                 = as fast as raw cudarc); and the host cost of enqueuing `ctx.add` on 1024 \
-                f32 against `cuLaunchKernel` of the same kernel, and of a 4 KiB pinned \
-                upload against `cuMemcpyHtoDAsync` (our time / raw time, and `over raw`, our \
-                time minus raw in ns per op). On the CUDA emulator (a CPU program that \
-                follows the driver's documentation) only `over raw` means anything: the \
-                library's own host cost, target at most 250 ns; its transfer ratios and \
-                enqueue ratios are the emulator's.",
+                f32 against `cuLaunchKernel` of the same kernel (`_vs_evented`: followed by \
+                `cuEventRecord`; `_vs_builder`: cudarc's `launch_builder`, in its one- or \
+                multi-stream mode as ours has one or two streams), and of a 4 KiB pinned \
+                upload against `cuMemcpyHtoDAsync` (`_vs_memcpy_htod`: cudarc's \
+                `memcpy_htod` from a `PinnedHostSlice`): our time / the baseline's, and \
+                `over raw`, our time minus the baseline's in ns per op, every loop queued \
+                behind a gate so that nothing runs while it is timed. On the CUDA emulator (a \
+                CPU program that follows the driver's documentation) only `over raw` means \
+                anything: the library's own host cost, target at most 250 ns over cudarc's \
+                API (below zero: ours costs less); over the bare driver calls it is \
+                information, and the transfer and enqueue ratios are the emulator's.",
         reports: &[
             ("cuda_bench", "CUDA"),
             ("cuda_bench_emu", "CUDA emulator (host-only figures)"),
