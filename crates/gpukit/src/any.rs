@@ -152,6 +152,16 @@ macro_rules! dispatch {
     };
 }
 
+/// A launch given more arguments than any signature takes (with the checked convention's).
+#[cold]
+#[inline(never)]
+fn too_many_arguments(n: usize) -> Error {
+    Error::Unsupported {
+        backend: "any",
+        what: format!("a launch with {n} arguments (at most {MAX_LAUNCH_ARGS})"),
+    }
+}
+
 fn foreign(what: &'static str) -> Error {
     Error::Backend {
         backend: "any",
@@ -440,6 +450,9 @@ impl Backend for AnyBackend {
         cfg: &LaunchConfig,
         args: &[KernelArg<'_, Self>],
     ) -> Result<()> {
+        if args.len() > MAX_LAUNCH_ARGS {
+            return Err(too_many_arguments(args.len()));
+        }
         dispatch!(self, b: Be => {
             let kernel = Be::kernel(k).ok_or_else(|| foreign("launch"))?;
             // Written in place, the count in a local (`try_extend`): collecting through a
@@ -486,5 +499,29 @@ impl Backend for AnyBackend {
     unsafe fn stream_from_raw(&self, raw: RawStream) -> Result<AnyStream> {
         // SAFETY: forwarded unchanged from our caller, who upholds the same contract.
         dispatch!(self, b: Be => unsafe { b.stream_from_raw(raw) }.map(Be::wrap_stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launch_with_more_arguments_than_any_signature_takes_is_an_error() -> Result<()> {
+        let ctx = crate::Context::new(crate::DeviceSpec::Cpu(None))?;
+        let b = ctx.backend();
+        let spec = gpukit_core::KernelSpec::<(u32,)>::named("nop").cpu(|_, _| {});
+        let k = b.load_kernel(spec.desc())?;
+        let s = b.create_stream(0)?;
+        let args: Vec<KernelArg<'_, AnyBackend>> = (0..=MAX_LAUNCH_ARGS)
+            .map(|_| KernelArg::scalar(&0u32.to_ne_bytes()))
+            .collect();
+        // SAFETY: refused before anything is queued: no argument is read.
+        let r = unsafe { b.launch(&s, &k, &LaunchConfig::linear(1, 1), &args) };
+        assert!(
+            matches!(&r, Err(Error::Unsupported { what, .. }) if what.contains("at most 26")),
+            "{r:?}"
+        );
+        b.destroy_stream(s)
     }
 }
