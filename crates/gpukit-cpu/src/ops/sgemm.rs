@@ -305,32 +305,9 @@ mod avx512 {
     /// floats.
     #[inline]
     unsafe fn pack_b(p: &Product, pc: usize, kc: usize, jc: usize, nc: usize, dst: *mut f32) {
-        for jr in (0..nc).step_by(NR) {
-            let cols = (nc - jr).min(NR);
-            // SAFETY: panel `jr / NR` of `dst`, kc x NR floats, is inside it (the contract).
-            let panel = unsafe { std::slice::from_raw_parts_mut(dst.add(jr * kc), kc * NR) };
-            // SAFETY: the panel's elements of op(B) are in the block (the contract).
-            let src = unsafe { p.b.add(pc * p.rsb + (jc + jr) * p.csb) };
-            if p.csb == 1 {
-                for (q, row) in panel.chunks_exact_mut(NR).enumerate() {
-                    // SAFETY: row q of the panel: `cols` contiguous floats of op(B).
-                    let from = unsafe { std::slice::from_raw_parts(src.add(q * p.rsb), cols) };
-                    row[..cols].copy_from_slice(from);
-                    row[cols..].fill(0.0);
-                }
-            } else {
-                for j in 0..NR {
-                    for q in 0..kc {
-                        panel[q * NR + j] = if j < cols {
-                            // SAFETY: (q, j) is in the panel's block of op(B).
-                            unsafe { *src.add(q * p.rsb + j * p.csb) }
-                        } else {
-                            0.0
-                        };
-                    }
-                }
-            }
-        }
+        // SAFETY: the block's origin is in op(B), and its columns are its lanes (the
+        // contract).
+        unsafe { pack::<NR>(p.b.add(pc * p.rsb + jc * p.csb), p.csb, p.rsb, nc, kc, dst) }
     }
 
     /// Packs `op(A)[ic..ic + mc, pc..pc + kc]` into `dst` as panels of `MR` rows, each
@@ -342,25 +319,47 @@ mod avx512 {
     /// floats.
     #[inline]
     unsafe fn pack_a(p: &Product, ic: usize, mc: usize, pc: usize, kc: usize, dst: *mut f32) {
-        for ir in (0..mc).step_by(MR) {
-            let rows = (mc - ir).min(MR);
-            // SAFETY: panel `ir / MR` of `dst`, kc x MR floats, is inside it (the contract).
-            let panel = unsafe { std::slice::from_raw_parts_mut(dst.add(ir * kc), kc * MR) };
-            // SAFETY: the panel's elements of op(A) are in the block (the contract).
-            let src = unsafe { p.a.add((ic + ir) * p.rsa + pc * p.csa) };
-            if p.rsa == 1 {
-                for (q, col) in panel.chunks_exact_mut(MR).enumerate() {
-                    // SAFETY: column q of the panel: `rows` contiguous floats of op(A).
-                    let from = unsafe { std::slice::from_raw_parts(src.add(q * p.csa), rows) };
-                    col[..rows].copy_from_slice(from);
-                    col[rows..].fill(0.0);
+        // SAFETY: the block's origin is in op(A), and its rows are its lanes (the contract).
+        unsafe { pack::<MR>(p.a.add(ic * p.rsa + pc * p.csa), p.rsa, p.csa, mc, kc, dst) }
+    }
+
+    /// Packs a block of `n` lanes by `kc` steps (element `(l, q)` at `src + l lane + q
+    /// step`) into `dst` as panels of `W` lanes, each `kc x W` row-major, the last
+    /// zero-padded: `B`'s columns ([`pack_b`]) or `A`'s rows ([`pack_a`]).
+    ///
+    /// # Safety
+    ///
+    /// Every element of the block is readable; `dst` holds `n` rounded up to `W`, times
+    /// `kc` floats.
+    #[inline]
+    unsafe fn pack<const W: usize>(
+        src: *const f32,
+        lane: usize,
+        step: usize,
+        n: usize,
+        kc: usize,
+        dst: *mut f32,
+    ) {
+        for first in (0..n).step_by(W) {
+            let lanes = (n - first).min(W);
+            // SAFETY: panel `first / W` of `dst`, kc x W floats, is inside it (the
+            // contract).
+            let panel = unsafe { std::slice::from_raw_parts_mut(dst.add(first * kc), kc * W) };
+            // SAFETY: the panel's elements are in the block (the contract).
+            let src = unsafe { src.add(first * lane) };
+            if lane == 1 {
+                for (q, row) in panel.chunks_exact_mut(W).enumerate() {
+                    // SAFETY: step q of the panel: `lanes` contiguous floats of the block.
+                    let from = unsafe { std::slice::from_raw_parts(src.add(q * step), lanes) };
+                    row[..lanes].copy_from_slice(from);
+                    row[lanes..].fill(0.0);
                 }
             } else {
-                for i in 0..MR {
+                for l in 0..W {
                     for q in 0..kc {
-                        panel[q * MR + i] = if i < rows {
-                            // SAFETY: (i, q) is in the panel's block of op(A).
-                            unsafe { *src.add(i * p.rsa + q * p.csa) }
+                        panel[q * W + l] = if l < lanes {
+                            // SAFETY: (l, q) is in the panel's part of the block.
+                            unsafe { *src.add(q * step + l * lane) }
                         } else {
                             0.0
                         };
