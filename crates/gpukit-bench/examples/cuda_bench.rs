@@ -220,13 +220,8 @@ fn close_gate(stream: sys::CUstream) -> Res {
     Ok(())
 }
 
-/// [`close_gate`] on the default stream of `ctx`, through its raw handle; `any` is an
-/// array of `ctx`, only ordered (read) by the call.
-fn close_ctx_gate(ctx: &Context, any: &gpukit::GpuArray<f32>) -> Res {
-    close_stream_gate(ctx.default_stream(), any)
-}
-
-/// [`close_gate`] on `stream`, through its raw handle.
+/// [`close_gate`] on `stream`, through its raw handle; `any` is an array of its context,
+/// only ordered (read) by the call.
 fn close_stream_gate(stream: &gpukit::Stream, any: &gpukit::GpuArray<f32>) -> Res {
     // SAFETY: the closure reads nothing and queues only the gate, on the stream given.
     unsafe {
@@ -445,7 +440,7 @@ impl AddArrays {
     /// Seconds per `ctx.add` over [`LAUNCHES`] of them, queued behind the gate (then opens
     /// it and waits for them).
     fn time(&mut self, ctx: &Context) -> Res<f64> {
-        close_ctx_gate(ctx, &self.a)?;
+        close_stream_gate(ctx.default_stream(), &self.a)?;
         let t = Instant::now();
         for _ in 0..LAUNCHES {
             ctx.add(&self.a, &self.b, &mut self.out)?;

@@ -59,18 +59,12 @@ impl<B: Backend> StreamInner<B> {
     /// nobody else holds, recorded again (so that ops ordered across streams allocate no
     /// event handles in a steady loop), else a new one.
     pub(crate) fn ordering_event(&self, tl: &mut Timeline<B>) -> Result<Arc<B::Event>> {
-        match self.record_ordering(tl, true)? {
-            Some(e) => Ok(e),
-            // Not reached: `keep` asks for the handle.
-            None => Ok(Arc::new(
-                self.shared.backend.record_event(&self.raw, false)?,
-            )),
-        }
+        self.record_ordering(tl).map(Arc::clone)
     }
 
-    /// [`StreamInner::ordering_event`]: a handle on it where `keep`, else the timeline's
-    /// alone.
-    fn record_ordering(&self, tl: &mut Timeline<B>, keep: bool) -> Result<Option<Arc<B::Event>>> {
+    /// [`StreamInner::ordering_event`], the timeline's own handle on it (cloned only by a
+    /// caller that keeps it).
+    fn record_ordering<'t>(&self, tl: &'t mut Timeline<B>) -> Result<&'t Arc<B::Event>> {
         let backend = &self.shared.backend;
         let mut event = None;
         if tl.recent.len() >= RECENT_EVENTS {
@@ -98,9 +92,9 @@ impl<B: Backend> StreamInner<B> {
             Some(e) => e,
             None => Arc::new(backend.record_event(&self.raw, false)?),
         };
-        let kept = keep.then(|| event.clone());
         tl.recent.push_back((tl.last, event));
-        Ok(kept)
+        let newest = tl.recent.len() - 1;
+        Ok(&tl.recent[newest].1)
     }
 
     /// The earliest event the timeline keeps that was recorded after the op at `position`
@@ -595,7 +589,7 @@ impl<B: Backend> Stream<B> {
                 }
                 // An event for other streams to wait on, kept by the timeline alone (the
                 // caller asked for none: `marked` takes the locks).
-                if several() && self.inner.record_ordering(&mut tl, false).is_err() {
+                if several() && self.inner.record_ordering(&mut tl).is_err() {
                     drop(tl);
                     self.backend().stream_sync(self.raw())?;
                 }

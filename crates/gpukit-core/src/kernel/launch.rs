@@ -95,8 +95,8 @@ impl<B: Backend> Stream<B> {
 
     /// [`Stream::launch`] on behalf of the call `call` (a built-in op), which its errors
     /// name; a checked kernel's faults are reported under `tag` where given (else its own).
-    // Out of line: inlined into the ops' callers it made their frames large, and the
-    // facade's add 25 ns slower in `enqueue_bench` (the core's no faster).
+    // Out of line: inlined into every op it makes their frames large, which costs the
+    // facade's ops more than the call.
     #[inline(never)]
     pub(crate) fn launch_as<S: KernelSig, A: LaunchArgs<B, S>>(
         &self,
