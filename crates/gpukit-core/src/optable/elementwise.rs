@@ -65,7 +65,7 @@ pub enum RhsSlice<'a, T> {
 
 /// Applies `f(x, rhs)` over a `shape` matrix (in place when `src` is `None`).
 #[inline(always)]
-pub(super) fn map2<T: Numeric>(
+pub(crate) fn map2<T: Numeric>(
     src: Option<&[T]>,
     rhs: RhsSlice<'_, T>,
     cols: usize,

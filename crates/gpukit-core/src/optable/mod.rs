@@ -115,7 +115,8 @@ use crate::element::{Arith, Float, Numeric, Real};
 use crate::error::Result;
 use crate::stream::Stream;
 
-use elementwise::{map1, map2};
+use elementwise::map1;
+pub(crate) use elementwise::map2;
 
 pub(crate) use cmp::Bcast;
 pub use cmp::CmpOp;
