@@ -372,18 +372,14 @@ impl Raw {
                     write,
                 };
                 if builtin {
-                    // The op's arguments: (src, rhs, mode 0, cols 1, out), each array's
-                    // length in bytes, the tag, the fault record.
-                    let len = || scalar(&(bytes as u64).to_ne_bytes());
+                    // The op's arguments: (src, rhs, mode 0, cols 1, out), the tag, the fault
+                    // record (the CPU backend takes no lengths: `checked_lengths`).
                     let args = [
                         arg(0, false),
                         arg(1, false),
                         scalar(&0u32.to_ne_bytes()),
                         scalar(&1u32.to_ne_bytes()),
                         arg(2, true),
-                        len(),
-                        len(),
-                        len(),
                         scalar(&1u32.to_ne_bytes()),
                         KernelArg::Buffer {
                             at: Some(at(&self.record)),
@@ -394,8 +390,9 @@ impl Raw {
                     // SAFETY: the three buffers hold `n` f32 each, are aligned, and only
                     // this stream uses them; the output overlaps neither input; the kernel
                     // is the built-in binary add over (In<f32>, In<f32>, u32, u32,
-                    // Out<f32>) with the checked convention's arguments after them, and
-                    // its record is a buffer of FAULT_WORDS words.
+                    // Out<f32>) with the checked convention's arguments after them (as the
+                    // CPU backend takes them), and its record is a buffer of FAULT_WORDS
+                    // words.
                     unsafe { backend.launch(s, &self.builtin, &cfg, &args)? };
                 } else {
                     let args = [arg(0, false), arg(1, false), arg(2, true)];

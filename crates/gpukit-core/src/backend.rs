@@ -511,6 +511,14 @@ pub trait Backend: Send + Sync + Sized + 'static {
         })
     }
 
+    /// Whether a checked kernel's launch passes its arrays' lengths (the checked
+    /// convention's `u64` per array, [`crate::CheckedAbi`]). A backend whose kernel code gets
+    /// its arrays as slices, which carry their lengths, says no (the CPU backend), and its
+    /// checked launches take the signature's arguments, the tag and the fault record.
+    fn checked_lengths(&self) -> bool {
+        true
+    }
+
     /// Loads (compiles, where needed) a kernel for this device. Loading runs nothing.
     fn load_kernel(&self, desc: &KernelDesc) -> crate::Result<Self::Kernel>;
     /// Launches a kernel with a configuration already checked against the device's limits.

@@ -497,6 +497,11 @@ impl Backend for CpuBackend {
         "cpu"
     }
 
+    /// A checked kernel's CPU code gets its arrays as slices, which carry their lengths.
+    fn checked_lengths(&self) -> bool {
+        false
+    }
+
     fn device_id(&self) -> usize {
         self.ordinal
     }
@@ -791,15 +796,10 @@ impl Backend for CpuBackend {
         args: &[KernelArg<'_, Self>],
     ) -> Result<()> {
         inject!(self, Op, "launch");
-        // A checked kernel's CPU code takes its signature's arguments, the tag and the fault
-        // record; the lengths between them are the GPU code's (slices carry their own).
-        let lengths = match kernel.checked_arity {
-            Some(arity) if args.len() >= arity + 2 => arity..args.len() - 2,
-            _ => 0..0,
-        };
         // Fixed-size arrays, so that a launch allocates nothing (and its task stays small):
-        // at most a signature's MAX_KERNEL_ARGS arguments, and the convention's two.
-        let n = args.len() - lengths.len();
+        // at most a signature's MAX_KERNEL_ARGS arguments, and a checked kernel's tag and
+        // fault record (no lengths: `checked_lengths`).
+        let n = args.len();
         if n > MAX_KERNEL_ARGS + 2 || (n > MAX_KERNEL_ARGS && kernel.checked_arity.is_none()) {
             return Err(gpukit_core::Error::Unsupported {
                 backend: "cpu",
@@ -810,13 +810,7 @@ impl Backend for CpuBackend {
             });
         }
         let mut raw = LaunchArgs([RawArg::Scalar([0; 16]); MAX_KERNEL_ARGS + 2]);
-        let kept = || {
-            args.iter()
-                .enumerate()
-                .filter(|(i, _)| !lengths.contains(i))
-                .map(|(_, a)| a)
-        };
-        for (r, a) in raw.0.iter_mut().zip(kept()) {
+        for (r, a) in raw.0.iter_mut().zip(args) {
             *r = match a {
                 KernelArg::Buffer {
                     at: Some(at),
@@ -868,7 +862,7 @@ impl Backend for CpuBackend {
         // launch may write until a sync after that launch has read it).
         let task = |raw: LaunchArgs| {
             let mut keep: [Option<Arc<Mem>>; MAX_KERNEL_ARGS] = Default::default();
-            for (k, a) in keep.iter_mut().zip(kept()) {
+            for (k, a) in keep.iter_mut().zip(args) {
                 if let KernelArg::Buffer { at: Some(at), .. } = a {
                     *k = Some(at.buf.mem.clone());
                 }

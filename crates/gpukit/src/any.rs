@@ -200,6 +200,10 @@ impl Backend for AnyBackend {
         dispatch!(self, b: Be => b.name())
     }
 
+    fn checked_lengths(&self) -> bool {
+        dispatch!(self, b: Be => b.checked_lengths())
+    }
+
     fn device_id(&self) -> usize {
         dispatch!(self, b: Be => b.device_id())
     }

@@ -36,7 +36,8 @@ const FAULT_BYTES: usize = FAULT_WORDS * 4;
 ///
 /// A kernel whose [`crate::KernelDesc`] has one is launched with the checked convention:
 /// after the arguments of its signature it receives, for each array argument in order, its
-/// length in bytes (a `u64`), then its tag (a `u32`, which kernel of the context it is), then
+/// length in bytes (a `u64`; not on a backend whose [`Backend::checked_lengths`] is false),
+/// then its tag (a `u32`, which kernel of the context it is), then
 /// its stream's fault record ([`FAULT_WORDS`] `u32` words). The first access of any launch on
 /// the stream that falls outside its array claims the record (word 0, compare-and-swap from 0
 /// to 1), writes the tag, the array's number, the index and the length, then marks it whole

@@ -86,16 +86,15 @@ impl LaunchConfig {
     /// Checks the configuration against a device's limits.
     #[inline]
     pub fn validate(&self, kernel: &str, limits: &LaunchLimits) -> Result<()> {
-        let axes = (0..3).all(|i| {
-            self.grid[i] != 0
-                && self.block[i] != 0
-                && self.grid[i] <= limits.max_grid_dim[i]
-                && self.block[i] <= limits.max_block_dim[i]
-        });
-        if axes
-            && self.threads_per_block() <= limits.max_threads_per_block as u64
-            && self.shared_mem_bytes <= limits.max_shared_mem_per_block
-        {
+        // Every comparison made, none skipped (no branch per axis: this runs on every
+        // launch); `d - 1 < max`, wrapping, is `1 <= d <= max`.
+        let mut ok = (self.threads_per_block() <= limits.max_threads_per_block as u64)
+            & (self.shared_mem_bytes <= limits.max_shared_mem_per_block);
+        for i in 0..3 {
+            ok &= (self.grid[i].wrapping_sub(1) < limits.max_grid_dim[i])
+                & (self.block[i].wrapping_sub(1) < limits.max_block_dim[i]);
+        }
+        if ok {
             return Ok(());
         }
         self.invalid(kernel, limits)

@@ -149,10 +149,12 @@ impl<B: Backend> Stream<B> {
         };
         let checked = record.zip(kernel.tag.map(|own| tag.unwrap_or(own)));
         if let Some((record, tag)) = checked {
-            // The checked convention: each array's length in bytes, the tag, the fault
-            // record (untracked: kernels only claim it atomically).
-            for (s, _) in &ranges {
-                raw.push(KernelArg::scalar(&(s.bytes() as u64).to_ne_bytes()));
+            // The checked convention: each array's length in bytes (where the backend takes
+            // them), the tag, the fault record (untracked: kernels only claim it atomically).
+            if self.backend().checked_lengths() {
+                for (s, _) in &ranges {
+                    raw.push(KernelArg::scalar(&(s.bytes() as u64).to_ne_bytes()));
+                }
             }
             raw.push(KernelArg::scalar(&tag.to_ne_bytes()));
             raw.push(KernelArg::Buffer {
