@@ -556,7 +556,10 @@ const SECTIONS: &[Section] = &[
                 own submission of the same work (`Backend::launch` of the built-in kernel \
                 `add` launches, with its arguments); and `Stream::launch` of a closure kernel \
                 against `Backend::launch` of the same kernel. The ratio is the median of \
-                each round's ratio to the baseline's round beside it.",
+                each round's ratio to the baseline's round beside it; `ours - baseline` (of \
+                the medians) is the safe layers' own cost, which holds where the machine's \
+                speed moves the ratio (a small VM can run the baseline at ~90 or ~210 ns for \
+                minutes at a time).",
         reports: &[("enqueue_bench", "CPU backend")],
         corner: "way",
         cells: |r| {
@@ -565,6 +568,17 @@ const SECTIONS: &[Section] = &[
                 Cell::new(row, 0, "ours ns", fixed(num(r, "ours_ns"), 0)),
                 Cell::new(row, 1, "baseline ns", fixed(num(r, "baseline_ns"), 0)),
                 Cell::new(row, 2, "ratio", fixed(num(r, "ratio"), 2)),
+                Cell::new(
+                    row,
+                    3,
+                    "ours - baseline ns",
+                    fixed(
+                        num(r, "ours_ns")
+                            .zip(num(r, "baseline_ns"))
+                            .map(|(o, b)| o - b),
+                        0,
+                    ),
+                ),
             ]
         },
         note: no_note,
