@@ -55,6 +55,55 @@
 use crate::{BinaryOp, DType, Float, RhsSlice, UnaryOp};
 use BinaryOp::{Add, Div, Mul, Pow, Sub};
 
+/// Defines `$name`, which runs `$body` compiled for the widest vectors the CPU has
+/// (AVX-512, else AVX2, chosen at run time; else the baseline build's), and `$avx2` and
+/// `$avx512`, `$body` compiled for each width (the tests compare their bits).
+macro_rules! on_widest {
+    (
+        $(#[$doc:meta])*
+        fn $name:ident / $avx2:ident / $avx512:ident ($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty
+            = $body:ident
+    ) => {
+        $(#[$doc])*
+        fn $name($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512F, checked just above.
+                    return unsafe { $avx512($($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2, checked just above.
+                    return unsafe { $avx2($($arg),*) };
+                }
+            }
+            $body($($arg),*)
+        }
+
+        #[doc = concat!("[`", stringify!($body), "`] compiled for AVX2.")]
+        ///
+        /// # Safety
+        ///
+        /// The CPU supports AVX2.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        unsafe fn $avx2($($arg: $ty),*) -> $ret {
+            $body($($arg),*)
+        }
+
+        #[doc = concat!("[`", stringify!($body), "`] compiled for AVX-512.")]
+        ///
+        /// # Safety
+        ///
+        /// The CPU supports AVX-512F.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn $avx512($($arg: $ty),*) -> $ret {
+            $body($($arg),*)
+        }
+    };
+}
+
 /// Runs `op` on f32 with the vectorised code where there is one; returns whether it did
 /// (else the caller runs the table's scalar body).
 pub fn unary<T: Float>(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) -> bool {
@@ -762,7 +811,8 @@ pub fn binary<T: Float>(
         return false;
     };
     if op != Pow {
-        return arith_f32(op, src, rhs, cols, out);
+        arith_f32(op, src, rhs, cols, out);
+        return true;
     }
     let row = |r: usize, o: &[f32]| src.map(|s| &s[r * cols..r * cols + o.len()]);
     match rhs {
@@ -782,71 +832,22 @@ pub fn binary<T: Float>(
     true
 }
 
-/// `a + b`, `a - b`, `a * b` or `a / b` over f32 on the widest vectors the CPU has, where
-/// the baseline build's loops are SSE2's (an in-place multiply of 1 MiB, in the cache: 12.5
-/// us that way, 8.5 with AVX-512, numpy 10.9, on this project's VM); returns whether it ran.
-/// One IEEE operation an element, as the table's body: the same bits on every width (where
-/// both operands are NaN, a NaN either way).
-fn arith_f32(
-    op: BinaryOp,
-    src: Option<&[f32]>,
-    rhs: RhsSlice<'_, f32>,
-    cols: usize,
-    out: &mut [f32],
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F, checked just above.
-            unsafe { arith_avx512(op, src, rhs, cols, out) };
-            return true;
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            unsafe { arith_avx2(op, src, rhs, cols, out) };
-            return true;
-        }
-    }
-    let _ = (op, src, rhs, cols, out);
-    false
-}
-
-/// [`arith_loop`] compiled for AVX2.
-///
-/// # Safety
-///
-/// The CPU supports AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn arith_avx2(
-    op: BinaryOp,
-    src: Option<&[f32]>,
-    rhs: RhsSlice<'_, f32>,
-    cols: usize,
-    out: &mut [f32],
-) {
-    arith_loop(op, src, rhs, cols, out);
-}
-
-/// [`arith_loop`] compiled for AVX-512.
-///
-/// # Safety
-///
-/// The CPU supports AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn arith_avx512(
-    op: BinaryOp,
-    src: Option<&[f32]>,
-    rhs: RhsSlice<'_, f32>,
-    cols: usize,
-    out: &mut [f32],
-) {
-    arith_loop(op, src, rhs, cols, out);
+on_widest! {
+    /// `a + b`, `a - b`, `a * b` or `a / b` over f32 on the widest vectors the CPU has, where
+    /// the baseline build's loops are SSE2's (an in-place multiply of 1 MiB, in the cache:
+    /// 12.5 us that way, 8.5 with AVX-512, numpy 10.9, on this project's VM). One IEEE
+    /// operation an element, as the table's body: the same bits on every width (where both
+    /// operands are NaN, a NaN either way).
+    fn arith_f32 / arith_avx2 / arith_avx512 (
+        op: BinaryOp,
+        src: Option<&[f32]>,
+        rhs: RhsSlice<'_, f32>,
+        cols: usize,
+        out: &mut [f32]
+    ) -> () = arith_loop
 }
 
 /// The table's arithmetic bodies, inlined into the caller's vector width.
-#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn arith_loop(
     op: BinaryOp,
@@ -899,43 +900,10 @@ fn pow_f32(src: Option<&[f32]>, b: Exponents<'_>, out: &mut [f32]) {
     }
 }
 
-/// `out[i] = pow1(a[i], b[i])` on the widest vectors the CPU has; whether [`pow1`] applies
-/// to every element.
-fn pow_block(a: &[f32], b: &[f32], out: &mut [f32]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F, checked just above.
-            return unsafe { pow_avx512(a, b, out) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            return unsafe { pow_avx2(a, b, out) };
-        }
-    }
-    pow_loop(a, b, out)
-}
-
-/// [`pow_loop`] compiled for AVX2.
-///
-/// # Safety
-///
-/// The CPU supports AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn pow_avx2(a: &[f32], b: &[f32], out: &mut [f32]) -> bool {
-    pow_loop(a, b, out)
-}
-
-/// [`pow_loop`] compiled for AVX-512.
-///
-/// # Safety
-///
-/// The CPU supports AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn pow_avx512(a: &[f32], b: &[f32], out: &mut [f32]) -> bool {
-    pow_loop(a, b, out)
+on_widest! {
+    /// `out[i] = pow1(a[i], b[i])` on the widest vectors the CPU has; whether [`pow1`]
+    /// applies to every element.
+    fn pow_block / pow_avx2 / pow_avx512 (a: &[f32], b: &[f32], out: &mut [f32]) -> bool = pow_loop
 }
 
 #[inline(always)]
