@@ -57,27 +57,28 @@ use BinaryOp::{Add, Div, Mul, Pow, Sub};
 
 /// Defines `$name`, which runs `$body` compiled for the widest vectors the CPU has
 /// (AVX-512, else AVX2, chosen at run time; else the baseline build's), and `$avx2` and
-/// `$avx512`, `$body` compiled for each width (the tests compare their bits).
+/// `$avx512`, `$body` compiled for each width (the tests compare their bits); each generic
+/// over one `Body` where the body is.
 macro_rules! on_widest {
     (
         $(#[$doc:meta])*
-        fn $name:ident / $avx2:ident / $avx512:ident ($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty
-            = $body:ident
+        fn $name:ident $(<$g:ident: $bound:ident>)? / $avx2:ident / $avx512:ident
+            ($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty = $body:ident
     ) => {
         $(#[$doc])*
-        fn $name($($arg: $ty),*) -> $ret {
+        fn $name $(<$g: $bound>)? ($($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             {
                 if std::is_x86_feature_detected!("avx512f") {
                     // SAFETY: the CPU has AVX-512F, checked just above.
-                    return unsafe { $avx512($($arg),*) };
+                    return unsafe { $avx512 $(::<$g>)? ($($arg),*) };
                 }
                 if std::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU has AVX2, checked just above.
-                    return unsafe { $avx2($($arg),*) };
+                    return unsafe { $avx2 $(::<$g>)? ($($arg),*) };
                 }
             }
-            $body($($arg),*)
+            $body $(::<$g>)? ($($arg),*)
         }
 
         #[doc = concat!("[`", stringify!($body), "`] compiled for AVX2.")]
@@ -87,8 +88,8 @@ macro_rules! on_widest {
         /// The CPU supports AVX2.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2")]
-        unsafe fn $avx2($($arg: $ty),*) -> $ret {
-            $body($($arg),*)
+        unsafe fn $avx2 $(<$g: $bound>)? ($($arg: $ty),*) -> $ret {
+            $body $(::<$g>)? ($($arg),*)
         }
 
         #[doc = concat!("[`", stringify!($body), "`] compiled for AVX-512.")]
@@ -98,8 +99,8 @@ macro_rules! on_widest {
         /// The CPU supports AVX-512F.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f")]
-        unsafe fn $avx512($($arg: $ty),*) -> $ret {
-            $body($($arg),*)
+        unsafe fn $avx512 $(<$g: $bound>)? ($($arg: $ty),*) -> $ret {
+            $body $(::<$g>)? ($($arg),*)
         }
     };
 }
@@ -512,45 +513,11 @@ pub fn exp_f32(src: Option<&[f32]>, out: &mut [f32]) {
     map_f32::<Exp>(src, out);
 }
 
-/// `out[i] = B::f(src[i])` (in place when `src` is `None`), on the widest vectors the CPU
-/// has.
-fn map_f32<B: Body>(src: Option<&[f32]>, out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F, checked just above.
-            unsafe { map_avx512::<B>(src, out) };
-            return;
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            unsafe { map_avx2::<B>(src, out) };
-            return;
-        }
-    }
-    map_loop::<B>(src, out);
-}
-
-/// [`map_loop`] compiled for AVX2 (8 lanes).
-///
-/// # Safety
-///
-/// The CPU supports AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn map_avx2<B: Body>(src: Option<&[f32]>, out: &mut [f32]) {
-    map_loop::<B>(src, out);
-}
-
-/// [`map_loop`] compiled for AVX-512 (16 lanes).
-///
-/// # Safety
-///
-/// The CPU supports AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn map_avx512<B: Body>(src: Option<&[f32]>, out: &mut [f32]) {
-    map_loop::<B>(src, out);
+on_widest! {
+    /// `out[i] = B::f(src[i])` (in place when `src` is `None`), on the widest vectors the
+    /// CPU has.
+    fn map_f32<B: Body> / map_avx2 / map_avx512 (src: Option<&[f32]>, out: &mut [f32]) -> ()
+        = map_loop
 }
 
 #[inline(always)]
