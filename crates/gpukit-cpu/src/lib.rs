@@ -57,13 +57,13 @@
 //!   An element-wise op added to the table needs nothing here. The f32 math ops (`exp`,
 //!   `log`, `log1p`, `tanh`, `sigmoid`, `silu`, `gelu`, `softplus`, `pow`, softmax,
 //!   log-softmax and cross-entropy) run vectorised code instead of one libm call per
-//!   element (gpukit-core's `native::vmath`: SSE2, AVX2 or
-//!   AVX-512 chosen at run time, NEON on AArch64; the same bits on every path and core
-//!   count), each within its table budget with room (`exp`, `log`, `log1p` 2 ulp of budget
+//!   element (gpukit-core's `native::vmath`: AVX2 with FMA or AVX-512 chosen at run time,
+//!   else the baseline build, NEON on AArch64; fused multiply-adds, so the same bits on
+//!   every path and core count), each within its table budget with room (`exp`, `log`, `log1p` 2 ulp of budget
 //!   3; `tanh`, `sigmoid`, `silu`, `softplus` 3 of 4; `gelu` its budget; `pow` 1 of 8; the
 //!   row-wise ops' sums in f64 as `gpukit_core::chunk_sum_of` orders them): on this project's
-//!   VM (AMD EPYC, AVX-512), one thread, 0.26-0.27 ns an element for `exp`, 0.26 for
-//!   `log`, 0.33 for `log1p`, 0.30 for `tanh`, 1.3 for `pow`; `ops_bench` prints them all.
+//!   VM (AMD EPYC, AVX-512), one thread, 0.18 ns an element for `exp`, 0.18 for `log`,
+//!   0.23 for `log1p`, 0.19 for `tanh`, 1.1 for `pow`; `ops_bench` prints them all.
 //!   The element-wise ones take f16 and bf16 through the same f32 code (widened exactly,
 //!   rounded once, as the table does); f64 keeps the table's bodies.
 //! - **Cores**: gemm on the AVX-512 kernel is split by blocks of output rows or columns

@@ -1,16 +1,17 @@
 //! Vectorised math for the f32 float ops where the math library's one call per element is
 //! the cost: `exp`, `log`, `log1p`, `tanh`, `sigmoid`, `silu`, `gelu`, `softplus`, softmax,
 //! log-softmax and cross-entropy, as loops of plain arithmetic the compiler turns into SIMD
-//! code (SSE2 on any x86-64, AVX2 or AVX-512 where the CPU has them, chosen at run time;
-//! NEON on AArch64), 4 to 16 elements an instruction instead of one libm call each; and
-//! `+ - * /`, whose loops the baseline build compiles for SSE2 alone. No
+//! code (AVX2 with FMA or AVX-512 where the CPU has them, chosen at run time, else the
+//! baseline build's; NEON on AArch64), 4 to 16 elements an instruction instead of one libm
+//! call each; and `+ - * /`, whose loops the baseline build compiles for SSE2 alone. No
 //! crate: `pulp` and `wide` were measured against the plain loop and bought nothing once the
 //! loop vectorised (selects written as `if`, `max`/`min` instead of `clamp`, unchecked
-//! float-to-int conversions). Measured on this project's 2-core VM (AMD EPYC, Zen 5, with
-//! AVX-512; one thread, 16 Ki elements, `ops_bench`): `exp` 0.26 ns an element, `log` 0.26,
-//! `log1p` 0.33, `tanh` 0.30, `pow` to a scalar power 1.3; numpy 2.4's SIMD bodies took 0.26,
-//! 0.29, 0.18 and 1.0 for the last four (its `tanh` looks its polynomials up in a table by
-//! register permutes, and uses fused multiply-adds).
+//! float-to-int conversions, `mul_add` for the fused multiply-adds). Measured on this
+//! project's 2-core VM (AMD EPYC, Zen 5, with AVX-512; one thread, 16 Ki elements,
+//! `ops_bench`, an op and its `sync`): `exp` 0.18 ns an element, `log` 0.18, `log1p` 0.23,
+//! `tanh` 0.19, `pow` to a scalar power 1.1; numpy 2.4's SIMD bodies, called from Python,
+//! took 0.28, 0.35, 0.19 and 1.0 for the last four (its `tanh` looks its polynomials up in a
+//! table by register permutes).
 //!
 //! The algorithms are the classic ones, with the polynomials of Cephes' single-precision
 //! library:
@@ -34,15 +35,23 @@
 //! - `pow a^b`: `2^(b log2|a|)` in f64, rounded once to f32: `log2` by `ln m = 2 atanh(s)`,
 //!   `s = (m - 1) / (m + 1)`, to `s^13`; `2^f` on `|f| <= 1/2` by a degree-6 polynomial
 //!   (Chebyshev interpolation); both polynomials by Estrin's scheme, the loop being bound by
-//!   their latency. C's `powf` where the body does not apply (see `pow1_applies`).
+//!   their latency (`log2`'s polynomial without fused multiply-adds, which measured slower
+//!   there: more registers live). C's `powf` where the body does not apply (see `pow1_applies`).
 //! - the activations and the row-wise ops: the table's formulas (`crate::optable`)
 //!   on these.
 //!
-//! No fused multiply-add is used (Rust never contracts `a * b + c`), so the bits are the
-//! same with and without AVX2, on every core count, and on every machine with IEEE f32
-//! arithmetic. Each op stays inside the table's ulp budget with room, checked by the unit
-//! tests at every 509th f32 bit pattern (both signs, every exponent) plus a dense grid of the
-//! range where the op is not flat, against the table's formula in f64: `exp` within 2 ulp
+//! The polynomials and reductions use fused multiply-adds where the code says so
+//! (`mul_add`: `a * b + c` rounded once, as IEEE 754 defines it), and nowhere else (Rust
+//! never contracts `a * b + c` by itself). The vectorised builds require the instruction
+//! (AVX2 is taken only with FMA; AVX-512F and NEON have it), and the baseline build, on a
+//! CPU without it, calls the C library's `fmaf` and `fma`, which round once too: slower
+//! there, the same bits. So the bits are the same on every vector width, on every core
+//! count, and on every machine with IEEE arithmetic; the fused forms cut the loops'
+//! instructions by about a third (`tanh` 0.29 ns an element without them, `exp` 0.26).
+//!
+//! Each op stays inside the table's ulp budget with room, checked by the unit tests at every
+//! 509th f32 bit pattern (both signs, every exponent) plus a dense grid of the range where
+//! the op is not flat, against the table's formula in f64: `exp` within 2 ulp
 //! (budget 3; worst found 1), `log` and `log1p` 2 (budget 3; worst found 1), `sigmoid`,
 //! `silu`, `tanh` and `softplus` 3 (budget 4; worst found for `tanh` 2), `gelu` its budget
 //! at each `x` (`4 + 7|u|` below 0), `pow` 1 of f64's `pow` rounded to f32 (budget 8). A
@@ -56,7 +65,7 @@ use crate::{BinaryOp, DType, Float, RhsSlice, UnaryOp};
 use BinaryOp::{Add, Div, Mul, Pow, Sub};
 
 /// Defines `$name`, which runs `$body` compiled for the widest vectors the CPU has
-/// (AVX-512, else AVX2, chosen at run time; else the baseline build's), and `$avx2` and
+/// (AVX-512, else AVX2 with FMA, chosen at run time; else the baseline build's), and `$avx2` and
 /// `$avx512`, `$body` compiled for each width (the tests compare their bits); each generic
 /// over one `Body` where the body is.
 macro_rules! on_widest {
@@ -73,26 +82,26 @@ macro_rules! on_widest {
                     // SAFETY: the CPU has AVX-512F, checked just above.
                     return unsafe { $avx512 $(::<$g>)? ($($arg),*) };
                 }
-                if std::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU has AVX2, checked just above.
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     return unsafe { $avx2 $(::<$g>)? ($($arg),*) };
                 }
             }
             $body $(::<$g>)? ($($arg),*)
         }
 
-        #[doc = concat!("[`", stringify!($body), "`] compiled for AVX2.")]
+        #[doc = concat!("[`", stringify!($body), "`] compiled for AVX2 and FMA.")]
         ///
         /// # Safety
         ///
-        /// The CPU supports AVX2.
+        /// The CPU supports AVX2 and FMA.
         #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
+        #[target_feature(enable = "avx2,fma")]
         unsafe fn $avx2 $(<$g: $bound>)? ($($arg: $ty),*) -> $ret {
             $body $(::<$g>)? ($($arg),*)
         }
 
-        #[doc = concat!("[`", stringify!($body), "`] compiled for AVX-512.")]
+        #[doc = concat!("[`", stringify!($body), "`] compiled for AVX-512 (which has FMA).")]
         ///
         /// # Safety
         ///
@@ -621,19 +630,21 @@ fn exp_reduce(x: f32) -> (f32, f32) {
     const LN2_LO: f32 = -2.121_944_4e-4;
     // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer (ties to even).
     const ROUND: f32 = 12_582_912.0;
-    let n = (x * LOG2E + ROUND) - ROUND;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
+    let n = x.mul_add(LOG2E, ROUND) - ROUND;
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
     (n, r)
 }
 
 /// `e^r - 1` for `|r| <= ln 2 / 2` (Cephes' degree-6 polynomial for `e^r`, less its 1).
 #[inline(always)]
 fn expm1_reduced(r: f32) -> f32 {
-    let p = ((((1.987_569_2e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 1.666_666_5e-1)
-        * r
-        + 0.5;
-    p * (r * r) + r
+    let p = 1.987_569_2e-4f32
+        .mul_add(r, 1.398_199_9e-3)
+        .mul_add(r, 8.333_452e-3)
+        .mul_add(r, 4.166_579_6e-2)
+        .mul_add(r, 1.666_666_5e-1)
+        .mul_add(r, 0.5);
+    p.mul_add(r * r, r)
 }
 
 /// `2^k` for an integer `k` in `[-126, 127]`, from its exponent bits.
@@ -685,20 +696,18 @@ fn ln_core(bits: u32, shift: i32) -> f32 {
     let e = if low { e - 1 } else { e };
     let f = if low { m + m - 1.0 } else { m - 1.0 };
     let z = f * f;
-    let p = (((((((0.070_376_836 * f - 0.115_146_1) * f + 0.116_769_984) * f - 0.124_201_41)
-        * f
-        + 0.142_493_23)
-        * f
-        - 0.166_680_57)
-        * f
-        + 0.200_007_14)
-        * f
-        - 0.249_999_94)
-        * f
-        + 0.333_333_3;
+    let p = 0.070_376_836f32
+        .mul_add(f, -0.115_146_1)
+        .mul_add(f, 0.116_769_984)
+        .mul_add(f, -0.124_201_41)
+        .mul_add(f, 0.142_493_23)
+        .mul_add(f, -0.166_680_57)
+        .mul_add(f, 0.200_007_14)
+        .mul_add(f, -0.249_999_94)
+        .mul_add(f, 0.333_333_3);
     let fe = e as f32;
-    let y = p * f * z + -2.121_944_4e-4 * fe + -0.5 * z;
-    (f + y) + 0.693_359_4 * fe
+    let y = (p * f).mul_add(z, (-2.121_944_4e-4f32).mul_add(fe, -0.5 * z));
+    0.693_359_4f32.mul_add(fe, f + y)
 }
 
 /// `ln(1 + x)` for one f32, branch-free (see the module docs).
@@ -741,7 +750,7 @@ fn tanh1(x: f32) -> f32 {
     let s = pow2(unsafe { n.to_int_unchecked::<i32>() });
     // e^t - 1 = (2^n - 1) + 2^n (e^r - 1): exactly e^r - 1 where n = 0, so no cancellation
     // near 0; 2^n - 1 is exact up to n = 24, and beyond, the result is 1 either way.
-    let m = (s - 1.0) + s * expm1_reduced(r);
+    let m = s.mul_add(expm1_reduced(r), s - 1.0);
     let th = m / (m + 2.0);
     // The sign of x (a zero's too); a NaN stays NaN.
     if x.is_nan() {
@@ -842,7 +851,9 @@ enum Exponents<'a> {
 
 /// `out[i] = src[i]^b[i]` (in place when `src` is `None`), a stack block at a time: the
 /// vectorised [`pow1`] over the block, then C's `powf` where [`pow1`] does not apply
-/// (zeros, infinities, NaNs, a negative base with a non-integer or huge exponent).
+/// (zeros, infinities, NaNs, a negative base with a non-integer or huge exponent). One
+/// exponent for all is spread over a block's buffer: the loop over a constant measured
+/// slower.
 fn pow_f32(src: Option<&[f32]>, b: Exponents<'_>, out: &mut [f32]) {
     const BLOCK: usize = 256;
     let (mut a_buf, mut b_buf) = ([0.0f32; BLOCK], [0.0f32; BLOCK]);
@@ -851,14 +862,20 @@ fn pow_f32(src: Option<&[f32]>, b: Exponents<'_>, out: &mut [f32]) {
     }
     for (k, o) in out.chunks_mut(BLOCK).enumerate() {
         let (i, n) = (k * BLOCK, o.len());
-        let a = &mut a_buf[..n];
-        a.copy_from_slice(src.map_or(&*o, |s| &s[i..i + n]));
+        // In place, the bases are copied out of the block before it is written.
+        let a: &[f32] = match src {
+            Some(s) => &s[i..i + n],
+            None => {
+                a_buf[..n].copy_from_slice(o);
+                &a_buf[..n]
+            }
+        };
         let b = match b {
             Exponents::Each(b) => &b[i..i + n],
             Exponents::One(_) => &b_buf[..n],
         };
         if !pow_block(a, b, o) {
-            for ((o, &a), &b) in o.iter_mut().zip(&*a).zip(b) {
+            for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
                 if !pow1_applies(a, b) {
                     *o = a.powf(b);
                 }
@@ -934,8 +951,8 @@ fn log2_f64(x: f64) -> f64 {
     let p = (((1.0 / 3.0 + z * (1.0 / 5.0)) + (1.0 / 7.0 + z * (1.0 / 9.0)) * z2)
         + (1.0 / 11.0 + z * (1.0 / 13.0)) * z4)
         * z;
-    let ln_m = (s + s) + (s + s) * p;
-    e + ln_m * std::f64::consts::LOG2_E
+    let ln_m = (s + s).mul_add(p, s + s);
+    ln_m.mul_add(std::f64::consts::LOG2_E, e)
 }
 
 /// `2^t` for `t` in `[-160, 130]`, to about `3e-9` relative (0.05 ulp of an f32): `t = n + f`
@@ -951,11 +968,20 @@ fn exp2_f64(t: f64) -> f64 {
     let f = t - n;
     // Estrin's scheme, as in `log2_f64`.
     let (f2, f4) = (f * f, (f * f) * (f * f));
-    let y = ((0.999_999_999_959_538_7 + 0.693_147_206_716_224_8 * f)
-        + (0.240_226_512_136_939_3 + 5.550_327_202_257_523e-2 * f) * f2)
-        + ((9.618_025_589_966_33e-3 + 1.340_043_694_496_422e-3 * f)
-            + 1.546_973_612_002_724_4e-4 * f2)
-            * f4;
+    let y = 1.546_973_612_002_724_4e-4f64
+        .mul_add(
+            f2,
+            1.340_043_694_496_422e-3f64.mul_add(f, 9.618_025_589_966_33e-3),
+        )
+        .mul_add(
+            f4,
+            5.550_327_202_257_523e-2f64
+                .mul_add(f, 0.240_226_512_136_939_3)
+                .mul_add(
+                    f2,
+                    0.693_147_206_716_224_8f64.mul_add(f, 0.999_999_999_959_538_7),
+                ),
+        );
     // n in [-160, 130]: 2^n is a normal f64.
     let k = (kn.to_bits() as i64).wrapping_sub(ROUND.to_bits() as i64);
     y * f64::from_bits(((k + 1023) as u64) << 52)
@@ -1372,8 +1398,9 @@ mod tests {
         check(bf16::from_bits, bf16::to_bits);
     }
 
-    /// Every vector width gives the same bits: the plain loop (SSE2 on x86-64) against its
-    /// AVX2 and AVX-512 instantiations where this CPU has them, on every 14,327th f32 bit
+    /// Every vector width gives the same bits: the plain loop (SSE2 on x86-64, its fused
+    /// multiply-adds the C library's) against its AVX2 and AVX-512 instantiations where this
+    /// CPU has them, on every 14,327th f32 bit
     /// pattern (about 300,000, specials included) for each unary op and for `pow` (each
     /// pattern against a few exponents). Where neither is available it checks nothing more
     /// and says so.
@@ -1394,8 +1421,8 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             {
                 let mut got = vec![0.0f32; xs.len()];
-                if std::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU has AVX2, checked just above.
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     unsafe { map_avx2::<B>(Some(xs), &mut got) };
                     same(&format!("{name} AVX2"), &plain, &got);
                 }
@@ -1421,8 +1448,8 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             {
                 let mut got = vec![0.0f32; xs.len()];
-                if std::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU has AVX2, checked just above.
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     unsafe { pow_avx2(&xs, &bs, &mut got) };
                     same(&format!("pow(x, {b}) AVX2"), &plain, &got);
                 }
@@ -1471,8 +1498,8 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             {
                 let mut got = vec![0.0f32; xs.len()];
-                if std::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU has AVX2, checked just above.
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     unsafe { arith_avx2(op, Some(&xs), r, cols, &mut got) };
                     same_arith(&format!("{op:?} AVX2"), r, &plain, &got);
                 }
@@ -1484,8 +1511,8 @@ mod tests {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if !std::is_x86_feature_detected!("avx2") {
-            println!("SKIPPED: no AVX2 or AVX-512 on this CPU, only the plain loop ran");
+        if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
+            println!("SKIPPED: no AVX2 with FMA or AVX-512 on this CPU, only the plain loop ran");
         }
         #[cfg(not(target_arch = "x86_64"))]
         println!("SKIPPED: one vector width on this architecture");
