@@ -71,12 +71,12 @@
 //!   physical core, at most 4; `MATMUL_NUM_THREADS` overrides); either way each output
 //!   element is summed over k in the same order however the product is split. Element-wise
 //!   ops from 1 Mi elements (the vectorised f32 math ops but `softplus` and `pow` from
-//!   256 Ki; other ops calling the math library per element, as their table entry's
-//!   `math` column says, from 64 Ki) are split in row-aligned pieces across rayon's pool
+//!   512 Ki; other ops calling the math library per element, as their table entry's
+//!   `math` column says, and `softplus` and `pow`, from 64 Ki) are split in row-aligned pieces across rayon's pool
 //!   (one thread per core, `RAYON_NUM_THREADS` overrides); both pools are shared by every
 //!   stream, and the results are the bits one thread gives (each output element is
 //!   computed the same way whatever the split). Softmax and cross-entropy of many
-//!   rows are split by rows from 256 Ki elements (f32; 64 Ki for the others), and from 1 Mi
+//!   rows are split by rows from 512 Ki elements (f32; 64 Ki for the others), and from 1 Mi
 //!   elements reductions of many rows are split by rows too, and a long row's sum, mean,
 //!   min, max, argmin, argmax or dot in chunks
 //!   of `gpukit_core::SUM_CHUNK` whose results are combined in order: the order

@@ -61,9 +61,12 @@ pub const PIECE: usize = 1 << 16;
 /// [`SPLIT_FROM`] / `MATH` elements, in pieces of [`PIECE`] / `MATH`.
 pub const MATH: usize = 16;
 /// The work per element of an f32 op run through the vectorised math (`ops::vmath`: `exp`,
-/// `tanh`, ..., softmax), in the same units: 0.4-0.8 ns an element on one core here, about
-/// four times `add`'s (the exceptions, `softplus` and `pow`, keep [`MATH`]).
-pub const VMATH: usize = 4;
+/// `tanh`, ..., softmax), in the same units: 0.17-0.25 ns an element on one core here (in
+/// the cache), about twice `add`'s (the exceptions, `softplus` and `pow`, keep [`MATH`]).
+/// So they are split from 512 Ki elements: at 256 Ki (about 50 us on one core) the split
+/// measured bimodal on this project's 2-core VM, `tanh` 0.12 ns an element where the pool's
+/// threads were awake and 0.26 where they were not, against 0.18 unsplit every time.
+pub const VMATH: usize = 2;
 
 /// The work per element of an op whose `math` column is `math`: [`MATH`] when it calls the
 /// math library, else 1.

@@ -609,30 +609,45 @@ fn exp_parts(x: f32) -> (f32, f32, f32) {
     // from being in range).
     #[allow(clippy::manual_clamp)]
     let x = x.max(EXP_LO).min(89.0);
-    let (n, r) = exp_reduce(x);
+    let (kn, r) = exp_reduce(x);
     let y = expm1_reduced(r) + 1.0;
     // 2^n in two factors, each a normal power of two (n is in [-217, 129]).
-    // SAFETY: `n` is an integer in [-217, 129] (x is in [-150, 89], never NaN here), which
-    // i32 holds; the unchecked conversion is the one that vectorises.
-    let k = unsafe { n.to_int_unchecked::<i32>() };
+    let k = n_of(kn);
     let k1 = k >> 1;
     let k2 = k - k1;
     (y, pow2(k1), pow2(k2))
 }
 
-/// Cody and Waite's reduction of `x` (at most 150 in magnitude): `(n, r)` with `n` the
-/// nearest integer to `x / ln 2` and `r = x - n ln 2` (nearly exact), `|r| <= ln 2 / 2`.
+/// 1.5 * 2^23: adding and subtracting it rounds an f32 below 2^22 in magnitude to the
+/// nearest integer (ties to even), which `n + ROUND`'s low mantissa bits then hold.
+const ROUND_F32: f32 = 12_582_912.0;
+
+/// Cody and Waite's reduction of `x` (at most 150 in magnitude): `(n + ROUND_F32, r)`, `n`
+/// the nearest integer to `x / ln 2` and `r = x - n ln 2` (nearly exact), `|r| <= ln 2 / 2`.
 #[inline(always)]
 fn exp_reduce(x: f32) -> (f32, f32) {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     // ln 2 = LN2_HI + LN2_LO; LN2_HI has 9 significant bits, so n * LN2_HI is exact.
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer (ties to even).
-    const ROUND: f32 = 12_582_912.0;
-    let n = x.mul_add(LOG2E, ROUND) - ROUND;
+    let kn = x.mul_add(LOG2E, ROUND_F32);
+    let n = kn - ROUND_F32;
     let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
-    (n, r)
+    (kn, r)
+}
+
+/// The integer `n` of [`exp_reduce`]'s `n + ROUND_F32`, from its bits (`n` is in the low
+/// mantissa bits, offset by `ROUND_F32`'s).
+#[inline(always)]
+fn n_of(kn: f32) -> i32 {
+    (kn.to_bits() as i32).wrapping_sub(ROUND_F32.to_bits() as i32)
+}
+
+/// `2^n` for the `n + ROUND_F32` of [`exp_reduce`], `n` in `[-126, 127]`: `n`'s bits shifted
+/// into the exponent (`ROUND_F32`'s own bits shift out), plus the bias.
+#[inline(always)]
+fn pow2_of(kn: f32) -> f32 {
+    f32::from_bits((kn.to_bits() << 23).wrapping_add(127 << 23))
 }
 
 /// `e^r - 1` for `|r| <= ln 2 / 2` (Cephes' degree-6 polynomial for `e^r`, less its 1).
@@ -744,10 +759,9 @@ fn tanh1(x: f32) -> f32 {
     // Past 2|x| = 20, tanh rounds to 1 (from |x| = 9.02 on); `min` takes a NaN to 20 too,
     // replaced below.
     let t = (x.abs() + x.abs()).min(20.0);
-    let (n, r) = exp_reduce(t);
-    // SAFETY: `n` is an integer in [0, 29] (t is in [0, 20], never NaN here), which i32
-    // holds; the unchecked conversion is the one that vectorises.
-    let s = pow2(unsafe { n.to_int_unchecked::<i32>() });
+    let (kn, r) = exp_reduce(t);
+    // n is in [0, 29] (t is in [0, 20], never NaN here).
+    let s = pow2_of(kn);
     // e^t - 1 = (2^n - 1) + 2^n (e^r - 1): exactly e^r - 1 where n = 0, so no cancellation
     // near 0; 2^n - 1 is exact up to n = 24, and beyond, the result is 1 either way.
     let m = s.mul_add(expm1_reduced(r), s - 1.0);
@@ -899,10 +913,6 @@ fn pow_loop(a: &[f32], b: &[f32], out: &mut [f32]) -> bool {
     }
     all
 }
-
-/// 1.5 * 2^23: adding and subtracting it rounds an f32 below 2^22 in magnitude to the
-/// nearest integer.
-const ROUND_F32: f32 = 12_582_912.0;
 
 /// Whether [`pow1`] gives `a^b`: `a` positive and finite and `b` finite, or `a` negative
 /// and finite and `b` an integer below `2^22` in magnitude.
