@@ -62,8 +62,8 @@
 //!   every path and core count), each within its table budget with room (`exp`, `log`, `log1p` 2 ulp of budget
 //!   3; `tanh`, `sigmoid`, `silu`, `softplus` 3 of 4; `gelu` its budget; `pow` 1 of 8; the
 //!   row-wise ops' sums in f64 as `gpukit_core::chunk_sum_of` orders them): on this project's
-//!   VM (AMD EPYC, AVX-512), one thread, 0.18 ns an element for `exp`, 0.18 for `log`,
-//!   0.23 for `log1p`, 0.19 for `tanh`, 1.1 for `pow`; `ops_bench` prints them all.
+//!   VM (AMD EPYC, AVX-512), one thread, 0.16 ns an element for `exp`, 0.18 for `log`,
+//!   0.23 for `log1p`, 0.16 for `tanh`, 1.1 for `pow`; `ops_bench` prints them all.
 //!   The element-wise ones take f16 and bf16 through the same f32 code (widened exactly,
 //!   rounded once, as the table does); f64 keeps the table's bodies.
 //! - **Cores**: gemm on the AVX-512 kernel is split by blocks of output rows or columns
