@@ -147,12 +147,20 @@ impl Step {
                     _ => "-D warnings".to_owned(),
                 };
                 // Every feature, as docs.rs builds them (`half`, `fault-injection`): a broken
-                // intra-doc link in feature-gated docs fails here too.
-                util::run(util::cargo(root).env("RUSTDOCFLAGS", flags).args([
+                // intra-doc link in feature-gated docs fails here too. Then the private items
+                // too: a module's docs that name a function since removed fail as well.
+                util::run(util::cargo(root).env("RUSTDOCFLAGS", &flags).args([
                     "doc",
                     "--workspace",
                     "--no-deps",
                     "--all-features",
+                ]))?;
+                util::run(util::cargo(root).env("RUSTDOCFLAGS", &flags).args([
+                    "doc",
+                    "--workspace",
+                    "--no-deps",
+                    "--all-features",
+                    "--document-private-items",
                 ]))
             }
             Step::Package => crate::package::run(root, &UNPUBLISHED),

@@ -48,7 +48,7 @@ commands:
         no-cuda
         (the facade without its default features: no CUDA crate in its dependency tree,
         clippy, its tests built, those about device selection run), cargo doc with
-        RUSTDOCFLAGS=\"-D warnings\",
+        RUSTDOCFLAGS=\"-D warnings\" (every feature; public items, then private ones too),
         package (cargo package --no-verify of every library crate, then every file their
         sources and manifests name must be in the packages), toolchains (below).
         Arguments after `--` are appended to both test runs (e.g. a test filter, or

@@ -2,7 +2,7 @@
 //! dependency on purpose, so that a test can show that a schedule fuzzer (the CPU backend's
 //! chaos schedule) finds the bug, and how often the default schedule does.
 //!
-//! Only the feature `plant-bugs` (which the workspace's test builds turn on) makes [`plant`]
+//! Only the feature `plant-bugs` (which the workspace's test builds turn on) makes `plant`
 //! exist; without it [`is_planted`] is a constant `false` and costs nothing. A switch is per
 //! thread: it changes what the calling thread enqueues while the returned guard lives, and
 //! nothing any other thread does, so a planted test can run beside other tests in one

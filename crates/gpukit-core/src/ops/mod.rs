@@ -6,11 +6,12 @@
 //! so a rejected call changes nothing. Empty inputs are valid: element-wise ops on them do
 //! nothing, `sum` and `dot` give zero; `mean`, `min`, `max`, `argmin` and `argmax` of
 //! nothing are [`Error::EmptyInput`]. The typed methods of the element-wise table (`relu`,
-//! `add_row_inplace`, ...) are generated in `optable/`; this module has what they share
-//! (`run_op`, the one place the safe layer calls [`Backend::op`]) and one file per family:
-//! element-wise ([`elementwise`]), reductions ([`reduce`]), softmax and cross-entropy
-//! ([`rows`]), gemm ([`gemm`]), prefix sums ([`scan`], whose kernels are `#[kernel]`s launched
-//! through `Stream::launch_builtin`, the way every op is to be written).
+//! `add_row_inplace`, ...) are generated in `optable/`; this module has the checks they
+//! share and one file per family: element-wise ([`elementwise`]), reductions ([`reduce`]),
+//! softmax and cross-entropy ([`rows`]), gemm ([`gemm`]), prefix sums ([`scan`]). Each op
+//! launches its built-in kernel through `Stream::launch_builtin` (`kernel::builtin`), which
+//! reaches the backend through [`Backend::launch`]; gemm calls [`Backend::gemm`] instead
+//! where the backend has its own.
 
 mod elementwise;
 pub(crate) mod fold;

@@ -52,7 +52,7 @@ impl NcclComm {
     /// docs for several ranks on one thread).
     ///
     /// `rank >= world_size` is [`Error::InvalidArgument`]; without NCCL,
-    /// [`available`](super::available)'s error.
+    /// [`available`]'s error.
     pub fn init_rank(
         backend: &CudaBackend,
         id: &NcclId,
