@@ -149,19 +149,15 @@ impl Step {
                 // Every feature, as docs.rs builds them (`half`, `fault-injection`): a broken
                 // intra-doc link in feature-gated docs fails here too. Then the private items
                 // too: a module's docs that name a function since removed fail as well.
-                util::run(util::cargo(root).env("RUSTDOCFLAGS", &flags).args([
-                    "doc",
-                    "--workspace",
-                    "--no-deps",
-                    "--all-features",
-                ]))?;
-                util::run(util::cargo(root).env("RUSTDOCFLAGS", &flags).args([
-                    "doc",
-                    "--workspace",
-                    "--no-deps",
-                    "--all-features",
-                    "--document-private-items",
-                ]))
+                for private in [&[][..], &["--document-private-items"]] {
+                    util::run(
+                        util::cargo(root)
+                            .env("RUSTDOCFLAGS", &flags)
+                            .args(["doc", "--workspace", "--no-deps", "--all-features"])
+                            .args(private),
+                    )?;
+                }
+                Ok(())
             }
             Step::Package => crate::package::run(root, &UNPUBLISHED),
             Step::Toolchains => crate::toolchains::run(root, &[]),

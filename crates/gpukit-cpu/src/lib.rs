@@ -59,9 +59,10 @@
 //!   log-softmax and cross-entropy) run vectorised code instead of one libm call per
 //!   element (gpukit-core's `native::vmath`: AVX2 with FMA or AVX-512 chosen at run time,
 //!   else the baseline build, NEON on AArch64; fused multiply-adds, so the same bits on
-//!   every path and core count), each within its table budget with room (`exp`, `log`, `log1p` 2 ulp of budget
-//!   3; `tanh`, `sigmoid`, `silu`, `softplus` 3 of 4; `gelu` its budget; `pow` 1 of 8; the
-//!   row-wise ops' sums in f64 as `gpukit_core::chunk_sum_of` orders them): on this project's
+//!   every path and core count), each within its table budget with room (`exp`, `log`,
+//!   `log1p` 2 ulp of budget 3; `tanh`, `sigmoid`, `silu`, `softplus` 3 of 4; `gelu` its
+//!   budget; `pow` 1 of 8; the row-wise ops' sums in f64 as `gpukit_core::chunk_sum_of`
+//!   orders them): on this project's
 //!   VM (AMD EPYC, AVX-512), one thread, 0.16 ns an element for `exp`, 0.18 for `log`,
 //!   0.23 for `log1p`, 0.16 for `tanh`, 1.1 for `pow`; `ops_bench` prints them all.
 //!   The element-wise ones take f16 and bf16 through the same f32 code (widened exactly,
@@ -72,8 +73,9 @@
 //!   element is summed over k in the same order however the product is split. Element-wise
 //!   ops from 1 Mi elements (the vectorised f32 math ops but `softplus` and `pow` from
 //!   512 Ki; other ops calling the math library per element, as their table entry's
-//!   `math` column says, and `softplus` and `pow`, from 64 Ki) are split in row-aligned pieces across rayon's pool
-//!   (one thread per core, `RAYON_NUM_THREADS` overrides); both pools are shared by every
+//!   `math` column says, and `softplus` and `pow`, from 64 Ki) are split in row-aligned
+//!   pieces across rayon's pool (one thread per core, `RAYON_NUM_THREADS` overrides); both
+//!   pools are shared by every
 //!   stream, and the results are the bits one thread gives (each output element is
 //!   computed the same way whatever the split). Softmax and cross-entropy of many
 //!   rows are split by rows from 512 Ki elements (f32; 64 Ki for the others), and from 1 Mi

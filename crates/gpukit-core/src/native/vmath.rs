@@ -66,6 +66,12 @@
 use crate::{BinaryOp, DType, Float, RhsSlice, UnaryOp};
 use BinaryOp::{Add, Div, Mul, Pow, Sub};
 
+/// Whether the CPU has AVX2 and FMA, which the AVX2 compilations below require.
+#[cfg(target_arch = "x86_64")]
+fn has_avx2_fma() -> bool {
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+}
+
 /// Defines `$name`, which runs `$body` compiled for the widest vectors the CPU has
 /// (AVX-512, else AVX2 with FMA, chosen at run time; else the baseline build's), and `$avx2` and
 /// `$avx512`, `$body` compiled for each width (the tests compare their bits); each generic
@@ -84,7 +90,7 @@ macro_rules! on_widest {
                     // SAFETY: the CPU has AVX-512F, checked just above.
                     return unsafe { $avx512 $(::<$g>)? ($($arg),*) };
                 }
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                if has_avx2_fma() {
                     // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     return unsafe { $avx2 $(::<$g>)? ($($arg),*) };
                 }
@@ -925,7 +931,8 @@ fn pow1_applies(a: f32, b: f32) -> bool {
 
 /// `a^b` where [`pow1_applies`] (some number elsewhere): `2^(b log2|a|)` in f64, rounded
 /// once to f32 (the f64 steps are good to about `3e-9` relative, 0.05 ulp of an f32, so
-/// the result is within 1 ulp of the correctly rounded one), negated for a negative `a` and an odd `b`.
+/// the result is within 1 ulp of the correctly rounded one), negated for a negative `a` and
+/// an odd `b`.
 #[inline(always)]
 fn pow1(a: f32, b: f32) -> f32 {
     let odd = (b + ROUND_F32).to_bits() & 1 == 1;
@@ -1431,7 +1438,7 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             {
                 let mut got = vec![0.0f32; xs.len()];
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                if has_avx2_fma() {
                     // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     unsafe { map_avx2::<B>(Some(xs), &mut got) };
                     same(&format!("{name} AVX2"), &plain, &got);
@@ -1458,7 +1465,7 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             {
                 let mut got = vec![0.0f32; xs.len()];
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                if has_avx2_fma() {
                     // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     unsafe { pow_avx2(&xs, &bs, &mut got) };
                     same(&format!("pow(x, {b}) AVX2"), &plain, &got);
@@ -1508,7 +1515,7 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             {
                 let mut got = vec![0.0f32; xs.len()];
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                if has_avx2_fma() {
                     // SAFETY: the CPU has AVX2 and FMA, checked just above.
                     unsafe { arith_avx2(op, Some(&xs), r, cols, &mut got) };
                     same_arith(&format!("{op:?} AVX2"), r, &plain, &got);
@@ -1521,7 +1528,7 @@ mod tests {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
+        if !has_avx2_fma() {
             println!("SKIPPED: no AVX2 with FMA or AVX-512 on this CPU, only the plain loop ran");
         }
         #[cfg(not(target_arch = "x86_64"))]
