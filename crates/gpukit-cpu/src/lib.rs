@@ -64,7 +64,7 @@
 //!   budget; `pow` 1 of 8; the row-wise ops' sums in f64 as `gpukit_core::chunk_sum_of`
 //!   orders them): on this project's
 //!   VM (AMD EPYC, AVX-512), one thread, 0.16 ns an element for `exp`, 0.18 for `log`,
-//!   0.23 for `log1p`, 0.16 for `tanh`, 1.1 for `pow`; `ops_bench` prints them all.
+//!   0.23 for `log1p`, 0.16 for `tanh`, 0.75 for `pow`; `ops_bench` prints them all.
 //!   The element-wise ones take f16 and bf16 through the same f32 code (widened exactly,
 //!   rounded once, as the table does); f64 keeps the table's bodies.
 //! - **Cores**: gemm on the AVX-512 kernel is split by blocks of output rows or columns
