@@ -980,12 +980,12 @@ fn pow1(a: f32, b: f32) -> f32 {
 /// z` with `z` in `[1 - 1/64, 2 - 1/32)`: interval 0 is `[1 - 1/64, 1 + 1/32)`, interval
 /// `i > 0` is `1 + i/16` give or take `1/32`.
 const LOG2_OFF: u64 = 0x3fef_8000_0000_0000;
-/// The bits of 1.5 * 2^52: adding a small integer to them gives the bits of 1.5 * 2^52 plus
-/// it, the integer as an f64 once 1.5 * 2^52 is subtracted.
-const ROUND_F64_BITS: u64 = 0x4338_0000_0000_0000;
 /// 1.5 * 2^52: adding it rounds an f64 to the nearest integer, left in the low mantissa
 /// bits.
 const ROUND_F64: f64 = 6_755_399_441_055_744.0;
+/// [`ROUND_F64`]'s bits: adding a small integer to them gives the bits of 1.5 * 2^52 plus
+/// it, the integer as an f64 once 1.5 * 2^52 is subtracted.
+const ROUND_F64_BITS: u64 = ROUND_F64.to_bits();
 
 /// By interval `i` of [`LOG2_OFF`]: `1 / c` rounded to f64 and `log2 c` for the rounded
 /// value (`-log2` of it to 40 digits, rounded once), with `c = 1 + i/16`. Interval 0's is
