@@ -7,8 +7,8 @@ memory back, ordered after the op (DLPack's stream handshake on CUDA, a host wai
 CPU). The result is checked against PyTorch's own `gelu(approximate="tanh")` and the
 pointers against each other.
 
-    cargo xtask python                    # builds target/python/gpukit.abi3.so
-    PYTHONPATH=target/python python3 examples/torch_interop.py
+    pip install crates/gpukit-python      # builds and installs the module
+    python3 examples/torch_interop.py
 
 Without PyTorch it runs the same steps with NumPy (`numpy.from_dlpack`). GPU_DEVICE picks the
 device as in Rust; on CUDA the tensors live on the GPU (`cuda:0`).

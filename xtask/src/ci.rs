@@ -11,9 +11,9 @@
 //! the features: only the facade changes with them (the crates below it have no default
 //! features, and the programs' tests do not depend on them), every `cfg` in the facade
 //! names one feature, so the two builds cover every arm, and a CPU test not about device
-//! selection runs the same in both. `python` ([`crate::python`]) builds the Python module on
-//! the test step's build and runs its tests against NumPy (skipped, and said so, without
-//! Python or NumPy). `package` ([`crate::package`]) packs every library crate without building it
+//! selection runs the same in both. `python` ([`crate::python`]) builds the Python package's
+//! wheel with the test step's profile, installs it in a virtual environment, checks its
+//! stubs and runs its tests against NumPy (skipped, and said so, without Python or PyPI). `package` ([`crate::package`]) packs every library crate without building it
 //! and checks that every file its sources and manifest name is in the package.
 //! `toolchains` ([`crate::toolchains`]) checks the workspace with the declared minimum Rust
 //! and the library crates with the current nightly, last because it builds them twice more

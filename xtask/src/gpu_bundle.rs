@@ -239,7 +239,7 @@ pub fn run(root: &Path, args: &[String]) -> Result {
     )?;
     let benches = pick_examples(&examples, BENCH_PROGRAMS, BENCH_PACKAGE, "benchmark");
     let tools = pick_examples(&examples, TOOL_PROGRAMS, TOOL_PACKAGE, "tool");
-    let (module, module_name) = python::build_library(root, "release")?;
+    let (module, module_name) = python::build_library(root)?;
 
     util::header(&format!("writing the bundle to {}", dir.display()));
     clear_dir(&dir)?;

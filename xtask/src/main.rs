@@ -156,11 +156,13 @@ commands:
         when the minimum fails (a failing nightly is reported), and reports a toolchain
         rustup cannot install as not run. Also the last step of `ci`.
   python
-        build the Python module (gpukit-python, a cdylib on PyO3's stable ABI) into
-        target/python/gpukit.abi3.so and run its tests (crates/gpukit-python/tests,
-        unittest) with it on PYTHONPATH: DLPack both ways with NumPy, and with PyTorch
-        where it is installed. Interpreter: $PYTHON, else python3. Without one, or without
-        NumPy, prints SKIPPED (GPU_REQUIRE_PYTHON=1: fails). Also a step of `ci`.
+        build the Python package (crates/gpukit-python, maturin) into a wheel with pip
+        (dev profile), install it in target/python/venv (made with $PYTHON -m venv, else
+        python3; maturin, NumPy and mypy from PyPI), check its type stubs (mypy's stubtest,
+        mypy --strict over a typed use) and run its tests (crates/gpukit-python/tests,
+        unittest): DLPack both ways with NumPy, and with PyTorch where installed. Without an
+        interpreter, or where the environment cannot be made or filled, prints SKIPPED
+        (GPU_REQUIRE_PYTHON=1: fails). Also a step of `ci`.
   fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]
         run the cargo-fuzz targets in fuzz/ (device_spec, config_toml, op_program, dlpack_import,
         kernel_codegen, launcher_env; all by

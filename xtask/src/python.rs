@@ -1,13 +1,17 @@
-//! `cargo xtask python`: builds the Python module (`gpukit-python`, a `cdylib` on PyO3's
-//! stable ABI) and runs its tests (`crates/gpukit-python/tests/test_*.py`, `unittest`)
-//! against NumPy, and PyTorch where it is installed.
+//! `cargo xtask python`: builds the Python package (`crates/gpukit-python`, maturin's
+//! `pyproject.toml`) into a wheel, installs it in a virtual environment and checks it: its
+//! type stubs against the module (mypy's `stubtest`, and `mypy --strict` over a typed use of
+//! the API) and its tests (`crates/gpukit-python/tests/test_*.py`, `unittest`) against
+//! NumPy, and PyTorch where the environment has it.
 //!
-//! The module is built with the dev profile and the test build's features
-//! ([`build_library`]), so in CI it reuses the test step's build of the library crates,
-//! and copied to `target/python/gpukit.abi3.so` (`gpukit.pyd` on Windows), which goes
-//! first on `PYTHONPATH`. The interpreter is `$PYTHON`, else `python3`.
-//! Without an interpreter, or without NumPy, the step prints `SKIPPED:` and what to install
-//! (`.ci/run` installs NumPy); `GPU_REQUIRE_PYTHON=1` makes that a failure.
+//! The environment is `target/python/venv` (made with `$PYTHON -m venv`, `$PYTHON` else
+//! `python3`), with maturin, NumPy and mypy from PyPI. The wheel is built by pip through the
+//! package's build backend, as `pip install crates/gpukit-python` builds it, but with the
+//! dev profile (the test build's: the workspace's dependencies are reused; a user's
+//! `pip install` builds the release profile) and without build isolation (maturin comes
+//! from the environment, so a second run needs no network). Without an interpreter, or
+//! where the environment cannot be made or filled, the step prints `SKIPPED:` and why;
+//! `GPU_REQUIRE_PYTHON=1` makes that a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,26 +20,32 @@ use crate::util::{self, Cli, Failure, Result};
 
 /// The package of the module.
 pub const PACKAGE: &str = "gpukit-python";
+/// The Python package's folder (its `pyproject.toml`), relative to the workspace root.
+const PROJECT: &str = "crates/gpukit-python";
 /// Its tests, relative to the workspace root.
 const TESTS: &str = "crates/gpukit-python/tests";
-/// Where the module is put, relative to the workspace root.
-pub const MODULE_DIR: &str = "target/python";
+/// The typed use of the API that `mypy --strict` checks against the stubs.
+const TYPED_USE: &str = "crates/gpukit-python/tests/test_typing.py";
+/// What stubtest may leave unchecked (the extension module inside the package).
+const STUBTEST_ALLOWLIST: &str = "crates/gpukit-python/stubtest-allowlist.txt";
+/// Where the environment and the wheels go, relative to the workspace root.
+const WORK_DIR: &str = "target/python";
+/// What the environment gets from PyPI: the build backend (the range `pyproject.toml`
+/// asks for), NumPy for the tests, mypy for the stubs.
+const REQUIREMENTS: &[&str] = &["maturin>=1.5,<2", "numpy>=1.22", "mypy>=1.10"];
 
 /// The interpreter: `$PYTHON`, else `python3`.
 fn interpreter() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
-/// Why the tests cannot run here (no interpreter, no NumPy), or `None`.
-pub fn missing() -> Option<&'static str> {
-    let python = interpreter();
-    if !util::succeeds(Command::new(&python).arg("--version")) {
-        return Some("no Python interpreter (python3, or $PYTHON)");
+/// The environment's interpreter.
+fn venv_python(venv: &Path) -> PathBuf {
+    if cfg!(windows) {
+        venv.join("Scripts").join("python.exe")
+    } else {
+        venv.join("bin").join("python")
     }
-    if !util::succeeds(Command::new(&python).args(["-c", "import numpy"])) {
-        return Some("NumPy is not installed (python3 -m pip install numpy)");
-    }
-    None
 }
 
 /// The file cargo builds for the `cdylib` and the name Python imports it by.
@@ -58,82 +68,161 @@ fn library_names() -> (String, &'static str) {
 pub const BUNDLED_SCRIPTS: &[&str] = &[
     "crates/gpukit-python/tests/test_dlpack.py",
     "crates/gpukit-python/tests/test_examples.py",
+    "crates/gpukit-python/tests/test_typing.py",
     "examples/torch_interop.py",
 ];
 
 /// The runner that reports the tests as libtest does: the GPU bundle's test unit `python`.
 pub const LIBTEST_RUNNER: &str = "crates/gpukit-python/tests/libtest.py";
 
-/// Builds the module with cargo's `profile` (`dev` or `release`); returns the file cargo
-/// wrote and the name Python imports it by (`gpukit.abi3.so`).
-///
-/// The `dev` build names the whole workspace and one example: cargo then resolves the
-/// dependencies' features as the test build did (an example brings in the dev-dependencies),
-/// so the module links against that build; built alone, the package resolves fewer
-/// features and compiles its whole dependency tree again (two and a half minutes of CI
-/// here). The release build (the GPU bundle's) builds the package alone.
-pub fn build_library(root: &Path, profile: &str) -> Result<(PathBuf, &'static str)> {
+/// Builds the module's library with cargo's release profile (the GPU bundle's, which
+/// carries the bare module, not a wheel); returns the file cargo wrote and the name Python
+/// imports it by (`gpukit.abi3.so`).
+pub fn build_library(root: &Path) -> Result<(PathBuf, &'static str)> {
     let mut cmd = util::cargo(root);
-    cmd.args(["build", "--profile", profile]);
-    if profile == "dev" {
-        cmd.args(["--workspace", "--lib", "--example", "data_parallel"]);
-    } else {
-        cmd.args(["--package", PACKAGE]);
-    }
+    cmd.args(["build", "--release", "--package", PACKAGE]);
     util::run(&mut cmd)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let (built, module) = library_names();
-    let folder = if profile == "dev" { "debug" } else { profile };
-    Ok((target.join(folder).join(built), module))
+    Ok((target.join("release").join(built), module))
 }
 
-/// Builds the module into [`MODULE_DIR`]; returns that folder.
-pub fn build(root: &Path) -> Result<PathBuf> {
-    util::header("python: build the gpukit module (gpukit-python, dev profile)");
-    let (from, module) = build_library(root, "dev")?;
-    let dir = root.join(MODULE_DIR);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Failure::new(format!("could not create {}: {e}", dir.display())))?;
-    let to = dir.join(module);
-    // A fresh file, not an overwrite: a running interpreter may have the old one mapped.
-    let _ = std::fs::remove_file(&to);
-    std::fs::copy(&from, &to).map_err(|e| {
-        Failure::new(format!(
-            "could not copy {} to {}: {e}",
-            from.display(),
-            to.display()
-        ))
-    })?;
-    println!("{} -> {}", from.display(), to.display());
-    Ok(dir)
-}
-
-/// Builds the module and runs its tests (the CI step and `cargo xtask python`).
-pub fn test(root: &Path) -> Result {
-    if let Some(why) = missing() {
-        if std::env::var("GPU_REQUIRE_PYTHON").as_deref() == Ok("1") {
-            return Err(Failure::new(format!(
-                "python: {why}, and GPU_REQUIRE_PYTHON=1"
-            )));
-        }
-        println!("SKIPPED: the Python module's tests: {why}");
-        return Ok(());
+/// The environment's interpreter, once the environment holds what the build and the checks
+/// need; else why it cannot.
+fn environment(root: &Path) -> std::result::Result<PathBuf, String> {
+    let python = interpreter();
+    if !util::succeeds(Command::new(&python).arg("--version")) {
+        return Err(format!("no Python interpreter ({python}, or $PYTHON)"));
     }
-    let dir = build(root)?;
-    util::header("python: the module's tests (unittest, NumPy; PyTorch where installed)");
-    let python_path = match std::env::var_os("PYTHONPATH") {
-        Some(old) if !old.is_empty() => {
-            let mut paths = vec![dir.clone()];
-            paths.extend(std::env::split_paths(&old));
-            std::env::join_paths(paths).map_err(|e| Failure::new(format!("PYTHONPATH: {e}")))?
+    let venv = root.join(WORK_DIR).join("venv");
+    let venv_py = venv_python(&venv);
+    if !util::succeeds(Command::new(&venv_py).arg("--version")) {
+        util::header(&format!(
+            "python: a virtual environment in {}",
+            venv.display()
+        ));
+        let made = util::run(Command::new(&python).arg("-m").arg("venv").arg(&venv));
+        if made.is_err() {
+            return Err(format!(
+                "`{python} -m venv` could not make an environment (Debian: apt-get install python3-venv)"
+            ));
         }
-        _ => dir.into_os_string(),
+    }
+    let mut install = Command::new(&venv_py);
+    install
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(REQUIREMENTS);
+    if util::run(&mut install).is_err() {
+        return Err(format!(
+            "pip could not install {} from PyPI into {}",
+            REQUIREMENTS.join(", "),
+            venv.display()
+        ));
+    }
+    Ok(venv_py)
+}
+
+/// Builds the wheel with pip through the package's build backend (dev profile) and installs
+/// it in the environment; returns the wheel.
+fn build_wheel(root: &Path, python: &Path) -> Result<PathBuf> {
+    let wheels = root.join(WORK_DIR).join("wheels");
+    // Only this build's wheel in the folder, so that it is the one installed.
+    let _ = std::fs::remove_dir_all(&wheels);
+    // The environment's `bin/` first on PATH, as activating it would: the build backend runs
+    // its `maturin` from there.
+    let bin = python.parent().unwrap_or(python);
+    let path = std::env::join_paths(
+        std::iter::once(bin.to_path_buf()).chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        ),
+    )
+    .map_err(|e| Failure::new(format!("PATH: {e}")))?;
+    let mut build = Command::new(python);
+    build
+        .current_dir(root)
+        .env("PATH", path)
+        .args(["-m", "pip", "wheel", "--no-deps", "--no-build-isolation"])
+        .args(["--disable-pip-version-check", "--config-settings"])
+        .arg("build-args=--profile dev")
+        .arg("--wheel-dir")
+        .arg(&wheels)
+        .arg(PROJECT);
+    util::run(&mut build)?;
+    let wheel = std::fs::read_dir(&wheels)
+        .map_err(|e| Failure::new(format!("could not read {}: {e}", wheels.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| Failure::new(format!("pip wrote no wheel to {}", wheels.display())))?;
+    let size = std::fs::metadata(&wheel).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "{} ({:.1} MB, dev profile)",
+        wheel.display(),
+        size as f64 / 1e6
+    );
+    let mut install = Command::new(python);
+    install
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(["--force-reinstall", "--no-deps"])
+        .arg(&wheel);
+    util::run(&mut install)?;
+    Ok(wheel)
+}
+
+/// Builds the package, installs it and runs its checks (the CI step and `cargo xtask
+/// python`).
+pub fn test(root: &Path) -> Result {
+    util::header("python: the environment (target/python/venv: maturin, NumPy, mypy)");
+    let python = match environment(root) {
+        Ok(python) => python,
+        Err(why) => {
+            if std::env::var("GPU_REQUIRE_PYTHON").as_deref() == Ok("1") {
+                return Err(Failure::new(format!(
+                    "python: {why}, and GPU_REQUIRE_PYTHON=1"
+                )));
+            }
+            println!("SKIPPED: the Python package's build and tests: {why}");
+            return Ok(());
+        }
     };
-    let mut run = Command::new(interpreter());
+    util::header("python: build the wheel (pip, maturin; dev profile) and install it");
+    build_wheel(root, &python)?;
+    // From the workspace root, where no folder shadows the installed package.
+    util::header("python: the type stubs against the module, and a typed use of the API");
+    util::run(Command::new(&python).current_dir(root).args([
+        "-m",
+        "mypy.stubtest",
+        "gpukit",
+        "--allowlist",
+        STUBTEST_ALLOWLIST,
+    ]))?;
+    util::run(Command::new(&python).current_dir(root).args([
+        "-m",
+        "mypy",
+        "--strict",
+        "--no-incremental",
+        TYPED_USE,
+    ]))?;
+    util::header("python: the module's tests (unittest, NumPy; PyTorch where installed)");
+    let mut run = Command::new(&python);
     run.current_dir(root)
-        .env("PYTHONPATH", python_path)
+        .env_remove("PYTHONPATH")
+        .env("GPUKIT_WHEEL", "1")
         .args(["-m", "unittest", "discover", "--start-directory", TESTS])
         .args(["--pattern", "test_*.py", "--verbose"]);
     util::run(&mut run)

@@ -28,8 +28,10 @@
 //! copies, `copy=True` always does. A foreign tensor is given back to its producer once the
 //! array, and every export of it, are gone.
 //!
-//! Built by `cargo xtask python` (a `cdylib` copied to `target/python/gpukit.abi3.so`, the
-//! stable ABI of CPython 3.9 and later), which also runs the tests in `tests/`.
+//! `pip install crates/gpukit-python` builds it (maturin, `pyproject.toml`: a wheel on the
+//! stable ABI of CPython 3.9 and later, with the type stubs of `gpukit.pyi`); `cargo xtask
+//! python` builds the wheel into a virtual environment, checks the stubs against the module
+//! and runs the tests in `tests/`.
 
 use gpukit::{BinaryOp, DeviceSpec};
 use pyo3::exceptions::PyValueError;
@@ -192,5 +194,18 @@ fn gpukit_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
             .collect::<Vec<_>>(),
     )?;
     m.add("BINARY_OPS", binary_names())?;
+    // What `from gpukit.gpukit import *` (the wheel's `__init__.py`) takes, `__version__`
+    // among it.
+    m.add(
+        "__all__",
+        [
+            "Array",
+            "BINARY_OPS",
+            "Context",
+            "GpukitError",
+            "UNARY_OPS",
+            "__version__",
+        ],
+    )?;
     Ok(())
 }

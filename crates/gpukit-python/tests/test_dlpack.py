@@ -1,7 +1,7 @@
 """gpukit's Python module against NumPy (and PyTorch where it is installed): memory shared
 both ways through DLPack (a write on one side is seen on the other), lifetimes both ways,
 the versioned and legacy capsules, read-only tensors, strided input, the element types, and
-typed errors. Run by `cargo xtask python` with the built module on PYTHONPATH."""
+typed errors. Run by `cargo xtask python` with the wheel installed in its environment."""
 
 import ctypes
 import gc

@@ -1,6 +1,6 @@
 """The Python examples run and pass their own checks (examples/torch_interop.py: with
 PyTorch where it is installed, else with NumPy), on the CPU backend (on a GPU run, the
-device `auto` finds). The module must be importable by the child (PYTHONPATH)."""
+device `auto` finds). The child is this interpreter, so it imports the same module."""
 
 import os
 import subprocess
