@@ -50,7 +50,11 @@ class Context:
     def from_dlpack(self, x: Any, *, copy: Optional[bool] = None) -> "Array":
         """Imports any DLPack producer, sharing its memory where it can."""
     def binary(self, op: str, a: "Array", b: "Array", out: "Array") -> None:
-        """`out = op(a, b)` element-wise: one of `gpukit.BINARY_OPS`."""
+        """`out = op(a, b)` element-wise: one of `gpukit.BINARY_OPS`, the three arrays of one
+        element type. Shapes broadcast as NumPy's do where gpukit runs it (equal shapes, or
+        one operand one element, one row or one column of the other); `out` has the
+        result's shape and may be or overlap `a` or `b` (NumPy's result). Integer `div`
+        truncates toward zero, unlike NumPy's `//`."""
     def synchronize(self) -> None:
         """Waits until the work queued on the context has finished."""
 

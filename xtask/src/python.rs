@@ -5,7 +5,8 @@
 //! NumPy, and PyTorch where the environment has it.
 //!
 //! The environment is `target/python/venv` (made with `$PYTHON -m venv`, `$PYTHON` else
-//! `python3`), with maturin, NumPy and mypy from PyPI. The wheel is built by pip through the
+//! `python3`), with maturin, NumPy and mypy from PyPI, and JAX (CPU jaxlib) where pip can
+//! install it (its tests print `SKIPPED` where not). The wheel is built by pip through the
 //! package's build backend, as `pip install crates/gpukit-python` builds it, but with the
 //! dev profile (the test build's: the workspace's dependencies are reused; a user's
 //! `pip install` builds the release profile) and without build isolation (maturin comes
@@ -33,6 +34,8 @@ const WORK_DIR: &str = "target/python";
 /// What the environment gets from PyPI: the build backend (the range `pyproject.toml`
 /// asks for), NumPy for the tests, mypy for the stubs.
 const REQUIREMENTS: &[&str] = &["maturin>=1.5,<2", "numpy>=1.22", "mypy>=1.10"];
+/// JAX with its CPU jaxlib, for the tests that share memory with it (optional).
+const JAX: &str = "jax>=0.4.30";
 
 /// The interpreter: `$PYTHON`, else `python3`.
 fn interpreter() -> String {
@@ -68,6 +71,7 @@ fn library_names() -> (String, &'static str) {
 pub const BUNDLED_SCRIPTS: &[&str] = &[
     "crates/gpukit-python/tests/test_dlpack.py",
     "crates/gpukit-python/tests/test_examples.py",
+    "crates/gpukit-python/tests/test_semantics.py",
     "crates/gpukit-python/tests/test_typing.py",
     "examples/torch_interop.py",
 ];
@@ -126,6 +130,19 @@ fn environment(root: &Path) -> std::result::Result<PathBuf, String> {
             REQUIREMENTS.join(", "),
             venv.display()
         ));
+    }
+    // JAX (CPU jaxlib), whose tests print SKIPPED without it.
+    let mut jax = Command::new(&venv_py);
+    jax.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ])
+    .arg(JAX);
+    if util::run(&mut jax).is_err() {
+        println!("warning: pip could not install {JAX}; its tests will print SKIPPED");
     }
     Ok(venv_py)
 }

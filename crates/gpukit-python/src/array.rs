@@ -1,17 +1,23 @@
 //! `gpukit.Array`: a typed device array (ours, or a foreign tensor borrowed through DLPack)
 //! with a shape, exported to other libraries through `__dlpack__`.
+//!
+//! The array object is immutable (a frozen class): its memory sits behind a lock
+//! ([`Memory`]), which every method takes with the GIL released, so one array can be used
+//! from several Python threads at once; a call waits for another's use of the memory to be
+//! queued, never fails for it.
 
 use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use gpukit::core::dlpack::{DlpackArray, DlpackLegacy, DlpackTensor, DL_CPU, DL_CUDA, DL_VULKAN};
-use gpukit::{AnyBackend, BinaryOp, DType, GpuArray, RawStream, UnaryOp};
+use gpukit::{AnyBackend, BinaryOp, DType, GpuArray, RawStream, Shape, UnaryOp};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::dlpack::{self, Form};
-use crate::element::{numpy_name, PyElement};
-use crate::error::to_py;
+use crate::element::{by_dtype, numpy_name, scalar, PyElement, Scalar};
+use crate::error::{py_err, value_err};
 
 /// An array's memory: allocated by gpukit, or a foreign producer's, borrowed.
 pub(crate) enum Slot<T: PyElement> {
@@ -41,7 +47,19 @@ pub(crate) enum Made {
     Legacy(DlpackLegacy),
 }
 
+/// How the second operand of a binary op meets the first, which has the result's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum How {
+    /// Element by element.
+    Same,
+    /// `b` is one row, over every row of the `Shape` matrix (one element: a 1-column one).
+    Row(Shape),
+    /// `b` is one column, over every column.
+    Col(Shape),
+}
+
 /// The untyped face of a [`Slot`]: what the Python methods need, whatever the element type.
+/// None of it calls Python: it runs with the GIL released.
 pub(crate) trait Held: Send + Sync {
     fn dtype(&self) -> DType;
     fn read_only(&self) -> bool;
@@ -57,8 +75,8 @@ pub(crate) trait Held: Send + Sync {
     ) -> gpukit::Result<Made>;
     /// A new array of gpukit's holding a copy.
     fn copy(&self, ctx: &gpukit::Context) -> gpukit::Result<Box<dyn Held>>;
-    fn fill(&mut self, ctx: &gpukit::Context, value: &Bound<'_, PyAny>) -> PyResult<()>;
-    fn scale(&mut self, ctx: &gpukit::Context, alpha: &Bound<'_, PyAny>) -> PyResult<()>;
+    fn fill(&mut self, ctx: &gpukit::Context, value: Scalar) -> gpukit::Result<()>;
+    fn scale(&mut self, ctx: &gpukit::Context, alpha: Scalar) -> gpukit::Result<()>;
     fn unary(&mut self, ctx: &gpukit::Context, op: UnaryOp) -> gpukit::Result<()>;
     /// `self = op(a, b)`; `a` and `b` of this element type.
     fn binary(
@@ -67,9 +85,29 @@ pub(crate) trait Held: Send + Sync {
         op: BinaryOp,
         a: &dyn Held,
         b: &dyn Held,
-    ) -> PyResult<()>;
-    /// The elements, downloaded, as nested lists of `shape`.
-    fn tolist<'py>(&self, py: Python<'py>, shape: &[usize]) -> PyResult<Bound<'py, PyAny>>;
+        how: How,
+    ) -> gpukit::Result<()>;
+    /// `self = op(self, b)`; `b` of this element type.
+    fn binary_inplace(
+        &mut self,
+        ctx: &gpukit::Context,
+        op: BinaryOp,
+        b: &dyn Held,
+        how: How,
+    ) -> gpukit::Result<()>;
+    /// The elements, downloaded: a `Vec` of the element type.
+    fn download(&self) -> gpukit::Result<Box<dyn Any + Send>>;
+}
+
+/// `x` as a `Slot<T>`: the callers checked the element types first.
+fn typed<T: PyElement>(x: &dyn Held) -> gpukit::Result<&Slot<T>> {
+    x.as_any()
+        .downcast_ref::<Slot<T>>()
+        .ok_or_else(|| gpukit::Error::InvalidArgument {
+            op: "binary",
+            arg: "b",
+            message: format!("{} where {} was checked", x.dtype(), T::DTYPE),
+        })
 }
 
 impl<T: PyElement> Held for Slot<T> {
@@ -113,16 +151,12 @@ impl<T: PyElement> Held for Slot<T> {
         Ok(Box::new(Slot::Owned(out)))
     }
 
-    fn fill(&mut self, ctx: &gpukit::Context, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let v = T::from_py(value)?;
-        let a = self.write().map_err(to_py)?;
-        ctx.fill(a, v).map_err(to_py)
+    fn fill(&mut self, ctx: &gpukit::Context, value: Scalar) -> gpukit::Result<()> {
+        ctx.fill(self.write()?, T::from_scalar(value))
     }
 
-    fn scale(&mut self, ctx: &gpukit::Context, alpha: &Bound<'_, PyAny>) -> PyResult<()> {
-        let v = T::from_py(alpha)?;
-        let a = self.write().map_err(to_py)?;
-        ctx.scale(v, a).map_err(to_py)
+    fn scale(&mut self, ctx: &gpukit::Context, alpha: Scalar) -> gpukit::Result<()> {
+        ctx.scale(T::from_scalar(alpha), self.write()?)
     }
 
     fn unary(&mut self, ctx: &gpukit::Context, op: UnaryOp) -> gpukit::Result<()> {
@@ -135,25 +169,35 @@ impl<T: PyElement> Held for Slot<T> {
         op: BinaryOp,
         a: &dyn Held,
         b: &dyn Held,
-    ) -> PyResult<()> {
-        fn typed<'a, T: PyElement>(x: &'a dyn Held, name: &str) -> PyResult<&'a Slot<T>> {
-            x.as_any().downcast_ref::<Slot<T>>().ok_or_else(|| {
-                PyTypeError::new_err(format!(
-                    "Context.binary: {name} is {}, out is {}",
-                    numpy_name(x.dtype()),
-                    numpy_name(T::DTYPE)
-                ))
-            })
+        how: How,
+    ) -> gpukit::Result<()> {
+        let (a, b) = (typed::<T>(a)?.read(), typed::<T>(b)?.read());
+        let out = self.write()?;
+        match how {
+            How::Same => ctx.binary(op, a, b, out),
+            How::Row(shape) => ctx.binary_row(op, shape, a, b, out),
+            How::Col(shape) => ctx.binary_col(op, shape, a, b, out),
         }
-        let (a, b) = (typed::<T>(a, "a")?, typed::<T>(b, "b")?);
-        let out = self.write().map_err(to_py)?;
-        ctx.binary(op, a.read(), b.read(), out).map_err(to_py)
     }
 
-    fn tolist<'py>(&self, py: Python<'py>, shape: &[usize]) -> PyResult<Bound<'py, PyAny>> {
-        let a = self.read();
-        let data = py.detach(|| a.download()).map_err(to_py)?;
-        nest(py, &data, shape)
+    fn binary_inplace(
+        &mut self,
+        ctx: &gpukit::Context,
+        op: BinaryOp,
+        b: &dyn Held,
+        how: How,
+    ) -> gpukit::Result<()> {
+        let b = typed::<T>(b)?.read();
+        let a = self.write()?;
+        match how {
+            How::Same => ctx.binary_inplace(op, a, b),
+            How::Row(shape) => ctx.binary_row_inplace(op, shape, a, b),
+            How::Col(shape) => ctx.binary_col_inplace(op, shape, a, b),
+        }
+    }
+
+    fn download(&self) -> gpukit::Result<Box<dyn Any + Send>> {
+        Ok(Box::new(self.read().download()?))
     }
 }
 
@@ -173,13 +217,67 @@ fn nest<'py, T: PyElement>(
     Ok(PyList::new(py, items)?.into_any())
 }
 
+/// The bytes an array's memory spans, on its DLPack device: where it is known (a foreign
+/// tensor's from its import; our own memory's once exported, since only an export lets
+/// another array alias it), to find arrays that overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) device: (i32, i32),
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+/// An array's memory, shared by the arrays that view it, behind its lock.
+pub(crate) struct Memory {
+    held: Mutex<Box<dyn Held>>,
+    span: OnceLock<Span>,
+}
+
+impl Memory {
+    pub(crate) fn new(held: Box<dyn Held>, span: Option<Span>) -> Arc<Memory> {
+        let m = Memory {
+            held: Mutex::new(held),
+            span: OnceLock::new(),
+        };
+        if let Some(s) = span {
+            let _ = m.span.set(s);
+        }
+        Arc::new(m)
+    }
+
+    /// The lock, taken (call with the GIL released: another thread may hold it while it
+    /// waits for the device). A panic in an earlier holder left the memory as the device
+    /// left it, so the lock is taken anyway.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Box<dyn Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the span once known (an export's).
+    pub(crate) fn note_span(&self, span: Span) {
+        let _ = self.span.set(span);
+    }
+
+    /// Whether `self` and `other` may share bytes: the same memory, or spans that meet.
+    fn overlaps(self: &Arc<Self>, other: &Arc<Memory>) -> bool {
+        if Arc::ptr_eq(self, other) {
+            return true;
+        }
+        match (self.span.get(), other.span.get()) {
+            (Some(a), Some(b)) => a.device == b.device && a.start < b.end && b.start < a.end,
+            _ => false,
+        }
+    }
+}
+
 /// A typed array on a gpukit device, with a shape (row-major). NumPy, PyTorch, CuPy and JAX
 /// take it without a copy (`numpy.from_dlpack(a)`); `Context.from_dlpack` takes theirs.
-#[pyclass(module = "gpukit", name = "Array")]
+#[pyclass(module = "gpukit", name = "Array", frozen)]
 pub struct Array {
     pub(crate) ctx: gpukit::Context,
     pub(crate) shape: Vec<usize>,
-    pub(crate) data: Box<dyn Held>,
+    pub(crate) dtype: DType,
+    pub(crate) read_only: bool,
+    pub(crate) mem: Arc<Memory>,
 }
 
 impl std::fmt::Debug for Array {
@@ -189,6 +287,22 @@ impl std::fmt::Debug for Array {
 }
 
 impl Array {
+    /// A new array over `held`.
+    pub(crate) fn new(
+        ctx: &gpukit::Context,
+        shape: Vec<usize>,
+        held: Box<dyn Held>,
+        span: Option<Span>,
+    ) -> Array {
+        Array {
+            ctx: ctx.clone(),
+            shape,
+            dtype: held.dtype(),
+            read_only: held.read_only(),
+            mem: Memory::new(held, span),
+        }
+    }
+
     /// The DLPack device of the array's memory: `(kDLCPU, 0)` on the CPU backend,
     /// `(kDLCUDA, ordinal)` on CUDA, `(kDLVulkan, adapter)` on Vulkan (not exportable).
     pub(crate) fn dl_device(&self) -> (i32, i32) {
@@ -199,6 +313,323 @@ impl Array {
             _ => (DL_VULKAN, id),
         }
     }
+
+    pub(crate) fn size(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// `ValueError` for a write to a read-only array, raised by `call`.
+    pub(crate) fn writable(&self, call: &str) -> PyResult<()> {
+        if self.read_only {
+            return Err(value_err(
+                call,
+                "the array is read-only (it shares the memory of a read-only or immutable \
+                 producer's array, such as a read-only NumPy array or a JAX array); copy() \
+                 gives a writable copy",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the memory, locked, with the GIL released; its error is raised as
+    /// `call`'s.
+    pub(crate) fn with<R: Send>(
+        &self,
+        py: Python<'_>,
+        call: &str,
+        f: impl FnOnce(&mut Box<dyn Held>) -> gpukit::Result<R> + Send,
+    ) -> PyResult<R> {
+        py.detach(|| f(&mut self.mem.lock()))
+            .map_err(|e| py_err(call, e))
+    }
+}
+
+/// Element-wise `out = op(a, b)` for `Context.binary`: NumPy's broadcasting where the
+/// library has it (equal shapes; `b` or `a` one element, one row or one column of the
+/// other), and NumPy's answer where `out` shares memory with an input (as if the inputs
+/// were read first).
+pub(crate) fn binary(
+    py: Python<'_>,
+    call: &str,
+    op: BinaryOp,
+    a: &Array,
+    b: &Array,
+    out: &Array,
+) -> PyResult<()> {
+    for (name, x) in [("a", a), ("b", b)] {
+        if x.dtype != out.dtype {
+            return Err(crate::error::type_err(
+                call,
+                format!(
+                    "`{name}` is {}, `out` is {} (one element type for all three; astype \
+                     converts)",
+                    numpy_name(x.dtype),
+                    numpy_name(out.dtype)
+                ),
+            ));
+        }
+    }
+    floats_only_binary(call, op, out.dtype)?;
+    out.writable(call)?;
+    let result = broadcast_shape(&a.shape, &b.shape).ok_or_else(|| {
+        value_err(
+            call,
+            format!(
+                "operands could not be broadcast together with shapes {} {}",
+                shape_text(&a.shape),
+                shape_text(&b.shape)
+            ),
+        )
+    })?;
+    if result != out.shape {
+        return Err(value_err(
+            call,
+            format!(
+                "`out` has shape {}, the result of shapes {} and {} has shape {}",
+                shape_text(&out.shape),
+                shape_text(&a.shape),
+                shape_text(&b.shape),
+                shape_text(&result)
+            ),
+        ));
+    }
+    let unsupported = || {
+        value_err(
+            call,
+            format!(
+                "shapes {} and {} broadcast to {} in a way gpukit does not run (it broadcasts \
+                 one element, one row or one column over the other operand)",
+                shape_text(&a.shape),
+                shape_text(&b.shape),
+                shape_text(&result)
+            ),
+        )
+    };
+    let (fa, fb) = (fit(&a.shape, &result), fit(&b.shape, &result));
+    if fa.is_none() || fb.is_none() {
+        return Err(unsupported());
+    }
+    let commutes = matches!(op, BinaryOp::Add | BinaryOp::Mul);
+    // The left operand must have the result's shape: swap where the op commutes, else
+    // broadcast `a` into a temporary of the result's shape first.
+    let (a, b, fb) = match (fa, fb) {
+        (Some(Fit::Full), _) => (Operand::Array(a), b, fb),
+        (_, Some(Fit::Full)) if commutes => (Operand::Array(b), a, fa),
+        _ => (Operand::Broadcast(a, fa), b, fb),
+    };
+    let how = match fb {
+        Some(Fit::Full) => How::Same,
+        Some(Fit::Row(cols)) => How::Row(Shape::new(out.size() / cols.max(1), cols)),
+        Some(Fit::Col(cols)) => How::Col(Shape::new(out.size() / cols.max(1), cols)),
+        None => return Err(unsupported()),
+    };
+    run_binary(py, call, op, a, b, how, out)
+}
+
+/// The left operand of [`run_binary`]: an array, or one to broadcast to the result's shape
+/// first.
+#[derive(Clone, Copy)]
+enum Operand<'a> {
+    Array(&'a Array),
+    Broadcast(&'a Array, Option<Fit>),
+}
+
+/// Runs `out = op(a, b)`, `a` of the result's shape (or broadcast to it), `b` as `how` says.
+fn run_binary<'a>(
+    py: Python<'_>,
+    call: &str,
+    op: BinaryOp,
+    a: Operand<'a>,
+    b: &'a Array,
+    how: How,
+    out: &'a Array,
+) -> PyResult<()> {
+    let ctx = &out.ctx;
+    let size = out.size();
+    py.detach(|| -> gpukit::Result<()> {
+        // Inputs that share memory with `out` are read into copies first (NumPy's answer),
+        // except `a` being `out`'s own memory, which runs in place.
+        let a_is_out = matches!(a, Operand::Array(x) if Arc::ptr_eq(&x.mem, &out.mem));
+        let b_copy = if b.mem.overlaps(&out.mem) {
+            Some(b.mem.lock().copy(ctx)?)
+        } else {
+            None
+        };
+        let a_copy = match a {
+            Operand::Array(x) if !a_is_out && x.mem.overlaps(&out.mem) => {
+                Some(x.mem.lock().copy(ctx)?)
+            }
+            Operand::Broadcast(x, fit) => Some(broadcast_into(ctx, x, fit, size)?),
+            Operand::Array(_) => None,
+        };
+        // The memories still read in place, and `out`'s, locked together.
+        let mut mems: Vec<&'a Arc<Memory>> = vec![&out.mem];
+        let a_slot = match a {
+            Operand::Array(x) if a_copy.is_none() && !a_is_out => Some(slot(&mut mems, &x.mem)),
+            _ => None,
+        };
+        let b_slot = b_copy.is_none().then(|| slot(&mut mems, &b.mem));
+        let mut guards = lock_all(&mems);
+        let (o, rest) = guards.split_first_mut().ok_or_else(|| internal(call))?;
+        let b_ref = pick(b_copy.as_deref(), b_slot, rest).ok_or_else(|| internal(call))?;
+        if a_is_out {
+            return o.binary_inplace(ctx, op, b_ref, how);
+        }
+        let a_ref = pick(a_copy.as_deref(), a_slot, rest).ok_or_else(|| internal(call))?;
+        o.binary(ctx, op, a_ref, b_ref, how)
+    })
+    .map_err(|e| py_err(call, e))
+}
+
+/// The index of `m` in `mems`, added where it is not there yet.
+fn slot<'m>(mems: &mut Vec<&'m Arc<Memory>>, m: &'m Arc<Memory>) -> usize {
+    match mems.iter().position(|x| Arc::ptr_eq(x, m)) {
+        Some(i) => i,
+        None => {
+            mems.push(m);
+            mems.len() - 1
+        }
+    }
+}
+
+/// An operand: its copy where it has one, else its memory's guard (`at`, counted with
+/// `out`'s as 0; `rest` holds the others).
+fn pick<'g>(
+    copy: Option<&'g dyn Held>,
+    at: Option<usize>,
+    rest: &'g [MutexGuard<'_, Box<dyn Held>>],
+) -> Option<&'g dyn Held> {
+    match (copy, at) {
+        (Some(c), _) => Some(c),
+        (None, Some(i)) => rest.get(i.checked_sub(1)?).map(|g| g.as_ref()),
+        (None, None) => None,
+    }
+}
+
+/// An error that the checks before it rule out, should it happen anyway.
+fn internal(call: &str) -> gpukit::Error {
+    gpukit::Error::InvalidArgument {
+        op: "binary",
+        arg: "out",
+        message: format!("{call}: an operand went missing (a bug of gpukit's; please report it)"),
+    }
+}
+
+/// Locks `mems` (distinct) in the order of their addresses, the one order every thread
+/// takes several in (so none waits for another that waits for it); the guards come back in
+/// the order of `mems`.
+fn lock_all<'a>(mems: &[&'a Arc<Memory>]) -> Vec<MutexGuard<'a, Box<dyn Held>>> {
+    let mut order: Vec<usize> = (0..mems.len()).collect();
+    order.sort_by_key(|&i| Arc::as_ptr(mems[i]) as usize);
+    let mut guards: Vec<Option<MutexGuard<'a, Box<dyn Held>>>> =
+        (0..mems.len()).map(|_| None).collect();
+    for i in order {
+        guards[i] = Some(mems[i].lock());
+    }
+    guards.into_iter().flatten().collect()
+}
+
+/// How an operand's shape meets the result's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fit {
+    /// The result's number of elements, in its layout (equal after leading 1s).
+    Full,
+    /// One row of the result's last dimension (`cols` elements; one element: `cols` 1).
+    Row(usize),
+    /// One column: the result's shape with a last dimension of 1 (`cols`: the result's).
+    Col(usize),
+}
+
+/// `shape` without leading 1s.
+fn trimmed(shape: &[usize]) -> &[usize] {
+    let first = shape.iter().position(|&d| d != 1).unwrap_or(shape.len());
+    &shape[first..]
+}
+
+/// How `x` fits the broadcast result `result`, where gpukit runs it.
+fn fit(x: &[usize], result: &[usize]) -> Option<Fit> {
+    let (tx, tr) = (trimmed(x), trimmed(result));
+    if tx == tr {
+        return Some(Fit::Full);
+    }
+    if tx.is_empty() {
+        return Some(Fit::Row(1));
+    }
+    let last = *result.last()?;
+    if tx.len() == 1 && tx[0] == last {
+        return Some(Fit::Row(last));
+    }
+    // One column: all of the result's dimensions but the last (which is 1 in `x`).
+    if x.last() == Some(&1) && trimmed(&x[..x.len() - 1]) == trimmed(&result[..result.len() - 1]) {
+        return Some(Fit::Col(last));
+    }
+    None
+}
+
+/// NumPy's broadcast of two shapes, or `None` where they do not broadcast.
+fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| -> usize { (i + s.len()).checked_sub(n).map_or(1, |j| s[j]) };
+    (0..n)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A shape as NumPy prints it: `(2, 3)`, `(6,)`, `()`.
+pub(crate) fn shape_text(shape: &[usize]) -> String {
+    match shape {
+        [n] => format!("({n},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// `x` broadcast to `size` elements of the result's shape, in a new array: a row or
+/// column (or one element) repeated, as a multiply of ones by it (exact: `1 * v == v`).
+fn broadcast_into(
+    ctx: &gpukit::Context,
+    x: &Array,
+    fit: Option<Fit>,
+    size: usize,
+) -> gpukit::Result<Box<dyn Held>> {
+    let src = x.mem.lock();
+    let how = match fit {
+        Some(Fit::Row(cols)) => How::Row(Shape::new(size / cols.max(1), cols)),
+        Some(Fit::Col(cols)) => How::Col(Shape::new(size / cols.max(1), cols)),
+        Some(Fit::Full) | None => return src.copy(ctx),
+    };
+    by_dtype!(x.dtype, T => {
+        let mut ones = Slot::<T>::Owned(ctx.alloc::<T>(size)?);
+        ones.fill(ctx, Scalar::Int(1))?;
+        ones.binary_inplace(ctx, BinaryOp::Mul, src.as_ref(), how)?;
+        Ok(Box::new(ones) as Box<dyn Held>)
+    })
+}
+
+/// `TypeError` for a float-only binary op on an integer type.
+fn floats_only_binary(call: &str, op: BinaryOp, dtype: DType) -> PyResult<()> {
+    if op.floats_only() && !dtype.is_float() {
+        return Err(crate::error::type_err(
+            call,
+            format!(
+                "`{}` takes floating-point arrays, these hold {} (astype converts)",
+                op.name(),
+                numpy_name(dtype)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[pymethods]
@@ -212,7 +643,7 @@ impl Array {
     /// The element type's NumPy name (`"float32"`).
     #[getter]
     fn dtype(&self) -> &'static str {
-        numpy_name(self.data.dtype())
+        numpy_name(self.dtype)
     }
 
     /// The number of dimensions.
@@ -222,16 +653,16 @@ impl Array {
     }
 
     /// The number of elements.
-    #[getter]
-    fn size(&self) -> usize {
-        self.shape.iter().product()
+    #[getter(size)]
+    fn size_of(&self) -> usize {
+        self.size()
     }
 
     /// Whether the producer of an imported tensor exported it read-only (writes are
     /// refused).
     #[getter]
     fn readonly(&self) -> bool {
-        self.data.read_only()
+        self.read_only
     }
 
     /// The device, as `GPU_DEVICE` names it (`"cpu:0"`, `"cuda:1"`).
@@ -249,8 +680,8 @@ impl Array {
 
     fn __repr__(&self) -> String {
         format!(
-            "gpukit.Array(shape={:?}, dtype={}, device={})",
-            self.shape,
+            "gpukit.Array(shape={}, dtype={}, device={})",
+            shape_text(&self.shape),
             self.dtype(),
             self.device()
         )
@@ -284,18 +715,25 @@ impl Array {
     /// Sets every element to `value` (queued on the device; NumPy views of the array see
     /// it once the work is done, which their next `__dlpack__` or `Context.synchronize`
     /// waits for).
-    fn fill(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.data.fill(&self.ctx, value)
+    fn fill(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        const CALL: &str = "Array.fill";
+        self.writable(CALL)?;
+        let v = scalar(CALL, value, self.dtype)?;
+        self.with(py, CALL, |h| h.fill(&self.ctx, v))
     }
 
     /// Multiplies every element by `alpha`, in place.
-    fn scale(&mut self, alpha: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.data.scale(&self.ctx, alpha)
+    fn scale(&self, py: Python<'_>, alpha: &Bound<'_, PyAny>) -> PyResult<()> {
+        const CALL: &str = "Array.scale";
+        self.writable(CALL)?;
+        let v = scalar(CALL, alpha, self.dtype)?;
+        self.with(py, CALL, |h| h.scale(&self.ctx, v))
     }
 
     /// Applies a unary op in place: one of `gpukit.UNARY_OPS` (`"exp"`, `"relu"`, `"tanh"`,
     /// ...).
-    fn apply(&mut self, op: &str) -> PyResult<()> {
+    fn apply(&self, py: Python<'_>, op: &str) -> PyResult<()> {
+        const CALL: &str = "Array.apply";
         let op = UnaryOp::ALL
             .iter()
             .copied()
@@ -303,25 +741,39 @@ impl Array {
             .ok_or_else(|| {
                 let names: Vec<&str> = UnaryOp::ALL.iter().map(|o| o.name()).collect();
                 PyValueError::new_err(format!(
-                    "Array.apply: no unary op {op:?}; one of {}",
+                    "{CALL}: no unary op {op:?}; one of {}",
                     names.join(", ")
                 ))
             })?;
-        self.data.unary(&self.ctx, op).map_err(to_py)
+        if op.floats_only() && !self.dtype.is_float() {
+            return Err(crate::error::type_err(
+                CALL,
+                format!(
+                    "`{}` takes floating-point arrays, this one holds {} (astype converts)",
+                    op.name(),
+                    numpy_name(self.dtype)
+                ),
+            ));
+        }
+        self.writable(CALL)?;
+        self.with(py, CALL, |h| h.unary(&self.ctx, op))
     }
 
-    /// A new array of gpukit's with a copy of the elements.
+    /// A new array of gpukit's with a copy of the elements (writable, whatever the
+    /// original's read-only status).
     fn copy(&self, py: Python<'_>) -> PyResult<Array> {
-        let data = py.detach(|| self.data.copy(&self.ctx)).map_err(to_py)?;
-        Ok(Array {
-            ctx: self.ctx.clone(),
-            shape: self.shape.clone(),
-            data,
-        })
+        let held = self.with(py, "Array.copy", |h| h.copy(&self.ctx))?;
+        Ok(Array::new(&self.ctx, self.shape.clone(), held, None))
     }
 
     /// The elements as nested Python lists (downloaded: a copy).
     fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.data.tolist(py, &self.shape)
+        let data = self.with(py, "Array.tolist", |h| h.download())?;
+        by_dtype!(self.dtype, T => {
+            let data = data.downcast::<Vec<T>>().map_err(|_| {
+                crate::error::type_err("Array.tolist", "the download is not of the array's type")
+            })?;
+            nest(py, &data, &self.shape)
+        })
     }
 }

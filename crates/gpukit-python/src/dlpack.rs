@@ -17,9 +17,13 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::array::{Array, Held, Made, Slot};
+use crate::array::{Array, Held, Made, Slot, Span};
 use crate::element::{by_dtype, PyElement};
-use crate::error::to_buffer_error;
+use crate::error::buffer_err;
+
+/// The calls whose errors this module raises.
+const EXPORT: &str = "Array.__dlpack__";
+const IMPORT: &str = "Context.from_dlpack";
 
 const VERSIONED: &CStr = c"dltensor_versioned";
 const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
@@ -127,7 +131,7 @@ pub(crate) fn export<'py>(
         Some((major, _)) if major >= 1 => Form::Versioned,
         _ => Form::Legacy,
     };
-    if form == Form::Legacy && (a.data.read_only() || copy == Some(true)) {
+    if form == Form::Legacy && (a.read_only || copy == Some(true)) {
         return Err(PyBufferError::new_err(
             "Array.__dlpack__: a read-only array or a copy needs DLPack 1.x (the legacy form \
              has no flags): pass max_version=(1, 0)",
@@ -137,14 +141,36 @@ pub(crate) fn export<'py>(
     let made = py
         .detach(|| -> gpukit::Result<Made> {
             let consumer = consumer.map(|s| RawStream::Cuda(s as *mut c_void));
+            let held = a.mem.lock();
             if copy == Some(true) {
-                let c = a.data.copy(&a.ctx)?;
+                let c = held.copy(&a.ctx)?;
+                drop(held);
                 c.export(&a.ctx, &a.shape, form, consumer)
             } else {
-                a.data.export(&a.ctx, &a.shape, form, consumer)
+                held.export(&a.ctx, &a.shape, form, consumer)
             }
         })
-        .map_err(to_buffer_error)?;
+        .map_err(|e| buffer_err(EXPORT, e))?;
+    // Where the memory is, now that another library can alias it (not for a copy's).
+    if copy != Some(true) {
+        let (data, offset) = match &made {
+            Made::Versioned(t) => (
+                t.managed().dl_tensor.data,
+                t.managed().dl_tensor.byte_offset,
+            ),
+            Made::Legacy(t) => (
+                t.managed().dl_tensor.data,
+                t.managed().dl_tensor.byte_offset,
+            ),
+        };
+        let start = (data as usize).saturating_add(offset as usize);
+        let bytes = a.size() * a.dtype.size();
+        a.mem.note_span(Span {
+            device: a.dl_device(),
+            start,
+            end: start.saturating_add(bytes),
+        });
+    }
     type GiveBack = unsafe fn(*mut c_void);
     let (raw, name, destructor, back): (*mut c_void, &CStr, ffi::PyCapsule_Destructor, GiveBack) =
         match made {
@@ -317,34 +343,46 @@ pub(crate) fn import(
         .find(|&d| dl_dtype(d) == dt)
         .ok_or_else(|| {
             PyBufferError::new_err(format!(
-                "Context.from_dlpack: DLPack type code {} of {} bits and {} lanes is not one of \
-                 gpukit's element types",
-                dt.code, dt.bits, dt.lanes
+                "{IMPORT}: the tensor holds {}, not one of gpukit's element types ({})",
+                dl_type_name(dt.code, dt.bits, dt.lanes),
+                DType::ALL
+                    .into_iter()
+                    .map(crate::element::numpy_name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
         })?;
     let versioned = matches!(taken, Taken::Versioned(_));
     let consume = || Taken::consume(&cap, versioned);
-    let (data, shape) = by_dtype!(dtype, T => take_typed::<T>(ctx, taken, take, &consume))?;
-    Ok(Array {
-        ctx: ctx.clone(),
-        shape,
-        data,
-    })
+    let (data, shape, span) =
+        by_dtype!(dtype, T => take_typed::<T>(ctx, taken, take, &consume, copy))?;
+    let mut array = Array::new(ctx, shape, data, span);
+    // JAX's arrays are immutable, but its capsules carry no read-only flag (the legacy
+    // form): a shared JAX array is read-only here too.
+    array.read_only |= span.is_some() && from_jax(x);
+    Ok(array)
 }
 
-/// The typed import of `taken`; `consume` is called as soon as the tensor is ours.
+/// What an import made: the array's memory, its shape, and where a shared tensor's bytes
+/// are (to find arrays that overlap).
+type Imported = (Box<dyn Held>, Vec<usize>, Option<Span>);
+
+/// The typed import of `taken`; `consume` is called as soon as the tensor is ours. `copy` is
+/// the caller's argument, which the errors mention.
 fn take_typed<T: PyElement>(
     ctx: &gpukit::Context,
     taken: Taken,
     take: Take,
     consume: &dyn Fn(),
-) -> PyResult<(Box<dyn Held>, Vec<usize>)> {
-    let host_copy = |t: *mut DLManagedTensorVersioned| -> PyResult<(Box<dyn Held>, Vec<usize>)> {
+    copy: Option<bool>,
+) -> PyResult<Imported> {
+    let host_copy = |t: *mut DLManagedTensorVersioned| -> PyResult<Imported> {
         // SAFETY: the capsule's live tensor (DLPack's protocol: the producer keeps it valid
         // until its deleter is called, from any thread); on success it has been given back.
-        let (a, shape) = unsafe { ctx.from_dlpack_copy::<T>(t) }.map_err(to_buffer_error)?;
+        let (a, shape) =
+            unsafe { ctx.from_dlpack_copy::<T>(t) }.map_err(|e| buffer_err(IMPORT, e))?;
         consume();
-        Ok((Box::new(Slot::Owned(a)), shape))
+        Ok((Box::new(Slot::Owned(a)), shape, None))
     };
     let share = || -> gpukit::Result<_> {
         // SAFETY: as above; the capsule's tensor is wrapped by nothing else, and the producer
@@ -357,6 +395,12 @@ fn take_typed<T: PyElement>(
             }
         }
     };
+    // A legacy tensor (no copy of the library's for it) that this context can share: shared,
+    // then copied on the device.
+    let take = match (take, taken) {
+        (Take::HostCopy, Taken::Legacy(_)) if ctx.backend_name() == "cpu" => Take::DeviceCopy,
+        _ => take,
+    };
     match (take, taken) {
         (Take::HostCopy, Taken::Versioned(t)) => host_copy(t),
         (Take::HostCopy, Taken::Legacy(_)) => Err(PyBufferError::new_err(
@@ -368,11 +412,22 @@ fn take_typed<T: PyElement>(
                 consume();
                 let shape = imported.shape().to_vec();
                 if take == Take::DeviceCopy {
-                    let mut out = ctx.alloc::<T>(imported.len()).map_err(to_buffer_error)?;
-                    ctx.copy(&imported, &mut out).map_err(to_buffer_error)?;
-                    return Ok((Box::new(Slot::Owned(out)), shape));
+                    let mut out = ctx
+                        .alloc::<T>(imported.len())
+                        .map_err(|e| buffer_err(IMPORT, e))?;
+                    ctx.copy(&imported, &mut out)
+                        .map_err(|e| buffer_err(IMPORT, e))?;
+                    return Ok((Box::new(Slot::Owned(out)), shape, None));
                 }
-                Ok((Box::new(Slot::Imported(imported)), shape))
+                // The tensor's fields, checked by the import above.
+                let t = taken.tensor();
+                let start = (t.data as usize).saturating_add(t.byte_offset as usize);
+                let span = Span {
+                    device: (t.device.device_type, t.device.device_id),
+                    start,
+                    end: start.saturating_add(imported.len() * std::mem::size_of::<T>()),
+                };
+                Ok((Box::new(Slot::Imported(imported)), shape, Some(span)))
             }
             Err(Error::InvalidArgument { arg: "strides", .. })
                 if take == (Take::Share { may_copy: true }) =>
@@ -385,7 +440,53 @@ fn take_typed<T: PyElement>(
                     )),
                 }
             }
-            Err(e) => Err(to_buffer_error(e)),
+            Err(Error::InvalidArgument {
+                arg: "strides",
+                message,
+                ..
+            }) => {
+                let what = message.split(" (copy it").next().unwrap_or(&message);
+                Err(PyBufferError::new_err(if copy == Some(false) {
+                    format!(
+                        "{IMPORT}: the tensor is {what}, and copy=False forbids a copy: pass \
+                         copy=None (the default) to copy it, or make it contiguous first \
+                         (numpy.ascontiguousarray(x))"
+                    )
+                } else {
+                    format!(
+                        "{IMPORT}: the tensor is {what}; gpukit copies strided tensors from host \
+                         memory only: make it contiguous first (x.contiguous() in PyTorch, \
+                         cupy.ascontiguousarray(x))"
+                    )
+                }))
+            }
+            Err(e) => Err(buffer_err(IMPORT, e)),
         },
     }
+}
+
+/// NumPy's name of a DLPack element type (`bool`, `int16`, `complex64`), else its codes.
+fn dl_type_name(code: u8, bits: u8, lanes: u16) -> String {
+    let kind = match code {
+        0 => "int",
+        1 => "uint",
+        2 => "float",
+        4 => "bfloat",
+        5 => "complex",
+        6 if bits == 8 => return "bool".to_owned(),
+        _ => "",
+    };
+    match (kind, lanes) {
+        ("", _) => format!("DLPack type code {code} of {bits} bits and {lanes} lanes"),
+        (kind, 1) => format!("{kind}{bits}"),
+        (kind, lanes) => format!("{kind}{bits} vectors of {lanes} lanes"),
+    }
+}
+
+/// Whether `x` is a JAX array (its type's module is JAX's or jaxlib's).
+fn from_jax(x: &Bound<'_, PyAny>) -> bool {
+    x.get_type()
+        .getattr("__module__")
+        .and_then(|m| m.extract::<String>())
+        .is_ok_and(|m| m == "jax" || m.starts_with("jax.") || m.starts_with("jaxlib"))
 }

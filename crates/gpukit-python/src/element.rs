@@ -3,13 +3,16 @@
 use gpukit::half::{bf16, f16};
 use gpukit::{DType, Numeric};
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
+
+use crate::error::type_err;
 use pyo3::prelude::*;
 
 /// An element type with Python scalars: what `fill`, `scale` and `tolist` convert.
 pub(crate) trait PyElement: Numeric + Send + Sync {
-    /// The Python number `v` as this type: an integer out of range is `OverflowError`, a
-    /// float given to an integer array `TypeError`.
-    fn from_py(v: &Bound<'_, PyAny>) -> PyResult<Self>;
+    /// The integer type's range, `None` for a float type.
+    fn int_range() -> Option<(i128, i128)>;
+    /// A [`Scalar`] checked for this type by [`scalar`], as this type.
+    fn from_scalar(v: Scalar) -> Self;
     /// This value as a Python `int` or `float`.
     fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
 }
@@ -17,9 +20,14 @@ pub(crate) trait PyElement: Numeric + Send + Sync {
 macro_rules! float {
     ($($t:ty: $from:expr, $to:expr;)*) => {$(
         impl PyElement for $t {
-            fn from_py(v: &Bound<'_, PyAny>) -> PyResult<Self> {
-                let x: f64 = v.extract()?;
-                Ok($from(x))
+            fn int_range() -> Option<(i128, i128)> {
+                None
+            }
+            fn from_scalar(v: Scalar) -> Self {
+                match v {
+                    Scalar::Float(x) => $from(x),
+                    Scalar::Int(x) => $from(x as f64),
+                }
             }
             fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
                 let x: f64 = $to(self);
@@ -39,18 +47,16 @@ float! {
 macro_rules! integer {
     ($($t:ty),*) => {$(
         impl PyElement for $t {
-            fn from_py(v: &Bound<'_, PyAny>) -> PyResult<Self> {
-                if v.is_instance_of::<pyo3::types::PyFloat>() {
-                    return Err(PyTypeError::new_err(format!(
-                        "{} is a float; this array holds {}",
-                        v.repr()?,
-                        stringify!($t)
-                    )));
+            fn int_range() -> Option<(i128, i128)> {
+                Some((<$t>::MIN as i128, <$t>::MAX as i128))
+            }
+            fn from_scalar(v: Scalar) -> Self {
+                match v {
+                    // Checked by `scalar`: in range.
+                    Scalar::Int(x) => x as $t,
+                    // Not made for an integer type by `scalar`; truncated as a cast would.
+                    Scalar::Float(x) => x as $t,
                 }
-                let x: i128 = v.extract()?;
-                <$t>::try_from(x).map_err(|_| {
-                    PyOverflowError::new_err(format!("{x} does not fit in {}", stringify!($t)))
-                })
             }
             fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
                 Ok(self.into_pyobject(py)?.into_any())
@@ -129,7 +135,7 @@ pub(crate) fn numpy_name(d: DType) -> &'static str {
 /// The element type a `dtype=` argument names: a string (`"float32"`, or gpukit's
 /// `"f32"`), or an object with a `__name__` or `name` (`numpy.float32`,
 /// `numpy.dtype("float32")`) or whose `str` is one (`torch.float32`).
-pub(crate) fn parse_dtype(v: &Bound<'_, PyAny>) -> PyResult<DType> {
+pub(crate) fn parse_dtype(call: &str, v: &Bound<'_, PyAny>) -> PyResult<DType> {
     let text: String = if let Ok(s) = v.extract::<String>() {
         s
     } else if let Ok(n) = v.getattr("__name__").and_then(|n| n.extract::<String>()) {
@@ -146,8 +152,66 @@ pub(crate) fn parse_dtype(v: &Bound<'_, PyAny>) -> PyResult<DType> {
         .ok_or_else(|| {
             let known: Vec<&str> = DType::ALL.into_iter().map(numpy_name).collect();
             PyTypeError::new_err(format!(
-                "dtype {text:?} is not one of gpukit's: {}",
+                "{call}: dtype {text:?} is not one of gpukit's: {}",
                 known.join(", ")
             ))
         })
+}
+
+/// A Python number checked against an array's element type (under the GIL), to be
+/// converted to it later without Python ([`PyElement::from_scalar`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Scalar {
+    Int(i128),
+    Float(f64),
+}
+
+/// The Python number `v` as a value for an array of `dtype`, for the call `call`: a float
+/// given to an integer array is `TypeError` (NumPy's casting rule), an integer out of the
+/// type's range `OverflowError`, anything but an int, a float or a bool `TypeError`.
+pub(crate) fn scalar(call: &str, v: &Bound<'_, PyAny>, dtype: DType) -> PyResult<Scalar> {
+    let name = numpy_name(dtype);
+    if v.is_instance_of::<pyo3::types::PyFloat>() {
+        if !dtype.is_float() {
+            return Err(type_err(
+                call,
+                format!(
+                    "{} is a float; the array holds {name} (pass an int)",
+                    v.repr()?
+                ),
+            ));
+        }
+        return Ok(Scalar::Float(v.extract()?));
+    }
+    if let Ok(x) = v.extract::<i128>() {
+        if dtype.is_float() {
+            return Ok(Scalar::Float(x as f64));
+        }
+        let fits = by_dtype!(dtype, T => int_fits::<T>(x));
+        if !fits {
+            return Err(PyOverflowError::new_err(format!(
+                "{call}: {x} does not fit in {name}"
+            )));
+        }
+        return Ok(Scalar::Int(x));
+    }
+    if let Ok(x) = v.extract::<f64>() {
+        // A float-like object that is not a Python float (numpy.float32(2.5)).
+        if dtype.is_float() {
+            return Ok(Scalar::Float(x));
+        }
+    }
+    Err(type_err(
+        call,
+        format!(
+            "{} is not a number an array of {name} takes (an int{})",
+            v.repr()?,
+            if dtype.is_float() { " or a float" } else { "" }
+        ),
+    ))
+}
+
+/// Whether the integer `x` fits in `T` (always, for a float type).
+fn int_fits<T: PyElement>(x: i128) -> bool {
+    T::int_range().is_none_or(|(lo, hi)| (lo..=hi).contains(&x))
 }

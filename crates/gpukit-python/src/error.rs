@@ -1,7 +1,8 @@
-//! gpukit's errors as Python exceptions.
+//! gpukit's errors as Python exceptions: each names the Python call that raised it
+//! (`Array.fill`, `Context.binary`) and says what went wrong in Python's terms.
 
 use gpukit::Error;
-use pyo3::exceptions::{PyBufferError, PyException, PyMemoryError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyException, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::PyErr;
 
 pyo3::create_exception!(
@@ -12,11 +13,36 @@ pyo3::create_exception!(
      is unavailable); the message names the call."
 );
 
-/// The exception for `e`: bad arguments are `ValueError`, running out of memory
-/// `MemoryError`, anything else [`GpukitError`]; the message is the library's, which names
-/// the call.
-pub(crate) fn to_py(e: Error) -> PyErr {
-    let message = e.to_string();
+/// What the library says of `e`, without the Rust call it names (the Python call is put in
+/// its place).
+fn detail(e: &Error) -> String {
+    match e {
+        Error::LengthMismatch {
+            arg, expected, got, ..
+        } => format!("`{arg}` has {got} elements, expected {expected}"),
+        Error::OutOfRange {
+            start, end, len, ..
+        } => format!("elements {start}..{end} are out of bounds for {len} elements"),
+        Error::SizeOverflow {
+            len, elem_bytes, ..
+        } => format!("{len} elements of {elem_bytes} bytes overflow the address space"),
+        Error::EmptyInput { .. } => "the input is empty and the op has no identity element".into(),
+        Error::InvalidShape { arg, message, .. } | Error::InvalidArgument { arg, message, .. } => {
+            format!("`{arg}`: {message}")
+        }
+        Error::ContextMismatch { arg, .. } => format!(
+            "`{arg}` is an array of another gpukit.Context (copy it into this one with \
+             ctx.from_dlpack(x, copy=True))"
+        ),
+        e => e.to_string(),
+    }
+}
+
+/// The exception for `e`, raised by the Python call `call`: bad arguments are `ValueError`,
+/// an element type an op does not take `TypeError`, running out of memory `MemoryError`,
+/// anything else [`GpukitError`].
+pub(crate) fn py_err(call: &str, e: Error) -> PyErr {
+    let message = format!("{call}: {}", detail(&e));
     match e {
         Error::InvalidArgument { .. }
         | Error::InvalidShape { .. }
@@ -25,20 +51,32 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         | Error::SizeOverflow { .. }
         | Error::EmptyInput { .. }
         | Error::InvalidDeviceSpec { .. }
+        | Error::InvalidDevice { .. }
+        | Error::InvalidPriority { .. }
         | Error::ContextMismatch { .. } => PyValueError::new_err(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         _ => GpukitError::new_err(message),
     }
 }
 
-/// The exception for `e` in DLPack's protocol: what cannot be exported or imported
-/// (a backend without addressable memory, a device or layout the other side cannot take) is
-/// `BufferError`, as the protocol asks; other errors as [`to_py`].
-pub(crate) fn to_buffer_error(e: Error) -> PyErr {
+/// The exception for `e` in DLPack's protocol, raised by `call`: what cannot be exported or
+/// imported (a backend without addressable memory, a device or layout the other side cannot
+/// take) is `BufferError`, as the protocol asks; other errors as [`py_err`].
+pub(crate) fn buffer_err(call: &str, e: Error) -> PyErr {
     match e {
         Error::Unsupported { .. } | Error::InvalidArgument { .. } => {
-            PyBufferError::new_err(e.to_string())
+            PyBufferError::new_err(format!("{call}: {}", detail(&e)))
         }
-        e => to_py(e),
+        e => py_err(call, e),
     }
+}
+
+/// A `TypeError` raised by `call`.
+pub(crate) fn type_err(call: &str, message: impl std::fmt::Display) -> PyErr {
+    PyTypeError::new_err(format!("{call}: {message}"))
+}
+
+/// A `ValueError` raised by `call`.
+pub(crate) fn value_err(call: &str, message: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("{call}: {message}"))
 }

@@ -34,7 +34,6 @@
 //! and runs the tests in `tests/`.
 
 use gpukit::{BinaryOp, DeviceSpec};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 mod array;
@@ -43,8 +42,8 @@ mod element;
 mod error;
 
 use array::Array;
-use element::{by_dtype, parse_dtype};
-use error::{to_py, GpukitError};
+use element::{by_dtype, parse_dtype, scalar};
+use error::{py_err, value_err, GpukitError};
 
 /// A device: its memory, its default stream and the ops queued on it.
 #[pyclass(module = "gpukit", name = "Context", frozen)]
@@ -52,12 +51,17 @@ struct Context {
     ctx: gpukit::Context,
 }
 
-/// A `shape` argument: an int, or a sequence of ints.
-fn shape_of(v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+/// A `shape` argument of `call`: an int, or a sequence of ints, none negative.
+fn shape_of(call: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
     if let Ok(n) = v.extract::<usize>() {
         return Ok(vec![n]);
     }
-    v.extract::<Vec<usize>>()
+    v.extract::<Vec<usize>>().map_err(|_| {
+        let text = v.repr().map(|r| r.to_string()).unwrap_or_default();
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{call}: shape {text} is not an int or a sequence of non-negative ints"
+        ))
+    })
 }
 
 #[pymethods]
@@ -72,7 +76,7 @@ impl Context {
                 None => gpukit::Context::default(),
                 Some(d) => d.parse::<DeviceSpec>().and_then(gpukit::Context::new),
             })
-            .map_err(to_py)?;
+            .map_err(|e| py_err("Context", e))?;
         Ok(Context { ctx })
     }
 
@@ -98,36 +102,32 @@ impl Context {
 
     /// A new array of zeros.
     #[pyo3(signature = (shape, dtype=None))]
-    fn zeros(&self, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Array> {
-        let shape = shape_of(shape)?;
-        let d = match dtype {
-            Some(d) => parse_dtype(d)?,
-            None => gpukit::DType::F32,
-        };
-        let len = shape
-            .iter()
-            .try_fold(1usize, |n, &e| n.checked_mul(e))
-            .ok_or_else(|| PyValueError::new_err(format!("Context.zeros: {shape:?} overflows")))?;
-        let data: Box<dyn array::Held> = by_dtype!(d, T => Box::new(array::Slot::Owned(
-            self.ctx.alloc_zeros::<T>(len).map_err(to_py)?
-        )));
-        Ok(Array {
-            ctx: self.ctx.clone(),
-            shape,
-            data,
-        })
+    fn zeros(
+        &self,
+        py: Python<'_>,
+        shape: &Bound<'_, PyAny>,
+        dtype: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Array> {
+        self.zeros_as(py, "Context.zeros", shape, dtype)
     }
 
     /// A new array with every element `fill_value`.
     #[pyo3(signature = (shape, fill_value, dtype=None))]
     fn full(
         &self,
+        py: Python<'_>,
         shape: &Bound<'_, PyAny>,
         fill_value: &Bound<'_, PyAny>,
         dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Array> {
-        let mut a = self.zeros(shape, dtype)?;
-        a.data.fill(&self.ctx, fill_value)?;
+        const CALL: &str = "Context.full";
+        let d = match dtype {
+            Some(d) => parse_dtype(CALL, d)?,
+            None => gpukit::DType::F32,
+        };
+        let v = scalar(CALL, fill_value, d)?;
+        let a = self.zeros_as(py, CALL, shape, dtype)?;
+        a.with(py, CALL, |h| h.fill(&self.ctx, v))?;
         Ok(a)
     }
 
@@ -145,32 +145,83 @@ impl Context {
         dlpack::import(py, &self.ctx, x, copy)
     }
 
-    /// `out = op(a, b)` element-wise: one of `gpukit.BINARY_OPS` (`"add"`, `"mul"`, ...);
-    /// the three arrays of one element type and length, `out` not `a` or `b`.
+    /// `out = op(a, b)` element-wise: one of `gpukit.BINARY_OPS` (`"add"`, `"mul"`, ...),
+    /// the three arrays of one element type. Shapes broadcast as NumPy's do where gpukit
+    /// runs it (equal shapes, or one operand one element, one row or one column of the
+    /// other); `out` has the result's shape and may be (or overlap) `a` or `b`: the result
+    /// is NumPy's, as if the inputs were read first. Integer `div` truncates toward zero
+    /// (C's `/`, not NumPy's `//`, which floors) and gives 0 for a division by zero.
     fn binary(
         &self,
+        py: Python<'_>,
         op: &str,
-        a: PyRef<'_, Array>,
-        b: PyRef<'_, Array>,
-        mut out: PyRefMut<'_, Array>,
+        a: &Bound<'_, Array>,
+        b: &Bound<'_, Array>,
+        out: &Bound<'_, Array>,
     ) -> PyResult<()> {
+        const CALL: &str = "Context.binary";
         let op = BinaryOp::ALL
             .iter()
             .copied()
             .find(|o| o.name() == op)
             .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "Context.binary: no binary op {op:?}; one of {}",
-                    binary_names().join(", ")
-                ))
+                value_err(
+                    CALL,
+                    format!("no binary op {op:?}; one of {}", binary_names().join(", ")),
+                )
             })?;
-        out.data
-            .binary(&self.ctx, op, a.data.as_ref(), b.data.as_ref())
+        let (a, b, out) = (a.get(), b.get(), out.get());
+        for (name, x) in [("a", a), ("b", b), ("out", out)] {
+            if x.ctx.id() != self.ctx.id() {
+                return Err(value_err(
+                    CALL,
+                    format!(
+                        "`{name}` is an array of another gpukit.Context (copy it into this one \
+                         with ctx.from_dlpack(x, copy=True))"
+                    ),
+                ));
+            }
+        }
+        array::binary(py, CALL, op, a, b, out)
     }
 
     /// Waits until the work queued on the context has finished.
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.ctx.sync()).map_err(to_py)
+        py.detach(|| self.ctx.sync())
+            .map_err(|e| py_err("Context.synchronize", e))
+    }
+}
+
+impl Context {
+    /// `Context.zeros`, its errors naming `call`.
+    fn zeros_as(
+        &self,
+        py: Python<'_>,
+        call: &str,
+        shape: &Bound<'_, PyAny>,
+        dtype: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Array> {
+        let shape = shape_of(call, shape)?;
+        let d = match dtype {
+            Some(d) => parse_dtype(call, d)?,
+            None => gpukit::DType::F32,
+        };
+        let len = shape
+            .iter()
+            .try_fold(1usize, |n, &e| n.checked_mul(e))
+            .ok_or_else(|| {
+                value_err(
+                    call,
+                    format!("shape {} overflows", array::shape_text(&shape)),
+                )
+            })?;
+        let ctx = &self.ctx;
+        let held = py
+            .detach(|| -> gpukit::Result<Box<dyn array::Held>> {
+                Ok(by_dtype!(d, T => Box::new(array::Slot::Owned(ctx.alloc_zeros::<T>(len)?))))
+            })
+            .map_err(|e| py_err(call, e))?;
+        Ok(Array::new(ctx, shape, held, None))
     }
 }
 
