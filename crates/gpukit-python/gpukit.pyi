@@ -12,6 +12,7 @@ __all__ = [
     "GpukitError",
     "UNARY_OPS",
     "__version__",
+    "dtype",
 ]
 
 __version__: str
@@ -25,6 +26,25 @@ _Shape = Union[int, Sequence[int]]
 # A dtype: a NumPy name (`"float32"`), a NumPy or PyTorch dtype, or a type with a
 # `__name__` (`numpy.float32`).
 _DType = Any
+
+@final
+class dtype:
+    """An element type: equal to NumPy's name of it (`"float32"`), to NumPy's and
+    PyTorch's dtypes and NumPy's scalar types of it (`a.dtype == numpy.float32`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def itemsize(self) -> int: ...
+    @property
+    def kind(self) -> str:
+        """NumPy's kind: `"f"`, `"i"` or `"u"`."""
+    @property
+    def dtype(self) -> Any:
+        """NumPy's dtype of it, which `numpy.dtype(x)` reads."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
 
 class GpukitError(Exception):
     """An error of the device or the library (a failed kernel, a lost device, a backend
@@ -65,8 +85,10 @@ class Array:
     @property
     def shape(self) -> Tuple[int, ...]: ...
     @property
-    def dtype(self) -> str:
-        """The element type's NumPy name (`"float32"`)."""
+    def dtype(self) -> dtype:
+        """The element type (equal to `"float32"`, `numpy.float32`, ...)."""
+    @property
+    def nbytes(self) -> int: ...
     @property
     def ndim(self) -> int: ...
     @property
@@ -95,6 +117,14 @@ class Array:
     def apply(self, op: str) -> None:
         """Applies a unary op in place: one of `gpukit.UNARY_OPS`."""
     def copy(self) -> "Array":
-        """A new array of gpukit's with a copy of the elements."""
+        """A new array of gpukit's with a copy of the elements (writable)."""
+    def reshape(self, *shape: Union[int, Sequence[int]]) -> "Array":
+        """The same memory with another shape (one dimension may be -1)."""
+    def astype(self, dtype: _DType, copy: bool = True) -> "Array":
+        """The elements converted to `dtype`, in a new array."""
+    def __array__(self, dtype: Optional[Any] = None, copy: Optional[bool] = None) -> Any:
+        """NumPy's array protocol: a view of host memory, else a copy."""
+    def to_numpy(self) -> Any:
+        """A NumPy array holding a copy of the elements."""
     def tolist(self) -> Any:
         """The elements as nested Python lists (downloaded: a copy)."""

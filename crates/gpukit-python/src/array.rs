@@ -16,7 +16,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::dlpack::{self, Form};
-use crate::element::{by_dtype, numpy_name, scalar, PyElement, Scalar};
+use crate::element::{
+    by_dtype, numpy_dtype, numpy_name, parse_dtype, scalar, PyDType, PyElement, Scalar,
+};
 use crate::error::{py_err, value_err};
 
 /// An array's memory: allocated by gpukit, or a foreign producer's, borrowed.
@@ -97,6 +99,11 @@ pub(crate) trait Held: Send + Sync {
     ) -> gpukit::Result<()>;
     /// The elements, downloaded: a `Vec` of the element type.
     fn download(&self) -> gpukit::Result<Box<dyn Any + Send>>;
+    /// The elements, downloaded into `dst` (host memory of exactly their bytes, aligned for
+    /// the element type).
+    fn download_into(&self, dst: &mut [u8]) -> gpukit::Result<()>;
+    /// A new array of gpukit's with the elements converted to `dtype`.
+    fn cast(&self, ctx: &gpukit::Context, dtype: DType) -> gpukit::Result<Box<dyn Held>>;
 }
 
 /// `x` as a `Slot<T>`: the callers checked the element types first.
@@ -198,6 +205,37 @@ impl<T: PyElement> Held for Slot<T> {
 
     fn download(&self) -> gpukit::Result<Box<dyn Any + Send>> {
         Ok(Box::new(self.read().download()?))
+    }
+
+    fn download_into(&self, dst: &mut [u8]) -> gpukit::Result<()> {
+        let a = self.read();
+        let bytes = dst.len();
+        // SAFETY: `T` is one of the plain numeric types of `PyElement` (integers, IEEE and
+        // bfloat16 floats): every bit pattern is a value and there is no padding, so bytes
+        // may be viewed as elements where aligned, which the prefix and suffix check.
+        let (before, elems, after) = unsafe { dst.align_to_mut::<T>() };
+        if !before.is_empty() || !after.is_empty() || elems.len() != a.len() {
+            return Err(gpukit::Error::InvalidArgument {
+                op: "download_into",
+                arg: "dst",
+                message: format!(
+                    "{} bytes, not {} aligned elements of {}",
+                    bytes,
+                    a.len(),
+                    T::DTYPE
+                ),
+            });
+        }
+        a.download_into(elems)
+    }
+
+    fn cast(&self, ctx: &gpukit::Context, dtype: DType) -> gpukit::Result<Box<dyn Held>> {
+        let src = self.read();
+        by_dtype!(dtype, U => {
+            let mut out = ctx.alloc::<U>(src.len())?;
+            ctx.cast(src, &mut out)?;
+            Ok(Box::new(Slot::Owned(out)) as Box<dyn Held>)
+        })
     }
 }
 
@@ -640,10 +678,17 @@ impl Array {
         PyTuple::new(py, &self.shape)
     }
 
-    /// The element type's NumPy name (`"float32"`).
+    /// The element type: a `gpukit.dtype`, equal to NumPy's name of it (`"float32"`) and to
+    /// NumPy's and PyTorch's dtypes of it (`a.dtype == numpy.float32`).
     #[getter]
-    fn dtype(&self) -> &'static str {
-        numpy_name(self.dtype)
+    fn dtype(&self) -> PyDType {
+        PyDType { d: self.dtype }
+    }
+
+    /// The bytes of the elements.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.size() * self.dtype.size()
     }
 
     /// The number of dimensions.
@@ -682,7 +727,7 @@ impl Array {
         format!(
             "gpukit.Array(shape={}, dtype={}, device={})",
             shape_text(&self.shape),
-            self.dtype(),
+            numpy_name(self.dtype),
             self.device()
         )
     }
@@ -766,6 +811,79 @@ impl Array {
         Ok(Array::new(&self.ctx, self.shape.clone(), held, None))
     }
 
+    /// The same memory with another shape (an array is always contiguous, so a reshape is a
+    /// view, as NumPy's of a contiguous array): the shape as one tuple or as ints, one of
+    /// them -1 to be inferred.
+    #[pyo3(signature = (*shape))]
+    fn reshape(&self, shape: &Bound<'_, PyTuple>) -> PyResult<Array> {
+        const CALL: &str = "Array.reshape";
+        let dims: Vec<i64> = match shape.len() {
+            1 => {
+                let only = shape.get_item(0)?;
+                only.extract::<Vec<i64>>()
+                    .or_else(|_| only.extract::<i64>().map(|d| vec![d]))
+            }
+            _ => shape.extract::<Vec<i64>>(),
+        }
+        .map_err(|_| crate::error::type_err(CALL, "the shape is ints, or one tuple of ints"))?;
+        let new = infer_shape(&dims, self.size()).ok_or_else(|| {
+            value_err(
+                CALL,
+                format!(
+                    "cannot reshape an array of {} elements (shape {}) into shape {:?}",
+                    self.size(),
+                    shape_text(&self.shape),
+                    dims
+                ),
+            )
+        })?;
+        Ok(Array {
+            ctx: self.ctx.clone(),
+            shape: new,
+            dtype: self.dtype,
+            read_only: self.read_only,
+            mem: Arc::clone(&self.mem),
+        })
+    }
+
+    /// The elements converted to `dtype`, in a new array (floats to integers saturate and
+    /// NaN becomes 0, where NumPy's result is undefined; integers wrap; floats round to
+    /// nearest even). With `copy=False` and the same `dtype`, the array itself (its memory,
+    /// not a copy).
+    #[pyo3(signature = (dtype, copy=true))]
+    fn astype(&self, py: Python<'_>, dtype: &Bound<'_, PyAny>, copy: bool) -> PyResult<Array> {
+        const CALL: &str = "Array.astype";
+        let d = parse_dtype(CALL, dtype)?;
+        if d == self.dtype && !copy {
+            return self.reshape(&PyTuple::new(py, [PyTuple::new(py, &self.shape)?])?);
+        }
+        let held = if d == self.dtype {
+            self.with(py, CALL, |h| h.copy(&self.ctx))?
+        } else {
+            self.with(py, CALL, |h| h.cast(&self.ctx, d))?
+        };
+        Ok(Array::new(&self.ctx, self.shape.clone(), held, None))
+    }
+
+    /// NumPy's array protocol (`numpy.asarray(a)`, `numpy.array(a)`): on the CPU backend a
+    /// view of the array's memory (after its queued work; `copy=True`: a copy), elsewhere
+    /// a copy downloaded from the device (`copy=False` is then a `ValueError`). `dtype`
+    /// other than the array's converts in NumPy (a copy). Later writes through gpukit are
+    /// ordered by the caller: synchronize before reading a view again.
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        to_numpy(slf, "Array.__array__", dtype, copy)
+    }
+
+    /// A NumPy array holding a copy of the elements (downloaded from the device).
+    fn to_numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        to_numpy(slf, "Array.to_numpy", None, Some(true))
+    }
+
     /// The elements as nested Python lists (downloaded: a copy).
     fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let data = self.with(py, "Array.tolist", |h| h.download())?;
@@ -775,5 +893,92 @@ impl Array {
             })?;
             nest(py, &data, &self.shape)
         })
+    }
+}
+
+/// `dims` (one of them -1 at most, inferred) as a shape of `size` elements, or `None`.
+fn infer_shape(dims: &[i64], size: usize) -> Option<Vec<usize>> {
+    let unknown = dims.iter().filter(|&&d| d == -1).count();
+    if unknown > 1 || dims.iter().any(|&d| d < -1) {
+        return None;
+    }
+    let known = dims
+        .iter()
+        .filter(|&&d| d != -1)
+        .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
+    dims.iter()
+        .map(|&d| match d {
+            -1 if known > 0 && size.is_multiple_of(known) => Some(size / known),
+            -1 => None,
+            d => usize::try_from(d).ok(),
+        })
+        .collect::<Option<Vec<usize>>>()
+        .filter(|s| s.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) == Some(size))
+}
+
+/// `__array__` and `to_numpy`: a view of host memory where `copy` allows one, else a copy.
+fn to_numpy<'py>(
+    slf: &Bound<'py, Array>,
+    call: &str,
+    dtype: Option<&Bound<'py, PyAny>>,
+    copy: Option<bool>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = slf.py();
+    let a = slf.get();
+    let np = py.import("numpy")?;
+    let want = dtype.map(|d| np.call_method1("dtype", (d,))).transpose()?;
+    let own = numpy_dtype(py, call, a.dtype)?;
+    let converts = match &want {
+        Some(w) => !w.eq(&own)?,
+        None => false,
+    };
+    if copy == Some(false) && converts {
+        return Err(value_err(
+            call,
+            "converting to another dtype makes a copy, and copy=False forbids one",
+        ));
+    }
+    // NumPy views host memory through DLPack, which has no bfloat16 of NumPy's: those are
+    // copied like device memory.
+    let host = a.ctx.backend_name() == "cpu" && a.dtype != DType::BF16;
+    let array = if host {
+        let view = np.call_method1("from_dlpack", (slf,))?;
+        if copy == Some(true) && !converts {
+            view.call_method0("copy")?
+        } else {
+            view
+        }
+    } else {
+        if copy == Some(false) {
+            return Err(value_err(
+                call,
+                if a.dtype == DType::BF16 {
+                    "NumPy cannot view bfloat16 memory: NumPy gets a copy (copy=None or \
+                     copy=True)"
+                        .to_owned()
+                } else {
+                    format!(
+                        "the array is in {} device memory, which NumPy cannot view: NumPy \
+                         gets a copy (copy=None or copy=True)",
+                        a.ctx.backend_name()
+                    )
+                },
+            ));
+        }
+        let out = np.call_method1("empty", (PyTuple::new(py, &a.shape)?, &own))?;
+        let address: usize = out.getattr("ctypes")?.getattr("data")?.extract()?;
+        let bytes = a.nbytes();
+        if bytes > 0 {
+            // SAFETY: `out` is a new C-contiguous NumPy array of exactly `bytes` bytes at
+            // `address` (NumPy's `empty`, aligned for its dtype), which nothing else refers
+            // to yet and which `out` keeps alive past this call.
+            let dst = unsafe { std::slice::from_raw_parts_mut(address as *mut u8, bytes) };
+            a.with(py, call, |h| h.download_into(dst))?;
+        }
+        out
+    };
+    match want {
+        Some(w) if converts => array.call_method1("astype", (w,)),
+        _ => Ok(array),
     }
 }

@@ -215,3 +215,89 @@ pub(crate) fn scalar(call: &str, v: &Bound<'_, PyAny>, dtype: DType) -> PyResult
 fn int_fits<T: PyElement>(x: i128) -> bool {
     T::int_range().is_none_or(|(lo, hi)| (lo..=hi).contains(&x))
 }
+
+/// An element type as Python sees it (`Array.dtype`): equal to NumPy's name of it
+/// (`"float32"`), to NumPy's and PyTorch's dtypes and to NumPy's scalar types of it
+/// (`a.dtype == numpy.float32`), and taken by `numpy.dtype(...)` (through its `dtype`
+/// attribute, NumPy's protocol).
+#[pyclass(module = "gpukit", name = "dtype", frozen, skip_from_py_object)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PyDType {
+    pub(crate) d: DType,
+}
+
+#[pymethods]
+impl PyDType {
+    /// NumPy's name (`"float32"`, `"bfloat16"`).
+    #[getter]
+    fn name(&self) -> &'static str {
+        numpy_name(self.d)
+    }
+
+    /// The bytes of one element.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.d.size()
+    }
+
+    /// NumPy's kind: `"f"` (floats, bfloat16 among them), `"i"` or `"u"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.d {
+            d if d.is_float() => "f",
+            DType::U8 | DType::U32 | DType::U64 => "u",
+            _ => "i",
+        }
+    }
+
+    /// NumPy's dtype of it, which `numpy.dtype(x)` reads from an object's `dtype` attribute
+    /// (bfloat16's is `ml_dtypes.bfloat16`); `AttributeError` without NumPy (or ml_dtypes).
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        numpy_dtype(py, "dtype.dtype", self.d)
+            .map_err(|e| pyo3::exceptions::PyAttributeError::new_err(e.to_string()))
+    }
+
+    /// Equal to anything naming the same element type (a name, a NumPy or PyTorch dtype, a
+    /// NumPy scalar type, another `gpukit.dtype`); unequal to anything else.
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        parse_dtype("dtype.__eq__", other).is_ok_and(|d| d == self.d)
+    }
+
+    fn __ne__(&self, other: &Bound<'_, PyAny>) -> bool {
+        !self.__eq__(other)
+    }
+
+    /// The hash of the name, as it compares equal to the name.
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        pyo3::types::PyString::new(py, numpy_name(self.d)).hash()
+    }
+
+    fn __str__(&self) -> &'static str {
+        numpy_name(self.d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("gpukit.dtype('{}')", numpy_name(self.d))
+    }
+}
+
+/// NumPy's dtype for `d`: its name, or for bfloat16 `ml_dtypes.bfloat16` (NumPy has none).
+pub(crate) fn numpy_dtype<'py>(
+    py: Python<'py>,
+    call: &str,
+    d: DType,
+) -> PyResult<Bound<'py, PyAny>> {
+    let np = py.import("numpy")?;
+    if d == DType::BF16 {
+        let ml = py.import("ml_dtypes").map_err(|_| {
+            type_err(
+                call,
+                "NumPy has no bfloat16: install ml_dtypes (pip install ml-dtypes), or \
+                 astype(\"float32\") first",
+            )
+        })?;
+        return np.call_method1("dtype", (ml.getattr("bfloat16")?,));
+    }
+    np.call_method1("dtype", (numpy_name(d),))
+}

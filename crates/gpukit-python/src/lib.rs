@@ -235,6 +235,7 @@ fn binary_names() -> Vec<&'static str> {
 fn gpukit_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Context>()?;
     m.add_class::<Array>()?;
+    m.add_class::<element::PyDType>()?;
     m.add("GpukitError", m.py().get_type::<GpukitError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
@@ -256,6 +257,7 @@ fn gpukit_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "GpukitError",
             "UNARY_OPS",
             "__version__",
+            "dtype",
         ],
     )?;
     Ok(())

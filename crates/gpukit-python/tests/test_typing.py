@@ -21,10 +21,12 @@ def a_typed_use() -> Tuple[List[int], str, float]:
     out = a.copy()
     ctx.binary("add", ctx.full(6, 1.0), b, ctx.zeros(6))
     ctx.synchronize()
-    shape: Tuple[int, ...] = out.shape
+    shape: Tuple[int, ...] = out.reshape(-1).reshape(2, 3).shape
     device: Tuple[int, int] = out.__dlpack_device__()
     first: float = out.tolist()[0][0]
-    return [*shape, *device], out.dtype, first
+    kind: gpukit.dtype = out.astype("float64").dtype
+    assert kind == "float64" and kind.itemsize == 8 and out.nbytes == 24
+    return [*shape, *device], out.dtype.name, first
 
 
 class Package(unittest.TestCase):
