@@ -429,35 +429,40 @@ fn take_typed<T: PyElement>(
                 };
                 Ok((Box::new(Slot::Imported(imported)), shape, Some(span)))
             }
-            Err(Error::InvalidArgument { arg: "strides", .. })
-                if take == (Take::Share { may_copy: true }) =>
-            {
-                match taken {
-                    Taken::Versioned(t) => host_copy(t),
-                    Taken::Legacy(_) => Err(PyBufferError::new_err(
-                        "Context.from_dlpack: the tensor is not contiguous, and copying it needs \
-                         a DLPack 1.x producer",
-                    )),
-                }
-            }
+            // Memory the import cannot share as it is (strided, or not aligned to its
+            // element type): copied where the caller allows a copy.
             Err(Error::InvalidArgument {
-                arg: "strides",
+                arg: arg @ ("strides" | "data"),
                 message,
                 ..
-            }) => {
-                let what = message.split(" (copy it").next().unwrap_or(&message);
-                Err(PyBufferError::new_err(if copy == Some(false) {
-                    format!(
-                        "{IMPORT}: the tensor is {what}, and copy=False forbids a copy: pass \
-                         copy=None (the default) to copy it, or make it contiguous first \
+            }) if arg == "strides" || message.contains("not aligned") => {
+                if take == (Take::Share { may_copy: true }) {
+                    if let Taken::Versioned(t) = taken {
+                        return host_copy(t);
+                    }
+                }
+                let what = match arg {
+                    "strides" => format!(
+                        "the tensor is {}",
+                        message.split(" (copy it").next().unwrap_or(&message)
+                    ),
+                    _ => format!("the tensor's {message}"),
+                };
+                Err(PyBufferError::new_err(match (copy, taken) {
+                    (Some(false), _) => format!(
+                        "{IMPORT}: {what}, and copy=False forbids a copy: pass copy=None (the \
+                         default) to copy it, or make it contiguous first \
                          (numpy.ascontiguousarray(x))"
-                    )
-                } else {
-                    format!(
-                        "{IMPORT}: the tensor is {what}; gpukit copies strided tensors from host \
-                         memory only: make it contiguous first (x.contiguous() in PyTorch, \
+                    ),
+                    (_, Taken::Legacy(_)) if ctx.backend_name() == "cpu" => format!(
+                        "{IMPORT}: {what}, and copying it needs a DLPack 1.x producer (this one \
+                         gave the legacy form): make it contiguous first"
+                    ),
+                    _ => format!(
+                        "{IMPORT}: {what}; gpukit copies such tensors from host memory only: \
+                         make it contiguous first (x.contiguous() in PyTorch, \
                          cupy.ascontiguousarray(x))"
-                    )
+                    ),
                 }))
             }
             Err(e) => Err(buffer_err(IMPORT, e)),

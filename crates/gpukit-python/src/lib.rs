@@ -24,7 +24,7 @@
 //! consumer's stream waits for the array's work through an event (no host wait).
 //! `Context.from_dlpack(x, copy=None)` asks `x` for DLPack 1.x (legacy where it cannot),
 //! passing its own stream on CUDA; `copy=None` shares where it can and copies host memory
-//! it cannot share (not contiguous, or another device's context), `copy=False` never
+//! it cannot share (not contiguous, not aligned, or another device's context), `copy=False` never
 //! copies, `copy=True` always does. A foreign tensor is given back to its producer once the
 //! array, and every export of it, are gone.
 //!

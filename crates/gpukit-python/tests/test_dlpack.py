@@ -162,6 +162,19 @@ class WeReadNumpy(unittest.TestCase):
         c = CPU.from_dlpack(np.arange(3, dtype=np.float32), copy=True)
         self.assertEqual(c.tolist(), [0.0, 1.0, 2.0])
 
+    def test_unaligned_input_is_copied_where_a_copy_is_allowed(self):
+        raw = bytearray(4 * 6 + 1)
+        h = np.frombuffer(raw, dtype=np.float32, offset=1, count=6)
+        self.assertFalse(h.flags.aligned)
+        h[:] = np.arange(6, dtype=np.float32) - 2.5
+        for copy in [None, True]:
+            a = CPU.from_dlpack(h, copy=copy)
+            self.assertEqual(a.tolist(), (np.arange(6) - 2.5).tolist())
+            a.fill(0.0)  # the copy's, not the producer's
+            self.assertEqual(h.tolist(), (np.arange(6) - 2.5).tolist())
+        with self.assertRaisesRegex(BufferError, r"not aligned.*copy=False forbids a copy"):
+            CPU.from_dlpack(h, copy=False)
+
     def test_a_failed_import_leaves_the_tensor_with_its_producer(self):
         h = np.zeros((2, 3), dtype=np.float32).T
         before = sys.getrefcount(h)

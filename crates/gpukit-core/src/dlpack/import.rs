@@ -171,7 +171,8 @@ impl<B: Backend> Context<B> {
     /// (a transposed or sliced NumPy array, say) into a new compact array of this context,
     /// and gives the tensor back to its producer at once (its deleter is called before this
     /// returns); returns the array and the tensor's shape. The checks are
-    /// [`Context::from_dlpack`]'s, less contiguity, plus strides whose offsets overflow
+    /// [`Context::from_dlpack`]'s, less contiguity and alignment (the elements are read
+    /// unaligned: a NumPy view at an odd byte offset is copied), plus strides whose offsets overflow
     /// (span more than `isize::MAX` bytes or wrap the address space:
     /// [`Error::InvalidArgument`], `strides`, before anything is read); device memory of
     /// another device is [`Error::InvalidArgument`] (`device`). On error the caller still
@@ -200,7 +201,7 @@ impl<B: Backend> Context<B> {
             ));
         }
         // SAFETY: the caller's contract.
-        let layout = unsafe { layout::<T>(CALL, dt) }?;
+        let layout = unsafe { layout::<T>(CALL, dt, false) }?;
         let mut host: Vec<T> = Vec::new();
         if layout.len > 0 {
             let base = layout.start as *const T;
@@ -227,8 +228,9 @@ impl<B: Backend> Context<B> {
                     .map(|(&i, &st)| i as isize * st as isize)
                     .sum();
                 // SAFETY: the caller's contract: every index of the shape, through the
-                // strides, addresses an element of the producer's live host memory.
-                host.push(unsafe { base.offset(off).read() });
+                // strides, addresses an element of the producer's live host memory (not
+                // necessarily aligned: read as bytes).
+                host.push(unsafe { base.offset(off).read_unaligned() });
                 for k in (0..index.len()).rev() {
                     index[k] += 1;
                     if index[k] < layout.shape[k] {
@@ -270,7 +272,7 @@ impl<B: Backend> Context<B> {
         // The type is checked first (a tensor of another type is refused the same way on
         // every device).
         // SAFETY: the caller's contract.
-        let layout = unsafe { layout::<T>(call, t) }?;
+        let layout = unsafe { layout::<T>(call, t, true) }?;
         if !ours {
             return Err(invalid(
                 call,
@@ -359,12 +361,13 @@ struct Layout {
     strides: Option<Vec<i64>>,
 }
 
-/// Checks the element type, dimensions, extents, data pointer and alignment of `t`.
+/// Checks the element type, dimensions, extents, data pointer and (where `aligned`)
+/// alignment of `t`.
 ///
 /// # Safety
 ///
 /// `t`'s `shape` and `strides` (where not null) hold `ndim` values.
-unsafe fn layout<T: Element>(call: &'static str, t: &DLTensor) -> Result<Layout> {
+unsafe fn layout<T: Element>(call: &'static str, t: &DLTensor, aligned: bool) -> Result<Layout> {
     let (dtype, want) = (t.dtype, dl_dtype(T::DTYPE));
     if dtype != want {
         return Err(invalid(
@@ -428,7 +431,7 @@ unsafe fn layout<T: Element>(call: &'static str, t: &DLTensor) -> Result<Layout>
             format!("a null pointer with {len} elements"),
         ));
     }
-    if start % size != 0 {
+    if aligned && start % size != 0 {
         return Err(invalid(
             call,
             "data",

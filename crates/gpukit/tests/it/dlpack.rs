@@ -567,6 +567,50 @@ fn a_cuda_export_imports_back() {
     }
 }
 
+/// Host memory not aligned to its element type (a NumPy view at an odd byte offset) is
+/// refused by the import, which would alias it, and copied by `from_dlpack_copy`, which
+/// reads its elements as bytes.
+#[test]
+fn unaligned_host_tensors_are_copied() -> gpukit::Result<()> {
+    let ctx = cpu();
+    let data: Vec<f32> = (0..8).map(|i| i as f32 * 1.25 - 3.0).collect();
+    let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    // Seven floats starting one byte in: the bytes 1..29 of the producer's 32.
+    let expected: Vec<f32> = (0..7)
+        .map(|i| f32::from_ne_bytes(bytes[1 + 4 * i..5 + 4 * i].try_into().unwrap()))
+        .collect();
+    let make = || {
+        let (raw, deleted, _) = versioned(data.clone(), 0);
+        // SAFETY: our live tensor, changed before it is handed over.
+        unsafe {
+            (*raw).dl_tensor.byte_offset = 1;
+            (*raw).dl_tensor.shape = Box::leak(Box::new([1i64, 7])).as_mut_ptr();
+        }
+        (raw, deleted)
+    };
+    let (raw, deleted) = make();
+    // SAFETY: a live tensor whose seven elements lie inside its 32 bytes.
+    match unsafe { ctx.from_dlpack::<f32>(raw) } {
+        Err(Error::InvalidArgument {
+            arg: "data",
+            message,
+            ..
+        }) => assert!(message.contains("not aligned"), "{message}"),
+        other => panic!("expected 'not aligned', got {other:?}"),
+    }
+    assert_eq!(deleted.load(Ordering::SeqCst), 0);
+    // SAFETY: as above; the copy consumes it.
+    let (copy, shape) = unsafe { ctx.from_dlpack_copy::<f32>(raw) }?;
+    assert_eq!(shape, [1, 7]);
+    let got = copy.download()?;
+    assert_eq!(
+        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        expected.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+    assert_eq!(deleted.load(Ordering::SeqCst), 1, "given back once");
+    Ok(())
+}
+
 /// Strided host memory (a transposed 2 x 3 view of a 3 x 2 array) is refused by the
 /// import and copied, compact, by `from_dlpack_copy`, which gives the tensor back at once.
 #[test]
