@@ -3,14 +3,20 @@
 The module's type stubs (shipped in the wheel with `py.typed`); `cargo xtask python` checks
 them against the built module with mypy's stubtest."""
 
-from typing import Any, List, Optional, Sequence, Tuple, Union, final
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, final
 
 __all__ = [
     "Array",
     "BINARY_OPS",
     "Context",
+    "Event",
     "GpukitError",
+    "REDUCE_OPS",
+    "Rng",
+    "Stream",
     "UNARY_OPS",
+    "UNARY_ULPS",
+    "BINARY_ULPS",
     "__version__",
     "dtype",
 ]
@@ -21,6 +27,13 @@ UNARY_OPS: List[str]
 """The names `Array.apply` takes (`"exp"`, `"relu"`, `"tanh"`, ...)."""
 BINARY_OPS: List[str]
 """The names `Context.binary` takes (`"add"`, `"mul"`, ...)."""
+UNARY_ULPS: Dict[str, int]
+"""Each unary op's accuracy contract: its result is within this many ulp of the exact one."""
+BINARY_ULPS: Dict[str, int]
+"""Each binary op's accuracy contract."""
+REDUCE_OPS: List[str]
+"""The names `Context.reduce` takes (`"sum"`, `"mean"`, `"min"`, `"max"`, `"argmin"`,
+`"argmax"`)."""
 
 _Shape = Union[int, Sequence[int]]
 # A dtype: a NumPy name (`"float32"`), a NumPy or PyTorch dtype, or a type with a
@@ -69,14 +82,106 @@ class Context:
         """A new array with every element `fill_value`."""
     def from_dlpack(self, x: Any, *, copy: Optional[bool] = None) -> "Array":
         """Imports any DLPack producer, sharing its memory where it can."""
-    def binary(self, op: str, a: "Array", b: "Array", out: "Array") -> None:
+    def binary(
+        self,
+        op: str,
+        a: "Array",
+        b: "Array",
+        out: Optional["Array"] = None,
+        *,
+        stream: Optional["Stream"] = None,
+    ) -> "Array":
         """`out = op(a, b)` element-wise: one of `gpukit.BINARY_OPS`, the three arrays of one
         element type. Shapes broadcast as NumPy's do where gpukit runs it (equal shapes, or
         one operand one element, one row or one column of the other); `out` has the
         result's shape and may be or overlap `a` or `b` (NumPy's result). Integer `div`
         truncates toward zero, unlike NumPy's `//`."""
+    def unary(
+        self,
+        op: str,
+        x: "Array",
+        out: Optional["Array"] = None,
+        *,
+        stream: Optional["Stream"] = None,
+    ) -> "Array":
+        """`op(x)` element-wise (one of `gpukit.UNARY_OPS`), into a new array or `out`."""
+    def reduce(
+        self,
+        op: str,
+        x: "Array",
+        axis: Optional[int] = None,
+        *,
+        stream: Optional["Stream"] = None,
+    ) -> "Array":
+        """A reduction (one of `gpukit.REDUCE_OPS`) of all of `x` or along its first or last
+        axis."""
+    def matmul(self, a: "Array", b: "Array", *, stream: Optional["Stream"] = None) -> "Array":
+        """`a @ b` for matrices and stacks of them (floating-point)."""
+    def softmax(self, x: "Array", *, stream: Optional["Stream"] = None) -> "Array":
+        """Softmax along the last axis."""
+    def log_softmax(self, x: "Array", *, stream: Optional["Stream"] = None) -> "Array":
+        """Log-softmax along the last axis."""
+    def cross_entropy(
+        self, logits: "Array", labels: "Array", *, stream: Optional["Stream"] = None
+    ) -> "Array":
+        """Each row's loss `-log(softmax(logits)[label])`."""
+    def random_uniform(
+        self,
+        shape: _Shape,
+        low: float = 0.0,
+        high: float = 1.0,
+        *,
+        rng: "Rng",
+        dtype: Optional[_DType] = None,
+        stream: Optional["Stream"] = None,
+    ) -> "Array":
+        """Uniform samples in `[low, high)` from `rng`'s next positions."""
+    def random_normal(
+        self,
+        shape: _Shape,
+        mean: float = 0.0,
+        std: float = 1.0,
+        *,
+        rng: "Rng",
+        dtype: Optional[_DType] = None,
+        stream: Optional["Stream"] = None,
+    ) -> "Array":
+        """Normal samples from `rng`'s next positions."""
+    def stream(self, priority: Optional[int] = None) -> "Stream":
+        """A new stream of this context (`with ctx.stream() as s:` queues there)."""
+    @property
+    def current_stream(self) -> "Stream":
+        """The stream this thread's ops of this context queue on now."""
     def synchronize(self) -> None:
-        """Waits until the work queued on the context has finished."""
+        """Waits until the work queued on every stream of the context has finished."""
+
+@final
+class Stream:
+    """A stream of a context: an in-order queue of work."""
+
+    def synchronize(self) -> None: ...
+    def query(self) -> bool: ...
+    def record(self) -> "Event": ...
+    def wait(self, event: "Event") -> None: ...
+    def __enter__(self) -> "Stream": ...
+    def __exit__(self, kind: Optional[Any], value: Optional[Any], traceback: Optional[Any]) -> bool: ...
+
+@final
+class Event:
+    """A point in a stream's queue."""
+
+    def synchronize(self) -> None: ...
+    def query(self) -> bool: ...
+
+@final
+class Rng:
+    """A Philox random stream: the same seed and fills give the same bits everywhere."""
+
+    def __new__(cls, seed: int, offset: int = 0) -> "Rng": ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
 
 @final
 class Array:
@@ -110,13 +215,13 @@ class Array:
     ) -> Any:
         """DLPack's export: a capsule sharing this array's memory."""
     def __dlpack_device__(self) -> Tuple[int, int]: ...
-    def fill(self, value: Union[int, float]) -> None:
+    def fill(self, value: Union[int, float], *, stream: Optional["Stream"] = None) -> None:
         """Sets every element to `value` (queued on the device)."""
-    def scale(self, alpha: Union[int, float]) -> None:
+    def scale(self, alpha: Union[int, float], *, stream: Optional["Stream"] = None) -> None:
         """Multiplies every element by `alpha`, in place."""
-    def apply(self, op: str) -> None:
+    def apply(self, op: str, *, stream: Optional["Stream"] = None) -> None:
         """Applies a unary op in place: one of `gpukit.UNARY_OPS`."""
-    def copy(self) -> "Array":
+    def copy(self, *, stream: Optional["Stream"] = None) -> "Array":
         """A new array of gpukit's with a copy of the elements (writable)."""
     def reshape(self, *shape: Union[int, Sequence[int]]) -> "Array":
         """The same memory with another shape (one dimension may be -1)."""

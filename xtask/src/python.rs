@@ -71,6 +71,7 @@ fn library_names() -> (String, &'static str) {
 pub const BUNDLED_SCRIPTS: &[&str] = &[
     "crates/gpukit-python/tests/test_dlpack.py",
     "crates/gpukit-python/tests/test_examples.py",
+    "crates/gpukit-python/tests/test_ops.py",
     "crates/gpukit-python/tests/test_protocols.py",
     "crates/gpukit-python/tests/test_semantics.py",
     "crates/gpukit-python/tests/test_typing.py",

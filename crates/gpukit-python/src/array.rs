@@ -20,6 +20,7 @@ use crate::element::{
     by_dtype, numpy_dtype, numpy_name, parse_dtype, scalar, PyDType, PyElement, Scalar,
 };
 use crate::error::{py_err, value_err};
+use crate::stream::{queue, On, Stream};
 
 /// An array's memory: allocated by gpukit, or a foreign producer's, borrowed.
 pub(crate) enum Slot<T: PyElement> {
@@ -28,14 +29,14 @@ pub(crate) enum Slot<T: PyElement> {
 }
 
 impl<T: PyElement> Slot<T> {
-    fn read(&self) -> &GpuArray<T> {
+    pub(crate) fn read(&self) -> &GpuArray<T> {
         match self {
             Slot::Owned(a) => a,
             Slot::Imported(d) => d.array(),
         }
     }
 
-    fn write(&mut self) -> gpukit::Result<&mut GpuArray<T>> {
+    pub(crate) fn write(&mut self) -> gpukit::Result<&mut GpuArray<T>> {
         match self {
             Slot::Owned(a) => Ok(a),
             Slot::Imported(d) => d.array_mut(),
@@ -70,20 +71,22 @@ pub(crate) trait Held: Send + Sync {
     /// where `consumer` names one.
     fn export(
         &self,
-        ctx: &gpukit::Context,
+        on: &On<'_>,
         shape: &[usize],
         form: Form,
         consumer: Option<RawStream>,
     ) -> gpukit::Result<Made>;
     /// A new array of gpukit's holding a copy.
-    fn copy(&self, ctx: &gpukit::Context) -> gpukit::Result<Box<dyn Held>>;
-    fn fill(&mut self, ctx: &gpukit::Context, value: Scalar) -> gpukit::Result<()>;
-    fn scale(&mut self, ctx: &gpukit::Context, alpha: Scalar) -> gpukit::Result<()>;
-    fn unary(&mut self, ctx: &gpukit::Context, op: UnaryOp) -> gpukit::Result<()>;
+    fn copy(&self, on: &On<'_>) -> gpukit::Result<Box<dyn Held>>;
+    fn fill(&mut self, on: &On<'_>, value: Scalar) -> gpukit::Result<()>;
+    fn scale(&mut self, on: &On<'_>, alpha: Scalar) -> gpukit::Result<()>;
+    fn unary(&mut self, on: &On<'_>, op: UnaryOp) -> gpukit::Result<()>;
+    /// `self = op(x)`; `x` of this element type.
+    fn unary_from(&mut self, on: &On<'_>, op: UnaryOp, x: &dyn Held) -> gpukit::Result<()>;
     /// `self = op(a, b)`; `a` and `b` of this element type.
     fn binary(
         &mut self,
-        ctx: &gpukit::Context,
+        on: &On<'_>,
         op: BinaryOp,
         a: &dyn Held,
         b: &dyn Held,
@@ -92,7 +95,7 @@ pub(crate) trait Held: Send + Sync {
     /// `self = op(self, b)`; `b` of this element type.
     fn binary_inplace(
         &mut self,
-        ctx: &gpukit::Context,
+        on: &On<'_>,
         op: BinaryOp,
         b: &dyn Held,
         how: How,
@@ -103,11 +106,11 @@ pub(crate) trait Held: Send + Sync {
     /// the element type).
     fn download_into(&self, dst: &mut [u8]) -> gpukit::Result<()>;
     /// A new array of gpukit's with the elements converted to `dtype`.
-    fn cast(&self, ctx: &gpukit::Context, dtype: DType) -> gpukit::Result<Box<dyn Held>>;
+    fn cast(&self, on: &On<'_>, dtype: DType) -> gpukit::Result<Box<dyn Held>>;
 }
 
 /// `x` as a `Slot<T>`: the callers checked the element types first.
-fn typed<T: PyElement>(x: &dyn Held) -> gpukit::Result<&Slot<T>> {
+pub(crate) fn typed<T: PyElement>(x: &dyn Held) -> gpukit::Result<&Slot<T>> {
     x.as_any()
         .downcast_ref::<Slot<T>>()
         .ok_or_else(|| gpukit::Error::InvalidArgument {
@@ -132,47 +135,50 @@ impl<T: PyElement> Held for Slot<T> {
 
     fn export(
         &self,
-        ctx: &gpukit::Context,
+        on: &On<'_>,
         shape: &[usize],
         form: Form,
         consumer: Option<RawStream>,
     ) -> gpukit::Result<Made> {
         let a = self.read();
         Ok(match (form, consumer) {
-            (Form::Legacy, _) => Made::Legacy(ctx.to_dlpack_legacy(a, shape)?),
-            (Form::Versioned, None) => {
-                Made::Versioned(ctx.to_dlpack(a, shape, self.read_only())?)
-            }
+            (Form::Legacy, _) => Made::Legacy(on.to_dlpack_legacy(a, shape)?),
+            (Form::Versioned, None) => Made::Versioned(on.to_dlpack(a, shape, self.read_only())?),
             (Form::Versioned, Some(raw)) => Made::Versioned(
                 // SAFETY: DLPack's protocol: the consumer that passed `stream=` vouches that
                 // it is a live stream of this device (checked to be the array's device).
-                unsafe { ctx.to_dlpack_on(a, shape, self.read_only(), raw) }?,
+                unsafe { on.to_dlpack_on(a, shape, self.read_only(), raw) }?,
             ),
         })
     }
 
-    fn copy(&self, ctx: &gpukit::Context) -> gpukit::Result<Box<dyn Held>> {
+    fn copy(&self, on: &On<'_>) -> gpukit::Result<Box<dyn Held>> {
         let src = self.read();
-        let mut out = ctx.alloc::<T>(src.len())?;
-        ctx.copy(src, &mut out)?;
+        let mut out = on.alloc::<T>(src.len())?;
+        on.copy(src, &mut out)?;
         Ok(Box::new(Slot::Owned(out)))
     }
 
-    fn fill(&mut self, ctx: &gpukit::Context, value: Scalar) -> gpukit::Result<()> {
-        ctx.fill(self.write()?, T::from_scalar(value))
+    fn fill(&mut self, on: &On<'_>, value: Scalar) -> gpukit::Result<()> {
+        on.fill(self.write()?, T::from_scalar(value))
     }
 
-    fn scale(&mut self, ctx: &gpukit::Context, alpha: Scalar) -> gpukit::Result<()> {
-        ctx.scale(T::from_scalar(alpha), self.write()?)
+    fn scale(&mut self, on: &On<'_>, alpha: Scalar) -> gpukit::Result<()> {
+        on.scale(T::from_scalar(alpha), self.write()?)
     }
 
-    fn unary(&mut self, ctx: &gpukit::Context, op: UnaryOp) -> gpukit::Result<()> {
-        ctx.unary_inplace(op, self.write()?)
+    fn unary(&mut self, on: &On<'_>, op: UnaryOp) -> gpukit::Result<()> {
+        on.unary_inplace(op, self.write()?)
+    }
+
+    fn unary_from(&mut self, on: &On<'_>, op: UnaryOp, x: &dyn Held) -> gpukit::Result<()> {
+        let x = typed::<T>(x)?.read();
+        on.unary(op, x, self.write()?)
     }
 
     fn binary(
         &mut self,
-        ctx: &gpukit::Context,
+        on: &On<'_>,
         op: BinaryOp,
         a: &dyn Held,
         b: &dyn Held,
@@ -181,15 +187,15 @@ impl<T: PyElement> Held for Slot<T> {
         let (a, b) = (typed::<T>(a)?.read(), typed::<T>(b)?.read());
         let out = self.write()?;
         match how {
-            How::Same => ctx.binary(op, a, b, out),
-            How::Row(shape) => ctx.binary_row(op, shape, a, b, out),
-            How::Col(shape) => ctx.binary_col(op, shape, a, b, out),
+            How::Same => on.binary(op, a, b, out),
+            How::Row(shape) => on.binary_row(op, shape, a, b, out),
+            How::Col(shape) => on.binary_col(op, shape, a, b, out),
         }
     }
 
     fn binary_inplace(
         &mut self,
-        ctx: &gpukit::Context,
+        on: &On<'_>,
         op: BinaryOp,
         b: &dyn Held,
         how: How,
@@ -197,9 +203,9 @@ impl<T: PyElement> Held for Slot<T> {
         let b = typed::<T>(b)?.read();
         let a = self.write()?;
         match how {
-            How::Same => ctx.binary_inplace(op, a, b),
-            How::Row(shape) => ctx.binary_row_inplace(op, shape, a, b),
-            How::Col(shape) => ctx.binary_col_inplace(op, shape, a, b),
+            How::Same => on.binary_inplace(op, a, b),
+            How::Row(shape) => on.binary_row_inplace(op, shape, a, b),
+            How::Col(shape) => on.binary_col_inplace(op, shape, a, b),
         }
     }
 
@@ -229,11 +235,11 @@ impl<T: PyElement> Held for Slot<T> {
         a.download_into(elems)
     }
 
-    fn cast(&self, ctx: &gpukit::Context, dtype: DType) -> gpukit::Result<Box<dyn Held>> {
+    fn cast(&self, on: &On<'_>, dtype: DType) -> gpukit::Result<Box<dyn Held>> {
         let src = self.read();
         by_dtype!(dtype, U => {
-            let mut out = ctx.alloc::<U>(src.len())?;
-            ctx.cast(src, &mut out)?;
+            let mut out = on.alloc::<U>(src.len())?;
+            on.cast(src, &mut out)?;
             Ok(Box::new(Slot::Owned(out)) as Box<dyn Held>)
         })
     }
@@ -296,7 +302,7 @@ impl Memory {
     }
 
     /// Whether `self` and `other` may share bytes: the same memory, or spans that meet.
-    fn overlaps(self: &Arc<Self>, other: &Arc<Memory>) -> bool {
+    pub(crate) fn overlaps(self: &Arc<Self>, other: &Arc<Memory>) -> bool {
         if Arc::ptr_eq(self, other) {
             return true;
         }
@@ -388,6 +394,7 @@ impl Array {
 /// were read first).
 pub(crate) fn binary(
     py: Python<'_>,
+    on: &On<'_>,
     call: &str,
     op: BinaryOp,
     a: &Array,
@@ -461,7 +468,7 @@ pub(crate) fn binary(
         Some(Fit::Col(cols)) => How::Col(Shape::new(out.size() / cols.max(1), cols)),
         None => return Err(unsupported()),
     };
-    run_binary(py, call, op, a, b, how, out)
+    run_binary(py, on, call, op, a, b, how, out)
 }
 
 /// The left operand of [`run_binary`]: an array, or one to broadcast to the result's shape
@@ -473,8 +480,10 @@ enum Operand<'a> {
 }
 
 /// Runs `out = op(a, b)`, `a` of the result's shape (or broadcast to it), `b` as `how` says.
+#[allow(clippy::too_many_arguments)]
 fn run_binary<'a>(
     py: Python<'_>,
+    on: &On<'_>,
     call: &str,
     op: BinaryOp,
     a: Operand<'a>,
@@ -482,9 +491,9 @@ fn run_binary<'a>(
     how: How,
     out: &'a Array,
 ) -> PyResult<()> {
-    let ctx = &out.ctx;
     let size = out.size();
     py.detach(|| -> gpukit::Result<()> {
+        let ctx = on;
         // Inputs that share memory with `out` are read into copies first (NumPy's answer),
         // except `a` being `out`'s own memory, which runs in place.
         let a_is_out = matches!(a, Operand::Array(x) if Arc::ptr_eq(&x.mem, &out.mem));
@@ -520,7 +529,7 @@ fn run_binary<'a>(
 }
 
 /// The index of `m` in `mems`, added where it is not there yet.
-fn slot<'m>(mems: &mut Vec<&'m Arc<Memory>>, m: &'m Arc<Memory>) -> usize {
+pub(crate) fn slot<'m>(mems: &mut Vec<&'m Arc<Memory>>, m: &'m Arc<Memory>) -> usize {
     match mems.iter().position(|x| Arc::ptr_eq(x, m)) {
         Some(i) => i,
         None => {
@@ -545,7 +554,7 @@ fn pick<'g>(
 }
 
 /// An error that the checks before it rule out, should it happen anyway.
-fn internal(call: &str) -> gpukit::Error {
+pub(crate) fn internal(call: &str) -> gpukit::Error {
     gpukit::Error::InvalidArgument {
         op: "binary",
         arg: "out",
@@ -556,7 +565,7 @@ fn internal(call: &str) -> gpukit::Error {
 /// Locks `mems` (distinct) in the order of their addresses, the one order every thread
 /// takes several in (so none waits for another that waits for it); the guards come back in
 /// the order of `mems`.
-fn lock_all<'a>(mems: &[&'a Arc<Memory>]) -> Vec<MutexGuard<'a, Box<dyn Held>>> {
+pub(crate) fn lock_all<'a>(mems: &[&'a Arc<Memory>]) -> Vec<MutexGuard<'a, Box<dyn Held>>> {
     let mut order: Vec<usize> = (0..mems.len()).collect();
     order.sort_by_key(|&i| Arc::as_ptr(mems[i]) as usize);
     let mut guards: Vec<Option<MutexGuard<'a, Box<dyn Held>>>> =
@@ -605,7 +614,7 @@ fn fit(x: &[usize], result: &[usize]) -> Option<Fit> {
 }
 
 /// NumPy's broadcast of two shapes, or `None` where they do not broadcast.
-fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
     let dim = |s: &[usize], i: usize| -> usize { (i + s.len()).checked_sub(n).map_or(1, |j| s[j]) };
     (0..n)
@@ -636,7 +645,7 @@ pub(crate) fn shape_text(shape: &[usize]) -> String {
 /// `x` broadcast to `size` elements of the result's shape, in a new array: a row or
 /// column (or one element) repeated, as a multiply of ones by it (exact: `1 * v == v`).
 fn broadcast_into(
-    ctx: &gpukit::Context,
+    on: &On<'_>,
     x: &Array,
     fit: Option<Fit>,
     size: usize,
@@ -645,12 +654,12 @@ fn broadcast_into(
     let how = match fit {
         Some(Fit::Row(cols)) => How::Row(Shape::new(size / cols.max(1), cols)),
         Some(Fit::Col(cols)) => How::Col(Shape::new(size / cols.max(1), cols)),
-        Some(Fit::Full) | None => return src.copy(ctx),
+        Some(Fit::Full) | None => return src.copy(on),
     };
     by_dtype!(x.dtype, T => {
-        let mut ones = Slot::<T>::Owned(ctx.alloc::<T>(size)?);
-        ones.fill(ctx, Scalar::Int(1))?;
-        ones.binary_inplace(ctx, BinaryOp::Mul, src.as_ref(), how)?;
+        let mut ones = Slot::<T>::Owned(on.alloc::<T>(size)?);
+        ones.fill(on, Scalar::Int(1))?;
+        ones.binary_inplace(on, BinaryOp::Mul, src.as_ref(), how)?;
         Ok(Box::new(ones) as Box<dyn Held>)
     })
 }
@@ -760,24 +769,41 @@ impl Array {
     /// Sets every element to `value` (queued on the device; NumPy views of the array see
     /// it once the work is done, which their next `__dlpack__` or `Context.synchronize`
     /// waits for).
-    fn fill(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (value, *, stream=None))]
+    fn fill(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        stream: Option<&Stream>,
+    ) -> PyResult<()> {
         const CALL: &str = "Array.fill";
         self.writable(CALL)?;
         let v = scalar(CALL, value, self.dtype)?;
-        self.with(py, CALL, |h| h.fill(&self.ctx, v))
+        let s = queue(CALL, &self.ctx, stream)?;
+        let on = On::new(&self.ctx, &s);
+        self.with(py, CALL, |h| h.fill(&on, v))
     }
 
     /// Multiplies every element by `alpha`, in place.
-    fn scale(&self, py: Python<'_>, alpha: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (alpha, *, stream=None))]
+    fn scale(
+        &self,
+        py: Python<'_>,
+        alpha: &Bound<'_, PyAny>,
+        stream: Option<&Stream>,
+    ) -> PyResult<()> {
         const CALL: &str = "Array.scale";
         self.writable(CALL)?;
         let v = scalar(CALL, alpha, self.dtype)?;
-        self.with(py, CALL, |h| h.scale(&self.ctx, v))
+        let s = queue(CALL, &self.ctx, stream)?;
+        let on = On::new(&self.ctx, &s);
+        self.with(py, CALL, |h| h.scale(&on, v))
     }
 
     /// Applies a unary op in place: one of `gpukit.UNARY_OPS` (`"exp"`, `"relu"`, `"tanh"`,
     /// ...).
-    fn apply(&self, py: Python<'_>, op: &str) -> PyResult<()> {
+    #[pyo3(signature = (op, *, stream=None))]
+    fn apply(&self, py: Python<'_>, op: &str, stream: Option<&Stream>) -> PyResult<()> {
         const CALL: &str = "Array.apply";
         let op = UnaryOp::ALL
             .iter()
@@ -786,7 +812,7 @@ impl Array {
             .ok_or_else(|| {
                 let names: Vec<&str> = UnaryOp::ALL.iter().map(|o| o.name()).collect();
                 PyValueError::new_err(format!(
-                    "{CALL}: no unary op {op:?}; one of {}",
+                    "{CALL}: no unary op '{op}'; one of {}",
                     names.join(", ")
                 ))
             })?;
@@ -801,13 +827,19 @@ impl Array {
             ));
         }
         self.writable(CALL)?;
-        self.with(py, CALL, |h| h.unary(&self.ctx, op))
+        let s = queue(CALL, &self.ctx, stream)?;
+        let on = On::new(&self.ctx, &s);
+        self.with(py, CALL, |h| h.unary(&on, op))
     }
 
     /// A new array of gpukit's with a copy of the elements (writable, whatever the
     /// original's read-only status).
-    fn copy(&self, py: Python<'_>) -> PyResult<Array> {
-        let held = self.with(py, "Array.copy", |h| h.copy(&self.ctx))?;
+    #[pyo3(signature = (*, stream=None))]
+    fn copy(&self, py: Python<'_>, stream: Option<&Stream>) -> PyResult<Array> {
+        const CALL: &str = "Array.copy";
+        let s = queue(CALL, &self.ctx, stream)?;
+        let on = On::new(&self.ctx, &s);
+        let held = self.with(py, CALL, |h| h.copy(&on))?;
         Ok(Array::new(&self.ctx, self.shape.clone(), held, None))
     }
 
@@ -857,10 +889,12 @@ impl Array {
         if d == self.dtype && !copy {
             return self.reshape(&PyTuple::new(py, [PyTuple::new(py, &self.shape)?])?);
         }
+        let s = queue(CALL, &self.ctx, None)?;
+        let on = On::new(&self.ctx, &s);
         let held = if d == self.dtype {
-            self.with(py, CALL, |h| h.copy(&self.ctx))?
+            self.with(py, CALL, |h| h.copy(&on))?
         } else {
-            self.with(py, CALL, |h| h.cast(&self.ctx, d))?
+            self.with(py, CALL, |h| h.cast(&on, d))?
         };
         Ok(Array::new(&self.ctx, self.shape.clone(), held, None))
     }

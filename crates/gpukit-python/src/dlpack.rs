@@ -20,6 +20,7 @@ use pyo3::types::PyDict;
 use crate::array::{Array, Held, Made, Slot, Span};
 use crate::element::{by_dtype, PyElement};
 use crate::error::buffer_err;
+use crate::stream::On;
 
 /// The calls whose errors this module raises.
 const EXPORT: &str = "Array.__dlpack__";
@@ -142,12 +143,13 @@ pub(crate) fn export<'py>(
         .detach(|| -> gpukit::Result<Made> {
             let consumer = consumer.map(|s| RawStream::Cuda(s as *mut c_void));
             let held = a.mem.lock();
+            let on = On::new(&a.ctx, &a.ctx);
             if copy == Some(true) {
-                let c = held.copy(&a.ctx)?;
+                let c = held.copy(&on)?;
                 drop(held);
-                c.export(&a.ctx, &a.shape, form, consumer)
+                c.export(&on, &a.shape, form, consumer)
             } else {
-                held.export(&a.ctx, &a.shape, form, consumer)
+                held.export(&on, &a.shape, form, consumer)
             }
         })
         .map_err(|e| buffer_err(EXPORT, e))?;

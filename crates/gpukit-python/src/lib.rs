@@ -40,6 +40,8 @@ mod array;
 mod dlpack;
 mod element;
 mod error;
+mod ops;
+mod stream;
 
 use array::Array;
 use element::{by_dtype, parse_dtype, scalar};
@@ -127,7 +129,9 @@ impl Context {
         };
         let v = scalar(CALL, fill_value, d)?;
         let a = self.zeros_as(py, CALL, shape, dtype)?;
-        a.with(py, CALL, |h| h.fill(&self.ctx, v))?;
+        let s = stream::queue(CALL, &self.ctx, None)?;
+        let on = stream::On::new(&self.ctx, &s);
+        a.with(py, CALL, |h| h.fill(&on, v))?;
         Ok(a)
     }
 
@@ -146,19 +150,22 @@ impl Context {
     }
 
     /// `out = op(a, b)` element-wise: one of `gpukit.BINARY_OPS` (`"add"`, `"mul"`, ...),
-    /// the three arrays of one element type. Shapes broadcast as NumPy's do where gpukit
-    /// runs it (equal shapes, or one operand one element, one row or one column of the
-    /// other); `out` has the result's shape and may be (or overlap) `a` or `b`: the result
-    /// is NumPy's, as if the inputs were read first. Integer `div` truncates toward zero
-    /// (C's `/`, not NumPy's `//`, which floors) and gives 0 for a division by zero.
-    fn binary(
+    /// the arrays of one element type; returns `out` (a new array where not given). Shapes
+    /// broadcast as NumPy's do where gpukit runs it (equal shapes, or one operand one
+    /// element, one row or one column of the other); `out` has the result's shape and may be
+    /// (or overlap) `a` or `b`: the result is NumPy's, as if the inputs were read first.
+    /// Integer `div` truncates toward zero (C's `/`, not NumPy's `//`, which floors) and
+    /// gives 0 for a division by zero.
+    #[pyo3(signature = (op, a, b, out=None, *, stream=None))]
+    fn binary<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         op: &str,
-        a: &Bound<'_, Array>,
-        b: &Bound<'_, Array>,
-        out: &Bound<'_, Array>,
-    ) -> PyResult<()> {
+        a: &Bound<'py, Array>,
+        b: &Bound<'py, Array>,
+        out: Option<Bound<'py, Array>>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Bound<'py, Array>> {
         const CALL: &str = "Context.binary";
         let op = BinaryOp::ALL
             .iter()
@@ -167,25 +174,235 @@ impl Context {
             .ok_or_else(|| {
                 value_err(
                     CALL,
-                    format!("no binary op {op:?}; one of {}", binary_names().join(", ")),
+                    format!("no binary op '{op}'; one of {}", binary_names().join(", ")),
                 )
             })?;
-        let (a, b, out) = (a.get(), b.get(), out.get());
-        for (name, x) in [("a", a), ("b", b), ("out", out)] {
-            if x.ctx.id() != self.ctx.id() {
-                return Err(value_err(
+        self.ours(CALL, [("a", a.get()), ("b", b.get())])?;
+        let out = match out {
+            Some(o) => o,
+            None => {
+                let shape = array::broadcast_shape(&a.get().shape, &b.get().shape)
+                    .unwrap_or_else(|| a.get().shape.clone());
+                let dtype = element::PyDType { d: a.get().dtype };
+                let made = self.zeros_as(
+                    py,
                     CALL,
-                    format!(
-                        "`{name}` is an array of another gpukit.Context (copy it into this one \
-                         with ctx.from_dlpack(x, copy=True))"
-                    ),
-                ));
+                    &pyo3::types::PyTuple::new(py, &shape)?.into_any(),
+                    Some(&Bound::new(py, dtype)?.into_any()),
+                )?;
+                Bound::new(py, made)?
             }
-        }
-        array::binary(py, CALL, op, a, b, out)
+        };
+        self.ours(CALL, [("out", out.get())])?;
+        let s = stream::queue(CALL, &self.ctx, stream)?;
+        let on = stream::On::new(&self.ctx, &s);
+        array::binary(py, &on, CALL, op, a.get(), b.get(), out.get())?;
+        Ok(out)
     }
 
-    /// Waits until the work queued on the context has finished.
+    /// `op(x)` element-wise (one of `gpukit.UNARY_OPS`), into a new array or into `out` (of
+    /// `x`'s shape and type; `x` itself works in place); returns the result.
+    #[pyo3(signature = (op, x, out=None, *, stream=None))]
+    fn unary<'py>(
+        &self,
+        py: Python<'py>,
+        op: &str,
+        x: &Bound<'py, Array>,
+        out: Option<Bound<'py, Array>>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Bound<'py, Array>> {
+        const CALL: &str = "Context.unary";
+        let op = unary_op(CALL, op)?;
+        self.ours(CALL, [("x", x.get())])?;
+        if let Some(o) = &out {
+            self.ours(CALL, [("out", o.get())])?;
+        }
+        let made = ops::unary(
+            py,
+            CALL,
+            &self.ctx,
+            op,
+            x.get(),
+            out.as_ref().map(|o| o.get()),
+            stream,
+        )?;
+        match (made, out) {
+            (Some(m), _) => Bound::new(py, m),
+            (None, Some(o)) => Ok(o),
+            (None, None) => Err(value_err(
+                CALL,
+                "no result (a bug of gpukit's; please report it)",
+            )),
+        }
+    }
+
+    /// A reduction of `x` (one of `gpukit.REDUCE_OPS`: `"sum"`, `"mean"`, `"min"`, `"max"`,
+    /// `"argmin"`, `"argmax"`): over all of it (`axis=None`, a 0-d array) or along its first
+    /// or last axis; the index reductions give `uint32`.
+    #[pyo3(signature = (op, x, axis=None, *, stream=None))]
+    fn reduce(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        x: &Bound<'_, Array>,
+        axis: Option<i64>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Array> {
+        const CALL: &str = "Context.reduce";
+        let op = gpukit::ReduceOp::ALL
+            .into_iter()
+            .find(|o| o.name() == op)
+            .ok_or_else(|| {
+                value_err(
+                    CALL,
+                    format!("no reduction '{op}'; one of {}", reduce_names().join(", ")),
+                )
+            })?;
+        self.ours(CALL, [("x", x.get())])?;
+        ops::reduce(py, CALL, &self.ctx, op, x.get(), axis, stream)
+    }
+
+    /// `a @ b`: `(m, k) @ (k, n)`, or stacks `(batch, m, k) @ (batch, k, n)` (a 2-D side is
+    /// shared by every product); floating-point arrays of one type, in a new array.
+    #[pyo3(signature = (a, b, *, stream=None))]
+    fn matmul(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, Array>,
+        b: &Bound<'_, Array>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Array> {
+        const CALL: &str = "Context.matmul";
+        self.ours(CALL, [("a", a.get()), ("b", b.get())])?;
+        ops::matmul_types(CALL, a.get())?;
+        ops::matmul(py, CALL, &self.ctx, a.get(), b.get(), stream)
+    }
+
+    /// Softmax along the last axis, in a new array (floating-point).
+    #[pyo3(signature = (x, *, stream=None))]
+    fn softmax(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, Array>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Array> {
+        const CALL: &str = "Context.softmax";
+        self.ours(CALL, [("x", x.get())])?;
+        ops::softmax(py, CALL, &self.ctx, x.get(), false, stream)
+    }
+
+    /// Log-softmax along the last axis, in a new array (floating-point).
+    #[pyo3(signature = (x, *, stream=None))]
+    fn log_softmax(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, Array>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Array> {
+        const CALL: &str = "Context.log_softmax";
+        self.ours(CALL, [("x", x.get())])?;
+        ops::softmax(py, CALL, &self.ctx, x.get(), true, stream)
+    }
+
+    /// Each row's cross-entropy loss `-log(softmax(logits)[label])`: `logits` of shape
+    /// `(..., classes)`, `labels` integers of the rows' shape, each below `classes` (a
+    /// label out of range is a `ValueError`, raised once the work has run); a new array of
+    /// the rows' shape.
+    #[pyo3(signature = (logits, labels, *, stream=None))]
+    fn cross_entropy(
+        &self,
+        py: Python<'_>,
+        logits: &Bound<'_, Array>,
+        labels: &Bound<'_, Array>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Array> {
+        const CALL: &str = "Context.cross_entropy";
+        self.ours(CALL, [("logits", logits.get()), ("labels", labels.get())])?;
+        ops::cross_entropy(py, CALL, &self.ctx, logits.get(), labels.get(), stream)
+    }
+
+    /// A new array of `shape` with uniform samples in `[low, high)` from `rng`'s next
+    /// positions (Philox: the same bits on every backend).
+    #[pyo3(signature = (shape, low=0.0, high=1.0, *, rng, dtype=None, stream=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn random_uniform(
+        &self,
+        py: Python<'_>,
+        shape: &Bound<'_, PyAny>,
+        low: f64,
+        high: f64,
+        rng: &ops::Rng,
+        dtype: Option<&Bound<'_, PyAny>>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Array> {
+        const CALL: &str = "Context.random_uniform";
+        let (shape, d) = self.shape_and_type(CALL, shape, dtype)?;
+        ops::random(
+            py,
+            CALL,
+            &self.ctx,
+            shape,
+            d,
+            ops::Draw::Uniform(low, high),
+            rng,
+            stream,
+        )
+    }
+
+    /// A new array of `shape` with normal samples of mean `mean` and standard deviation
+    /// `std` from `rng`'s next positions.
+    #[pyo3(signature = (shape, mean=0.0, std=1.0, *, rng, dtype=None, stream=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn random_normal(
+        &self,
+        py: Python<'_>,
+        shape: &Bound<'_, PyAny>,
+        mean: f64,
+        std: f64,
+        rng: &ops::Rng,
+        dtype: Option<&Bound<'_, PyAny>>,
+        stream: Option<&stream::Stream>,
+    ) -> PyResult<Array> {
+        const CALL: &str = "Context.random_normal";
+        let (shape, d) = self.shape_and_type(CALL, shape, dtype)?;
+        ops::random(
+            py,
+            CALL,
+            &self.ctx,
+            shape,
+            d,
+            ops::Draw::Normal(mean, std),
+            rng,
+            stream,
+        )
+    }
+
+    /// A new stream of this context (`priority`: lower is more urgent, within the backend's
+    /// range; default the least urgent). `with ctx.stream() as s:` queues the block's ops
+    /// there on this thread.
+    #[pyo3(signature = (priority=None))]
+    fn stream(&self, py: Python<'_>, priority: Option<i32>) -> PyResult<stream::Stream> {
+        const CALL: &str = "Context.stream";
+        let s = py
+            .detach(|| match priority {
+                Some(p) => self.ctx.create_stream_with_priority(p),
+                None => self.ctx.create_stream(),
+            })
+            .map_err(|e| py_err(CALL, e))?;
+        Ok(stream::Stream::new(&self.ctx, s))
+    }
+
+    /// The stream this thread's ops of this context queue on now: the innermost `with`
+    /// stream, else the default one.
+    #[getter]
+    fn current_stream(&self) -> PyResult<stream::Stream> {
+        let s = stream::queue("Context.current_stream", &self.ctx, None)?;
+        Ok(stream::Stream::new(&self.ctx, s))
+    }
+
+    /// Waits, with the GIL released, until the work queued on every stream of the context
+    /// has finished; raises the first error that work raised. Arrays' views and exports
+    /// wait for their own arrays' work already; this is the wait for everything.
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| self.ctx.sync())
             .map_err(|e| py_err("Context.synchronize", e))
@@ -193,6 +410,47 @@ impl Context {
 }
 
 impl Context {
+    /// `ValueError` raised by `call` for an argument array of another context.
+    fn ours<const N: usize>(&self, call: &str, args: [(&str, &Array); N]) -> PyResult<()> {
+        for (name, x) in args {
+            if x.ctx.id() != self.ctx.id() {
+                return Err(value_err(
+                    call,
+                    format!(
+                        "`{name}` is an array of another gpukit.Context (copy it into this one \
+                         with ctx.from_dlpack(x, copy=True))"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A `shape` and a float `dtype` (default float32) argument of `call`.
+    fn shape_and_type(
+        &self,
+        call: &str,
+        shape: &Bound<'_, PyAny>,
+        dtype: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(Vec<usize>, gpukit::DType)> {
+        let shape = shape_of(call, shape)?;
+        let d = match dtype {
+            Some(d) => parse_dtype(call, d)?,
+            None => gpukit::DType::F32,
+        };
+        if shape
+            .iter()
+            .try_fold(1usize, |n, &e| n.checked_mul(e))
+            .is_none()
+        {
+            return Err(value_err(
+                call,
+                format!("shape {} overflows", array::shape_text(&shape)),
+            ));
+        }
+        Ok((shape, d))
+    }
+
     /// `Context.zeros`, its errors naming `call`.
     fn zeros_as(
         &self,
@@ -225,6 +483,25 @@ impl Context {
     }
 }
 
+/// The unary op named `name`, or a `ValueError` raised by `call` listing them.
+fn unary_op(call: &str, name: &str) -> PyResult<gpukit::UnaryOp> {
+    gpukit::UnaryOp::ALL
+        .iter()
+        .copied()
+        .find(|o| o.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = gpukit::UnaryOp::ALL.iter().map(|o| o.name()).collect();
+            value_err(
+                call,
+                format!("no unary op '{name}'; one of {}", names.join(", ")),
+            )
+        })
+}
+
+fn reduce_names() -> Vec<&'static str> {
+    gpukit::ReduceOp::ALL.iter().map(|o| o.name()).collect()
+}
+
 fn binary_names() -> Vec<&'static str> {
     BinaryOp::ALL.iter().map(|o| o.name()).collect()
 }
@@ -236,6 +513,9 @@ fn gpukit_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Context>()?;
     m.add_class::<Array>()?;
     m.add_class::<element::PyDType>()?;
+    m.add_class::<stream::Stream>()?;
+    m.add_class::<stream::Event>()?;
+    m.add_class::<ops::Rng>()?;
     m.add("GpukitError", m.py().get_type::<GpukitError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
@@ -246,6 +526,19 @@ fn gpukit_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
             .collect::<Vec<_>>(),
     )?;
     m.add("BINARY_OPS", binary_names())?;
+    m.add("REDUCE_OPS", reduce_names())?;
+    // The op table's accuracy contracts (the `ulps` column): each op's result is within this
+    // many ulp of the exact one on the CPU and CUDA backends (see the crate docs of `UnaryOp`).
+    let ulps = pyo3::types::PyDict::new(m.py());
+    for op in gpukit::UnaryOp::ALL {
+        ulps.set_item(op.name(), op.ulps())?;
+    }
+    m.add("UNARY_ULPS", ulps)?;
+    let ulps = pyo3::types::PyDict::new(m.py());
+    for op in BinaryOp::ALL {
+        ulps.set_item(op.name(), op.ulps())?;
+    }
+    m.add("BINARY_ULPS", ulps)?;
     // What `from gpukit.gpukit import *` (the wheel's `__init__.py`) takes, `__version__`
     // among it.
     m.add(
@@ -254,8 +547,14 @@ fn gpukit_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "Array",
             "BINARY_OPS",
             "Context",
+            "Event",
             "GpukitError",
+            "REDUCE_OPS",
+            "Rng",
+            "Stream",
             "UNARY_OPS",
+            "UNARY_ULPS",
+            "BINARY_ULPS",
             "__version__",
             "dtype",
         ],
