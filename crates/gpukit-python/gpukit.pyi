@@ -215,6 +215,9 @@ class Array:
     ) -> Any:
         """DLPack's export: a capsule sharing this array's memory."""
     def __dlpack_device__(self) -> Tuple[int, int]: ...
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """The CUDA Array Interface, version 3, of a CUDA array (else `AttributeError`)."""
     def fill(self, value: Union[int, float], *, stream: Optional["Stream"] = None) -> None:
         """Sets every element to `value` (queued on the device)."""
     def scale(self, alpha: Union[int, float], *, stream: Optional["Stream"] = None) -> None:

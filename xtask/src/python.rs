@@ -2,7 +2,9 @@
 //! `pyproject.toml`) into a wheel, installs it in a virtual environment and checks it: its
 //! type stubs against the module (mypy's `stubtest`, and `mypy --strict` over a typed use of
 //! the API) and its tests (`crates/gpukit-python/tests/test_*.py`, `unittest`) against
-//! NumPy, and PyTorch where the environment has it.
+//! NumPy, and PyTorch where the environment has it; then the CUDA tests
+//! (`tests/test_cuda.py`) again against the CUDA emulator (`cargo xtask cuda-emu`), where they
+//! may not skip.
 //!
 //! The environment is `target/python/venv` (made with `$PYTHON -m venv`, `$PYTHON` else
 //! `python3`), with maturin, NumPy and mypy from PyPI, and JAX (CPU jaxlib) where pip can
@@ -25,6 +27,8 @@ pub const PACKAGE: &str = "gpukit-python";
 const PROJECT: &str = "crates/gpukit-python";
 /// Its tests, relative to the workspace root.
 const TESTS: &str = "crates/gpukit-python/tests";
+/// The tests that run a second time against the CUDA emulator.
+const CUDA_TESTS: &str = "test_cuda.py";
 /// The typed use of the API that `mypy --strict` checks against the stubs.
 const TYPED_USE: &str = "crates/gpukit-python/tests/test_typing.py";
 /// What stubtest may leave unchecked (the extension module inside the package).
@@ -70,6 +74,7 @@ fn library_names() -> (String, &'static str) {
 /// module (with the example one of them runs).
 pub const BUNDLED_SCRIPTS: &[&str] = &[
     "crates/gpukit-python/tests/test_dlpack.py",
+    "crates/gpukit-python/tests/test_cuda.py",
     "crates/gpukit-python/tests/test_examples.py",
     "crates/gpukit-python/tests/test_ops.py",
     "crates/gpukit-python/tests/test_protocols.py",
@@ -238,13 +243,28 @@ pub fn test(root: &Path) -> Result {
         TYPED_USE,
     ]))?;
     util::header("python: the module's tests (unittest, NumPy; PyTorch where installed)");
-    let mut run = Command::new(&python);
+    util::run(&mut unittest(root, &python, "test_*.py"))?;
+    // The CUDA arrays' paths (DLPack's stream handshake, the CUDA Array Interface) against
+    // the CUDA emulator, where nothing may be skipped.
+    util::header("python: the CUDA tests against the CUDA emulator");
+    let emu = crate::cuda_emu::as_tested(root)?;
+    let mut cuda = unittest(root, &python, CUDA_TESTS);
+    emu.apply(&mut cuda);
+    cuda.env("GPU_REQUIRE_CUDA", "1")
+        .env("GPUKIT_CUDA_EMU_SMS", crate::cuda_emu::suite::sms());
+    util::run(&mut cuda)
+}
+
+/// `unittest` over the tests matching `pattern`, with the installed wheel (nothing on
+/// PYTHONPATH; `GPUKIT_WHEEL=1`: a bare module fails the wheel's test).
+fn unittest(root: &Path, python: &Path, pattern: &str) -> Command {
+    let mut run = Command::new(python);
     run.current_dir(root)
         .env_remove("PYTHONPATH")
         .env("GPUKIT_WHEEL", "1")
         .args(["-m", "unittest", "discover", "--start-directory", TESTS])
-        .args(["--pattern", "test_*.py", "--verbose"]);
-    util::run(&mut run)
+        .args(["--pattern", pattern, "--verbose"]);
+    run
 }
 
 /// Runs `cargo xtask python`.

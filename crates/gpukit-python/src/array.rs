@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use gpukit::core::dlpack::{DlpackArray, DlpackLegacy, DlpackTensor, DL_CPU, DL_CUDA, DL_VULKAN};
 use gpukit::{AnyBackend, BinaryOp, DType, GpuArray, RawStream, Shape, UnaryOp};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::dlpack::{self, Form};
 use crate::element::{
@@ -764,6 +764,80 @@ impl Array {
     /// DLPack's `(device_type, device_id)` of the array's memory.
     fn __dlpack_device__(&self) -> (i32, i32) {
         self.dl_device()
+    }
+
+    /// The CUDA Array Interface, version 3 (CuPy's, Numba's and PyTorch's protocol), on a
+    /// CUDA array: `shape`, `typestr`, `data` (the device address and whether the array is
+    /// read-only), `strides` (`None`: contiguous), `version` 3 and `stream`, the context's
+    /// stream after the array's queued work (1 for CUDA's legacy default stream): the
+    /// consumer makes its own work wait for that stream, as the protocol asks, and keeps
+    /// this array alive while it uses the address. Other arrays, and bfloat16 (which has no
+    /// `typestr`), raise `AttributeError`: `__dlpack__` is their protocol.
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        const CALL: &str = "Array.__cuda_array_interface__";
+        if self.ctx.backend_name() != "cuda" {
+            return Err(PyAttributeError::new_err(format!(
+                "{CALL}: a {} array is not in CUDA memory (__dlpack__ and numpy.asarray take \
+                 it)",
+                self.ctx.backend_name()
+            )));
+        }
+        let typestr = match self.dtype {
+            DType::F32 => "<f4",
+            DType::F64 => "<f8",
+            DType::F16 => "<f2",
+            DType::I8 => "|i1",
+            DType::U8 => "|u1",
+            DType::I32 => "<i4",
+            DType::U32 => "<u4",
+            DType::I64 => "<i8",
+            DType::U64 => "<u8",
+            DType::BF16 => {
+                return Err(PyAttributeError::new_err(format!(
+                    "{CALL}: bfloat16 has no typestr in the CUDA Array Interface (__dlpack__ \
+                     shares it)"
+                )))
+            }
+        };
+        // SAFETY: the handle goes to the consumer, which only makes its own work wait for
+        // this stream (the interface's protocol); gpukit's work stays on it.
+        let raw = unsafe { self.ctx.raw_handle() };
+        let RawStream::Cuda(handle) = raw else {
+            return Err(PyAttributeError::new_err(format!(
+                "{CALL}: the context has no CUDA stream"
+            )));
+        };
+        // The address through an export ordered onto the context's own stream (after the
+        // array's work on any stream), dropped at once: the memory stays the array's.
+        let shape = self.shape.clone();
+        let on = On::new(&self.ctx, &self.ctx);
+        // As an address: a pointer does not cross to the thread without the GIL.
+        let stream = handle as usize;
+        let address = self.with(py, CALL, |h| -> gpukit::Result<usize> {
+            let consumer = RawStream::Cuda(stream as *mut std::ffi::c_void);
+            let made = h.export(&on, &shape, Form::Versioned, Some(consumer))?;
+            let t = match &made {
+                Made::Versioned(t) => &t.managed().dl_tensor,
+                Made::Legacy(t) => &t.managed().dl_tensor,
+            };
+            Ok((t.data as usize).saturating_add(t.byte_offset as usize))
+        })?;
+        self.mem.note_span(Span {
+            device: self.dl_device(),
+            start: address,
+            end: address.saturating_add(self.nbytes()),
+        });
+        let d = PyDict::new(py);
+        d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
+        d.set_item("typestr", typestr)?;
+        // A null pointer for no elements, as the interface asks.
+        let address = if self.size() == 0 { 0 } else { address };
+        d.set_item("data", (address, self.read_only))?;
+        d.set_item("strides", py.None())?;
+        d.set_item("version", 3)?;
+        d.set_item("stream", if stream == 0 { 1 } else { stream })?;
+        Ok(d)
     }
 
     /// Sets every element to `value` (queued on the device; NumPy views of the array see

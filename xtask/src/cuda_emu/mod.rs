@@ -196,6 +196,13 @@ pub fn ci(root: &Path, test_args: &[String]) -> Result {
     Ok(())
 }
 
+/// The emulator built as the test step builds the workspace (`--workspace --lib`: the same
+/// features, so CI links nothing new after its `cuda-emu` step), and its environment.
+pub fn as_tested(root: &Path) -> Result<EmuEnv> {
+    util::run(util::cargo(root).args(["build", "--workspace", "--lib"]))?;
+    links(root, false)
+}
+
 /// As [`prepare`], with cargo's output on standard error only (`env`'s standard output is
 /// the export lines).
 fn prepare_quiet(root: &Path, release: bool) -> Result<EmuEnv> {
