@@ -160,7 +160,9 @@ commands:
         (dev profile), install it in target/python/venv (made with $PYTHON -m venv, else
         python3; maturin, NumPy and mypy from PyPI), check its type stubs (mypy's stubtest,
         mypy --strict over a typed use) and run its tests (crates/gpukit-python/tests,
-        unittest): DLPack both ways with NumPy, and with PyTorch where installed. Without an
+        unittest): DLPack both ways with NumPy, and with PyTorch where installed; the
+        same wheel's tests on CPython 3.9 (NumPy 2.0) where python3.9 is installed, and the
+        CUDA tests against the CUDA emulator. Without an
         interpreter, or where the environment cannot be made or filled, prints SKIPPED
         (GPU_REQUIRE_PYTHON=1: fails). Also a step of `ci`.
   fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]

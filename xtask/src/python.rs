@@ -2,7 +2,9 @@
 //! `pyproject.toml`) into a wheel, installs it in a virtual environment and checks it: its
 //! type stubs against the module (mypy's `stubtest`, and `mypy --strict` over a typed use of
 //! the API) and its tests (`crates/gpukit-python/tests/test_*.py`, `unittest`) against
-//! NumPy, and PyTorch where the environment has it; then the CUDA tests
+//! NumPy, and PyTorch where the environment has it; then the same wheel's tests on CPython
+//! 3.9, the oldest it supports, with NumPy 2.0 (where a 3.9 interpreter is installed); then
+//! the CUDA tests
 //! (`tests/test_cuda.py`) again against the CUDA emulator (`cargo xtask cuda-emu`), where they
 //! may not skip.
 //!
@@ -225,7 +227,7 @@ pub fn test(root: &Path) -> Result {
         }
     };
     util::header("python: build the wheel (pip, maturin; dev profile) and install it");
-    build_wheel(root, &python)?;
+    let wheel = build_wheel(root, &python)?;
     // From the workspace root, where no folder shadows the installed package.
     util::header("python: the type stubs against the module, and a typed use of the API");
     util::run(Command::new(&python).current_dir(root).args([
@@ -244,6 +246,7 @@ pub fn test(root: &Path) -> Result {
     ]))?;
     util::header("python: the module's tests (unittest, NumPy; PyTorch where installed)");
     util::run(&mut unittest(root, &python, "test_*.py"))?;
+    oldest(root, &wheel)?;
     // The CUDA arrays' paths (DLPack's stream handshake, the CUDA Array Interface) against
     // the CUDA emulator, where nothing may be skipped.
     util::header("python: the CUDA tests against the CUDA emulator");
@@ -253,6 +256,68 @@ pub fn test(root: &Path) -> Result {
     cuda.env("GPU_REQUIRE_CUDA", "1")
         .env("GPUKIT_CUDA_EMU_SMS", crate::cuda_emu::suite::sms());
     util::run(&mut cuda)
+}
+
+/// The same wheel on the oldest CPython it claims (3.9) with the NumPy that Python gets
+/// (2.0, which speaks legacy DLPack only), where that interpreter is installed (`python3.9`
+/// on PATH, or pyenv's); else a `SKIPPED:` line.
+fn oldest(root: &Path, wheel: &Path) -> Result {
+    util::header("python: the wheel on CPython 3.9, the oldest it supports");
+    let Some(python) = python39() else {
+        println!("SKIPPED: the wheel on CPython 3.9: no python3.9 here (on PATH or pyenv's)");
+        return Ok(());
+    };
+    let venv = root.join(WORK_DIR).join("venv39");
+    let venv_py = venv_python(&venv);
+    if !util::succeeds(Command::new(&venv_py).arg("--version")) {
+        util::run(Command::new(&python).arg("-m").arg("venv").arg(&venv))?;
+    }
+    let mut install = Command::new(&venv_py);
+    install
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .arg("numpy");
+    if util::run(&mut install).is_err() {
+        println!("SKIPPED: the wheel on CPython 3.9: pip could not install NumPy");
+        return Ok(());
+    }
+    let mut wheel_install = Command::new(&venv_py);
+    wheel_install
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(["--force-reinstall", "--no-deps"])
+        .arg(wheel);
+    util::run(&mut wheel_install)?;
+    util::run(&mut unittest(root, &venv_py, "test_*.py"))
+}
+
+/// A CPython 3.9 interpreter: `python3.9` where it runs, else pyenv's newest 3.9.
+fn python39() -> Option<PathBuf> {
+    if util::succeeds(Command::new("python3.9").arg("--version")) {
+        return Some(PathBuf::from("python3.9"));
+    }
+    let root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")))?;
+    let mut found: Vec<PathBuf> = std::fs::read_dir(root.join("versions"))
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("3.9."))
+        .map(|e| e.path().join("bin").join("python3.9"))
+        .filter(|p| util::succeeds(Command::new(p).arg("--version")))
+        .collect();
+    found.sort();
+    found.pop()
 }
 
 /// `unittest` over the tests matching `pattern`, with the installed wheel (nothing on

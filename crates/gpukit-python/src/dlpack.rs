@@ -329,12 +329,34 @@ pub(crate) fn import(
         }
     }
     kwargs.set_item("max_version", (1, 1))?;
-    let cap = match x.call_method("__dlpack__", (), Some(&kwargs)) {
-        Ok(cap) => cap,
+    let exported = match x.call_method("__dlpack__", (), Some(&kwargs)) {
         Err(e) if e.is_instance_of::<PyTypeError>(py) => {
             // A producer from before DLPack 1.0 takes no `max_version`.
             kwargs.del_item("max_version")?;
-            x.call_method("__dlpack__", (), Some(&kwargs))?
+            x.call_method("__dlpack__", (), Some(&kwargs))
+        }
+        other => other,
+    };
+    let cap = match exported {
+        Ok(cap) => cap,
+        Err(e) if e.is_instance_of::<PyBufferError>(py) => {
+            // The producer cannot export it (NumPy before 2.1 refuses read-only arrays, its
+            // legacy capsule having no flag for them): a NumPy array is copied by NumPy
+            // where a copy is allowed, and the copy shared.
+            let numpy_array = py
+                .import("numpy")
+                .and_then(|np| Ok((x.is_instance(&np.getattr("ndarray")?)?, np)));
+            return match (copy, numpy_array) {
+                (Some(false), _) => Err(PyBufferError::new_err(format!(
+                    "{IMPORT}: the producer cannot export it ({e}), and copy=False forbids a \
+                     copy: pass copy=None to copy it"
+                ))),
+                (_, Ok((true, np))) => {
+                    let copied = np.call_method1("array", (x,))?;
+                    import(py, ctx, &copied, Some(false))
+                }
+                _ => Err(e),
+            };
         }
         Err(e) => return Err(e),
     };
@@ -378,11 +400,16 @@ fn take_typed<T: PyElement>(
     consume: &dyn Fn(),
     copy: Option<bool>,
 ) -> PyResult<Imported> {
-    let host_copy = |t: *mut DLManagedTensorVersioned| -> PyResult<Imported> {
+    let host_copy = |taken: Taken| -> PyResult<Imported> {
         // SAFETY: the capsule's live tensor (DLPack's protocol: the producer keeps it valid
         // until its deleter is called, from any thread); on success it has been given back.
-        let (a, shape) =
-            unsafe { ctx.from_dlpack_copy::<T>(t) }.map_err(|e| buffer_err(IMPORT, e))?;
+        let copied = unsafe {
+            match taken {
+                Taken::Versioned(t) => ctx.from_dlpack_copy::<T>(t),
+                Taken::Legacy(t) => ctx.from_dlpack_copy_legacy::<T>(t),
+            }
+        };
+        let (a, shape) = copied.map_err(|e| buffer_err(IMPORT, e))?;
         consume();
         Ok((Box::new(Slot::Owned(a)), shape, None))
     };
@@ -397,18 +424,8 @@ fn take_typed<T: PyElement>(
             }
         }
     };
-    // A legacy tensor (no copy of the library's for it) that this context can share: shared,
-    // then copied on the device.
-    let take = match (take, taken) {
-        (Take::HostCopy, Taken::Legacy(_)) if ctx.backend_name() == "cpu" => Take::DeviceCopy,
-        _ => take,
-    };
     match (take, taken) {
-        (Take::HostCopy, Taken::Versioned(t)) => host_copy(t),
-        (Take::HostCopy, Taken::Legacy(_)) => Err(PyBufferError::new_err(
-            "Context.from_dlpack: copying a tensor needs a DLPack 1.x producer (this one gave \
-             the legacy form)",
-        )),
+        (Take::HostCopy, _) => host_copy(taken),
         (take, _) => match share() {
             Ok(imported) => {
                 consume();
@@ -439,9 +456,7 @@ fn take_typed<T: PyElement>(
                 ..
             }) if arg == "strides" || message.contains("not aligned") => {
                 if take == (Take::Share { may_copy: true }) {
-                    if let Taken::Versioned(t) = taken {
-                        return host_copy(t);
-                    }
+                    return host_copy(taken);
                 }
                 let what = match arg {
                     "strides" => format!(
@@ -450,15 +465,11 @@ fn take_typed<T: PyElement>(
                     ),
                     _ => format!("the tensor's {message}"),
                 };
-                Err(PyBufferError::new_err(match (copy, taken) {
-                    (Some(false), _) => format!(
+                Err(PyBufferError::new_err(match copy {
+                    Some(false) => format!(
                         "{IMPORT}: {what}, and copy=False forbids a copy: pass copy=None (the \
                          default) to copy it, or make it contiguous first \
                          (numpy.ascontiguousarray(x))"
-                    ),
-                    (_, Taken::Legacy(_)) if ctx.backend_name() == "cpu" => format!(
-                        "{IMPORT}: {what}, and copying it needs a DLPack 1.x producer (this one \
-                         gave the legacy form): make it contiguous first"
                     ),
                     _ => format!(
                         "{IMPORT}: {what}; gpukit copies such tensors from host memory only: \

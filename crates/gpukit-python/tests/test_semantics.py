@@ -3,7 +3,7 @@ and broadcasting, an `out` that is or overlaps an input, one array used from sev
 threads, and errors that name the Python call in Python's terms. Run by `cargo xtask python`
 with the wheel installed."""
 
-import re
+import ctypes
 import threading
 import unittest
 
@@ -21,6 +21,35 @@ def on(ctx, x):
 
 def result(a):
     return np.array(a.tolist(), dtype=a.dtype)
+
+
+_get = ctypes.pythonapi.PyCapsule_GetPointer
+_get.restype = ctypes.c_void_p
+_get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+class ReadOnlyProducer:
+    """A DLPack 1.x producer that exports a gpukit copy of `x` flagged read-only (whatever
+    NumPy's version): the flags word follows the version, the context and the deleter."""
+
+    def __init__(self, x):
+        self.inner = CPU.from_dlpack(np.ascontiguousarray(x), copy=True)
+
+    def __dlpack__(self, **kw):
+        cap = self.inner.__dlpack__(max_version=(1, 0))
+        flags = ctypes.c_uint64.from_address(_get(cap, b"dltensor_versioned") + 8 + 8 + 8)
+        flags.value |= 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+        return cap
+
+    def __dlpack_device__(self):
+        return self.inner.__dlpack_device__()
+
+
+def read_only(x):
+    """A read-only gpukit array sharing a copy of `x`."""
+    a = CPU.from_dlpack(ReadOnlyProducer(x))
+    assert a.readonly
+    return a
 
 
 class Broadcasting(unittest.TestCase):
@@ -130,6 +159,10 @@ class Aliasing(unittest.TestCase):
             np.testing.assert_array_equal(host, expect, err_msg=f"shift {shift}")
 
     def test_an_out_that_is_an_inputs_export_gives_numpys_result(self):
+        if np.lib.NumpyVersion(np.__version__) < "2.1.0":
+            reason = "NumPy before 2.1 gives read-only views, which it cannot export back"
+            print(f"SKIPPED: {reason}", flush=True)
+            self.skipTest(reason)
         a = on(CPU, np.arange(6, dtype=np.float32))
         view = np.from_dlpack(a)  # NumPy's view of a's memory
         again = CPU.from_dlpack(view)  # a second gpukit array over the same memory
@@ -179,11 +212,9 @@ class Threads(unittest.TestCase):
 # Every error a user can provoke, with the class it must have; each message names the Python
 # call (the word before the first colon) and no Rust path.
 def provocations():
-    ro = np.arange(3, dtype=np.float32)
-    ro.flags.writeable = False
     strided = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
     i32 = CPU.zeros(3, dtype="int32")
-    imported_ro = CPU.from_dlpack(ro)
+    imported_ro = read_only(np.arange(3, dtype=np.float32))
     return [
         ("Context.from_dlpack", BufferError, lambda: CPU.from_dlpack(strided, copy=False)),
         ("Context.from_dlpack", BufferError, lambda: CPU.from_dlpack(np.zeros(2, dtype=np.bool_))),
@@ -233,11 +264,10 @@ class Errors(unittest.TestCase):
             CPU.from_dlpack(np.zeros(2, dtype=np.int16))
         with self.assertRaisesRegex(TypeError, r"`exp` takes floating-point arrays, this one holds int32"):
             CPU.zeros(3, dtype="int32").apply("exp")
-        ro = np.arange(3, dtype=np.float32)
-        ro.flags.writeable = False
+        ro = read_only(np.arange(3, dtype=np.float32))
         with self.assertRaisesRegex(ValueError, r"read-only.*copy\(\) gives a writable copy"):
-            CPU.from_dlpack(ro).fill(0.0)
-        self.assertFalse(CPU.from_dlpack(ro).copy().readonly)
+            ro.fill(0.0)
+        self.assertFalse(ro.copy().readonly)
 
 
 if __name__ == "__main__":

@@ -189,10 +189,52 @@ impl<B: Backend> Context<B> {
         const CALL: &str = "Context::from_dlpack_copy";
         // SAFETY: the caller's contract: null or a live managed tensor.
         let t = unsafe { versioned(CALL, tensor) }?;
-        let dt = &t.dl_tensor;
+        // SAFETY: as above.
+        let copied = unsafe { self.copy_host::<T>(CALL, &t.dl_tensor) }?;
+        // SAFETY: the contract: the producer's live tensor, released once, here (the data
+        // is copied).
+        unsafe { release(tensor) };
+        Ok(copied)
+    }
+
+    /// [`Context::from_dlpack_copy`] for the legacy unversioned form (`DLManagedTensor`:
+    /// what NumPy before 2.1, JAX and older producers give).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Context::from_dlpack_copy`], for a `DLManagedTensor`.
+    pub unsafe fn from_dlpack_copy_legacy<T: Element>(
+        &self,
+        tensor: *mut DLManagedTensor,
+    ) -> Result<(GpuArray<T, B>, Vec<usize>)> {
+        const CALL: &str = "Context::from_dlpack_copy_legacy";
+        if tensor.is_null() {
+            return Err(invalid(CALL, "tensor", "a null pointer".into()));
+        }
+        // SAFETY: the caller's contract: a live managed tensor.
+        let t = unsafe { &*tensor };
+        // SAFETY: as above.
+        let copied = unsafe { self.copy_host::<T>(CALL, &t.dl_tensor) }?;
+        // SAFETY: as in `from_dlpack_copy`.
+        unsafe { release(tensor) };
+        Ok(copied)
+    }
+
+    /// The copy of [`Context::from_dlpack_copy`] (either form): checks `dt` and copies the
+    /// host memory it describes into a new compact array; releases nothing.
+    ///
+    /// # Safety
+    ///
+    /// `dt` is the tensor of a live managed tensor under [`Context::from_dlpack_copy`]'s
+    /// contract.
+    unsafe fn copy_host<T: Element>(
+        &self,
+        call: &'static str,
+        dt: &DLTensor,
+    ) -> Result<(GpuArray<T, B>, Vec<usize>)> {
         if !matches!(dt.device.device_type, DL_CPU | DL_CUDA_HOST) {
             return Err(invalid(
-                CALL,
+                call,
                 "device",
                 format!(
                     "DLPack device type {}: only host memory (kDLCPU, kDLCUDAHost) is copied here",
@@ -201,7 +243,7 @@ impl<B: Backend> Context<B> {
             ));
         }
         // SAFETY: the caller's contract.
-        let layout = unsafe { layout::<T>(CALL, dt, false) }?;
+        let layout = unsafe { layout::<T>(call, dt, false) }?;
         let mut host: Vec<T> = Vec::new();
         if layout.len > 0 {
             let base = layout.start as *const T;
@@ -210,14 +252,14 @@ impl<B: Backend> Context<B> {
                 None => compact_strides(&layout.shape),
             };
             // Before anything is allocated or read: the loop below reads through the strides.
-            check_reach::<T>(CALL, layout.start, &layout.shape, &strides)?;
+            check_reach::<T>(call, layout.start, &layout.shape, &strides)?;
             // A valid tensor can still be more than the host can hold (a zero stride
             // broadcasts one element to any length): out of memory, not an abort.
             host.try_reserve_exact(layout.len)
                 .map_err(|e| Error::OutOfMemory {
                     backend: "host",
                     requested: layout.len.saturating_mul(std::mem::size_of::<T>()),
-                    detail: format!("{CALL}: the tensor's host copy: {e}"),
+                    detail: format!("{call}: the tensor's host copy: {e}"),
                 })?;
             let mut index = vec![0usize; layout.shape.len()];
             for _ in 0..layout.len {
@@ -240,11 +282,7 @@ impl<B: Backend> Context<B> {
                 }
             }
         }
-        let array = self.alloc_upload(&host)?;
-        // SAFETY: the contract: the producer's live tensor, released once, here (the data
-        // is copied).
-        unsafe { release(tensor) };
-        Ok((array, layout.shape))
+        Ok((self.alloc_upload(&host)?, layout.shape))
     }
 
     /// Checks `t` and wraps its memory.

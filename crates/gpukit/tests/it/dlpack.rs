@@ -611,6 +611,33 @@ fn unaligned_host_tensors_are_copied() -> gpukit::Result<()> {
     Ok(())
 }
 
+/// The legacy form (what NumPy before 2.1 and JAX give) is copied too, strides and all, and
+/// given back at once; a null pointer is refused.
+#[test]
+fn legacy_host_tensors_are_copied() -> gpukit::Result<()> {
+    let ctx = cpu();
+    let (raw, deleted, _) = legacy((0..6).map(|i| i as f32).collect());
+    // SAFETY: our live tensor, changed before it is handed over: the transpose of the
+    // 3 x 2 array [[0, 1], [2, 3], [4, 5]].
+    unsafe {
+        (*raw).dl_tensor.ndim = 2;
+        (*raw).dl_tensor.shape = Box::leak(Box::new([2i64, 3])).as_mut_ptr();
+        (*raw).dl_tensor.strides = Box::leak(Box::new([1i64, 2])).as_mut_ptr();
+    }
+    // SAFETY: a live tensor whose strides address only its six floats; the copy consumes it.
+    let (copy, shape) = unsafe { ctx.from_dlpack_copy_legacy::<f32>(raw) }?;
+    assert_eq!(shape, [2, 3]);
+    assert_eq!(copy.download()?, [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]);
+    assert_eq!(deleted.load(Ordering::SeqCst), 1, "given back once");
+    // SAFETY: a null pointer is refused before anything is read.
+    let r = unsafe { ctx.from_dlpack_copy_legacy::<f32>(std::ptr::null_mut()) };
+    assert!(
+        matches!(r, Err(Error::InvalidArgument { arg: "tensor", .. })),
+        "{r:?}"
+    );
+    Ok(())
+}
+
 /// Strided host memory (a transposed 2 x 3 view of a 3 x 2 array) is refused by the
 /// import and copied, compact, by `from_dlpack_copy`, which gives the tensor back at once.
 #[test]
