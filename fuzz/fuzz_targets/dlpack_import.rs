@@ -1,5 +1,7 @@
 //! Fuzz target `dlpack_import`: hostile DLPack tensors into `Context::from_dlpack`,
-//! `Context::from_dlpack_legacy` and `Context::from_dlpack_copy` on the CPU backend.
+//! `Context::from_dlpack_legacy`, `Context::from_dlpack_copy` and
+//! `Context::from_dlpack_copy_legacy` on the CPU backend (the copies take data of any
+//! alignment, the imports only data aligned to the element type).
 //!
 //! The input decodes (through `arbitrary::Unstructured`) into a managed tensor, either form:
 //! a null tensor pointer, the version, the flags (read-only), the deleter (one that counts its
@@ -167,6 +169,7 @@ enum Entry {
     Versioned,
     Legacy,
     Copy,
+    CopyLegacy,
 }
 
 impl Entry {
@@ -175,7 +178,18 @@ impl Entry {
             Entry::Versioned => "Context::from_dlpack",
             Entry::Legacy => "Context::from_dlpack_legacy",
             Entry::Copy => "Context::from_dlpack_copy",
+            Entry::CopyLegacy => "Context::from_dlpack_copy_legacy",
         }
+    }
+
+    /// A copy (any strides, any alignment), not an import.
+    fn is_copy(self) -> bool {
+        matches!(self, Entry::Copy | Entry::CopyLegacy)
+    }
+
+    /// The legacy form (no version to check).
+    fn is_legacy(self) -> bool {
+        matches!(self, Entry::Legacy | Entry::CopyLegacy)
     }
 }
 
@@ -259,7 +273,7 @@ fn compact_strides(shape: &[i64]) -> Vec<i64> {
 fn strides(u: &mut Unstructured<'_>, shape: &[i64], entry: Entry) -> ArbResult<Option<Vec<i64>>> {
     let n = shape.len();
     // Null (compact) is the common case for an import, real strides for a copy.
-    let null_weight = if entry == Entry::Copy { 1 } else { 4 };
+    let null_weight = if entry.is_copy() { 1 } else { 4 };
     let pick = u.int_in_range(0..=(null_weight + 5))?;
     if pick < null_weight {
         return Ok(None);
@@ -304,7 +318,12 @@ fn strides(u: &mut Unstructured<'_>, shape: &[i64], entry: Entry) -> ArbResult<O
 
 impl Case {
     fn decode(u: &mut Unstructured<'_>) -> ArbResult<Case> {
-        let entry = *u.choose(&[Entry::Versioned, Entry::Legacy, Entry::Copy])?;
+        let entry = *u.choose(&[
+            Entry::Versioned,
+            Entry::Legacy,
+            Entry::Copy,
+            Entry::CopyLegacy,
+        ])?;
         let elem = *u.choose(&ELEMS)?;
         let null_tensor = u.ratio(1, 64)?;
         let version = if u.ratio(7, 8)? {
@@ -439,7 +458,7 @@ fn model(c: &Case, t: &DLTensor, size: usize) -> Model {
     if c.null_tensor {
         return none(vec!["tensor"]);
     }
-    if c.entry != Entry::Legacy && c.version.major != 1 {
+    if !c.entry.is_legacy() && c.version.major != 1 {
         faults.push("tensor");
     }
     // The CPU backend takes host memory (kDLCPU, kDLCUDAHost), whatever the device id.
@@ -452,7 +471,8 @@ fn model(c: &Case, t: &DLTensor, size: usize) -> Model {
     let start = (t.data as usize).checked_add(t.byte_offset as usize);
     match start {
         None => faults.push("byte_offset"),
-        Some(s) if s % size != 0 => faults.push("data"),
+        // A copy reads its elements unaligned; an import aliases them, aligned.
+        Some(s) if s % size != 0 && !c.entry.is_copy() => faults.push("data"),
         Some(_) => {}
     }
     if t.ndim < 0 {
@@ -495,7 +515,7 @@ fn model(c: &Case, t: &DLTensor, size: usize) -> Model {
     // other strides), a copy reads through the strides.
     let mut read = compact_strides(extents);
     if let (Some(s), true) = (&given, len > 0) {
-        if c.entry == Entry::Copy {
+        if c.entry.is_copy() {
             read = s.clone();
             if reach(&shape, s, size, start.unwrap_or(0)).is_none() {
                 faults.push("strides");
@@ -661,7 +681,8 @@ fn run<T: Element>(c: &Case) {
         }
         _ => (Some(Buf::new(&bytes_from(c.seed, 16))), 0),
     };
-    let honest = matches!(c.offset, Offset::Aligned(_))
+    let honest = (matches!(c.offset, Offset::Aligned(_))
+        || (matches!(c.offset, Offset::Misaligned(..)) && c.entry.is_copy()))
         && !c.null_data
         && matches!(span, Some((_, n)) if n > 0 && buf.as_ref().is_some_and(|b| b.len >= n));
     let data: *mut c_void = match (&buf, c.null_data) {
@@ -760,7 +781,7 @@ fn run<T: Element>(c: &Case) {
             // SAFETY: made by `Box::into_raw` above; the import is over.
             drop(unsafe { Box::from_raw(raw) });
         }
-        Entry::Legacy => {
+        Entry::Legacy | Entry::CopyLegacy => {
             let raw = Box::into_raw(Box::new(DLManagedTensor {
                 dl_tensor: tensor,
                 manager_ctx,
@@ -771,19 +792,39 @@ fn run<T: Element>(c: &Case) {
             } else {
                 raw
             };
-            // SAFETY: as above.
-            match unsafe { ctx.from_dlpack_legacy::<T>(ptr) } {
-                Ok(imported) => {
-                    let before = before.as_deref();
-                    imported_ok(c, imported, &m, expected, false, before, first, &producer)
+            let delete = || {
+                // SAFETY: our live tensor, refused, so still ours: deleted as its producer
+                // would, once.
+                if let Some(d) = unsafe { (*raw).deleter } {
+                    unsafe { d(raw) }
                 }
-                Err(e) => refused(c, &e, &m, &producer, || {
-                    // SAFETY: our live tensor, refused, so still ours: deleted as its producer
-                    // would, once.
-                    if let Some(d) = unsafe { (*raw).deleter } {
-                        unsafe { d(raw) }
+            };
+            if c.entry == Entry::CopyLegacy {
+                // SAFETY: as above.
+                match unsafe { ctx.from_dlpack_copy_legacy::<T>(ptr) } {
+                    Ok((array, shape)) => {
+                        accepted(c, &m);
+                        if c.deleter {
+                            assert_eq!(producer.calls(), 1, "a copy gives the tensor back at once");
+                        }
+                        assert_eq!(Some(&shape), m.shape.as_ref());
+                        let got = match array.download() {
+                            Ok(v) => bytes_of(&v),
+                            Err(e) => panic!("download: {e}"),
+                        };
+                        assert_eq!(Some(got), expected, "the copy's contents\ncase: {c:#?}");
                     }
-                }),
+                    Err(e) => refused(c, &e, &m, &producer, delete),
+                }
+            } else {
+                // SAFETY: as above.
+                match unsafe { ctx.from_dlpack_legacy::<T>(ptr) } {
+                    Ok(imported) => {
+                        let before = before.as_deref();
+                        imported_ok(c, imported, &m, expected, false, before, first, &producer)
+                    }
+                    Err(e) => refused(c, &e, &m, &producer, delete),
+                }
             }
             // SAFETY: made by `Box::into_raw` above; the import is over.
             drop(unsafe { Box::from_raw(raw) });
