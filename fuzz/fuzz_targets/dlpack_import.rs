@@ -45,7 +45,7 @@ use gpukit_core::dlpack::{
     dl_dtype, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion,
     DLTensor, DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED, DL_VULKAN, FLAG_READ_ONLY,
 };
-use gpukit_core::{Context, DType, Element, Error};
+use gpukit_core::{Context, DType, Element, Error, GpuArray};
 use gpukit_cpu::CpuBackend;
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -750,18 +750,7 @@ fn run<T: Element>(c: &Case) {
                 // docs: what is passed is in contract).
                 let r = unsafe { ctx.from_dlpack_copy::<T>(ptr) };
                 match r {
-                    Ok((array, shape)) => {
-                        accepted(c, &m);
-                        if c.deleter {
-                            assert_eq!(producer.calls(), 1, "a copy gives the tensor back at once");
-                        }
-                        assert_eq!(Some(&shape), m.shape.as_ref());
-                        let got = match array.download() {
-                            Ok(v) => bytes_of(&v),
-                            Err(e) => panic!("download: {e}"),
-                        };
-                        assert_eq!(Some(got), expected, "the copy's contents\ncase: {c:#?}");
-                    }
+                    Ok(copied) => copy_ok(c, copied, &m, expected, &producer),
                     Err(e) => refused(c, &e, &m, &producer, || delete_v(raw)),
                 }
             } else {
@@ -802,18 +791,7 @@ fn run<T: Element>(c: &Case) {
             if c.entry == Entry::CopyLegacy {
                 // SAFETY: as above.
                 match unsafe { ctx.from_dlpack_copy_legacy::<T>(ptr) } {
-                    Ok((array, shape)) => {
-                        accepted(c, &m);
-                        if c.deleter {
-                            assert_eq!(producer.calls(), 1, "a copy gives the tensor back at once");
-                        }
-                        assert_eq!(Some(&shape), m.shape.as_ref());
-                        let got = match array.download() {
-                            Ok(v) => bytes_of(&v),
-                            Err(e) => panic!("download: {e}"),
-                        };
-                        assert_eq!(Some(got), expected, "the copy's contents\ncase: {c:#?}");
-                    }
+                    Ok(copied) => copy_ok(c, copied, &m, expected, &producer),
                     Err(e) => refused(c, &e, &m, &producer, delete),
                 }
             } else {
@@ -840,6 +818,27 @@ fn run<T: Element>(c: &Case) {
             "the deleter runs exactly once\ncase: {c:#?}"
         );
     }
+}
+
+/// A copy the model accepts: given back at once, of the model's shape and the producer's
+/// bytes.
+fn copy_ok<T: Element>(
+    c: &Case,
+    (array, shape): (GpuArray<T, B>, Vec<usize>),
+    m: &Model,
+    expected: Option<Vec<u8>>,
+    producer: &Producer,
+) {
+    accepted(c, m);
+    if c.deleter {
+        assert_eq!(producer.calls(), 1, "a copy gives the tensor back at once");
+    }
+    assert_eq!(Some(&shape), m.shape.as_ref());
+    let got = match array.download() {
+        Ok(v) => bytes_of(&v),
+        Err(e) => panic!("download: {e}"),
+    };
+    assert_eq!(Some(got), expected, "the copy's contents\ncase: {c:#?}");
 }
 
 /// Deletes a refused versioned tensor as its producer would.

@@ -48,6 +48,19 @@ fn interpreter() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
+/// `python -m pip install --quiet` (pip's own notices off), to which the caller adds what.
+fn pip_install(python: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]);
+    cmd
+}
+
 /// The environment's interpreter.
 fn venv_python(venv: &Path) -> PathBuf {
     if cfg!(windows) {
@@ -123,16 +136,8 @@ fn environment(root: &Path) -> std::result::Result<PathBuf, String> {
             ));
         }
     }
-    let mut install = Command::new(&venv_py);
-    install
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .args(REQUIREMENTS);
+    let mut install = pip_install(&venv_py);
+    install.args(REQUIREMENTS);
     if util::run(&mut install).is_err() {
         return Err(format!(
             "pip could not install {} from PyPI into {}",
@@ -141,15 +146,8 @@ fn environment(root: &Path) -> std::result::Result<PathBuf, String> {
         ));
     }
     // JAX (CPU jaxlib), whose tests print SKIPPED without it.
-    let mut jax = Command::new(&venv_py);
-    jax.args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-    ])
-    .arg(JAX);
+    let mut jax = pip_install(&venv_py);
+    jax.arg(JAX);
     if util::run(&mut jax).is_err() {
         println!("warning: pip could not install {JAX}; its tests will print SKIPPED");
     }
@@ -195,19 +193,17 @@ fn build_wheel(root: &Path, python: &Path) -> Result<PathBuf> {
         wheel.display(),
         size as f64 / 1e6
     );
-    let mut install = Command::new(python);
-    install
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .args(["--force-reinstall", "--no-deps"])
-        .arg(&wheel);
-    util::run(&mut install)?;
+    install_wheel(python, &wheel)?;
     Ok(wheel)
+}
+
+/// Installs `wheel` in `python`'s environment in place of any earlier build of it.
+fn install_wheel(python: &Path, wheel: &Path) -> Result {
+    util::run(
+        pip_install(python)
+            .args(["--force-reinstall", "--no-deps"])
+            .arg(wheel),
+    )
 }
 
 /// Builds the package, installs it and runs its checks (the CI step and `cargo xtask
@@ -272,32 +268,13 @@ fn oldest(root: &Path, wheel: &Path) -> Result {
     if !util::succeeds(Command::new(&venv_py).arg("--version")) {
         util::run(Command::new(&python).arg("-m").arg("venv").arg(&venv))?;
     }
-    let mut install = Command::new(&venv_py);
-    install
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .arg("numpy");
+    let mut install = pip_install(&venv_py);
+    install.arg("numpy");
     if util::run(&mut install).is_err() {
         println!("SKIPPED: the wheel on CPython 3.9: pip could not install NumPy");
         return Ok(());
     }
-    let mut wheel_install = Command::new(&venv_py);
-    wheel_install
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .args(["--force-reinstall", "--no-deps"])
-        .arg(wheel);
-    util::run(&mut wheel_install)?;
+    install_wheel(&venv_py, wheel)?;
     util::run(&mut unittest(root, &venv_py, "test_*.py"))
 }
 

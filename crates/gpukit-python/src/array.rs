@@ -375,6 +375,23 @@ impl Array {
         Ok(())
     }
 
+    /// An in-place write of the Python number `value` (checked against the element type)
+    /// by `call`, queued on `stream` (or the current one).
+    fn with_scalar(
+        &self,
+        py: Python<'_>,
+        call: &str,
+        value: &Bound<'_, PyAny>,
+        stream: Option<&Stream>,
+        f: impl FnOnce(&mut Box<dyn Held>, &On<'_>, Scalar) -> gpukit::Result<()> + Send,
+    ) -> PyResult<()> {
+        self.writable(call)?;
+        let v = scalar(call, value, self.dtype)?;
+        let s = queue(call, &self.ctx, stream)?;
+        let on = On::new(&self.ctx, &s);
+        self.with(py, call, |h| f(h, &on, v))
+    }
+
     /// Runs `f` on the memory, locked, with the GIL released; its error is raised as
     /// `call`'s.
     pub(crate) fn with<R: Send>(
@@ -850,12 +867,7 @@ impl Array {
         value: &Bound<'_, PyAny>,
         stream: Option<&Stream>,
     ) -> PyResult<()> {
-        const CALL: &str = "Array.fill";
-        self.writable(CALL)?;
-        let v = scalar(CALL, value, self.dtype)?;
-        let s = queue(CALL, &self.ctx, stream)?;
-        let on = On::new(&self.ctx, &s);
-        self.with(py, CALL, |h| h.fill(&on, v))
+        self.with_scalar(py, "Array.fill", value, stream, |h, on, v| h.fill(on, v))
     }
 
     /// Multiplies every element by `alpha`, in place.
@@ -866,12 +878,7 @@ impl Array {
         alpha: &Bound<'_, PyAny>,
         stream: Option<&Stream>,
     ) -> PyResult<()> {
-        const CALL: &str = "Array.scale";
-        self.writable(CALL)?;
-        let v = scalar(CALL, alpha, self.dtype)?;
-        let s = queue(CALL, &self.ctx, stream)?;
-        let on = On::new(&self.ctx, &s);
-        self.with(py, CALL, |h| h.scale(&on, v))
+        self.with_scalar(py, "Array.scale", alpha, stream, |h, on, v| h.scale(on, v))
     }
 
     /// Applies a unary op in place: one of `gpukit.UNARY_OPS` (`"exp"`, `"relu"`, `"tanh"`,

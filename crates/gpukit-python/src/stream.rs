@@ -158,7 +158,7 @@ impl Stream {
     }
 }
 
-/// A point in a stream's queue ([`Stream.record`]): another stream can wait for it, the host
+/// A point in a stream's queue (`Stream.record`): another stream can wait for it, the host
 /// can wait for it or ask whether it has passed.
 #[pyclass(module = "gpukit", name = "Event", frozen)]
 #[derive(Debug)]
