@@ -156,16 +156,7 @@ pub fn prepare(root: &Path, release: bool) -> Result<EmuEnv> {
 /// Everything is built as the test step built it (`--workspace`, the same features), so
 /// only the emulator's library and the two examples are linked.
 pub fn ci(root: &Path, test_args: &[String]) -> Result {
-    util::run(util::cargo(root).args([
-        "build",
-        "--workspace",
-        "--lib",
-        "--example",
-        "data_parallel",
-        "--example",
-        "cuda_doctor",
-    ]))?;
-    let env = links(root, false)?;
+    let env = as_tested(root)?;
     // The test filters among CI's test arguments (libtest's own options left out).
     let filters: Vec<String> = test_args
         .iter()
@@ -196,10 +187,19 @@ pub fn ci(root: &Path, test_args: &[String]) -> Result {
     Ok(())
 }
 
-/// The emulator built as the test step builds the workspace (`--workspace --lib`: the same
-/// features, so CI links nothing new after its `cuda-emu` step), and its environment.
+/// The emulator built as the test step builds the workspace (`--workspace`, with the two
+/// examples the `cuda-emu` step runs: the features the test build resolved, so nothing is
+/// compiled again after it), and its environment.
 pub fn as_tested(root: &Path) -> Result<EmuEnv> {
-    util::run(util::cargo(root).args(["build", "--workspace", "--lib"]))?;
+    util::run(util::cargo(root).args([
+        "build",
+        "--workspace",
+        "--lib",
+        "--example",
+        "data_parallel",
+        "--example",
+        "cuda_doctor",
+    ]))?;
     links(root, false)
 }
 
