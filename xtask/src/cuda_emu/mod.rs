@@ -188,8 +188,9 @@ pub fn ci(root: &Path, test_args: &[String]) -> Result {
 }
 
 /// The emulator built as the test step builds the workspace (`--workspace`, with the two
-/// examples the `cuda-emu` step runs: the features the test build resolved, so nothing is
-/// compiled again after it), and its environment.
+/// examples the `cuda-emu` step runs: the features the test build resolved, so after that
+/// step only what another build changed is compiled again, such as PyO3 after the Python
+/// wheel's build, whose build script follows the interpreter), and its environment.
 pub fn as_tested(root: &Path) -> Result<EmuEnv> {
     util::run(util::cargo(root).args([
         "build",
