@@ -9,9 +9,11 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use gpukit::core::dlpack::{DlpackArray, DlpackLegacy, DlpackTensor, DL_CPU, DL_CUDA, DL_VULKAN};
+use gpukit::core::dlpack::{
+    DLTensor, DlpackArray, DlpackLegacy, DlpackTensor, DL_CPU, DL_CUDA, DL_VULKAN,
+};
 use gpukit::{AnyBackend, BinaryOp, DType, GpuArray, RawStream, Shape, UnaryOp};
-use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
@@ -19,7 +21,7 @@ use crate::dlpack::{self, Form};
 use crate::element::{
     by_dtype, numpy_dtype, numpy_name, parse_dtype, scalar, PyDType, PyElement, Scalar,
 };
-use crate::error::{py_err, value_err};
+use crate::error::{floats_only, py_err, value_err};
 use crate::stream::{queue, On, Stream};
 
 /// An array's memory: allocated by gpukit, or a foreign producer's, borrowed.
@@ -48,6 +50,16 @@ impl<T: PyElement> Slot<T> {
 pub(crate) enum Made {
     Versioned(DlpackTensor),
     Legacy(DlpackLegacy),
+}
+
+impl Made {
+    /// The exported tensor's fields.
+    pub(crate) fn tensor(&self) -> &DLTensor {
+        match self {
+            Made::Versioned(t) => &t.managed().dl_tensor,
+            Made::Legacy(t) => &t.managed().dl_tensor,
+        }
+    }
 }
 
 /// How the second operand of a binary op meets the first, which has the result's shape.
@@ -114,9 +126,13 @@ pub(crate) fn typed<T: PyElement>(x: &dyn Held) -> gpukit::Result<&Slot<T>> {
     x.as_any()
         .downcast_ref::<Slot<T>>()
         .ok_or_else(|| gpukit::Error::InvalidArgument {
-            op: "binary",
-            arg: "b",
-            message: format!("{} where {} was checked", x.dtype(), T::DTYPE),
+            op: "gpukit",
+            arg: "array",
+            message: format!(
+                "{} where {} was checked (a bug of gpukit's; please report it)",
+                x.dtype(),
+                T::DTYPE
+            ),
         })
 }
 
@@ -271,6 +287,19 @@ pub(crate) struct Span {
     pub(crate) end: usize,
 }
 
+impl Span {
+    /// The `bytes` bytes at the first element of the tensor `t` (its data pointer and byte
+    /// offset, checked by the import or made by the export), on its device.
+    pub(crate) fn of(t: &DLTensor, bytes: usize) -> Span {
+        let start = (t.data as usize).saturating_add(t.byte_offset as usize);
+        Span {
+            device: (t.device.device_type, t.device.device_id),
+            start,
+            end: start.saturating_add(bytes),
+        }
+    }
+}
+
 /// An array's memory, shared by the arrays that view it, behind its lock.
 pub(crate) struct Memory {
     held: Mutex<Box<dyn Held>>,
@@ -279,14 +308,10 @@ pub(crate) struct Memory {
 
 impl Memory {
     pub(crate) fn new(held: Box<dyn Held>, span: Option<Span>) -> Arc<Memory> {
-        let m = Memory {
+        Arc::new(Memory {
             held: Mutex::new(held),
-            span: OnceLock::new(),
-        };
-        if let Some(s) = span {
-            let _ = m.span.set(s);
-        }
-        Arc::new(m)
+            span: span.map_or_else(OnceLock::new, OnceLock::from),
+        })
     }
 
     /// The lock, taken (call with the GIL released: another thread may hold it while it
@@ -355,6 +380,17 @@ impl Array {
             "cpu" => (DL_CPU, 0),
             "cuda" => (DL_CUDA, id),
             _ => (DL_VULKAN, id),
+        }
+    }
+
+    /// Another array over the same memory, of `shape` (as many elements).
+    fn view(&self, shape: Vec<usize>) -> Array {
+        Array {
+            ctx: self.ctx.clone(),
+            shape,
+            dtype: self.dtype,
+            read_only: self.read_only,
+            mem: Arc::clone(&self.mem),
         }
     }
 
@@ -431,7 +467,9 @@ pub(crate) fn binary(
             ));
         }
     }
-    floats_only_binary(call, op, out.dtype)?;
+    if op.floats_only() && !out.dtype.is_float() {
+        return Err(floats_only(call, &format!("`{}`", op.name()), out.dtype));
+    }
     out.writable(call)?;
     let result = broadcast_shape(&a.shape, &b.shape).ok_or_else(|| {
         value_err(
@@ -467,25 +505,18 @@ pub(crate) fn binary(
             ),
         )
     };
-    let (fa, fb) = (fit(&a.shape, &result), fit(&b.shape, &result));
-    if fa.is_none() || fb.is_none() {
+    let (Some(fa), Some(fb)) = (fit(&a.shape, &result), fit(&b.shape, &result)) else {
         return Err(unsupported());
-    }
+    };
     let commutes = matches!(op, BinaryOp::Add | BinaryOp::Mul);
     // The left operand must have the result's shape: swap where the op commutes, else
     // broadcast `a` into a temporary of the result's shape first.
     let (a, b, fb) = match (fa, fb) {
-        (Some(Fit::Full), _) => (Operand::Array(a), b, fb),
-        (_, Some(Fit::Full)) if commutes => (Operand::Array(b), a, fa),
+        (Fit::Full, _) => (Operand::Array(a), b, fb),
+        (_, Fit::Full) if commutes => (Operand::Array(b), a, fa),
         _ => (Operand::Broadcast(a, fa), b, fb),
     };
-    let how = match fb {
-        Some(Fit::Full) => How::Same,
-        Some(Fit::Row(cols)) => How::Row(Shape::new(out.size() / cols.max(1), cols)),
-        Some(Fit::Col(cols)) => How::Col(Shape::new(out.size() / cols.max(1), cols)),
-        None => return Err(unsupported()),
-    };
-    run_binary(py, on, call, op, a, b, how, out)
+    run_binary(py, on, call, op, a, b, fb.how(out.size()), out)
 }
 
 /// The left operand of [`run_binary`]: an array, or one to broadcast to the result's shape
@@ -493,7 +524,7 @@ pub(crate) fn binary(
 #[derive(Clone, Copy)]
 enum Operand<'a> {
     Array(&'a Array),
-    Broadcast(&'a Array, Option<Fit>),
+    Broadcast(&'a Array, Fit),
 }
 
 /// Runs `out = op(a, b)`, `a` of the result's shape (or broadcast to it), `b` as `how` says.
@@ -510,20 +541,19 @@ fn run_binary<'a>(
 ) -> PyResult<()> {
     let size = out.size();
     py.detach(|| -> gpukit::Result<()> {
-        let ctx = on;
         // Inputs that share memory with `out` are read into copies first (NumPy's answer),
         // except `a` being `out`'s own memory, which runs in place.
         let a_is_out = matches!(a, Operand::Array(x) if Arc::ptr_eq(&x.mem, &out.mem));
         let b_copy = if b.mem.overlaps(&out.mem) {
-            Some(b.mem.lock().copy(ctx)?)
+            Some(b.mem.lock().copy(on)?)
         } else {
             None
         };
         let a_copy = match a {
             Operand::Array(x) if !a_is_out && x.mem.overlaps(&out.mem) => {
-                Some(x.mem.lock().copy(ctx)?)
+                Some(x.mem.lock().copy(on)?)
             }
-            Operand::Broadcast(x, fit) => Some(broadcast_into(ctx, x, fit, size)?),
+            Operand::Broadcast(x, fit) => Some(broadcast_into(on, x, fit, size)?),
             Operand::Array(_) => None,
         };
         // The memories still read in place, and `out`'s, locked together.
@@ -537,10 +567,10 @@ fn run_binary<'a>(
         let (o, rest) = guards.split_first_mut().ok_or_else(|| internal(call))?;
         let b_ref = pick(b_copy.as_deref(), b_slot, rest).ok_or_else(|| internal(call))?;
         if a_is_out {
-            return o.binary_inplace(ctx, op, b_ref, how);
+            return o.binary_inplace(on, op, b_ref, how);
         }
         let a_ref = pick(a_copy.as_deref(), a_slot, rest).ok_or_else(|| internal(call))?;
-        o.binary(ctx, op, a_ref, b_ref, how)
+        o.binary(on, op, a_ref, b_ref, how)
     })
     .map_err(|e| py_err(call, e))
 }
@@ -573,8 +603,8 @@ fn pick<'g>(
 /// An error that the checks before it rule out, should it happen anyway.
 pub(crate) fn internal(call: &str) -> gpukit::Error {
     gpukit::Error::InvalidArgument {
-        op: "binary",
-        arg: "out",
+        op: "gpukit",
+        arg: "array",
         message: format!("{call}: an operand went missing (a bug of gpukit's; please report it)"),
     }
 }
@@ -602,6 +632,17 @@ enum Fit {
     Row(usize),
     /// One column: the result's shape with a last dimension of 1 (`cols`: the result's).
     Col(usize),
+}
+
+impl Fit {
+    /// How an operand of this fit meets one of the result's `size` elements.
+    fn how(self, size: usize) -> How {
+        match self {
+            Fit::Full => How::Same,
+            Fit::Row(cols) => How::Row(Shape::new(size / cols.max(1), cols)),
+            Fit::Col(cols) => How::Col(Shape::new(size / cols.max(1), cols)),
+        }
+    }
 }
 
 /// `shape` without leading 1s.
@@ -661,17 +702,11 @@ pub(crate) fn shape_text(shape: &[usize]) -> String {
 
 /// `x` broadcast to `size` elements of the result's shape, in a new array: a row or
 /// column (or one element) repeated, as a multiply of ones by it (exact: `1 * v == v`).
-fn broadcast_into(
-    on: &On<'_>,
-    x: &Array,
-    fit: Option<Fit>,
-    size: usize,
-) -> gpukit::Result<Box<dyn Held>> {
+fn broadcast_into(on: &On<'_>, x: &Array, fit: Fit, size: usize) -> gpukit::Result<Box<dyn Held>> {
     let src = x.mem.lock();
-    let how = match fit {
-        Some(Fit::Row(cols)) => How::Row(Shape::new(size / cols.max(1), cols)),
-        Some(Fit::Col(cols)) => How::Col(Shape::new(size / cols.max(1), cols)),
-        Some(Fit::Full) | None => return src.copy(on),
+    let how = match fit.how(size) {
+        How::Same => return src.copy(on),
+        how => how,
     };
     by_dtype!(x.dtype, T => {
         let mut ones = Slot::<T>::Owned(on.alloc::<T>(size)?);
@@ -679,21 +714,6 @@ fn broadcast_into(
         ones.binary_inplace(on, BinaryOp::Mul, src.as_ref(), how)?;
         Ok(Box::new(ones) as Box<dyn Held>)
     })
-}
-
-/// `TypeError` for a float-only binary op on an integer type.
-fn floats_only_binary(call: &str, op: BinaryOp, dtype: DType) -> PyResult<()> {
-    if op.floats_only() && !dtype.is_float() {
-        return Err(crate::error::type_err(
-            call,
-            format!(
-                "`{}` takes floating-point arrays, these hold {} (astype converts)",
-                op.name(),
-                numpy_name(dtype)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 #[pymethods]
@@ -713,7 +733,7 @@ impl Array {
 
     /// The bytes of the elements.
     #[getter]
-    fn nbytes(&self) -> usize {
+    pub(crate) fn nbytes(&self) -> usize {
         self.size() * self.dtype.size()
     }
 
@@ -831,20 +851,14 @@ impl Array {
         let on = On::new(&self.ctx, &self.ctx);
         // As an address: a pointer does not cross to the thread without the GIL.
         let stream = handle as usize;
-        let address = self.with(py, CALL, |h| -> gpukit::Result<usize> {
+        let bytes = self.nbytes();
+        let span = self.with(py, CALL, |h| -> gpukit::Result<Span> {
             let consumer = RawStream::Cuda(stream as *mut std::ffi::c_void);
             let made = h.export(&on, &shape, Form::Versioned, Some(consumer))?;
-            let t = match &made {
-                Made::Versioned(t) => &t.managed().dl_tensor,
-                Made::Legacy(t) => &t.managed().dl_tensor,
-            };
-            Ok((t.data as usize).saturating_add(t.byte_offset as usize))
+            Ok(Span::of(made.tensor(), bytes))
         })?;
-        self.mem.note_span(Span {
-            device: self.dl_device(),
-            start: address,
-            end: address.saturating_add(self.nbytes()),
-        });
+        self.mem.note_span(span);
+        let address = span.start;
         let d = PyDict::new(py);
         d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
         d.set_item("typestr", typestr)?;
@@ -886,26 +900,9 @@ impl Array {
     #[pyo3(signature = (op, *, stream=None))]
     fn apply(&self, py: Python<'_>, op: &str, stream: Option<&Stream>) -> PyResult<()> {
         const CALL: &str = "Array.apply";
-        let op = UnaryOp::ALL
-            .iter()
-            .copied()
-            .find(|o| o.name() == op)
-            .ok_or_else(|| {
-                let names: Vec<&str> = UnaryOp::ALL.iter().map(|o| o.name()).collect();
-                PyValueError::new_err(format!(
-                    "{CALL}: no unary op '{op}'; one of {}",
-                    names.join(", ")
-                ))
-            })?;
+        let op = crate::unary_op(CALL, op)?;
         if op.floats_only() && !self.dtype.is_float() {
-            return Err(crate::error::type_err(
-                CALL,
-                format!(
-                    "`{}` takes floating-point arrays, this one holds {} (astype converts)",
-                    op.name(),
-                    numpy_name(self.dtype)
-                ),
-            ));
+            return Err(floats_only(CALL, &format!("`{}`", op.name()), self.dtype));
         }
         self.writable(CALL)?;
         let s = queue(CALL, &self.ctx, stream)?;
@@ -950,13 +947,7 @@ impl Array {
                 ),
             )
         })?;
-        Ok(Array {
-            ctx: self.ctx.clone(),
-            shape: new,
-            dtype: self.dtype,
-            read_only: self.read_only,
-            mem: Arc::clone(&self.mem),
-        })
+        Ok(self.view(new))
     }
 
     /// The elements converted to `dtype`, in a new array (floats to integers saturate and
@@ -968,7 +959,7 @@ impl Array {
         const CALL: &str = "Array.astype";
         let d = parse_dtype(CALL, dtype)?;
         if d == self.dtype && !copy {
-            return self.reshape(&PyTuple::new(py, [PyTuple::new(py, &self.shape)?])?);
+            return Ok(self.view(self.shape.clone()));
         }
         let s = queue(CALL, &self.ctx, None)?;
         let on = On::new(&self.ctx, &s);

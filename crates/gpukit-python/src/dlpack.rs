@@ -155,23 +155,7 @@ pub(crate) fn export<'py>(
         .map_err(|e| buffer_err(EXPORT, e))?;
     // Where the memory is, now that another library can alias it (not for a copy's).
     if copy != Some(true) {
-        let (data, offset) = match &made {
-            Made::Versioned(t) => (
-                t.managed().dl_tensor.data,
-                t.managed().dl_tensor.byte_offset,
-            ),
-            Made::Legacy(t) => (
-                t.managed().dl_tensor.data,
-                t.managed().dl_tensor.byte_offset,
-            ),
-        };
-        let start = (data as usize).saturating_add(offset as usize);
-        let bytes = a.size() * a.dtype.size();
-        a.mem.note_span(Span {
-            device: a.dl_device(),
-            start,
-            end: start.saturating_add(bytes),
-        });
+        a.mem.note_span(Span::of(made.tensor(), a.nbytes()));
     }
     type GiveBack = unsafe fn(*mut c_void);
     let (raw, name, destructor, back): (*mut c_void, &CStr, ffi::PyCapsule_Destructor, GiveBack) =
@@ -439,13 +423,8 @@ fn take_typed<T: PyElement>(
                     return Ok((Box::new(Slot::Owned(out)), shape, None));
                 }
                 // The tensor's fields, checked by the import above.
-                let t = taken.tensor();
-                let start = (t.data as usize).saturating_add(t.byte_offset as usize);
-                let span = Span {
-                    device: (t.device.device_type, t.device.device_id),
-                    start,
-                    end: start.saturating_add(imported.len() * std::mem::size_of::<T>()),
-                };
+                let bytes = imported.len() * std::mem::size_of::<T>();
+                let span = Span::of(taken.tensor(), bytes);
                 Ok((Box::new(Slot::Imported(imported)), shape, Some(span)))
             }
             // Memory the import cannot share as it is (strided, or not aligned to its

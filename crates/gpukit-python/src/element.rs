@@ -67,9 +67,9 @@ macro_rules! integer {
 
 integer!(i8, u8, i32, u32, i64, u64);
 
-/// Runs `$e` with `$T` the element type of `$d` (a [`DType`]).
-macro_rules! by_dtype {
-    ($d:expr, $T:ident => $e:expr) => {
+/// Runs `$e` with `$T` the float type of `$d` (a [`DType`]), or `$err` for an integer type.
+macro_rules! by_float {
+    ($d:expr, $T:ident => $e:expr, else $err:expr) => {
         match $d {
             ::gpukit::DType::F32 => {
                 type $T = f32;
@@ -87,6 +87,17 @@ macro_rules! by_dtype {
                 type $T = ::gpukit::half::bf16;
                 $e
             }
+            _ => $err,
+        }
+    };
+}
+pub(crate) use by_float;
+
+/// Runs `$e` with `$T` the element type of `$d` (a [`DType`]): [`by_float`]'s types, then
+/// the integers.
+macro_rules! by_dtype {
+    ($d:expr, $T:ident => $e:expr) => {
+        $crate::element::by_float!($d, $T => $e, else match $d {
             ::gpukit::DType::I8 => {
                 type $T = i8;
                 $e
@@ -111,7 +122,11 @@ macro_rules! by_dtype {
                 type $T = u64;
                 $e
             }
-        }
+            ::gpukit::DType::F32
+            | ::gpukit::DType::F64
+            | ::gpukit::DType::F16
+            | ::gpukit::DType::BF16 => unreachable!("the float types are matched first"),
+        })
     };
 }
 pub(crate) use by_dtype;

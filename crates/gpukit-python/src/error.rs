@@ -30,10 +30,7 @@ fn detail(e: &Error) -> String {
         Error::InvalidShape { arg, message, .. } | Error::InvalidArgument { arg, message, .. } => {
             format!("`{arg}`: {message}")
         }
-        Error::ContextMismatch { arg, .. } => format!(
-            "`{arg}` is an array of another gpukit.Context (copy it into this one with \
-             ctx.from_dlpack(x, copy=True))"
-        ),
+        Error::ContextMismatch { arg, .. } => other_context(arg),
         e => e.to_string(),
     }
 }
@@ -69,6 +66,26 @@ pub(crate) fn buffer_err(call: &str, e: Error) -> PyErr {
         }
         e => py_err(call, e),
     }
+}
+
+/// What to say of the argument `arg`, an array of another context.
+pub(crate) fn other_context(arg: &str) -> String {
+    format!(
+        "`{arg}` is an array of another gpukit.Context (copy it into this one with \
+         ctx.from_dlpack(x, copy=True))"
+    )
+}
+
+/// `TypeError` raised by `call` for a float-only op (`what`: "`exp`", "a random fill") asked
+/// of the integer type `dtype`.
+pub(crate) fn floats_only(call: &str, what: &str, dtype: gpukit::DType) -> PyErr {
+    type_err(
+        call,
+        format!(
+            "{what} takes floating-point arrays, this one holds {} (astype converts)",
+            crate::element::numpy_name(dtype)
+        ),
+    )
 }
 
 /// A `TypeError` raised by `call`.

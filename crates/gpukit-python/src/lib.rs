@@ -110,7 +110,9 @@ impl Context {
         shape: &Bound<'_, PyAny>,
         dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Array> {
-        self.zeros_as(py, "Context.zeros", shape, dtype)
+        const CALL: &str = "Context.zeros";
+        let (shape, d) = self.shape_and_type(CALL, shape, dtype)?;
+        self.new_array(py, CALL, shape, d, None)
     }
 
     /// A new array with every element `fill_value`.
@@ -123,16 +125,9 @@ impl Context {
         dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Array> {
         const CALL: &str = "Context.full";
-        let d = match dtype {
-            Some(d) => parse_dtype(CALL, d)?,
-            None => gpukit::DType::F32,
-        };
+        let (shape, d) = self.shape_and_type(CALL, shape, dtype)?;
         let v = scalar(CALL, fill_value, d)?;
-        let a = self.zeros_as(py, CALL, shape, dtype)?;
-        let s = stream::queue(CALL, &self.ctx, None)?;
-        let on = stream::On::new(&self.ctx, &s);
-        a.with(py, CALL, |h| h.fill(&on, v))?;
-        Ok(a)
+        self.new_array(py, CALL, shape, d, Some(v))
     }
 
     /// Imports any DLPack producer (a NumPy array, a PyTorch, CuPy or JAX tensor, a
@@ -167,29 +162,15 @@ impl Context {
         stream: Option<&stream::Stream>,
     ) -> PyResult<Bound<'py, Array>> {
         const CALL: &str = "Context.binary";
-        let op = BinaryOp::ALL
-            .iter()
-            .copied()
-            .find(|o| o.name() == op)
-            .ok_or_else(|| {
-                value_err(
-                    CALL,
-                    format!("no binary op '{op}'; one of {}", binary_names().join(", ")),
-                )
-            })?;
+        let op = named(CALL, "binary op", BinaryOp::ALL, BinaryOp::name, op)?;
         self.ours(CALL, [("a", a.get()), ("b", b.get())])?;
         let out = match out {
             Some(o) => o,
             None => {
+                // The result's shape (`array::binary` refuses shapes that do not broadcast).
                 let shape = array::broadcast_shape(&a.get().shape, &b.get().shape)
                     .unwrap_or_else(|| a.get().shape.clone());
-                let dtype = element::PyDType { d: a.get().dtype };
-                let made = self.zeros_as(
-                    py,
-                    CALL,
-                    &pyo3::types::PyTuple::new(py, &shape)?.into_any(),
-                    Some(&Bound::new(py, dtype)?.into_any()),
-                )?;
+                let made = self.new_array(py, CALL, shape, a.get().dtype, None)?;
                 Bound::new(py, made)?
             }
         };
@@ -217,22 +198,15 @@ impl Context {
         if let Some(o) = &out {
             self.ours(CALL, [("out", o.get())])?;
         }
-        let made = ops::unary(
-            py,
-            CALL,
-            &self.ctx,
-            op,
-            x.get(),
-            out.as_ref().map(|o| o.get()),
-            stream,
-        )?;
-        match (made, out) {
-            (Some(m), _) => Bound::new(py, m),
-            (None, Some(o)) => Ok(o),
-            (None, None) => Err(value_err(
-                CALL,
-                "no result (a bug of gpukit's; please report it)",
-            )),
+        match out {
+            None => Bound::new(
+                py,
+                ops::unary_new(py, CALL, &self.ctx, op, x.get(), stream)?,
+            ),
+            Some(o) => {
+                ops::unary_into(py, CALL, &self.ctx, op, x.get(), o.get(), stream)?;
+                Ok(o)
+            }
         }
     }
 
@@ -249,15 +223,13 @@ impl Context {
         stream: Option<&stream::Stream>,
     ) -> PyResult<Array> {
         const CALL: &str = "Context.reduce";
-        let op = gpukit::ReduceOp::ALL
-            .into_iter()
-            .find(|o| o.name() == op)
-            .ok_or_else(|| {
-                value_err(
-                    CALL,
-                    format!("no reduction '{op}'; one of {}", reduce_names().join(", ")),
-                )
-            })?;
+        let op = named(
+            CALL,
+            "reduction",
+            &gpukit::ReduceOp::ALL,
+            gpukit::ReduceOp::name,
+            op,
+        )?;
         self.ours(CALL, [("x", x.get())])?;
         ops::reduce(py, CALL, &self.ctx, op, x.get(), axis, stream)
     }
@@ -274,7 +246,6 @@ impl Context {
     ) -> PyResult<Array> {
         const CALL: &str = "Context.matmul";
         self.ours(CALL, [("a", a.get()), ("b", b.get())])?;
-        ops::matmul_types(CALL, a.get())?;
         ops::matmul(py, CALL, &self.ctx, a.get(), b.get(), stream)
     }
 
@@ -414,19 +385,14 @@ impl Context {
     fn ours<const N: usize>(&self, call: &str, args: [(&str, &Array); N]) -> PyResult<()> {
         for (name, x) in args {
             if x.ctx.id() != self.ctx.id() {
-                return Err(value_err(
-                    call,
-                    format!(
-                        "`{name}` is an array of another gpukit.Context (copy it into this one \
-                         with ctx.from_dlpack(x, copy=True))"
-                    ),
-                ));
+                return Err(value_err(call, error::other_context(name)));
             }
         }
         Ok(())
     }
 
-    /// A `shape` and a float `dtype` (default float32) argument of `call`.
+    /// A `shape` and a `dtype` (default float32) argument of `call`, the shape's element
+    /// count checked not to overflow.
     fn shape_and_type(
         &self,
         call: &str,
@@ -451,59 +417,73 @@ impl Context {
         Ok((shape, d))
     }
 
-    /// `Context.zeros`, its errors naming `call`.
-    fn zeros_as(
+    /// A new array of `shape` and `d` (the shape's count checked by `shape_and_type`):
+    /// every element `fill`, else zeros; its errors naming `call`.
+    fn new_array(
         &self,
         py: Python<'_>,
         call: &str,
-        shape: &Bound<'_, PyAny>,
-        dtype: Option<&Bound<'_, PyAny>>,
+        shape: Vec<usize>,
+        d: gpukit::DType,
+        fill: Option<element::Scalar>,
     ) -> PyResult<Array> {
-        let shape = shape_of(call, shape)?;
-        let d = match dtype {
-            Some(d) => parse_dtype(call, d)?,
-            None => gpukit::DType::F32,
-        };
-        let len = shape
-            .iter()
-            .try_fold(1usize, |n, &e| n.checked_mul(e))
-            .ok_or_else(|| {
-                value_err(
-                    call,
-                    format!("shape {} overflows", array::shape_text(&shape)),
-                )
-            })?;
+        let len = shape.iter().product();
         let ctx = &self.ctx;
+        let s = stream::queue(call, ctx, None)?;
+        let on = stream::On::new(ctx, &s);
         let held = py
             .detach(|| -> gpukit::Result<Box<dyn array::Held>> {
-                Ok(by_dtype!(d, T => Box::new(array::Slot::Owned(ctx.alloc_zeros::<T>(len)?))))
+                Ok(by_dtype!(d, T => match fill {
+                    None => Box::new(array::Slot::Owned(ctx.alloc_zeros::<T>(len)?)),
+                    Some(v) => {
+                        let mut a = array::Slot::<T>::Owned(ctx.alloc::<T>(len)?);
+                        array::Held::fill(&mut a, &on, v)?;
+                        Box::new(a)
+                    }
+                }))
             })
             .map_err(|e| py_err(call, e))?;
         Ok(Array::new(ctx, shape, held, None))
     }
 }
 
-/// The unary op named `name`, or a `ValueError` raised by `call` listing them.
-fn unary_op(call: &str, name: &str) -> PyResult<gpukit::UnaryOp> {
-    gpukit::UnaryOp::ALL
-        .iter()
+/// The op of `all` named `name` (`kind`: "unary op", "reduction"), or a `ValueError`
+/// raised by `call` listing the names.
+fn named<O: Copy>(
+    call: &str,
+    kind: &str,
+    all: &[O],
+    name_of: impl Fn(O) -> &'static str,
+    name: &str,
+) -> PyResult<O> {
+    all.iter()
         .copied()
-        .find(|o| o.name() == name)
+        .find(|&o| name_of(o) == name)
         .ok_or_else(|| {
-            let names: Vec<&str> = gpukit::UnaryOp::ALL.iter().map(|o| o.name()).collect();
             value_err(
                 call,
-                format!("no unary op '{name}'; one of {}", names.join(", ")),
+                format!(
+                    "no {kind} '{name}'; one of {}",
+                    names(all, &name_of).join(", ")
+                ),
             )
         })
 }
 
-fn reduce_names() -> Vec<&'static str> {
-    gpukit::ReduceOp::ALL.iter().map(|o| o.name()).collect()
+/// The names of `all`, in the table's order.
+fn names<O: Copy>(all: &[O], name_of: impl Fn(O) -> &'static str) -> Vec<&'static str> {
+    all.iter().map(|&o| name_of(o)).collect()
 }
 
-fn binary_names() -> Vec<&'static str> {
-    BinaryOp::ALL.iter().map(|o| o.name()).collect()
+/// The unary op named `name`, or a `ValueError` raised by `call` listing them.
+fn unary_op(call: &str, name: &str) -> PyResult<gpukit::UnaryOp> {
+    named(
+        call,
+        "unary op",
+        gpukit::UnaryOp::ALL,
+        gpukit::UnaryOp::name,
+        name,
+    )
 }
 
 /// gpukit: GPU arrays shared with NumPy, PyTorch, CuPy and JAX through DLPack.
@@ -520,13 +500,13 @@ fn gpukit_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "UNARY_OPS",
-        gpukit::UnaryOp::ALL
-            .iter()
-            .map(|o| o.name())
-            .collect::<Vec<_>>(),
+        names(gpukit::UnaryOp::ALL, gpukit::UnaryOp::name),
     )?;
-    m.add("BINARY_OPS", binary_names())?;
-    m.add("REDUCE_OPS", reduce_names())?;
+    m.add("BINARY_OPS", names(BinaryOp::ALL, BinaryOp::name))?;
+    m.add(
+        "REDUCE_OPS",
+        names(&gpukit::ReduceOp::ALL, gpukit::ReduceOp::name),
+    )?;
     // The op table's accuracy contracts (the `ulps` column): each op's result is within this
     // many ulp of the exact one on the CPU and CUDA backends (see the crate docs of `UnaryOp`).
     let ulps = pyo3::types::PyDict::new(m.py());

@@ -10,45 +10,9 @@ use gpukit::{DType, Gemm, ReduceOp, Shape, UnaryOp};
 use pyo3::prelude::*;
 
 use crate::array::{internal, lock_all, shape_text, slot, typed, Array, Held, Slot};
-use crate::element::{by_dtype, numpy_name, PyElement};
-use crate::error::{py_err, type_err, value_err};
+use crate::element::{by_dtype, by_float, numpy_name, PyElement, Scalar};
+use crate::error::{floats_only, py_err, type_err, value_err};
 use crate::stream::{queue, On, Stream};
-
-/// Runs `$e` with `$T` the float type of `$d`, or returns `$err` for an integer type.
-macro_rules! by_float {
-    ($d:expr, $T:ident => $e:expr, else $err:expr) => {
-        match $d {
-            ::gpukit::DType::F32 => {
-                type $T = f32;
-                $e
-            }
-            ::gpukit::DType::F64 => {
-                type $T = f64;
-                $e
-            }
-            ::gpukit::DType::F16 => {
-                type $T = ::gpukit::half::f16;
-                $e
-            }
-            ::gpukit::DType::BF16 => {
-                type $T = ::gpukit::half::bf16;
-                $e
-            }
-            _ => $err,
-        }
-    };
-}
-
-/// `TypeError` for a float-only op (`what`) on `x`'s integer type.
-fn floats_only(call: &str, what: &str, d: DType) -> PyErr {
-    type_err(
-        call,
-        format!(
-            "{what} takes floating-point arrays, this one holds {} (astype converts)",
-            numpy_name(d)
-        ),
-    )
-}
 
 /// A new array of `len` elements of `T` on `on`'s context, uninitialised (the op that makes
 /// it writes every element).
@@ -56,30 +20,38 @@ fn fresh<T: PyElement>(on: &On<'_>, len: usize) -> gpukit::Result<Slot<T>> {
     Ok(Slot::Owned(on.alloc::<T>(len)?))
 }
 
-/// `out = op(x)` element-wise (`Context.unary`): a new array, or `out` (of `x`'s shape and
-/// type; `x` itself runs in place, an `out` overlapping `x` reads a copy of it first).
-pub(crate) fn unary(
+/// `op(x)` element-wise into a new array (`Context.unary` without `out`).
+pub(crate) fn unary_new(
     py: Python<'_>,
     call: &str,
     ctx: &gpukit::Context,
     op: UnaryOp,
     x: &Array,
-    out: Option<&Array>,
     stream: Option<&Stream>,
-) -> PyResult<Option<Array>> {
-    if op.floats_only() && !x.dtype.is_float() {
-        return Err(floats_only(call, &format!("`{}`", op.name()), x.dtype));
-    }
+) -> PyResult<Array> {
+    unary_types(call, op, x)?;
     let s = queue(call, ctx, stream)?;
     let on = On::new(ctx, &s);
-    let Some(out) = out else {
-        let held = x.with(py, call, |h| {
-            let mut c = h.copy(&on)?;
-            c.unary(&on, op)?;
-            Ok(c)
-        })?;
-        return Ok(Some(Array::new(ctx, x.shape.clone(), held, None)));
-    };
+    let held = x.with(py, call, |h| -> gpukit::Result<Box<dyn Held>> {
+        let mut out: Box<dyn Held> = by_dtype!(x.dtype, T => Box::new(fresh::<T>(&on, x.size())?));
+        out.unary_from(&on, op, h.as_ref())?;
+        Ok(out)
+    })?;
+    Ok(Array::new(ctx, x.shape.clone(), held, None))
+}
+
+/// `out = op(x)` element-wise (`Context.unary` with `out`, of `x`'s shape and type): `x`
+/// itself runs in place, an `out` overlapping `x` reads a copy of it first.
+pub(crate) fn unary_into(
+    py: Python<'_>,
+    call: &str,
+    ctx: &gpukit::Context,
+    op: UnaryOp,
+    x: &Array,
+    out: &Array,
+    stream: Option<&Stream>,
+) -> PyResult<()> {
+    unary_types(call, op, x)?;
     if out.dtype != x.dtype || out.shape != x.shape {
         return Err(value_err(
             call,
@@ -93,29 +65,33 @@ pub(crate) fn unary(
         ));
     }
     out.writable(call)?;
-    let copied = if Arc::ptr_eq(&x.mem, &out.mem) {
-        None
-    } else if x.mem.overlaps(&out.mem) {
-        Some(x.with(py, call, |h| h.copy(&on))?)
-    } else {
-        None
-    };
+    let s = queue(call, ctx, stream)?;
+    let on = On::new(ctx, &s);
+    let in_place = Arc::ptr_eq(&x.mem, &out.mem);
+    let copied = (!in_place && x.mem.overlaps(&out.mem))
+        .then(|| x.with(py, call, |h| h.copy(&on)))
+        .transpose()?;
     py.detach(|| -> gpukit::Result<()> {
-        let mut o = out.mem.lock();
-        match &copied {
-            Some(c) => o.unary_from(&on, op, c.as_ref()),
-            None if Arc::ptr_eq(&x.mem, &out.mem) => o.unary(&on, op),
-            None => {
-                drop(o);
-                let mut guards = lock_all(&[&out.mem, &x.mem]);
-                let (o, rest) = guards.split_first_mut().ok_or_else(|| internal(call))?;
-                let x = rest.first().ok_or_else(|| internal(call))?;
-                o.unary_from(&on, op, x.as_ref())
-            }
+        if in_place {
+            return out.mem.lock().unary(&on, op);
         }
+        if let Some(c) = &copied {
+            return out.mem.lock().unary_from(&on, op, c.as_ref());
+        }
+        let mut guards = lock_all(&[&out.mem, &x.mem]);
+        let (o, rest) = guards.split_first_mut().ok_or_else(|| internal(call))?;
+        let x = rest.first().ok_or_else(|| internal(call))?;
+        o.unary_from(&on, op, x.as_ref())
     })
-    .map_err(|e| py_err(call, e))?;
-    Ok(None)
+    .map_err(|e| py_err(call, e))
+}
+
+/// `TypeError` for a float-only unary op on `x`'s integer type.
+fn unary_types(call: &str, op: UnaryOp, x: &Array) -> PyResult<()> {
+    if op.floats_only() && !x.dtype.is_float() {
+        return Err(floats_only(call, &format!("`{}`", op.name()), x.dtype));
+    }
+    Ok(())
 }
 
 /// The rows and columns a reduction or softmax over `axis` of `shape` folds: `(rows, cols,
@@ -181,23 +157,33 @@ pub(crate) fn reduce(
     let s = queue(call, ctx, stream)?;
     let on = On::new(ctx, &s);
     let n: usize = result.iter().product();
+    let axis = if rows { 1 } else { 0 };
     let held = x.with(py, call, |h| -> gpukit::Result<Box<dyn Held>> {
         by_dtype!(x.dtype, T => {
             let src = typed::<T>(h.as_ref())?.read();
             if op.is_index() {
-                let mut out = fresh::<u32>(&on, n)?;
-                let axis = if rows { 1 } else { 0 };
-                on.reduce(op, axis, shape, src, out.write()?)?;
-                Ok(Box::new(out) as Box<dyn Held>)
+                reduced::<T, u32>(&on, op, axis, shape, src, n)
             } else {
-                let mut out = fresh::<T>(&on, n)?;
-                let axis = if rows { 1 } else { 0 };
-                on.reduce(op, axis, shape, src, out.write()?)?;
-                Ok(Box::new(out) as Box<dyn Held>)
+                reduced::<T, T>(&on, op, axis, shape, src, n)
             }
         })
     })?;
     Ok(Array::new(ctx, result, held, None))
+}
+
+/// The reduction `op` of `src` (a `shape` matrix) along `axis` into a new array of `n`
+/// results of `R` (the element type, or `u32` for the index reductions).
+fn reduced<T: PyElement, R: PyElement>(
+    on: &On<'_>,
+    op: ReduceOp,
+    axis: usize,
+    shape: Shape,
+    src: &gpukit::GpuArray<T>,
+    n: usize,
+) -> gpukit::Result<Box<dyn Held>> {
+    let mut out = fresh::<R>(on, n)?;
+    on.reduce(op, axis, shape, src, out.write()?)?;
+    Ok(Box::new(out))
 }
 
 /// `Context.matmul`: `a @ b` for matrices (`(m, k) @ (k, n)`) and stacks of them
@@ -210,6 +196,9 @@ pub(crate) fn matmul(
     b: &Array,
     stream: Option<&Stream>,
 ) -> PyResult<Array> {
+    if !a.dtype.is_float() {
+        return Err(floats_only(call, "`matmul`", a.dtype));
+    }
     if a.dtype != b.dtype {
         return Err(type_err(
             call,
@@ -251,11 +240,12 @@ pub(crate) fn matmul(
     };
     let s = queue(call, ctx, stream)?;
     let on = On::new(ctx, &s);
-    let held = py.detach(|| -> gpukit::Result<Box<dyn Held>> {
-        let mut mems = Vec::new();
-        let (ia, ib) = (slot(&mut mems, &a.mem), slot(&mut mems, &b.mem));
-        let guards = lock_all(&mems);
-        by_float!(a.dtype, T => {
+    let held = py
+        .detach(|| -> gpukit::Result<Box<dyn Held>> {
+            let mut mems = Vec::new();
+            let (ia, ib) = (slot(&mut mems, &a.mem), slot(&mut mems, &b.mem));
+            let guards = lock_all(&mems);
+            by_float!(a.dtype, T => {
                 let (x, y) = (typed::<T>(guards[ia].as_ref())?, typed::<T>(guards[ib].as_ref())?);
                 let mut out = fresh::<T>(&on, batch * m * n)?;
                 let stride = |b: usize, size: usize| if b == 1 { 0 } else { size };
@@ -267,21 +257,10 @@ pub(crate) fn matmul(
                 );
                 on.gemm(g, x.read(), y.read(), out.write()?)?;
                 Ok(Box::new(out) as Box<dyn Held>)
-            }, else unreachable!("checked to be a float type"))
-    });
-    let held = match held {
-        Ok(h) => h,
-        Err(e) => return Err(py_err(call, e)),
-    };
+            }, else Err(internal(call)))
+        })
+        .map_err(|e| py_err(call, e))?;
     Ok(Array::new(ctx, result, held, None))
-}
-
-/// Checks `matmul`'s element type before anything is queued.
-pub(crate) fn matmul_types(call: &str, a: &Array) -> PyResult<()> {
-    if a.dtype.is_float() {
-        return Ok(());
-    }
-    Err(floats_only(call, "`matmul`", a.dtype))
 }
 
 /// `Context.softmax` and `Context.log_softmax` (`log`) along the last axis, in a new array.
@@ -358,7 +337,7 @@ pub(crate) fn cross_entropy(
         let k: &Slot<u32> = match (&converted, ik) {
             (Some(c), _) => typed::<u32>(c.as_ref())?,
             (None, Some(i)) => typed::<u32>(guards[i].as_ref())?,
-            (None, None) => unreachable!("the labels are locked or converted"),
+            (None, None) => return Err(internal(call)),
         };
         let mut out = fresh::<T>(&on, shape.rows)?;
         on.cross_entropy_checked(shape, x.read(), k.read(), out.write()?)?;
@@ -409,10 +388,18 @@ impl Rng {
         self.rng.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reserves `n` positions: the offset of the first.
-    pub(crate) fn take(&self, n: usize) -> (u64, u64) {
+    /// Runs `fill` at the stream's next `n` positions (its seed and the first's offset),
+    /// which it takes only once `fill` has succeeded; the stream stays locked meanwhile, so
+    /// two threads drawing from one `Rng` take different positions.
+    fn draw(
+        &self,
+        n: usize,
+        fill: impl FnOnce(u64, u64) -> gpukit::Result<Box<dyn Held>>,
+    ) -> gpukit::Result<Box<dyn Held>> {
         let mut r = self.lock();
-        (r.seed(), r.take(n))
+        let drawn = fill(r.seed(), r.offset())?;
+        r.take(n);
+        Ok(drawn)
     }
 }
 
@@ -440,18 +427,14 @@ pub(crate) fn random(
     let len: usize = shape.iter().product();
     let s = queue(call, ctx, stream)?;
     let on = On::new(ctx, &s);
-    let (seed, offset) = rng.take(len);
-    let held = by_float!(dtype, T => py.detach(|| -> gpukit::Result<Box<dyn Held>> {
+    let held = by_float!(dtype, T => py.detach(|| rng.draw(len, |seed, offset| {
         let mut out = fresh::<T>(&on, len)?;
+        let f = |x: f64| T::from_scalar(Scalar::Float(x));
         match draw {
-            Draw::Uniform(lo, hi) => on.random_uniform(
-                out.write()?, T::from_scalar(crate::element::Scalar::Float(lo)),
-                T::from_scalar(crate::element::Scalar::Float(hi)), seed, offset)?,
-            Draw::Normal(mean, std) => on.random_normal(
-                out.write()?, T::from_scalar(crate::element::Scalar::Float(mean)),
-                T::from_scalar(crate::element::Scalar::Float(std)), seed, offset)?,
+            Draw::Uniform(lo, hi) => on.random_uniform(out.write()?, f(lo), f(hi), seed, offset)?,
+            Draw::Normal(mean, std) => on.random_normal(out.write()?, f(mean), f(std), seed, offset)?,
         }
         Ok(Box::new(out) as Box<dyn Held>)
-    }).map_err(|e| py_err(call, e))?, else return Err(floats_only(call, "a random fill", dtype)));
+    })).map_err(|e| py_err(call, e))?, else return Err(floats_only(call, "a random fill", dtype)));
     Ok(Array::new(ctx, shape, held, None))
 }
