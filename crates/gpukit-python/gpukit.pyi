@@ -3,6 +3,7 @@
 The module's type stubs (shipped in the wheel with `py.typed`); `cargo xtask python` checks
 them against the built module with mypy's stubtest."""
 
+import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, final
 
 __all__ = [
@@ -215,6 +216,11 @@ class Array:
     ) -> Any:
         """DLPack's export: a capsule sharing this array's memory."""
     def __dlpack_device__(self) -> Tuple[int, int]: ...
+    if sys.version_info >= (3, 11):
+        # The buffer protocol (`memoryview(a)`) of a module built for CPython 3.11 or later,
+        # on the CPU backend (else `BufferError`); 3.12 names its slot `__buffer__`.
+        def __buffer__(self, flags: int, /) -> memoryview: ...
+        def __release_buffer__(self, buffer: memoryview, /) -> None: ...
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
         """The CUDA Array Interface, version 3, of a CUDA array (else `AttributeError`)."""

@@ -161,8 +161,9 @@ commands:
         python3; maturin, NumPy and mypy from PyPI), check its type stubs (mypy's stubtest,
         mypy --strict over a typed use) and run its tests (crates/gpukit-python/tests,
         unittest): DLPack both ways with NumPy, and with PyTorch where installed; the
-        same wheel's tests on CPython 3.9 (NumPy 2.0) where python3.9 is installed, and the
-        CUDA tests against the CUDA emulator. Without an
+        tests of the wheel for every CPython from 3.9 (feature abi3-py39) on CPython 3.9
+        (NumPy 2.0) where python3.9 is installed, and the CUDA tests against the CUDA
+        emulator. Without an
         interpreter, or where the environment cannot be made or filled, prints SKIPPED
         (GPU_REQUIRE_PYTHON=1: fails). Also a step of `ci`.
   fuzz [--seconds N] [--target NAME]... [-- <libFuzzer args>]

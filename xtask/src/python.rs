@@ -2,9 +2,9 @@
 //! `pyproject.toml`) into a wheel, installs it in a virtual environment and checks it: its
 //! type stubs against the module (mypy's `stubtest`, and `mypy --strict` over a typed use of
 //! the API) and its tests (`crates/gpukit-python/tests/test_*.py`, `unittest`) against
-//! NumPy, and PyTorch where the environment has it; then the same wheel's tests on CPython
-//! 3.9, the oldest it supports, with NumPy 2.0 (where a 3.9 interpreter is installed); then
-//! the CUDA tests
+//! NumPy, and PyTorch where the environment has it; then the tests of the wheel built for
+//! every CPython from 3.9 (the crate's `abi3-py39` feature: no buffer protocol) on CPython
+//! 3.9 with NumPy 2.0 (where a 3.9 interpreter is installed); then the CUDA tests
 //! (`tests/test_cuda.py`) again against the CUDA emulator (`cargo xtask cuda-emu`), where they
 //! may not skip.
 //!
@@ -35,6 +35,11 @@ const CUDA_TESTS: &str = "test_cuda.py";
 const TYPED_USE: &str = "crates/gpukit-python/tests/test_typing.py";
 /// What stubtest may leave unchecked (the extension module inside the package).
 const STUBTEST_ALLOWLIST: &str = "crates/gpukit-python/stubtest-allowlist.txt";
+/// What it may also leave unchecked on CPython 3.11 (the buffer protocol's methods, which
+/// 3.11 gives no Python names).
+const STUBTEST_ALLOWLIST_311: &str = "crates/gpukit-python/stubtest-allowlist-py311.txt";
+/// The crate's feature of the wheel for every CPython from 3.9.
+const ABI3_PY39: &str = "abi3-py39";
 /// Where the environment and the wheels go, relative to the workspace root.
 const WORK_DIR: &str = "target/python";
 /// What the environment gets from PyPI: the build backend (the range `pyproject.toml`
@@ -88,6 +93,7 @@ fn library_names() -> (String, &'static str) {
 /// The tests' files, relative to the workspace root, that the GPU bundle carries beside the
 /// module (with the example one of them runs).
 pub const BUNDLED_SCRIPTS: &[&str] = &[
+    "crates/gpukit-python/tests/test_buffer.py",
     "crates/gpukit-python/tests/test_dlpack.py",
     "crates/gpukit-python/tests/test_cuda.py",
     "crates/gpukit-python/tests/test_examples.py",
@@ -102,11 +108,19 @@ pub const BUNDLED_SCRIPTS: &[&str] = &[
 pub const LIBTEST_RUNNER: &str = "crates/gpukit-python/tests/libtest.py";
 
 /// Builds the module's library with cargo's release profile (the GPU bundle's, which
-/// carries the bare module, not a wheel); returns the file cargo wrote and the name Python
-/// imports it by (`gpukit.abi3.so`).
+/// carries the bare module, not a wheel), for every CPython from 3.9 (the device's Python
+/// is not known here); returns the file cargo wrote and the name Python imports it by
+/// (`gpukit.abi3.so`).
 pub fn build_library(root: &Path) -> Result<(PathBuf, &'static str)> {
     let mut cmd = util::cargo(root);
-    cmd.args(["build", "--release", "--package", PACKAGE]);
+    cmd.args([
+        "build",
+        "--release",
+        "--package",
+        PACKAGE,
+        "--features",
+        ABI3_PY39,
+    ]);
     util::run(&mut cmd)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -154,10 +168,10 @@ fn environment(root: &Path) -> std::result::Result<PathBuf, String> {
     Ok(venv_py)
 }
 
-/// Builds the wheel with pip through the package's build backend (dev profile) and installs
-/// it in the environment; returns the wheel.
-fn build_wheel(root: &Path, python: &Path) -> Result<PathBuf> {
-    let wheels = root.join(WORK_DIR).join("wheels");
+/// Builds the wheel with pip through the package's build backend (dev profile; with the
+/// crate's `features`, into `target/python/<dir>`); returns it.
+fn build_wheel(root: &Path, python: &Path, features: Option<&str>, dir: &str) -> Result<PathBuf> {
+    let wheels = root.join(WORK_DIR).join(dir);
     // Only this build's wheel in the folder, so that it is the one installed.
     let _ = std::fs::remove_dir_all(&wheels);
     // The environment's `bin/` first on PATH, as activating it would: the build backend runs
@@ -177,7 +191,10 @@ fn build_wheel(root: &Path, python: &Path) -> Result<PathBuf> {
         .env("PATH", path)
         .args(["-m", "pip", "wheel", "--no-deps", "--no-build-isolation"])
         .args(["--disable-pip-version-check", "--config-settings"])
-        .arg("build-args=--profile dev")
+        .arg(match features {
+            Some(f) => format!("build-args=--profile dev --features {f}"),
+            None => "build-args=--profile dev".to_owned(),
+        })
         .arg("--wheel-dir")
         .arg(&wheels)
         .arg(PROJECT);
@@ -193,7 +210,6 @@ fn build_wheel(root: &Path, python: &Path) -> Result<PathBuf> {
         wheel.display(),
         size as f64 / 1e6
     );
-    install_wheel(python, &wheel)?;
     Ok(wheel)
 }
 
@@ -223,16 +239,22 @@ pub fn test(root: &Path) -> Result {
         }
     };
     util::header("python: build the wheel (pip, maturin; dev profile) and install it");
-    let wheel = build_wheel(root, &python)?;
+    let wheel = build_wheel(root, &python, None, "wheels")?;
+    install_wheel(&python, &wheel)?;
     // From the workspace root, where no folder shadows the installed package.
     util::header("python: the type stubs against the module, and a typed use of the API");
-    util::run(Command::new(&python).current_dir(root).args([
+    let mut stubtest = Command::new(&python);
+    stubtest.current_dir(root).args([
         "-m",
         "mypy.stubtest",
         "gpukit",
         "--allowlist",
         STUBTEST_ALLOWLIST,
-    ]))?;
+    ]);
+    if minor_version(&python) == Some(11) {
+        stubtest.args(["--allowlist", STUBTEST_ALLOWLIST_311]);
+    }
+    util::run(&mut stubtest)?;
     util::run(Command::new(&python).current_dir(root).args([
         "-m",
         "mypy",
@@ -242,7 +264,7 @@ pub fn test(root: &Path) -> Result {
     ]))?;
     util::header("python: the module's tests (unittest, NumPy; PyTorch where installed)");
     util::run(&mut unittest(root, &python, "test_*.py"))?;
-    oldest(root, &wheel)?;
+    oldest(root, &python)?;
     // The CUDA arrays' paths (DLPack's stream handshake, the CUDA Array Interface) against
     // the CUDA emulator, where nothing may be skipped.
     util::header("python: the CUDA tests against the CUDA emulator");
@@ -254,15 +276,16 @@ pub fn test(root: &Path) -> Result {
     util::run(&mut cuda)
 }
 
-/// The same wheel on the oldest CPython it claims (3.9) with the NumPy that Python gets
-/// (2.0, which speaks legacy DLPack only), where that interpreter is installed (`python3.9`
-/// on PATH, or pyenv's); else a `SKIPPED:` line.
-fn oldest(root: &Path, wheel: &Path) -> Result {
-    util::header("python: the wheel on CPython 3.9, the oldest it supports");
+/// The wheel for every CPython from 3.9 (built by the environment's `builder`) on the
+/// oldest, with the NumPy that Python gets (2.0, which speaks legacy DLPack only), where that
+/// interpreter is installed (`python3.9` on PATH, or pyenv's); else a `SKIPPED:` line.
+fn oldest(root: &Path, builder: &Path) -> Result {
+    util::header("python: the wheel for CPython 3.9 and later (abi3-py39), on CPython 3.9");
     let Some(python) = python39() else {
         println!("SKIPPED: the wheel on CPython 3.9: no python3.9 here (on PATH or pyenv's)");
         return Ok(());
     };
+    let wheel = build_wheel(root, builder, Some(ABI3_PY39), "wheels-py39")?;
     let venv = root.join(WORK_DIR).join("venv39");
     let venv_py = venv_python(&venv);
     if !util::succeeds(Command::new(&venv_py).arg("--version")) {
@@ -274,8 +297,17 @@ fn oldest(root: &Path, wheel: &Path) -> Result {
         println!("SKIPPED: the wheel on CPython 3.9: pip could not install NumPy");
         return Ok(());
     }
-    install_wheel(&venv_py, wheel)?;
+    install_wheel(&venv_py, &wheel)?;
     util::run(&mut unittest(root, &venv_py, "test_*.py"))
+}
+
+/// The minor version of the interpreter `python` (`11` for CPython 3.11).
+fn minor_version(python: &Path) -> Option<u32> {
+    let out = Command::new(python)
+        .args(["-c", "import sys; print(sys.version_info[1])"])
+        .output()
+        .ok()?;
+    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
 }
 
 /// A CPython 3.9 interpreter: `python3.9` where it runs, else pyenv's newest 3.9.

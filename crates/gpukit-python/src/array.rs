@@ -798,6 +798,35 @@ impl Array {
         dlpack::export(py, self, stream, max_version, dl_device, copy)
     }
 
+    /// The buffer protocol (`memoryview(a)`; CPython 3.11 and later) on the CPU backend: a
+    /// view of the array's memory, after its queued work, holding it until released;
+    /// writable unless the array is read-only. Device memory and bfloat16 (which has no
+    /// format) are `BufferError`.
+    ///
+    /// # Safety
+    ///
+    /// `view` is the `Py_buffer` Python passes to fill.
+    #[cfg(Py_3_11)]
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
+        // SAFETY: Python's call of the slot, with the view it fills.
+        unsafe { crate::buffer::get(slf, view, flags) }
+    }
+
+    /// Ends a view of the buffer protocol.
+    ///
+    /// # Safety
+    ///
+    /// `view` is one that `__getbuffer__` filled, released once.
+    #[cfg(Py_3_11)]
+    unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
+        // SAFETY: Python's call of the slot, once, with a view `__getbuffer__` filled.
+        unsafe { crate::buffer::release(view) }
+    }
+
     /// DLPack's `(device_type, device_id)` of the array's memory.
     fn __dlpack_device__(&self) -> (i32, i32) {
         self.dl_device()

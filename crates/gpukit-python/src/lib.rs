@@ -28,15 +28,21 @@
 //! copies, `copy=True` always does. A foreign tensor is given back to its producer once the
 //! array, and every export of it, are gone.
 //!
+//! On the CPU backend an array also has Python's buffer protocol (`memoryview(a)`), in a
+//! module built for CPython 3.11 or later, whose stable ABI has the buffer slots.
+//!
 //! `pip install crates/gpukit-python` builds it (maturin, `pyproject.toml`: a wheel on the
-//! stable ABI of CPython 3.9 and later, with the type stubs of `gpukit.pyi`); `cargo xtask
-//! python` builds the wheel into a virtual environment, checks the stubs against the module
-//! and runs the tests in `tests/`.
+//! stable ABI of the Python that builds it, good for later ones too, with the type stubs of
+//! `gpukit.pyi`; the feature `abi3-py39` builds one for every CPython from 3.9, without the
+//! buffer protocol); `cargo xtask python` builds the wheels into virtual environments,
+//! checks the stubs against the module and runs the tests in `tests/`.
 
 use gpukit::{BinaryOp, DeviceSpec};
 use pyo3::prelude::*;
 
 mod array;
+#[cfg(Py_3_11)]
+mod buffer;
 mod dlpack;
 mod element;
 mod error;

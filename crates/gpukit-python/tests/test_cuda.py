@@ -11,6 +11,7 @@ import unittest
 import numpy as np
 
 import gpukit
+from test_buffer import has_slots
 
 CPU = gpukit.Context("cpu")
 
@@ -99,6 +100,14 @@ class CudaArrays(unittest.TestCase):
         self.assertEqual(v.tolist(), [[3.0, 3.0], [3.0, 3.0]])
         with self.assertRaisesRegex(ValueError, "cuda device memory, which NumPy cannot view"):
             np.asarray(a, copy=False)
+
+    def test_the_buffer_protocol_refuses_device_memory(self):
+        gpu = cuda(self)
+        if not has_slots(self):
+            self.skipTest("a module for the stable ABI of 3.9 has no buffer protocol")
+        with self.assertRaisesRegex(BufferError, "Array.__buffer__: a cuda array is in device "
+                                                 "memory.*numpy.asarray"):
+            memoryview(gpu.zeros(3))
 
     def test_dlpack_export_and_its_stream_handshake(self):
         gpu = cuda(self)

@@ -39,6 +39,9 @@ class ArrayProtocol(unittest.TestCase):
         self.assertTrue((v == 2.0).all())
         # copy=False is honoured on host memory.
         self.assertEqual(np.asarray(a, copy=False).ctypes.data, v.ctypes.data)
+        # NumPy takes the buffer protocol before `__array__` where the module has it: the
+        # protocol's own view is the same memory.
+        self.assertEqual(a.__array__(copy=False).ctypes.data, v.ctypes.data)
 
     def test_array_copies_and_dtype_converts(self):
         a = CPU.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3), copy=True)
@@ -49,8 +52,12 @@ class ArrayProtocol(unittest.TestCase):
         self.assertEqual(c.tolist(), [[0, 1, 2], [3, 4, 5]])
         d = np.asarray(a, dtype=np.float64)
         self.assertEqual(d.dtype, np.float64)
-        with self.assertRaisesRegex(ValueError, "Array.__array__: converting to another dtype"):
+        # NumPy reads host memory through the buffer protocol where the module has it, and
+        # refuses the conversion itself; `__array__` refuses it as well.
+        with self.assertRaises(ValueError):
             np.asarray(a, dtype=np.float64, copy=False)
+        with self.assertRaisesRegex(ValueError, "Array.__array__: converting to another dtype"):
+            a.__array__(dtype=np.float64, copy=False)
         t = a.to_numpy()
         self.assertNotEqual(t.ctypes.data, np.asarray(a).ctypes.data)
         self.assertEqual(t.tolist(), [[0.0] * 3] * 2)
