@@ -113,8 +113,10 @@ pub(crate) unsafe fn get(
             ffi::PyBUF_MAX_NDIM
         )));
     }
-    // Always C-contiguous; also Fortran-contiguous where at most one dimension exceeds 1.
-    if asks(flags, ffi::PyBUF_F_CONTIGUOUS) && a.shape.iter().filter(|&&d| d > 1).count() > 1 {
+    // Always C-contiguous; also Fortran-contiguous where at most one dimension exceeds 1, or
+    // where there are no elements (as NumPy counts).
+    let fortran = a.size() == 0 || a.shape.iter().filter(|&&d| d > 1).count() <= 1;
+    if asks(flags, ffi::PyBUF_F_CONTIGUOUS) && !fortran {
         return Err(refuse(format!(
             "a Fortran-contiguous buffer was asked of a row-major array of shape {}",
             crate::array::shape_text(&a.shape)

@@ -254,7 +254,8 @@ class WithSlots(unittest.TestCase):
         with self.assertRaisesRegex(BufferError, r"Array.__buffer__: a Fortran-contiguous "
                                                   r"buffer .* shape \(2, 3\)"):
             get_buffer(CPU.zeros((2, 3)), PyBUF_F_CONTIGUOUS)
-        for shape in [(6,), (1, 6), (6, 1), (1, 1, 4)]:
+        for shape in [(6,), (1, 6), (6, 1), (1, 1, 4), (2, 0, 3)]:
+            self.assertTrue(np.zeros(shape).flags.f_contiguous, shape)  # as NumPy counts
             v = get_buffer(CPU.zeros(shape), PyBUF_F_CONTIGUOUS)
             try:
                 self.assertEqual(tuple(v.shape[: len(shape)]), shape)
