@@ -238,6 +238,11 @@ pub fn test(root: &Path) -> Result {
             return Ok(());
         }
     };
+    // The CUDA emulator first, built as the test step builds the workspace (after that step,
+    // nothing to compile): built after the wheel, PyO3 and the module would be compiled
+    // again, as maturin's build gives PyO3's build script another interpreter setting.
+    util::header("python: the CUDA emulator (for the CUDA tests at the end)");
+    let emu = crate::cuda_emu::as_tested(root)?;
     util::header("python: build the wheel (pip, maturin; dev profile) and install it");
     let wheel = build_wheel(root, &python, None, "wheels")?;
     install_wheel(&python, &wheel)?;
@@ -268,7 +273,6 @@ pub fn test(root: &Path) -> Result {
     // The CUDA arrays' paths (DLPack's stream handshake, the CUDA Array Interface) against
     // the CUDA emulator, where nothing may be skipped.
     util::header("python: the CUDA tests against the CUDA emulator");
-    let emu = crate::cuda_emu::as_tested(root)?;
     let mut cuda = unittest(root, &python, CUDA_TESTS);
     emu.apply(&mut cuda);
     cuda.env("GPU_REQUIRE_CUDA", "1")

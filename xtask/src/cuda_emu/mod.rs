@@ -190,7 +190,8 @@ pub fn ci(root: &Path, test_args: &[String]) -> Result {
 /// The emulator built as the test step builds the workspace (`--workspace`, with the two
 /// examples the `cuda-emu` step runs: the features the test build resolved, so after that
 /// step only what another build changed is compiled again, such as PyO3 after the Python
-/// wheel's build, whose build script follows the interpreter), and its environment.
+/// wheel's build, whose build script follows the interpreter: the Python step calls this
+/// before it builds the wheel), and its environment.
 pub fn as_tested(root: &Path) -> Result<EmuEnv> {
     util::run(util::cargo(root).args([
         "build",
