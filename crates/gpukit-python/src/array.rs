@@ -428,6 +428,28 @@ impl Array {
         self.with(py, call, |h| f(h, &on, v))
     }
 
+    /// Where the array's memory is: the span of an export made as `__dlpack__` makes one
+    /// (the CUDA stream at the address `cuda_consumer` waits for the array's work, else the
+    /// host does), dropped at once, since the memory stays the array's. Recorded as the
+    /// memory's span: another library may now alias it.
+    pub(crate) fn exported_span(
+        &self,
+        py: Python<'_>,
+        cuda_consumer: Option<usize>,
+    ) -> gpukit::Result<Span> {
+        let bytes = self.nbytes();
+        let span = py.detach(|| -> gpukit::Result<Span> {
+            // Passed as an address: a pointer does not cross to the thread without the GIL.
+            let consumer = cuda_consumer.map(|s| RawStream::Cuda(s as *mut std::ffi::c_void));
+            let held = self.mem.lock();
+            let on = On::new(&self.ctx, &self.ctx);
+            let made = held.export(&on, &self.shape, Form::Versioned, consumer)?;
+            Ok(Span::of(made.tensor(), bytes))
+        })?;
+        self.mem.note_span(span);
+        Ok(span)
+    }
+
     /// Runs `f` on the memory, locked, with the GIL released; its error is raised as
     /// `call`'s.
     pub(crate) fn with<R: Send>(
@@ -875,19 +897,12 @@ impl Array {
             )));
         };
         // The address through an export ordered onto the context's own stream (after the
-        // array's work on any stream), dropped at once: the memory stays the array's.
-        let shape = self.shape.clone();
-        let on = On::new(&self.ctx, &self.ctx);
-        // As an address: a pointer does not cross to the thread without the GIL.
+        // array's work on any stream).
         let stream = handle as usize;
-        let bytes = self.nbytes();
-        let span = self.with(py, CALL, |h| -> gpukit::Result<Span> {
-            let consumer = RawStream::Cuda(stream as *mut std::ffi::c_void);
-            let made = h.export(&on, &shape, Form::Versioned, Some(consumer))?;
-            Ok(Span::of(made.tensor(), bytes))
-        })?;
-        self.mem.note_span(span);
-        let address = span.start;
+        let address = self
+            .exported_span(py, Some(stream))
+            .map_err(|e| py_err(CALL, e))?
+            .start;
         let d = PyDict::new(py);
         d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
         d.set_item("typestr", typestr)?;

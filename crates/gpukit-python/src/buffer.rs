@@ -14,10 +14,8 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::array::{Array, Span};
-use crate::dlpack::Form;
+use crate::array::Array;
 use crate::error::buffer_err;
-use crate::stream::On;
 
 /// The call a refused request names (Python's name of the protocol's method, PEP 688).
 const CALL: &str = "Array.__buffer__";
@@ -128,19 +126,9 @@ pub(crate) unsafe fn get(
         isize::try_from(nbytes).map_err(|_| refuse("the array's bytes overflow Py_ssize_t"))?,
         isize::try_from(itemsize).map_err(|_| refuse("the element's bytes overflow"))?,
     );
-    // The address through an export, made as `__dlpack__` makes one (the host waits for the
-    // array's queued work) and dropped at once: the view's reference to the array keeps the
-    // memory.
-    let span = py
-        .detach(|| -> gpukit::Result<Span> {
-            let held = a.mem.lock();
-            let on = On::new(&a.ctx, &a.ctx);
-            let made = held.export(&on, &a.shape, Form::Versioned, None)?;
-            Ok(Span::of(made.tensor(), nbytes))
-        })
-        .map_err(|e| buffer_err(CALL, e))?;
-    // Another library now aliases the memory (the overlap checks of `out` need to know).
-    a.mem.note_span(span);
+    // The address once the array's queued work is done (the host waits); the view's
+    // reference to the array keeps the memory.
+    let span = a.exported_span(py, None).map_err(|e| buffer_err(CALL, e))?;
     let data = if span.start == 0 {
         // No elements: a pointer no access follows, but not null.
         NonNull::<u64>::dangling().as_ptr().cast::<c_void>()
